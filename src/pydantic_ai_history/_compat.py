@@ -1,0 +1,141 @@
+"""The only module that knows pydantic-ai 1.x from 2.x.
+
+Everything version-dependent (part class names, `CompactionPart`, `RetryFeedbackPart`, capabilities,
+message metadata and `run_id`) is resolved here once, at import time, by feature detection rather than
+version numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic_ai import messages as _m
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+__all__ = (
+    'COMPACTION_PART',
+    'FILE_PART',
+    'HAS_CAPABILITIES',
+    'NATIVE_TOOL_CALL_PARTS',
+    'NATIVE_TOOL_RETURN_PARTS',
+    'RETRY_FEEDBACK_PART',
+    'BinaryContent',
+    'ModelMessage',
+    'ModelRequest',
+    'ModelResponse',
+    'RetryPromptPart',
+    'SystemPromptPart',
+    'TextPart',
+    'ThinkingPart',
+    'ToolCallPart',
+    'ToolReturnPart',
+    'UserPromptPart',
+    'answered_call_id',
+    'make_request',
+    'message_metadata',
+    'part_metadata',
+    'pydantic_ai_version',
+    'with_part_metadata',
+)
+
+# 1.x late and 2.x call them Native*, 1.0 calls them Builtin*; late 1.x has both (one an alias).
+NATIVE_TOOL_CALL_PARTS: tuple[type[Any], ...] = tuple(
+    {getattr(_m, n) for n in ('NativeToolCallPart', 'BuiltinToolCallPart') if hasattr(_m, n)}
+)
+NATIVE_TOOL_RETURN_PARTS: tuple[type[Any], ...] = tuple(
+    {getattr(_m, n) for n in ('NativeToolReturnPart', 'BuiltinToolReturnPart') if hasattr(_m, n)}
+)
+COMPACTION_PART: type[Any] | None = getattr(_m, 'CompactionPart', None)
+RETRY_FEEDBACK_PART: type[Any] | None = getattr(_m, 'RetryFeedbackPart', None)
+FILE_PART: type[Any] | None = getattr(_m, 'FilePart', None)
+
+try:
+    from pydantic_ai.capabilities import AbstractCapability as _AbstractCapability
+    from pydantic_ai.capabilities import ProcessHistory as _ProcessHistory
+except ImportError:  # pydantic-ai < 1.7x: no capabilities, only history_processors=
+    _AbstractCapability = None  # type: ignore[assignment,misc]
+    _ProcessHistory = None  # type: ignore[assignment,misc]
+
+HAS_CAPABILITIES = _ProcessHistory is not None
+ProcessHistory: Any = _ProcessHistory
+AbstractCapability: Any = _AbstractCapability
+
+_REQUEST_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelRequest))
+_HAS_REQUEST_METADATA = 'metadata' in _REQUEST_FIELDS
+_HAS_RUN_ID = 'run_id' in _REQUEST_FIELDS
+_USER_PROMPT_HAS_METADATA = False  # UserPromptPart has no metadata field in any major
+
+
+def pydantic_ai_version() -> str:
+    from importlib.metadata import version
+
+    return version('pydantic-ai-slim')
+
+
+def answered_call_id(part: ModelRequestPart) -> str | None:
+    """The tool call id a request part answers, or None when it answers no tool call.
+
+    A `RetryPromptPart` without `tool_name` is an output-validation retry: it still gets an auto-generated
+    `tool_call_id`, but answers no call, so it must not be paired.
+    """
+    if isinstance(part, ToolReturnPart):
+        return part.tool_call_id
+    if isinstance(part, RetryPromptPart) and part.tool_name is not None:
+        return part.tool_call_id
+    return None
+
+
+def make_request(
+    parts: Sequence[ModelRequestPart],
+    *,
+    run_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> ModelRequest:
+    """A new `ModelRequest`, setting `run_id` and `metadata` only where this pydantic-ai has them."""
+    kwargs: dict[str, Any] = {}
+    if run_id is not None and _HAS_RUN_ID:
+        kwargs['run_id'] = run_id
+    if metadata is not None and _HAS_REQUEST_METADATA:
+        kwargs['metadata'] = dict(metadata)
+    return ModelRequest(parts=list(parts), **kwargs)
+
+
+def message_metadata(message: ModelMessage) -> Mapping[str, Any]:
+    """A message's metadata dict, empty where the version has none."""
+    value = getattr(message, 'metadata', None)
+    return value if isinstance(value, Mapping) else {}
+
+
+def part_metadata(part: object) -> Mapping[str, Any]:
+    """A part's metadata (tool returns, compaction parts on 2.x); empty where the part has none."""
+    value = getattr(part, 'metadata', None)
+    return value if isinstance(value, Mapping) else {}
+
+
+def with_part_metadata(part: Any, extra: Mapping[str, Any]) -> Any:
+    """A copy of `part` with `extra` merged into its metadata, or the part unchanged if it has no field."""
+    if not any(f.name == 'metadata' for f in dataclasses.fields(part)):
+        return part
+    current = part_metadata(part)
+    return dataclasses.replace(part, metadata={**current, **extra})
+
+
+def run_id_of(ctx: Any) -> str | None:
+    """The run id of a `RunContext` (2.x, late 1.x), None on versions without it."""
+    value = getattr(ctx, 'run_id', None)
+    return value if isinstance(value, str) else None

@@ -1,0 +1,55 @@
+"""What a stage receives for one processing call, and the interface every stage implements."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._compat import ModelMessage
+from .events import HistoryEvent, HistoryWarning
+from .tokens import TokenCounter, TokenEstimate
+
+if TYPE_CHECKING:
+    from .cache import SummaryCache
+    from .store import ArtifactStore
+
+__all__ = ('HistoryContext', 'HistoryStage', 'MARKER_KEY')
+
+logger = logging.getLogger('pydantic_ai_history')
+
+MARKER_KEY = 'pydantic_ai_history'
+"""Metadata key under which this package marks the messages and parts it wrote."""
+
+
+@dataclass
+class HistoryContext:
+    """Per-call context shared by the stages: counting, window, cache, store, events."""
+
+    counter: TokenCounter
+    context_window: int | None
+    model: Any = None
+    """The run's model (a pydantic-ai `Model`), used as the default summarizer and planner."""
+    run_context: Any = None
+    run_id: str | None = None
+    cache: SummaryCache | None = None
+    store: ArtifactStore | None = None
+    emit_event: Callable[[HistoryEvent], None] = field(default=lambda event: None)
+    usage: Any = None
+    """The run's `RunUsage`, to which LLM calls made by stages add their own usage."""
+
+    def estimate(self, messages: Sequence[ModelMessage]) -> TokenEstimate:
+        return self.counter.estimate(messages)
+
+    def warn(self, code: str, message: str, **details: Any) -> None:
+        logger.warning('%s: %s', code, message)
+        self.emit_event(HistoryWarning(run_id=self.run_id, code=code, message=message, details=details))
+
+
+class HistoryStage(Protocol):
+    """One step of the flow: messages in, messages out. Never mutates its input."""
+
+    name: str
+
+    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]: ...

@@ -1,0 +1,25 @@
+"""Caches for summaries, extractions, conversions and compactions: one interface, several backends.
+
+`MemoryCache` is the default. `SQLiteCache` survives restarts on one machine. `RedisCache` is shared
+between processes and machines; use it through `redis_cache()` (a `FallbackCache`) so an unreachable
+server degrades to memory with a warning instead of failing the run.
+"""
+
+from __future__ import annotations
+
+from ._base import CacheStats, SummaryCache, cache_key
+from ._fallback import FallbackCache, redis_cache
+from ._memory import MemoryCache
+from ._redis import RedisCache
+from ._sqlite import SQLiteCache
+
+__all__ = (
+    'CacheStats',
+    'FallbackCache',
+    'MemoryCache',
+    'RedisCache',
+    'SQLiteCache',
+    'SummaryCache',
+    'cache_key',
+    'redis_cache',
+)

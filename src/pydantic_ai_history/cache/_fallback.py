@@ -1,0 +1,111 @@
+"""A cache that keeps working when its primary backend does not."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ._base import SummaryCache
+from ._memory import MemoryCache
+from ._redis import RedisCache
+
+__all__ = ('FallbackCache', 'redis_cache')
+
+_T = TypeVar('_T')
+
+logger = logging.getLogger('pydantic_ai_history.cache')
+
+
+class FallbackCache(SummaryCache):
+    """Serve from `primary`; when it raises, serve from `fallback` (memory by default) for a while.
+
+    A cache is an optimisation, so a broken backend must never fail a run: any exception from the primary
+    marks the cache degraded, logs one warning for the outage, and routes calls to the fallback. After
+    `cooldown` seconds the next call tries the primary again; success ends the outage (logged at info).
+    While healthy, a primary miss also consults the fallback, so entries written during an outage are
+    still found. `stats` counts what callers saw; `primary.stats` and `fallback.stats` count each backend.
+    """
+
+    def __init__(
+        self,
+        primary: SummaryCache,
+        fallback: SummaryCache | None = None,
+        *,
+        cooldown: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.primary = primary
+        self.fallback = fallback if fallback is not None else MemoryCache()
+        self.cooldown = cooldown
+        self._clock = clock
+        self._retry_at: float | None = None
+
+    @property
+    def degraded(self) -> bool:
+        """Whether the primary failed and calls currently go to the fallback."""
+        return self._retry_at is not None
+
+    async def _get(self, key: str) -> str | None:
+        ok, value = await self._try_primary(self.primary.get, key)
+        if ok and value is not None:
+            return value
+        return await self.fallback.get(key)
+
+    async def _set(self, key: str, value: str, ttl: float | None) -> None:
+        ok, _ = await self._try_primary(self.primary.set, key, value, ttl=ttl)
+        if not ok:
+            await self.fallback.set(key, value, ttl=ttl)
+
+    async def _delete(self, key: str) -> None:
+        await self._try_primary(self.primary.delete, key)
+        await self.fallback.delete(key)
+
+    async def _try_primary(
+        self, call: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
+    ) -> tuple[bool, _T | None]:
+        """Call the primary unless cooling down; `(False, None)` means "use the fallback"."""
+        if self._retry_at is not None and self._clock() < self._retry_at:
+            return False, None
+        try:
+            result = await call(*args, **kwargs)
+        except Exception as e:
+            if self._retry_at is None:
+                logger.warning(
+                    'cache backend %s failed (%s: %s); using %s, retrying every %gs',
+                    type(self.primary).__name__,
+                    type(e).__name__,
+                    e,
+                    type(self.fallback).__name__,
+                    self.cooldown,
+                )
+            else:
+                logger.debug('cache backend %s still failing: %r', type(self.primary).__name__, e)
+            self._retry_at = self._clock() + self.cooldown
+            return False, None
+        if self._retry_at is not None:
+            self._retry_at = None
+            logger.info('cache backend %s recovered', type(self.primary).__name__)
+        return True, result
+
+    async def aclose(self) -> None:
+        try:
+            await self.primary.aclose()
+        except Exception as e:
+            logger.debug('closing cache backend %s failed: %r', type(self.primary).__name__, e)
+        await self.fallback.aclose()
+
+
+def redis_cache(
+    url: str = 'redis://localhost:6379/0',
+    *,
+    prefix: str = 'pydantic-ai-history:',
+    socket_timeout: float | None = 2.0,
+    cooldown: float = 30.0,
+    fallback: SummaryCache | None = None,
+) -> FallbackCache:
+    """A `RedisCache` that degrades to memory while Redis is unreachable: the usual way to use Redis."""
+    primary = RedisCache(url, prefix=prefix, socket_timeout=socket_timeout)
+    return FallbackCache(primary, fallback, cooldown=cooldown)

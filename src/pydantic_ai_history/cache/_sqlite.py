@@ -1,0 +1,122 @@
+"""A single-file SQLite cache that survives restarts."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import anyio.to_thread
+
+from ._base import SummaryCache
+
+__all__ = ('SQLiteCache',)
+
+_T = TypeVar('_T')
+
+_SCHEMA = 'CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at REAL)'
+# Expired rows are skipped on read and deleted when read; a full sweep every this many writes
+# keeps keys that are never read again from piling up.
+_PURGE_EVERY = 256
+
+
+class SQLiteCache(SummaryCache):
+    """A cache in one SQLite file, in WAL mode, shared by every processor that points at the same path.
+
+    Each instance holds one connection guarded by a lock; several instances on one file (several
+    processors in one process, or several processes) coordinate through SQLite's own locking. Calls run
+    in a worker thread because a write may wait on another writer's lock (up to `busy_timeout` seconds).
+    Expiry uses wall-clock time, since entries outlive the process. SQLite writes only `path` and its
+    `-wal`/`-shm` companions next to it; missing parent directories are created.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._writes = 0
+
+    async def _get(self, key: str) -> str | None:
+        return await self._run(self._get_sync, key)
+
+    async def _set(self, key: str, value: str, ttl: float | None) -> None:
+        await self._run(self._set_sync, key, value, ttl)
+
+    async def _delete(self, key: str) -> None:
+        await self._run(self._delete_sync, key)
+
+    async def purge_expired(self) -> int:
+        """Delete every expired row now; returns how many were removed."""
+        return await self._run(self._purge_sync)
+
+    async def aclose(self) -> None:
+        await anyio.to_thread.run_sync(self._close_sync)
+
+    async def _run(self, func: Callable[..., _T], *args: object) -> _T:
+        return await anyio.to_thread.run_sync(self._locked, func, *args)
+
+    def _locked(self, func: Callable[..., _T], *args: object) -> _T:
+        with self._lock:
+            return func(self._connect(), *args)
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Autocommit mode: each statement is its own transaction, so no write lock is held between calls.
+            conn = sqlite3.connect(
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            try:
+                conn.execute('PRAGMA journal_mode=WAL')
+                conn.execute('PRAGMA synchronous=NORMAL')
+                conn.execute(_SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _get_sync(self, conn: sqlite3.Connection, key: str) -> str | None:
+        row = conn.execute('SELECT value, expires_at FROM cache WHERE key = ?', (key,)).fetchone()
+        if row is None:
+            return None
+        value, expires_at = row
+        if expires_at is not None and self._clock() >= expires_at:
+            conn.execute('DELETE FROM cache WHERE key = ? AND expires_at <= ?', (key, self._clock()))
+            return None
+        return str(value)
+
+    def _set_sync(self, conn: sqlite3.Connection, key: str, value: str, ttl: float | None) -> None:
+        expires_at = None if ttl is None else self._clock() + ttl
+        conn.execute(
+            'INSERT OR REPLACE INTO cache (key, value, expires_at) VALUES (?, ?, ?)',
+            (key, value, expires_at),
+        )
+        self._writes += 1
+        if self._writes % _PURGE_EVERY == 0:
+            self._purge_sync(conn)
+
+    def _delete_sync(self, conn: sqlite3.Connection, key: str) -> None:
+        conn.execute('DELETE FROM cache WHERE key = ?', (key,))
+
+    def _purge_sync(self, conn: sqlite3.Connection) -> int:
+        return conn.execute('DELETE FROM cache WHERE expires_at <= ?', (self._clock(),)).rowcount
+
+    def _close_sync(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -1,0 +1,36 @@
+"""The capability for pydantic-ai versions that have capabilities (late 1.x, 2.x)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._compat import AbstractCapability
+
+if TYPE_CHECKING:
+    from .processor import HistoryProcessor
+
+__all__ = ('HistoryCapability',)
+
+if AbstractCapability is None:  # pragma: no cover - guarded by HistoryProcessor.capability()
+    raise ImportError('pydantic_ai_history.capability needs a pydantic-ai version with capabilities')
+
+
+@dataclass
+class HistoryCapability(AbstractCapability):  # type: ignore[misc]
+    """Runs the processor before every model request and contributes the artifact read-back tool."""
+
+    processor: HistoryProcessor
+
+    async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
+        messages = await self.processor(ctx, list(request_context.messages))
+        request_context.messages = messages.copy()
+        ctx.messages[:] = messages
+        return request_context
+
+    def get_toolset(self) -> Any:
+        return self.processor.readback_toolset()
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None

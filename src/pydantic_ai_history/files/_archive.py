@@ -1,0 +1,112 @@
+"""ZIP archives: a listing, then each entry converted by its own reader, with zip-bomb guards."""
+
+from __future__ import annotations
+
+import posixpath
+import zipfile
+from dataclasses import replace
+from io import BytesIO
+
+from ._base import Extraction, FileInfo, Reader, ReaderError
+from ._results import Truncation
+from ._settings import FileSettings
+
+MAX_ENTRIES = 10_000
+"""Archives listing more entries are refused: the central directory alone could exhaust memory."""
+MAX_LISTED = 200
+MAX_CONVERTED = 50
+MAX_RATIO = 200
+"""Entries compressed better than 200:1 (and over 1 MiB) are skipped as likely bombs."""
+
+
+def _size(n: int) -> str:
+    from ._manifest import human_size
+
+    return human_size(n)
+
+
+class ZipReader(Reader):
+    """Lists the archive and converts the documents inside it; nested archives are listed, not opened.
+
+    Guards: the entry count, the declared uncompressed total (capped at `max_file_bytes`), each entry's
+    compression ratio, and the bytes actually read, which are capped too in case the headers lie.
+    """
+
+    format = 'ZIP'
+    media_types = ('application/zip', 'application/x-zip-compressed')
+    extensions = ('.zip',)
+
+    def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        from ._read import convert_document
+        from ._registry import sniff_media_type
+
+        try:
+            archive = zipfile.ZipFile(BytesIO(data))
+        except (zipfile.BadZipFile, OSError, ValueError) as e:
+            raise ReaderError(f'corrupt ZIP ({e})') from e
+        with archive:
+            entries = [e for e in archive.infolist() if not e.is_dir()]
+            if len(entries) > MAX_ENTRIES:
+                raise ReaderError(
+                    f'ZIP has {len(entries):,} entries (limit {MAX_ENTRIES:,}); possible zip bomb'
+                )
+            declared = sum(e.file_size for e in entries)
+            lines = [f'Archive with {len(entries):,} files, {_size(declared)} uncompressed:', '']
+            lines.extend(f'- {e.filename} ({_size(e.file_size)})' for e in entries[:MAX_LISTED])
+            if len(entries) > MAX_LISTED:
+                lines.append(f'- … {len(entries) - MAX_LISTED:,} more files')
+            skipped: list[str] = []
+            budget = settings.max_file_bytes
+            converted = 0
+            # Entries are converted with a smaller token budget each, so one file cannot crowd out the rest.
+            entry_settings = replace(settings, max_tokens=max(settings.max_tokens // 2, 200))
+            for entry in entries:
+                name = entry.filename
+                reason = self._skip_reason(entry, budget)
+                if reason is None and converted >= MAX_CONVERTED:
+                    reason = f'more than {MAX_CONVERTED} files'
+                if reason is not None:
+                    skipped.append(f'{name}: {reason}')
+                    continue
+                # Read at most the declared size + 1 byte: a header that understates the size is caught.
+                with archive.open(entry) as stream:
+                    content = stream.read(entry.file_size + 1)
+                if len(content) > entry.file_size:
+                    skipped.append(f'{name}: size header is wrong; possible zip bomb')
+                    continue
+                budget -= len(content)
+                media_type = sniff_media_type(content, name, None)
+                if media_type in self.media_types or media_type.startswith(('image/', 'audio/', 'video/')):
+                    skipped.append(f'{name}: {media_type}, not shown inside an archive')
+                    continue
+                converted += 1
+                result = convert_document(content, media_type, posixpath.basename(name), entry_settings)
+                lines.extend(['', f'## File: {name}', ''])
+                if isinstance(result, str):
+                    lines.append(f'(could not be read: {result})')
+                else:
+                    lines.append(result.text)
+        note = None
+        if skipped:
+            lines.extend(['', 'Not converted:', *[f'- {s}' for s in skipped[:MAX_LISTED]]])
+            note = f'{len(skipped)} of {len(entries)} entries not converted'
+        truncations = (Truncation('items', converted, len(entries)),) if converted < len(entries) else ()
+        return Extraction('\n'.join(lines), truncations, note=note)
+
+    @staticmethod
+    def _skip_reason(entry: zipfile.ZipInfo, budget: int) -> str | None:
+        if entry.flag_bits & 0x1:
+            return 'encrypted'
+        if entry.file_size > budget:
+            return f'{_size(entry.file_size)} uncompressed exceeds the remaining limit; possible zip bomb'
+        if entry.file_size > 1024 * 1024 and entry.file_size > MAX_RATIO * max(entry.compress_size, 1):
+            ratio = entry.file_size // max(entry.compress_size, 1)
+            return f'compression ratio {ratio:,}:1; possible zip bomb'
+        if entry.compress_type not in (
+            zipfile.ZIP_STORED,
+            zipfile.ZIP_DEFLATED,
+            zipfile.ZIP_BZIP2,
+            zipfile.ZIP_LZMA,
+        ):
+            return 'unsupported compression'
+        return None

@@ -1,0 +1,49 @@
+"""The one interface every document reader implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ._results import Truncation
+from ._settings import FileSettings
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What is known about the bytes being read."""
+
+    media_type: str
+    name: str | None
+    extension: str | None
+    """Lower-case, with the dot, e.g. '.csv'."""
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """A reader's output before the final token cut."""
+
+    text: str
+    truncations: tuple[Truncation, ...] = ()
+    pages: int | None = None
+    note: str | None = None
+    format: str | None = None
+    """Overrides the reader's format name when the content turned out to be something else."""
+
+
+class ReaderError(Exception):
+    """A reader's clear, user-facing reason why a file could not be read."""
+
+
+class Reader(ABC):
+    """Turns the bytes of one format into markdown, applying that format's own truncation."""
+
+    format: ClassVar[str]
+    """Short name shown in manifests, e.g. 'PDF'."""
+    media_types: ClassVar[tuple[str, ...]]
+    extensions: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        """Convert `data`; raise `ReaderError` (or anything) when it cannot be read."""

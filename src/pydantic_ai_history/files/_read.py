@@ -1,0 +1,159 @@
+"""`read_file`: sniff, dispatch to the image, audio or document path, cut, describe; never raise."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+
+from ._audio import fit_audio
+from ._base import Extraction, FileInfo, ReaderError
+from ._images import fit_image
+from ._manifest import document_manifest, human_size, unreadable_manifest
+from ._registry import extension_of, format_name, reader_for, sniff_media_type
+from ._results import ConvertedDocument, FileResult, Truncation, UnreadableFile
+from ._settings import FileSettings
+from ._tokens import CountTokens, TruncateTokens, cut_tokens
+
+_DEFAULT_SETTINGS = FileSettings()
+
+
+def read_file(
+    data: bytes,
+    *,
+    media_type: str | None = None,
+    name: str | None = None,
+    settings: FileSettings = _DEFAULT_SETTINGS,
+    count_tokens: Callable[[str], int] | None = None,
+    truncate_tokens: Callable[[str, int], str] | None = None,
+) -> FileResult:
+    """Convert a file's bytes into what a model can afford: markdown, a fitted image or audio clip.
+
+    Synchronous and CPU-bound (run it in a thread from async code). Never raises for bad input:
+    anything that cannot be read comes back as an `UnreadableFile` with a reason.
+    """
+    size = len(data)
+    declared = media_type or 'application/octet-stream'
+    if size > settings.max_file_bytes:
+        return _too_large(name, declared, size, settings)
+    if size == 0:
+        return _unreadable(name, declared, 0, 'empty file (0 bytes)')
+    try:
+        sniffed = sniff_media_type(data, name, media_type)
+    except Exception as e:  # sniffing peeks into ZIP/OLE containers; a broken one must not escape
+        sniffed = declared
+        del e
+    try:
+        if sniffed.startswith('image/'):
+            return fit_image(data, sniffed, name, settings)
+        if sniffed.startswith('audio/'):
+            return fit_audio(data, sniffed, name, settings)
+        return _convert(data, sniffed, name, settings, count_tokens, truncate_tokens)
+    except Exception as e:  # the never-raise promise: a bug in one format must not fail the whole run
+        return _unreadable(
+            name, sniffed, size, f'{format_name(sniffed)} could not be read: {type(e).__name__}: {e}'
+        )
+
+
+def read_path(
+    path: str | os.PathLike[str],
+    *,
+    media_type: str | None = None,
+    name: str | None = None,
+    settings: FileSettings = _DEFAULT_SETTINGS,
+    count_tokens: Callable[[str], int] | None = None,
+    truncate_tokens: Callable[[str, int], str] | None = None,
+) -> FileResult:
+    """`read_file` for a local path; the size is checked before anything is read."""
+    name = name if name is not None else os.path.basename(os.fspath(path))
+    declared = media_type or 'application/octet-stream'
+    try:
+        size = os.stat(path).st_size
+        if size > settings.max_file_bytes:
+            return _too_large(name, declared, size, settings)
+        with open(path, 'rb') as f:
+            # Read one byte past the limit: the file may have grown since stat().
+            data = f.read(settings.max_file_bytes + 1)
+    except OSError as e:
+        return _unreadable(name, declared, 0, f'could not open file: {e.strerror or e}')
+    return read_file(data, media_type=media_type, name=name, settings=settings,
+                     count_tokens=count_tokens, truncate_tokens=truncate_tokens)  # fmt: skip
+
+
+def extract(data: bytes, media_type: str, name: str | None, settings: FileSettings) -> Extraction | str:
+    """The reader's markdown before the final token cut, or the reason it could not be read."""
+    reader = reader_for(media_type)
+    if reader is None:
+        return f'unsupported file type ({media_type})'
+    info = FileInfo(media_type=media_type, name=name, extension=extension_of(name))
+    try:
+        return reader.read(data, info, settings)
+    except ReaderError as e:
+        return f'{reader.format} could not be read: {e}'
+    except Exception as e:
+        detail = str(e).strip().splitlines()[0][:300] if str(e).strip() else ''
+        return f'{reader.format} could not be read: {type(e).__name__}' + (f': {detail}' if detail else '')
+
+
+def convert_document(
+    data: bytes, media_type: str, name: str | None, settings: FileSettings
+) -> Extraction | str:
+    """Extract and token-cut with the estimate, for documents nested in archives."""
+    extraction = extract(data, media_type, name, settings)
+    if isinstance(extraction, str):
+        return extraction
+    return replace(extraction, text=cut_tokens(extraction.text, settings.max_tokens).text)
+
+
+def _convert(
+    data: bytes,
+    media_type: str,
+    name: str | None,
+    settings: FileSettings,
+    count_tokens: CountTokens | None,
+    truncate_tokens: TruncateTokens | None,
+) -> ConvertedDocument | UnreadableFile:
+    extraction = extract(data, media_type, name, settings)
+    if isinstance(extraction, str):
+        return _unreadable(name, media_type, len(data), extraction)
+    cut = cut_tokens(extraction.text, settings.max_tokens, count_tokens, truncate_tokens)
+    truncations = extraction.truncations
+    if cut.cut:
+        truncations = (*truncations, Truncation('tokens', cut.shown_tokens, cut.full_tokens))
+    fmt = extraction.format or format_name(media_type)
+    manifest = document_manifest(
+        name,
+        len(data),
+        fmt,
+        extraction.pages,
+        truncations,
+        cut.shown_tokens,
+        cut.full_tokens,
+        extraction.note,
+    )
+    return ConvertedDocument(
+        kind='text',
+        name=name,
+        media_type=media_type,
+        format=fmt,
+        size_bytes=len(data),
+        text=cut.text,
+        full_text_tokens=cut.full_tokens,
+        shown_tokens=cut.shown_tokens,
+        truncations=truncations,
+        pages=extraction.pages,
+        note=extraction.note,
+        manifest=manifest,
+    )
+
+
+def _too_large(name: str | None, media_type: str, size: int, settings: FileSettings) -> UnreadableFile:
+    reason = (
+        f'file too large: {human_size(size)} > {human_size(settings.max_file_bytes)} limit; not converted'
+    )
+    return _unreadable(name, media_type, size, reason)
+
+
+def _unreadable(name: str | None, media_type: str, size: int, reason: str) -> UnreadableFile:
+    return UnreadableFile('unreadable', name, media_type, size, reason,
+                          unreadable_manifest(name, size, media_type, reason))  # fmt: skip

@@ -1,0 +1,225 @@
+"""The one place that maps media types, extensions and magic bytes to readers."""
+
+from __future__ import annotations
+
+import posixpath
+import zipfile
+from io import BytesIO
+
+from ._archive import ZipReader
+from ._base import Reader
+from ._markitdown import (
+    DocxReader,
+    EpubReader,
+    HtmlReader,
+    IpynbReader,
+    OutlookMsgReader,
+    PdfReader,
+    PptxReader,
+    RssReader,
+)
+from ._structured import JsonLinesReader, JsonReader, XmlReader, YamlReader
+from ._tables import CsvReader, XlsReader, XlsxReader
+from ._text import RtfReader, TextReader, looks_like_text
+
+READERS: tuple[Reader, ...] = (
+    PdfReader(),
+    DocxReader(),
+    PptxReader(),
+    XlsxReader(),
+    XlsReader(),
+    HtmlReader(),
+    EpubReader(),
+    IpynbReader(),
+    OutlookMsgReader(),
+    RtfReader(),
+    RssReader(),
+    XmlReader(),
+    JsonReader(),
+    JsonLinesReader(),
+    YamlReader(),
+    CsvReader(),
+    ZipReader(),
+    TextReader(),
+)
+
+IMAGE_TYPES = {
+    '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif',
+    '.webp': 'image/webp', '.bmp': 'image/bmp', '.tif': 'image/tiff', '.tiff': 'image/tiff',
+    '.avif': 'image/avif', '.heic': 'image/heic', '.heif': 'image/heif', '.ico': 'image/x-icon',
+    '.apng': 'image/apng',
+}  # fmt: skip
+AUDIO_TYPES = {
+    '.wav': 'audio/wav', '.mp3': 'audio/mpeg', '.ogg': 'audio/ogg', '.oga': 'audio/ogg', '.flac': 'audio/flac',
+    '.m4a': 'audio/mp4', '.aac': 'audio/aac', '.opus': 'audio/opus', '.aiff': 'audio/aiff', '.webm': 'audio/webm',
+}  # fmt: skip
+
+_BY_MEDIA_TYPE: dict[str, Reader] = {t: r for r in reversed(READERS) for t in r.media_types}
+_BY_EXTENSION: dict[str, str] = {
+    **{ext: r.media_types[0] for r in reversed(READERS) for ext in r.extensions},
+    **IMAGE_TYPES,
+    **AUDIO_TYPES,
+}
+# Names that say nothing about the content: sniffing decides instead.
+_GENERIC = frozenset(
+    {'', 'application/octet-stream', 'binary/octet-stream', 'application/unknown', 'text/plain'}
+)
+_ALIASES = {
+    'image/jpg': 'image/jpeg', 'image/pjpeg': 'image/jpeg', 'image/x-png': 'image/png', 'audio/x-wav': 'audio/wav',
+    'audio/wave': 'audio/wav', 'audio/vnd.wave': 'audio/wav', 'audio/mp3': 'audio/mpeg', 'image/x-ms-bmp': 'image/bmp',
+    'application/x-zip': 'application/zip', 'text/x-csv': 'text/csv', 'application/vnd.apple.png': 'image/png',
+}  # fmt: skip
+
+
+def reader_for(media_type: str) -> Reader | None:
+    """The reader for a media type; any other `text/*` reads as plain text."""
+    reader = _BY_MEDIA_TYPE.get(media_type)
+    if reader is None and media_type.startswith('text/'):
+        return _BY_MEDIA_TYPE['text/plain']
+    return reader
+
+
+def format_name(media_type: str) -> str:
+    reader = _BY_MEDIA_TYPE.get(media_type)
+    if reader is not None:
+        return reader.format
+    return media_type.rsplit('/', 1)[-1].removeprefix('x-').upper()
+
+
+def extension_of(name: str | None) -> str | None:
+    if not name:
+        return None
+    ext = posixpath.splitext(name.replace('\\', '/'))[1].lower()
+    return ext or None
+
+
+def normalize_media_type(media_type: str | None) -> str:
+    if not media_type:
+        return ''
+    base = media_type.split(';', 1)[0].strip().lower()
+    return _ALIASES.get(base, base)
+
+
+def sniff_media_type(data: bytes, name: str | None, declared: str | None) -> str:
+    """The media type to read `data` as: magic bytes, then a specific declared type, then the extension,
+    then a look at the content; 'application/octet-stream' when nothing fits.
+
+    Magic bytes win because declared types are often wrong (e.g. a PNG uploaded as image/jpeg).
+    """
+    declared_type = normalize_media_type(declared)
+    extension = extension_of(name)
+    magic = _magic(data, extension)
+    if magic is not None:
+        return magic
+    if declared_type not in _GENERIC:
+        return declared_type
+    if extension in _BY_EXTENSION:
+        by_extension = _BY_EXTENSION[extension]
+        if by_extension == 'application/xml' and _sniff_text(data) == 'application/rss+xml':
+            return 'application/rss+xml'
+        # A binary format's extension on bytes without its magic is not that format.
+        if reader_for(by_extension) is not None and looks_like_text(data) == _is_text_type(by_extension):
+            return by_extension
+        if by_extension.startswith('audio/'):
+            return by_extension
+    if data and looks_like_text(data):
+        return _sniff_text(data) or 'text/plain'
+    return 'application/octet-stream'
+
+
+def _is_text_type(media_type: str) -> bool:
+    return media_type.startswith('text/') or media_type in (
+        'application/json', 'application/jsonl', 'application/xml', 'application/rtf', 'application/yaml',
+        'application/x-ipynb+json', 'application/rss+xml', 'application/xhtml+xml',
+    )  # fmt: skip
+
+
+def _sniff_text(data: bytes) -> str | None:
+    head = data[:4096].lstrip(b'\xef\xbb\xbf \t\r\n').lower()
+    if head.startswith(b'{\\rtf'):
+        return 'application/rtf'
+    if head.startswith((b'<!doctype html', b'<html')) or b'<html' in head[:1024]:
+        return 'text/html'
+    if head.startswith(b'<?xml') or head.startswith(b'<'):
+        if b'<rss' in head or b'<feed' in head:
+            return 'application/rss+xml'
+        return 'application/xml' if head.startswith(b'<?xml') else None
+    if head.startswith((b'{', b'[')):
+        if b'"nbformat"' in data[-4096:] or b'"cells"' in head:
+            return 'application/x-ipynb+json'
+        return 'application/json'
+    return None
+
+
+def _magic(data: bytes, extension: str | None) -> str | None:
+    head = data[:64]
+    if b'%PDF-' in data[:1024]:
+        return 'application/pdf'
+    if head.startswith(b'\x89PNG\r\n\x1a\n'):
+        return 'image/png'
+    if head.startswith(b'\xff\xd8\xff'):
+        return 'image/jpeg'
+    if head.startswith((b'GIF87a', b'GIF89a')):
+        return 'image/gif'
+    if head.startswith(b'RIFF') and head[8:12] == b'WEBP':
+        return 'image/webp'
+    if head.startswith(b'RIFF') and head[8:12] == b'WAVE':
+        return 'audio/wav'
+    if head.startswith((b'II*\x00', b'MM\x00*')):
+        return 'image/tiff'
+    if head.startswith(b'BM') and len(data) > 18 and data[14] in (12, 40, 52, 56, 64, 108, 124):
+        return 'image/bmp'
+    if head[4:8] == b'ftyp':
+        brand = head[8:12]
+        if brand in (b'avif', b'avis'):
+            return 'image/avif'
+        if brand in (b'heic', b'heix', b'hevc', b'heim', b'heis', b'mif1', b'msf1'):
+            return 'image/heic'
+        if brand in (b'M4A ', b'M4B '):
+            return 'audio/mp4'
+    if head.startswith(b'OggS'):
+        return 'audio/ogg'
+    if head.startswith(b'fLaC'):
+        return 'audio/flac'
+    if head.startswith(b'ID3') or head[:2] in (b'\xff\xfb', b'\xff\xf3', b'\xff\xf2'):
+        return 'audio/mpeg'
+    if head.startswith(b'{\\rtf'):
+        return 'application/rtf'
+    if head.startswith(b'PK\x03\x04') or head.startswith(b'PK\x05\x06'):
+        return _zip_type(data)
+    if head.startswith(b'\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1'):
+        return _ole_type(data, extension)
+    return None
+
+
+def _zip_type(data: bytes) -> str:
+    """Office documents and EPUB are ZIPs; their member names tell them apart."""
+    try:
+        with zipfile.ZipFile(BytesIO(data)) as archive:
+            names = archive.namelist()
+            if 'mimetype' in names and archive.read('mimetype')[:64].strip() == b'application/epub+zip':
+                return 'application/epub+zip'
+    except Exception:
+        return 'application/zip'
+    if '[Content_Types].xml' in names:
+        for prefix, media_type in (
+            ('word/', DocxReader.media_types[0]),
+            ('ppt/', PptxReader.media_types[0]),
+            ('xl/', XlsxReader.media_types[0]),
+        ):
+            if any(n.startswith(prefix) for n in names):
+                return media_type
+    return 'application/zip'
+
+
+def _ole_type(data: bytes, extension: str | None) -> str:
+    """Legacy Office and Outlook files share the OLE container; the stream names tell them apart."""
+    if extension == '.msg' or '__substg1.0_'.encode('utf-16-le') in data:
+        return OutlookMsgReader.media_types[0]
+    if extension == '.xls' or 'Workbook'.encode('utf-16-le') in data or 'Book'.encode('utf-16-le') in data:
+        return XlsReader.media_types[0]
+    if extension == '.doc':
+        return 'application/msword'
+    if extension == '.ppt':
+        return 'application/vnd.ms-powerpoint'
+    return 'application/x-ole-storage'

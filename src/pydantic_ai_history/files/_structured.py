@@ -1,0 +1,227 @@
+"""JSON, JSON Lines, YAML and XML: parsed, cut structurally (depth, items, keys, string length), re-serialized."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._base import Extraction, FileInfo, Reader
+from ._results import Truncation
+from ._settings import FileSettings
+from ._text import cut_lines, decode_text
+
+
+@dataclass
+class _Counter:
+    shown: int = 0
+    omitted: list[str] = field(default_factory=list)
+
+
+def count_values(value: Any) -> int:
+    """Every scalar and container in `value`, counted without recursion (depth is unbounded here)."""
+    total = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        total += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return total
+
+
+def prune(value: Any, settings: FileSettings, counter: _Counter, depth: int = 0) -> Any:
+    """A copy of `value` within the structural limits, with in-band markers where things were left out.
+
+    Recursion stops at `struct_max_depth`, so it is bounded whatever the input's depth.
+    """
+    counter.shown += 1
+    if isinstance(value, dict):
+        if depth >= settings.struct_max_depth:
+            counter.omitted.append('depth')
+            return f'{{… {len(value):,} keys}}' if value else {}
+        out: dict[str, Any] = {}
+        for i, (key, item) in enumerate(value.items()):
+            if i >= settings.struct_max_keys:
+                out['…'] = f'{len(value) - i:,} more keys'
+                counter.omitted.append('keys')
+                break
+            out[str(key)] = prune(item, settings, counter, depth + 1)
+        return out
+    if isinstance(value, list):
+        if depth >= settings.struct_max_depth:
+            counter.omitted.append('depth')
+            return f'[… {len(value):,} items]' if value else []
+        items = [prune(item, settings, counter, depth + 1) for item in value[: settings.struct_max_items]]
+        if len(value) > settings.struct_max_items:
+            items.append(f'… {len(value) - settings.struct_max_items:,} more items')
+            counter.omitted.append('items')
+        return items
+    if isinstance(value, str) and len(value) > settings.struct_max_string_chars:
+        counter.omitted.append('chars')
+        extra = len(value) - settings.struct_max_string_chars
+        return f'{value[: settings.struct_max_string_chars]}… [{extra:,} more chars]'
+    return value
+
+
+def _describe(counter: _Counter) -> str | None:
+    if not counter.omitted:
+        return None
+    reasons = {'depth': 'nesting deeper than the depth limit', 'keys': 'keys', 'items': 'list items',
+               'chars': 'long strings'}  # fmt: skip
+    kinds = [reasons[k] for k in reasons if k in counter.omitted]
+    return 'cut structurally: ' + ', '.join(kinds)
+
+
+def _structured(value: Any, settings: FileSettings, fmt: str, dump: str = 'json') -> Extraction:
+    total = count_values(value)
+    counter = _Counter()
+    pruned = prune(value, settings, counter)
+    if dump == 'jsonl':
+        lines = pruned if isinstance(pruned, list) else [pruned]
+        text = '\n'.join(json.dumps(line, ensure_ascii=False, default=str) for line in lines)
+    else:
+        text = json.dumps(pruned, ensure_ascii=False, indent=2, default=str)
+    truncations = (Truncation('items', counter.shown, total),) if counter.shown < total else ()
+    return Extraction(f'```{dump}\n{text}\n```', truncations, note=_describe(counter), format=fmt)
+
+
+def _as_text(data: bytes, settings: FileSettings, fmt: str, note: str) -> Extraction:
+    text, truncations = cut_lines(decode_text(data), settings)
+    return Extraction(text, truncations, note=note, format=fmt)
+
+
+class JsonReader(Reader):
+    format = 'JSON'
+    media_types = ('application/json', 'text/json')
+    extensions = ('.json', '.geojson')
+
+    def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        try:
+            value = json.loads(decode_text(data))
+        except RecursionError:
+            return _as_text(data, settings, 'JSON', 'JSON nested too deeply to parse; shown as text')
+        except ValueError as e:
+            return _as_text(data, settings, 'JSON', f'invalid JSON ({e}); shown as text')
+        return _structured(value, settings, 'JSON')
+
+
+class JsonLinesReader(Reader):
+    format = 'JSON Lines'
+    media_types = (
+        'application/jsonl',
+        'application/x-ndjson',
+        'application/jsonlines',
+        'application/x-jsonlines',
+    )
+    extensions = ('.jsonl', '.ndjson')
+
+    def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        lines = [line for line in decode_text(data).splitlines() if line.strip()]
+        records: list[Any] = []
+        try:
+            # Only the records that can be shown are parsed; the rest are counted as lines.
+            for line in lines[: settings.struct_max_items]:
+                records.append(json.loads(line))
+        except (ValueError, RecursionError) as e:
+            return _as_text(
+                data, settings, 'JSON Lines', f'invalid JSON line ({type(e).__name__}); shown as text'
+            )
+        extraction = _structured(records, settings, 'JSON Lines', dump='jsonl')
+        if len(lines) <= len(records):
+            return extraction
+        # The list marker the pruner adds would be missing; report the unparsed lines instead.
+        text = extraction.text.removesuffix('\n```') + f'\n"… {len(lines) - len(records):,} more lines"\n```'
+        truncations = (Truncation('lines', len(records), len(lines)), *extraction.truncations)
+        return Extraction(text, truncations, note=extraction.note, format='JSON Lines')
+
+
+class YamlReader(Reader):
+    """YAML, parsed only when PyYAML happens to be installed (it is not a dependency); otherwise text."""
+
+    format = 'YAML'
+    media_types = ('application/yaml', 'application/x-yaml', 'text/yaml', 'text/x-yaml')
+    extensions = ('.yaml', '.yml')
+
+    def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        try:
+            yaml: Any = importlib.import_module('yaml')
+        except ImportError:
+            text, truncations = cut_lines(decode_text(data), settings)
+            return Extraction(f'```yaml\n{text}\n```', truncations)
+        try:
+            documents = list(yaml.safe_load_all(decode_text(data)))
+        except (yaml.YAMLError, RecursionError) as e:
+            return _as_text(data, settings, 'YAML', f'invalid YAML ({type(e).__name__}); shown as text')
+        return _structured(documents[0] if len(documents) == 1 else documents, settings, 'YAML')
+
+
+# Entity declarations are how XML expands a few bytes into gigabytes ("billion laughs"); refuse them.
+_ENTITY = re.compile(rb'<!ENTITY', re.I)
+
+
+class XmlReader(Reader):
+    """Generic XML, shown as indented XML within the depth, children and text limits."""
+
+    format = 'XML'
+    media_types = ('application/xml', 'text/xml')
+    extensions = ('.xml', '.xsd', '.svg', '.plist', '.csproj', '.xaml')
+
+    def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        if _ENTITY.search(data[:65536]):
+            return _as_text(data, settings, 'XML', 'XML declares entities; shown as text, unexpanded')
+        try:
+            root = ET.fromstring(data)
+        except (ET.ParseError, RecursionError) as e:
+            return _as_text(data, settings, 'XML', f'invalid XML ({e}); shown as text')
+        total = sum(1 for _ in root.iter())
+        counter = _Counter()
+        lines: list[str] = []
+        _render_xml(root, settings, counter, lines, 0)
+        truncations = (Truncation('items', counter.shown, total),) if counter.shown < total else ()
+        return Extraction('```xml\n' + '\n'.join(lines) + '\n```', truncations, note=_describe(counter))
+
+
+def _tag(name: str) -> str:
+    # '{namespace}local' from ElementTree; the namespace URI is noise for the model.
+    return name.rsplit('}', 1)[-1] if isinstance(name, str) else 'node'
+
+
+def _render_xml(
+    element: ET.Element, settings: FileSettings, counter: _Counter, out: list[str], depth: int
+) -> None:
+    counter.shown += 1
+    indent = '  ' * depth
+    attrs = ''.join(
+        f' {_tag(k)}="{_short(v, settings, counter)}"'
+        for k, v in list(element.attrib.items())[: settings.struct_max_keys]
+    )
+    tag = _tag(element.tag)
+    text = _short((element.text or '').strip(), settings, counter)
+    children = list(element)
+    if not children:
+        out.append(f'{indent}<{tag}{attrs}>{text}</{tag}>' if text else f'{indent}<{tag}{attrs}/>')
+        return
+    if depth + 1 >= settings.struct_max_depth:
+        counter.omitted.append('depth')
+        out.append(f'{indent}<{tag}{attrs}>{text}<!-- … {len(children):,} child elements --></{tag}>')
+        return
+    out.append(f'{indent}<{tag}{attrs}>{text}')
+    for child in children[: settings.struct_max_items]:
+        _render_xml(child, settings, counter, out, depth + 1)
+    if len(children) > settings.struct_max_items:
+        counter.omitted.append('items')
+        out.append(f'{indent}  <!-- … {len(children) - settings.struct_max_items:,} more elements -->')
+    out.append(f'{indent}</{tag}>')
+
+
+def _short(value: str, settings: FileSettings, counter: _Counter) -> str:
+    if len(value) > settings.struct_max_string_chars:
+        counter.omitted.append('chars')
+        return f'{value[: settings.struct_max_string_chars]}… [{len(value) - settings.struct_max_string_chars:,} more chars]'
+    return value

@@ -1,0 +1,223 @@
+"""Tables (CSV, TSV, XLSX, XLS): header, head rows and tail rows, capped columns and cells, as markdown."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._base import Extraction, FileInfo, Reader, ReaderError
+from ._results import Truncation
+from ._settings import FileSettings
+from ._text import decode_text
+
+# Some CSVs hold whole documents in a cell; the csv module's 128 KiB default would reject them.
+csv.field_size_limit(64 * 1024 * 1024)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table read in one pass: only the header, head and tail rows are kept."""
+
+    header: list[str]
+    head: list[list[str]]
+    tail: list[list[str]]
+    total_rows: int
+    """Data rows, excluding the header."""
+    total_columns: int
+
+
+def collect_table(rows: Iterable[Sequence[Any]], settings: FileSettings) -> Table | None:
+    """Stream `rows`, keeping the first as header, `table_head_rows` after it and a deque of the tail."""
+    iterator = iter(rows)
+    header: list[str] | None = None
+    head: list[list[str]] = []
+    tail: deque[list[str]] = deque(maxlen=max(settings.table_tail_rows, 0))
+    total = 0
+    columns = 0
+    for raw in iterator:
+        # Cap columns while streaming so a 10,000-column row costs no more than a 50-column one.
+        row = [_cell(value) for value in raw[: settings.table_max_columns]]
+        columns = max(columns, len(raw))
+        if header is None:
+            header = row
+            continue
+        total += 1
+        if len(head) < settings.table_head_rows:
+            head.append(row)
+        elif settings.table_tail_rows > 0:
+            tail.append(row)
+    if header is None:
+        return None
+    return Table(header, head, list(tail), total, columns)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ''
+    return str(value)
+
+
+def _format_cell(value: str, max_chars: int) -> str:
+    if len(value) > max_chars:
+        value = f'{value[:max_chars]}… [{len(value) - max_chars:,} more chars]'
+    # Line breaks become <br> so a multi-line cell stays in its row.
+    return value.replace('\\', '\\\\').replace('|', '\\|').replace('\r\n', '<br>').replace('\n', '<br>')
+
+
+def render_table(table: Table, settings: FileSettings) -> tuple[str, tuple[Truncation, ...]]:
+    """Render as a markdown table with a 'rows shown x of y' line when anything was left out."""
+    width = max(min(table.total_columns, settings.table_max_columns), 1)
+
+    def line(row: list[str]) -> str:
+        cells = [_format_cell(c, settings.table_max_cell_chars) for c in row] + [''] * (width - len(row))
+        return '| ' + ' | '.join(cells[:width]) + ' |'
+
+    lines = [line(table.header), '| ' + ' | '.join(['---'] * width) + ' |']
+    lines.extend(line(row) for row in table.head)
+    shown_rows = len(table.head) + len(table.tail)
+    if table.total_rows > shown_rows:
+        omitted = table.total_rows - shown_rows
+        lines.append('| ' + ' | '.join([f'… {omitted:,} rows omitted …'] + [''] * (width - 1)) + ' |')
+    lines.extend(line(row) for row in table.tail)
+
+    truncations: list[Truncation] = []
+    summary: list[str] = []
+    if table.total_rows > shown_rows:
+        truncations.append(Truncation('rows', shown_rows, table.total_rows))
+        summary.append(f'rows shown {shown_rows:,} of {table.total_rows:,}')
+    if table.total_columns > width:
+        truncations.append(Truncation('columns', width, table.total_columns))
+        summary.append(f'columns shown {width:,} of {table.total_columns:,}')
+    if summary:
+        lines.append('')
+        lines.append(f'({", ".join(summary)})')
+    return '\n'.join(lines), tuple(truncations)
+
+
+def _dialect(sample: str, info: FileInfo) -> type[csv.Dialect] | csv.Dialect:
+    if info.media_type == 'text/tab-separated-values' or info.extension in ('.tsv', '.tab'):
+        return csv.excel_tab
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=',;\t|')
+    except csv.Error:
+        return csv.excel
+
+
+class CsvReader(Reader):
+    """CSV and TSV, parsed with the `csv` module so quoted multi-line cells stay intact."""
+
+    format = 'CSV'
+    media_types = ('text/csv', 'application/csv', 'text/tab-separated-values')
+    extensions = ('.csv', '.tsv', '.tab')
+
+    def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        text = decode_text(data)
+        dialect = _dialect(text[:16384], info)
+        table = collect_table(csv.reader(io.StringIO(text, newline=''), dialect), settings)
+        fmt = 'TSV' if dialect is csv.excel_tab else 'CSV'
+        if table is None:
+            return Extraction('', note='empty table', format=fmt)
+        markdown, truncations = render_table(table, settings)
+        return Extraction(markdown, truncations, format=fmt)
+
+
+def _merge(truncations: list[Truncation]) -> tuple[Truncation, ...]:
+    """Sum per-sheet truncations by unit, so the document reports one 'rows shown x of y'."""
+    merged: dict[str, tuple[int, int]] = {}
+    for t in truncations:
+        shown, total = merged.get(t.unit, (0, 0))
+        merged[t.unit] = (shown + t.shown, total + t.total)
+    return tuple(Truncation(unit, shown, total) for unit, (shown, total) in merged.items())
+
+
+class XlsxReader(Reader):
+    """Excel 2007+ workbooks, read with openpyxl in read-only mode.
+
+    openpyxl (a markitdown `[xlsx]` dependency) rather than markitdown's pandas-to-HTML rendering:
+    read-only mode streams rows, so a 1,000,000-row sheet is counted without being held in memory,
+    and the same `collect_table` streaming as CSV applies.
+    """
+
+    format = 'XLSX'
+    media_types = ('application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',)
+    extensions = ('.xlsx', '.xlsm')
+
+    def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        import openpyxl  # type: ignore[import-untyped,unused-ignore]
+
+        workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        try:
+            parts: list[str] = []
+            truncations: list[Truncation] = []
+            for sheet in workbook.worksheets:
+                rows = (row for row in sheet.iter_rows(values_only=True) if any(v is not None for v in row))
+                table = collect_table(rows, settings)
+                parts.append(f'## {sheet.title}')
+                if table is None:
+                    parts.append('(empty sheet)')
+                    continue
+                markdown, sheet_truncations = render_table(table, settings)
+                parts.append(markdown)
+                truncations.extend(sheet_truncations)
+        finally:
+            workbook.close()
+        return Extraction('\n\n'.join(parts), _merge(truncations), pages=len(parts) // 2)
+
+
+def truncate_markdown_tables(markdown: str, settings: FileSettings) -> tuple[str, tuple[Truncation, ...]]:
+    """Apply row and column limits to each pipe table in markdown (as markitdown renders XLS sheets)."""
+    out: list[str] = []
+    truncations: list[Truncation] = []
+    block: list[str] = []
+
+    def flush() -> None:
+        if len(block) >= 2 and set(block[1].replace('|', '').replace(' ', '')) <= set('-:'):
+            rows = [_split_row(row) for row in [block[0], *block[2:]]]
+            table = collect_table(rows, settings)
+            if table is not None:
+                markdown_table, table_truncations = render_table(table, settings)
+                out.append(markdown_table)
+                truncations.extend(table_truncations)
+        else:
+            out.extend(block)
+        block.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith('|'):
+            block.append(line)
+            continue
+        flush()
+        out.append(line)
+    flush()
+    return '\n'.join(out), _merge(truncations)
+
+
+def _split_row(line: str) -> list[str]:
+    # Cells were escaped by the renderer; unescape so render_table escapes them once, not twice.
+    cells = line.strip().strip('|').split(' | ')
+    return [c.strip().replace('\\|', '|') for c in cells]
+
+
+class XlsReader(Reader):
+    """Excel 97-2003 workbooks: markitdown renders each sheet (via xlrd), then rows are cut per sheet.
+
+    The whole sheet passes through memory here; the format caps sheets at 65,536 rows, which bounds it.
+    """
+
+    format = 'XLS'
+    media_types = ('application/vnd.ms-excel',)
+    extensions = ('.xls',)
+
+    def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        from ._markitdown import convert_with
+
+        markdown = convert_with('XlsConverter', data, info)
+        text, truncations = truncate_markdown_tables(markdown, settings)
+        sheets = sum(1 for line in text.splitlines() if line.startswith('## '))
+        if not text.strip():
+            raise ReaderError('no sheets')
+        return Extraction(text, truncations, pages=sheets or None)

@@ -1,0 +1,78 @@
+"""Token counting fallbacks and the final head-and-tail token cut."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+CountTokens = Callable[[str], int]
+TruncateTokens = Callable[[str, int], str]
+
+# Han, kana, hangul and full-width forms: tokenizers spend about one token per character on these.
+_CJK = re.compile(r'[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]')
+_HEAD_SHARE = 0.7
+_MARKER_TOKENS = 16
+
+
+def estimate_tokens(text: str) -> int:
+    """Roughly 3.5 characters per token, one token per CJK character."""
+    cjk = len(_CJK.findall(text))
+    return cjk + math.ceil((len(text) - cjk) / 3.5)
+
+
+@dataclass(frozen=True)
+class TokenCut:
+    text: str
+    full_tokens: int
+    shown_tokens: int
+    cut: bool
+
+
+def _longest(text: str, budget: int, count: CountTokens, *, suffix: bool) -> str:
+    """The longest prefix (or suffix) of `text` within `budget` tokens, found by bisection on characters."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        part = text[len(text) - mid :] if suffix else text[:mid]
+        if count(part) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[len(text) - lo :] if suffix else text[:lo]
+
+
+def _snap(part: str, *, suffix: bool) -> str:
+    """Cut at a line boundary when one is close, so the marker does not split a line."""
+    window = max(len(part) // 5, 1)
+    if suffix:
+        i = part.find('\n', 0, window)
+        return part[i + 1 :] if i >= 0 else part
+    i = part.rfind('\n', len(part) - window)
+    return part[:i] if i >= 0 else part
+
+
+def cut_tokens(
+    text: str, max_tokens: int, count: CountTokens | None = None, truncate: TruncateTokens | None = None
+) -> TokenCut:
+    """Cut `text` to about `max_tokens`, keeping 70% head and 30% tail around an omission marker."""
+    count = count or estimate_tokens
+    full = count(text)
+    if full <= max_tokens:
+        return TokenCut(text, full, full, cut=False)
+    budget = max(max_tokens - _MARKER_TOKENS, 2)
+    head_budget = max(int(budget * _HEAD_SHARE), 1)
+    tail_budget = max(budget - head_budget, 1)
+    if truncate is not None:
+        head = truncate(text, head_budget)
+    else:
+        # Bisection needs at most ~8 chars per token of search space; beyond that the cut is already short.
+        head = _longest(text[: head_budget * 8], head_budget, count, suffix=False)
+    head = _snap(head, suffix=False)
+    tail = _snap(_longest(text[-tail_budget * 8 :], tail_budget, count, suffix=True), suffix=True)
+    if len(head) + len(tail) > len(text):
+        tail = tail[len(head) + len(tail) - len(text) :]
+    shown = count(head) + count(tail)
+    marker = f'\n\n[... {max(full - shown, 0):,} tokens omitted ...]\n\n'
+    return TokenCut(head.rstrip('\n') + marker + tail.lstrip('\n'), full, shown, cut=True)

@@ -1,0 +1,91 @@
+"""Pinned messages are kept ahead of older unpinned ones and never summarized away.
+
+A message is pinned when it carries our pin marker (see `pin`), when it is one of this package's own
+summary messages, or when the user's predicate says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ._compat import (
+    ModelMessage,
+    ModelRequest,
+    RetryPromptPart,
+    ToolReturnPart,
+    UserPromptPart,
+    message_metadata,
+    part_metadata,
+)
+from ._context import MARKER_KEY
+
+__all__ = ('PinPredicate', 'is_pinned', 'marker_kind', 'pin', 'pin_tool_errors')
+
+PinPredicate = Callable[[ModelMessage], bool]
+_T = TypeVar('_T')
+
+TEXT_MARKERS = {
+    'summary': '[pydantic-ai-history: summary of earlier conversation]',
+    'window': '[pydantic-ai-history: earlier messages removed]',
+}
+"""Opening lines of the messages we write; how we recognise them where messages have no metadata (1.0)."""
+
+
+def pin(item: _T) -> _T:
+    """A copy of a message (2.x, late 1.x) or a tool return part with the pin marker set."""
+    fields = {f.name for f in dataclasses.fields(item)}  # type: ignore[arg-type]
+    if 'metadata' not in fields:
+        raise TypeError(f'{type(item).__name__} has no metadata on this pydantic-ai version; use a pin predicate')
+    current: dict[str, Any] = dict(getattr(item, 'metadata', None) or {})
+    ours = dict(current.get(MARKER_KEY) or {})
+    ours['pinned'] = True
+    current[MARKER_KEY] = ours
+    return dataclasses.replace(item, metadata=current)  # type: ignore[type-var]
+
+
+def _ours(metadata: Any) -> dict[str, Any]:
+    value = metadata.get(MARKER_KEY) if hasattr(metadata, 'get') else None
+    return value if isinstance(value, dict) else {}
+
+
+def marker_kind(message: ModelMessage) -> str | None:
+    """'summary' or 'window' for a request this package wrote, else None."""
+    kind = _ours(message_metadata(message)).get('kind')
+    if isinstance(kind, str):
+        return kind
+    if isinstance(message, ModelRequest):
+        for part in message.parts:
+            text = getattr(part, 'content', None)
+            if isinstance(text, str):
+                for name, opening in TEXT_MARKERS.items():
+                    if text.startswith(opening):
+                        return name
+    return None
+
+
+def pin_tool_errors(message: ModelMessage) -> bool:
+    """A predicate: keep tool errors and retry prompts, so the model does not repeat a failed call."""
+    if not isinstance(message, ModelRequest):
+        return False
+    for part in message.parts:
+        if isinstance(part, RetryPromptPart):
+            return True
+        if isinstance(part, ToolReturnPart) and getattr(part, 'outcome', None) in {'error', 'failed', 'denied'}:
+            return True
+    return False
+
+
+def is_pinned(messages: Sequence[ModelMessage], predicate: PinPredicate | None = None) -> bool:
+    """Whether any message of a unit is pinned (marker, our summary, or the predicate)."""
+    for message in messages:
+        if _ours(message_metadata(message)).get('pinned') or marker_kind(message) == 'summary':
+            return True
+        if isinstance(message, ModelRequest) and any(
+            _ours(part_metadata(p)).get('pinned') for p in message.parts if not isinstance(p, UserPromptPart)
+        ):
+            return True
+        if predicate is not None and predicate(message):
+            return True
+    return False

@@ -1,0 +1,182 @@
+"""A strict simulated provider for tests: a `FunctionModel` that rejects what real providers reject.
+
+It counts every request with the real tokenizer (independently of `TokenCounter`: its own wire-like
+rendering of the messages, tool definitions and instructions), raises like a provider when the prompt
+exceeds its context window or when tool calls and returns are not paired, and reports the count as
+`usage.input_tokens`, as a real provider does. Use it in your own tests of agents with this package.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+from ._compat import (
+    NATIVE_TOOL_CALL_PARTS,
+    NATIVE_TOOL_RETURN_PARTS,
+    BinaryContent,
+    RetryPromptPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    answered_call_id,
+)
+from .tokens import image_size, image_tokens
+from .units import tool_call_ids
+
+__all__ = ('ProviderRejected', 'RequestRecord', 'StrictProvider')
+
+
+class ProviderRejected(Exception):
+    """What a provider's 400 would be: the request was invalid or too long."""
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request the provider received."""
+
+    input_tokens: int
+    messages: int
+
+
+Responder = Callable[[list[ModelMessage], AgentInfo], ModelResponse]
+
+
+@dataclass
+class StrictProvider:
+    """The provider behind a `FunctionModel`; call `.model()` to get the model.
+
+    Args:
+        respond: produces the response (the scripted behaviour of the agent under test).
+        context_window: requests counting more tokens than this are rejected.
+        encoding: the tiktoken encoding it counts with.
+        model_name: the name the model reports (decides the processor's token profile).
+    """
+
+    respond: Responder
+    context_window: int
+    encoding: str = 'o200k_base'
+    model_name: str = 'gpt-4o'
+    requests: list[RequestRecord] = field(default_factory=list)
+    _encoder: Any = field(default=None, init=False, repr=False)
+
+    def model(self) -> FunctionModel:
+        """A `FunctionModel` backed by this provider, with `context_window` in its profile where supported."""
+        try:
+            return FunctionModel(self, model_name=self.model_name, profile={'context_window': self.context_window})  # type: ignore[arg-type]
+        except TypeError:  # 1.x profiles are dataclasses without a context window
+            return FunctionModel(self, model_name=self.model_name)
+
+    @property
+    def peak_input_tokens(self) -> int:
+        return max((r.input_tokens for r in self.requests), default=0)
+
+    def count(self, messages: Sequence[ModelMessage], info: AgentInfo | None = None) -> int:
+        """Tokens of a request as this provider counts them."""
+        if self._encoder is None:
+            import tiktoken
+
+            self._encoder = tiktoken.get_encoding(self.encoding)
+        texts: list[str] = []
+        images = 0
+        for message in messages:
+            texts.append('<|im_start|>' + ('user' if isinstance(message, ModelRequest) else 'assistant'))
+            instructions = getattr(message, 'instructions', None)
+            if isinstance(instructions, str):
+                texts.append(instructions)
+            for part in message.parts:
+                text, part_images = _wire(part)
+                texts.append(text)
+                images += part_images
+        if info is not None:
+            for tool in [*info.function_tools, *info.output_tools]:
+                texts.append(json.dumps({'name': tool.name, 'description': tool.description, 'parameters': tool.parameters_json_schema}))
+        return sum(len(self._encoder.encode_ordinary(t)) for t in texts) + 3 * len(messages) + images
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        _check_pairing(messages)
+        tokens = self.count(messages, info)
+        self.requests.append(RequestRecord(tokens, len(messages)))
+        if tokens > self.context_window:
+            raise ProviderRejected(
+                f"This model's maximum context length is {self.context_window} tokens. "
+                f'However, your messages resulted in {tokens} tokens.'
+            )
+        response = self.respond(messages, info)
+        output = sum(_wire(p)[1] + len(self._encoder.encode_ordinary(_wire(p)[0])) for p in response.parts)
+        response.usage = RequestUsage(input_tokens=tokens, output_tokens=output)
+        return response
+
+
+def _wire(part: Any) -> tuple[str, int]:
+    """A part's text as a provider would receive it, and the image tokens it carries."""
+    images = 0
+    if isinstance(part, ToolCallPart) or isinstance(part, NATIVE_TOOL_CALL_PARTS):
+        args = part.args if isinstance(part.args, str) else json.dumps(part.args)
+        return f'{part.tool_name}({part.tool_call_id}): {args}', 0
+    if isinstance(part, ToolReturnPart) or isinstance(part, NATIVE_TOOL_RETURN_PARTS):
+        content, images = _content(part.content)
+        return f'{part.tool_name}({part.tool_call_id}) -> {content}', images
+    if isinstance(part, RetryPromptPart):
+        return part.model_response(), 0
+    if isinstance(part, ThinkingPart):
+        return part.content, 0
+    content = getattr(part, 'content', None)
+    if content is None:
+        return '', 0
+    return _content(content)
+
+
+def _content(content: Any) -> tuple[str, int]:
+    if isinstance(content, str):
+        return content, 0
+    if isinstance(content, BinaryContent):
+        if content.media_type.startswith('image/'):
+            size = image_size(content.data) or (1024, 1024)
+            return '', image_tokens(*size, 'openai')
+        return content.data[:1_000_000].decode('latin-1'), 0  # a document sent raw is very expensive
+    if isinstance(content, (list, tuple)):
+        texts, images = [], 0
+        for item in content:
+            text, n = _content(item)
+            texts.append(text)
+            images += n
+        return '\n'.join(texts), images
+    try:
+        return json.dumps(content, default=str), 0
+    except (TypeError, ValueError):
+        return str(content), 0
+
+
+def _check_pairing(messages: Sequence[ModelMessage]) -> None:
+    """Raise as OpenAI and Anthropic do on broken tool pairing or a history that opens with the model."""
+    if not messages:
+        raise ProviderRejected('messages: at least one message is required')
+    if isinstance(messages[0], ModelResponse):
+        raise ProviderRejected('messages: the first message must be from the user')
+    for index, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            calls = tool_call_ids(message)
+            following = messages[index + 1] if index + 1 < len(messages) else None
+            answered = {answered_call_id(p) for p in following.parts} if isinstance(following, ModelRequest) else set()
+            missing = [c for c in calls if c not in answered]
+            if missing:
+                raise ProviderRejected(
+                    f'tool_use ids were found without tool_result blocks immediately after: {missing}'
+                )
+        else:
+            previous = messages[index - 1] if index > 0 else None
+            called = set(tool_call_ids(previous)) if isinstance(previous, ModelResponse) else set()
+            for part in message.parts:
+                call_id = answered_call_id(part)
+                if call_id is not None and call_id not in called:
+                    raise ProviderRejected(
+                        "messages with role 'tool' must be a response to a preceding message with 'tool_calls' "
+                        f'(tool_call_id {call_id!r})'
+                    )

@@ -1,0 +1,492 @@
+"""Token accounting: tiktoken counts of every part type, image pricing by pixels, provider-usage anchoring.
+
+Counts are memoized twice: by message identity (the hot path: a history that grew by one message only
+costs the new message) and by text content (histories reloaded from JSON are new objects with the same
+strings). Binary content is never stringified.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import re
+import struct
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pydantic_core
+
+from ._compat import (
+    COMPACTION_PART,
+    FILE_PART,
+    NATIVE_TOOL_CALL_PARTS,
+    NATIVE_TOOL_RETURN_PARTS,
+    RETRY_FEEDBACK_PART,
+    BinaryContent,
+    ModelMessage,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+__all__ = (
+    'TokenCounter',
+    'TokenEstimate',
+    'TokenizerProfile',
+    'estimate_tokens_offline',
+    'image_tokens',
+    'profile_for_model',
+)
+
+logger = logging.getLogger('pydantic_ai_history.tokens')
+
+ImageFormula = Literal['openai', 'anthropic', 'gemini']
+
+
+@dataclass(frozen=True)
+class TokenizerProfile:
+    """How one provider family is counted.
+
+    `correction` multiplies the tiktoken count for providers whose tokenizer is not public: it is an
+    estimate calibrated to over- rather than under-count (Anthropic's tokenizer yields roughly 15-25% more
+    tokens than cl100k on English and code).
+    """
+
+    name: str
+    encoding: str = 'cl100k_base'
+    correction: float = 1.0
+    image_formula: ImageFormula = 'openai'
+    message_overhead: int = 4
+    """Tokens a provider adds per message for role markers (OpenAI chat format: 3 + 1 for the name)."""
+    tool_call_overhead: int = 8
+    """Tokens per tool call or return for ids and framing around the name and arguments."""
+    pdf_tokens_per_page: int = 1_500
+    audio_tokens_per_second: int = 32
+    video_tokens_per_second: int = 263
+
+
+OPENAI = TokenizerProfile('openai', encoding='o200k_base', image_formula='openai')
+OPENAI_LEGACY = TokenizerProfile('openai-legacy', encoding='cl100k_base', image_formula='openai')
+ANTHROPIC = TokenizerProfile('anthropic', encoding='cl100k_base', correction=1.2, image_formula='anthropic')
+GOOGLE = TokenizerProfile('google', encoding='o200k_base', correction=1.1, image_formula='gemini')
+OTHER = TokenizerProfile('other', encoding='cl100k_base', correction=1.15, image_formula='openai')
+
+_LEGACY_OPENAI = re.compile(r'^(gpt-4(?!o|\.)|gpt-3\.5|text-|davinci|babbage)')
+_MODERN_OPENAI = re.compile(r'^(gpt-|o\d|chatgpt|codex)')
+
+
+def profile_for_model(model_name: str | None) -> TokenizerProfile:
+    """The tokenizer profile for a model name such as `openai:gpt-4o`, `claude-sonnet-4-5` or `gemini-2.5-pro`.
+
+    `o200k_base` for the gpt-4o/4.1/5 and o-series family, `cl100k_base` for older OpenAI models and as the
+    estimate for other providers, with the documented correction factor.
+    """
+    if not model_name:
+        return OTHER
+    provider, _, name = model_name.rpartition(':')
+    name = name.lower().rsplit('/', 1)[-1]
+    provider = provider.lower()
+    if 'claude' in name or provider in {'anthropic', 'bedrock'} and 'claude' in model_name.lower():
+        return ANTHROPIC
+    if 'gemini' in name or 'gemma' in name or provider in {'google-gla', 'google-vertex', 'google'}:
+        return GOOGLE
+    if _LEGACY_OPENAI.match(name):
+        return OPENAI_LEGACY
+    if _MODERN_OPENAI.match(name) or provider in {'openai', 'openai-responses', 'azure'}:
+        return OPENAI
+    return OTHER
+
+
+_CJK = re.compile(r'[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f]')
+
+
+def estimate_tokens_offline(text: str) -> int:
+    """A tokenizer-free estimate used when tiktoken's encoding cannot be loaded.
+
+    One token per CJK character (o200k averages ~1.1 chars per token on Chinese; chars/4 undercounts it
+    2.7x) and one per 3 other characters (real conversations average 3.66, code and JSON nearer 3), so it
+    errs on the side of counting too much.
+    """
+    if not text:
+        return 0
+    cjk = len(_CJK.findall(text))
+    return cjk + math.ceil((len(text) - cjk) / 3)
+
+
+def image_tokens(width: int, height: int, formula: ImageFormula) -> int:
+    """Tokens an image of `width` x `height` pixels costs.
+
+    - openai: fit in 2048x2048, scale the short side to 768, then 85 + 170 per 512-px tile (gpt-4o, high detail).
+    - anthropic: fit the long edge in 1568 px, then w*h/750.
+    - gemini: 258 when both sides <= 384, else 258 per 768x768 tile.
+    """
+    if width <= 0 or height <= 0:
+        return 0
+    if formula == 'anthropic':
+        scale = min(1.0, 1568 / max(width, height))
+        return math.ceil((width * scale) * (height * scale) / 750)
+    if formula == 'gemini':
+        if width <= 384 and height <= 384:
+            return 258
+        return 258 * math.ceil(width / 768) * math.ceil(height / 768)
+    w, h = float(width), float(height)
+    if max(w, h) > 2048:
+        scale = 2048 / max(w, h)
+        w, h = w * scale, h * scale
+    if min(w, h) > 768:
+        scale = 768 / min(w, h)
+        w, h = w * scale, h * scale
+    return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+_DEFAULT_IMAGE_SIDE = 1024
+"""Assumed size of an image whose pixels we cannot see (a remote URL): a typical 1024x1024 upload."""
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """Width and height from an image header, without decoding pixels (so a decompression bomb is harmless)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return image.size
+    except Exception:
+        return None
+
+
+def _pdf_pages(data: bytes) -> int:
+    return max(1, len(re.findall(rb'/Type\s*/Page(?!s)', data)))
+
+
+def _wav_seconds(data: bytes) -> float | None:
+    if len(data) < 44 or data[:4] != b'RIFF' or data[8:12] != b'WAVE':
+        return None
+    try:
+        byte_rate = struct.unpack('<I', data[28:32])[0]
+    except struct.error:
+        return None
+    return (len(data) - 44) / byte_rate if byte_rate else None
+
+
+@dataclass(frozen=True)
+class TokenEstimate:
+    """The size of a history, two ways.
+
+    `total` is the anchored estimate: the provider's own `usage.input_tokens` for the prefix it measured
+    (when that prefix is verifiably what was sent) plus tokenizer counts of newer messages. It is never
+    below `tokenizer`, the pure tokenizer count (times the provider correction) of the same messages.
+    """
+
+    total: int
+    tokenizer: int
+    per_message: tuple[int, ...]
+    anchor_index: int | None = None
+    anchor_input_tokens: int | None = None
+    anchor_verified: bool = False
+    overhead: int = 0
+    """Tokens the provider counted beyond the messages (instructions, tool definitions), learned from usage."""
+
+
+@dataclass
+class _Sent:
+    refs: list[weakref.ReferenceType[ModelMessage]]
+
+
+@dataclass
+class TokenCounter:
+    """Counts tokens of PydanticAI messages for one model family.
+
+    Args:
+        model_name: picks the `TokenizerProfile` (encoding, correction, image formula).
+        profile: overrides the profile outright.
+        correction: overrides only the profile's correction factor.
+    """
+
+    model_name: str | None = None
+    profile: TokenizerProfile | None = None
+    correction: float | None = None
+    max_memo_chars: int = 64_000_000
+    _encode: Callable[[str], int] | None = field(default=None, init=False, repr=False)
+    _offline: bool = field(default=False, init=False, repr=False)
+    _text_memo: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    _text_memo_chars: int = field(default=0, init=False, repr=False)
+    _message_memo: dict[int, tuple[weakref.ReferenceType[Any], int]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _image_memo: dict[tuple[int, int], tuple[int, int] | None] = field(default_factory=dict, init=False, repr=False)
+    _sent: OrderedDict[int, _Sent] = field(default_factory=OrderedDict, init=False, repr=False)
+    _overhead: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        base = self.profile or profile_for_model(self.model_name)
+        if self.correction is not None:
+            base = TokenizerProfile(**{**base.__dict__, 'correction': self.correction})
+        self.profile = base
+
+    @property
+    def tokenizer_profile(self) -> TokenizerProfile:
+        assert self.profile is not None
+        return self.profile
+
+    @property
+    def offline(self) -> bool:
+        """True when tiktoken could not load its encoding and counts are estimates."""
+        self._encoder()
+        return self._offline
+
+    # ---- text -----------------------------------------------------------------------------------------
+
+    def _encoder(self) -> Callable[[str], int]:
+        if self._encode is None:
+            try:
+                import tiktoken
+
+                encoding = tiktoken.get_encoding(self.tokenizer_profile.encoding)
+                self._encode = lambda text: len(encoding.encode_ordinary(text))
+            except Exception as exc:  # no network and no cache, or tiktoken broken: estimate instead
+                _warn_offline_once(self.tokenizer_profile.encoding, exc)
+                self._offline = True
+                self._encode = estimate_tokens_offline
+        return self._encode
+
+    def count_text(self, text: str) -> int:
+        """Raw tokenizer count of a string (no correction, no overhead), memoized by content."""
+        if not text:
+            return 0
+        cached = self._text_memo.get(text)
+        if cached is not None:
+            return cached
+        count = self._encoder()(text)
+        if self._text_memo_chars + len(text) > self.max_memo_chars:
+            self._text_memo.clear()
+            self._text_memo_chars = 0
+        self._text_memo[text] = count
+        self._text_memo_chars += len(text)
+        return count
+
+    def truncate_text(self, text: str, max_tokens: int, *, head_fraction: float = 0.7) -> str:
+        """Cut `text` to about `max_tokens` (corrected), keeping its head and tail around an omission marker."""
+        total = self.count_text(text)
+        limit = int(max_tokens / self.tokenizer_profile.correction)
+        if total <= limit:
+            return text
+        chars_per_token = len(text) / max(total, 1)
+        keep_chars = max(int(limit * chars_per_token) - 40, 0)
+        head = int(keep_chars * head_fraction)
+        tail = keep_chars - head
+        omitted = total - limit
+        marker = f'\n[... about {omitted:,} tokens omitted ...]\n'
+        return text[:head] + marker + (text[-tail:] if tail else '')
+
+    # ---- parts and messages ---------------------------------------------------------------------------
+
+    def count_message(self, message: ModelMessage) -> int:
+        """Tokens one message costs as input (corrected), memoized by identity."""
+        key = id(message)
+        entry = self._message_memo.get(key)
+        if entry is not None and entry[0]() is message:
+            return entry[1]
+        raw = self.tokenizer_profile.message_overhead + sum(self._count_part(p) for p in message.parts)
+        count = math.ceil(raw * self.tokenizer_profile.correction)
+        memo = self._message_memo
+        self._message_memo[key] = (weakref.ref(message, lambda _, k=key: memo.pop(k, None)), count)
+        return count
+
+    def count_messages(self, messages: Iterable[ModelMessage]) -> int:
+        """Tokenizer count of a history (corrected), without anchoring."""
+        return sum(self.count_message(m) for m in messages)
+
+    def count_part(self, part: Any) -> int:
+        """Tokens of one part (corrected), without the message overhead."""
+        return math.ceil(self._count_part(part) * self.tokenizer_profile.correction)
+
+    def _count_part(self, part: Any) -> int:
+        profile = self.tokenizer_profile
+        if isinstance(part, (SystemPromptPart, TextPart)):
+            return self.count_text(part.content)
+        if isinstance(part, UserPromptPart):
+            return self._count_content(part.content)
+        if isinstance(part, ThinkingPart):
+            return self.count_text(part.content)
+        if isinstance(part, ToolCallPart) or isinstance(part, NATIVE_TOOL_CALL_PARTS):
+            return profile.tool_call_overhead + self.count_text(part.tool_name) + self._count_args(part.args)
+        if isinstance(part, ToolReturnPart) or isinstance(part, NATIVE_TOOL_RETURN_PARTS):
+            return profile.tool_call_overhead + self.count_text(part.tool_name) + self._count_content(part.content)
+        if isinstance(part, RetryPromptPart) or (RETRY_FEEDBACK_PART and isinstance(part, RETRY_FEEDBACK_PART)):
+            return profile.tool_call_overhead + self.count_text(part.model_response())
+        if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
+            return self.count_text(part.content or '')
+        if FILE_PART is not None and isinstance(part, FILE_PART):
+            return self._count_media(part.content)
+        # Framework bookkeeping parts (tool availability deltas, settings deltas) are not sent as text.
+        content = getattr(part, 'content', None)
+        return self.count_text(content) if isinstance(content, str) else 0
+
+    def _count_args(self, args: Any) -> int:
+        if args is None:
+            return 0
+        if isinstance(args, str):
+            return self.count_text(args)
+        return self.count_text(_to_json(args))
+
+    def _count_content(self, content: Any) -> int:
+        if content is None:
+            return 0
+        if isinstance(content, str):
+            return self.count_text(content)
+        if _is_media(content):
+            return self._count_media(content)
+        if isinstance(content, (list, tuple)):
+            total = 0
+            plain: list[Any] = []
+            for item in content:
+                if isinstance(item, str):
+                    total += self.count_text(item)
+                elif _is_media(item):
+                    total += self._count_media(item)
+                elif type(item).__name__ == 'CachePoint':
+                    continue
+                else:
+                    plain.append(item)
+            if plain:
+                total += self.count_text(_to_json(plain))
+            return total
+        return self.count_text(_to_json(content))
+
+    def _count_media(self, item: Any) -> int:
+        """Images by pixels, PDFs by pages, audio/video by duration, text-like documents by their text."""
+        profile = self.tokenizer_profile
+        media_type = _media_type(item)
+        data = item.data if isinstance(item, BinaryContent) else None
+        url: str = getattr(item, 'url', '') or ''
+        if data is None and url.startswith('data:'):
+            data = _decode_data_url(url)
+        kind = media_type.split('/', 1)[0]
+        if kind == 'image' or type(item).__name__ == 'ImageUrl':
+            size = self._image_dimensions(data) if data is not None else None
+            width, height = size or (_DEFAULT_IMAGE_SIDE, _DEFAULT_IMAGE_SIDE)
+            return image_tokens(width, height, profile.image_formula)
+        if data is None:
+            return 1_000  # a remote document we will not fetch: a documented flat guess
+        if media_type == 'application/pdf':
+            return profile.pdf_tokens_per_page * _pdf_pages(data)
+        if kind == 'audio':
+            seconds = _wav_seconds(data) or len(data) / 16_000
+            return math.ceil(seconds * profile.audio_tokens_per_second)
+        if kind == 'video':
+            return math.ceil(len(data) / 250_000 * profile.video_tokens_per_second)
+        if kind == 'text' or media_type in {'application/json', 'application/xml', 'application/x-yaml'}:
+            return self.count_text(data.decode('utf-8', errors='replace'))
+        return math.ceil(len(data) / 4)
+
+    def _image_dimensions(self, data: bytes) -> tuple[int, int] | None:
+        key = (len(data), hash(data))
+        if key not in self._image_memo:
+            self._image_memo[key] = image_size(data)
+        return self._image_memo[key]
+
+    # ---- anchoring --------------------------------------------------------------------------------------
+
+    def mark_sent(self, messages: Sequence[ModelMessage]) -> None:
+        """Remember that exactly these messages went to the model, so a later usage figure can be trusted."""
+        if not messages:
+            return
+        self._sent[id(messages[-1])] = _Sent([weakref.ref(m) for m in messages])
+        self._sent.move_to_end(id(messages[-1]))
+        while len(self._sent) > 512:
+            self._sent.popitem(last=False)
+
+    def _was_sent(self, prefix: Sequence[ModelMessage]) -> bool:
+        if not prefix:
+            return False
+        entry = self._sent.get(id(prefix[-1]))
+        if entry is None or len(entry.refs) != len(prefix):
+            return False
+        return all(ref() is message for ref, message in zip(entry.refs, prefix))
+
+    def estimate(self, messages: Sequence[ModelMessage]) -> TokenEstimate:
+        """The anchored and tokenizer-only size of a history.
+
+        The newest response's `usage.input_tokens` stands for its prefix only when that prefix is verifiably
+        what was sent (this counter saw it go out via `mark_sent`): an app that reloads an uncompacted history
+        would otherwise be measured by the usage of a smaller, compacted request. Otherwise the estimate is the
+        tokenizer count plus the overhead (instructions, tools) learned from earlier verified usage.
+        """
+        per_message = tuple(self.count_message(m) for m in messages)
+        tokenizer = sum(per_message)
+        anchor_index = _newest_usage(messages)
+        if anchor_index is None:
+            return TokenEstimate(tokenizer + self._overhead, tokenizer, per_message, overhead=self._overhead)
+        response = messages[anchor_index]
+        assert isinstance(response, ModelResponse)
+        input_tokens = response.usage.input_tokens
+        prefix_tokens = sum(per_message[:anchor_index])
+        if self._was_sent(messages[:anchor_index]):
+            self._overhead = max(input_tokens - prefix_tokens, 0)
+            total = max(input_tokens, prefix_tokens) + sum(per_message[anchor_index:])
+            return TokenEstimate(
+                total, tokenizer, per_message, anchor_index, input_tokens, anchor_verified=True, overhead=self._overhead
+            )
+        return TokenEstimate(
+            tokenizer + self._overhead, tokenizer, per_message, anchor_index, input_tokens, overhead=self._overhead
+        )
+
+
+def _newest_usage(messages: Sequence[ModelMessage]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, ModelResponse) and message.usage.input_tokens:
+            return index
+    return None
+
+
+def _is_media(item: Any) -> bool:
+    return isinstance(item, BinaryContent) or (hasattr(item, 'url') and hasattr(item, 'media_type'))
+
+
+def _media_type(item: Any) -> str:
+    try:  # FileUrl.media_type guesses from the URL and raises when it cannot
+        value = item.media_type
+    except Exception:
+        return ''
+    return value if isinstance(value, str) else ''
+
+
+def _to_json(value: Any) -> str:
+    return pydantic_core.to_json(value, fallback=str).decode()
+
+
+def _decode_data_url(url: str) -> bytes | None:
+    import base64
+
+    header, _, payload = url.partition(',')
+    if ';base64' not in header:
+        return payload.encode()
+    try:
+        return base64.b64decode(payload, validate=False)
+    except ValueError:
+        return None
+
+
+_offline_warned: set[str] = set()
+
+
+def _warn_offline_once(encoding: str, exc: Exception) -> None:
+    if encoding in _offline_warned:
+        return
+    _offline_warned.add(encoding)
+    logger.warning(
+        'tiktoken encoding %r could not be loaded (%s); counting with an offline estimate that errs high. '
+        'Set TIKTOKEN_CACHE_DIR to a folder holding the encoding file to count exactly.',
+        encoding,
+        exc,
+    )

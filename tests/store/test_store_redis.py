@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import os
+import time
+
+import anyio
+import pytest
+
+from pydantic_ai_history.store import RedisStore, StoreError, artifact_id
+
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+
+
+async def test_shared_between_two_instances_and_keys(redis_server):
+    writer = RedisStore(redis_server.url, prefix='t:')
+    reader = RedisStore(redis_server.url, prefix='t:')
+    try:
+        data = os.urandom(1 << 20)
+        aid = artifact_id(data)
+        info = await writer.put(aid, data, media_type='application/pdf', source='upload', metadata={'n': '1'})
+        assert await reader.get(aid) == data
+        assert await reader.info(aid) == info
+        assert await reader.read(aid, offset=100, limit=50) == data[100:150]
+        client = writer._clients.get()
+        assert sorted(await client.keys('t:*')) == [f't:{aid}'.encode(), f't:{aid}:info'.encode()]
+        assert await client.ttl(f't:{aid}') == -1
+    finally:
+        await writer.aclose()
+        await reader.aclose()
+
+
+async def test_existing_client(redis_server):
+    import redis.asyncio
+
+    client = redis.asyncio.Redis.from_url(redis_server.url)
+    try:
+        store = RedisStore(client=client)
+        await store.put('art_x', b'\x00\xff', media_type='application/octet-stream', source='t')
+        assert await store.get('art_x') == b'\x00\xff'
+        await store.aclose()
+        assert await client.ping()  # not closed: the caller owns it
+    finally:
+        await client.aclose()
+
+
+async def test_ttl_expires_both_keys(redis_server):
+    store = RedisStore(redis_server.url, ttl=0.2)
+    try:
+        await store.put('art_x', b'x', media_type='text/plain', source='t')
+        deadline = time.monotonic() + 5
+        while await store.info('art_x') is not None or await store.get('art_x') is not None:
+            assert time.monotonic() < deadline, 'not expired within 5 s'
+            await anyio.sleep(0.05)
+    finally:
+        await store.aclose()
+
+
+async def test_unreachable_server_is_a_store_error(redis_server):
+    store = RedisStore(redis_server.url, socket_timeout=1.0)
+    try:
+        await store.put('art_x', b'x', media_type='text/plain', source='t')
+        redis_server.stop()
+        with pytest.raises(StoreError, match='redis store failed'):
+            await store.put('art_y', b'y', media_type='text/plain', source='t')
+        with pytest.raises(StoreError):
+            await store.get('art_x')
+        with pytest.raises(StoreError):
+            await store.read('art_x', offset=0, limit=1)
+        redis_server.start()  # empty after a restart: no persistence
+        assert await store.get('art_x') is None
+        await store.put('art_x', b'x', media_type='text/plain', source='t')
+        assert await store.read('art_x', offset=0, limit=1) == b'x'
+    finally:
+        await store.aclose()
