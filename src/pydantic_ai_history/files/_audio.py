@@ -13,7 +13,7 @@ from ._settings import FileSettings
 def fit_audio(
     data: bytes, media_type: str, name: str | None, settings: FileSettings
 ) -> FittedAudio | UnreadableFile:
-    """Cut a WAV to `audio_max_seconds` and `audio_max_bytes` as a valid WAV; keep other audio under the cap."""
+    """Cut a WAV to `audio_max_seconds` and `audio_max_bytes` as a valid WAV; keep other audio if small."""
     if media_type == 'audio/wav':
         try:
             return _fit_wav(data, name, settings)

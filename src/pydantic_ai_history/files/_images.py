@@ -39,8 +39,14 @@ def fit_image(
     except Exception as e:  # Pillow raises OSError, ValueError, SyntaxError, EOFError... for broken files
         reason = f'{type(e).__name__}: {e}'
     reason = f'image could not be read: {reason}'
-    return UnreadableFile('unreadable', name, media_type, len(data), reason,
-                          unreadable_manifest(name, len(data), media_type, reason))  # fmt: skip
+    return UnreadableFile(
+        'unreadable',
+        name,
+        media_type,
+        len(data),
+        reason,
+        unreadable_manifest(name, len(data), media_type, reason),
+    )
 
 
 def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings) -> FittedImage:
@@ -65,9 +71,31 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
             and max(width, height) <= settings.image_max_dimension
         ):
             img.load()  # a truncated file fails here rather than at the provider
-            return FittedImage('image', name, media_type, OUTPUT_TYPES[source_format], data, width, height,
-                               width, height, len(data), (), _manifest(name, len(data), source_format,
-                               width, height, OUTPUT_TYPES[source_format], width, height, len(data), ()))  # fmt: skip
+            return FittedImage(
+                'image',
+                name,
+                media_type,
+                OUTPUT_TYPES[source_format],
+                data,
+                width,
+                height,
+                width,
+                height,
+                len(data),
+                (),
+                _manifest(
+                    name,
+                    len(data),
+                    source_format,
+                    width,
+                    height,
+                    OUTPUT_TYPES[source_format],
+                    width,
+                    height,
+                    len(data),
+                    (),
+                ),
+            )
 
         changes: list[str] = []
         if frames > 1:
@@ -92,13 +120,35 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
         changes.append(f'resized {shown_size[0]}x{shown_size[1]} -> {work_size[0]}x{work_size[1]}')
     changes.append(f're-encoded {out_format}' + (f' q={quality}' if out_format in ('JPEG', 'WEBP') else ''))
     out_type = OUTPUT_TYPES[out_format]
-    return FittedImage('image', name, media_type, out_type, data_out, work_size[0], work_size[1], width, height,
-                       len(data), tuple(changes), _manifest(name, len(data), source_format, width, height,
-                       out_type, work_size[0], work_size[1], len(data_out), tuple(changes)))  # fmt: skip
+    return FittedImage(
+        'image',
+        name,
+        media_type,
+        out_type,
+        data_out,
+        work_size[0],
+        work_size[1],
+        width,
+        height,
+        len(data),
+        tuple(changes),
+        _manifest(
+            name,
+            len(data),
+            source_format,
+            width,
+            height,
+            out_type,
+            work_size[0],
+            work_size[1],
+            len(data_out),
+            tuple(changes),
+        ),
+    )
 
 
 def _prepare(img: Image.Image, source_format: str, changes: list[str]) -> tuple[Image.Image, str, bool]:
-    """Pick the output mode and format: PNG for alpha, palette and line art, else JPEG (or the source's WEBP)."""
+    """Pick the output mode and format: PNG for alpha, palette, line art; else JPEG (or WEBP)."""
     has_alpha = img.mode in ('RGBA', 'LA', 'PA', 'RGBa', 'La') or (
         img.mode == 'P' and 'transparency' in img.info
     )
@@ -165,9 +215,17 @@ def _format_of(data: bytes) -> str:
 
 
 def _manifest(
-    name: str | None, size: int, source_format: str, width: int, height: int,
-    media_type: str, out_width: int, out_height: int, out_size: int, changes: tuple[str, ...],
-) -> str:  # fmt: skip
+    name: str | None,
+    size: int,
+    source_format: str,
+    width: int,
+    height: int,
+    media_type: str,
+    out_width: int,
+    out_height: int,
+    out_size: int,
+    changes: tuple[str, ...],
+) -> str:
     line = f'{label(name)} ({human_size(size)}, {source_format}, {width}x{height}) -- image'
     if not changes:
         return line + ', unchanged'

@@ -40,9 +40,8 @@ def read_file(
         return _unreadable(name, declared, 0, 'empty file (0 bytes)')
     try:
         sniffed = sniff_media_type(data, name, media_type)
-    except Exception as e:  # sniffing peeks into ZIP/OLE containers; a broken one must not escape
+    except Exception:  # sniffing peeks into ZIP containers; a broken one must not escape
         sniffed = declared
-        del e
     try:
         if sniffed.startswith('image/'):
             return fit_image(data, sniffed, name, settings)
@@ -76,8 +75,14 @@ def read_path(
             data = f.read(settings.max_file_bytes + 1)
     except OSError as e:
         return _unreadable(name, declared, 0, f'could not open file: {e.strerror or e}')
-    return read_file(data, media_type=media_type, name=name, settings=settings,
-                     count_tokens=count_tokens, truncate_tokens=truncate_tokens)  # fmt: skip
+    return read_file(
+        data,
+        media_type=media_type,
+        name=name,
+        settings=settings,
+        count_tokens=count_tokens,
+        truncate_tokens=truncate_tokens,
+    )
 
 
 def extract(data: bytes, media_type: str, name: str | None, settings: FileSettings) -> Extraction | str:
@@ -155,5 +160,6 @@ def _too_large(name: str | None, media_type: str, size: int, settings: FileSetti
 
 
 def _unreadable(name: str | None, media_type: str, size: int, reason: str) -> UnreadableFile:
-    return UnreadableFile('unreadable', name, media_type, size, reason,
-                          unreadable_manifest(name, size, media_type, reason))  # fmt: skip
+    return UnreadableFile(
+        'unreadable', name, media_type, size, reason, unreadable_manifest(name, size, media_type, reason)
+    )

@@ -44,15 +44,32 @@ READERS: tuple[Reader, ...] = (
 )
 
 IMAGE_TYPES = {
-    '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif',
-    '.webp': 'image/webp', '.bmp': 'image/bmp', '.tif': 'image/tiff', '.tiff': 'image/tiff',
-    '.avif': 'image/avif', '.heic': 'image/heic', '.heif': 'image/heif', '.ico': 'image/x-icon',
+    '.png': 'image/png',
+    '.jpg': 'image/jpeg',
+    '.jpeg': 'image/jpeg',
+    '.gif': 'image/gif',
+    '.webp': 'image/webp',
+    '.bmp': 'image/bmp',
+    '.tif': 'image/tiff',
+    '.tiff': 'image/tiff',
+    '.avif': 'image/avif',
+    '.heic': 'image/heic',
+    '.heif': 'image/heif',
+    '.ico': 'image/x-icon',
     '.apng': 'image/apng',
-}  # fmt: skip
+}
 AUDIO_TYPES = {
-    '.wav': 'audio/wav', '.mp3': 'audio/mpeg', '.ogg': 'audio/ogg', '.oga': 'audio/ogg', '.flac': 'audio/flac',
-    '.m4a': 'audio/mp4', '.aac': 'audio/aac', '.opus': 'audio/opus', '.aiff': 'audio/aiff', '.webm': 'audio/webm',
-}  # fmt: skip
+    '.wav': 'audio/wav',
+    '.mp3': 'audio/mpeg',
+    '.ogg': 'audio/ogg',
+    '.oga': 'audio/ogg',
+    '.flac': 'audio/flac',
+    '.m4a': 'audio/mp4',
+    '.aac': 'audio/aac',
+    '.opus': 'audio/opus',
+    '.aiff': 'audio/aiff',
+    '.webm': 'audio/webm',
+}
 
 _BY_MEDIA_TYPE: dict[str, Reader] = {t: r for r in reversed(READERS) for t in r.media_types}
 _BY_EXTENSION: dict[str, str] = {
@@ -65,10 +82,18 @@ _GENERIC = frozenset(
     {'', 'application/octet-stream', 'binary/octet-stream', 'application/unknown', 'text/plain'}
 )
 _ALIASES = {
-    'image/jpg': 'image/jpeg', 'image/pjpeg': 'image/jpeg', 'image/x-png': 'image/png', 'audio/x-wav': 'audio/wav',
-    'audio/wave': 'audio/wav', 'audio/vnd.wave': 'audio/wav', 'audio/mp3': 'audio/mpeg', 'image/x-ms-bmp': 'image/bmp',
-    'application/x-zip': 'application/zip', 'text/x-csv': 'text/csv', 'application/vnd.apple.png': 'image/png',
-}  # fmt: skip
+    'image/jpg': 'image/jpeg',
+    'image/pjpeg': 'image/jpeg',
+    'image/x-png': 'image/png',
+    'audio/x-wav': 'audio/wav',
+    'audio/wave': 'audio/wav',
+    'audio/vnd.wave': 'audio/wav',
+    'audio/mp3': 'audio/mpeg',
+    'image/x-ms-bmp': 'image/bmp',
+    'application/x-zip': 'application/zip',
+    'text/x-csv': 'text/csv',
+    'application/vnd.apple.png': 'image/png',
+}
 
 
 def reader_for(media_type: str) -> Reader | None:
@@ -129,9 +154,15 @@ def sniff_media_type(data: bytes, name: str | None, declared: str | None) -> str
 
 def _is_text_type(media_type: str) -> bool:
     return media_type.startswith('text/') or media_type in (
-        'application/json', 'application/jsonl', 'application/xml', 'application/rtf', 'application/yaml',
-        'application/x-ipynb+json', 'application/rss+xml', 'application/xhtml+xml',
-    )  # fmt: skip
+        'application/json',
+        'application/jsonl',
+        'application/xml',
+        'application/rtf',
+        'application/yaml',
+        'application/x-ipynb+json',
+        'application/rss+xml',
+        'application/xhtml+xml',
+    )
 
 
 def _sniff_text(data: bytes) -> str | None:

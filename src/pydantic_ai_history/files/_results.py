@@ -67,7 +67,7 @@ class FittedImage:
     original_height: int
     original_size_bytes: int
     changes: tuple[str, ...]
-    """What was done, e.g. 'EXIF orientation applied', 'resized 2048x12288 -> 1333x8000'; empty if unchanged."""
+    """What was done, e.g. 'EXIF orientation applied', 'resized 2048x12288 -> 1333x8000'; () if unchanged."""
     manifest: str
 
 

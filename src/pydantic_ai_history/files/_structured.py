@@ -1,4 +1,4 @@
-"""JSON, JSON Lines, YAML and XML: parsed, cut structurally (depth, items, keys, string length), re-serialized."""
+"""JSON, JSON Lines, YAML and XML: parsed, cut structurally (depth, items, keys, string length)."""
 
 from __future__ import annotations
 
@@ -72,8 +72,12 @@ def prune(value: Any, settings: FileSettings, counter: _Counter, depth: int = 0)
 def _describe(counter: _Counter) -> str | None:
     if not counter.omitted:
         return None
-    reasons = {'depth': 'nesting deeper than the depth limit', 'keys': 'keys', 'items': 'list items',
-               'chars': 'long strings'}  # fmt: skip
+    reasons = {
+        'depth': 'nesting deeper than the depth limit',
+        'keys': 'keys',
+        'items': 'list items',
+        'chars': 'long strings',
+    }
     kinds = [reasons[k] for k in reasons if k in counter.omitted]
     return 'cut structurally: ' + ', '.join(kinds)
 
@@ -223,5 +227,6 @@ def _render_xml(
 def _short(value: str, settings: FileSettings, counter: _Counter) -> str:
     if len(value) > settings.struct_max_string_chars:
         counter.omitted.append('chars')
-        return f'{value[: settings.struct_max_string_chars]}… [{len(value) - settings.struct_max_string_chars:,} more chars]'
+        extra = len(value) - settings.struct_max_string_chars
+        return f'{value[: settings.struct_max_string_chars]}… [{extra:,} more chars]'
     return value

@@ -18,14 +18,47 @@ _BOMS = (
 )
 
 _FENCE_LANGUAGES = {
-    '.py': 'python', '.pyi': 'python', '.js': 'javascript', '.mjs': 'javascript', '.ts': 'typescript',
-    '.tsx': 'tsx', '.jsx': 'jsx', '.java': 'java', '.c': 'c', '.h': 'c', '.cpp': 'cpp', '.cc': 'cpp',
-    '.hpp': 'cpp', '.cs': 'csharp', '.go': 'go', '.rs': 'rust', '.rb': 'ruby', '.php': 'php',
-    '.swift': 'swift', '.kt': 'kotlin', '.scala': 'scala', '.sh': 'bash', '.bash': 'bash', '.zsh': 'bash',
-    '.ps1': 'powershell', '.sql': 'sql', '.css': 'css', '.scss': 'scss', '.toml': 'toml', '.ini': 'ini',
-    '.cfg': 'ini', '.yaml': 'yaml', '.yml': 'yaml', '.r': 'r', '.lua': 'lua', '.pl': 'perl',
-    '.dockerfile': 'dockerfile', '.tex': 'latex', '.diff': 'diff', '.patch': 'diff',
-}  # fmt: skip
+    '.py': 'python',
+    '.pyi': 'python',
+    '.js': 'javascript',
+    '.mjs': 'javascript',
+    '.ts': 'typescript',
+    '.tsx': 'tsx',
+    '.jsx': 'jsx',
+    '.java': 'java',
+    '.c': 'c',
+    '.h': 'c',
+    '.cpp': 'cpp',
+    '.cc': 'cpp',
+    '.hpp': 'cpp',
+    '.cs': 'csharp',
+    '.go': 'go',
+    '.rs': 'rust',
+    '.rb': 'ruby',
+    '.php': 'php',
+    '.swift': 'swift',
+    '.kt': 'kotlin',
+    '.scala': 'scala',
+    '.sh': 'bash',
+    '.bash': 'bash',
+    '.zsh': 'bash',
+    '.ps1': 'powershell',
+    '.sql': 'sql',
+    '.css': 'css',
+    '.scss': 'scss',
+    '.toml': 'toml',
+    '.ini': 'ini',
+    '.cfg': 'ini',
+    '.yaml': 'yaml',
+    '.yml': 'yaml',
+    '.r': 'r',
+    '.lua': 'lua',
+    '.pl': 'perl',
+    '.dockerfile': 'dockerfile',
+    '.tex': 'latex',
+    '.diff': 'diff',
+    '.patch': 'diff',
+}
 
 
 def decode_text(data: bytes) -> str:
@@ -138,9 +171,25 @@ _RTF_SKIP = frozenset(_RTF_SKIP_WORDS.split())
 _RTF_TOKEN = re.compile(
     r"\\([a-z]{1,32})(-?\d{1,10})?[ ]?|\\'([0-9a-f]{2})|\\([^a-z])|([{}])|[\r\n]+|(.)", re.I
 )
-_RTF_SPECIAL = {'par': '\n', 'sect': '\n\n', 'page': '\n\n', 'line': '\n', 'tab': '\t', 'emdash': '—',
-                'endash': '–', 'emspace': ' ', 'enspace': ' ', 'qmspace': ' ', 'bullet': '•',
-                'lquote': '‘', 'rquote': '’', 'ldblquote': '“', 'rdblquote': '”', 'row': '\n', 'cell': ' | '}  # fmt: skip
+_RTF_SPECIAL = {
+    'par': '\n',
+    'sect': '\n\n',
+    'page': '\n\n',
+    'line': '\n',
+    'tab': '\t',
+    'emdash': '—',
+    'endash': '–',
+    'emspace': ' ',
+    'enspace': ' ',
+    'qmspace': ' ',
+    'bullet': '•',
+    'lquote': '‘',
+    'rquote': '’',
+    'ldblquote': '“',
+    'rdblquote': '”',
+    'row': '\n',
+    'cell': ' | ',
+}
 
 
 def rtf_to_text(rtf: str) -> str:
