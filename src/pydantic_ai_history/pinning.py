@@ -15,7 +15,6 @@ from ._compat import (
     ModelRequest,
     RetryPromptPart,
     ToolReturnPart,
-    UserPromptPart,
     message_metadata,
     part_metadata,
 )
@@ -34,10 +33,17 @@ TEXT_MARKERS = {
 
 
 def pin(item: _T) -> _T:
-    """A copy of a message (2.x, late 1.x) or a tool return part with the pin marker set."""
+    """A copy of a message or part with the pin marker set in its metadata; the original is not changed.
+
+    Messages have metadata on late 1.x and 2.x; `ToolReturnPart` on every version (and `SystemPromptPart`
+    on 2.x). Where the item has no metadata field this raises `TypeError`: use a pin predicate instead
+    (`WindowSettings(pin=...)`).
+    """
     fields = {f.name for f in dataclasses.fields(item)}  # type: ignore[arg-type]
     if 'metadata' not in fields:
-        raise TypeError(f'{type(item).__name__} has no metadata on this pydantic-ai version; use a pin predicate')
+        raise TypeError(
+            f'{type(item).__name__} has no metadata on this pydantic-ai version; use a pin predicate'
+        )
     current: dict[str, Any] = dict(getattr(item, 'metadata', None) or {})
     ours = dict(current.get(MARKER_KEY) or {})
     ours['pinned'] = True
@@ -65,26 +71,32 @@ def marker_kind(message: ModelMessage) -> str | None:
     return None
 
 
+_ERROR_OUTCOMES = frozenset({'failed', 'retried', 'denied'})
+"""2.x `ToolReturnPart.outcome` values that report a failed call rather than a result."""
+
+
 def pin_tool_errors(message: ModelMessage) -> bool:
-    """A predicate: keep tool errors and retry prompts, so the model does not repeat a failed call."""
+    """A predicate: keep tool errors and retry prompts, so the model does not repeat a failed call.
+
+    Matches `RetryPromptPart` (1.x; still loaded on 2.x) and 2.x tool returns whose `outcome` is
+    'failed', 'retried' or 'denied'.
+    """
     if not isinstance(message, ModelRequest):
         return False
     for part in message.parts:
         if isinstance(part, RetryPromptPart):
             return True
-        if isinstance(part, ToolReturnPart) and getattr(part, 'outcome', None) in {'error', 'failed', 'denied'}:
+        if isinstance(part, ToolReturnPart) and getattr(part, 'outcome', None) in _ERROR_OUTCOMES:
             return True
     return False
 
 
 def is_pinned(messages: Sequence[ModelMessage], predicate: PinPredicate | None = None) -> bool:
-    """Whether any message of a unit is pinned (marker, our summary, or the predicate)."""
+    """Whether any message of a unit is pinned: by a pin marker, as our summary, or by `predicate`."""
     for message in messages:
         if _ours(message_metadata(message)).get('pinned') or marker_kind(message) == 'summary':
             return True
-        if isinstance(message, ModelRequest) and any(
-            _ours(part_metadata(p)).get('pinned') for p in message.parts if not isinstance(p, UserPromptPart)
-        ):
+        if any(_ours(part_metadata(p)).get('pinned') for p in message.parts):
             return True
         if predicate is not None and predicate(message):
             return True

@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,18 +54,36 @@ class RunStats:
     summarizer_calls: int = 0
     compaction_methods: Counter[str] = field(default_factory=Counter)
     artifacts_by_strategy: Counter[str] = field(default_factory=Counter)
+    artifact_cache_hits: int = 0
+    """Artifacts whose conversion or summary came from the shared cache."""
     warnings: int = 0
     stage_failures: int = 0
     last_utilization: float | None = None
+    """Tokens sent over the context window for the latest request (None when the window is unknown)."""
+    peak_utilization: float | None = None
 
     @property
     def reduction_percent(self) -> float:
+        """How much smaller the processed histories were than their inputs, over all requests."""
         return 100.0 * (1 - self.tokens_out / self.tokens_in) if self.tokens_in else 0.0
+
+    def copy(self) -> RunStats:
+        """A snapshot that later requests do not change."""
+        return dataclasses.replace(
+            self,
+            compaction_methods=Counter(self.compaction_methods),
+            artifacts_by_strategy=Counter(self.artifacts_by_strategy),
+        )
 
 
 @dataclass
 class HistoryStats:
-    """`processor.stats()`: totals overall and per run, and the shared cache's hit counts."""
+    """`processor.stats()`: a snapshot of the totals overall and per run, and the shared cache's hit counts.
+
+    `runs` is keyed by the pydantic-ai run id (a stable per-run key on 1.0, which has no run ids); requests
+    processed without a `RunContext` count only in `overall`. At most `max_tracked_runs` runs are kept, the
+    least recently active dropped first.
+    """
 
     overall: RunStats
     runs: dict[str, RunStats]
@@ -115,6 +135,8 @@ class HistoryProcessor:
         self._overall = RunStats()
         self._runs: OrderedDict[str, RunStats] = OrderedDict()
         self._max_tracked_runs = max_tracked_runs
+        self._legacy_runs: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
+        self._legacy_seq = 0
         self._tracer = _tracer()
 
     # ---- pydantic-ai entry points -------------------------------------------------------------------
@@ -124,7 +146,7 @@ class HistoryProcessor:
         return await self.process(messages, ctx=ctx)
 
     def capability(self) -> Any:
-        """A capability for `Agent(capabilities=[...])`, with the read-back tool; needs a version with capabilities."""
+        """A capability for `Agent(capabilities=[...])` with the read-back tool (versions that have them)."""
         if not HAS_CAPABILITIES:
             raise RuntimeError(
                 'this pydantic-ai version has no capabilities: use Agent(history_processors=[processor])'
@@ -134,7 +156,7 @@ class HistoryProcessor:
         return HistoryCapability(self)
 
     def readback_toolset(self) -> Any:
-        """A toolset offering `read_artifact` for content the artifact stage reduced (`Agent(toolsets=[...])` on 1.x)."""
+        """A toolset with `read_artifact` for what the artifact stage reduced (for `Agent(toolsets=...)`)."""
         from .readback import readback_toolset
 
         return readback_toolset(self.store)
@@ -152,7 +174,11 @@ class HistoryProcessor:
 
     def make_context(self, *, ctx: Any = None, model: Any = None) -> HistoryContext:
         """The per-call context the stages receive."""
-        model = model if model is not None else (self.model if self.model is not None else getattr(ctx, 'model', None))
+        model = (
+            model
+            if model is not None
+            else (self.model if self.model is not None else getattr(ctx, 'model', None))
+        )
         info = model_info(model, context_window=self.context_window)
         run_key = self._run_key(ctx)
         return HistoryContext(
@@ -177,31 +203,40 @@ class HistoryProcessor:
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
             return current
-        before = context.estimate(current)
-        baseline = _Baseline(current, context)
-        span = self._tracer.start_as_current_span('pydantic_ai_history.process') if self._tracer else None
-        with span if span is not None else _nullcontext():
-            for stage in self.stages:
-                current = await self._run_stage(stage, current, context, baseline)
+        if self._tracer is None:
+            return await self._process(current, context, started)
+        with self._tracer.start_as_current_span('pydantic_ai_history.process') as span:
+            return await self._process(current, context, started, span)
+
+    async def _process(
+        self, messages: list[ModelMessage], context: HistoryContext, started: float, span: Any = None
+    ) -> list[ModelMessage]:
+        before = context.estimate(messages)
+        current = messages
+        validity = _Validity(messages, context)
+        for stage in self.stages:
+            current = await self._run_stage(stage, current, context, validity)
         context.counter.mark_sent(current)
-        after = context.estimate(current)
-        self._emit(
-            RequestProcessed(
-                run_id=context.run_id,
-                messages_before=len(messages),
-                messages_after=len(current),
-                tokens_before=before.total,
-                tokens_after=after.total,
-                tokenizer_tokens_after=after.tokenizer,
-                context_window=context.context_window,
-                duration_ms=(time.perf_counter() - started) * 1000,
-                anchored=after.anchor_verified,
-            )
+        # the idle path: nothing changed, so the estimate of the input stands
+        after = before if current is messages else context.estimate(current)
+        event = RequestProcessed(
+            run_id=context.run_id,
+            messages_before=len(messages),
+            messages_after=len(current),
+            tokens_before=before.total,
+            tokens_after=after.total,
+            tokenizer_tokens_after=after.tokenizer,
+            context_window=context.context_window,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            anchored=after.anchor_verified,
         )
+        if span is not None and span.is_recording():
+            span.set_attributes(_span_attributes(event, context))
+        self._emit(event)
         return current
 
     async def _run_stage(
-        self, stage: HistoryStage, messages: list[ModelMessage], context: HistoryContext, baseline: _Baseline
+        self, stage: HistoryStage, messages: list[ModelMessage], context: HistoryContext, validity: _Validity
     ) -> list[ModelMessage]:
         try:
             result = await stage(messages, context)
@@ -209,15 +244,21 @@ class HistoryProcessor:
             raise
         except Exception as exc:
             logger.exception('stage %r failed; continuing with its input', stage.name)
-            self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=f'{type(exc).__name__}: {exc}'))
+            self._emit(
+                StageFailed(run_id=context.run_id, stage=stage.name, error=f'{type(exc).__name__}: {exc}')
+            )
             return messages
         if result is messages:
             return result
-        if _error_count(result) > baseline.errors:
-            violations = [str(v) for v in validate_history(result) if v.severity == 'error'][:5]
-            logger.error('stage %r produced an invalid history (%s); its output was discarded', stage.name, violations)
-            self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error='invalid output: ' + '; '.join(violations)))
+        errors = [v for v in validate_history(result) if v.severity == 'error']
+        if len(errors) > validity.errors:
+            shown = '; '.join(str(v) for v in errors[:5])
+            logger.error(
+                'stage %r produced an invalid history (%s); its output was discarded', stage.name, shown
+            )
+            self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error='invalid output: ' + shown))
             return messages
+        validity.accept(result, len(errors))
         return result
 
     # ---- events and stats ---------------------------------------------------------------------------
@@ -228,9 +269,29 @@ class HistoryProcessor:
         run_id = run_id_of(ctx)
         if run_id is not None:
             return run_id
-        # pydantic-ai 1.0 has no run id; the message list object lives exactly as long as the run.
-        history = getattr(ctx, 'messages', None)
-        return f'run-{id(history):x}' if history is not None else None
+        # pydantic-ai 1.0 has no run id, and replaces its message list with each processor output; the
+        # run's `RunUsage` is the one object that lives exactly as long as the run (unless the app shares
+        # one usage between runs on purpose, when they count as one).
+        usage = getattr(ctx, 'usage', None)
+        if usage is None:
+            return None
+        key = id(usage)
+        entry = self._legacy_runs.get(key)
+        if entry is not None and entry[0]() is usage:
+            return entry[1]
+        self._legacy_seq += 1
+        name = f'run-{self._legacy_seq}'
+        runs = self._legacy_runs
+
+        def forget(_: object, key: int = key) -> None:
+            runs.pop(key, None)
+
+        try:
+            ref = weakref.ref(usage, forget)
+        except TypeError:  # not weak-referenceable: fall back to the object id
+            return f'run-{key:x}'
+        runs[key] = (ref, name)
+        return name
 
     def _run_stats(self, run_id: str | None) -> RunStats | None:
         if run_id is None:
@@ -240,6 +301,8 @@ class HistoryProcessor:
             stats = self._runs[run_id] = RunStats()
             while len(self._runs) > self._max_tracked_runs:
                 self._runs.popitem(last=False)
+        else:
+            self._runs.move_to_end(run_id)
         return stats
 
     def _emit(self, event: HistoryEvent) -> None:
@@ -259,8 +322,8 @@ class HistoryProcessor:
     def stats(self) -> HistoryStats:
         """Running totals per run and overall, plus the shared cache's hits and misses."""
         return HistoryStats(
-            overall=self._overall,
-            runs=dict(self._runs),
+            overall=self._overall.copy(),
+            runs={run_id: stats.copy() for run_id, stats in self._runs.items()},
             cache_hits=self.cache.stats.hits,
             cache_misses=self.cache.stats.misses,
         )
@@ -272,7 +335,10 @@ def _record(stats: RunStats, event: HistoryEvent) -> None:
         stats.tokens_in += event.tokens_before
         stats.tokens_out += event.tokens_after
         stats.peak_tokens_out = max(stats.peak_tokens_out, event.tokens_after)
-        stats.last_utilization = event.utilization
+        utilization = event.utilization
+        stats.last_utilization = utilization
+        if utilization is not None:
+            stats.peak_utilization = max(stats.peak_utilization or 0.0, utilization)
     elif isinstance(event, WindowApplied):
         stats.window_applications += 1
     elif isinstance(event, CompactionResult):
@@ -281,14 +347,20 @@ def _record(stats: RunStats, event: HistoryEvent) -> None:
         stats.compaction_methods[event.method] += 1
     elif isinstance(event, ArtifactProcessed):
         stats.artifacts_by_strategy[event.strategy] += 1
+        if event.cache_hit:
+            stats.artifact_cache_hits += 1
     elif isinstance(event, HistoryWarning):
         stats.warnings += 1
     elif isinstance(event, StageFailed):
         stats.stage_failures += 1
 
 
-class _Baseline:
-    """The input's own violations, computed only once a stage has changed something (the idle path skips it)."""
+class _Validity:
+    """The error count of the history the next stage receives.
+
+    The input's count is computed only once a stage has changed something (the idle path never validates),
+    and reported then (`HistoryWarning('invalid_input')`) when it is not zero.
+    """
 
     def __init__(self, messages: Sequence[ModelMessage], context: HistoryContext) -> None:
         self._messages = messages
@@ -309,17 +381,28 @@ class _Baseline:
                 )
         return self._errors
 
+    def accept(self, messages: Sequence[ModelMessage], errors: int) -> None:
+        """A stage's output becomes the next stage's input."""
+        self._messages = messages
+        self._errors = errors
 
-def _error_count(messages: Sequence[ModelMessage]) -> int:
-    return sum(1 for v in validate_history(messages) if v.severity == 'error')
 
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *args: object) -> None:
-        return None
+def _span_attributes(event: RequestProcessed, context: HistoryContext) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        'pydantic_ai_history.messages_before': event.messages_before,
+        'pydantic_ai_history.messages_after': event.messages_after,
+        'pydantic_ai_history.tokens_before': event.tokens_before,
+        'pydantic_ai_history.tokens_after': event.tokens_after,
+        'pydantic_ai_history.anchored': event.anchored,
+        'pydantic_ai_history.duration_ms': event.duration_ms,
+    }
+    if context.context_window is not None:
+        attributes['pydantic_ai_history.context_window'] = context.context_window
+    if context.run_id is not None:
+        attributes['pydantic_ai_history.run_id'] = context.run_id
+    if context.counter.model_name:
+        attributes['pydantic_ai_history.model'] = context.counter.model_name
+    return attributes
 
 
 # pydantic-ai 1.0 decides whether to pass `ctx` from the callable's own `__annotations__`, which an instance

@@ -32,6 +32,14 @@ from .units import tool_call_ids
 
 __all__ = ('ProviderRejected', 'RequestRecord', 'StrictProvider')
 
+try:
+    from pydantic_ai.profiles import ModelProfile as _ModelProfile
+
+    # 2.x profiles are TypedDicts with a `context_window` key; 1.x profiles are dataclasses without one
+    _PROFILE_HAS_CONTEXT_WINDOW = 'context_window' in getattr(_ModelProfile, '__annotations__', {})
+except ImportError:  # pragma: no cover
+    _PROFILE_HAS_CONTEXT_WINDOW = False
+
 
 class ProviderRejected(Exception):
     """What a provider's 400 would be: the request was invalid or too long."""
@@ -39,10 +47,14 @@ class ProviderRejected(Exception):
 
 @dataclass(frozen=True)
 class RequestRecord:
-    """One request the provider received."""
+    """One request the provider received (rejected ones included, with the reason)."""
 
     input_tokens: int
     messages: int
+    history: tuple[ModelMessage, ...] = ()
+    """The messages exactly as the provider received them."""
+    rejected: str | None = None
+    """Why the provider refused the request, or None when it answered."""
 
 
 Responder = Callable[[list[ModelMessage], AgentInfo], ModelResponse]
@@ -67,15 +79,22 @@ class StrictProvider:
     _encoder: Any = field(default=None, init=False, repr=False)
 
     def model(self) -> FunctionModel:
-        """A `FunctionModel` backed by this provider, with `context_window` in its profile where supported."""
-        try:
-            return FunctionModel(self, model_name=self.model_name, profile={'context_window': self.context_window})  # type: ignore[arg-type]
-        except TypeError:  # 1.x profiles are dataclasses without a context window
-            return FunctionModel(self, model_name=self.model_name)
+        """A `FunctionModel` backed by this provider, with `context_window` in its profile on 2.x."""
+        # a bound method: pydantic-ai 1.x names the model after the function's `__name__`
+        if _PROFILE_HAS_CONTEXT_WINDOW:
+            profile: Any = {'context_window': self.context_window}
+            return FunctionModel(self.__call__, model_name=self.model_name, profile=profile)
+        return FunctionModel(self.__call__, model_name=self.model_name)
 
     @property
     def peak_input_tokens(self) -> int:
+        """The largest request it received, in its own count."""
         return max((r.input_tokens for r in self.requests), default=0)
+
+    @property
+    def rejected(self) -> list[RequestRecord]:
+        """The requests it refused."""
+        return [r for r in self.requests if r.rejected is not None]
 
     def count(self, messages: Sequence[ModelMessage], info: AgentInfo | None = None) -> int:
         """Tokens of a request as this provider counts them."""
@@ -96,18 +115,30 @@ class StrictProvider:
                 images += part_images
         if info is not None:
             for tool in [*info.function_tools, *info.output_tools]:
-                texts.append(json.dumps({'name': tool.name, 'description': tool.description, 'parameters': tool.parameters_json_schema}))
+                texts.append(
+                    json.dumps(
+                        {
+                            'name': tool.name,
+                            'description': tool.description,
+                            'parameters': tool.parameters_json_schema,
+                        }
+                    )
+                )
         return sum(len(self._encoder.encode_ordinary(t)) for t in texts) + 3 * len(messages) + images
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        _check_pairing(messages)
         tokens = self.count(messages, info)
-        self.requests.append(RequestRecord(tokens, len(messages)))
-        if tokens > self.context_window:
-            raise ProviderRejected(
-                f"This model's maximum context length is {self.context_window} tokens. "
-                f'However, your messages resulted in {tokens} tokens.'
-            )
+        try:
+            _check_pairing(messages)
+            if tokens > self.context_window:
+                raise ProviderRejected(
+                    f"This model's maximum context length is {self.context_window} tokens. "
+                    f'However, your messages resulted in {tokens} tokens.'
+                )
+        except ProviderRejected as exc:
+            self.requests.append(RequestRecord(tokens, len(messages), tuple(messages), rejected=str(exc)))
+            raise
+        self.requests.append(RequestRecord(tokens, len(messages), tuple(messages)))
         response = self.respond(messages, info)
         output = sum(_wire(p)[1] + len(self._encoder.encode_ordinary(_wire(p)[0])) for p in response.parts)
         response.usage = RequestUsage(input_tokens=tokens, output_tokens=output)
@@ -117,20 +148,20 @@ class StrictProvider:
 def _wire(part: Any) -> tuple[str, int]:
     """A part's text as a provider would receive it, and the image tokens it carries."""
     images = 0
-    if isinstance(part, ToolCallPart) or isinstance(part, NATIVE_TOOL_CALL_PARTS):
+    if isinstance(part, ToolCallPart) or isinstance(part, NATIVE_TOOL_CALL_PARTS):  # noqa: SIM101
         args = part.args if isinstance(part.args, str) else json.dumps(part.args)
         return f'{part.tool_name}({part.tool_call_id}): {args}', 0
-    if isinstance(part, ToolReturnPart) or isinstance(part, NATIVE_TOOL_RETURN_PARTS):
+    if isinstance(part, ToolReturnPart) or isinstance(part, NATIVE_TOOL_RETURN_PARTS):  # noqa: SIM101
         content, images = _content(part.content)
         return f'{part.tool_name}({part.tool_call_id}) -> {content}', images
     if isinstance(part, RetryPromptPart):
         return part.model_response(), 0
     if isinstance(part, ThinkingPart):
         return part.content, 0
-    content = getattr(part, 'content', None)
-    if content is None:
+    value = getattr(part, 'content', None)
+    if value is None:
         return '', 0
-    return _content(content)
+    return _content(value)
 
 
 def _content(content: Any) -> tuple[str, int]:
@@ -164,7 +195,11 @@ def _check_pairing(messages: Sequence[ModelMessage]) -> None:
         if isinstance(message, ModelResponse):
             calls = tool_call_ids(message)
             following = messages[index + 1] if index + 1 < len(messages) else None
-            answered = {answered_call_id(p) for p in following.parts} if isinstance(following, ModelRequest) else set()
+            answered = (
+                {answered_call_id(p) for p in following.parts}
+                if isinstance(following, ModelRequest)
+                else set()
+            )
             missing = [c for c in calls if c not in answered]
             if missing:
                 raise ProviderRejected(
@@ -177,6 +212,6 @@ def _check_pairing(messages: Sequence[ModelMessage]) -> None:
                 call_id = answered_call_id(part)
                 if call_id is not None and call_id not in called:
                     raise ProviderRejected(
-                        "messages with role 'tool' must be a response to a preceding message with 'tool_calls' "
-                        f'(tool_call_id {call_id!r})'
+                        "messages with role 'tool' must be a response to a preceding message with "
+                        f"'tool_calls' (tool_call_id {call_id!r})"
                     )

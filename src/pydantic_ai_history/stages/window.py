@@ -8,10 +8,18 @@ are replaced by one short note, which also carries any system prompt parts they 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._compat import ModelMessage, ModelRequest, SystemPromptPart, UserPromptPart, make_request
+from .._compat import (
+    ModelMessage,
+    ModelRequest,
+    SystemPromptPart,
+    UserPromptPart,
+    make_request,
+    message_metadata,
+)
 from .._context import MARKER_KEY, HistoryContext
 from ..events import WindowApplied
 from ..pinning import TEXT_MARKERS, PinPredicate, is_pinned, marker_kind
@@ -22,6 +30,10 @@ __all__ = ('SlidingWindow', 'WindowSettings', 'select_window')
 
 logger = logging.getLogger('pydantic_ai_history.window')
 
+_NOTE_COST = 40
+"""Tokens reserved for the note that replaces dropped messages (its text alone is about 30)."""
+_MAX_PASSES = 3
+
 
 @dataclass(frozen=True)
 class WindowSettings:
@@ -30,7 +42,8 @@ class WindowSettings:
     Args:
         budget: an explicit token budget; by default `context_window * context_utilization - reserve_tokens`.
         reserve_tokens: room left for the model's answer.
-        context_utilization: the fraction of the window to use (e.g. 0.33 for cheap requests on an expensive model).
+        context_utilization: the fraction of the window to use (e.g. 0.33, 0.66 or 1.0: cheaper requests on an
+            expensive model).
         keep_first_user_message: keep the first user turn verbatim (the original task).
         pin: a predicate; units with a message it accepts are kept ahead of older unpinned ones.
     """
@@ -76,10 +89,16 @@ def select_window(
 ) -> WindowSelection:
     """Choose the units to keep within `budget` (tokens), given each message's cost.
 
-    Mandatory: the head and the last unit (the current request). Then pinned units, newest first. Then the
-    contiguous suffix of the rest, stopping at the first unit that does not fit.
+    Mandatory: the head and the last unit (the current request). Then pinned units, newest first, as long
+    as they fit. Then the contiguous suffix of the rest, stopping at the first unit that does not fit: a
+    large unit is never skipped to keep older ones. Our own earlier window notes are always dropped (the
+    new note supersedes them).
     """
     head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
+    if not keep_first_user_message and head and _has_user_prompt(messages[:head]):
+        # The system prompt shares its request with the first user turn: dropping that request is allowed,
+        # and the note that replaces it carries the system prompt parts.
+        head = 0
     first_body = next((i for i, u in enumerate(units) if u.start >= head), len(units))
     last = len(units) - 1
     costs = [sum(per_message[u.start : u.end]) for u in units]
@@ -97,10 +116,16 @@ def select_window(
     pinned_set = set(pinned)
     free = [0 if i in pinned_set or i in own_markers else costs[i] for i in body]
     start = first_body + fit_suffix(free, budget - used, at_least=0) if free else first_body
-    # an old marker of ours is superseded by the new one, wherever it stands
     kept = sorted((set(range(first_body)) | pinned_set | set(range(start, last)) | {last}) - own_markers)
-    dropped = tuple(i for i in range(len(units)) if i not in set(kept))
+    kept_set = set(kept)
+    dropped = tuple(i for i in range(len(units)) if i not in kept_set)
     return WindowSelection(head, tuple(kept), dropped, len(pinned_set))
+
+
+def _has_user_prompt(messages: Sequence[ModelMessage]) -> bool:
+    return any(
+        isinstance(p, UserPromptPart) for m in messages if isinstance(m, ModelRequest) for p in m.parts
+    )
 
 
 @dataclass
@@ -114,24 +139,40 @@ class SlidingWindow:
         budget = self.settings.resolve_budget(context.context_window, context.counter.model_name)
         estimate = context.estimate(messages)
         if estimate.total <= budget:
-            return messages
+            return messages  # the idle path: no unit split, no copy
         units = split_units(messages)
         overhead = estimate.total - estimate.tokenizer
-        note_cost = 40  # reserved for the note that replaces dropped messages
-        selection = select_window(
-            messages,
-            units,
-            estimate.per_message,
-            budget,
-            keep_first_user_message=self.settings.keep_first_user_message,
-            pin=self.settings.pin,
-            fixed_cost=overhead + note_cost,
-        )
-        if not selection.dropped_units:
-            self._warn_over_budget(context, estimate.total, budget)
+        note_cost = _NOTE_COST
+        result: list[ModelMessage] = messages
+        selection: WindowSelection | None = None
+        after = estimate.total
+        # The note's size is only known once the cut is chosen (it carries the system prompt parts of what
+        # it replaces, and dropping more only adds to them): when the assembled history overshoots, choose
+        # again with the note's real cost.
+        for _ in range(_MAX_PASSES):
+            candidate = select_window(
+                messages,
+                units,
+                estimate.per_message,
+                budget,
+                keep_first_user_message=self.settings.keep_first_user_message,
+                pin=self.settings.pin,
+                fixed_cost=overhead + note_cost,
+            )
+            if not candidate.dropped_units or (
+                selection is not None and candidate.dropped_units == selection.dropped_units
+            ):
+                break
+            selection = candidate
+            result, note = _assemble(messages, units, selection, context.run_id)
+            after = context.counter.count_messages(result) + overhead
+            real_note_cost = context.counter.count_message(note)
+            if after <= budget or real_note_cost <= note_cost:
+                break
+            note_cost = real_note_cost
+        if selection is None:
+            self._warn_over_budget(context, estimate.total, budget, messages, estimate.per_message, units)
             return messages
-        result = _assemble(messages, units, selection, context.run_id)
-        after = context.counter.count_messages(result) + overhead
         context.emit_event(
             WindowApplied(
                 run_id=context.run_id,
@@ -146,32 +187,43 @@ class SlidingWindow:
             )
         )
         logger.info(
-            'window: %d -> %d messages, %d -> %d tokens (budget %d, %d units dropped)',
+            'window: %d -> %d messages, %d -> %d tokens (budget %d, %d units dropped, %d pinned kept)',
             len(messages),
             len(result),
             estimate.total,
             after,
             budget,
             len(selection.dropped_units),
+            selection.pinned_kept,
         )
         if after > budget:
-            self._warn_over_budget(context, after, budget)
+            self._warn_over_budget(context, after, budget, messages, estimate.per_message, units)
         return result
 
     @staticmethod
-    def _warn_over_budget(context: HistoryContext, tokens: int, budget: int) -> None:
+    def _warn_over_budget(
+        context: HistoryContext,
+        tokens: int,
+        budget: int,
+        messages: Sequence[ModelMessage],
+        per_message: Sequence[int],
+        units: Sequence[Unit],
+    ) -> None:
+        current = sum(per_message[units[-1].start : units[-1].end]) if units else 0
         context.warn(
             'over_budget',
-            f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: the preserved head '
-            'and the current request alone do not fit',
+            f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: the '
+            f'preserved head, the system prompt and the current request ({current:,} tokens) do not fit',
             tokens=tokens,
             budget=budget,
+            current_request_tokens=current,
+            messages=len(messages),
         )
 
 
 def _assemble(
     messages: Sequence[ModelMessage], units: Sequence[Unit], selection: WindowSelection, run_id: str | None
-) -> list[ModelMessage]:
+) -> tuple[list[ModelMessage], ModelRequest]:
     kept = set(selection.kept_units)
     dropped_messages = [m for i in selection.dropped_units for m in messages[units[i].start : units[i].end]]
     note = window_note(dropped_messages, run_id)
@@ -184,21 +236,47 @@ def _assemble(
             result.append(note)
             note_placed = True
         result.extend(messages[unit.start : unit.end])
-    return result
+    return result, note
 
 
 def window_note(dropped: Sequence[ModelMessage], run_id: str | None) -> ModelRequest:
-    """The request that stands for dropped messages; it keeps their system prompt parts."""
+    """The request that stands for dropped messages; it keeps their system prompt parts.
+
+    Earlier notes of ours among the dropped messages are folded in: their counts add up, their own text is
+    not repeated.
+    """
     system_parts = [
         p for m in dropped if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)
     ]
-    real = [m for m in dropped if marker_kind(m) != 'window']
+    count = 0
+    for message in dropped:
+        if marker_kind(message) == 'window':
+            count += _noted_count(message)
+        else:
+            count += 1
     text = (
-        f'{TEXT_MARKERS["window"]} {len(real)} earlier messages were removed to fit the context window; '
+        f'{TEXT_MARKERS["window"]} {count} earlier messages were removed to fit the context window; '
         'the conversation continues below.'
     )
     return make_request(
         [*system_parts, UserPromptPart(content=text)],
         run_id=run_id,
-        metadata={MARKER_KEY: {'kind': 'window', 'dropped_messages': len(real)}},
+        metadata={MARKER_KEY: {'kind': 'window', 'dropped_messages': count}},
     )
+
+
+_NOTE_COUNT = re.compile(r' (\d+) earlier messages were removed')
+
+
+def _noted_count(note: ModelMessage) -> int:
+    """How many messages an earlier note of ours stood for (metadata, or its text where there is none)."""
+    ours = message_metadata(note).get(MARKER_KEY)
+    if isinstance(ours, dict) and isinstance(ours.get('dropped_messages'), int):
+        return int(ours['dropped_messages'])
+    for part in note.parts:
+        content = getattr(part, 'content', None)
+        if isinstance(content, str) and content.startswith(TEXT_MARKERS['window']):
+            match = _NOTE_COUNT.search(content)
+            if match:
+                return int(match.group(1))
+    return 0

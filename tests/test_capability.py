@@ -1,0 +1,103 @@
+"""The drop-in paths: `history_processors=[processor]` (1.x), `ProcessHistory(processor)` and
+`processor.capability()` (versions with capabilities), all with the same processor object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+
+from pydantic_ai_history import HistoryProcessor, SlidingWindow, assert_valid_history
+from pydantic_ai_history._compat import HAS_CAPABILITIES, ProcessHistory
+from pydantic_ai_history.testing import StrictProvider
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings('ignore::DeprecationWarning')]
+
+WINDOW = 5_000
+PAGE = 'lorem ipsum dolor sit amet consectetur adipiscing elit ' * 90
+
+
+def _history_processors_supported() -> bool:
+    try:
+        Agent('test', history_processors=[])
+    except TypeError:
+        return False
+    return True
+
+
+def _respond(calls: int) -> Any:
+    state = {'n': 0}
+
+    def respond(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        state['n'] += 1
+        if state['n'] <= calls:
+            return ModelResponse(
+                parts=[ToolCallPart('page', {'n': state['n']}, tool_call_id=f'p{state["n"]}')]
+            )
+        return ModelResponse(parts=[TextPart('finished')])
+
+    return respond
+
+
+async def _run(**agent_kwargs: Any) -> tuple[StrictProvider, HistoryProcessor]:
+    processor = agent_kwargs.pop('processor')
+    provider = StrictProvider(_respond(12), context_window=WINDOW)
+    agent: Agent[None, str] = Agent(provider.model(), instructions='Read the pages.', **agent_kwargs)
+
+    @agent.tool_plain
+    def page(n: int) -> str:
+        """One page."""
+        return f'{n}: {PAGE}'
+
+    result = await agent.run('read all pages')
+    assert result.output == 'finished'
+    assert not provider.rejected
+    assert len(provider.requests) == 13
+    assert provider.peak_input_tokens <= WINDOW
+    for record in provider.requests:
+        assert_valid_history(list(record.history))
+    assert processor.stats().overall.window_applications > 0
+    return provider, processor
+
+
+@pytest.mark.skipif(not _history_processors_supported(), reason='2.x removed history_processors=')
+async def test_history_processors():
+    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW)
+    await _run(processor=processor, history_processors=[processor])
+
+
+@pytest.mark.skipif(_history_processors_supported(), reason='only 2.x rejects history_processors=')
+def test_history_processors_is_a_type_error_on_2x():
+    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW)
+    with pytest.raises(TypeError):
+        Agent('test', history_processors=[processor])
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
+async def test_process_history_capability():
+    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW)
+    await _run(processor=processor, capabilities=[ProcessHistory(processor)])
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
+async def test_own_capability():
+    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW)
+    _provider, _ = await _run(processor=processor, capabilities=[processor.capability()])
+
+
+@pytest.mark.skipif(HAS_CAPABILITIES, reason='this version has capabilities')
+def test_capability_explains_itself_on_1_0():
+    with pytest.raises(RuntimeError, match='history_processors'):
+        HistoryProcessor([SlidingWindow()]).capability()
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
+async def test_context_window_from_the_model_profile_where_it_has_one():
+    """On 2.x the StrictProvider's model carries `context_window` in its profile: no override needed."""
+    processor = HistoryProcessor([SlidingWindow()])
+    provider = StrictProvider(_respond(12), context_window=WINDOW)
+    if not isinstance(provider.model().profile, dict):
+        pytest.skip('1.x profiles have no context window')
+    await _run(processor=processor, capabilities=[processor.capability()])

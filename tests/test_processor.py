@@ -1,0 +1,293 @@
+"""The processor: guarded stages, events, per-run stats under concurrency, the idle path, logging, spans."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+
+import pydantic_ai_history.processor as processor_module
+from _history import call, reply, result, system_user, user
+from pydantic_ai_history import (
+    HistoryEvent,
+    HistoryProcessor,
+    HistoryWarning,
+    RequestProcessed,
+    SlidingWindow,
+    StageFailed,
+    WindowApplied,
+    WindowSettings,
+    assert_valid_history,
+)
+from pydantic_ai_history._compat import HAS_CAPABILITIES
+from pydantic_ai_history.testing import StrictProvider
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings('ignore::DeprecationWarning')]
+
+WINDOW = 6_000
+FILLER = 'the quick brown fox jumps over the lazy dog while the cat sleeps ' * 60  # ~780 tokens
+
+
+def _attach(processor: HistoryProcessor) -> dict[str, Any]:
+    """The way this pydantic-ai takes a processor (capability where there are capabilities)."""
+    return (
+        {'capabilities': [processor.capability()]}
+        if HAS_CAPABILITIES
+        else {'history_processors': [processor]}
+    )
+
+
+def _tool_loop(calls: int) -> Any:
+    state = {'n': 0}
+
+    def respond(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        state['n'] += 1
+        if state['n'] <= calls:
+            return ModelResponse(
+                parts=[ToolCallPart('fetch', {'i': state['n']}, tool_call_id=f'c{state["n"]}')]
+            )
+        return ModelResponse(parts=[TextPart(f'done after {calls} calls')])
+
+    return respond
+
+
+def _agent(provider: StrictProvider, processor: HistoryProcessor) -> Agent[None, str]:
+    agent: Agent[None, str] = Agent(provider.model(), system_prompt='Be brief.', **_attach(processor))
+
+    @agent.tool_plain
+    def fetch(i: int) -> str:
+        """Fetch a page."""
+        return f'page {i}: {FILLER}'
+
+    return agent
+
+
+class Exploding:
+    name = 'exploding'
+
+    async def __call__(self, messages: list[ModelMessage], context: Any) -> list[ModelMessage]:
+        raise RuntimeError('boom')
+
+
+class Breaking:
+    """Drops the tool returns of the current request: a stage bug that must never reach the model."""
+
+    name = 'breaking'
+
+    async def __call__(self, messages: list[ModelMessage], context: Any) -> list[ModelMessage]:
+        return [*messages[:-1], user('lost the tool returns')] if len(messages) > 2 else messages
+
+
+async def test_a_raising_stage_is_skipped_and_the_run_continues():
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        [Exploding(), SlidingWindow()], context_window=WINDOW, on_event=events.append
+    )
+    provider = StrictProvider(_tool_loop(8), context_window=WINDOW)
+    out = await _agent(provider, processor).run('go')
+    assert out.output == 'done after 8 calls'
+    failures = [e for e in events if isinstance(e, StageFailed)]
+    assert len(failures) == 9
+    assert {f.stage for f in failures} == {'exploding'}
+    assert 'RuntimeError: boom' in failures[0].error
+    assert [e for e in events if isinstance(e, WindowApplied)]  # the next stage still ran
+    assert provider.rejected == []
+    assert processor.stats().overall.stage_failures == 9
+
+
+async def test_a_stage_that_breaks_the_history_is_discarded():
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor([Breaking()], context_window=WINDOW, on_event=events.append)
+    history = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'page')]
+    out = await processor.process(history)
+    assert out == history
+    [failed] = [e for e in events if isinstance(e, StageFailed)]
+    assert failed.stage == 'breaking'
+    assert 'dangling_tool_call' in failed.error
+
+
+async def test_an_on_event_callback_that_raises_does_not_break_the_run(caplog: pytest.LogCaptureFixture):
+    def bad_handler(event: HistoryEvent) -> None:
+        raise ValueError('handler bug')
+
+    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW, on_event=bad_handler)
+    provider = StrictProvider(_tool_loop(8), context_window=WINDOW)
+    with caplog.at_level(logging.ERROR, logger='pydantic_ai_history'):
+        out = await _agent(provider, processor).run('go')
+    assert out.output == 'done after 8 calls'
+    assert 'on_event callback raised' in caplog.text
+    assert processor.stats().overall.requests == 9
+
+
+async def test_twenty_concurrent_runs_have_separate_stats():
+    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW)
+    providers: dict[int, StrictProvider] = {}
+    outputs: dict[int, str] = {}
+
+    async def one(i: int) -> None:
+        provider = providers[i] = StrictProvider(_tool_loop(i % 7 + 1), context_window=WINDOW)
+        outputs[i] = (await _agent(provider, processor).run(f'run {i}')).output
+
+    async with anyio.create_task_group() as tg:
+        for i in range(20):
+            tg.start_soon(one, i)
+
+    assert outputs == {i: f'done after {i % 7 + 1} calls' for i in range(20)}
+    stats = processor.stats()
+    assert len(stats.runs) == 20
+    assert sorted(r.requests for r in stats.runs.values()) == sorted(i % 7 + 2 for i in range(20))
+    # each run's token totals are its own: they match what its provider received, request by request
+    per_run_sent = sorted(sum(1 for _ in p.requests) for p in providers.values())
+    assert per_run_sent == sorted(r.requests for r in stats.runs.values())
+    overall = stats.overall
+    assert overall.requests == sum(r.requests for r in stats.runs.values())
+    assert overall.tokens_in == sum(r.tokens_in for r in stats.runs.values())
+    assert overall.tokens_out == sum(r.tokens_out for r in stats.runs.values())
+    assert overall.window_applications == sum(r.window_applications for r in stats.runs.values()) > 0
+    assert overall.peak_tokens_out == max(r.peak_tokens_out for r in stats.runs.values())
+    assert all(not p.rejected for p in providers.values())
+
+
+async def test_stats_are_snapshots_with_utilization_and_reduction():
+    processor = HistoryProcessor(
+        [SlidingWindow(WindowSettings(budget=1_000))], model='gpt-4o', context_window=10_000
+    )
+    history = [user('task'), reply(FILLER), user(FILLER), reply('ok'), user('now')]
+    out = await processor.process(history)
+    assert_valid_history(out, original=history)
+    first = processor.stats()
+    assert first.overall.requests == 1
+    assert first.overall.window_applications == 1
+    assert 0 < first.overall.reduction_percent < 100
+    assert first.overall.last_utilization == pytest.approx(first.overall.tokens_out / 10_000)
+    assert first.overall.peak_utilization == first.overall.last_utilization
+    assert first.runs == {}  # no RunContext: counted overall only
+    await processor.process(history)
+    assert first.overall.requests == 1
+    assert processor.stats().overall.requests == 2
+
+
+async def test_idle_path_neither_validates_nor_rebuilds_messages(monkeypatch: pytest.MonkeyPatch):
+    calls = {'n': 0}
+    real = processor_module.validate_history
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls['n'] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(processor_module, 'validate_history', counting)
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+    )
+    history = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'a page')]
+    for _ in range(3):
+        out = await processor.process(history)
+        assert out is not history
+        assert all(a is b for a, b in zip(out, history, strict=False))
+        assert len(out) == len(history)
+        history = [*out, reply('more?'), user('yes')]
+    assert calls['n'] == 0
+    assert [type(e) for e in events] == [RequestProcessed] * 3
+
+
+async def test_invalid_input_is_reported_when_a_stage_changes_it():
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        [SlidingWindow(WindowSettings(budget=300))], model='gpt-4o', on_event=events.append
+    )
+    history = [
+        user('task'),
+        result('fetch', 'orphan', 'x'),
+        reply(FILLER),
+        user(FILLER),
+        reply('ok'),
+        user('now'),
+    ]
+    out = await processor.process(history)
+    assert_valid_history(out)  # the orphan was in the dropped part
+    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['invalid_input']
+
+
+async def test_window_decisions_are_logged(caplog: pytest.LogCaptureFixture):
+    processor = HistoryProcessor([SlidingWindow(WindowSettings(budget=600))], model='gpt-4o')
+    with caplog.at_level(logging.INFO, logger='pydantic_ai_history'):
+        await processor.process([user('task'), reply(FILLER), user(FILLER), reply('ok'), user('now')])
+    assert any(
+        r.name == 'pydantic_ai_history.window' and 'window: 5 -> ' in r.getMessage() for r in caplog.records
+    )
+
+
+async def test_empty_history_is_returned_with_a_warning():
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+    )
+    assert await processor.process([]) == []
+    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['empty_history']
+
+
+class _FakeSpan:
+    def __init__(self) -> None:
+        self.attributes: dict[str, Any] = {}
+
+    def is_recording(self) -> bool:
+        return True
+
+    def set_attributes(self, attributes: dict[str, Any]) -> None:
+        self.attributes.update(attributes)
+
+    def __enter__(self) -> _FakeSpan:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        return None
+
+
+class _FakeTracer:
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, _FakeSpan]] = []
+
+    def start_as_current_span(self, name: str) -> _FakeSpan:
+        span = _FakeSpan()
+        self.spans.append((name, span))
+        return span
+
+
+async def test_a_span_per_request_carries_the_numbers():
+    """The contract with the OpenTelemetry API, without the SDK (see the next test for a real exporter)."""
+    processor = HistoryProcessor(
+        [SlidingWindow(WindowSettings(budget=600))], model='gpt-4o', context_window=WINDOW
+    )
+    tracer = processor._tracer = _FakeTracer()
+    await processor.process([user('task'), reply(FILLER), user(FILLER), reply('ok'), user('now')])
+    [(name, span)] = tracer.spans
+    assert name == 'pydantic_ai_history.process'
+    assert span.attributes['pydantic_ai_history.messages_before'] == 5
+    assert (
+        span.attributes['pydantic_ai_history.tokens_after']
+        < span.attributes['pydantic_ai_history.tokens_before']
+    )
+    assert span.attributes['pydantic_ai_history.context_window'] == WINDOW
+
+
+async def test_span_with_the_opentelemetry_sdk():
+    sdk = pytest.importorskip(
+        'opentelemetry.sdk.trace', reason='opentelemetry-sdk is not installed (not a dependency)'
+    )
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    processor = HistoryProcessor([SlidingWindow(WindowSettings(budget=600))], model='gpt-4o')
+    processor._tracer = provider.get_tracer('test')
+    await processor.process([user('task'), reply(FILLER), user(FILLER), reply('ok'), user('now')])
+    [span] = exporter.get_finished_spans()
+    assert span.name == 'pydantic_ai_history.process'
+    assert span.attributes['pydantic_ai_history.messages_before'] == 5
