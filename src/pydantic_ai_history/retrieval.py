@@ -1,0 +1,510 @@
+"""Passage retrieval without a model: structure-aware chunking and BM25 ranking.
+
+Used by the artifact stage's `extract` strategy and by the `read_artifact` tool's `query=` mode.
+
+Why BM25 (Okapi, `k1=1.5`, `b=0.75`): it needs no model weights and no network, it is deterministic (the
+same text and question always give the same passages, so results can be cached and tested), and it is
+good exactly where tool outputs need it: identifiers, names, SKUs, error codes and column values, which
+embedding models blur. `k1` bounds how much repeating a term helps (1.2-2.0 is the usual range; 1.5 lets
+a chunk that mentions a name several times win without letting repetition dominate); `b` is how strongly
+long chunks are penalised (0.75, the standard value; chunks here are of similar size anyway).
+
+Chunks are exact spans of the original text (so their character offsets can be quoted for read-back),
+each with a `context` line: the JSON path (with the object's name or id when it has one) or the table
+header, which is shown before the chunk and counted when ranking.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = (
+    'BM25_B',
+    'BM25_K1',
+    'Chunk',
+    'Extract',
+    'bm25_scores',
+    'chunk_text',
+    'detect_kind',
+    'extract_passages',
+    'tokenize',
+    'top_passages',
+)
+
+BM25_K1 = 1.5
+BM25_B = 0.75
+DEFAULT_CHUNK_CHARS = 2_000
+"""Target chunk size: small enough that a question's answer does not drag much else along, large enough
+to keep a JSON object or a few table rows together."""
+
+TextKind = Literal['json', 'table', 'markdown']
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """`text[start:end]` of the original, with the context that locates it (JSON path or table header)."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+    context: str = ''
+    kind: TextKind = 'markdown'
+
+
+# ---- tokenizing and ranking ---------------------------------------------------------------------------
+
+_WORD = re.compile(r'[^\W_]+')
+_CJK = re.compile(r'[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]')
+_STOP_WORDS = frozenset(
+    {
+        'a',
+        'an',
+        'and',
+        'are',
+        'as',
+        'at',
+        'be',
+        'by',
+        'can',
+        'could',
+        'did',
+        'do',
+        'does',
+        'for',
+        'from',
+        'has',
+        'have',
+        'how',
+        'i',
+        'in',
+        'is',
+        'it',
+        'its',
+        'me',
+        'my',
+        'of',
+        'on',
+        'or',
+        'please',
+        'show',
+        'tell',
+        'that',
+        'the',
+        'their',
+        'them',
+        'there',
+        'these',
+        'this',
+        'to',
+        'was',
+        'were',
+        'what',
+        'when',
+        'where',
+        'which',
+        'who',
+        'whom',
+        'why',
+        'will',
+        'with',
+        'would',
+        'you',
+        'your',
+    }
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased words and numbers; `_`, punctuation and JSON syntax separate them; CJK per character."""
+    tokens: list[str] = []
+    for token in _WORD.findall(text.lower()):
+        if not token.isascii() and _CJK.search(token):
+            tokens.extend(_CJK.findall(token))
+            rest = _CJK.sub(' ', token).split()
+            tokens.extend(rest)
+        else:
+            tokens.append(token)
+    return tokens
+
+
+def _query_terms(query: str) -> list[str]:
+    terms = [t for t in tokenize(query) if t not in _STOP_WORDS]
+    return list(dict.fromkeys(terms))
+
+
+def bm25_scores(
+    documents: Sequence[Sequence[str]], query_terms: Sequence[str], *, k1: float = BM25_K1, b: float = BM25_B
+) -> list[float]:
+    """Okapi BM25 score of each tokenized document for the query terms (idf with +1, so it stays positive)."""
+    n = len(documents)
+    if n == 0 or not query_terms:
+        return [0.0] * n
+    counts = [Counter(doc) for doc in documents]
+    lengths = [len(doc) for doc in documents]
+    average = sum(lengths) / n or 1.0
+    scores = [0.0] * n
+    for term in query_terms:
+        df = sum(1 for c in counts if term in c)
+        if df == 0:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for i, c in enumerate(counts):
+            tf = c.get(term, 0)
+            if tf:
+                scores[i] += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[i] / average))
+    return scores
+
+
+# ---- chunking -------------------------------------------------------------------------------------------
+
+
+def detect_kind(text: str) -> TextKind:
+    """`json` when the whole text parses as a JSON object or array, `table` for CSV/TSV, else `markdown`."""
+    stripped = text.strip()
+    if stripped[:1] in ('{', '['):
+        try:
+            json.loads(stripped)
+        except ValueError:
+            pass
+        else:
+            return 'json'
+    if _looks_like_table(text):
+        return 'table'
+    return 'markdown'
+
+
+def _looks_like_table(text: str) -> bool:
+    lines = text[:20_000].splitlines()[:20]
+    if len(lines) < 3:
+        return False
+    for delimiter in (',', '\t', ';', '|'):
+        if delimiter not in lines[0]:
+            continue
+        try:
+            widths = {len(row) for row in csv.reader(io.StringIO('\n'.join(lines[:-1])), delimiter=delimiter)}
+        except csv.Error:
+            continue
+        if len(widths) == 1 and widths.pop() >= 2:
+            return True
+    return False
+
+
+def chunk_text(
+    text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, kind: TextKind | None = None
+) -> list[Chunk]:
+    """Split `text` into chunks of about `max_chars`, along its structure.
+
+    - JSON: per top-level item or key; an item larger than `max_chars` is split into its own items
+      (recursively), small neighbours are grouped. The context is the path, e.g.
+      `9783735446 (name: Bicycle) > variants`.
+    - Tables: groups of whole rows; the header row is the context, repeated before each chunk.
+    - Markdown and plain text: by headings, then paragraphs, then lines; the context is the latest heading.
+    """
+    if not text:
+        return []
+    max_chars = max(max_chars, 200)
+    kind = kind or detect_kind(text)
+    spans: list[tuple[int, int, str]] = []
+    if kind == 'json':
+        try:
+            _json_spans(text, 0, len(text), '', max_chars, spans)
+        except _NotJson:
+            spans = []
+            kind = 'markdown'
+    if kind == 'table':
+        spans = _table_spans(text, max_chars)
+    if kind == 'markdown' or not spans:
+        kind = 'markdown'
+        spans = _markdown_spans(text, max_chars)
+    return [Chunk(i, s, e, text[s:e], ctx, kind) for i, (s, e, ctx) in enumerate(spans) if text[s:e].strip()]
+
+
+class _NotJson(Exception):
+    pass
+
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],]')
+_JSON_KEY = re.compile(r'\s*("(?:[^"\\]|\\.)*")\s*:\s*')
+_NAME_FIELD = re.compile(
+    r'"(name|title|login|id|key|sku|product_id|item_id)"\s*:\s*("(?:[^"\\]|\\.){1,80}"|-?\d{1,20})'
+)
+
+
+def _json_members(text: str, open_pos: int, end: int) -> list[tuple[int, int]]:
+    """Spans of the items (or `"key": value` members) of the container opening at `open_pos`."""
+    members: list[tuple[int, int]] = []
+    depth = 0
+    member_start = open_pos + 1
+    for match in _JSON_TOKEN.finditer(text, open_pos, end):
+        token = match.group()
+        if token in '{[':
+            depth += 1
+        elif token in '}]':
+            depth -= 1
+            if depth == 0:
+                _add_member(text, member_start, match.start(), members)
+                return members
+        elif token == ',' and depth == 1:
+            _add_member(text, member_start, match.start(), members)
+            member_start = match.end()
+    raise _NotJson
+
+
+def _add_member(text: str, start: int, end: int, members: list[tuple[int, int]]) -> None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end > start:
+        members.append((start, end))
+
+
+def _member_label(text: str, start: int, end: int, index: int) -> tuple[str, int]:
+    """A path label for a member and the position where its value starts."""
+    key = _JSON_KEY.match(text, start, end)
+    value_start = key.end() if key else start
+    label = json.loads(key.group(1)) if key else f'[{index}]'
+    if value_start < end and text[value_start] == '{':
+        # only the object's own fields: stop at its first nested container
+        nested = min(
+            (
+                p
+                for p in (text.find('{', value_start + 1, end), text.find('[', value_start + 1, end))
+                if p >= 0
+            ),
+            default=end,
+        )
+        name = _NAME_FIELD.search(text, value_start, min(nested, value_start + 600))
+        if name and name.group(2).strip('"') != label:
+            label += f' ({name.group(1)}: {name.group(2).strip(chr(34))})'
+    return str(label), value_start
+
+
+def _json_spans(
+    text: str, start: int, end: int, path: str, max_chars: int, out: list[tuple[int, int, str]]
+) -> None:
+    """Chunk the JSON value in `text[start:end]` (a whole document or one member) into `out`."""
+    value_start = start
+    while value_start < end and text[value_start].isspace():
+        value_start += 1
+    if value_start >= end or text[value_start] not in '{[':
+        if not out and start == 0:
+            raise _NotJson
+        _split_span(text, start, end, max_chars, path, out)
+        return
+    members = _json_members(text, value_start, end)
+    group_start: int | None = None
+    group_end = 0
+    for index, (m_start, m_end) in enumerate(members):
+        if m_end - m_start > max_chars:
+            if group_start is not None:
+                out.append((group_start, group_end, path))
+                group_start = None
+            label, inner = _member_label(text, m_start, m_end, index)
+            child_path = f'{path} > {label}' if path else label
+            if inner < m_end and text[inner] in '{[':
+                _json_spans(text, inner, m_end, child_path, max_chars, out)
+            else:  # one huge string or number
+                _split_span(text, m_start, m_end, max_chars, child_path, out)
+            continue
+        if group_start is not None and m_end - group_start > max_chars:
+            out.append((group_start, group_end, path))
+            group_start = None
+        if group_start is None:
+            group_start = m_start
+        group_end = m_end
+    if group_start is not None:
+        out.append((group_start, group_end, path))
+
+
+def _split_span(
+    text: str, start: int, end: int, max_chars: int, context: str, out: list[tuple[int, int, str]]
+) -> None:
+    """Cut `text[start:end]` into pieces of at most `max_chars`, preferring line breaks, then spaces."""
+    while end - start > max_chars:
+        limit = start + max_chars
+        cut = text.rfind('\n', start + max_chars // 2, limit)
+        if cut < 0:
+            cut = text.rfind(' ', start + max_chars // 2, limit)
+        cut = cut + 1 if cut >= 0 else limit
+        out.append((start, cut, context))
+        start = cut
+    if end > start:
+        out.append((start, end, context))
+
+
+def _line_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    position = 0
+    for line in text.splitlines(keepends=True):
+        spans.append((position, position + len(line)))
+        position += len(line)
+    return spans
+
+
+def _table_spans(text: str, max_chars: int) -> list[tuple[int, int, str]]:
+    lines = _line_spans(text)
+    if len(lines) < 2:
+        return []
+    header = text[lines[0][0] : lines[0][1]].rstrip('\r\n')
+    out: list[tuple[int, int, str]] = []
+    group_start: int | None = None
+    group_end = 0
+    for start, end in lines[1:]:
+        if group_start is not None and end - group_start > max_chars:
+            out.append((group_start, group_end, header))
+            group_start = None
+        if end - start > max_chars:
+            _split_span(text, start, end, max_chars, header, out)
+            continue
+        if group_start is None:
+            group_start = start
+        group_end = end
+    if group_start is not None:
+        out.append((group_start, group_end, header))
+    return out
+
+
+_HEADING = re.compile(r'^(#{1,6})\s+(.+?)\s*#*\s*$')
+
+
+def _markdown_spans(text: str, max_chars: int) -> list[tuple[int, int, str]]:
+    """Blocks separated by blank lines or headings, grouped up to `max_chars`; a heading opens a new chunk."""
+    blocks: list[tuple[int, int, str, bool]] = []  # start, end, heading in effect, opens with a heading
+    heading = ''
+    block: list[int] = []  # [start] of the open block
+    opens_heading = False
+    for start, end in _line_spans(text):
+        line = text[start:end]
+        match = _HEADING.match(line.rstrip('\r\n'))
+        if match or not line.strip():
+            if block:
+                blocks.append((block[0], start, heading, opens_heading))
+                block = []
+            if match:
+                heading = match.group(2)
+                block, opens_heading = [start], True
+            continue
+        if not block:
+            block, opens_heading = [start], False
+    if block:
+        blocks.append((block[0], len(text), heading, opens_heading))
+    out: list[tuple[int, int, str]] = []
+    group_start: int | None = None
+    group_end = 0
+    group_context = ''
+    for start, end, context, opens in blocks:
+        if group_start is not None and (end - group_start > max_chars or opens):
+            out.append((group_start, group_end, group_context))
+            group_start = None
+        if end - start > max_chars:
+            _split_span(text, start, end, max_chars, context, out)
+            continue
+        if group_start is None:
+            group_start, group_context = start, context
+        group_end = end
+    if group_start is not None:
+        out.append((group_start, group_end, group_context))
+    return out
+
+
+# ---- selection and rendering ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Extract:
+    """What `extract_passages` chose: the rendered text and which chunks it shows."""
+
+    text: str
+    chunks_total: int
+    shown: tuple[int, ...]
+    matched: bool
+    """True when the query matched at least one chunk (otherwise the text is the opening chunks)."""
+
+
+def extract_passages(
+    text: str,
+    query: str | None,
+    max_chars: int,
+    *,
+    chunk_chars: int | None = None,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
+) -> Extract:
+    """The chunks of `text` most relevant to `query`, best first until `max_chars`, shown in original order.
+
+    Each run of consecutive chunks is introduced by a `[showing chunks i..j of n, characters a-b of N]`
+    marker (with the JSON path or table header), so the model knows what it sees and where the rest is.
+    Without a query, or when nothing matches, the opening chunks are shown.
+    """
+    if chunk_chars is None:
+        chunk_chars = min(DEFAULT_CHUNK_CHARS, max(max_chars // 3, 300))
+    chunks = chunk_text(text, max_chars=chunk_chars)
+    terms = _query_terms(query or '')
+    scores = bm25_scores([tokenize(c.context + '\n' + c.text) for c in chunks], terms, k1=k1, b=b)
+    matched = any(s > 0 for s in scores)
+    if matched:
+        order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
+    else:
+        order = list(range(len(chunks)))
+    chosen: list[int] = []
+    for index in order:
+        candidate = sorted([*chosen, index])
+        if len(_render(chunks, candidate, len(text))) <= max_chars:
+            chosen = candidate
+        elif not matched:
+            break
+    if not chosen and chunks:  # even the best chunk is too large: show its head
+        best = chunks[order[0]]
+        room = max(max_chars - 120 - len(best.context), 50)
+        cut = Chunk(best.index, best.start, best.start + room, best.text[:room], best.context, best.kind)
+        return Extract(
+            _render([*chunks[: best.index], cut, *chunks[best.index + 1 :]], [best.index], len(text)),
+            len(chunks),
+            (best.index,),
+            matched,
+        )
+    return Extract(_render(chunks, chosen, len(text)), len(chunks), tuple(chosen), matched)
+
+
+def _render(chunks: Sequence[Chunk], chosen: Sequence[int], total_chars: int) -> str:
+    if not chosen:
+        return ''
+    runs: list[list[int]] = []
+    for index in chosen:
+        if runs and runs[-1][-1] == index - 1 and chunks[index].context == chunks[runs[-1][-1]].context:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    n = len(chunks)
+    pieces: list[str] = []
+    for run in runs:
+        first, last = chunks[run[0]], chunks[run[-1]]
+        which = f'chunk {run[0] + 1}' if len(run) == 1 else f'chunks {run[0] + 1}..{run[-1] + 1}'
+        marker = f'[showing {which} of {n}, characters {first.start:,}-{last.end:,} of {total_chars:,}'
+        if first.context and first.kind == 'json':
+            marker += f', at {first.context}'
+        pieces.append(marker + ']')
+        if first.context and first.kind == 'table':
+            pieces.append(first.context)
+        elif first.context and first.kind == 'markdown':
+            pieces.append(f'(section: {first.context})')
+        pieces.append(''.join(chunks[i].text for i in run).strip('\n'))
+    return '\n'.join(pieces)
+
+
+def top_passages(text: str, query: str, max_chars: int) -> str:
+    """The passages of `text` most relevant to `query` within `max_chars` (read-back's query mode)."""
+    result = extract_passages(text, query, max_chars)
+    if not result.matched:
+        return f'[no passage matched {query!r}; showing the beginning]\n' + result.text
+    return result.text

@@ -1,0 +1,241 @@
+"""Deciding what to do with each artifact: when an LLM plan is worth it, the heuristic plan, the LLM plan."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ._extract import Candidate
+from ._models import Artifact, ArtifactDecision, ArtifactPlan, ProcessingStrategy
+from ._settings import ArtifactSettings
+from ._strategies import add_usage
+
+__all__ = ('PlanningChoice', 'heuristic_plan', 'llm_plan', 'should_use_llm_planning')
+
+logger = logging.getLogger('pydantic_ai_history.artifacts')
+
+_DEFAULT_SETTINGS = ArtifactSettings()
+
+
+@dataclass(frozen=True)
+class PlanningChoice:
+    """Whether an LLM plan is worth its cost, and why. Truthy when it is."""
+
+    use_llm: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.use_llm
+
+
+def should_use_llm_planning(
+    artifacts: Sequence[Artifact],
+    *,
+    budget_tokens: int,
+    input_price_per_mtok: float | None = None,
+    settings: ArtifactSettings = _DEFAULT_SETTINGS,
+) -> PlanningChoice:
+    """Decide whether one extra LLM call to plan is worth it.
+
+    No when there is nothing to plan (no artifacts, or less than `skip_below_chars` in total) or when
+    everything fits the budget with `margin` to spare on a cheap model with no artifact over
+    `large_artifact_chars`. Yes when the artifacts are near or over the budget, when the primary model is
+    expensive (more than `expensive_price_per_mtok` USD per million input tokens: a wrong include costs more
+    than the plan), or when any artifact is over `large_artifact_chars` (a plan decides what to keep of it).
+    """
+    if not artifacts:
+        return PlanningChoice(False, 'no artifacts')
+    total_chars = sum(a.chars for a in artifacts)
+    if total_chars < settings.skip_below_chars:
+        return PlanningChoice(False, f'artifacts total {total_chars:,} chars < {settings.skip_below_chars:,}')
+    total_tokens = sum(a.tokens for a in artifacts)
+    if total_tokens > budget_tokens * (1 - settings.margin):
+        return PlanningChoice(
+            True, f'artifacts ({total_tokens:,} tokens) are near or over the budget of {budget_tokens:,}'
+        )
+    if input_price_per_mtok is not None and input_price_per_mtok > settings.expensive_price_per_mtok:
+        return PlanningChoice(
+            True, f'expensive primary model (${input_price_per_mtok:g} per million input tokens)'
+        )
+    largest = max(artifacts, key=lambda a: a.chars)
+    if largest.chars > settings.large_artifact_chars:
+        return PlanningChoice(
+            True,
+            f'artifact {largest.id[:16]} has {largest.chars:,} chars > {settings.large_artifact_chars:,}',
+        )
+    return PlanningChoice(False, 'everything fits with margin on a cheap model')
+
+
+def _query_for(candidate: Candidate, question: str) -> str:
+    return ' '.join(p for p in (question, candidate.hint) if p)
+
+
+def heuristic_plan(
+    candidates: Sequence[Candidate],
+    *,
+    question: str,
+    budget_tokens: int,
+    settings: ArtifactSettings = _DEFAULT_SETTINGS,
+) -> ArtifactPlan:
+    """The deterministic plan: newest and smallest first; include what fits, reduce the rest.
+
+    Small artifacts (at most `large_artifact_chars`) are always included. A large one is included when it fits
+    what is left of the budget, else reduced with `default_reduction` (extract with the user's latest question
+    and the tool call's arguments as the query) when at least `min_extract_tokens` are left, else excluded.
+    The current request's artifacts are never excluded: they keep at least a `min_preview_tokens` extract.
+    """
+    order = sorted(candidates, key=lambda c: (-c.artifact.step, c.artifact.tokens, c.id))
+    remaining = budget_tokens
+    large_left = sum(1 for c in order if c.artifact.chars > settings.large_artifact_chars)
+    decisions: list[ArtifactDecision] = []
+    for priority, candidate in enumerate(order):
+        a = candidate.artifact
+        query = _query_for(candidate, question)
+        if a.chars <= settings.large_artifact_chars or a.tokens <= remaining:
+            if a.chars > settings.large_artifact_chars:
+                large_left -= 1
+            decisions.append(
+                ArtifactDecision(
+                    artifact_id=a.id,
+                    strategy=ProcessingStrategy.INCLUDE_FULL,
+                    priority=priority,
+                    rationale=f'fits: {a.tokens:,} of {remaining:,} tokens left',
+                )
+            )
+            remaining -= a.tokens
+            continue
+        share = remaining // max(large_left, 1)
+        large_left -= 1
+        if share >= settings.min_extract_tokens or candidate.in_current_request:
+            reduction = ProcessingStrategy(settings.default_reduction)
+            decisions.append(
+                ArtifactDecision(
+                    artifact_id=a.id,
+                    strategy=reduction,
+                    priority=priority,
+                    rationale=f'{a.tokens:,} tokens do not fit the {remaining:,} left; {reduction.value} '
+                    f'about {max(share, settings.min_preview_tokens):,}',
+                    summarization_focus=query or None,
+                    extraction_query=query or None,
+                )
+            )
+            remaining -= max(share, settings.min_preview_tokens)
+        else:
+            decisions.append(
+                ArtifactDecision(
+                    artifact_id=a.id,
+                    strategy=ProcessingStrategy.EXCLUDE,
+                    priority=priority,
+                    rationale=f'budget spent ({remaining:,} tokens left)',
+                )
+            )
+        remaining = max(remaining, 0)
+    return ArtifactPlan(
+        decisions=decisions,
+        reasoning='heuristic: newest and smallest first, include what fits, reduce the rest',
+    )
+
+
+PLANNER_INSTRUCTIONS = """\
+You plan how large tool outputs and files fit into an AI assistant's limited context.
+For every artifact choose one strategy:
+- include_full: keep it unchanged (only when it fits the budget and is needed),
+- summarize: replace it by a summary; give a summarization_focus (what the summary must keep),
+- extract: keep only passages relevant to an extraction_query (precise facts, names, ids to look up),
+- exclude: drop it, leaving a stub (it stays retrievable by id).
+Give each decision a priority (0 = first served from the budget) and a one-sentence rationale.
+Use exactly the artifact ids listed. Prefer what the user's latest question needs; the artifacts of the
+current request are what the assistant is working on right now."""
+
+
+def planner_prompt(
+    candidates: Sequence[Candidate], *, question: str, budget_tokens: int, preview_chars: int
+) -> str:
+    lines = [
+        f'Budget for all artifacts together: {budget_tokens:,} tokens.',
+        f"User's latest question: {question or '(none)'}",
+        '',
+        'Artifacts:',
+    ]
+    for c in candidates:
+        a = c.artifact
+        preview = ' '.join(c.text[: preview_chars * 3].split())[:preview_chars]
+        lines.append(
+            f'- id: {a.id}\n  kind: {a.kind}; source: {a.source}; message {a.step}; {a.chars:,} chars; '
+            f'~{a.tokens:,} tokens; '
+            f'current request: {"yes" if c.in_current_request else "no"}\n  preview: {preview}'
+        )
+    return '\n'.join(lines)
+
+
+class InvalidPlan(ValueError):
+    """The planner's output names unknown artifacts or decides nothing."""
+
+
+def validate_plan(
+    plan: ArtifactPlan, candidates: Sequence[Candidate], fallback: ArtifactPlan
+) -> ArtifactPlan:
+    """One decision per candidate: unknown ids make the plan invalid; missing ones come from `fallback`."""
+    known = {c.id for c in candidates}
+    unknown = [d.artifact_id for d in plan.decisions if d.artifact_id not in known]
+    if unknown:
+        raise InvalidPlan(f'unknown artifact ids: {unknown[:3]}')
+    if not plan.decisions:
+        raise InvalidPlan('the plan has no decisions')
+    seen: set[str] = set()
+    decisions: list[ArtifactDecision] = []
+    for decision in plan.ordered():
+        if decision.artifact_id not in seen:
+            seen.add(decision.artifact_id)
+            decisions.append(decision)
+    top = max((d.priority for d in decisions), default=0)
+    for extra in fallback.ordered():
+        if extra.artifact_id not in seen:
+            decisions.append(
+                extra.model_copy(
+                    update={
+                        'priority': top + 1 + extra.priority,
+                        'rationale': 'not in the LLM plan; ' + extra.rationale,
+                    }
+                )
+            )
+    return ArtifactPlan(decisions=decisions, reasoning=plan.reasoning)
+
+
+async def llm_plan(
+    candidates: Sequence[Candidate],
+    *,
+    question: str,
+    budget_tokens: int,
+    model: Any,
+    settings: ArtifactSettings = _DEFAULT_SETTINGS,
+    usage: Any = None,
+) -> tuple[ArtifactPlan, str | None]:
+    """One call to the planner model; returns the plan and None, or the heuristic plan and why it was used."""
+    fallback = heuristic_plan(candidates, question=question, budget_tokens=budget_tokens, settings=settings)
+    from pydantic_ai import Agent
+
+    try:
+        agent: Agent[None, ArtifactPlan] = Agent(
+            model, output_type=ArtifactPlan, instructions=PLANNER_INSTRUCTIONS
+        )
+        prompt = planner_prompt(
+            candidates,
+            question=question,
+            budget_tokens=budget_tokens,
+            preview_chars=settings.planner_preview_chars,
+        )
+        with anyio.fail_after(settings.planner_timeout):
+            result = await agent.run(prompt)
+        add_usage(usage, result)
+        return validate_plan(result.output, candidates, fallback), None
+    except (
+        Exception
+    ) as exc:  # garbage, unknown ids, provider errors, timeouts: the heuristic plan is always valid
+        reason = f'{type(exc).__name__}: {exc}'[:300]
+        logger.warning('artifact planner failed (%s); using the heuristic plan', reason)
+        return fallback, reason

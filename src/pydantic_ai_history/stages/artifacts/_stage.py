@@ -1,0 +1,567 @@
+"""The artifact stage: convert attached files, run per-tool reducers, plan, reduce large tool outputs once.
+
+Work happens when an artifact first appears (in the current request, which no provider has cached yet);
+older, already-sent artifacts are re-planned only when the history is over budget, since rewriting a sent
+message breaks the provider's prompt cache from that point. Whatever is reduced is first written to the
+spill store, so `read_artifact` can return it exactly; when the store fails the content stays inline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio.to_thread
+import pydantic_core
+
+from ..._compat import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart, with_part_metadata
+from ..._context import MARKER_KEY, HistoryContext
+from ...cache import cache_key
+from ...events import ArtifactProcessed
+from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage, read_file
+from ...retrieval import extract_passages
+from ...tokens import TokenCounter
+from ...windows import model_info, model_name_of
+from ._extract import (
+    ARTIFACT_MARKER,
+    Attachment,
+    Candidate,
+    find_attachments,
+    find_candidates,
+    is_processed,
+    latest_question,
+)
+from ._models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
+from ._planner import heuristic_plan, llm_plan, should_use_llm_planning
+from ._settings import ArtifactSettings
+from ._strategies import exclude_stub, extract_text, reduced_text, summarize_text, summary_text
+
+__all__ = ('ArtifactPlanner',)
+
+logger = logging.getLogger('pydantic_ai_history.artifacts')
+
+_HEADER_TOKENS = 80
+"""Reserved for the marker line that heads a reduced artifact."""
+
+
+@dataclass
+class _Outcome:
+    text: str | None
+    """The new content, or None to keep the part unchanged."""
+    strategy: str
+    rationale: str
+    cache_hit: bool = False
+
+
+@dataclass
+class ArtifactPlanner:
+    """Plans and applies a strategy to every large tool output and attached file; see `ArtifactSettings`."""
+
+    settings: ArtifactSettings = dataclasses.field(default_factory=ArtifactSettings)
+    name: str = 'artifacts'
+
+    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        settings = self.settings
+        hard_limit = settings.hard_limit(context.context_window)
+        budget = settings.resolve_budget(context.context_window)
+        estimate = context.estimate(messages)
+        over_limit = estimate.total > hard_limit
+        result = messages
+        if settings.convert_attachments:
+            result = await self._attachments(result, context, include_old=over_limit)
+        candidates = find_candidates(
+            result, count_tokens=context.counter.count_part, exempt_tools=settings.exempt_tools
+        )
+        if not candidates:
+            return result
+        fixed = _fixed_artifact_tokens(result, candidates, context.counter, settings)
+        total = fixed + sum(c.artifact.tokens for c in candidates)
+        over_budget = over_limit or total > budget
+        planned = [c for c in candidates if c.in_current_request or over_budget]
+        if not planned:
+            return result
+        planned = await self._run_reducers(planned, result, context)
+        large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
+        reduced = [c for c in planned if c.reduced_by]
+        if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
+            return result
+        available = max(budget - fixed, 0)
+        if over_limit:
+            available = min(
+                available, max(hard_limit - (estimate.total - sum(c.artifact.tokens for c in planned)), 0)
+            )
+        question = latest_question(result)
+        plan = await self._plan(planned, question, available, context)
+        outcomes = await self._execute(plan, planned, question, available, context)
+        return _apply(result, planned, outcomes)
+
+    # ---- planning -------------------------------------------------------------------------------------
+
+    async def _plan(
+        self, candidates: Sequence[Candidate], question: str, budget: int, context: HistoryContext
+    ) -> ArtifactPlan:
+        settings = self.settings
+        if settings.uses_llm_planning:
+            price = model_info(context.model).input_price_per_mtok if context.model is not None else None
+            choice = should_use_llm_planning(
+                [c.artifact for c in candidates],
+                budget_tokens=budget,
+                input_price_per_mtok=price,
+                settings=settings,
+            )
+            model = settings.planner_model if settings.planner_model is not None else context.model
+            if choice and model is not None:
+                plan, failure = await llm_plan(
+                    candidates,
+                    question=question,
+                    budget_tokens=budget,
+                    model=model,
+                    settings=settings,
+                    usage=context.usage,
+                )
+                if failure is not None:
+                    context.warn(
+                        'artifact_planner_failed',
+                        f'the LLM planner failed ({failure}); used the heuristic plan',
+                    )
+                logger.info('artifacts: LLM plan (%s): %s', choice.reason, plan.reasoning[:200])
+                return plan
+            logger.debug('artifacts: heuristic plan (%s)', choice.reason)
+        return heuristic_plan(candidates, question=question, budget_tokens=budget, settings=settings)
+
+    # ---- executing ------------------------------------------------------------------------------------
+
+    async def _execute(
+        self,
+        plan: ArtifactPlan,
+        candidates: Sequence[Candidate],
+        question: str,
+        budget: int,
+        context: HistoryContext,
+    ) -> dict[str, _Outcome]:
+        settings = self.settings
+        counter = context.counter
+        by_id = {c.id: c for c in candidates}
+        remaining = budget
+        large_left = sum(1 for c in candidates if c.artifact.chars > settings.large_artifact_chars)
+        outcomes: dict[str, _Outcome] = {}
+        for decision in plan.ordered():
+            candidate = by_id.get(decision.artifact_id)
+            if candidate is None or candidate.id in outcomes:
+                continue
+            a = candidate.artifact
+            large = a.chars > settings.large_artifact_chars
+            strategy = decision.strategy if large else ProcessingStrategy.INCLUDE_FULL
+            rationale = decision.rationale
+            if large:
+                large_left -= 1
+            allowance = remaining // (large_left + 1) if large else remaining
+            if candidate.in_current_request:
+                allowance = max(allowance, settings.min_preview_tokens)
+            if strategy is ProcessingStrategy.INCLUDE_FULL and large and a.tokens > remaining:
+                strategy = (
+                    ProcessingStrategy.EXTRACT
+                    if allowance >= settings.min_extract_tokens
+                    else ProcessingStrategy.EXCLUDE
+                )
+                rationale += f'; {a.tokens:,} tokens do not fit the {remaining:,} left'
+            if (
+                strategy in (ProcessingStrategy.SUMMARIZE, ProcessingStrategy.EXTRACT)
+                and allowance < settings.min_extract_tokens
+            ):
+                strategy = ProcessingStrategy.EXCLUDE
+                rationale += f'; budget spent ({remaining:,} tokens left)'
+            outcome = await self._apply_strategy(
+                candidate, strategy, decision, question, allowance, rationale, context
+            )
+            if outcome.text is not None and not await _spill(candidate, context):
+                outcome = _Outcome(
+                    None, 'include_full', outcome.rationale + '; kept inline: the store failed'
+                )
+            outcomes[candidate.id] = outcome
+            after = (
+                a.tokens
+                if outcome.text is None
+                else counter.count_part(_new_part(candidate.source_part, candidate, outcome))
+            )
+            remaining = max(remaining - after, 0)
+            context.emit_event(
+                ArtifactProcessed(
+                    run_id=context.run_id,
+                    artifact_id=a.id,
+                    source=a.source,
+                    strategy=outcome.strategy,
+                    tokens_before=a.tokens,
+                    tokens_after=after,
+                    cache_hit=outcome.cache_hit,
+                    rationale=outcome.rationale,
+                )
+            )
+            logger.info(
+                'artifacts: %s %s (%s): %s, %d -> %d tokens',
+                a.id[:16],
+                a.source,
+                outcome.strategy,
+                outcome.rationale[:120],
+                a.tokens,
+                after,
+            )
+        return outcomes
+
+    async def _apply_strategy(
+        self,
+        candidate: Candidate,
+        strategy: ProcessingStrategy,
+        decision: ArtifactDecision,
+        question: str,
+        allowance: int,
+        rationale: str,
+        context: HistoryContext,
+    ) -> _Outcome:
+        settings = self.settings
+        default_query = ' '.join(p for p in (question, candidate.hint) if p)
+        room = max(allowance - _HEADER_TOKENS, 50)
+        if strategy is ProcessingStrategy.INCLUDE_FULL:
+            text = reduced_text(candidate) if candidate.reduced_by else None
+            return _Outcome(text, 'include_full', rationale)
+        if strategy is ProcessingStrategy.SUMMARIZE:
+            focus = decision.summarization_focus or default_query or None
+            try:
+                summary, hit = await self._summary(
+                    candidate, focus, min(settings.summary_max_tokens, room), context
+                )
+            except Exception as exc:
+                reason = f'{type(exc).__name__}: {exc}'[:200]
+                context.warn(
+                    'artifact_summary_failed',
+                    f'summarizing {candidate.id[:16]} failed ({reason}); extracted instead',
+                )
+                rationale += f'; summary failed ({reason}), extracted instead'
+            else:
+                return _Outcome(
+                    summary_text(candidate, summary, focus), 'summarize', rationale, cache_hit=hit
+                )
+            query = ' '.join(q for q in (decision.summarization_focus, default_query) if q)
+        elif strategy is ProcessingStrategy.EXTRACT:
+            query = decision.extraction_query or default_query
+        else:
+            return _Outcome(exclude_stub(candidate, settings.stub_preview_chars), 'exclude', rationale)
+        text = extract_text(
+            candidate,
+            query,
+            allowance - _overhead(candidate, context),
+            context.counter,
+            chunk_chars=settings.chunk_chars,
+        )
+        return _Outcome(text, 'extract', rationale)
+
+    async def _summary(
+        self, candidate: Candidate, focus: str | None, max_tokens: int, context: HistoryContext
+    ) -> tuple[str, bool]:
+        settings = self.settings
+        model = settings.summarizer_model if settings.summarizer_model is not None else context.model
+        if model is None:
+            raise RuntimeError('no summarizer model: set ArtifactSettings.summarizer_model')
+        key = cache_key(
+            'artifact-summary',
+            candidate.id,
+            focus or '',
+            model_name_of(model) or type(model).__name__,
+            str(max_tokens),
+        )
+        if context.cache is not None:
+            cached = await context.cache.get(key)
+            if cached is not None:
+                return cached, True
+        counter = context.counter
+        text = candidate.text
+        if counter.count_text(text) > settings.summarizer_max_input_tokens:
+            chars = int(settings.summarizer_max_input_tokens * len(text) / max(counter.count_text(text), 1))
+            text = extract_passages(text, focus, chars, chunk_chars=settings.chunk_chars).text
+        summary = await summarize_text(
+            text,
+            focus=focus,
+            model=model,
+            max_tokens=max_tokens,
+            timeout=settings.summarizer_timeout,
+            usage=context.usage,
+        )
+        if counter.count_text(summary) > max_tokens:
+            summary = counter.truncate_text(summary, max_tokens)
+        if context.cache is not None:
+            await context.cache.set(key, summary)
+        return summary, False
+
+    async def _run_reducers(
+        self, candidates: list[Candidate], messages: Sequence[ModelMessage], context: HistoryContext
+    ) -> list[Candidate]:
+        reducers = self.settings.reducers
+        if not reducers:
+            return candidates
+        out: list[Candidate] = []
+        for candidate in candidates:
+            reducer = reducers.get(candidate.artifact.tool_name or '')
+            if reducer is None:
+                out.append(candidate)
+                continue
+            try:
+                reduced = reducer(candidate.source_part.content)
+                text = (
+                    reduced
+                    if isinstance(reduced, str)
+                    else pydantic_core.to_json(reduced, fallback=str).decode()
+                )
+            except Exception as exc:
+                context.warn(
+                    'artifact_reducer_failed',
+                    f'the reducer of {candidate.artifact.tool_name!r} raised {type(exc).__name__}: {exc}',
+                )
+                out.append(candidate)
+                continue
+            if len(text) >= len(candidate.text):
+                out.append(candidate)
+                continue
+            artifact = candidate.artifact.model_copy(
+                update={
+                    'chars': len(text),
+                    'tokens': math.ceil(
+                        context.counter.count_text(text) * context.counter.tokenizer_profile.correction
+                    ),
+                    'metadata': {
+                        **candidate.artifact.metadata,
+                        'original_chars': str(candidate.artifact.chars),
+                    },
+                }
+            )
+            out.append(
+                dataclasses.replace(
+                    candidate, artifact=artifact, text=text, reduced_by=candidate.artifact.tool_name
+                )
+            )
+        return out
+
+    # ---- attachments ----------------------------------------------------------------------------------
+
+    async def _attachments(
+        self, messages: list[ModelMessage], context: HistoryContext, *, include_old: bool
+    ) -> list[ModelMessage]:
+        attachments = [a for a in find_attachments(messages) if a.in_current_request or include_old]
+        if not attachments:
+            return messages
+        replaced: dict[tuple[int, int, int | None], list[Any]] = {}
+        for attachment in attachments:
+            items = await self._attachment_items(attachment, context)
+            if items is not None:
+                replaced[(attachment.message_index, attachment.part_index, attachment.item_index)] = items
+        if not replaced:
+            return messages
+        result = list(messages)
+        for m_index, p_index in sorted({(m, p) for m, p, _ in replaced}):
+            message = result[m_index]
+            assert isinstance(message, ModelRequest)
+            part = message.parts[p_index]
+            content = part.content  # type: ignore[union-attr]
+            if (m_index, p_index, None) in replaced:
+                items = replaced[(m_index, p_index, None)]
+                new_content: Any = items[0] if len(items) == 1 and isinstance(items[0], str) else items
+            else:
+                new_content = []
+                for i_index, item in enumerate(cast('Sequence[Any]', content)):
+                    new_content.extend(replaced.get((m_index, p_index, i_index), [item]))
+            new_part = dataclasses.replace(part, content=new_content)
+            parts = list(message.parts)
+            parts[p_index] = new_part
+            result[m_index] = dataclasses.replace(message, parts=parts)
+        return result
+
+    async def _attachment_items(self, attachment: Attachment, context: HistoryContext) -> list[Any] | None:
+        """What replaces one attached file, or None to keep it (already fits, or the store failed)."""
+        converted, hit = await self._read(attachment, context)
+        a_id = attachment.id
+        label = attachment.name or attachment.media_type
+        if isinstance(converted, ConvertedDocument):
+            items: list[Any] = [
+                f'{ARTIFACT_MARKER} {a_id} | attached file {converted.manifest}]\n{converted.text}'
+            ]
+            strategy, after_text = 'convert', items[0]
+        elif isinstance(converted, (FittedImage, FittedAudio)):
+            changed = (
+                converted.changes
+                if isinstance(converted, FittedImage)
+                else (('truncated',) if converted.truncated else ())
+            )
+            if not changed:
+                return None
+            note = (
+                f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}; original ({attachment.media_type}) stored]'
+            )
+            items = [BinaryContent(data=converted.data, media_type=converted.media_type), note]
+            strategy, after_text = 'fit', note
+        else:
+            items = [f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}]']
+            strategy, after_text = 'convert', items[0]
+        try:
+            if context.store is None:
+                raise RuntimeError('no artifact store')
+            await context.store.put(a_id, attachment.data, media_type=attachment.media_type, source=label)
+        except Exception as exc:
+            context.warn(
+                'artifact_store_failed', f'could not store attachment {a_id[:16]} ({exc}); kept it as it was'
+            )
+            return None
+        counter = context.counter
+        before = counter.count_part(_user_like(attachment))
+        after = counter.count_text(after_text) + (
+            counter.count_part(_user_like_item(items[0])) if strategy == 'fit' else 0
+        )
+        context.emit_event(
+            ArtifactProcessed(
+                run_id=context.run_id,
+                artifact_id=a_id,
+                source=label,
+                strategy=strategy,
+                tokens_before=before,
+                tokens_after=after,
+                cache_hit=hit,
+                rationale=converted.manifest,
+            )
+        )
+        logger.info('artifacts: attachment %s (%s) %s: %s', a_id[:16], label, strategy, converted.manifest)
+        return items
+
+    async def _read(self, attachment: Attachment, context: HistoryContext) -> tuple[FileResult, bool]:
+        settings = self.settings.file_settings
+        is_document = not attachment.media_type.startswith(('image/', 'audio/'))
+        key = cache_key('artifact-convert', attachment.id, settings.fingerprint())
+        if is_document and context.cache is not None:
+            cached = await context.cache.get(key)
+            if cached is not None:
+                try:
+                    return ConvertedDocument.from_json(cached), True
+                except Exception:
+                    pass
+        counter = TokenCounter(context.counter.model_name, profile=context.counter.profile)
+        read = functools.partial(
+            read_file,
+            attachment.data,
+            media_type=attachment.media_type,
+            name=attachment.name,
+            settings=settings,
+            count_tokens=counter.count_text,
+            truncate_tokens=counter.truncate_text,
+        )
+        result: FileResult = await anyio.to_thread.run_sync(read)
+        if isinstance(result, ConvertedDocument) and context.cache is not None:
+            await context.cache.set(key, result.to_json())
+        return result, False
+
+
+# ---- helpers --------------------------------------------------------------------------------------------
+
+
+def _user_like(attachment: Attachment) -> Any:
+    from ..._compat import UserPromptPart
+
+    return UserPromptPart(content=[BinaryContent(data=attachment.data, media_type=attachment.media_type)])
+
+
+def _user_like_item(item: Any) -> Any:
+    from ..._compat import UserPromptPart
+
+    return UserPromptPart(content=[item])
+
+
+def _fixed_artifact_tokens(
+    messages: Sequence[ModelMessage],
+    candidates: Sequence[Candidate],
+    counter: TokenCounter,
+    settings: ArtifactSettings,
+) -> int:
+    """Tokens of tool returns already processed (they count against the budget but are not planned again)."""
+    total = 0
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if (
+                    isinstance(part, ToolReturnPart)
+                    and part.tool_name not in settings.exempt_tools
+                    and is_processed(part)
+                ):
+                    total += counter.count_part(part)
+    return total
+
+
+def _overhead(candidate: Candidate, context: HistoryContext) -> int:
+    """Tokens a tool return costs beyond its text (framing, the tool name)."""
+    counter = context.counter
+    profile = counter.tokenizer_profile
+    name = candidate.artifact.tool_name or ''
+    return math.ceil((profile.tool_call_overhead + counter.count_text(name)) * profile.correction) + 2
+
+
+def _new_part(part: Any, candidate: Candidate, outcome: _Outcome) -> Any:
+    assert outcome.text is not None
+    content: Any = [outcome.text, *candidate.files] if candidate.files else outcome.text
+    new = dataclasses.replace(part, content=content)
+    marker = {
+        'artifact_id': candidate.id,
+        'original_tokens': candidate.artifact.tokens,
+        'strategy': outcome.strategy,
+    }
+    if candidate.reduced_by:
+        marker['reducer'] = candidate.reduced_by
+    return with_part_metadata(new, {MARKER_KEY: marker})
+
+
+async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
+    """Store the exact original before anything replaces it; False (and a warning) when that fails."""
+    store = context.store
+    if store is None:
+        context.warn('artifact_store_missing', f'no artifact store: {candidate.id[:16]} kept inline')
+        return False
+    try:
+        await store.put(
+            candidate.id,
+            candidate.original.encode(),
+            media_type=candidate.media_type,
+            source=candidate.artifact.source,
+            metadata={
+                'tool_name': candidate.artifact.tool_name or '',
+                'message': str(candidate.artifact.step),
+            },
+        )
+    except Exception as exc:  # StoreError, or a backend that raises something else: never lose the content
+        context.warn(
+            'artifact_store_failed',
+            f'could not store {candidate.id[:16]} ({type(exc).__name__}: {exc}); the content stays inline',
+            artifact_id=candidate.id,
+        )
+        return False
+    return True
+
+
+def _apply(
+    messages: list[ModelMessage], candidates: Sequence[Candidate], outcomes: dict[str, _Outcome]
+) -> list[ModelMessage]:
+    changes: dict[int, dict[int, Any]] = {}
+    for candidate in candidates:
+        outcome = outcomes.get(candidate.id)
+        if outcome is None or outcome.text is None:
+            continue
+        changes.setdefault(candidate.message_index, {})[candidate.part_index] = _new_part(
+            candidate.source_part, candidate, outcome
+        )
+    if not changes:
+        return messages
+    result = list(messages)
+    for m_index, parts_by_index in changes.items():
+        message = result[m_index]
+        parts = [parts_by_index.get(i, p) for i, p in enumerate(message.parts)]
+        assert isinstance(message, ModelRequest)
+        result[m_index] = dataclasses.replace(message, parts=parts)
+    return result

@@ -1,0 +1,118 @@
+"""The strategies as text: what replaces an artifact's content, and the summarizer call behind `summarize`."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import anyio
+
+from ...readback import READ_ARTIFACT_TOOL
+from ...retrieval import extract_passages
+from ...tokens import TokenCounter
+from ._extract import ARTIFACT_MARKER, Candidate
+
+__all__ = ('exclude_stub', 'extract_text', 'reduced_text', 'summarize_text', 'summary_text')
+
+SUMMARY_INSTRUCTIONS = (
+    'You summarize one tool output or document so that an AI assistant can keep working without it. '
+    'Keep every identifier, name, number, date, URL, error message and conclusion the focus needs, verbatim. '
+    'Drop boilerplate and repetition. Write plain text or compact markdown; do not add commentary.'
+)
+
+
+def _describe(candidate: Candidate) -> str:
+    a = candidate.artifact
+    return f'{a.source}, {a.chars:,} characters, ~{a.tokens:,} tokens'
+
+
+def _read_hint(candidate: Candidate) -> str:
+    return f"read the original with {READ_ARTIFACT_TOOL}(artifact_id='{candidate.id}', offset=0, query=...)"
+
+
+def reduced_text(candidate: Candidate) -> str:
+    """A reducer's output, headed by what it stands for."""
+    return (
+        f'{ARTIFACT_MARKER} {candidate.id} | {_describe(candidate)} | '
+        f'reduced by the {candidate.reduced_by} reducer | {_read_hint(candidate)}]\n{candidate.text}'
+    )
+
+
+def extract_text(
+    candidate: Candidate, query: str, max_tokens: int, counter: TokenCounter, *, chunk_chars: int
+) -> str:
+    """The chunks most relevant to `query` with their position markers, within `max_tokens` (corrected)."""
+    shown_query = ' '.join(query.split())[:200]
+    head = (
+        f'{ARTIFACT_MARKER} {candidate.id} | {_describe(candidate)} | '
+        + (
+            f'showing the passages most relevant to {shown_query!r}'
+            if shown_query
+            else 'showing its beginning'
+        )
+        + f' | {_read_hint(candidate)}]\n'
+    )
+    correction = counter.tokenizer_profile.correction
+    text = candidate.text
+    chars_per_token = len(text) / max(counter.count_text(text), 1)
+    room = max_tokens / correction - counter.count_text(head) - 4
+    target = max(int(room * chars_per_token), 200)
+    body = head
+    for _ in range(5):
+        extract = extract_passages(text, query, target, chunk_chars=min(chunk_chars, max(target // 3, 300)))
+        body = head + extract.text
+        cost = math.ceil(counter.count_text(body) * correction)
+        if cost <= max_tokens or target <= 200:
+            break
+        target = max(int(target * max_tokens / cost * 0.9), 200)
+    return body
+
+
+def summary_text(candidate: Candidate, summary: str, focus: str | None) -> str:
+    focus_note = f' (focus: {" ".join(focus.split())[:200]!r})' if focus else ''
+    return (
+        f'{ARTIFACT_MARKER} {candidate.id} | {_describe(candidate)} | summary{focus_note} | '
+        f'{_read_hint(candidate)}]\n{summary}'
+    )
+
+
+def exclude_stub(candidate: Candidate, preview_chars: int) -> str:
+    """What an excluded artifact leaves behind: what it was, a one-line preview, and how to get it back."""
+    a = candidate.artifact
+    preview = ' '.join(candidate.text[: preview_chars * 4].split())[:preview_chars]
+    return (
+        f'{ARTIFACT_MARKER} {a.id} removed to save context]\n'
+        f'source: {a.source} (message {a.step}), {a.chars:,} characters, ~{a.tokens:,} tokens, '
+        f'{a.media_type}\n'
+        f'preview: {preview}{"..." if len(candidate.text) > len(preview) else ""}\n'
+        f"To read it: {READ_ARTIFACT_TOOL}(artifact_id='{a.id}', offset=0, limit=20000) for a slice, or "
+        f"{READ_ARTIFACT_TOOL}(artifact_id='{a.id}', query='...') for the passages relevant to a question."
+    )
+
+
+async def summarize_text(
+    text: str, *, focus: str | None, model: Any, max_tokens: int, timeout: float, usage: Any = None
+) -> str:
+    """One summarizer call; raises on failure (the caller falls back to `extract`)."""
+    from pydantic_ai import Agent
+
+    agent: Agent[None, str] = Agent(model, output_type=str, instructions=SUMMARY_INSTRUCTIONS)
+    prompt = (
+        f'Focus on: {focus}\n' if focus else ''
+    ) + f'Write at most about {max_tokens} tokens.\n\n<content>\n{text}\n</content>'
+    with anyio.fail_after(timeout):
+        result = await agent.run(prompt)
+    add_usage(usage, result)
+    summary = result.output.strip()
+    if not summary:
+        raise ValueError('the summarizer returned an empty summary')
+    return summary
+
+
+def add_usage(usage: Any, result: Any) -> None:
+    """Add a sub-call's usage to the run's, where the run exposes one."""
+    if usage is None:
+        return
+    with contextlib.suppress(Exception):  # a usage object of another shape: accounting is best effort
+        usage.incr(result.usage())
