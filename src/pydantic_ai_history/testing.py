@@ -103,16 +103,15 @@ class StrictProvider:
 
             self._encoder = tiktoken.get_encoding(self.encoding)
         texts: list[str] = []
-        images = 0
+        images = _REPLY_PRIMING + _MESSAGE_OVERHEAD * len(messages)
         for message in messages:
-            texts.append('<|im_start|>' + ('user' if isinstance(message, ModelRequest) else 'assistant'))
             instructions = getattr(message, 'instructions', None)
             if isinstance(instructions, str):
                 texts.append(instructions)
             for part in message.parts:
                 text, part_images = _wire(part)
                 texts.append(text)
-                images += part_images
+                images += part_images + _framing(part)
         if info is not None:
             for tool in [*info.function_tools, *info.output_tools]:
                 texts.append(
@@ -124,7 +123,7 @@ class StrictProvider:
                         }
                     )
                 )
-        return sum(len(self._encoder.encode_ordinary(t)) for t in texts) + 3 * len(messages) + images
+        return sum(len(self._encoder.encode_ordinary(t)) for t in texts) + images
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         tokens = self.count(messages, info)
@@ -145,15 +144,32 @@ class StrictProvider:
         return response
 
 
+# OpenAI chat framing, fitted to the real prompt_tokens in shared/fixtures/token_calibration: ids are not
+# billed as text; each message costs 4 tokens of role markers, the reply is primed with 3, and each tool call
+# or result adds a few tokens of structure.
+_MESSAGE_OVERHEAD = 4
+_REPLY_PRIMING = 3
+_TOOL_CALL_OVERHEAD = 4
+_TOOL_RETURN_OVERHEAD = 3
+
+
+def _framing(part: Any) -> int:
+    if isinstance(part, ToolCallPart) or isinstance(part, NATIVE_TOOL_CALL_PARTS):  # noqa: SIM101
+        return _TOOL_CALL_OVERHEAD
+    if isinstance(part, ToolReturnPart) or isinstance(part, NATIVE_TOOL_RETURN_PARTS):  # noqa: SIM101
+        return _TOOL_RETURN_OVERHEAD
+    return 0
+
+
 def _wire(part: Any) -> tuple[str, int]:
     """A part's text as a provider would receive it, and the image tokens it carries."""
     images = 0
     if isinstance(part, ToolCallPart) or isinstance(part, NATIVE_TOOL_CALL_PARTS):  # noqa: SIM101
         args = part.args if isinstance(part.args, str) else json.dumps(part.args)
-        return f'{part.tool_name}({part.tool_call_id}): {args}', 0
+        return f'{part.tool_name}{args}', 0
     if isinstance(part, ToolReturnPart) or isinstance(part, NATIVE_TOOL_RETURN_PARTS):  # noqa: SIM101
         content, images = _content(part.content)
-        return f'{part.tool_name}({part.tool_call_id}) -> {content}', images
+        return f'{part.tool_name}{content}', images
     if isinstance(part, RetryPromptPart):
         return part.model_response(), 0
     if isinstance(part, ThinkingPart):
