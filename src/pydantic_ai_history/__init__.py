@@ -14,20 +14,37 @@ from .events import (
 from .factory import create_history_processor
 from .pinning import pin, pin_tool_errors
 from .processor import HistoryProcessor, HistoryStats, RunStats
+from .stages.artifacts import (
+    ArtifactDecision,
+    ArtifactPlan,
+    ArtifactPlanner,
+    ArtifactSettings,
+    ProcessingStrategy,
+    browser_snapshot_reducer,
+    console_output_reducer,
+)
+from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow, WindowSettings
 from .tokens import TokenCounter, TokenEstimate, TokenizerProfile
 from .validate import HistoryValidationError, Violation, assert_valid_history, validate_history
 from .windows import ContextWindowUnknownError
 
 __all__ = (
+    'ArtifactDecision',
+    'ArtifactPlan',
+    'ArtifactPlanner',
     'ArtifactProcessed',
+    'ArtifactSettings',
     'CompactionResult',
+    'CompactionSettings',
+    'Compactor',
     'ContextWindowUnknownError',
     'HistoryEvent',
     'HistoryProcessor',
     'HistoryStats',
     'HistoryValidationError',
     'HistoryWarning',
+    'ProcessingStrategy',
     'RequestProcessed',
     'RunStats',
     'SlidingWindow',
@@ -39,6 +56,8 @@ __all__ = (
     'WindowApplied',
     'WindowSettings',
     'assert_valid_history',
+    'browser_snapshot_reducer',
+    'console_output_reducer',
     'create_history_processor',
     'pin',
     'pin_tool_errors',

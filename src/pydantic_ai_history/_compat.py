@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from pydantic_ai import messages as _m
 from pydantic_ai.messages import (
@@ -29,6 +29,7 @@ from pydantic_ai.messages import (
 
 __all__ = (
     'COMPACTION_PART',
+    'COMPACTION_REQUEST_PART',
     'FILE_PART',
     'HAS_CAPABILITIES',
     'NATIVE_TOOL_CALL_PARTS',
@@ -50,19 +51,44 @@ __all__ = (
     'message_metadata',
     'part_metadata',
     'pydantic_ai_version',
+    'result_usage',
     'with_part_metadata',
 )
 
-# 1.x late and 2.x call them Native*, 1.0 calls them Builtin*; late 1.x has both (one an alias).
-NATIVE_TOOL_CALL_PARTS: tuple[type[Any], ...] = tuple(
-    {getattr(_m, n) for n in ('NativeToolCallPart', 'BuiltinToolCallPart') if hasattr(_m, n)}
-)
-NATIVE_TOOL_RETURN_PARTS: tuple[type[Any], ...] = tuple(
-    {getattr(_m, n) for n in ('NativeToolReturnPart', 'BuiltinToolReturnPart') if hasattr(_m, n)}
-)
+
+# 1.x late and 2.x call them Native*, 1.0 calls them Builtin*. Late 1.x keeps Builtin* as a deprecated alias:
+# look it up only when Native* is missing, so importing this module does not raise a deprecation warning.
+def _first_present(*names: str) -> tuple[type[Any], ...]:
+    name = next(n for n in names if n in vars(_m))
+    return (vars(_m)[name],)
+
+
+NATIVE_TOOL_CALL_PARTS = _first_present('NativeToolCallPart', 'BuiltinToolCallPart')
+NATIVE_TOOL_RETURN_PARTS = _first_present('NativeToolReturnPart', 'BuiltinToolReturnPart')
 COMPACTION_PART: type[Any] | None = getattr(_m, 'CompactionPart', None)
 RETRY_FEEDBACK_PART: type[Any] | None = getattr(_m, 'RetryFeedbackPart', None)
 FILE_PART: type[Any] | None = getattr(_m, 'FilePart', None)
+
+
+def _union_classes(annotation: Any) -> frozenset[type[Any]]:
+    """The classes named in a (possibly `Annotated`) union such as `ModelRequestPart`."""
+    found: set[type[Any]] = set()
+    stack = [annotation]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, type):
+            found.add(item)
+        else:
+            stack.extend(get_args(item))
+    return frozenset(found)
+
+
+_REQUEST_PART_CLASSES = _union_classes(ModelRequestPart)
+COMPACTION_REQUEST_PART: type[Any] | None = (
+    COMPACTION_PART if COMPACTION_PART in _REQUEST_PART_CLASSES else None
+)
+"""`CompactionPart` where it is a request part (2.x: every provider model sends a request-side one as
+framed user-voice text), else None. Late 1.x has the class only as a response part, unfit for a summary."""
 
 try:
     from pydantic_ai.capabilities import AbstractCapability as _AbstractCapability
@@ -133,6 +159,14 @@ def with_part_metadata(part: Any, extra: Mapping[str, Any]) -> Any:
         return part
     current = part_metadata(part)
     return dataclasses.replace(part, metadata={**current, **extra})
+
+
+def result_usage(result: Any) -> Any:
+    """An agent run result's `RunUsage`: a method on 1.x, a property on 2.x (where calling is deprecated)."""
+    from pydantic_ai.usage import RunUsage
+
+    value = result.usage
+    return value if isinstance(value, RunUsage) else value()
 
 
 def run_id_of(ctx: Any) -> str | None:

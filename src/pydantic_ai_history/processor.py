@@ -193,6 +193,29 @@ class HistoryProcessor:
             usage=getattr(ctx, 'usage', None),
         )
 
+    async def compact(
+        self,
+        messages: Sequence[ModelMessage],
+        *,
+        focus: str | None = None,
+        ctx: Any = None,
+        model: Any = None,
+    ) -> list[ModelMessage]:
+        """Compact now, whatever the trigger says; `focus` tells the summarizer what matters most.
+
+        Raises `RuntimeError` when the processor was built without a compaction stage.
+        """
+        for stage in self.stages:
+            compact = getattr(stage, 'compact', None)
+            if compact is not None:
+                result: list[ModelMessage] = await compact(
+                    list(messages), self.make_context(ctx=ctx, model=model), focus=focus
+                )
+                return result
+        raise RuntimeError(
+            'this processor has no compaction stage (create_history_processor(compaction=False)?)'
+        )
+
     async def process(
         self, messages: Sequence[ModelMessage], *, ctx: Any = None, model: Any = None
     ) -> list[ModelMessage]:

@@ -12,11 +12,15 @@ __all__ = ('READ_ARTIFACT_TOOL', 'read_artifact_text', 'readback_toolset')
 
 READ_ARTIFACT_TOOL = 'read_artifact'
 DEFAULT_READ_LIMIT = 20_000
-"""Characters returned per call unless the model asks for fewer; large enough for a page, small enough to afford."""
+"""Characters returned per call unless the model asks for fewer: a page or so, cheap enough to afford."""
 
 
 async def read_artifact_text(
-    store: ArtifactStore, artifact_id: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT, query: str | None = None
+    store: ArtifactStore,
+    artifact_id: str,
+    offset: int = 0,
+    limit: int = DEFAULT_READ_LIMIT,
+    query: str | None = None,
 ) -> str:
     """The text of a stored artifact from character `offset`, at most `limit` characters.
 
@@ -34,8 +38,8 @@ async def read_artifact_text(
         return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).'
     if not (info.media_type.startswith('text/') or info.media_type in _TEXT_TYPES):
         return (
-            f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) is binary; '
-            'it cannot be returned as text.'
+            f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) '
+            'is binary; it cannot be returned as text.'
         )
     text = data.decode('utf-8', errors='replace')
     limit = max(1, min(limit, 200_000))
@@ -57,7 +61,9 @@ def readback_toolset(store: ArtifactStore) -> FunctionToolset[Any]:
     """A toolset with one tool, `read_artifact`, reading from `store`."""
     toolset: FunctionToolset[Any] = FunctionToolset()
 
-    async def read_artifact(artifact_id: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT, query: str | None = None) -> str:
+    async def read_artifact(
+        artifact_id: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT, query: str | None = None
+    ) -> str:
         """Read back content that was shortened or removed from the conversation to save space.
 
         Args:

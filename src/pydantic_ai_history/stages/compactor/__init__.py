@@ -1,0 +1,22 @@
+"""The compactor stage: summarize the older part of a long history with an LLM, incrementally and cached.
+
+`Compactor(CompactionSettings(...))` is a `HistoryStage`; `await compactor.compact(messages, context,
+focus=...)` compacts on demand.
+"""
+
+from __future__ import annotations
+
+from ._prompt import DEFAULT_INSTRUCTIONS, SECTIONS
+from ._settings import CompactionLimits, CompactionSettings
+from ._stage import Compactor
+from ._summary_message import build_summary_message, summary_text
+
+__all__ = (
+    'DEFAULT_INSTRUCTIONS',
+    'SECTIONS',
+    'CompactionLimits',
+    'CompactionSettings',
+    'Compactor',
+    'build_summary_message',
+    'summary_text',
+)

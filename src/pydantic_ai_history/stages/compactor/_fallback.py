@@ -1,0 +1,157 @@
+"""Deterministic stand-ins for a summary when the summarizer fails or is cooling down.
+
+`digest`: the previous summary, the user's messages, the tool calls made and their outcomes, the errors and
+the last assistant text, each trimmed, within the summary cap (newest items first when they do not all
+fit). `head_tail_cut`: the transcript's first 25% and last 75% of the cap, cut at unit boundaries, with a
+marker saying how much was removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..._compat import (
+    NATIVE_TOOL_CALL_PARTS,
+    RETRY_FEEDBACK_PART,
+    ModelMessage,
+    ModelRequest,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from ...pinning import marker_kind
+from ...tokens import TokenCounter
+from ._transcript import TranscriptUnit, content_text
+
+__all__ = ('digest', 'head_tail_cut')
+
+_ITEM_TOKENS = 150
+"""Each user message, error or tool outcome in the digest is trimmed to about this many tokens."""
+
+_SHARES = {'previous': 0.35, 'user': 0.2, 'tools': 0.25, 'errors': 0.1, 'last': 0.1}
+"""Each digest section's share of the summary cap."""
+
+
+def digest(
+    messages: Sequence[ModelMessage], previous_summary: str | None, counter: TokenCounter, max_tokens: int
+) -> str:
+    """The digest of `messages` (the evicted ones, without our previous summary), within `max_tokens`."""
+    user: list[str] = []
+    tools: list[str] = []
+    errors: list[str] = []
+    last_text = ''
+    calls: dict[str, str] = {}
+    for message in messages:
+        if marker_kind(message) is not None:
+            continue
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    user.append(_trim(counter, content_text(part.content)))
+                elif isinstance(part, ToolReturnPart):
+                    call = calls.pop(part.tool_call_id, part.tool_name)
+                    outcome = getattr(part, 'outcome', 'success')
+                    result = _trim(counter, content_text(part.content), 60)
+                    if outcome not in (None, 'success'):
+                        errors.append(f'{part.tool_name}: {_trim(counter, content_text(part.content))}')
+                    tools.append(f'{call} -> {outcome or "success"}: {result}')
+                elif isinstance(part, RetryPromptPart) or (
+                    RETRY_FEEDBACK_PART is not None and isinstance(part, RETRY_FEEDBACK_PART)
+                ):
+                    name = getattr(part, 'tool_name', None) or 'output'
+                    errors.append(f'{name}: {_trim(counter, part.model_response())}')
+                    calls.pop(getattr(part, 'tool_call_id', ''), None)
+        else:
+            for response_part in message.parts:
+                item: Any = response_part
+                if isinstance(response_part, TextPart) and response_part.content.strip():
+                    last_text = response_part.content
+                elif isinstance(item, ToolCallPart) or isinstance(item, NATIVE_TOOL_CALL_PARTS):  # noqa: SIM101
+                    args = item.args if isinstance(item.args, str) else content_text(item.args or {})
+                    calls[item.tool_call_id] = f'{item.tool_name}({_trim(counter, args, 40)})'
+    tools.extend(f'{call} -> no result recorded' for call in calls.values())
+    sections: list[tuple[str, str]] = []
+    if previous_summary:
+        sections.append(
+            (
+                'Previous summary',
+                counter.truncate_text(previous_summary, int(max_tokens * _SHARES['previous'])),
+            )
+        )
+    sections.append(('User messages', _fit(counter, user, int(max_tokens * _SHARES['user']))))
+    sections.append(('Tool calls and outcomes', _fit(counter, tools, int(max_tokens * _SHARES['tools']))))
+    sections.append(('Errors', _fit(counter, errors, int(max_tokens * _SHARES['errors']))))
+    sections.append(
+        ('Last assistant text', counter.truncate_text(last_text, int(max_tokens * _SHARES['last'])) or 'none')
+    )
+    body = '\n\n'.join(f'## {title}\n{text}' for title, text in sections)
+    text = f'Automatic digest of {len(messages)} earlier messages (the summarizer was unavailable).\n\n{body}'
+    return counter.truncate_text(text, max_tokens)
+
+
+def head_tail_cut(
+    units: Sequence[TranscriptUnit], previous_summary: str | None, counter: TokenCounter, max_tokens: int
+) -> str:
+    """The transcript's first 25% and last 75% of `max_tokens`, whole units only, with a marker between."""
+    items = list(units)
+    if previous_summary:
+        items.insert(
+            0,
+            TranscriptUnit(f'Earlier summary:\n{previous_summary}', counter.count_text(previous_summary), 0),
+        )
+    head_budget, tail_budget = int(max_tokens * 0.25), int(max_tokens * 0.75) - 60
+    head = _whole_units(items, head_budget)
+    tail = _whole_units(items[len(head) :][::-1], tail_budget)[::-1]
+    removed = items[len(head) : len(items) - len(tail)]
+    parts = [u.text for u in head]
+    # a unit larger than its whole share is cut rather than lost: keep its start (head) or its end (tail)
+    if not head and removed:
+        parts.append(counter.truncate_text(removed[0].text, head_budget, head_fraction=1.0))
+    if removed:
+        count = sum(u.messages for u in removed)
+        tokens = sum(u.tokens for u in removed)
+        parts.append(
+            f'[... {count} messages (about {tokens:,} tokens) removed here, in whole or in part ...]'
+        )
+    if not tail and removed:
+        parts.append(counter.truncate_text(removed[-1].text, tail_budget, head_fraction=0.0))
+    parts.extend(u.text for u in tail)
+    text = 'Earlier messages, cut to their start and end (the summarizer was unavailable):\n\n' + '\n\n'.join(
+        parts
+    )
+    return counter.truncate_text(text, max_tokens)
+
+
+def _whole_units(items: Sequence[TranscriptUnit], budget: int) -> list[TranscriptUnit]:
+    kept: list[TranscriptUnit] = []
+    used = 0
+    for item in items:
+        if used + item.tokens > budget:
+            break
+        kept.append(item)
+        used += item.tokens
+    return kept
+
+
+def _trim(counter: TokenCounter, text: str, tokens: int = _ITEM_TOKENS) -> str:
+    text = ' '.join(text.split())
+    return counter.truncate_text(text, tokens) if len(text) > tokens else text
+
+
+def _fit(counter: TokenCounter, items: list[str], budget: int) -> str:
+    """The newest items that fit `budget`, in order, with a line saying how many older ones were left out."""
+    kept: list[str] = []
+    used = 0
+    for item in reversed(items):
+        cost = counter.count_text(item) + 2
+        if used + cost > budget:
+            break
+        kept.insert(0, f'- {item}')
+        used += cost
+    omitted = len(items) - len(kept)
+    if omitted:
+        kept.insert(0, f'- ({omitted} earlier item(s) left out)')
+    return '\n'.join(kept) or 'none'

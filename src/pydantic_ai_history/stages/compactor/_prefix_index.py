@@ -1,0 +1,157 @@
+"""Which prefixes of a conversation were already compacted, so a reloaded full history is not re-summarized.
+
+Apps that store only each run's `new_messages()` hand the processor the full uncompacted history every turn,
+and the cut point moves every turn, so a cache keyed on the evicted content alone would always miss. Per
+conversation (keyed by a hash of its preserved head) we record each compacted prefix: its length in the
+original history, a rolling hash of its evicted messages and the cache key of its summary. A new request
+first looks for the longest recorded prefix its history still starts with, and substitutes that summary.
+
+Message hashes cover what the model sees (part kinds, contents, tool names, ids and arguments), not
+timestamps or usage, so a history reloaded from JSON hashes like the one in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic_core
+
+from ..._compat import BinaryContent, ModelMessage
+from ...cache import SummaryCache, cache_key
+
+__all__ = ('Origin', 'PrefixIndex', 'PrefixRecord')
+
+_MAX_RECORDS = 64
+"""Recorded prefixes kept per conversation (the newest)."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a summary stands in the original history: it replaced messages `[head, length)`.
+
+    (`chain` is the rolling hash from the conversation key over those messages.)
+    """
+
+    length: int
+    chain: str
+
+
+@dataclass(frozen=True)
+class PrefixRecord:
+    length: int
+    chain: str
+    summary_key: str
+
+
+@dataclass
+class PrefixIndex:
+    """Rolling hashes of histories and the compacted-prefix records kept in a `SummaryCache`."""
+
+    ttl: float | None = None
+    _memo: dict[int, tuple[weakref.ReferenceType[Any], bytes]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+
+    # ---- hashing --------------------------------------------------------------------------------------
+
+    def message_digest(self, message: ModelMessage) -> bytes:
+        """A digest of what the model sees of `message`, memoized by identity."""
+        key = id(message)
+        entry = self._memo.get(key)
+        if entry is not None and entry[0]() is message:
+            return entry[1]
+        digest = hashlib.sha256()
+        digest.update(message.kind.encode())
+        for part in message.parts:
+            digest.update(b'\x00' + part.part_kind.encode())
+            for name in ('tool_name', 'tool_call_id', 'content', 'args', 'signature'):
+                _feed(digest, name, getattr(part, name, None))
+        value = digest.digest()
+        memo = self._memo
+
+        def forget(_: object, k: int = key) -> None:
+            memo.pop(k, None)
+
+        memo[key] = (weakref.ref(message, forget), value)
+        return value
+
+    def conversation_key(self, head: Sequence[ModelMessage]) -> str:
+        return cache_key('compactor-conversation', *(self.message_digest(m) for m in head))
+
+    def fold(self, chain: str, messages: Iterable[ModelMessage]) -> str:
+        """Extend a rolling hash by `messages`."""
+        for message in messages:
+            chain = hashlib.sha256(chain.encode() + self.message_digest(message)).hexdigest()
+        return chain
+
+    def chains(self, seed: str, messages: Sequence[ModelMessage]) -> list[str]:
+        """`result[i]` is the rolling hash of `messages[: i + 1]` from `seed`."""
+        out: list[str] = []
+        chain = seed
+        for message in messages:
+            chain = hashlib.sha256(chain.encode() + self.message_digest(message)).hexdigest()
+            out.append(chain)
+        return out
+
+    def span_key(self, messages: Sequence[ModelMessage]) -> str:
+        """A hash of exactly these messages, for the content-keyed summary cache."""
+        return self.fold('span', messages)
+
+    # ---- records ----------------------------------------------------------------------------------------
+
+    async def records(self, cache: SummaryCache, conversation: str) -> dict[int, PrefixRecord]:
+        raw = await cache.get(_records_key(conversation))
+        if not raw:
+            return {}
+        try:
+            rows = json.loads(raw)
+            return {int(n): PrefixRecord(int(n), str(chain), str(key)) for n, chain, key in rows}
+        except (ValueError, TypeError):
+            return {}
+
+    async def add(self, cache: SummaryCache, conversation: str, record: PrefixRecord) -> None:
+        current = await self.records(cache, conversation)
+        current.pop(record.length, None)
+        rows = [[r.length, r.chain, r.summary_key] for r in current.values()]
+        rows.append([record.length, record.chain, record.summary_key])
+        await cache.set(_records_key(conversation), json.dumps(rows[-_MAX_RECORDS:]), ttl=self.ttl)
+
+    async def origin(self, cache: SummaryCache, conversation: str, summary: str) -> Origin | None:
+        raw = await cache.get(cache_key('compactor-origin', conversation, summary))
+        if not raw:
+            return None
+        try:
+            length, chain = json.loads(raw)
+            return Origin(int(length), str(chain))
+        except (ValueError, TypeError):
+            return None
+
+    async def set_origin(self, cache: SummaryCache, conversation: str, summary: str, origin: Origin) -> None:
+        value = json.dumps([origin.length, origin.chain])
+        await cache.set(cache_key('compactor-origin', conversation, summary), value, ttl=self.ttl)
+
+
+def _records_key(conversation: str) -> str:
+    return cache_key('compactor-prefixes', conversation)
+
+
+def _feed(digest: Any, name: str, value: Any) -> None:
+    if value is None:
+        return
+    digest.update(b'\x01' + name.encode() + b'\x02')
+    if isinstance(value, str):
+        digest.update(value.encode('utf-8', errors='surrogatepass'))
+    elif isinstance(value, bytes):
+        digest.update(value)
+    elif isinstance(value, BinaryContent):
+        digest.update(value.media_type.encode() + b'\x03' + value.data)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _feed(digest, 'item', item)
+    else:
+        digest.update(pydantic_core.to_json(value, fallback=str))

@@ -1,0 +1,112 @@
+"""Settings of the compactor, and the trigger and target they resolve to for one model."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ...events import CompactionResult
+
+__all__ = ('CompactionLimits', 'CompactionSettings')
+
+DEFAULT_MAX_TOKENS = 120_000
+DEFAULT_TARGET_TOKENS = 40_000
+DEFAULT_SUMMARIZER_INPUT_TOKENS = 180_000
+TRIGGER_FRACTION_OF_WINDOW = 0.8
+TARGET_FRACTION_OF_TRIGGER = 1 / 3
+
+
+@dataclass(frozen=True)
+class CompactionLimits:
+    """The resolved token limits for one model: compact above `trigger`, down to `target`."""
+
+    trigger: int
+    target: int
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    """Settings of the compactor. Every default is overridable.
+
+    Args:
+        max_tokens: the trigger: compact when the history's anchored estimate exceeds it. Default 120,000,
+            or 80% of the model's context window when that is known and smaller.
+        target_tokens: the whole history after compaction (preserved head + summary + verbatim tail).
+            Default 40,000, or a third of the trigger when the window made the trigger smaller.
+        summarizer_model: a `Model` or a model name; default the run's own model.
+        summarizer_settings: `ModelSettings` for the summarizer's request.
+        summarizer_instructions: replaces the default instructions of the summarizer (the section list and
+            the rules); the prompt still carries the original task, previous summary and transcript.
+        summarizer_timeout: seconds before a summarizer call counts as failed (default 60).
+        summarizer_input_tokens: the summarizer's input cap (default 180,000, or its own context window when
+            known and smaller); a longer transcript is summarized in chunks cut at unit boundaries.
+        summary_max_tokens: the cap on a summary (default 2,000); a longer summarizer answer is a failure.
+        tool_result_max_tokens: each tool result is cut to this many tokens (head + tail) in the transcript
+            the summarizer sees (default 2,000).
+        task_max_tokens: the original task (first user message) is cut to this in the prompt (default 4,000).
+        max_failures: consecutive summarizer failures before the cool-down (default 3).
+        cooldown_seconds: how long the summarizer is not called after `max_failures` failures (default 300);
+            the deterministic fallback is used meanwhile.
+        fallback: the deterministic stand-in for a failed summary: 'digest' (user messages, tool calls and
+            outcomes, errors, last assistant text; the head/tail cut if the digest fails) or 'truncate'
+            (the head 25% / tail 75% cut of the transcript, at unit boundaries).
+        keep_first_user_message: keep the first user turn verbatim (the original task).
+        cache_ttl: seconds summaries and prefix records live in the cache; None keeps them until evicted.
+        on_compaction: called with every `CompactionResult` (also emitted as an event).
+        clock: monotonic seconds, for the cool-down (injectable for tests).
+    """
+
+    max_tokens: int | None = None
+    target_tokens: int | None = None
+    summarizer_model: Any = None
+    summarizer_settings: Any = None
+    summarizer_instructions: str | None = None
+    summarizer_timeout: float = 60.0
+    summarizer_input_tokens: int | None = None
+    summary_max_tokens: int = 2_000
+    tool_result_max_tokens: int = 2_000
+    task_max_tokens: int = 4_000
+    max_failures: int = 3
+    cooldown_seconds: float = 300.0
+    fallback: Literal['digest', 'truncate'] = 'digest'
+    keep_first_user_message: bool = True
+    cache_ttl: float | None = None
+    on_compaction: Callable[[CompactionResult], None] | None = None
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+
+    def __post_init__(self) -> None:
+        if (
+            self.max_tokens is not None
+            and self.target_tokens is not None
+            and self.target_tokens >= self.max_tokens
+        ):
+            raise ValueError('target_tokens must be below max_tokens')
+        if self.summary_max_tokens <= 0 or self.tool_result_max_tokens <= 0:
+            raise ValueError('summary_max_tokens and tool_result_max_tokens must be positive')
+
+    def resolve(self, context_window: int | None) -> CompactionLimits:
+        """The trigger and target for a model with `context_window` (None when unknown)."""
+        trigger = self.max_tokens
+        if trigger is None:
+            trigger = DEFAULT_MAX_TOKENS
+            if context_window is not None:
+                trigger = min(trigger, int(context_window * TRIGGER_FRACTION_OF_WINDOW))
+        target = self.target_tokens
+        if target is None:
+            target = DEFAULT_TARGET_TOKENS
+            if context_window is not None and trigger < DEFAULT_MAX_TOKENS:
+                target = int(trigger * TARGET_FRACTION_OF_TRIGGER)
+            target = min(target, int(trigger * TARGET_FRACTION_OF_TRIGGER)) if target >= trigger else target
+        return CompactionLimits(trigger=max(trigger, 1), target=max(min(target, trigger - 1), 1))
+
+    def summarizer_input_cap(self, summarizer_window: int | None) -> int:
+        """The summarizer's input cap: the setting, else 180,000 or its own window when smaller."""
+        if self.summarizer_input_tokens is not None:
+            return self.summarizer_input_tokens
+        cap = DEFAULT_SUMMARIZER_INPUT_TOKENS
+        if summarizer_window is not None:
+            cap = min(cap, summarizer_window - self.summary_max_tokens)
+        return max(cap, 1_000)

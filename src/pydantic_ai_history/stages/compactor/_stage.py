@@ -1,0 +1,375 @@
+"""The compactor: above the trigger, replace the older part of the history with one structured summary.
+
+Output: the preserved head (system prompt, first user message) + one summary request + the most recent
+units verbatim, together at most the target. The tail is the contiguous run of newest units that fits
+what the target leaves after the head, the summary's cap and the provider overhead (instructions, tool
+definitions); the last unit (the current request with the response whose calls it answers) is always kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..._compat import ModelMessage, ModelRequest, SystemPromptPart
+from ..._context import HistoryContext
+from ...cache import SummaryCache, cache_key
+from ...events import CompactionResult
+from ...pinning import marker_kind
+from ...tokens import TokenEstimate
+from ...units import Unit, fit_suffix, head_length, split_units
+from ...windows import model_name_of
+from ._breaker import Breaker
+from ._fallback import digest, head_tail_cut
+from ._prefix_index import Origin, PrefixIndex, PrefixRecord
+from ._settings import CompactionLimits, CompactionSettings
+from ._summarizer import SummarizerError, run_summarizer
+from ._summary_message import build_summary_message, summary_text
+from ._transcript import first_user_text, render_units
+
+__all__ = ('Compactor',)
+
+logger = logging.getLogger('pydantic_ai_history.compactor')
+
+_SUMMARY_FRAMING_TOKENS = 40
+"""Tokens reserved on top of the summary cap for its message, marker and the provider's framing."""
+
+Method = Literal['llm', 'cache', 'digest', 'truncate']
+
+
+@dataclass(frozen=True)
+class _Summary:
+    text: str
+    method: Method
+    calls: int
+    key: str
+    error: str | None = None
+
+
+@dataclass
+class _Plan:
+    """The history being compacted; after a prefix-cache hit it is the substituted one."""
+
+    messages: list[ModelMessage]
+    per_message: list[int]
+    units: list[Unit]
+    head: int
+    previous: int | None
+    """Index of our previous summary (always `head`) when the history has one."""
+    origin: Origin | None
+    """Where the body after `head` (after the previous summary, if any) starts in the original history."""
+
+
+@dataclass
+class Compactor:
+    """Summarize the older part of the history when it passes `max_tokens`, down to `target_tokens`."""
+
+    settings: CompactionSettings = field(default_factory=CompactionSettings)
+    name: str = 'compactor'
+    _breaker: Breaker = field(init=False, repr=False)
+    _index: PrefixIndex = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._breaker = Breaker(self.settings.max_failures, self.settings.cooldown_seconds)
+        self._index = PrefixIndex(ttl=self.settings.cache_ttl)
+
+    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        limits = self.settings.resolve(context.context_window)
+        estimate = context.estimate(messages)
+        if estimate.total <= limits.trigger:
+            return messages
+        return await self._compact(messages, context, estimate, limits, reason='trigger', focus=None)
+
+    async def compact(
+        self, messages: Sequence[ModelMessage], context: HistoryContext, *, focus: str | None = None
+    ) -> list[ModelMessage]:
+        """Compact now, whatever the trigger says, to the target; `focus` says what the summary must keep.
+
+        When everything already fits the target, all units but the last are summarized.
+        """
+        history = list(messages)
+        limits = self.settings.resolve(context.context_window)
+        return await self._compact(
+            history, context, context.estimate(history), limits, reason='manual', focus=focus
+        )
+
+    # ---- the steps ------------------------------------------------------------------------------------
+
+    async def _compact(
+        self,
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        estimate: TokenEstimate,
+        limits: CompactionLimits,
+        *,
+        reason: Literal['trigger', 'manual'],
+        focus: str | None,
+    ) -> list[ModelMessage]:
+        started = time.perf_counter()
+        units = split_units(messages)
+        if len(units) < 2:
+            return messages
+        overhead = estimate.total - estimate.tokenizer
+        head = self._head(messages, units)
+        previous = head if head < len(messages) and marker_kind(messages[head]) == 'summary' else None
+        cache = context.cache
+        conversation = self._index.conversation_key(messages[:head]) if cache is not None else ''
+        plan = _Plan(messages, list(estimate.per_message), units, head, previous, None)
+        if cache is not None:
+            if previous is None:
+                plan.origin = Origin(head, conversation)
+                hit = await self._lookup(cache, conversation, plan, context)
+                if hit is not None:
+                    plan = hit
+                    total = overhead + sum(plan.per_message)
+                    if reason == 'trigger' and total <= limits.trigger:
+                        return self._finish(
+                            context,
+                            plan.messages,
+                            messages,
+                            estimate.total,
+                            total,
+                            reason,
+                            started,
+                            _Summary(summary_text(plan.messages[head]) or '', 'cache', 0, ''),
+                            evicted=plan.origin.length - head if plan.origin is not None else 0,
+                        )
+            else:
+                plan.origin = await self._index.origin(
+                    cache, conversation, summary_text(messages[previous]) or ''
+                )
+
+        body_first = next(
+            i for i, u in enumerate(plan.units) if u.start >= head + (plan.previous is not None)
+        )
+        last = len(plan.units) - 1
+        if body_first > last:
+            return plan.messages
+        costs = [sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]]
+        head_cost = sum(plan.per_message[:head])
+        budget = (
+            limits.target - overhead - head_cost - self.settings.summary_max_tokens - _SUMMARY_FRAMING_TOKENS
+        )
+        cut_unit = body_first + fit_suffix(costs, budget, at_least=1)
+        if cut_unit == body_first:
+            if reason == 'manual' and last > body_first:
+                cut_unit = last
+            else:
+                context.warn(
+                    'compaction_impossible',
+                    'the history is over the compaction trigger but every unit after the preserved head is '
+                    'needed to reach the target; nothing was compacted',
+                    tokens=estimate.total,
+                    trigger=limits.trigger,
+                )
+                return plan.messages
+        cut = plan.units[cut_unit].start
+        body_start = head + (plan.previous is not None)
+        evicted = plan.messages[body_start:cut]
+        previous_text = summary_text(plan.messages[plan.previous]) if plan.previous is not None else None
+
+        summary = await self._summary(plan, evicted, previous_text, focus, context)
+        system_parts = [
+            p
+            for m in evicted
+            if isinstance(m, ModelRequest) and marker_kind(m) is None
+            for p in m.parts
+            if isinstance(p, SystemPromptPart)
+        ]
+        new_origin = None
+        if plan.origin is not None:
+            new_origin = Origin(
+                plan.origin.length + len(evicted), self._index.fold(plan.origin.chain, evicted)
+            )
+        details = {'method': summary.method, 'evicted_messages': len(evicted)}
+        if new_origin is not None:
+            details['covers_messages'] = new_origin.length
+        message = build_summary_message(summary.text, details=details, system_parts=system_parts)
+        result = [*plan.messages[:head], message, *plan.messages[cut:]]
+        after = overhead + head_cost + context.counter.count_message(message) + sum(plan.per_message[cut:])
+        if cache is not None and new_origin is not None and summary.key:
+            record = PrefixRecord(new_origin.length, new_origin.chain, summary.key)
+            await self._index.add(cache, conversation, record)
+            await self._index.set_origin(cache, conversation, summary.text, new_origin)
+        if after > limits.target:
+            context.warn(
+                'compaction_over_target',
+                f'the compacted history is {after:,} tokens, over the target of {limits.target:,}: '
+                'the preserved head and the current request alone are that large',
+                tokens=after,
+                target=limits.target,
+            )
+        return self._finish(
+            context, result, messages, estimate.total, after, reason, started, summary, len(evicted)
+        )
+
+    def _head(self, messages: Sequence[ModelMessage], units: Sequence[Unit]) -> int:
+        head = head_length(messages, units, keep_first_user_message=self.settings.keep_first_user_message)
+        # Where the first user message is gone (1.x renders our summary as user text), our own summary is
+        # not the head: it is the previous summary, to be updated.
+        while head > 0 and marker_kind(messages[head - 1]) is not None:
+            head -= 1
+        return head
+
+    async def _lookup(
+        self, cache: SummaryCache, conversation: str, plan: _Plan, context: HistoryContext
+    ) -> _Plan | None:
+        """The history with the longest recorded compacted prefix replaced by its cached summary, or None."""
+        records = await self._index.records(cache, conversation)
+        if not records:
+            return None
+        head = plan.head
+        boundaries = {u.start for u in plan.units}
+        limit = plan.units[-1].start
+        candidates = sorted((n for n in records if head < n <= limit and n in boundaries), reverse=True)
+        if not candidates:
+            return None
+        chains = self._index.chains(conversation, plan.messages[head : candidates[0]])
+        for length in candidates:
+            record = records[length]
+            if chains[length - head - 1] != record.chain:
+                continue
+            text = await cache.get(record.summary_key)
+            if not text:
+                continue
+            message = build_summary_message(text, details={'method': 'cache', 'covers_messages': length})
+            messages = [*plan.messages[:head], message, *plan.messages[length:]]
+            per_message = [
+                *plan.per_message[:head],
+                context.counter.count_message(message),
+                *plan.per_message[length:],
+            ]
+            logger.info('compactor: reused the summary of the first %d messages (prefix cache)', length)
+            return _Plan(
+                messages, per_message, split_units(messages), head, head, Origin(length, record.chain)
+            )
+        return None
+
+    async def _summary(
+        self,
+        plan: _Plan,
+        evicted: Sequence[ModelMessage],
+        previous: str | None,
+        focus: str | None,
+        context: HistoryContext,
+    ) -> _Summary:
+        settings = self.settings
+        counter = context.counter
+        model = settings.summarizer_model if settings.summarizer_model is not None else context.model
+        key = cache_key(
+            'compactor-summary',
+            self._index.span_key(evicted),
+            self._settings_fingerprint(model),
+            previous or '',
+            focus or '',
+        )
+        cache = context.cache
+        if cache is not None:
+            cached = await cache.get(key)
+            if cached:
+                return _Summary(cached, 'cache', 0, key)
+        evicted_units = split_units(evicted)
+        transcript = render_units(
+            evicted, evicted_units, counter, tool_result_max_tokens=settings.tool_result_max_tokens
+        )
+        task = first_user_text(plan.messages[: plan.head])
+        error: str | None
+        calls = 0
+        if self._breaker.allows(settings.clock()):
+            try:
+                outcome = await run_summarizer(
+                    model=model,
+                    settings=settings,
+                    counter=counter,
+                    transcript=transcript,
+                    original_task=task,
+                    previous_summary=previous,
+                    focus=focus,
+                    usage=context.usage,
+                )
+            except SummarizerError as exc:
+                self._breaker.failure(settings.clock())
+                error, calls = str(exc), exc.calls
+                logger.warning('compactor: summarizer failed (%s); using the deterministic fallback', error)
+            else:
+                self._breaker.success()
+                if cache is not None:
+                    await cache.set(key, outcome.text, ttl=settings.cache_ttl)
+                return _Summary(outcome.text, 'llm', outcome.calls, key)
+        else:
+            error = f'summarizer cooling down after {self._breaker.failures} consecutive failures'
+        text: str | None = None
+        method: Method = 'truncate'
+        if settings.fallback == 'digest':
+            try:
+                text = digest(evicted, previous, counter, settings.summary_max_tokens)
+                method = 'digest'
+            except Exception:
+                logger.exception('compactor: the digest failed; cutting the transcript instead')
+        if not text:
+            text = head_tail_cut(transcript, previous, counter, settings.summary_max_tokens)
+            method = 'truncate'
+        fallback_key = cache_key('compactor-fallback', key)
+        if cache is not None:
+            await cache.set(fallback_key, text, ttl=settings.cache_ttl)
+        return _Summary(text, method, calls, fallback_key if cache is not None else '', error)
+
+    def _settings_fingerprint(self, model: object) -> str:
+        s = self.settings
+        return repr(
+            (
+                model_name_of(model),
+                s.summarizer_settings,
+                s.summarizer_instructions,
+                s.summary_max_tokens,
+                s.tool_result_max_tokens,
+            )
+        )
+
+    def _finish(
+        self,
+        context: HistoryContext,
+        result: list[ModelMessage],
+        original: Sequence[ModelMessage],
+        tokens_before: int,
+        tokens_after: int,
+        reason: Literal['trigger', 'manual'],
+        started: float,
+        summary: _Summary,
+        evicted: int,
+    ) -> list[ModelMessage]:
+        event = CompactionResult(
+            run_id=context.run_id,
+            messages_before=len(original),
+            messages_after=len(result),
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            summary=summary.text,
+            reason=reason,
+            method=summary.method,
+            evicted_messages=evicted,
+            summarizer_calls=summary.calls,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            error=summary.error,
+        )
+        context.emit_event(event)
+        if self.settings.on_compaction is not None:
+            try:
+                self.settings.on_compaction(event)
+            except Exception:
+                logger.exception('on_compaction callback raised; ignored')
+        logger.info(
+            'compactor (%s, %s): %d -> %d messages, %d -> %d tokens, %d summarizer call(s)%s',
+            reason,
+            summary.method,
+            len(original),
+            len(result),
+            tokens_before,
+            tokens_after,
+            summary.calls,
+            f', error: {summary.error}' if summary.error else '',
+        )
+        return result

@@ -1,0 +1,139 @@
+"""The LLM summarizer: a plain pydantic-ai `Agent` run per call, chunked when the transcript is too long.
+
+A transcript over the summarizer's input cap is split at unit boundaries into chunks; each call updates the
+running summary with the next chunk, so every chunk is seen and the chunk summaries are merged as they go
+(nothing is silently cut off). Each call's usage is added to the run's usage.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ..._compat import result_usage
+from ...tokens import TokenCounter
+from ...windows import model_info
+from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
+from ._settings import CompactionSettings
+from ._transcript import TranscriptUnit
+
+__all__ = ('SummarizerError', 'SummarizerOutcome', 'chunk_transcript', 'run_summarizer')
+
+logger = logging.getLogger('pydantic_ai_history.compactor')
+
+_PROMPT_FRAMING_TOKENS = 200
+"""Room for the prompt's tags and closing line."""
+
+
+class SummarizerError(Exception):
+    """The summarizer failed (raised, timed out, answered empty or too long) after `calls` calls."""
+
+    def __init__(self, reason: str, calls: int) -> None:
+        super().__init__(reason)
+        self.calls = calls
+
+
+@dataclass(frozen=True)
+class SummarizerOutcome:
+    text: str
+    calls: int
+
+
+def chunk_transcript(units: Sequence[TranscriptUnit], available: int, counter: TokenCounter) -> list[str]:
+    """Pack units in order into chunks of at most `available` tokens; a larger unit is cut, with a marker."""
+    chunks: list[str] = []
+    current: list[str] = []
+    used = 0
+    for unit in units:
+        text, tokens = unit.text, unit.tokens
+        if tokens > available:
+            text, tokens = counter.truncate_text(text, available, head_fraction=0.5), available
+        if current and used + tokens > available:
+            chunks.append('\n\n'.join(current))
+            current, used = [], 0
+        current.append(text)
+        used += tokens
+    if current:
+        chunks.append('\n\n'.join(current))
+    return chunks
+
+
+async def run_summarizer(
+    *,
+    model: Any,
+    settings: CompactionSettings,
+    counter: TokenCounter,
+    transcript: Sequence[TranscriptUnit],
+    original_task: str | None,
+    previous_summary: str | None,
+    focus: str | None,
+    usage: Any,
+) -> SummarizerOutcome:
+    """Summarize `transcript` into an update of `previous_summary`; raise `SummarizerError` on any failure."""
+    if model is None:
+        raise SummarizerError('no summarizer model: the run has no model and summarizer_model is not set', 0)
+    instructions = settings.summarizer_instructions or DEFAULT_INSTRUCTIONS
+    cap = settings.summary_max_tokens
+    task = counter.truncate_text(original_task, settings.task_max_tokens) if original_task else None
+    input_cap = settings.summarizer_input_cap(model_info(model).context_window)
+    fixed = (
+        counter.count_text(instructions)
+        + (min(counter.count_text(task), settings.task_max_tokens) if task else 0)
+        + max(counter.count_text(previous_summary or ''), cap)
+        + _PROMPT_FRAMING_TOKENS
+    )
+    available = max(input_cap - fixed, 1_000)
+    chunks = chunk_transcript(transcript, available, counter) or ['(no messages)']
+    if len(chunks) > 1:
+        logger.info(
+            'compactor: transcript over the summarizer input cap (%d tokens): %d chunks',
+            available,
+            len(chunks),
+        )
+    from pydantic_ai import Agent
+
+    agent: Any = Agent(model, output_type=str, instructions=instructions)
+    summary = previous_summary
+    calls = 0
+    for number, chunk in enumerate(chunks, start=1):
+        prompt = build_prompt(
+            transcript=chunk,
+            original_task=task,
+            previous_summary=summary,
+            focus=focus,
+            max_tokens=cap,
+            part=number,
+            parts=len(chunks),
+        )
+        calls += 1
+        try:
+            with anyio.fail_after(settings.summarizer_timeout):
+                result = await agent.run(prompt, model_settings=settings.summarizer_settings)
+        except TimeoutError:
+            raise SummarizerError(f'timed out after {settings.summarizer_timeout:g} s', calls) from None
+        except Exception as exc:
+            raise SummarizerError(f'{type(exc).__name__}: {exc}', calls) from exc
+        _add_usage(usage, result)
+        text = result.output.strip() if isinstance(result.output, str) else ''
+        if not text:
+            raise SummarizerError('empty summary', calls)
+        size = counter.count_text(text)
+        if size > cap:
+            raise SummarizerError(f'oversized summary: {size:,} tokens over the cap of {cap:,}', calls)
+        summary = text
+    assert summary is not None
+    return SummarizerOutcome(summary, calls)
+
+
+def _add_usage(usage: Any, result: Any) -> None:
+    """Add the summarizer run's usage to the outer run's `RunUsage` (the same on every major)."""
+    if usage is None or not hasattr(usage, 'incr'):
+        return
+    try:
+        usage.incr(result_usage(result))
+    except Exception:  # a usage object of another shape must not fail the compaction
+        logger.debug('compactor: could not add the summarizer usage to the run usage', exc_info=True)

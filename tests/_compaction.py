@@ -1,0 +1,150 @@
+"""Helpers for compactor tests: a recording stub summarizer, long real histories, agents on both majors."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+from _history import call, conversations, load_conversation, result, system_user
+from pydantic_ai_history import HistoryEvent, TokenCounter
+from pydantic_ai_history._compat import pydantic_ai_version
+from pydantic_ai_history._context import HistoryContext
+from pydantic_ai_history.cache import MemoryCache
+
+MAJOR = int(pydantic_ai_version().split('.')[0])
+HAS_MESSAGE_METADATA = 'metadata' in {f.name for f in dataclasses.fields(ModelRequest)}
+COUNTER = TokenCounter('gpt-4o')
+WORDS = 'the quick brown fox jumps over the lazy dog while the cat sleeps '
+SYSTEM = 'You are a careful assistant.'
+TASK = 'Migrate the billing database to Postgres 16 without downtime; keep the old replica until Friday.'
+
+
+def text(tokens: int, tag: str = '') -> str:
+    return (f'{tag} ' if tag else '') + WORDS * max(tokens // 13, 1)
+
+
+def tool_loop(units: int, tokens: int = 1_000, *, task: str = TASK, tag: str = 'step') -> list[ModelMessage]:
+    """system+task, then `units` tool rounds (a call, a return of about `tokens` tokens); ends on a return."""
+    messages: list[ModelMessage] = [system_user(SYSTEM, task)]
+    for i in range(units):
+        messages.append(call('fetch', f'{tag}{i}', {'page': i}))
+        messages.append(result('fetch', f'{tag}{i}', text(tokens, f'{tag.upper()}-{i:03d}')))
+    return messages
+
+
+def context(**kwargs: Any) -> tuple[HistoryContext, list[HistoryEvent]]:
+    events: list[HistoryEvent] = []
+    kwargs.setdefault('cache', MemoryCache())
+    kwargs.setdefault('context_window', None)
+    return HistoryContext(counter=TokenCounter('gpt-4o'), emit_event=events.append, **kwargs), events
+
+
+@dataclasses.dataclass
+class StubSummarizer:
+    """A summarizer `FunctionModel` that records every prompt it is sent.
+
+    `behaviour(prompt, call_number)` returns the summary text, raises, or returns an awaitable (to hang).
+    """
+
+    behaviour: Callable[[str, int], Any] | None = None
+    prompts: list[str] = dataclasses.field(default_factory=list)
+    instructions: list[str] = dataclasses.field(default_factory=list)
+    input_tokens: int = 1_000
+    output_tokens: int = 100
+
+    @property
+    def calls(self) -> int:
+        return len(self.prompts)
+
+    def model(self) -> FunctionModel:
+        return FunctionModel(self._respond, model_name='stub-summarizer')
+
+    async def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        request = messages[-1]
+        assert isinstance(request, ModelRequest)
+        prompt = '\n'.join(
+            p.content for p in request.parts if isinstance(p, UserPromptPart) and isinstance(p.content, str)
+        )
+        self.prompts.append(prompt)
+        self.instructions.append(getattr(request, 'instructions', None) or '')
+        if self.behaviour is None:
+            text = default_summary(prompt, self.calls)
+        else:
+            text = self.behaviour(prompt, self.calls)
+            if hasattr(text, '__await__'):
+                text = await text
+        return ModelResponse(
+            parts=[TextPart(text)],
+            usage=RequestUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens),
+            model_name='stub-summarizer',
+        )
+
+
+def default_summary(prompt: str, number: int) -> str:
+    return (
+        f'## Goal and constraints\nsummary number {number}\n## Decisions\nnone\n'
+        '## Artifacts and files\nnone\n## Errors and resolutions\nnone\n## Current state\nworking\n'
+        '## Next steps\ncontinue\n## Open questions\nnone'
+    )
+
+
+async def hang(seconds: float = 3600) -> str:
+    await anyio.sleep(seconds)
+    return 'too late'
+
+
+def joined_conversations(fixtures_dir: Path, *, min_tokens: int) -> list[ModelMessage]:
+    """The real fixture conversations joined (repeated as needed) into one history above `min_tokens`.
+
+    The first keeps its system prompt; later ones join as new user turns. Ends with the current request.
+    """
+    paths = conversations(fixtures_dir)
+    history: list[ModelMessage] = []
+    round_ = 0
+    while COUNTER.count_messages(history) <= min_tokens:
+        for path in paths:
+            messages = load_conversation(path)
+            if history:
+                first = messages[0]
+                assert isinstance(first, ModelRequest)
+                parts = [p for p in first.parts if not isinstance(p, SystemPromptPart)]
+                if round_:
+                    parts.append(UserPromptPart(f'(repeat {round_} of this task)'))
+                messages = [ModelRequest(parts=parts), *messages[1:]]
+            history.extend(messages)
+            if COUNTER.count_messages(history) > min_tokens:
+                break
+        round_ += 1
+    return history
+
+
+def agent_with(model: Any, processor: Any, **kwargs: Any) -> Agent[None, str]:
+    """An `Agent` using `processor`: a capability on 2.x, a history processor on 1.x."""
+    if MAJOR >= 2:
+        return Agent(model, capabilities=[processor.capability()], **kwargs)
+    return Agent(model, history_processors=[processor], **kwargs)
+
+
+def user_texts(messages: Sequence[ModelMessage]) -> list[str]:
+    return [
+        p.content
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, UserPromptPart) and isinstance(p.content, str)
+    ]

@@ -1,0 +1,316 @@
+"""The compactor's core: trigger and target, the verbatim tail, the preserved head, the summary message."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.usage import RunUsage
+
+from _compaction import HAS_MESSAGE_METADATA, SYSTEM, TASK, StubSummarizer, context, text, tool_loop
+from _history import call, is_suffix_by_identity, reply, result, system_user, user
+from pydantic_ai_history import (
+    CompactionResult,
+    HistoryWarning,
+    assert_valid_history,
+)
+from pydantic_ai_history._compat import COMPACTION_PART, COMPACTION_REQUEST_PART
+from pydantic_ai_history._context import MARKER_KEY, HistoryContext
+from pydantic_ai_history.pinning import TEXT_MARKERS, marker_kind
+from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor, summary_text
+from pydantic_ai_history.units import split_units
+
+pytestmark = pytest.mark.anyio
+
+
+async def compact(
+    messages: list[ModelMessage], settings: CompactionSettings, **kwargs: Any
+) -> tuple[list[ModelMessage], list[CompactionResult], HistoryContext]:
+    ctx, events = context(**kwargs)
+    before = copy.deepcopy(messages)
+    out = await Compactor(settings)(messages, ctx)
+    assert messages == before, 'the input was mutated'
+    assert_valid_history(out, original=messages)
+    return out, [e for e in events if isinstance(e, CompactionResult)], ctx
+
+
+def settings(stub: StubSummarizer, **kwargs: Any) -> CompactionSettings:
+    kwargs.setdefault('max_tokens', 20_000)
+    kwargs.setdefault('target_tokens', 8_000)
+    return CompactionSettings(summarizer_model=stub.model(), **kwargs)
+
+
+async def test_below_the_trigger_the_input_is_returned_as_is():
+    stub = StubSummarizer()
+    messages = tool_loop(10)
+    out, events, _ = await compact(messages, settings(stub))
+    assert out is messages
+    assert events == []
+    assert stub.calls == 0
+
+
+async def test_over_the_trigger_head_summary_and_a_fitting_contiguous_tail():
+    stub = StubSummarizer()
+    messages = tool_loop(40)  # about 41K tokens
+    cfg = settings(stub)
+    out, events, ctx = await compact(messages, cfg)
+    assert out[0] is messages[0], 'system prompt and first user message kept verbatim'
+    assert marker_kind(out[1]) == 'summary'
+    assert 'summary number 1' in (summary_text(out[1]) or '')
+    tail = out[2:]
+    assert is_suffix_by_identity(tail, messages)
+    assert tail[-2:] == messages[-2:], 'the current request and the call it answers stay'
+    counter = ctx.counter
+    assert counter.count_messages(out) <= 8_000
+    # the sliding-window stop rule: the unit before the tail did not fit what the target left for it
+    budget = 8_000 - counter.count_message(messages[0]) - cfg.summary_max_tokens - 40
+    units = split_units(messages)
+    first_kept = next(i for i, u in enumerate(units) if messages[u.start] is tail[0])
+    before = units[first_kept - 1]
+    assert counter.count_messages(tail) + counter.count_messages(messages[before.start : before.end]) > budget
+    [event] = events
+    assert (event.reason, event.method, event.summarizer_calls, event.error) == ('trigger', 'llm', 1, None)
+    assert event.messages_before == len(messages)
+    assert event.messages_after == len(out)
+    assert event.evicted_messages == len(messages) - 1 - len(tail)
+    assert event.tokens_before > 20_000 >= 8_000 >= event.tokens_after == ctx.estimate(out).total
+
+
+async def test_the_summary_message_per_version():
+    stub = StubSummarizer()
+    out, _, _ = await compact(tool_loop(40), settings(stub))
+    message = out[1]
+    assert isinstance(message, ModelRequest)
+    assert not any(isinstance(p, SystemPromptPart) for p in message.parts), (
+        'never a system prompt mid-history'
+    )
+    assert marker_kind(message) == 'summary'
+    if COMPACTION_REQUEST_PART is not None:  # 2.x: the official request-side summary part
+        [part] = message.parts
+        assert isinstance(part, COMPACTION_REQUEST_PART)
+        assert part.content.startswith('## Goal and constraints')
+        assert part.provider_name is None
+    else:  # 1.x (late 1.x has CompactionPart only as a response part)
+        [part] = message.parts
+        assert isinstance(part, UserPromptPart)
+        assert part.content.startswith(TEXT_MARKERS['summary'] + '\n## Goal and constraints')
+        if COMPACTION_PART is not None:
+            assert not isinstance(part, COMPACTION_PART)
+    if HAS_MESSAGE_METADATA:
+        assert message.metadata[MARKER_KEY]['kind'] == 'summary'  # type: ignore[attr-defined]
+        assert message.metadata[MARKER_KEY]['evicted_messages'] > 0  # type: ignore[attr-defined]
+
+
+async def test_an_unfinished_tool_round_stays_verbatim_even_when_it_is_over_the_target():
+    stub = StubSummarizer()
+    messages = tool_loop(30)
+    messages += [
+        ModelResponse(
+            parts=[TextPart('Fetching both.'), ToolCallPart('fetch', {'page': 'a'}, tool_call_id='a')]
+        ),
+        ModelRequest(parts=[ToolReturnPart('fetch', text(9_000, 'BIG'), 'a')]),
+    ]
+    out, events, ctx = await compact(messages, settings(stub))
+    assert out[-2:] == messages[-2:]
+    assert out[-2] is messages[-2]
+    assert out[-1] is messages[-1]
+    assert len(out) == 4, 'everything between the head and the last unit was summarized'
+    assert events[0].tokens_after == ctx.estimate(out).total > 8_000
+
+
+async def test_over_target_warning_is_emitted():
+    stub = StubSummarizer()
+    messages = [*tool_loop(25), call('fetch', 'big', {}), result('fetch', 'big', text(12_000, 'BIG'))]
+    ctx, events = context()
+    out = await Compactor(settings(stub))(messages, ctx)
+    assert_valid_history(out, original=messages)
+    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['compaction_over_target']
+
+
+async def test_signed_thinking_responses_are_kept_whole_or_dropped_whole():
+    stub = StubSummarizer()
+    messages: list[ModelMessage] = [system_user(SYSTEM, TASK)]
+    for i in range(40):
+        messages.append(
+            ModelResponse(
+                parts=[
+                    ThinkingPart(f'thinking about page {i}', signature=f'sig-{i}'),
+                    ToolCallPart('fetch', {'page': i}, tool_call_id=f't{i}'),
+                ]
+            )
+        )
+        messages.append(result('fetch', f't{i}', text(1_000, f'PAGE-{i}')))
+    out, events, _ = await compact(messages, settings(stub))
+    assert events
+    assert events[0].method == 'llm'
+    kept = [m for m in out if isinstance(m, ModelResponse)]
+    assert kept
+    assert all(any(m is o for o in messages) for m in kept), 'kept responses are the very same objects'
+    assert 'thinking about page' not in stub.prompts[0], 'thinking is not sent to the summarizer'
+
+
+async def test_usage_of_the_summarizer_is_added_to_the_run_usage():
+    stub = StubSummarizer(input_tokens=1_234, output_tokens=56)
+    usage = RunUsage(requests=3, input_tokens=10_000, output_tokens=500)
+    await compact(tool_loop(40), settings(stub), usage=usage)
+    assert (usage.requests, usage.input_tokens, usage.output_tokens) == (4, 11_234, 556)
+
+
+async def test_manual_compaction_with_focus_below_the_trigger():
+    stub = StubSummarizer()
+    messages = tool_loop(3)  # everything fits the target: all units but the last are summarized
+    ctx, events = context()
+    compactor = Compactor(settings(stub))
+    assert await compactor(messages, ctx) is messages
+    out = await compactor.compact(messages, ctx, focus='the replica cut-over date')
+    assert_valid_history(out, original=messages)
+    assert [marker_kind(m) for m in out] == [None, 'summary', None, None]
+    assert out[-2:] == messages[-2:]
+    assert '<focus>\nGive the most room to: the replica cut-over date\n</focus>' in stub.prompts[0]
+    [event] = [e for e in events if isinstance(e, CompactionResult)]
+    assert event.reason == 'manual'
+    assert event.method == 'llm'
+
+
+async def test_manual_compaction_evicts_down_to_the_target():
+    stub = StubSummarizer()
+    messages = tool_loop(12)  # about 12K tokens: below the 20K trigger, above the 8K target
+    ctx, _ = context()
+    out = await Compactor(settings(stub)).compact(messages, ctx)
+    assert_valid_history(out, original=messages)
+    assert 4 < len(out) < len(messages)
+    assert ctx.estimate(out).total <= 8_000
+    assert is_suffix_by_identity(out[2:], messages)
+
+
+async def test_on_compaction_callback_receives_the_event():
+    stub = StubSummarizer()
+    seen: list[CompactionResult] = []
+    out, events, _ = await compact(tool_loop(40), settings(stub, on_compaction=seen.append))
+    assert seen == events
+    assert len(seen) == 1
+    assert seen[0].summary in (summary_text(out[1]) or '')
+
+
+async def test_previous_summary_survives_two_compactions_and_is_updated_not_resummarized():
+    facts = {1: 'FACT-ALPHA: the replica is db-7', 2: 'FACT-BETA: cut-over moved to Thursday'}
+
+    def behaviour(prompt: str, number: int) -> str:
+        carried = '\n'.join(f for f in facts.values() if f in prompt)
+        return f'## Goal and constraints\n{TASK}\n## Decisions\n{facts[number]}\n{carried}'
+
+    stub = StubSummarizer(behaviour)
+    cfg = settings(stub)
+    ctx, events = context()
+    compactor = Compactor(cfg)
+    first = await compactor(tool_loop(40), ctx)
+    grown = list(first)
+    for i in range(40, 70):
+        grown += [
+            call('fetch', f'step{i}', {'page': i}),
+            result('fetch', f'step{i}', text(1_000, f'STEP-{i:03d}')),
+        ]
+    second = await compactor(grown, ctx)
+    assert_valid_history(second, original=grown)
+    assert stub.calls == 2
+    previous = stub.prompts[1].split('<previous_summary>')[1].split('</previous_summary>')[0]
+    assert facts[1] in previous, (
+        'the first summary reached the second summarizer call as the previous summary'
+    )
+    transcript = stub.prompts[1].split('<messages>')[1]
+    assert 'summary number' not in transcript
+    assert facts[1] not in transcript.split('</messages>')[0]
+    assert sum(1 for m in second if marker_kind(m) == 'summary') == 1
+    final = summary_text(second[1]) or ''
+    assert facts[1] in final
+    assert facts[2] in final
+    assert second[0] is first[0]
+    assert TASK in stub.prompts[1].split('<original_task>')[1]
+    assert [e.method for e in events if isinstance(e, CompactionResult)] == ['llm', 'llm']
+
+
+async def test_default_and_custom_instructions():
+    from pydantic_ai_history.stages.compactor import DEFAULT_INSTRUCTIONS, SECTIONS
+
+    stub = StubSummarizer()
+    await compact(tool_loop(40), settings(stub))
+    assert stub.instructions[0] == DEFAULT_INSTRUCTIONS
+    assert all(f'## {s}' in DEFAULT_INSTRUCTIONS for s in SECTIONS)
+    custom = StubSummarizer()
+    await compact(tool_loop(40), settings(custom, summarizer_instructions='Summarize like a pirate.'))
+    assert custom.instructions[0] == 'Summarize like a pirate.'
+
+
+async def test_the_summarizer_defaults_to_the_run_model():
+    stub = StubSummarizer()
+    out, events, _ = await compact(
+        tool_loop(40), CompactionSettings(max_tokens=20_000, target_tokens=8_000), model=stub.model()
+    )
+    assert stub.calls == 1
+    assert events[0].method == 'llm'
+    del out
+
+
+async def test_no_model_at_all_falls_back_to_the_digest():
+    out, events, _ = await compact(tool_loop(40), CompactionSettings(max_tokens=20_000, target_tokens=8_000))
+    assert events[0].method == 'digest'
+    assert 'no summarizer model' in (events[0].error or '')
+    assert 'Automatic digest' in (summary_text(out[1]) or '')
+
+
+async def test_tool_results_are_capped_with_head_and_tail_and_the_task_is_in_the_prompt():
+    stub = StubSummarizer()
+    big = 'HEAD-OF-RESULT ' + 'alpha beta gamma delta ' * 2_000 + ' TAIL-OF-RESULT'
+    messages = [
+        system_user(SYSTEM, TASK),
+        call('fetch', 'x', {}),
+        result('fetch', 'x', big),
+        *tool_loop(30)[1:],
+    ]
+    await compact(messages, settings(stub, tool_result_max_tokens=500))
+    prompt = stub.prompts[0]
+    assert 'HEAD-OF-RESULT' in prompt
+    assert 'TAIL-OF-RESULT' in prompt
+    assert 'tokens omitted' in prompt
+    assert 0 < prompt.count('alpha beta gamma delta') < 200
+    assert f'<original_task>\n{TASK}\n</original_task>' in prompt
+
+
+@pytest.mark.parametrize(
+    ('window', 'expected'),
+    [
+        (None, (120_000, 40_000)),
+        (1_000_000, (120_000, 40_000)),
+        (128_000, (102_400, 34_133)),
+        (20_000, (16_000, 5_333)),
+    ],
+)
+def test_limits_from_the_context_window(window: int | None, expected: tuple[int, int]):
+    limits = CompactionSettings().resolve(window)
+    assert (limits.trigger, limits.target) == expected
+
+
+def test_explicit_limits_win_and_must_be_ordered():
+    assert CompactionSettings(max_tokens=16_000, target_tokens=6_000).resolve(8_000).trigger == 16_000
+    with pytest.raises(ValueError, match='target_tokens must be below'):
+        CompactionSettings(max_tokens=10_000, target_tokens=10_000)
+
+
+async def test_a_history_ending_mid_turn_after_user_reply():
+    stub = StubSummarizer()
+    messages = [*tool_loop(40), reply('Done with the pages.'), user('Now write the report.')]
+    out, events, _ = await compact(messages, settings(stub))
+    assert out[-1] is messages[-1]
+    assert events[0].method == 'llm'
