@@ -67,8 +67,10 @@ def split_units(messages: Sequence[ModelMessage]) -> list[Unit]:
     return units
 
 
-def head_length(messages: Sequence[ModelMessage], units: Sequence[Unit], *, keep_first_user_message: bool) -> int:
-    """How many leading messages are preserved verbatim: the system prompt and, by default, the first user turn.
+def head_length(
+    messages: Sequence[ModelMessage], units: Sequence[Unit], *, keep_first_user_message: bool
+) -> int:
+    """How many leading messages are kept verbatim: the system prompt and, by default, the first user turn.
 
     Returns a unit boundary. The head never reaches into the last unit (the current request), so a short
     history is not all head.
@@ -118,5 +120,3 @@ def first_clean_start(units: Sequence[Unit], start: int, *, limit: int) -> int:
         if units[index].starts_with_request:
             return index
     return limit
-
-

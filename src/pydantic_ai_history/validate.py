@@ -76,20 +76,32 @@ def validate_history(
     """
     found: list[Violation] = []
     if not messages:
-        return [Violation('empty', -1, 'the history is empty; pydantic-ai rejects an empty processed history')]
+        return [
+            Violation('empty', -1, 'the history is empty; pydantic-ai rejects an empty processed history')
+        ]
     if not isinstance(messages[-1], ModelRequest):
         found.append(
-            Violation('not_ending_with_request', len(messages) - 1, 'the last message must be the current ModelRequest')
+            Violation(
+                'not_ending_with_request',
+                len(messages) - 1,
+                'the last message must be the current ModelRequest',
+            )
         )
     first = messages[0]
     if isinstance(first, ModelResponse):
         found.append(Violation('starts_with_response', 0, 'the history opens with a model response'))
     elif any(answered_call_id(p) is not None for p in first.parts):
-        found.append(Violation('starts_with_tool_return', 0, 'the history opens with tool returns whose calls are gone'))
+        found.append(
+            Violation(
+                'starts_with_tool_return', 0, 'the history opens with tool returns whose calls are gone'
+            )
+        )
     found.extend(_pairing_violations(messages))
     for index, message in enumerate(messages):
         if not message.parts:
-            found.append(Violation('empty_message', index, f'{type(message).__name__} has no parts', 'warning'))
+            found.append(
+                Violation('empty_message', index, f'{type(message).__name__} has no parts', 'warning')
+            )
     if original is not None:
         found.extend(_preservation_violations(messages, original))
     if budget is not None and count_tokens is not None:
@@ -107,11 +119,17 @@ def _pairing_violations(messages: Sequence[ModelMessage]) -> list[Violation]:
             duplicates = {c for c in calls if calls.count(c) > 1}
             for call_id in sorted(duplicates):
                 found.append(
-                    Violation('duplicate_tool_call_id', index, f'tool_call_id {call_id!r} appears twice in one response')
+                    Violation(
+                        'duplicate_tool_call_id',
+                        index,
+                        f'tool_call_id {call_id!r} appears twice in one response',
+                    )
                 )
             following = messages[index + 1] if index + 1 < len(messages) else None
             answered = (
-                {answered_call_id(p) for p in following.parts} if isinstance(following, ModelRequest) else set()
+                {answered_call_id(p) for p in following.parts}
+                if isinstance(following, ModelRequest)
+                else set()
             )
             for call_id in calls:
                 if call_id not in answered:
@@ -126,29 +144,41 @@ def _pairing_violations(messages: Sequence[ModelMessage]) -> list[Violation]:
             previous = messages[index - 1] if index > 0 else None
             called = set(tool_call_ids(previous)) if isinstance(previous, ModelResponse) else set()
             for part in message.parts:
-                call_id = answered_call_id(part)
-                if call_id is not None and call_id not in called and index > 0:
+                answered_id = answered_call_id(part)
+                if answered_id is not None and answered_id not in called and index > 0:
                     found.append(
                         Violation(
                             'orphan_tool_return',
                             index,
-                            f'tool return {call_id!r} answers no call in the previous response',
+                            f'tool return {answered_id!r} answers no call in the previous response',
                         )
                     )
     return found
 
 
-def _preservation_violations(messages: Sequence[ModelMessage], original: Sequence[ModelMessage]) -> list[Violation]:
+def _preservation_violations(
+    messages: Sequence[ModelMessage], original: Sequence[ModelMessage]
+) -> list[Violation]:
     found: list[Violation] = []
     if original and messages and messages[-1] != original[-1]:
-        found.append(Violation('current_request_changed', len(messages) - 1, 'the current request was altered'))
-    kept_system = [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)]
+        found.append(
+            Violation('current_request_changed', len(messages) - 1, 'the current request was altered')
+        )
+    kept_system = [
+        p.content
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, SystemPromptPart)
+    ]
     for m in original:
         if isinstance(m, ModelRequest):
             for part in m.parts:
                 if isinstance(part, SystemPromptPart) and part.content not in kept_system:
                     found.append(
-                        Violation('system_prompt_lost', -1, f'system prompt {part.content[:60]!r} was dropped')
+                        Violation(
+                            'system_prompt_lost', -1, f'system prompt {part.content[:60]!r} was dropped'
+                        )
                     )
     original_responses = [m for m in original if isinstance(m, ModelResponse)]
     for index, message in enumerate(messages):
@@ -158,7 +188,11 @@ def _preservation_violations(messages: Sequence[ModelMessage], original: Sequenc
             message.parts == o.parts for o in original_responses
         ):
             found.append(
-                Violation('signed_thinking_altered', index, 'a response with signed thinking was changed, not kept whole')
+                Violation(
+                    'signed_thinking_altered',
+                    index,
+                    'a response with signed thinking was changed, not kept whole',
+                )
             )
     return found
 
@@ -173,9 +207,6 @@ def assert_valid_history(
 ) -> None:
     """Raise `HistoryValidationError` listing every violation; warnings pass unless `allow_warnings=False`."""
     violations = validate_history(messages, original=original, budget=budget, count_tokens=count_tokens)
-    if not allow_warnings:
-        bad = violations
-    else:
-        bad = [v for v in violations if v.severity == 'error']
+    bad = violations if not allow_warnings else [v for v in violations if v.severity == 'error']
     if bad:
         raise HistoryValidationError(bad)

@@ -79,7 +79,11 @@ def model_name_of(model: Any) -> str | None:
 
 def _profile_window(model: Any) -> int | None:
     profile = getattr(model, 'profile', None)
-    value = profile.get('context_window') if isinstance(profile, Mapping) else getattr(profile, 'context_window', None)
+    value = (
+        profile.get('context_window')
+        if isinstance(profile, Mapping)
+        else getattr(profile, 'context_window', None)
+    )
     return value if isinstance(value, int) and value > 0 else None
 
 
