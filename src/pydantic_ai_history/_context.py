@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .cache import SummaryCache
     from .store import ArtifactStore
 
-__all__ = ('HistoryContext', 'HistoryStage', 'MARKER_KEY')
+__all__ = ('MARKER_KEY', 'HistoryContext', 'HistoryStage')
 
 logger = logging.getLogger('pydantic_ai_history')
 
