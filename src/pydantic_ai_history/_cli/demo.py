@@ -1,0 +1,574 @@
+"""`pydantic-ai-history demo`: a long agent session through the full processor, with no API key.
+
+A real `Agent` runs a scripted tool loop against a local model (`FunctionModel` over `StrictProvider`, which
+counts every request with tiktoken and rejects any that overflows its window or breaks tool pairing). The
+tools return large realistic outputs (JSON records, CSV, logs, CJK text); turns attach a generated PDF and
+an oversized PNG. A small window makes the compactor, the artifact planner and the sliding window all work.
+With `--model provider:name` the same session runs against that real model instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import math
+import random
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from .._compat import HAS_CAPABILITIES, BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
+from ..events import (
+    ArtifactProcessed,
+    CompactionResult,
+    HistoryEvent,
+    HistoryWarning,
+    RequestProcessed,
+    StageFailed,
+    WindowApplied,
+)
+from ..processor import HistoryProcessor, HistoryStats
+from ..validate import validate_history
+from . import demo_content as content
+from .common import build_model
+from .formatting import ProgressBar, format_table
+
+__all__ = ('DEMO_SETTINGS', 'DemoResult', 'DemoSettings', 'run_demo', 'run_demo_async')
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """The demo's budget: small enough that a 150-request session compacts several times.
+
+    Args:
+        context_window: the simulated provider's window (it rejects anything larger).
+        max_tokens: the compaction trigger.
+        target_tokens: what a compaction brings the history down to.
+        requests_per_turn: model requests per user turn (tool rounds + the final answer).
+        seed: seeds the generated tool outputs.
+    """
+
+    context_window: int = 32_000
+    max_tokens: int = 24_000
+    target_tokens: int = 8_000
+    requests_per_turn: int = 10
+    seed: int = 7
+
+
+DEMO_SETTINGS = DemoSettings()
+
+
+@dataclass
+class DemoResult:
+    """What a demo run did: the processor's own stats, the provider's view, and the text that was printed."""
+
+    requests: int
+    """Model requests the processor handled (its `stats().overall.requests`)."""
+    provider_requests: int
+    """Requests the simulated provider received, rejected ones included (for a real model: `requests`)."""
+    rejected: int
+    peak_tokens_sent: int
+    """The largest request the provider measured (simulated provider only; else the processor's peak)."""
+    stats: HistoryStats
+    turns: int
+    final_messages: list[ModelMessage]
+    violations: list[str]
+    text: str
+    summary: dict[str, Any] = field(default_factory=dict)
+    """The final table's rows, label -> value, exactly as printed."""
+
+    @property
+    def compactions(self) -> int:
+        return self.stats.overall.compactions
+
+    @property
+    def summarizer_calls(self) -> int:
+        return self.stats.overall.summarizer_calls
+
+
+# ---- the local models -----------------------------------------------------------------------------------
+
+_TOOLS = ('search_orders', 'export_inventory', 'tail_logs', 'get_ticket')
+_ARTIFACT_ID = re.compile(r'art_[0-9a-f]{16,64}')
+_TASKS = (
+    'Audit the EU orders: find refunds that are still pending and check the payment logs for timeouts.',
+    'Here is the finance audit report (PDF). Reconcile it with the orders and the inventory in FRA-1.',
+    'Check the support tickets from Japanese and Chinese customers and draft replies.',
+    'This dashboard screenshot shows a spike. Find which service caused it in the logs.',
+    'Compare inventory across warehouses and list SKUs below their reorder level.',
+    'Summarize everything found so far for the weekly ops review.',
+)
+
+
+@dataclass
+class _Script:
+    """The scripted agent: the tool to call at each step of a turn, decided from the turn and step numbers."""
+
+    settings: DemoSettings
+    steps_in_turn: int = 0
+    turn: int = 0
+    step: int = 0
+    calls: int = 0
+
+    def start_turn(self, turn: int, steps: int) -> None:
+        self.turn, self.step, self.steps_in_turn = turn, 0, steps
+
+    def respond(self, messages: list[ModelMessage], info: Any) -> ModelResponse:
+        step, self.step = self.step, self.step + 1
+        if step >= self.steps_in_turn - 1:
+            return ModelResponse(parts=[TextPart(self._final_answer(messages))], model_name='demo-agent')
+        rng = random.Random(self.settings.seed * 1_000_003 + self.turn * 1_009 + step)
+        tool_names = {t.name for t in info.function_tools}
+        if step % 6 == 5 and 'read_artifact' in tool_names:
+            found = _ARTIFACT_ID.findall(_text_of(messages[-8:]))
+            if found:
+                return self._call(
+                    'read_artifact', {'artifact_id': found[-1], 'query': 'ERROR timeout refund'}
+                )
+        tool = _TOOLS[(self.turn + step) % len(_TOOLS)]
+        large = (self.turn * 7 + step) % 9 == 4
+        args: dict[str, Any]
+        if tool == 'search_orders':
+            args = {'region': rng.choice(('EU', 'US', 'APAC')), 'limit': 150 if large else 12}
+        elif tool == 'export_inventory':
+            args = {
+                'warehouse': rng.choice(('FRA-1', 'DUB-2', 'IAD-1', 'SIN-3')),
+                'rows': 600 if large else 30,
+            }
+        elif tool == 'tail_logs':
+            args = {
+                'service': rng.choice(('payment-service', 'order-service', 'gateway')),
+                'lines': 400 if large else 25,
+            }
+        else:
+            args = {'ticket_id': f'T-{rng.randint(1000, 9999)}'}
+        parts: list[Any] = [ToolCallPart(tool, args, tool_call_id=self._next_id())]
+        if step % 4 == 1:  # now and then two calls in one response, as models do
+            parts.insert(0, TextPart('Checking two sources at once.'))
+            parts.append(
+                ToolCallPart(
+                    'get_ticket', {'ticket_id': f'T-{rng.randint(1000, 9999)}'}, tool_call_id=self._next_id()
+                )
+            )
+        return ModelResponse(parts=parts, model_name='demo-agent')
+
+    def _call(self, tool: str, args: dict[str, Any]) -> ModelResponse:
+        return ModelResponse(
+            parts=[ToolCallPart(tool, args, tool_call_id=self._next_id())], model_name='demo-agent'
+        )
+
+    def _next_id(self) -> str:
+        self.calls += 1
+        return f'call_{self.calls:05d}'
+
+    def _final_answer(self, messages: list[ModelMessage]) -> str:
+        text = _text_of(messages[-12:])
+        orders = sorted(set(re.findall(r'ORD-\d{6}', text)))[:5]
+        errors = text.count('ERROR')
+        return (
+            f'Turn {self.turn + 1} done. Reviewed {len(messages)} messages of context; '
+            f'{errors} error lines in the latest logs; sample orders: {", ".join(orders) or "none"}. '
+            'Next: continue with the remaining checks.'
+        )
+
+
+def _text_of(messages: Sequence[ModelMessage]) -> str:
+    chunks: list[str] = []
+    for message in messages:
+        for part in message.parts:
+            value = getattr(part, 'content', None)
+            if isinstance(value, str):
+                chunks.append(value)
+            elif isinstance(value, (list, tuple)):
+                chunks.extend(
+                    v if isinstance(v, str) else str(v)[:2_000]
+                    for v in value
+                    if not isinstance(v, BinaryContent)
+                )
+            elif value is not None and not isinstance(value, BinaryContent):
+                chunks.append(str(value))
+            args = getattr(part, 'args', None)
+            if args is not None:
+                chunks.append(str(args))
+    return '\n'.join(chunks)
+
+
+def summarize_prompt(messages: list[ModelMessage], info: Any) -> ModelResponse:
+    """The demo's summarizer (and planner): a structured summary written from the prompt it was given.
+
+    When the caller wants structured output (an output tool), it answers with arguments built from the
+    tool's JSON schema, so the planner's fallbacks are not what the demo shows.
+    """
+    if info.output_tools:
+        tool = info.output_tools[0]
+        args = _fill_schema(tool.parameters_json_schema, tool.parameters_json_schema, 0)
+        return ModelResponse(parts=[ToolCallPart(tool.name, args)], model_name='demo-summarizer')
+    text = _text_of(messages)
+    tools = {name: len(re.findall(rf'\b{name}\b', text)) for name in (*_TOOLS, 'read_artifact')}
+    orders = sorted(set(re.findall(r'ORD-\d{6}', text)))
+    tickets = sorted(set(re.findall(r'T-\d{4}', text)))
+    tasks = [t for t in _TASKS if t[:40] in text]
+    summary = '\n'.join(
+        [
+            '## Goal',
+            *(f'- {t}' for t in tasks[:3] or ['(the user task, see the first message)']),
+            '## Progress',
+            *(f'- {name}: called about {n} times' for name, n in tools.items() if n),
+            '## Key facts',
+            f'- orders seen: {len(orders)} ({", ".join(orders[:6])}{", ..." if len(orders) > 6 else ""})',
+            f'- tickets seen: {", ".join(tickets[:6]) or "none"}',
+            f'- error lines in logs: {text.count("ERROR")}; timeouts: {text.count("timeout")}',
+            f'- refunds mentioned: {text.count("refund")}',
+            '## Open items',
+            '- continue from the most recent messages below',
+        ]
+    )
+    return ModelResponse(parts=[TextPart(summary)], model_name='demo-summarizer')
+
+
+def _fill_schema(schema: Any, root: Any, depth: int) -> Any:
+    """A minimal valid value for a JSON schema (first enum value, required fields only)."""
+    if not isinstance(schema, dict) or depth > 8:
+        return None
+    if '$ref' in schema:
+        name = str(schema['$ref']).rsplit('/', 1)[-1]
+        return _fill_schema(root.get('$defs', {}).get(name, {}), root, depth + 1)
+    if 'const' in schema:
+        return schema['const']
+    if 'enum' in schema:
+        return schema['enum'][0]
+    if 'default' in schema:
+        return schema['default']
+    for key in ('anyOf', 'oneOf', 'allOf'):
+        if key in schema:
+            options = [o for o in schema[key] if o.get('type') != 'null'] or schema[key]
+            return _fill_schema(options[0], root, depth + 1)
+    kind = schema.get('type')
+    if kind == 'object' or 'properties' in schema:
+        props = schema.get('properties', {})
+        return {k: _fill_schema(props[k], root, depth + 1) for k in schema.get('required', []) if k in props}
+    if kind == 'array':
+        return []
+    if kind == 'integer':
+        return int(schema.get('minimum', 0))
+    if kind == 'number':
+        return float(schema.get('minimum', 0))
+    if kind == 'boolean':
+        return False
+    if kind == 'string':
+        return 'demo'
+    return None
+
+
+# ---- the session ----------------------------------------------------------------------------------------
+
+
+def _build_agent(model: Any, processor: HistoryProcessor, seed: int) -> Any:
+    from pydantic_ai import Agent
+
+    kwargs: dict[str, Any] = {}
+    if HAS_CAPABILITIES:
+        kwargs['capabilities'] = [processor.capability()]
+    else:  # pydantic-ai 1.0: the processor and its read-back tool are wired separately
+        kwargs['history_processors'] = [processor]
+        kwargs['toolsets'] = [processor.readback_toolset()]
+    counter = {'n': 0}
+
+    def rng() -> random.Random:
+        counter['n'] += 1
+        return random.Random(seed * 7_919 + counter['n'])
+
+    def search_orders(region: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Search orders in a region (EU, US, APAC); returns order records."""
+        return content.order_records(rng(), max(1, min(limit, 500)), region)
+
+    def export_inventory(warehouse: str, rows: int = 50) -> str:
+        """Export a warehouse's inventory as CSV."""
+        return content.inventory_csv(rng(), max(1, min(rows, 5_000)), warehouse)
+
+    def tail_logs(service: str, lines: int = 50) -> str:
+        """The last log lines of a service."""
+        return content.service_logs(rng(), max(1, min(lines, 5_000)), service)
+
+    def get_ticket(ticket_id: str) -> str:
+        """A customer support ticket (often in Chinese or Japanese)."""
+        return content.support_ticket(rng(), ticket_id, 3)
+
+    return Agent(
+        model,
+        instructions='You are an operations analyst. Use the tools, then answer concisely.',
+        tools=[search_orders, export_inventory, tail_logs, get_ticket],
+        **kwargs,
+    )
+
+
+def _turn_prompt(turn: int, attachments: dict[str, bytes]) -> Any:
+    task = _TASKS[turn % len(_TASKS)]
+    prompt = f'Turn {turn + 1}: {task}'
+    if turn % len(_TASKS) == 1:
+        return [prompt, BinaryContent(attachments['pdf'], media_type='application/pdf')]
+    if turn % len(_TASKS) == 3:
+        return [prompt, BinaryContent(attachments['png'], media_type='image/png')]
+    return prompt
+
+
+class _Output:
+    """Writes to the terminal and keeps exactly what was printed for `DemoResult.text` (bar redraws aside)."""
+
+    def __init__(self, stream: TextIO, quiet: bool, tty: bool | None) -> None:
+        self.stream = stream
+        self.quiet = quiet
+        self.buffer = io.StringIO()
+        self.bar: ProgressBar | None = None
+        self.tty = stream.isatty() if tty is None else tty
+
+    def start_bar(self, total: int) -> None:
+        # On a pipe the bar prints plain lines, which belong to the transcript; on a terminal it redraws.
+        self.bar = ProgressBar(
+            total, self.stream if self.tty else _Tee(self.stream, self.buffer), tty=self.tty
+        )
+
+    def line(self, text: str, *, detail: bool = True) -> None:
+        if self.quiet and detail:
+            return
+        if self.bar is not None:
+            if self.tty:
+                self.buffer.write(text + '\n')
+            self.bar.print(text)
+        else:
+            self.buffer.write(text + '\n')
+            self.stream.write(text + '\n')
+            self.stream.flush()
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, stream: TextIO, copy: io.StringIO) -> None:
+        self.stream = stream
+        self.copy = copy
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _event_line(event: HistoryEvent, counts: dict[str, int]) -> str | None:
+    if isinstance(event, CompactionResult):
+        counts['compaction'] += 1
+        return (
+            f'    compaction #{counts["compaction"]} ({event.method}): {event.messages_before} -> '
+            f'{event.messages_after} messages, {event.tokens_before:,} -> {event.tokens_after:,} tokens, '
+            f'{event.summarizer_calls} summarizer call(s)' + (f' [{event.error}]' if event.error else '')
+        )
+    if isinstance(event, ArtifactProcessed):
+        if event.tokens_after == event.tokens_before and not event.cache_hit:
+            counts['unchanged'] += 1  # reported once per request, not one line each
+            return None
+        return (
+            f'    artifact {event.artifact_id[:16]} from {event.source}: {event.strategy}, '
+            f'{event.tokens_before:,} -> {event.tokens_after:,} tokens'
+            + (' (cache hit)' if event.cache_hit else '')
+        )
+    if isinstance(event, WindowApplied):
+        return (
+            f'    window: dropped {event.units_dropped} unit(s), '
+            f'{event.tokens_before:,} -> {event.tokens_after:,} tokens (budget {event.budget:,})'
+        )
+    if isinstance(event, HistoryWarning):
+        return f'    warning [{event.code}]: {event.message}'
+    if isinstance(event, StageFailed):
+        return f'    stage {event.stage} failed: {event.error}'
+    return None
+
+
+async def run_demo_async(
+    requests: int = 150,
+    *,
+    model: str | None = None,
+    quiet: bool = False,
+    out: TextIO | None = None,
+    tty: bool | None = None,
+    settings: DemoSettings = DEMO_SETTINGS,
+) -> DemoResult:
+    """Run the demo session; see `run_demo`."""
+    import sys
+
+    from pydantic_ai.exceptions import UsageLimitExceeded
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.usage import UsageLimits
+
+    from ..factory import create_history_processor
+    from ..testing import ProviderRejected, StrictProvider
+
+    if requests < 1:
+        raise ValueError('requests must be at least 1')
+    output = _Output(out if out is not None else sys.stdout, quiet, tty)
+    script = _Script(settings)
+    provider: StrictProvider | None = None
+    if model is None:
+        provider = StrictProvider(script.respond, context_window=settings.context_window, model_name='gpt-4o')
+        agent_model: Any = provider.model()
+        helper: Any = FunctionModel(summarize_prompt, model_name='demo-summarizer')
+        label = f'local scripted model (strict simulated provider, {settings.context_window:,}-token window)'
+    else:
+        agent_model = build_model(model)
+        helper = agent_model
+        label = f'{model} (real provider; summarizer: the same model)'
+
+    counts = {'compaction': 0, 'request': 0, 'unchanged': 0}
+    started = time.perf_counter()
+
+    def on_event(event: HistoryEvent) -> None:
+        if isinstance(event, RequestProcessed):
+            counts['request'] += 1
+            if counts['unchanged']:
+                output.line(f'    {counts["unchanged"]} artifact(s) kept as they are (they fit)')
+                counts['unchanged'] = 0
+            output.line(
+                f'  request {counts["request"]:>4}: '
+                f'{event.messages_before:>3} -> {event.messages_after:>3} messages, '
+                f'{event.tokens_before:>7,} -> {event.tokens_after:>7,} tokens'
+            )
+            if output.bar is not None:
+                output.bar.update(counts['request'], f'compactions: {counts["compaction"]}')
+            return
+        text = _event_line(event, counts)
+        if text is not None:
+            output.line(text)
+
+    processor = create_history_processor(
+        model=agent_model,
+        context_window=settings.context_window,
+        max_tokens=settings.max_tokens,
+        target_tokens=settings.target_tokens,
+        summarizer_model=helper,
+        on_event=on_event,
+    )
+    agent = _build_agent(agent_model, processor, settings.seed)
+    attachments = {
+        'pdf': content.minimal_pdf(
+            [
+                'Finance audit report Q2 2024 (FIN-2024-Q2)',
+                'Region EU: 1,204 orders, 37 refunds pending, 5 disputed',
+                'Warehouse FRA-1: inventory variance 2.3 percent',
+                'Action: reconcile refunds older than 30 days',
+            ]
+        ),
+        'png': content.noise_png(),
+    }
+    output.line(f'pydantic-ai-history demo: {requests} model requests against {label}', detail=False)
+    output.line(
+        f'window {settings.context_window:,} tokens, compaction at {settings.max_tokens:,} down to '
+        f'{settings.target_tokens:,}; attachments: PDF {len(attachments["pdf"]):,} bytes, '
+        f'PNG 9000x3000 {len(attachments["png"]) / 2**20:.1f} MiB',
+        detail=False,
+    )
+    if not quiet:
+        output.start_bar(requests)
+    history: list[ModelMessage] = []
+    rejected = 0
+    turn = 0
+    per_turn = max(settings.requests_per_turn, 1)
+    try:
+        while counts['request'] < requests:
+            steps = min(per_turn, requests - counts['request'])
+            script.start_turn(turn, steps)
+            output.line(f'turn {turn + 1}: {_TASKS[turn % len(_TASKS)]}')
+            limits = UsageLimits(request_limit=steps + 5 if model is None else per_turn * 3)
+            try:
+                result = await agent.run(
+                    _turn_prompt(turn, attachments), message_history=history, usage_limits=limits
+                )
+            except ProviderRejected as exc:
+                rejected += 1
+                output.line(f'    provider rejected the request: {exc}')
+            except UsageLimitExceeded as exc:
+                output.line(f'    turn stopped: {exc}')
+            else:
+                history = result.all_messages()
+            turn += 1
+            if model is not None and turn > math.ceil(requests / per_turn) * 3:
+                break  # a real model that answers without tools: do not loop for ever
+    finally:
+        if output.bar is not None:
+            output.bar.close()
+            output.bar = None
+
+    stats = processor.stats()
+    overall = stats.overall
+    # A finished run ends with the model's answer: that one invariant does not apply to a stored history.
+    violations = [str(v) for v in validate_history(history) if v.code != 'not_ending_with_request']
+    peak_sent = provider.peak_input_tokens if provider is not None else overall.peak_tokens_out
+    summary: dict[str, Any] = {
+        'turns': turn,
+        'model requests': overall.requests,
+        'provider requests': len(provider.requests) if provider is not None else overall.requests,
+        'rejected by provider': rejected,
+        'peak tokens sent': peak_sent,
+        'peak tokens after processing': overall.peak_tokens_out,
+        'tokens in (sum)': overall.tokens_in,
+        'tokens out (sum)': overall.tokens_out,
+        'reduction %': round(overall.reduction_percent, 1),
+        'compactions': overall.compactions,
+        **{f'  compactions: {m}': n for m, n in sorted(overall.compaction_methods.items())},
+        'summarizer calls': overall.summarizer_calls,
+        'cache hits': stats.cache_hits,
+        'cache misses': stats.cache_misses,
+        'artifacts': sum(overall.artifacts_by_strategy.values()),
+        **{f'  artifacts: {s}': n for s, n in sorted(overall.artifacts_by_strategy.items())},
+        'window applications': overall.window_applications,
+        'warnings': overall.warnings,
+        'stage failures': overall.stage_failures,
+        'final history messages': len(history),
+        'final history violations': len(violations),
+    }
+    elapsed = time.perf_counter() - started
+    output.line('', detail=False)
+    output.line(format_table(['summary', 'value'], list(summary.items()), align='lr'), detail=False)
+    output.line('', detail=False)
+    for violation in violations:
+        output.line(f'final history: {violation}', detail=False)
+    output.line(f'finished in {elapsed:.1f}s', detail=False)
+    return DemoResult(
+        requests=overall.requests,
+        provider_requests=summary['provider requests'],
+        rejected=rejected,
+        peak_tokens_sent=peak_sent,
+        stats=stats,
+        turns=turn,
+        final_messages=history,
+        violations=violations,
+        text=output.buffer.getvalue(),
+        summary=summary,
+    )
+
+
+def run_demo(
+    requests: int = 150,
+    *,
+    model: str | None = None,
+    quiet: bool = False,
+    out: TextIO | None = None,
+    tty: bool | None = None,
+    settings: DemoSettings = DEMO_SETTINGS,
+) -> DemoResult:
+    """Run the demo session and print it to `out` (stdout by default); return the stats and the printed text.
+
+    Args:
+        requests: model requests in the session (default 150).
+        model: `provider:name` of a real model to run against (its API key must be set); default: local.
+        quiet: print only the header and the final summary table.
+        out: where to print.
+        tty: force (or disable) the redrawn progress bar; default: whether `out` is a terminal.
+        settings: the window and compaction budget.
+    """
+    return asyncio.run(
+        run_demo_async(requests, model=model, quiet=quiet, out=out, tty=tty, settings=settings)
+    )

@@ -1,0 +1,126 @@
+"""Plain-text output for the CLI: an aligned table and a progress bar, without third-party dependencies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+__all__ = ('ProgressBar', 'TextStream', 'format_table', 'human_int')
+
+
+class TextStream(Protocol):
+    """What the progress bar writes to: a text file, stdout, or a tee."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def isatty(self) -> bool: ...
+
+
+def human_int(value: int | None) -> str:
+    """`12,345`, or `-` for a missing number."""
+    return '-' if value is None else f'{value:,}'
+
+
+def format_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    align: str | None = None,
+    footer: Sequence[Sequence[object]] = (),
+) -> str:
+    """Rows as an aligned plain-text table.
+
+    `align` has one letter per column, `l` or `r`; by default numbers (ints and floats) align right and
+    everything else left. Ints are printed with thousands separators. `footer` rows follow a rule line.
+    """
+
+    def cell(value: object) -> str:
+        if isinstance(value, bool):
+            return 'yes' if value else 'no'
+        if isinstance(value, int):
+            return f'{value:,}'
+        if isinstance(value, float):
+            return f'{value:,.1f}'
+        return '-' if value is None else str(value)
+
+    body = [[cell(v) for v in row] for row in rows]
+    tail = [[cell(v) for v in row] for row in footer]
+    widths = [len(h) for h in headers]
+    for row in (*body, *tail):
+        for i, text in enumerate(row):
+            widths[i] = max(widths[i], len(text))
+    if align is None:
+        sample = rows[0] if rows else (footer[0] if footer else ())
+        align = ''.join(
+            'r'
+            if i < len(sample) and isinstance(sample[i], (int, float)) and not isinstance(sample[i], bool)
+            else 'l'
+            for i in range(len(headers))
+        )
+
+    def line(row: Sequence[str]) -> str:
+        cells = [t.rjust(w) if a == 'r' else t.ljust(w) for t, w, a in zip(row, widths, align, strict=False)]
+        return '  '.join(cells).rstrip()
+
+    rule = '  '.join('-' * w for w in widths)
+    out = [line(list(headers)), rule, *(line(r) for r in body)]
+    if tail:
+        out.append(rule)
+        out.extend(line(r) for r in tail)
+    return '\n'.join(out)
+
+
+class ProgressBar:
+    """A one-line progress bar on a terminal; on a pipe or a file, a `progress: n/total` line now and then.
+
+    Lines printed through `print()` appear above the bar, which is redrawn after them.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        stream: TextStream,
+        *,
+        width: int = 30,
+        tty: bool | None = None,
+        every: int | None = None,
+    ) -> None:
+        self.total = max(total, 1)
+        self.stream = stream
+        self.width = width
+        self.tty = stream.isatty() if tty is None else tty
+        self.every = every if every is not None else max(self.total // 10, 1)
+        self.done = 0
+        self.label = ''
+        self._drawn = False
+
+    def update(self, done: int, label: str = '') -> None:
+        previous, self.done, self.label = self.done, min(done, self.total), label
+        if self.tty:
+            self._draw()
+        elif self.done // self.every > previous // self.every or self.done == self.total > previous:
+            self.stream.write(f'progress: {self.done}/{self.total} requests {label}'.rstrip() + '\n')
+            self.stream.flush()
+
+    def print(self, text: str) -> None:
+        if self.tty and self._drawn:
+            self.stream.write('\r\x1b[2K')
+        self.stream.write(text + '\n')
+        if self.tty and self._drawn:
+            self._draw()
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self._drawn:
+            self.stream.write('\n')
+            self.stream.flush()
+            self._drawn = False
+
+    def _draw(self) -> None:
+        filled = round(self.width * self.done / self.total)
+        bar = '#' * filled + '.' * (self.width - filled)
+        self.stream.write(f'\r\x1b[2K[{bar}] {self.done}/{self.total} {self.label}'.rstrip())
+        self.stream.flush()
+        self._drawn = True

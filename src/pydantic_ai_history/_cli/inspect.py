@@ -1,0 +1,427 @@
+"""`pydantic-ai-history inspect`: what the processor would do to a saved history, message by message.
+
+The processor runs in dry-run: its model refuses every call, so the compactor's deterministic digest and
+the planner's fallbacks stand in for LLM calls (unless a summarizer model is named). The action for each
+input message comes from comparing the input with the output: the same (or an equal) message is `kept`;
+a changed one is `converted`, `resized`, `summarized` or `excluded` after the strategy the artifact stage
+recorded in the part's metadata; a missing one was `summarized` (a new summary stands for it) or `dropped`
+(the sliding window's note stands for it). Messages the processor wrote are `added`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._compat import BinaryContent, ModelMessage, message_metadata, part_metadata
+from .._context import MARKER_KEY
+from ..events import HistoryEvent, RequestProcessed
+from ..pinning import marker_kind
+from ..validate import validate_history
+from ..windows import ContextWindowUnknownError
+from .common import (
+    EXIT_PROCESSING,
+    CliError,
+    build_model,
+    dry_run_model,
+    fail,
+    history_model_name,
+    load_history,
+    message_role,
+    part_summary,
+)
+from .formatting import format_table
+
+__all__ = ('ACTIONS', 'InspectReport', 'MessageRow', 'inspect_history', 'inspect_messages', 'render_inspect')
+
+ACTIONS = ('kept', 'summarized', 'excluded', 'converted', 'resized', 'dropped', 'added')
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    """One row of the report: an input message (`index`) or a message the processor added (`index` None)."""
+
+    index: int | None
+    out_index: int | None
+    role: str
+    parts: str
+    tokens: int
+    """Tokens of the input message (0 for an added one)."""
+    tokens_after: int
+    """Tokens of what stands in the output for it (0 when it was removed)."""
+    action: str
+    detail: str = ''
+
+
+@dataclass
+class InspectReport:
+    """The outcome of a dry run over one history; `output` is the processed history."""
+
+    model: str | None
+    context_window: int | None
+    settings: dict[str, Any]
+    rows: list[MessageRow]
+    tokens_before: int
+    tokens_after: int
+    anchored_before: int | None
+    anchored_after: int | None
+    messages_before: int
+    messages_after: int
+    input_violations: list[str]
+    output_violations: list[str]
+    events: list[HistoryEvent]
+    output: list[ModelMessage] = field(repr=False)
+    file: str | None = None
+
+    @property
+    def actions(self) -> dict[str, int]:
+        counts = Counter(r.action for r in self.rows)
+        return {a: counts[a] for a in ACTIONS if counts[a]}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            'file': self.file,
+            'model': self.model,
+            'context_window': self.context_window,
+            'settings': self.settings,
+            'messages': [dataclasses.asdict(r) for r in self.rows],
+            'totals': {
+                'messages_before': self.messages_before,
+                'messages_after': self.messages_after,
+                'tokens_before': self.tokens_before,
+                'tokens_after': self.tokens_after,
+                'anchored_before': self.anchored_before,
+                'anchored_after': self.anchored_after,
+            },
+            'actions': self.actions,
+            'input_violations': self.input_violations,
+            'output_violations': self.output_violations,
+            'events': [{'kind': e.kind, **_jsonable(dataclasses.asdict(e))} for e in self.events],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+async def inspect_messages(
+    messages: Sequence[ModelMessage],
+    *,
+    model: str | None = None,
+    max_tokens: int | None = None,
+    target_tokens: int | None = None,
+    context_window: int | None = None,
+    summarizer_model: str | None = None,
+) -> InspectReport:
+    """Run the processor over `messages` in dry-run and describe what it did to each message.
+
+    `model` (default: the model named in the history's responses) decides token counting and the context
+    window; `max_tokens`/`target_tokens` default to `create_history_processor()`'s. Only with
+    `summarizer_model` is an LLM called.
+    """
+    from ..factory import create_history_processor
+
+    model = model or history_model_name(messages)
+    dry = dry_run_model(model)
+    events: list[HistoryEvent] = []
+    settings: dict[str, Any] = {}
+    if max_tokens is not None:
+        settings['max_tokens'] = max_tokens
+    if target_tokens is not None:
+        settings['target_tokens'] = target_tokens
+    kwargs: dict[str, Any] = dict(settings)
+    if summarizer_model is not None:
+        settings['summarizer_model'] = summarizer_model
+        kwargs['summarizer_model'] = build_model(summarizer_model)
+    try:
+        processor = create_history_processor(
+            model=dry, context_window=context_window, on_event=events.append, **kwargs
+        )
+    except ValueError as exc:
+        fail(f'invalid settings: {exc}')
+    counter = processor.counter_for(dry)
+    context = processor.make_context(model=dry)
+    before = list(messages)
+    per_before = [counter.count_message(m) for m in before]
+    try:
+        output = await processor.process(before, model=dry)
+    except ContextWindowUnknownError:
+        if model is None:
+            fail(
+                'the history names no model, so its context window is unknown: '
+                'pass --model NAME or --context-window N'
+            )
+        fail(f'the context window of model {model!r} is unknown: pass --context-window N')
+    except Exception as exc:
+        raise CliError(f'processing failed: {type(exc).__name__}: {exc}', EXIT_PROCESSING) from exc
+    per_after = [counter.count_message(m) for m in output]
+    processed = next((e for e in reversed(events) if isinstance(e, RequestProcessed)), None)
+    return InspectReport(
+        model=model,
+        context_window=context.context_window,
+        settings=settings,
+        rows=_rows(before, output, per_before, per_after),
+        tokens_before=sum(per_before),
+        tokens_after=sum(per_after),
+        anchored_before=processed.tokens_before if processed else None,
+        anchored_after=processed.tokens_after if processed else None,
+        messages_before=len(before),
+        messages_after=len(output),
+        input_violations=[str(v) for v in validate_history(before)],
+        output_violations=[str(v) for v in validate_history(output, original=before)],
+        events=events,
+        output=output,
+    )
+
+
+def inspect_history(path: str | Path, **settings: Any) -> InspectReport:
+    """`inspect_messages` over a saved history file (the CLI's `inspect`)."""
+    messages = load_history(path)
+    report = asyncio.run(inspect_messages(messages, **settings))
+    report.file = str(path)
+    return report
+
+
+# ---- comparing input and output --------------------------------------------------------------------
+
+
+_PAIRED_KINDS = frozenset({'tool-call', 'tool-return', 'retry-prompt'})
+
+
+def _shape(message: ModelMessage) -> tuple[Any, ...]:
+    ids = tuple(
+        getattr(p, 'tool_call_id', None) if getattr(p, 'part_kind', '') in _PAIRED_KINDS else None
+        for p in message.parts
+    )
+    return type(message), tuple(getattr(p, 'part_kind', '') for p in message.parts), ids
+
+
+def align(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> list[int | None]:
+    """For each output message, the input message it is (or was made from), or None for a new one."""
+    by_id = {id(m): i for i, m in enumerate(before)}
+    match: list[int | None] = [None] * len(after)
+    cursor = 0
+    for k, message in enumerate(after):
+        i = by_id.get(id(message))
+        if i is None or i < cursor:
+            i = next((j for j in range(cursor, len(before)) if before[j] == message), None)
+        if i is not None:
+            match[k] = i
+            cursor = i + 1
+    # Changed messages sit between exact matches; a stage keeps a suffix of each gap, so align to its end.
+    k = 0
+    while k < len(after):
+        if match[k] is not None:
+            k += 1
+            continue
+        run_end = k
+        while run_end < len(after) and match[run_end] is None:
+            run_end += 1
+        previous = [i for i in match[:k] if i is not None]
+        lo = previous[-1] + 1 if previous else 0
+        following = match[run_end] if run_end < len(after) else None
+        hi = following if following is not None else len(before)
+        j = hi
+        for out in range(run_end - 1, k - 1, -1):
+            if marker_kind(after[out]) is not None:
+                continue
+            shape = _shape(after[out])
+            found = next((c for c in range(j - 1, lo - 1, -1) if _shape(before[c]) == shape), None)
+            if found is not None:
+                match[out] = found
+                j = found
+        k = run_end
+    return match
+
+
+def _strategy_action(strategy: str) -> str:
+    s = strategy.lower()
+    if s.startswith(('exclu', 'spill', 'stub', 'drop', 'omit')):
+        return 'excluded'
+    if s.startswith('summar'):
+        return 'summarized'
+    if s.startswith(('resiz', 'image', 'downscal')):
+        return 'resized'
+    return 'converted'
+
+
+def _images(content: Any) -> list[bytes]:
+    items = content if isinstance(content, (list, tuple)) else [content]
+    return [i.data for i in items if isinstance(i, BinaryContent) and i.media_type.startswith('image/')]
+
+
+def _change(old: ModelMessage, new: ModelMessage) -> tuple[str, str]:
+    """The action and detail for a message the processor changed."""
+    actions: list[str] = []
+    details: list[str] = []
+    for index, part in enumerate(new.parts):
+        previous = old.parts[index] if index < len(old.parts) else None
+        if previous == part:
+            continue
+        ours = part_metadata(part).get(MARKER_KEY)
+        strategy = ours.get('strategy') if isinstance(ours, Mapping) else None
+        if isinstance(strategy, str):
+            actions.append(_strategy_action(strategy))
+            details.append(strategy)
+        elif (
+            previous is not None
+            and _images(getattr(previous, 'content', None))
+            and _images(getattr(part, 'content', None))
+        ):
+            actions.append('resized')
+            details.append('image')
+        else:
+            actions.append('converted')
+    order = ('excluded', 'summarized', 'resized', 'converted')
+    action = next((a for a in order if a in actions), 'converted')
+    return action, ', '.join(dict.fromkeys(details))
+
+
+def _window_dropped(message: ModelMessage) -> int | None:
+    value = message_metadata(message).get(MARKER_KEY)
+    if isinstance(value, Mapping) and isinstance(value.get('dropped_messages'), int):
+        return int(value['dropped_messages'])
+    for part in message.parts:
+        text = getattr(part, 'content', None)
+        found = re.search(r'(\d+) earlier messages', text) if isinstance(text, str) else None
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def _rows(
+    before: Sequence[ModelMessage],
+    after: Sequence[ModelMessage],
+    per_before: Sequence[int],
+    per_after: Sequence[int],
+) -> list[MessageRow]:
+    match = align(before, after)
+    source = {i: k for k, i in enumerate(match) if i is not None}
+    added = [k for k, i in enumerate(match) if i is None]
+    new_kinds = {marker_kind(after[k]) for k in added}
+    removed = [i for i in range(len(before)) if i not in source]
+    dropped: set[int] = set()
+    if 'window' in new_kinds and 'summary' not in new_kinds:
+        dropped = set(removed)
+    elif 'window' in new_kinds:
+        count = sum(_window_dropped(after[k]) or 0 for k in added if marker_kind(after[k]) == 'window')
+        dropped = set(removed[len(removed) - count :]) if count else set()
+    keyed: list[tuple[float, int, MessageRow]] = []
+    for i, message in enumerate(before):
+        k = source.get(i)
+        if k is None:
+            action = 'dropped' if i in dropped or not new_kinds else 'summarized'
+            row = MessageRow(i, None, message_role(message), part_summary(message), per_before[i], 0, action)
+        else:
+            new = after[k]
+            action, detail = ('kept', '') if new is message or new == message else _change(message, new)
+            row = MessageRow(
+                i,
+                k,
+                message_role(message),
+                part_summary(message),
+                per_before[i],
+                per_after[k],
+                action,
+                detail,
+            )
+        keyed.append((float(i), 0, row))
+    for k in added:
+        anchor = max((i for i in match[:k] if i is not None), default=-1)
+        kind = marker_kind(after[k])
+        detail = {'summary': 'summary of earlier messages', 'window': 'note for dropped messages'}.get(
+            kind or '', 'new'
+        )
+        row = MessageRow(
+            None, k, message_role(after[k]), part_summary(after[k]), 0, per_after[k], 'added', detail
+        )
+        keyed.append((anchor + 0.5, k, row))
+    keyed.sort(key=lambda item: (item[0], item[1]))
+    return [row for _, _, row in keyed]
+
+
+def render_inspect(report: InspectReport) -> str:
+    """The report as text: settings, the per-message table with totals, actions, violations, events."""
+    settings = ', '.join(
+        f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}' for k, v in report.settings.items()
+    )
+    lines = [
+        f'file: {report.file or "-"}',
+        f'model: {report.model or "(unknown)"}  context window: '
+        f'{f"{report.context_window:,}" if report.context_window else "unknown"}'
+        + (f'  settings: {settings}' if settings else '')
+        + '  (dry run)' * ('summarizer_model' not in report.settings),
+        '',
+    ]
+    rows = [
+        (
+            '' if r.index is None else r.index,
+            '' if r.out_index is None else r.out_index,
+            r.role,
+            r.parts,
+            r.tokens,
+            r.tokens_after,
+            r.action,
+            r.detail,
+        )
+        for r in report.rows
+    ]
+    lines.append(
+        format_table(
+            ['#', 'out', 'role', 'parts', 'tokens', 'after', 'action', 'detail'],
+            rows,
+            align='rrllrrll',
+            footer=[
+                (
+                    '',
+                    '',
+                    'total',
+                    f'{report.messages_before} -> {report.messages_after} messages',
+                    report.tokens_before,
+                    report.tokens_after,
+                    '',
+                    '',
+                )
+            ],
+        )
+    )
+    lines.append('')
+    saved = report.tokens_before - report.tokens_after
+    pct = 100 * saved / report.tokens_before if report.tokens_before else 0.0
+    lines.append(f'tokens: {report.tokens_before:,} -> {report.tokens_after:,} ({pct:.1f}% less)')
+    if report.anchored_before is not None and report.anchored_after is not None:
+        lines.append(f'anchored estimate: {report.anchored_before:,} -> {report.anchored_after:,}')
+    lines.append('actions: ' + ', '.join(f'{a} {n}' for a, n in report.actions.items()))
+    for event in report.events:
+        if event.kind != 'RequestProcessed':
+            lines.append(f'event: {_describe(event)}')
+    if report.input_violations:
+        lines.append(f'input violations ({len(report.input_violations)}):')
+        lines.extend(f'  {v}' for v in report.input_violations)
+    else:
+        lines.append('input violations: none')
+    new = [v for v in report.output_violations if v not in report.input_violations]
+    if new:
+        lines.append(f'output violations ({len(new)}):')
+        lines.extend(f'  {v}' for v in new)
+    return '\n'.join(lines)
+
+
+def _describe(event: HistoryEvent) -> str:
+    data = dataclasses.asdict(event)
+    data.pop('at', None)
+    data.pop('run_id', None)
+    if 'summary' in data:
+        summary = str(data['summary'])
+        data['summary'] = summary[:60] + ('...' if len(summary) > 60 else '')
+    return event.kind + ' ' + ' '.join(f'{k}={v}' for k, v in data.items() if v not in (None, '', {}))

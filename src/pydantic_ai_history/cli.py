@@ -1,0 +1,189 @@
+"""The `pydantic-ai-history` command line: `demo`, `inspect` and `count`.
+
+Exit codes: 0 success; 1 processing error (the input was fine, processing failed); 2 usage or input error
+(bad arguments, a missing file, invalid JSON, a file that is not a history, an unknown context window).
+User errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._cli.common import EXIT_OK, EXIT_PROCESSING, EXIT_USAGE, CliError, load_history
+from ._cli.count import CountReport, count_history, count_messages, render_count
+from ._cli.demo import DemoResult, DemoSettings, run_demo
+from ._cli.inspect import InspectReport, inspect_history, inspect_messages, render_inspect
+
+__all__ = (
+    'EXIT_OK',
+    'EXIT_PROCESSING',
+    'EXIT_USAGE',
+    'CliError',
+    'CountReport',
+    'DemoResult',
+    'DemoSettings',
+    'InspectReport',
+    'build_parser',
+    'count_history',
+    'count_messages',
+    'inspect_history',
+    'inspect_messages',
+    'load_history',
+    'main',
+    'render_count',
+    'render_inspect',
+    'run_demo',
+)
+
+PROG = 'pydantic-ai-history'
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        raise CliError(message, EXIT_USAGE)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text.replace('_', '').replace(',', ''))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a whole number') from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f'{text!r} must be positive')
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description='Keep PydanticAI histories inside their context window: a demo, and saved-history tools.',
+        epilog='exit codes: 0 ok, 1 processing error, 2 usage or input error',
+    )
+    parser.add_argument(
+        '-v', '--verbose', action='store_true', help="log the processor's decisions to stderr"
+    )
+    sub = parser.add_subparsers(dest='command', metavar='COMMAND', parser_class=_Parser)
+    sub.required = True
+
+    demo = sub.add_parser('demo', help='run a long agent session through the processor (no API key needed)')
+    demo.add_argument(
+        '--requests', type=_positive, default=150, metavar='N', help='model requests (default 150)'
+    )
+    demo.add_argument(
+        '--model',
+        metavar='PROVIDER:NAME',
+        help='run against a real model (its API key must be set); default: local',
+    )
+    demo.add_argument('--quiet', action='store_true', help='print only the final summary')
+
+    inspect = sub.add_parser('inspect', help='show what the processor would do to a saved history (dry run)')
+    inspect.add_argument(
+        'history', metavar='HISTORY.json', help='saved with ModelMessagesTypeAdapter.dump_json'
+    )
+    inspect.add_argument(
+        '--max-tokens', type=_positive, metavar='N', help='compaction trigger (default 120,000)'
+    )
+    inspect.add_argument(
+        '--target-tokens', type=_positive, metavar='N', help='compaction target (default 40,000)'
+    )
+    inspect.add_argument(
+        '--context-window', type=_positive, metavar='N', help="override the model's context window"
+    )
+    inspect.add_argument(
+        '--model', metavar='NAME', help='counting and window model (default: the model named in the history)'
+    )
+    inspect.add_argument(
+        '--summarizer-model',
+        metavar='PROVIDER:NAME',
+        help='summarize with this model (default: no LLM calls)',
+    )
+    inspect.add_argument('--json', action='store_true', help='print the report as JSON')
+    inspect.add_argument('--out', metavar='FILE', help='write the processed history (JSON) to FILE')
+
+    count = sub.add_parser('count', help='token counts per message and in total')
+    count.add_argument('history', metavar='HISTORY.json')
+    count.add_argument(
+        '--model', metavar='NAME', help="tokenizer model (default: the history's; else 'other')"
+    )
+    count.add_argument('--json', action='store_true', help='print the counts as JSON')
+    return parser
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    out_path = Path(args.out) if args.out else None
+    if out_path is not None and not out_path.parent.exists():
+        raise CliError(f'--out {args.out}: the folder {out_path.parent} does not exist')
+    report = inspect_history(
+        args.history,
+        model=args.model,
+        max_tokens=args.max_tokens,
+        target_tokens=args.target_tokens,
+        context_window=args.context_window,
+        summarizer_model=args.summarizer_model,
+    )
+    print(report.to_json() if args.json else render_inspect(report))
+    if out_path is not None:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        try:
+            out_path.write_bytes(ModelMessagesTypeAdapter.dump_json(report.output, indent=2))
+        except OSError as exc:
+            raise CliError(f'--out {args.out}: cannot write ({exc.strerror or exc})') from exc
+        if not args.json:
+            print(f'processed history written to {out_path}')
+    return EXIT_OK
+
+
+def _count(args: argparse.Namespace) -> int:
+    report = count_history(args.history, args.model)
+    print(report.to_json() if args.json else render_count(report))
+    return EXIT_OK
+
+
+def _demo(args: argparse.Namespace) -> int:
+    result = run_demo(args.requests, model=args.model, quiet=args.quiet)
+    return EXIT_PROCESSING if result.rejected else EXIT_OK
+
+
+def _configure_logging(verbose: bool) -> None:
+    logger = logging.getLogger('pydantic_ai_history')
+    for old in [h for h in logger.handlers if getattr(h, '_pydantic_ai_history_cli', False)]:
+        logger.removeHandler(old)
+    if verbose:
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter('%(levelname)s %(name)s: %(message)s'))
+        logger.setLevel(logging.INFO)
+    else:
+        # The reports show every warning as an event already; without a handler Python would print them again.
+        handler = logging.NullHandler()
+    handler._pydantic_ai_history_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script exits with it)."""
+    try:
+        args = build_parser().parse_args(argv)
+        _configure_logging(args.verbose)
+        handler = {'demo': _demo, 'inspect': _inspect, 'count': _count}[args.command]
+        return handler(args)
+    except CliError as exc:
+        print(f'{PROG}: error: {exc}', file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f'{PROG}: interrupted', file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `... | head`
+        return EXIT_OK
+    except Exception as exc:
+        print(f'{PROG}: error: {type(exc).__name__}: {exc}', file=sys.stderr)
+        return EXIT_PROCESSING
+
+
+if __name__ == '__main__':
+    sys.exit(main())

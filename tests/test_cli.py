@@ -1,0 +1,369 @@
+"""The command line: demo, inspect and count, their exit codes and error messages."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import (
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    UserPromptPart,
+)
+
+from pydantic_ai_history import TokenCounter, assert_valid_history, validate_history
+from pydantic_ai_history._cli.formatting import ProgressBar, format_table
+from pydantic_ai_history._cli.inspect import ACTIONS, _rows
+from pydantic_ai_history._compat import ToolCallPart, ToolReturnPart, with_part_metadata
+from pydantic_ai_history._context import MARKER_KEY
+from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, main, run_demo
+from pydantic_ai_history.stages.window import window_note
+
+FIXTURES = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures'
+CONVERSATIONS = sorted((FIXTURES / 'conversations').glob('*.json')) if FIXTURES.is_dir() else []
+SMALL_BUDGET = [
+    '--model',
+    'gpt-4o',
+    '--max-tokens',
+    '6000',
+    '--target-tokens',
+    '2000',
+    '--context-window',
+    '16000',
+]
+
+
+def _parse_table(text: str, header_start: str) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """Body and footer rows of a table printed by `format_table`, cut at the columns its rule line shows."""
+    lines = text.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rule = lines[top + 1]
+    spans, start = [], 0
+    for chunk in rule.split('  '):
+        spans.append((start, start + len(chunk)))
+        start += len(chunk) + 2
+    names = [lines[top][a:b].strip() for a, b in spans]
+
+    def parse(line: str) -> dict[str, str]:
+        return {name: line[a:b].strip() for name, (a, b) in zip(names, spans, strict=False)}
+
+    body, footer, in_footer = [], [], False
+    for line in lines[top + 2 :]:
+        if not line.strip():
+            break
+        if line.startswith('--'):
+            in_footer = True
+            continue
+        (footer if in_footer else body).append(parse(line))
+        if in_footer:
+            break
+    return body, footer
+
+
+def _int(text: str) -> int:
+    return int(text.replace(',', '')) if text else 0
+
+
+# ---- formatting -----------------------------------------------------------------------------------------
+
+
+def test_format_table_aligns_numbers_right_and_text_left():
+    table = format_table(['name', 'tokens'], [('a', 5), ('longer name', 12_345)], footer=[('total', 12_350)])
+    lines = table.splitlines()
+    assert lines[0] == 'name         tokens'
+    assert lines[2] == 'a                 5'
+    assert lines[3] == 'longer name  12,345'
+    assert lines[4].startswith('-----------  ------')
+    assert lines[5] == 'total        12,350'
+
+
+def test_progress_bar_on_a_pipe_prints_periodic_lines():
+    out = io.StringIO()
+    bar = ProgressBar(20, out, tty=False)
+    for done in range(1, 21):
+        bar.update(done)
+    bar.print('event')
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == ['progress: 2/20 requests', 'progress: 4/20 requests']
+    assert lines[-2:] == ['progress: 20/20 requests', 'event']
+    assert '\r' not in out.getvalue()
+
+
+def test_progress_bar_on_a_terminal_redraws_one_line():
+    out = io.StringIO()
+    bar = ProgressBar(4, out, tty=True, width=4)
+    bar.update(2)
+    bar.print('an event')
+    bar.update(4)
+    bar.close()
+    text = out.getvalue()
+    assert '[##..] 2/4' in text
+    assert '[####] 4/4' in text
+    assert 'an event\n' in text
+    assert text.endswith('\n')
+    assert text.count('\n') == 2
+
+
+# ---- demo -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope='module')
+def demo_result():
+    return run_demo(40, out=io.StringIO(), tty=False)
+
+
+def test_demo_printed_numbers_match_the_processor_stats(demo_result):
+    stats = demo_result.stats
+    overall = stats.overall
+    rows, _ = _parse_table(demo_result.text, 'summary')
+    printed = {r['summary']: r['value'] for r in rows}
+    assert _int(printed['model requests']) == overall.requests == 40
+    assert _int(printed['provider requests']) == demo_result.provider_requests == 40
+    assert _int(printed['rejected by provider']) == demo_result.rejected == 0
+    assert _int(printed['compactions']) == overall.compactions
+    assert _int(printed['summarizer calls']) == overall.summarizer_calls
+    assert _int(printed['cache hits']) == stats.cache_hits
+    assert _int(printed['cache misses']) == stats.cache_misses
+    assert _int(printed['window applications']) == overall.window_applications
+    assert _int(printed['peak tokens after processing']) == overall.peak_tokens_out
+    assert _int(printed['tokens in (sum)']) == overall.tokens_in
+    assert _int(printed['artifacts']) == sum(overall.artifacts_by_strategy.values())
+    for strategy, count in overall.artifacts_by_strategy.items():
+        assert _int(printed[f'artifacts: {strategy}']) == count
+    for method, count in overall.compaction_methods.items():
+        assert _int(printed[f'compactions: {method}']) == count
+    assert printed == {
+        k.strip(): (f'{v:,}' if isinstance(v, int) else str(v)) for k, v in demo_result.summary.items()
+    }
+
+
+def test_demo_session_compacts_and_never_overflows(demo_result):
+    overall = demo_result.stats.overall
+    assert overall.compactions >= 1
+    assert overall.summarizer_calls >= 1
+    assert sum(overall.artifacts_by_strategy.values()) >= 1
+    assert demo_result.peak_tokens_sent <= 32_000
+    assert demo_result.violations == []
+    history = [*demo_result.final_messages, ModelRequest(parts=[UserPromptPart('next question')])]
+    assert_valid_history(history)
+    text = demo_result.text
+    assert sum(1 for line in text.splitlines() if line.startswith('  request ')) == 40
+    assert sum(1 for line in text.splitlines() if 'compaction #' in line) == overall.compactions
+    assert 'progress: 40/40 requests' in text
+
+
+def test_demo_command_quiet_prints_only_the_summary(capsys):
+    assert main(['demo', '--requests', '12', '--quiet']) == EXIT_OK
+    out = capsys.readouterr().out
+    assert 'model requests' in out
+    assert 'compactions' in out
+    assert '  request ' not in out
+    assert 'progress:' not in out
+
+
+def test_demo_with_a_real_model_and_no_key_is_a_usage_error(capsys, monkeypatch):
+    monkeypatch.delenv('OPENAI_API_KEY', raising=False)
+    assert main(['demo', '--model', 'openai:gpt-4o-mini', '--requests', '3']) == EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pydantic-ai-history: error: model 'openai:gpt-4o-mini' needs OPENAI_API_KEY")
+    assert err.count('\n') == 0
+
+
+# ---- inspect --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('path', CONVERSATIONS, ids=[p.stem[:40] for p in CONVERSATIONS])
+def test_inspect_every_fixture_conversation(path: Path, tmp_path, capsys):
+    original = ModelMessagesTypeAdapter.validate_json(path.read_bytes())
+    assert main(['inspect', str(path), *SMALL_BUDGET]) == EXIT_OK
+    text = capsys.readouterr().out
+    body, footer = _parse_table(text, ' #')
+    assert sum(_int(r['tokens']) for r in body) == _int(footer[0]['tokens'])
+    assert sum(_int(r['after']) for r in body) == _int(footer[0]['after'])
+    assert {r['action'] for r in body} <= set(ACTIONS)
+    assert len([r for r in body if r['#']]) == len(original)
+
+    out_file = tmp_path / 'processed.json'
+    assert main(['inspect', str(path), *SMALL_BUDGET, '--json', '--out', str(out_file)]) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    rows, totals = report['messages'], report['totals']
+    assert sum(r['tokens'] for r in rows) == totals['tokens_before'] == _int(footer[0]['tokens'])
+    assert sum(r['tokens_after'] for r in rows) == totals['tokens_after']
+    processed = ModelMessagesTypeAdapter.validate_json(out_file.read_bytes())
+    assert len(processed) == totals['messages_after']
+    counter = TokenCounter('gpt-4o')
+    assert counter.count_messages(processed) == totals['tokens_after']
+    assert counter.count_messages(original) == totals['tokens_before']
+    for row in rows:
+        if row['action'] == 'kept':
+            assert row['tokens'] == row['tokens_after']
+    input_errors = {(v.code, v.index) for v in validate_history(original) if v.severity == 'error'}
+    if not input_errors:
+        assert_valid_history(processed, original=original)
+    else:  # some real runs end with an unanswered tool call: no stage may make it worse
+        assert len([v for v in validate_history(processed) if v.severity == 'error']) <= len(input_errors)
+    if totals['tokens_before'] > 6_000:
+        assert totals['tokens_after'] < totals['tokens_before']
+        assert set(report['actions']) - {'kept'}
+
+
+def test_inspect_uses_the_model_named_in_the_history(fixtures_dir, capsys):
+    path = fixtures_dir / 'conversations' / 'tau_bench_airline_task2_trial1.json'
+    assert main(['inspect', str(path), '--json']) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert report['model'] == 'gpt-4o'
+    assert report['context_window'] == 128_000
+    assert report['actions'] == {'kept': report['totals']['messages_before']}  # far below the default trigger
+
+
+def test_inspect_without_any_model_name_needs_a_window(fixtures_dir, capsys):
+    path = fixtures_dir / 'conversations' / 'swe_agent_function_calling_simple.json'
+    assert main(['inspect', str(path)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1
+    assert 'context window' in err
+    assert '--context-window' in err
+    assert main(['inspect', str(path), '--context-window', '8000']) == EXIT_OK
+
+
+def _request(text: str) -> ModelRequest:
+    return ModelRequest(parts=[UserPromptPart(text)])
+
+
+def test_actions_are_read_from_the_difference_between_input_and_output():
+    call = ToolCallPart('tail_logs', {'lines': 500}, tool_call_id='c1')
+    big = ToolReturnPart('tail_logs', 'log line\n' * 2_000, tool_call_id='c1')
+    before = [
+        _request('the task'),
+        ModelResponse(parts=[TextPart('old answer')]),
+        _request('old question'),
+        ModelResponse(parts=[call]),
+        ModelRequest(parts=[big]),
+    ]
+    stub = with_part_metadata(
+        dataclasses.replace(big, content='[removed: 2,000 log lines]'), {MARKER_KEY: {'strategy': 'exclude'}}
+    )
+    note = window_note(before[1:3], None)
+    after = [before[0], note, before[3], ModelRequest(parts=[stub])]
+    rows = _rows(before, after, [10, 20, 30, 40, 5_000], [10, 25, 40, 30])
+    actions = [(r.index, r.out_index, r.action) for r in rows]
+    stub_action = 'excluded' if getattr(stub, 'metadata', None) else 'converted'  # 1.0 parts have no metadata
+    assert actions == [
+        (0, 0, 'kept'),
+        (None, 1, 'added'),
+        (1, None, 'dropped'),
+        (2, None, 'dropped'),
+        (3, 2, 'kept'),
+        (4, 3, stub_action),
+    ]
+    assert sum(r.tokens for r in rows) == 5_100
+    assert sum(r.tokens_after for r in rows) == 105
+
+
+@pytest.mark.parametrize(
+    ('content', 'message'),
+    [
+        (None, 'no such file'),
+        (b'{"not": "closed"', 'not valid JSON'),
+        (b'{"parts": []}', 'not a message history (expected a JSON list of messages, found an object)'),
+        (b'[1, 2, 3]', 'not a PydanticAI message history'),
+        (b'[{"kind": "request", "parts": [{"part_kind": "nonsense"}]}]', 'not a PydanticAI message history'),
+        (b'[]', 'the history is empty'),
+    ],
+)
+@pytest.mark.parametrize('command', ['inspect', 'count'])
+def test_bad_input_is_a_one_line_usage_error(command, content, message, tmp_path, capsys):
+    path = tmp_path / 'history.json'
+    if content is not None:
+        path.write_bytes(content)
+    assert main([command, str(path)]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ''
+    assert captured.err.count('\n') == 1
+    assert captured.err.startswith(f'pydantic-ai-history: error: {path}: ')
+    assert message in captured.err
+
+
+def test_the_module_entry_point_exits_with_the_documented_codes(tmp_path):
+    missing = tmp_path / 'missing.json'
+    result = subprocess.run(
+        [sys.executable, '-m', 'pydantic_ai_history', 'count', str(missing)], capture_output=True, text=True
+    )
+    assert result.returncode == EXIT_USAGE
+    assert 'Traceback' not in result.stderr
+    assert 'no such file' in result.stderr
+    result = subprocess.run(
+        [sys.executable, '-m', 'pydantic_ai_history', 'frobnicate'], capture_output=True, text=True
+    )
+    assert result.returncode == EXIT_USAGE
+    assert 'Traceback' not in result.stderr
+    result = subprocess.run(
+        [sys.executable, '-m', 'pydantic_ai_history', '--help'], capture_output=True, text=True
+    )
+    assert result.returncode == EXIT_OK
+    assert 'exit codes' in result.stdout
+
+
+def test_inspect_rejects_a_target_above_the_trigger(fixtures_dir, capsys):
+    path = fixtures_dir / 'conversations' / 'tau_bench_airline_task2_trial1.json'
+    code = main(['inspect', str(path), '--max-tokens', '1000', '--target-tokens', '5000'])
+    assert code == EXIT_USAGE
+    assert 'target_tokens' in capsys.readouterr().err
+
+
+# ---- count ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    'name', ['tau_bench_airline_task33_trial0.json', 'swe_gym_openhands_getmoto__moto-6387_0.json']
+)
+def test_count_totals_equal_the_token_counter(name, fixtures_dir, capsys):
+    path = fixtures_dir / 'conversations' / name
+    messages = ModelMessagesTypeAdapter.validate_json(path.read_bytes())
+    assert main(['count', str(path), '--model', 'gpt-4o', '--json']) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    counter = TokenCounter('gpt-4o')
+    assert report['tokenizer'] == counter.count_messages(messages)
+    assert [m['tokens'] for m in report['messages']] == [counter.count_message(m) for m in messages]
+    assert report['anchored'] == TokenCounter('gpt-4o').estimate(messages).total  # no usage in these files
+    assert report['profile'] == 'openai'
+
+    assert main(['count', str(path), '--model', 'gpt-4o']) == EXIT_OK
+    body, footer = _parse_table(capsys.readouterr().out, ' #')
+    assert sum(_int(r['tokens']) for r in body) == _int(footer[0]['tokens']) == report['tokenizer']
+
+
+def test_count_anchors_on_the_newest_usage(tmp_path, capsys):
+    from pydantic_ai.usage import RequestUsage
+
+    messages = [
+        _request('hello ' * 50),
+        ModelResponse(parts=[TextPart('hi')], usage=RequestUsage(input_tokens=5_000), model_name='gpt-4o'),
+        _request('and now?'),
+    ]
+    path = tmp_path / 'h.json'
+    path.write_bytes(ModelMessagesTypeAdapter.dump_json(messages))
+    assert main(['count', str(path), '--json']) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    counter = TokenCounter('gpt-4o')
+    assert report['model'] == 'gpt-4o'
+    assert report['anchor_index'] == 1
+    assert report['anchored'] == 5_000 + counter.count_message(messages[1]) + counter.count_message(
+        messages[2]
+    )
+    assert report['tokenizer'] == counter.count_messages(messages)
+
+
+def test_count_with_an_unknown_model_uses_the_other_profile(fixtures_dir, capsys):
+    path = fixtures_dir / 'conversations' / 'swe_agent_function_calling_simple.json'
+    assert main(['count', str(path), '--model', 'my-local-llama', '--json']) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert report['profile'] == 'other'
