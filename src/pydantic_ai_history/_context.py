@@ -39,8 +39,18 @@ class HistoryContext:
     usage: Any = None
     """The run's `RunUsage`, to which LLM calls made by stages add their own usage."""
 
+    _last_estimate: tuple[Sequence[ModelMessage], int, TokenEstimate] | None = field(
+        default=None, init=False, repr=False
+    )
+
     def estimate(self, messages: Sequence[ModelMessage]) -> TokenEstimate:
-        return self.counter.estimate(messages)
+        """The anchored estimate of `messages`, computed once per list while stages pass it on unchanged."""
+        last = self._last_estimate
+        if last is not None and last[0] is messages and last[1] == len(messages):
+            return last[2]
+        estimate = self.counter.estimate(messages)
+        self._last_estimate = (messages, len(messages), estimate)
+        return estimate
 
     def warn(self, code: str, message: str, **details: Any) -> None:
         logger.warning('%s: %s', code, message)

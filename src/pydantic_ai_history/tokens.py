@@ -253,6 +253,9 @@ class TokenCounter:
     )
     _sent: OrderedDict[int, _Sent] = field(default_factory=OrderedDict, init=False, repr=False)
     _overhead: int | None = field(default=None, init=False, repr=False)
+    _last_counted: tuple[tuple[ModelMessage, ...], tuple[int, ...]] = field(
+        default=((), ()), init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         base = self.profile or profile_for_model(self.model_name)
@@ -501,7 +504,7 @@ class TokenCounter:
         earlier verified usage or, before any was learned, the documented one: `reply_overhead`, the current
         request's `instructions` and `count_tool_definitions(tool_definitions)`.
         """
-        per_message = tuple(self.count_message(m) for m in messages)
+        per_message = self._per_message(messages)
         tokenizer = sum(per_message)
         overhead = (
             self._overhead
@@ -530,6 +533,22 @@ class TokenCounter:
         return TokenEstimate(
             tokenizer + overhead, tokenizer, per_message, anchor_index, input_tokens, overhead=overhead
         )
+
+    def _per_message(self, messages: Sequence[ModelMessage]) -> tuple[int, ...]:
+        """Each message's count; the run of messages shared (by identity) with the last call is not looked up.
+
+        A history grows by a response and a request per model request, so an identity walk over the shared
+        prefix (a pointer comparison per message) replaces most memo lookups on the hot path.
+        """
+        previous, costs = self._last_counted
+        shared = 0
+        for old, new in zip(previous, messages, strict=False):
+            if old is not new:
+                break
+            shared += 1
+        per_message = costs[:shared] + tuple(self.count_message(m) for m in messages[shared:])
+        self._last_counted = (tuple(messages), per_message)
+        return per_message
 
     def _default_overhead(self, messages: Sequence[ModelMessage], tool_definitions: Iterable[Any]) -> int:
         profile = self.tokenizer_profile

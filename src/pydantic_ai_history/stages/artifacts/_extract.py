@@ -135,13 +135,18 @@ def _call_hints(messages: Sequence[ModelMessage]) -> dict[str, str]:
 
 
 def find_candidates(
-    messages: Sequence[ModelMessage], *, count_tokens: Any, exempt_tools: frozenset[str]
+    messages: Sequence[ModelMessage], *, count_tokens: Any, exempt_tools: frozenset[str], start: int = 0
 ) -> list[Candidate]:
-    """Every unprocessed tool return, as a `Candidate`. `count_tokens(part)` prices the part as it stands."""
+    """Every unprocessed tool return from message `start` on, as a `Candidate`.
+
+    `count_tokens(part)` prices the part as it stands. Only messages from `start` are read (the call hints
+    from the response before it), so looking at the current request alone costs nothing per older message.
+    """
     last = len(messages) - 1
-    hints = _call_hints(messages)
+    hints = _call_hints(messages[max(start - 1, 0) :])
     found: list[Candidate] = []
-    for m_index, message in enumerate(messages):
+    for m_index in range(start, len(messages)):
+        message = messages[m_index]
         if not isinstance(message, ModelRequest):
             continue
         for p_index, part in enumerate(message.parts):
@@ -201,14 +206,15 @@ def _name_of(item: Any) -> str | None:
     return None
 
 
-def find_attachments(messages: Sequence[ModelMessage]) -> list[Attachment]:
-    """Files attached in user prompts or returned by tools that this stage has not processed yet.
+def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> list[Attachment]:
+    """Files attached in user prompts or returned by tools, from message `start` on, not processed yet.
 
     A processed file is followed by (or replaced with) a text item opening with `ARTIFACT_MARKER`.
     """
     last = len(messages) - 1
     found: list[Attachment] = []
-    for m_index, message in enumerate(messages):
+    for m_index in range(start, len(messages)):
+        message = messages[m_index]
         if not isinstance(message, ModelRequest):
             continue
         for p_index, part in enumerate(message.parts):

@@ -71,21 +71,19 @@ class ArtifactPlanner:
         budget = settings.resolve_budget(context.context_window)
         estimate = context.estimate(messages)
         over_limit = estimate.total > hard_limit
+        # Under the limit only the current request can hold new work; reading older messages would cost
+        # time on every request for nothing (they were handled when they first appeared).
+        start = 0 if over_limit else len(messages) - 1
         result = messages
         if settings.convert_attachments:
-            result = await self._attachments(result, context, include_old=over_limit)
+            result = await self._attachments(result, context, start=start)
         candidates = find_candidates(
-            result, count_tokens=context.counter.count_part, exempt_tools=settings.exempt_tools
+            result, count_tokens=context.counter.count_part, exempt_tools=settings.exempt_tools, start=start
         )
         if not candidates:
             return result
-        fixed = _fixed_artifact_tokens(result, candidates, context.counter, settings)
-        total = fixed + sum(c.artifact.tokens for c in candidates)
-        over_budget = over_limit or total > budget
-        planned = [c for c in candidates if c.in_current_request or over_budget]
-        if not planned:
-            return result
-        planned = await self._run_reducers(planned, result, context)
+        fixed = _fixed_artifact_tokens(result, context.counter, settings) if over_limit else 0
+        planned = await self._run_reducers(candidates, result, context)
         large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
         reduced = [c for c in planned if c.reduced_by]
         if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
@@ -348,9 +346,9 @@ class ArtifactPlanner:
     # ---- attachments ----------------------------------------------------------------------------------
 
     async def _attachments(
-        self, messages: list[ModelMessage], context: HistoryContext, *, include_old: bool
+        self, messages: list[ModelMessage], context: HistoryContext, *, start: int
     ) -> list[ModelMessage]:
-        attachments = [a for a in find_attachments(messages) if a.in_current_request or include_old]
+        attachments = find_attachments(messages, start=start)
         if not attachments:
             return messages
         replaced: dict[tuple[int, int, int | None], list[Any]] = {}
@@ -478,7 +476,6 @@ def _user_like_item(item: Any) -> Any:
 
 def _fixed_artifact_tokens(
     messages: Sequence[ModelMessage],
-    candidates: Sequence[Candidate],
     counter: TokenCounter,
     settings: ArtifactSettings,
 ) -> int:
