@@ -58,8 +58,8 @@ class ArtifactSettings:
             own output would send the model in circles).
         file_settings: limits for converting attached files (`files.FileSettings`).
         convert_attachments: True; convert attached documents to markdown and fit images.
-        fetch_remote_urls: False. Remote `ImageUrl`/`DocumentUrl` attachments are never fetched; they are left
-            for the provider. Fetching is not implemented yet: setting this True only logs a warning.
+
+    Remote `ImageUrl`/`DocumentUrl` attachments are never fetched: they are left for the provider to read.
     """
 
     budget_tokens: int | None = None
@@ -87,7 +87,6 @@ class ArtifactSettings:
     exempt_tools: frozenset[str] = frozenset({'read_artifact'})
     file_settings: FileSettings = field(default_factory=FileSettings)
     convert_attachments: bool = True
-    fetch_remote_urls: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.budget_fraction <= 1:
