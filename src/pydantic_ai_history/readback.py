@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+import anyio.to_thread
 from pydantic_ai.toolsets import FunctionToolset
 
+from .files import ConvertedDocument, FileSettings, read_file
 from .store import ArtifactStore, InvalidArtifactId, StoreError
 
 __all__ = ('READ_ARTIFACT_TOOL', 'read_artifact_text', 'readback_toolset')
@@ -36,12 +39,16 @@ async def read_artifact_text(
         return f'Error: the artifact store could not be read: {exc}'
     if info is None or data is None:
         return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).'
-    if not (info.media_type.startswith('text/') or info.media_type in _TEXT_TYPES):
-        return (
-            f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) '
-            'is binary; it cannot be returned as text.'
-        )
-    text = data.decode('utf-8', errors='replace')
+    if info.media_type.startswith('text/') or info.media_type in _TEXT_TYPES:
+        text = data.decode('utf-8', errors='replace')
+    else:
+        document = await _whole_document(data, info.media_type)
+        if document is None:
+            return (
+                f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) '
+                'is not a document; it cannot be returned as text.'
+            )
+        text = document
     limit = max(1, min(limit, 200_000))
     if query:
         from .retrieval import top_passages
@@ -55,6 +62,30 @@ async def read_artifact_text(
 
 
 _TEXT_TYPES = frozenset({'application/json', 'application/xml', 'application/x-ndjson', 'application/yaml'})
+
+_NO_CUTS = FileSettings(
+    max_tokens=10**12,
+    text_max_lines=10**12,
+    text_max_line_chars=10**12,
+    table_head_rows=10**12,
+    table_max_columns=10**6,
+    table_max_cell_chars=10**12,
+    struct_max_depth=10**3,
+    struct_max_items=10**12,
+    struct_max_keys=10**12,
+    struct_max_string_chars=10**12,
+)
+"""Read-back converts a stored document in full: the model asked for what the history only previewed."""
+
+
+async def _whole_document(data: bytes, media_type: str) -> str | None:
+    """The full markdown of a stored document (PDF, DOCX, ...); None for images, audio, unreadable bytes."""
+    if media_type.startswith(('image/', 'audio/', 'video/')):
+        return None
+    result = await anyio.to_thread.run_sync(
+        partial(read_file, data, media_type=media_type, settings=_NO_CUTS)
+    )
+    return result.text if isinstance(result, ConvertedDocument) else None
 
 
 def readback_toolset(store: ArtifactStore) -> FunctionToolset[Any]:

@@ -1,0 +1,68 @@
+"""The read_artifact tool: exact text back, documents converted in full, errors as text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pydantic_ai_history.files import ConvertedDocument, FileSettings, read_file
+from pydantic_ai_history.readback import read_artifact_text
+from pydantic_ai_history.store import DirectoryStore, MemoryStore, artifact_id
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_text_comes_back_exactly_in_slices() -> None:
+    store = MemoryStore()
+    text = ''.join(f'line {i}: ünïcødé {"x" * (i % 17)}\n' for i in range(3_000))
+    key = artifact_id(text.encode())
+    await store.put(key, text.encode(), media_type='text/plain', source="tool 'dump'")
+
+    pieces: list[str] = []
+    offset = 0
+    while True:
+        answer = await read_artifact_text(store, key, offset=offset, limit=7_000)
+        header, _, body = answer.partition('\n')
+        assert header.startswith(f'[{key}: characters {offset:,}-')
+        pieces.append(body)
+        offset += len(body)
+        if 'Call again' not in header:
+            break
+    assert ''.join(pieces) == text
+
+
+async def test_a_stored_pdf_is_read_back_as_its_whole_markdown(fixtures_dir: Path) -> None:
+    """The history shows a cut preview of an attached PDF; read-back converts the stored original in full."""
+    pdf = (fixtures_dir / 'documents' / 'REPAIR-2022-INV-001_multipage.pdf').read_bytes()
+    preview = read_file(pdf, media_type='application/pdf', settings=FileSettings(max_tokens=200))
+    assert isinstance(preview, ConvertedDocument)
+    assert 'GRAND TOTAL' not in preview.text  # the end of the document is not in the preview
+
+    store = MemoryStore()
+    key = artifact_id(pdf)
+    await store.put(key, pdf, media_type='application/pdf', source='estimate.pdf')
+    whole = await read_artifact_text(store, key, limit=200_000)
+    expected = (fixtures_dir / 'documents' / 'expected' / 'REPAIR-2022-INV-001_multipage.md').read_text()
+    body = whole.partition('\n')[2]
+    assert body.strip() == expected.strip()
+
+    answer = await read_artifact_text(store, key, query='grand total of the estimate', limit=400)
+    assert 'GRAND TOTAL' in answer
+
+
+async def test_images_are_not_returned_as_text(fixtures_dir: Path) -> None:
+    image = (fixtures_dir / 'images' / 'pillow' / 'hopper.png').read_bytes()
+    store = MemoryStore()
+    key = artifact_id(image)
+    await store.put(key, image, media_type='image/png', source='hopper.png')
+    answer = await read_artifact_text(store, key)
+    assert answer.startswith(f'Artifact {key} (hopper.png, image/png')
+    assert 'not a document' in answer
+
+
+@pytest.mark.parametrize('bad_id', ['../etc/passwd', 'a/b', '', 'x' * 200])
+async def test_bad_and_missing_ids_are_answered_in_text(tmp_path: Path, bad_id: str) -> None:
+    store = DirectoryStore(tmp_path / 'store')
+    assert (await read_artifact_text(store, bad_id)).startswith('Error: ')
+    assert 'no artifact' in await read_artifact_text(store, 'art_' + '0' * 64)
