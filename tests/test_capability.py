@@ -101,3 +101,32 @@ async def test_context_window_from_the_model_profile_where_it_has_one():
     if not isinstance(provider.model().profile, dict):
         pytest.skip('1.x profiles have no context window')
     await _run(processor=processor, capabilities=[processor.capability()])
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='this version has no capabilities')
+async def test_the_capability_counts_tool_definitions_before_any_usage_is_known() -> None:
+    """The first request has no provider usage yet: its estimate must include the tools it sends."""
+    from pydantic_ai_history import RequestProcessed
+
+    events: list[RequestProcessed] = []
+    processor = HistoryProcessor(
+        [],
+        context_window=WINDOW,
+        on_event=lambda e: events.append(e) if isinstance(e, RequestProcessed) else None,
+    )
+    provider = StrictProvider(_respond(0), context_window=WINDOW)
+    agent: Agent[None, str] = Agent(provider.model(), capabilities=[processor.capability()])
+    description = 'Looks a product up in the catalogue by its exact name and returns every known field. ' * 20
+
+    @agent.tool_plain(description=description)
+    def lookup(name: str) -> str:
+        return name
+
+    await agent.run('hello')
+    first = events[0]
+    counter = processor.counter_for(provider.model())
+    tools_cost = counter.count_text(description)
+    assert first.tokens_before >= first.tokenizer_tokens_after + tools_cost
+    # and counting the tools brings the estimate much closer to what the provider counted
+    real = provider.requests[0].input_tokens
+    assert abs(first.tokens_before - real) < 0.25 * abs(first.tokenizer_tokens_after - real)

@@ -38,6 +38,8 @@ class HistoryContext:
     emit_event: Callable[[HistoryEvent], None] = field(default=lambda event: None)
     usage: Any = None
     """The run's `RunUsage`, to which LLM calls made by stages add their own usage."""
+    tool_definitions: tuple[Any, ...] = ()
+    """The request's tool definitions, where known (the capability passes them); counted in estimates."""
 
     _last_estimate: tuple[Sequence[ModelMessage], int, TokenEstimate] | None = field(
         default=None, init=False, repr=False
@@ -48,7 +50,7 @@ class HistoryContext:
         last = self._last_estimate
         if last is not None and last[0] is messages and last[1] == len(messages):
             return last[2]
-        estimate = self.counter.estimate(messages)
+        estimate = self.counter.estimate(messages, tool_definitions=self.tool_definitions)
         self._last_estimate = (messages, len(messages), estimate)
         return estimate
 

@@ -23,7 +23,9 @@ class HistoryCapability(AbstractCapability):  # type: ignore[misc]
     processor: HistoryProcessor
 
     async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
-        messages = await self.processor(ctx, list(request_context.messages))
+        parameters = getattr(request_context, 'model_request_parameters', None)
+        tools = [*getattr(parameters, 'function_tools', ()), *getattr(parameters, 'output_tools', ())]
+        messages = await self.processor.process(request_context.messages, ctx=ctx, tool_definitions=tools)
         request_context.messages = messages.copy()
         ctx.messages[:] = messages
         return request_context

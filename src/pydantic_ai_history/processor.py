@@ -172,7 +172,9 @@ class HistoryProcessor:
             self._counters[name] = counter
         return counter
 
-    def make_context(self, *, ctx: Any = None, model: Any = None) -> HistoryContext:
+    def make_context(
+        self, *, ctx: Any = None, model: Any = None, tool_definitions: Sequence[Any] = ()
+    ) -> HistoryContext:
         """The per-call context the stages receive."""
         model = (
             model
@@ -191,6 +193,7 @@ class HistoryProcessor:
             store=self.store,
             emit_event=self._emit,
             usage=getattr(ctx, 'usage', None),
+            tool_definitions=tuple(tool_definitions),
         )
 
     async def compact(
@@ -217,11 +220,20 @@ class HistoryProcessor:
         )
 
     async def process(
-        self, messages: Sequence[ModelMessage], *, ctx: Any = None, model: Any = None
+        self,
+        messages: Sequence[ModelMessage],
+        *,
+        ctx: Any = None,
+        model: Any = None,
+        tool_definitions: Sequence[Any] = (),
     ) -> list[ModelMessage]:
-        """Run every stage over `messages` and return the new history (the input list is never changed)."""
+        """Run every stage over `messages` and return the new history (the input list is never changed).
+
+        `tool_definitions` (the request's `ToolDefinition`s, which the capability passes) are counted in the
+        estimate until the provider's usage has shown what instructions and tools really cost.
+        """
         started = time.perf_counter()
-        context = self.make_context(ctx=ctx, model=model)
+        context = self.make_context(ctx=ctx, model=model, tool_definitions=tool_definitions)
         current = list(messages)
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
