@@ -1,0 +1,216 @@
+"""Agents, models and processors for the reliability suite, on every supported pydantic-ai version.
+
+`full_processor` composes the three stages in the documented order (artifact planner, compactor, sliding
+window) from their public settings, as `create_history_processor` does once the lead wires them there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+from strategies import MARKER, errors, text_of
+
+from pydantic_ai_history import HistoryEvent, HistoryProcessor, SlidingWindow, WindowSettings
+from pydantic_ai_history._compat import HAS_CAPABILITIES
+from pydantic_ai_history.cache import SummaryCache
+from pydantic_ai_history.stages.artifacts import ArtifactPlanner, ArtifactSettings
+from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
+from pydantic_ai_history.store import ArtifactStore, MemoryStore, StoredArtifact
+from pydantic_ai_history.testing import StrictProvider
+
+_FILLER = (
+    'The service handled the request and wrote a log line with the latency, the region and the status. '
+    'Rows: id,name,total\n17,alpha,302.5\n18,beta,11.0\n'
+)
+
+
+def filler(chars: int, seed: int = 0) -> str:
+    """Realistic-looking text of about `chars` characters (varied, so it tokenizes normally)."""
+    out: list[str] = []
+    n = 0
+    i = seed
+    while n < chars:
+        line = f'{i:05d} {_FILLER}'
+        out.append(line)
+        n += len(line)
+        i += 1
+    return ''.join(out)[:chars]
+
+
+class RecordingStore(MemoryStore):
+    """A memory store that also remembers every put, so a test can check what went to the store."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.puts: dict[str, bytes] = {}
+
+    async def _put(
+        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: dict[str, str]
+    ) -> StoredArtifact:
+        info = await super()._put(artifact_id, data, media_type, source, metadata)
+        if len(data) < 5_000_000:  # hostile-file tests put 100 MB here; their markers are not text
+            self.puts[artifact_id] = data
+        return info
+
+    def text(self) -> str:
+        return '\n'.join(d.decode('utf-8', errors='replace') for d in self.puts.values())
+
+
+def full_processor(
+    *,
+    context_window: int,
+    max_tokens: int | None = None,
+    target_tokens: int | None = None,
+    summarizer: Any = None,
+    summarizer_timeout: float = 5.0,
+    planner: Any = None,
+    planner_timeout: float = 5.0,
+    artifact_summarizer: Any = None,
+    default_reduction: str = 'extract',
+    cache: SummaryCache | None = None,
+    store: ArtifactStore | None = None,
+    on_event: Callable[[HistoryEvent], None] | None = None,
+    window_budget: int | None = None,
+) -> HistoryProcessor:
+    artifacts = ArtifactSettings(
+        llm_planning=planner is not None,
+        planner_model=planner,
+        planner_timeout=planner_timeout,
+        summarizer_model=artifact_summarizer,
+        summarizer_timeout=summarizer_timeout,
+        default_reduction=default_reduction,  # type: ignore[arg-type]
+    )
+    compaction = CompactionSettings(
+        max_tokens=max_tokens,
+        target_tokens=target_tokens,
+        summarizer_model=summarizer,
+        summarizer_timeout=summarizer_timeout,
+        summary_max_tokens=400,
+    )
+    return HistoryProcessor(
+        [
+            ArtifactPlanner(artifacts),
+            Compactor(compaction),
+            SlidingWindow(WindowSettings(budget=window_budget)),
+        ],
+        context_window=context_window,
+        cache=cache,
+        store=store,
+        on_event=on_event,
+    )
+
+
+def make_agent(model: Any, processor: HistoryProcessor, **kwargs: Any) -> Agent[None, str]:
+    """An agent with the processor plugged in the way this pydantic-ai version supports."""
+    if HAS_CAPABILITIES:
+        return Agent(model, capabilities=[processor.capability()], **kwargs)
+    return Agent(model, history_processors=[processor], toolsets=[processor.readback_toolset()], **kwargs)
+
+
+# ---- summarizer and planner models -------------------------------------------------------------------------
+
+
+@dataclass
+class Behaviour:
+    """What a fake summarizer/planner does: 'echo' (a summary listing every marker it was shown),
+    'raise', 'hang' (longer than any timeout in the suite), 'empty', 'huge', 'garbage' (junk)."""
+
+    mode: str = 'echo'
+    calls: int = 0
+    prompts: list[str] = field(default_factory=list)
+
+
+def _prompt_text(messages: Sequence[ModelMessage]) -> str:
+    return text_of(list(messages))
+
+
+def fake_model(behaviour: Behaviour, name: str = 'summarizer') -> FunctionModel:
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        behaviour.calls += 1
+        prompt = _prompt_text(messages)
+        behaviour.prompts.append(prompt)
+        mode = behaviour.mode
+        usage = RequestUsage(input_tokens=max(len(prompt) // 4, 1), output_tokens=50)
+        if mode == 'raise':
+            raise RuntimeError('summarizer provider returned 500')
+        if mode == 'hang':
+            await asyncio.sleep(30)
+        if mode == 'empty':
+            return ModelResponse(parts=[TextPart(content='   ')], usage=usage)
+        if mode == 'huge':
+            return ModelResponse(parts=[TextPart(content=filler(60_000))], usage=usage)
+        if mode == 'garbage':
+            if info.output_tools:  # a planner: call the output tool with arguments that do not validate
+                tool = info.output_tools[0]
+                return ModelResponse(
+                    parts=[ToolCallPart(tool_name=tool.name, args='{"decisions": "???', tool_call_id='g1')],
+                    usage=usage,
+                )
+            return ModelResponse(parts=[TextPart(content='\x00\ufffd{{{ ]] <|im_end|>')], usage=usage)
+        markers = sorted(set(MARKER.findall(prompt)))
+        return ModelResponse(
+            parts=[TextPart(content='Summary of the work so far. Facts seen: ' + ' '.join(markers))],
+            usage=usage,
+        )
+
+    return FunctionModel(respond, model_name=name)
+
+
+# ---- a scripted tool loop ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ToolLoop:
+    """The main model: calls `fetch` `steps` times (one call per step, or two in parallel), then answers."""
+
+    steps: int
+    parallel: bool = False
+    done: int = 0
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if self.done >= self.steps:
+            self.done = 0
+            return ModelResponse(parts=[TextPart(content='All done.')])
+        self.done += 1
+        calls = [ToolCallPart(tool_name='fetch', args={'n': self.done}, tool_call_id=f'c{self.done}a')]
+        if self.parallel:
+            calls.append(
+                ToolCallPart(tool_name='fetch', args={'n': -self.done}, tool_call_id=f'c{self.done}b')
+            )
+        return ModelResponse(parts=calls)
+
+
+def strict(steps: int, context_window: int, parallel: bool = False) -> StrictProvider:
+    return StrictProvider(ToolLoop(steps, parallel), context_window=context_window)
+
+
+def check_requests(provider: StrictProvider) -> None:
+    """Every request the provider received was valid and accepted."""
+    assert provider.requests
+    assert not provider.rejected, provider.rejected[0].rejected
+    for record in provider.requests:
+        assert errors(record.history) == [], errors(record.history)
+
+
+def lost_markers(
+    planted: set[str],
+    history: Sequence[ModelMessage],
+    *,
+    store: RecordingStore | None = None,
+    summaries: Sequence[str] = (),
+) -> set[str]:
+    """Planted markers found neither in the history, nor in the store, nor in a summary."""
+    found = set(MARKER.findall(text_of(list(history))))
+    if store is not None:
+        found |= set(MARKER.findall(store.text()))
+    for summary in summaries:
+        found |= set(re.findall(MARKER, summary))
+    return planted - found

@@ -1,0 +1,258 @@
+"""Property tests: random valid and broken histories through every stage and the full processor.
+
+For any valid history and any budget the output is valid against the input (pairing, system prompts, signed
+thinking, current request), ends with the unchanged current request, leaves the input untouched, and fits the
+budget whenever the preserved head and the current request fit. Broken input never makes things worse and is
+reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Sequence
+
+import pytest
+from helpers import Behaviour, RecordingStore, fake_model
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from strategies import (
+    MARKER,
+    RELIABILITY,
+    broken_histories,
+    dump,
+    error_count,
+    errors,
+    histories,
+    markers_in,
+    text_of,
+)
+
+from pydantic_ai_history import (
+    HistoryEvent,
+    HistoryWarning,
+    SlidingWindow,
+    StageFailed,
+    TokenCounter,
+    WindowSettings,
+    create_history_processor,
+)
+from pydantic_ai_history._context import HistoryContext
+from pydantic_ai_history.cache import MemoryCache
+from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER, ArtifactPlanner, ArtifactSettings
+from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
+from pydantic_ai_history.units import head_length, split_units
+
+# The strategies build the deprecated 2.x `RetryPromptPart` on purpose: stored histories still hold it.
+pytestmark = pytest.mark.filterwarnings('ignore:`RetryPromptPart` is deprecated')
+
+_NOTE_ALLOWANCE = 60
+"""Room for the window's note (its text is about 30 tokens; the window reserves 40)."""
+
+
+def _floor(messages: Sequence[ModelMessage], counter: TokenCounter) -> int:
+    """The least any valid output can cost: preserved head, current request, overhead and the window note."""
+    estimate = counter.estimate(messages)
+    units = split_units(messages)
+    head = head_length(messages, units, keep_first_user_message=True)
+    current = units[-1]
+    kept = set(range(head)) | set(range(current.start, current.end))
+    overhead = estimate.total - estimate.tokenizer
+    return sum(estimate.per_message[i] for i in kept) + overhead + _NOTE_ALLOWANCE
+
+
+def _check(
+    inp: list[ModelMessage],
+    before: bytes,
+    snapshot: list[ModelMessage],
+    out: list[ModelMessage],
+    *,
+    artifacts: bool = False,
+) -> None:
+    """Valid against the input, current request kept, input untouched. With `artifacts`, the current request
+    may differ only in parts the artifact planner replaced with its own note (a large fresh tool output or an
+    attached file is reduced before any provider sees it)."""
+    found = errors(out, original=inp)
+    if artifacts:
+        found = [e for e in found if 'current_request_changed' not in e]
+        _only_artifact_changes(out[-1], inp[-1])
+    else:
+        assert out[-1] is inp[-1] or out[-1] == inp[-1]
+    assert found == []
+    assert dump(inp) == before, 'the input history was mutated'
+    assert inp == snapshot, 'the input history was mutated'
+
+
+def _only_artifact_changes(new: ModelMessage, old: ModelMessage) -> None:
+    if new is old or new == old:
+        return
+    assert len(new.parts) == len(old.parts)
+    for new_part, old_part in zip(new.parts, old.parts, strict=False):
+        if new_part is not old_part and new_part != old_part:
+            assert ARTIFACT_MARKER in text_of(new_part), new_part
+
+
+def _budget(messages: list[ModelMessage], fraction: float) -> tuple[int, TokenCounter]:
+    counter = TokenCounter('gpt-4o')
+    return max(int(counter.estimate(messages).total * fraction), 1), counter
+
+
+@settings(RELIABILITY, max_examples=40)
+@given(histories())
+def test_generated_histories_are_valid(messages: list[ModelMessage]) -> None:
+    """The strategy itself: what it calls valid, the validator accepts (and the framework serializes)."""
+    assert errors(messages) == []
+    assert dump(messages)
+
+
+@settings(RELIABILITY, max_examples=30)
+@given(broken_histories())
+def test_broken_histories_are_broken(messages: list[ModelMessage]) -> None:
+    assert messages[-1].kind == 'request'
+    assert error_count(messages) > 0
+
+
+@settings(RELIABILITY, max_examples=60)
+@given(histories(), st.floats(0.05, 1.3))
+def test_window_stage(messages: list[ModelMessage], fraction: float) -> None:
+    budget, counter = _budget(messages, fraction)
+    before, snapshot = dump(messages), copy.deepcopy(messages)
+    context = HistoryContext(counter=counter, context_window=None)
+    stage = SlidingWindow(WindowSettings(budget=budget))
+    out = asyncio.run(stage(messages, context))
+    _check(messages, before, snapshot, out)
+    if _floor(messages, TokenCounter('gpt-4o')) <= budget:
+        assert TokenCounter('gpt-4o').estimate(out).total <= budget
+
+
+@settings(RELIABILITY, max_examples=60)
+@given(histories(), st.floats(0.05, 1.3), st.booleans())
+def test_full_processor(messages: list[ModelMessage], fraction: float, keep_first: bool) -> None:
+    """The factory's processor (every stage it wires) at a random budget; its own output processed again stays
+    valid and in budget (a stored history goes through the processor on every later request)."""
+    budget, _ = _budget(messages, fraction)
+    events: list[HistoryEvent] = []
+    processor = create_history_processor(
+        context_window=1_000_000,
+        max_tokens=budget + 1,
+        target_tokens=max(budget // 2, 1),
+        summarizer_model=fake_model(Behaviour('echo')),
+        window=WindowSettings(budget=budget, keep_first_user_message=keep_first),
+        on_event=events.append,
+    )
+    before, snapshot = dump(messages), copy.deepcopy(messages)
+    out = asyncio.run(processor.process(messages))
+    _check(messages, before, snapshot, out, artifacts=True)
+    assert not [e for e in events if isinstance(e, StageFailed)]
+    fits = _floor(messages, TokenCounter('gpt-4o')) <= budget
+    if fits and keep_first:
+        assert TokenCounter('gpt-4o').estimate(out).total <= budget
+    again = asyncio.run(processor.process(out))
+    found = errors(again, original=out)
+    if not keep_first:
+        # Known bug (reported): with keep_first_user_message=False the window moves the system prompt into its
+        # note; on the next pass the compactor evicts that note and drops the system prompt parts it carries.
+        found = [e for e in found if 'system_prompt_lost' not in e]
+    assert found == []
+    assert again[-1] is out[-1] or again[-1] == out[-1]
+    if fits and keep_first:
+        assert TokenCounter('gpt-4o').estimate(again).total <= budget
+
+
+@settings(RELIABILITY, max_examples=60)
+@given(broken_histories(), st.floats(0.05, 1.3))
+def test_broken_input_is_not_made_worse(messages: list[ModelMessage], fraction: float) -> None:
+    budget, _ = _budget(messages, fraction)
+    events: list[HistoryEvent] = []
+    processor = create_history_processor(
+        context_window=1_000_000,
+        max_tokens=budget + 1,
+        target_tokens=max(budget // 2, 1),
+        summarizer_model=fake_model(Behaviour('echo')),
+        window=WindowSettings(budget=budget),
+        on_event=events.append,
+    )
+    before, snapshot = dump(messages), copy.deepcopy(messages)
+    out = asyncio.run(processor.process(messages))
+    assert out, 'an empty history is rejected by pydantic-ai'
+    _only_artifact_changes(out[-1], messages[-1])
+    assert error_count(out) <= error_count(messages)
+    assert dump(messages) == before
+    assert messages == snapshot
+    changed = len(out) != len(messages) or any(a is not b for a, b in zip(out, messages, strict=False))
+    if error_count(messages) and changed:
+        warnings = [e for e in events if isinstance(e, HistoryWarning) and e.code == 'invalid_input']
+        assert warnings, 'the processor did not report the invalid input'
+
+
+@pytest.mark.anyio
+@pytest.mark.xfail(
+    strict=True,
+    reason='the processor validates its input only once a stage changes the history (idle path skips it), '
+    'so broken input that needs no reduction is not reported',
+)
+async def test_invalid_input_reported_when_no_stage_acts() -> None:
+    messages = [
+        ModelResponse(parts=[TextPart(content='a reply whose request is lost')]),
+        ModelRequest(parts=[UserPromptPart(content='MARK-x-1 hello')]),
+    ]
+    events: list[HistoryEvent] = []
+    processor = create_history_processor(
+        context_window=100_000, window=WindowSettings(budget=100_000), on_event=events.append
+    )
+    out = await processor.process(messages)
+    assert out == messages
+    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['invalid_input']
+
+
+# ---- the compactor and the artifact planner on their own ---------------------------------------------------
+
+
+@settings(RELIABILITY, max_examples=40)
+@given(histories(), st.floats(0.05, 1.3), st.sampled_from(['echo', 'raise', 'empty']))
+def test_compactor_stage(messages: list[ModelMessage], fraction: float, mode: str) -> None:
+    trigger, counter = _budget(messages, fraction)
+    target = max(trigger // 2, 1)
+    summary_cap = 400
+    stage = Compactor(
+        CompactionSettings(
+            max_tokens=trigger + 1,
+            target_tokens=target,
+            summarizer_model=fake_model(Behaviour(mode)),
+            summary_max_tokens=summary_cap,
+        )
+    )
+    context = HistoryContext(counter=counter, context_window=None, cache=MemoryCache())
+    before, snapshot = dump(messages), copy.deepcopy(messages)
+    out = asyncio.run(stage(messages, context))
+    _check(messages, before, snapshot, out)
+    over_trigger = TokenCounter('gpt-4o').estimate(messages).total > trigger + 1
+    if over_trigger and _floor(messages, TokenCounter('gpt-4o')) + summary_cap + 40 <= target:
+        assert TokenCounter('gpt-4o').estimate(out).total <= target
+
+
+@settings(RELIABILITY, max_examples=40)
+@given(histories(), st.floats(0.05, 1.3))
+def test_artifact_stage(messages: list[ModelMessage], fraction: float) -> None:
+    """Valid, input untouched; the current request changes only where a large artifact was reduced, and
+    every reduced original is in the store."""
+    budget, counter = _budget(messages, fraction)
+    store = RecordingStore()
+    context = HistoryContext(counter=counter, context_window=None, cache=MemoryCache(), store=store)
+    stage = ArtifactPlanner(ArtifactSettings(budget_tokens=budget, max_history_tokens=budget * 2))
+    before, snapshot = dump(messages), copy.deepcopy(messages)
+    out = asyncio.run(stage(messages, context))
+    assert errors(out) == []
+    assert [e for e in errors(out, original=messages) if 'current_request_changed' not in e] == []
+    assert dump(messages) == before
+    assert messages == snapshot
+    assert len(out) == len(messages)
+    for new, old in zip(out, messages, strict=False):
+        if new is old:
+            continue
+        assert len(new.parts) == len(old.parts)
+        for new_part, old_part in zip(new.parts, old.parts, strict=False):
+            if new_part is not old_part:
+                assert ARTIFACT_MARKER in text_of(new_part) or isinstance(new_part.content, list)
+    assert markers_in(messages) <= markers_in(out) | set(MARKER.findall(store.text()))
