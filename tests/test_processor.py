@@ -171,13 +171,15 @@ async def test_stats_are_snapshots_with_utilization_and_reduction():
     assert processor.stats().overall.requests == 2
 
 
-async def test_idle_path_neither_validates_nor_rebuilds_messages(monkeypatch: pytest.MonkeyPatch):
-    calls = {'n': 0}
+async def test_idle_path_validates_only_the_new_messages_and_rebuilds_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    validated: list[int] = []
     real = processor_module.validate_history
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls['n'] += 1
-        return real(*args, **kwargs)
+    def counting(messages: Any, *args: Any, **kwargs: Any) -> Any:
+        validated.append(len(messages))
+        return real(messages, *args, **kwargs)
 
     monkeypatch.setattr(processor_module, 'validate_history', counting)
     events: list[HistoryEvent] = []
@@ -185,14 +187,38 @@ async def test_idle_path_neither_validates_nor_rebuilds_messages(monkeypatch: py
         [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
     )
     history = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'a page')]
-    for _ in range(3):
+    for _ in range(5):
         out = await processor.process(history)
         assert out is not history
         assert all(a is b for a, b in zip(out, history, strict=False))
         assert len(out) == len(history)
         history = [*out, reply('more?'), user('yes')]
-    assert calls['n'] == 0
-    assert [type(e) for e in events] == [RequestProcessed] * 3
+    # the first input is checked whole; every later one only from the seam with the previous input on
+    assert validated == [3, 4, 4, 4, 4]
+    assert [type(e) for e in events] == [RequestProcessed] * 5
+
+
+async def test_invalid_input_is_reported_even_when_no_stage_acts():
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+    )
+    history = [user('task'), call('fetch', 'c1'), user('the tool result never came')]
+    out = await processor.process(history)
+    assert out == history
+    warnings = [e for e in events if isinstance(e, HistoryWarning)]
+    assert [w.code for w in warnings] == ['invalid_input']
+    assert 'dangling_tool_call' in warnings[0].details['violations'][0]
+    # a continuation of a valid history that brings a broken pair is caught by the incremental check
+    events.clear()
+    valid = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'a page')]
+    out = await processor.process(valid)
+    broken = [*out, call('fetch', 'c2'), user('no result for c2')]
+    await processor.process(broken)
+    codes = [w.details['violations'] for w in events if isinstance(w, HistoryWarning)]
+    assert len(codes) == 1
+    assert 'dangling_tool_call' in codes[0][0]
+    assert 'message 3' in codes[0][0]
 
 
 async def test_invalid_input_is_reported_when_a_stage_changes_it():

@@ -31,7 +31,7 @@ from .events import (
 )
 from .store import ArtifactStore, MemoryStore
 from .tokens import TokenCounter, TokenizerProfile
-from .validate import validate_history
+from .validate import Violation, validate_history
 from .windows import ContextWindowUnknownError, model_info, model_name_of
 
 __all__ = ('HistoryProcessor', 'HistoryStats', 'RunStats')
@@ -138,6 +138,7 @@ class HistoryProcessor:
         self._legacy_runs: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
         self._legacy_seq = 0
         self._tracer = _tracer()
+        self._input_check = _InputCheck()
 
     # ---- pydantic-ai entry points -------------------------------------------------------------------
 
@@ -248,7 +249,16 @@ class HistoryProcessor:
     ) -> list[ModelMessage]:
         before = context.estimate(messages)
         current = messages
-        validity = _Validity(messages, context)
+        violations = self._input_check.errors(messages)
+        new_violations = self._input_check.unreported(violations)
+        if new_violations:
+            context.warn(
+                'invalid_input',
+                f'the history has {len(violations)} invariant violation(s) before processing; '
+                'no stage may add to them',
+                violations=[str(v) for v in new_violations[:20]],
+            )
+        validity = _Validity(len(violations))
         for stage in self.stages:
             current = await self._run_stage(stage, current, context, validity)
         context.counter.mark_sent(current)
@@ -293,7 +303,7 @@ class HistoryProcessor:
             )
             self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error='invalid output: ' + shown))
             return messages
-        validity.accept(result, len(errors))
+        validity.accept(len(errors))
         return result
 
     # ---- events and stats ---------------------------------------------------------------------------
@@ -390,36 +400,57 @@ def _record(stats: RunStats, event: HistoryEvent) -> None:
         stats.stage_failures += 1
 
 
-class _Validity:
-    """The error count of the history the next stage receives.
+_BOUNDARY_CODES = frozenset({'starts_with_response', 'starts_with_tool_return'})
 
-    The input's count is computed only once a stage has changed something (the idle path never validates),
-    and reported then (`HistoryWarning('invalid_input')`) when it is not zero.
+
+class _InputCheck:
+    """Validates each input history, incrementally.
+
+    Within a run every input is the previous output plus a response and a request (the same objects), and
+    every invariant is local (a message and its neighbours) or about the ends. So when the previous input
+    was valid, only the messages from the end of the shared prefix on need checking: the idle path stays
+    cheap on long histories while broken input is still reported on every request that brings it.
     """
 
-    def __init__(self, messages: Sequence[ModelMessage], context: HistoryContext) -> None:
-        self._messages = messages
-        self._context = context
-        self._errors: int | None = None
+    def __init__(self) -> None:
+        self._last: tuple[ModelMessage, ...] = ()
+        self._last_errors = 0
+        self._reported: frozenset[str] = frozenset()
 
-    @property
-    def errors(self) -> int:
-        if self._errors is None:
-            violations = [v for v in validate_history(self._messages) if v.severity == 'error']
-            self._errors = len(violations)
-            if violations:
-                self._context.warn(
-                    'invalid_input',
-                    f'the history had {len(violations)} invariant violation(s) before processing; '
-                    'no stage may add to them',
-                    violations=[str(v) for v in violations[:20]],
-                )
-        return self._errors
+    def unreported(self, violations: Sequence[Violation]) -> list[Violation]:
+        """Violations not reported before: a broken old message warns once, not on every request."""
+        new = [v for v in violations if str(v) not in self._reported]
+        self._reported = frozenset(str(v) for v in violations)
+        return new
 
-    def accept(self, messages: Sequence[ModelMessage], errors: int) -> None:
+    def errors(self, messages: Sequence[ModelMessage]) -> list[Violation]:
+        shared = 0
+        for old, new in zip(self._last, messages, strict=False):
+            if old is not new:
+                break
+            shared += 1
+        if shared >= 2 and self._last_errors == 0:
+            start = shared - 2  # the pair at the seam was checked with the previous input
+            found = [
+                dataclasses.replace(v, index=v.index + start)
+                for v in validate_history(messages[start:])
+                if v.severity == 'error' and v.index != 0 and v.code not in _BOUNDARY_CODES
+            ]
+        else:
+            found = [v for v in validate_history(messages) if v.severity == 'error']
+        self._last, self._last_errors = tuple(messages), len(found)
+        return found
+
+
+class _Validity:
+    """The error count of the history the next stage receives; no stage may add to it."""
+
+    def __init__(self, errors: int) -> None:
+        self.errors = errors
+
+    def accept(self, errors: int) -> None:
         """A stage's output becomes the next stage's input."""
-        self._messages = messages
-        self._errors = errors
+        self.errors = errors
 
 
 def _span_attributes(event: RequestProcessed, context: HistoryContext) -> dict[str, Any]:
