@@ -4,14 +4,10 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parents[2].parent / 'shared' / 'fixtures'
-
 
 @pytest.fixture(scope='session')
-def fixtures() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.skip(f'shared fixtures not found at {FIXTURES} (expected ../shared/fixtures beside the repo)')
-    return FIXTURES
+def fixtures(fixtures_dir: Path) -> Path:
+    return fixtures_dir
 
 
 @pytest.fixture(scope='session')
