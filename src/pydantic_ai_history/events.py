@@ -78,6 +78,8 @@ class CompactionResult(HistoryEvent):
     summarizer_calls: int
     duration_ms: float
     error: str | None = None
+    pinned_units: int = 0
+    """Pinned units among the evicted ones, carried verbatim in the summary's pinned section."""
 
 
 @dataclass(frozen=True, kw_only=True)

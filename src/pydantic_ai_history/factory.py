@@ -60,7 +60,7 @@ def create_history_processor(
         summarizer_timeout: seconds before a summary falls back to the deterministic digest, default 60.
         planner_model: the model that plans large artifacts; setting it turns LLM planning on.
         llm_planning: force LLM artifact planning on (with the run's model) or off.
-        pin: a predicate; units with a message it accepts are kept by the window (e.g. `pin_tool_errors`).
+        pin: a predicate; units it accepts are kept by the compactor and the window (e.g. `pin_tool_errors`).
         artifacts: `ArtifactSettings`, or False to switch the artifact planner off.
         compaction: `CompactionSettings`, or False to switch the compactor off.
         window: `WindowSettings`, or False to switch the sliding window off.
@@ -96,6 +96,7 @@ def create_history_processor(
                     summarizer_instructions=summarizer_instructions,
                     summarizer_timeout=summarizer_timeout,
                     on_compaction=on_compaction,
+                    pin=pin,
                 )
             )
         )

@@ -63,8 +63,10 @@ class CheckedProcessor(HistoryProcessor):
     outputs = 0
     events: list[HistoryEvent]
 
-    async def process(self, messages: Any, *, ctx: Any = None, model: Any = None) -> list[ModelMessage]:
-        out = await super().process(messages, ctx=ctx, model=model)
+    async def process(
+        self, messages: Any, *, ctx: Any = None, model: Any = None, **kwargs: Any
+    ) -> list[ModelMessage]:
+        out = await super().process(messages, ctx=ctx, model=model, **kwargs)
         assert_valid_history(out)
         self.outputs += 1
         return out

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ...pinning import PinPredicate
+
 if TYPE_CHECKING:
     from ...events import CompactionResult
 
@@ -54,6 +56,10 @@ class CompactionSettings:
             outcomes, errors, last assistant text; the head/tail cut if the digest fails) or 'truncate'
             (the head 25% / tail 75% cut of the transcript, at unit boundaries).
         keep_first_user_message: keep the first user turn verbatim (the original task).
+        pin: a predicate (e.g. `pinning.pin_tool_errors`); units with a message it accepts, or with a `pin()`
+            marker, are never summarized: they are kept ahead of older unpinned ones (their cost is reserved
+            before the tail is chosen), and those before the cut are carried verbatim in the summary's
+            pinned section (`PINNED_HEADING`) through every later compaction. Default None: markers only.
         cache_ttl: seconds summaries and prefix records live in the cache; None keeps them until evicted.
         on_compaction: called with every `CompactionResult` (also emitted as an event).
         clock: monotonic seconds, for the cool-down (injectable for tests).
@@ -73,6 +79,7 @@ class CompactionSettings:
     cooldown_seconds: float = 300.0
     fallback: Literal['digest', 'truncate'] = 'digest'
     keep_first_user_message: bool = True
+    pin: PinPredicate | None = None
     cache_ttl: float | None = None
     on_compaction: Callable[[CompactionResult], None] | None = None
     clock: Callable[[], float] = field(default=time.monotonic, compare=False)

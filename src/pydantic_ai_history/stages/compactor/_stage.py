@@ -4,10 +4,15 @@ Output: the preserved head (system prompt, first user message) + one summary req
 units verbatim, together at most the target. The tail is the contiguous run of newest units that fits
 what the target leaves after the head, the summary's cap and the provider overhead (instructions, tool
 definitions); the last unit (the current request with the response whose calls it answers) is always kept.
+
+Pinned units (`CompactionSettings.pin`, `pinning.pin()`) are never summarized: their cost is reserved before
+the tail is chosen, so they never push the cut; those before the cut are carried verbatim in the summary's
+pinned section, which every later compaction carries forward without showing it to the summarizer.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -18,8 +23,8 @@ from ..._compat import ModelMessage, ModelRequest, SystemPromptPart
 from ..._context import HistoryContext
 from ...cache import SummaryCache, cache_key
 from ...events import CompactionResult
-from ...pinning import marker_kind
-from ...tokens import TokenEstimate
+from ...pinning import is_pinned, marker_kind
+from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units
 from ...windows import model_name_of
 from ._breaker import Breaker
@@ -27,8 +32,8 @@ from ._fallback import digest, head_tail_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionLimits, CompactionSettings
 from ._summarizer import SummarizerError, run_summarizer
-from ._summary_message import build_summary_message, summary_text
-from ._transcript import first_user_text, render_units
+from ._summary_message import PINNED_HEADING, build_summary_message, join_pinned, split_pinned, summary_text
+from ._transcript import TranscriptUnit, first_user_text, render_units
 
 __all__ = ('Compactor',)
 
@@ -36,6 +41,8 @@ logger = logging.getLogger('pydantic_ai_history.compactor')
 
 _SUMMARY_FRAMING_TOKENS = 40
 """Tokens reserved on top of the summary cap for its message, marker and the provider's framing."""
+_PINNED_UNIT_FRAMING_TOKENS = 2
+"""Tokens reserved per pinned unit for the blank line that separates it in the pinned section."""
 
 Method = Literal['llm', 'cache', 'digest', 'truncate']
 
@@ -148,10 +155,30 @@ class Compactor:
         last = len(plan.units) - 1
         if body_first > last:
             return plan.messages
+        counter = context.counter
+        previous_full = summary_text(plan.messages[plan.previous]) if plan.previous is not None else None
+        previous_text, previous_pinned = (
+            split_pinned(previous_full) if previous_full is not None else (None, '')
+        )
+        pins = self._pinned_units(plan, body_first, last, counter)
         costs = [sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]]
+        # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
+        # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
+        # they never push the cut.
+        pinned_cost = counter.count_text(previous_pinned)
+        for index, rendered in pins.items():
+            pinned_cost += max(costs[index - body_first], rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS)
+            costs[index - body_first] = 0
+        if pinned_cost:
+            pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS
         head_cost = sum(plan.per_message[:head])
         budget = (
-            limits.target - overhead - head_cost - self.settings.summary_max_tokens - _SUMMARY_FRAMING_TOKENS
+            limits.target
+            - overhead
+            - head_cost
+            - self.settings.summary_max_tokens
+            - _SUMMARY_FRAMING_TOKENS
+            - pinned_cost
         )
         cut_unit = body_first + fit_suffix(costs, budget, at_least=1)
         if cut_unit == body_first:
@@ -169,9 +196,17 @@ class Compactor:
         cut = plan.units[cut_unit].start
         body_start = head + (plan.previous is not None)
         evicted = plan.messages[body_start:cut]
-        previous_text = summary_text(plan.messages[plan.previous]) if plan.previous is not None else None
+        evicted_pins = [pins[i] for i in sorted(pins) if i < cut_unit]
+        summarized = [
+            m
+            for i in range(body_first, cut_unit)
+            if i not in pins
+            for m in plan.messages[plan.units[i].start : plan.units[i].end]
+        ]
 
-        summary = await self._summary(plan, evicted, previous_text, focus, context)
+        summary = await self._summary(plan, summarized, previous_text, focus, context)
+        # The summarizer's text (capped) + the pinned section: what it carried + what was pinned just now.
+        final_text = join_pinned(summary.text, previous_pinned, *(p.text for p in evicted_pins))
         system_parts = [
             p
             for m in evicted
@@ -185,26 +220,64 @@ class Compactor:
                 plan.origin.length + len(evicted), self._index.fold(plan.origin.chain, evicted)
             )
         details = {'method': summary.method, 'evicted_messages': len(evicted)}
+        if evicted_pins:
+            details['pinned_units'] = len(evicted_pins)
         if new_origin is not None:
             details['covers_messages'] = new_origin.length
-        message = build_summary_message(summary.text, details=details, system_parts=system_parts)
+        message = build_summary_message(final_text, details=details, system_parts=system_parts)
         result = [*plan.messages[:head], message, *plan.messages[cut:]]
-        after = overhead + head_cost + context.counter.count_message(message) + sum(plan.per_message[cut:])
+        after = overhead + head_cost + counter.count_message(message) + sum(plan.per_message[cut:])
         if cache is not None and new_origin is not None and summary.key:
-            record = PrefixRecord(new_origin.length, new_origin.chain, summary.key)
+            # The prefix cache reuses the final text, pinned section included, so a reload keeps the pins.
+            final_key = summary.key
+            if final_text != summary.text:
+                final_key = cache_key('compactor-pinned', summary.key, final_text)
+                await cache.set(final_key, final_text, ttl=self.settings.cache_ttl)
+            record = PrefixRecord(new_origin.length, new_origin.chain, final_key)
             await self._index.add(cache, conversation, record)
-            await self._index.set_origin(cache, conversation, summary.text, new_origin)
+            await self._index.set_origin(cache, conversation, final_text, new_origin)
         if after > limits.target:
             context.warn(
                 'compaction_over_target',
                 f'the compacted history is {after:,} tokens, over the target of {limits.target:,}: '
-                'the preserved head and the current request alone are that large',
+                'the preserved head, the pinned units and the current request alone are that large',
                 tokens=after,
                 target=limits.target,
             )
         return self._finish(
-            context, result, messages, estimate.total, after, reason, started, summary, len(evicted)
+            context,
+            result,
+            messages,
+            estimate.total,
+            after,
+            reason,
+            started,
+            dataclasses.replace(summary, text=final_text),
+            len(evicted),
+            pinned=len(evicted_pins),
         )
+
+    def _pinned_units(
+        self, plan: _Plan, body_first: int, last: int, counter: TokenCounter
+    ) -> dict[int, TranscriptUnit]:
+        """The pinned units of the body (not our own summaries or notes), each rendered in full."""
+        pins: dict[int, TranscriptUnit] = {}
+        for index in range(body_first, last):
+            unit = plan.units[index]
+            messages = plan.messages[unit.start : unit.end]
+            if any(marker_kind(m) is not None for m in messages) or not is_pinned(
+                messages, self.settings.pin
+            ):
+                continue
+            rendered = render_units(
+                messages,
+                [Unit(0, len(messages), unit.starts_with_request)],
+                counter,
+                tool_result_max_tokens=None,
+                system_prompts=False,
+            )
+            pins[index] = rendered[0] if rendered else TranscriptUnit('', 0, len(messages))
+        return pins
 
     def _head(self, messages: Sequence[ModelMessage], units: Sequence[Unit]) -> int:
         head = head_length(messages, units, keep_first_user_message=self.settings.keep_first_user_message)
@@ -251,17 +324,18 @@ class Compactor:
     async def _summary(
         self,
         plan: _Plan,
-        evicted: Sequence[ModelMessage],
+        summarized: Sequence[ModelMessage],
         previous: str | None,
         focus: str | None,
         context: HistoryContext,
     ) -> _Summary:
+        """The summarizer's text for `summarized` (the evicted messages but the pinned units)."""
         settings = self.settings
         counter = context.counter
         model = settings.summarizer_model if settings.summarizer_model is not None else context.model
         key = cache_key(
             'compactor-summary',
-            self._index.span_key(evicted),
+            self._index.span_key(summarized),
             self._settings_fingerprint(model),
             previous or '',
             focus or '',
@@ -271,9 +345,9 @@ class Compactor:
             cached = await cache.get(key)
             if cached:
                 return _Summary(cached, 'cache', 0, key)
-        evicted_units = split_units(evicted)
+        summarized_units = split_units(summarized)
         transcript = render_units(
-            evicted, evicted_units, counter, tool_result_max_tokens=settings.tool_result_max_tokens
+            summarized, summarized_units, counter, tool_result_max_tokens=settings.tool_result_max_tokens
         )
         task = first_user_text(plan.messages[: plan.head])
         error: str | None
@@ -305,7 +379,7 @@ class Compactor:
         method: Method = 'truncate'
         if settings.fallback == 'digest':
             try:
-                text = digest(evicted, previous, counter, settings.summary_max_tokens)
+                text = digest(summarized, previous, counter, settings.summary_max_tokens)
                 method = 'digest'
             except Exception:
                 logger.exception('compactor: the digest failed; cutting the transcript instead')
@@ -340,6 +414,8 @@ class Compactor:
         started: float,
         summary: _Summary,
         evicted: int,
+        *,
+        pinned: int = 0,
     ) -> list[ModelMessage]:
         event = CompactionResult(
             run_id=context.run_id,
@@ -354,6 +430,7 @@ class Compactor:
             summarizer_calls=summary.calls,
             duration_ms=(time.perf_counter() - started) * 1000,
             error=summary.error,
+            pinned_units=pinned,
         )
         context.emit_event(event)
         if self.settings.on_compaction is not None:
@@ -362,7 +439,8 @@ class Compactor:
             except Exception:
                 logger.exception('on_compaction callback raised; ignored')
         logger.info(
-            'compactor (%s, %s): %d -> %d messages, %d -> %d tokens, %d summarizer call(s)%s',
+            'compactor (%s, %s): %d -> %d messages, %d -> %d tokens, %d summarizer call(s), '
+            '%d pinned unit(s) kept verbatim%s',
             reason,
             summary.method,
             len(original),
@@ -370,6 +448,7 @@ class Compactor:
             tokens_before,
             tokens_after,
             summary.calls,
+            pinned,
             f', error: {summary.error}' if summary.error else '',
         )
         return result

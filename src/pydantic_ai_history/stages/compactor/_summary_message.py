@@ -4,6 +4,9 @@ Where `CompactionPart` is a request part (2.x) the summary is one: every provide
 user-voice text. Elsewhere it is a `UserPromptPart` opening with `TEXT_MARKERS['summary']`. Never a
 `SystemPromptPart` mid-history (providers have rejected that). The request is marked in its metadata
 (where messages have metadata) so the next compaction finds it; `pinning.marker_kind` also knows the text.
+
+Pinned units evicted by a compaction are carried verbatim after the summarizer's text, under
+`PINNED_HEADING`; the next compaction splits them off (`split_pinned`) so the summarizer never rewrites them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ from ..._compat import (
 from ..._context import MARKER_KEY
 from ...pinning import TEXT_MARKERS, marker_kind
 
-__all__ = ('build_summary_message', 'summary_text')
+__all__ = ('PINNED_HEADING', 'build_summary_message', 'join_pinned', 'split_pinned', 'summary_text')
+
+PINNED_HEADING = '## Pinned (kept verbatim)'
+"""The heading of the pinned section of a summary; the summarizer never sees it, so never writes it."""
+_PINNED_SEPARATOR = f'\n\n{PINNED_HEADING}\n'
 
 
 def build_summary_message(
@@ -59,3 +66,15 @@ def summary_text(message: ModelMessage) -> str | None:
             content = part.content
             return content[len(opening) :].lstrip('\n') if content.startswith(opening) else content
     return None
+
+
+def split_pinned(text: str) -> tuple[str, str]:
+    """A summary's text split into the summarizer's part and the pinned section (without its heading)."""
+    summary, found, pinned = text.partition(_PINNED_SEPARATOR)
+    return (summary, pinned) if found else (text, '')
+
+
+def join_pinned(summary: str, *pinned: str) -> str:
+    """The summary text with the non-empty `pinned` pieces appended, in order, under `PINNED_HEADING`."""
+    pieces = [p for p in pinned if p]
+    return f'{summary}{_PINNED_SEPARATOR}' + '\n\n'.join(pieces) if pieces else summary

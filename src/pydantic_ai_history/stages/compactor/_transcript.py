@@ -49,11 +49,12 @@ class TranscriptUnit:
 @dataclass(frozen=True)
 class _Renderer:
     counter: TokenCounter
-    cap: int
+    cap: int | None
+    system_prompts: bool = True
 
     def piece(self, label: str, body: str, *, capped: bool = True) -> tuple[str, int]:
         tokens = self.counter.count_text(body)
-        if capped and tokens > self.cap:
+        if capped and self.cap is not None and tokens > self.cap:
             body = self.counter.truncate_text(body, self.cap, head_fraction=0.5)
             tokens = self.cap
         return f'{label}{body}', tokens + len(label) // 3 + 1
@@ -76,7 +77,7 @@ class _Renderer:
 
     def part(self, part: Any) -> tuple[str, int] | None:
         if isinstance(part, SystemPromptPart):
-            return self.piece('System: ', part.content, capped=False)
+            return self.piece('System: ', part.content, capped=False) if self.system_prompts else None
         if isinstance(part, UserPromptPart):
             return self.piece('User: ', content_text(part.content), capped=False)
         if isinstance(part, ToolReturnPart):
@@ -114,10 +115,15 @@ def render_units(
     units: Sequence[Unit],
     counter: TokenCounter,
     *,
-    tool_result_max_tokens: int,
+    tool_result_max_tokens: int | None,
+    system_prompts: bool = True,
 ) -> list[TranscriptUnit]:
-    """Render each unit's messages; tool results and call arguments are cut to `tool_result_max_tokens`."""
-    renderer = _Renderer(counter, tool_result_max_tokens)
+    """Render each unit's messages; tool results and call arguments are cut to `tool_result_max_tokens`.
+
+    `None` renders them whole (the pinned section of a summary); `system_prompts=False` leaves system prompt
+    parts out (the summary message keeps them as parts).
+    """
+    renderer = _Renderer(counter, tool_result_max_tokens, system_prompts)
     rendered: list[TranscriptUnit] = []
     for unit in units:
         lines: list[str] = []
