@@ -139,11 +139,6 @@ async def test_summarizer_faults(mode: str) -> None:
         assert lost_markers(planted, history, store=store, summaries=summaries(events)) == set()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='the compactor does not spill the messages it evicts to the store: when the summarizer answers '
-    'garbage (non-empty, short), evicted user prompts and tool returns are unrecoverable',
-)
 async def test_garbage_summary_loses_nothing() -> None:
     events: list[HistoryEvent] = []
     store = RecordingStore()

@@ -24,6 +24,7 @@ from ..._context import HistoryContext
 from ...cache import SummaryCache, cache_key
 from ...events import CompactionResult
 from ...pinning import is_pinned, marker_kind
+from ...store import artifact_id
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units
 from ...windows import model_name_of
@@ -42,6 +43,8 @@ logger = logging.getLogger('pydantic_ai_history.compactor')
 _SUMMARY_FRAMING_TOKENS = 40
 """Tokens reserved on top of the summary cap for its message, marker and the provider's framing."""
 _PINNED_UNIT_FRAMING_TOKENS = 2
+_TRANSCRIPT_REFERENCE_TOKENS = 70
+"""The line that names the stored transcript of each compaction's evicted messages."""
 """Tokens reserved per pinned unit for the blank line that separates it in the pinned section."""
 
 Method = Literal['llm', 'cache', 'digest', 'truncate']
@@ -169,6 +172,8 @@ class Compactor:
         for index, rendered in pins.items():
             pinned_cost += max(costs[index - body_first], rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS)
             costs[index - body_first] = 0
+        if context.store is not None:
+            pinned_cost += _TRANSCRIPT_REFERENCE_TOKENS
         if pinned_cost:
             pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS
         head_cost = sum(plan.per_message[:head])
@@ -205,15 +210,14 @@ class Compactor:
         ]
 
         summary = await self._summary(plan, summarized, previous_text, focus, context)
-        # The summarizer's text (capped) + the pinned section: what it carried + what was pinned just now.
-        final_text = join_pinned(summary.text, previous_pinned, *(p.text for p in evicted_pins))
-        system_parts = [
-            p
-            for m in evicted
-            if isinstance(m, ModelRequest) and marker_kind(m) is None
-            for p in m.parts
-            if isinstance(p, SystemPromptPart)
-        ]
+        reference = await _spill_transcript(evicted, counter, context)
+        # The summarizer's text (capped) + the pinned section: what it carried, where the full transcript of
+        # what was just evicted can be read back, and what was pinned just now.
+        final_text = join_pinned(summary.text, previous_pinned, reference, *(p.text for p in evicted_pins))
+        # System prompts survive compaction as parts: those of evicted messages (window notes included, which
+        # carry the ones the window dropped) and those the previous summary already carried.
+        carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
+        system_parts = _system_parts([*carriers, *evicted])
         new_origin = None
         if plan.origin is not None:
             new_origin = Origin(
@@ -308,7 +312,11 @@ class Compactor:
             text = await cache.get(record.summary_key)
             if not text:
                 continue
-            message = build_summary_message(text, details={'method': 'cache', 'covers_messages': length})
+            message = build_summary_message(
+                text,
+                details={'method': 'cache', 'covers_messages': length},
+                system_parts=_system_parts(plan.messages[head:length]),
+            )
             messages = [*plan.messages[:head], message, *plan.messages[length:]]
             per_message = [
                 *plan.per_message[:head],
@@ -452,3 +460,36 @@ class Compactor:
             f', error: {summary.error}' if summary.error else '',
         )
         return result
+
+
+def _system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
+    return [
+        p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)
+    ]
+
+
+async def _spill_transcript(
+    evicted: Sequence[ModelMessage], counter: TokenCounter, context: HistoryContext
+) -> str:
+    """Store the full transcript of the evicted messages; the line that tells the model how to read it.
+
+    A summary, however good, loses detail; with the transcript in the spill store nothing the user or the
+    tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. Empty when there
+    is no store or it fails (the summary still stands).
+    """
+    if context.store is None or not evicted:
+        return ''
+    rendered = render_units(evicted, split_units(evicted), counter, tool_result_max_tokens=None)
+    data = '\n\n'.join(unit.text for unit in rendered).encode()
+    key = artifact_id(data)
+    try:
+        await context.store.put(
+            key, data, media_type='text/markdown', source=f'transcript of {len(evicted)} compacted messages'
+        )
+    except Exception as exc:  # the summary stands without it
+        context.warn('transcript_store_failed', f'the evicted transcript could not be stored ({exc})')
+        return ''
+    return (
+        f'The full transcript of the {len(evicted)} messages summarized here is stored: '
+        f'read_artifact(artifact_id="{key}", query=...) finds any detail in it.'
+    )
