@@ -80,14 +80,28 @@ class SQLiteCache(SummaryCache):
                 self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
             )
             try:
-                conn.execute('PRAGMA journal_mode=WAL')
-                conn.execute('PRAGMA synchronous=NORMAL')
-                conn.execute(_SCHEMA)
+                self._initialise(conn)
             except BaseException:
                 conn.close()
                 raise
             self._conn = conn
         return self._conn
+
+    def _initialise(self, conn: sqlite3.Connection) -> None:
+        # Switching a new file to WAL takes an exclusive lock that SQLite's busy handler does not wait for:
+        # two instances opening the same new file at once get 'database is locked' at once. Retry until
+        # `busy_timeout`, as every other statement waits.
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                conn.execute('PRAGMA journal_mode=WAL')
+                conn.execute('PRAGMA synchronous=NORMAL')
+                conn.execute(_SCHEMA)
+                return
+            except sqlite3.OperationalError as exc:
+                if 'locked' not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     def _get_sync(self, conn: sqlite3.Connection, key: str) -> str | None:
         row = conn.execute('SELECT value, expires_at FROM cache WHERE key = ?', (key,)).fetchone()
