@@ -23,7 +23,6 @@ from pydantic_ai.messages import (
 
 from pydantic_ai_history.units import (
     Unit,
-    first_clean_start,
     fit_suffix,
     head_length,
     split_units,
@@ -128,17 +127,6 @@ def test_head_length(fixtures_dir: Path) -> None:
     assert head_length(no_system, split_units(no_system), keep_first_user_message=True) == 1
 
 
-def test_first_clean_start() -> None:
-    units = [Unit(0, 1, True), Unit(1, 3, False), Unit(3, 4, False), Unit(4, 5, True)]
-    assert first_clean_start(units, 1, limit=4) == 3
-    assert first_clean_start(units, 0, limit=4) == 0
-    assert first_clean_start(units, 1, limit=3) == 3
-
-
-# ---- property: random valid histories ----------------------------------------------------------------
-
-
-@st.composite
 def histories(draw: st.DrawFn) -> list[ModelMessage]:
     counter = iter(range(10_000))
     messages: list[ModelMessage] = [_req(SystemPromptPart(content='sys'), UserPromptPart(content='task'))]

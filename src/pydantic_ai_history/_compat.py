@@ -14,6 +14,7 @@ from typing import Any, get_args
 from pydantic_ai import messages as _m
 from pydantic_ai.messages import (
     BinaryContent,
+    FileUrl,
     ModelMessage,
     ModelRequest,
     ModelRequestPart,
@@ -47,7 +48,10 @@ __all__ = (
     'ToolReturnPart',
     'UserPromptPart',
     'answered_call_id',
+    'decode_data_url',
+    'is_media',
     'make_request',
+    'media_type_of',
     'message_metadata',
     'part_metadata',
     'pydantic_ai_version',
@@ -173,3 +177,38 @@ def run_id_of(ctx: Any) -> str | None:
     """The run id of a `RunContext` (2.x, late 1.x), None on versions without it."""
     value = getattr(ctx, 'run_id', None)
     return value if isinstance(value, str) else None
+
+
+def is_media(item: object) -> bool:
+    """Whether a content item is a file: `BinaryContent` or a `FileUrl` (image, audio, document, video URL).
+
+    By type, never by `hasattr(item, 'media_type')`: `FileUrl.media_type` is a property that raises when it
+    cannot guess the type from the URL.
+    """
+    return isinstance(item, (BinaryContent, FileUrl))
+
+
+def media_type_of(item: object) -> str:
+    """A file item's media type, or '' when a URL does not say (a link without a file extension)."""
+    try:
+        value = getattr(item, 'media_type', None)
+    except Exception:
+        return ''
+    return value if isinstance(value, str) else ''
+
+
+def decode_data_url(url: str) -> tuple[bytes, str] | None:
+    """The bytes and media type of a `data:` URL; None for any other URL or undecodable data."""
+    import base64
+    import binascii
+
+    if not url.startswith('data:'):
+        return None
+    header, _, payload = url.partition(',')
+    media_type = header[5:].split(';', 1)[0] or 'application/octet-stream'
+    if ';base64' not in header:
+        return payload.encode(), media_type
+    try:
+        return base64.b64decode(payload, validate=False), media_type
+    except (ValueError, binascii.Error):
+        return None

@@ -37,6 +37,9 @@ from ._compat import (
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
+    decode_data_url,
+    is_media,
+    media_type_of,
 )
 
 __all__ = (
@@ -390,7 +393,7 @@ class TokenCounter:
     def _count_return(self, content: Any) -> int:
         # A tool return without files goes on the wire as one JSON document (strings quoted); only one with
         # files is split into text, JSON and media.
-        if isinstance(content, (list, tuple)) and not any(_is_media(item) for item in content):
+        if isinstance(content, (list, tuple)) and not any(is_media(item) for item in content):
             return self.count_text(_to_json(content))
         return self._count_content(content)
 
@@ -399,7 +402,7 @@ class TokenCounter:
             return 0
         if isinstance(content, str):
             return self.count_text(content)
-        if _is_media(content):
+        if is_media(content):
             return self._count_media(content)
         if isinstance(content, (list, tuple)):
             total = 0
@@ -407,7 +410,7 @@ class TokenCounter:
             for item in content:
                 if isinstance(item, str):
                     total += self.count_text(item)
-                elif _is_media(item):
+                elif is_media(item):
                     total += self._count_media(item)
                 elif type(item).__name__ == 'CachePoint':
                     continue
@@ -421,11 +424,12 @@ class TokenCounter:
     def _count_media(self, item: Any) -> int:
         """Images by pixels, PDFs by pages, audio/video by duration, text-like documents by their text."""
         profile = self.tokenizer_profile
-        media_type = _media_type(item)
+        media_type = media_type_of(item)
         data = item.data if isinstance(item, BinaryContent) else None
         url: str = getattr(item, 'url', '') or ''
-        if data is None and url.startswith('data:'):
-            data = _decode_data_url(url)
+        decoded = decode_data_url(url) if data is None else None
+        if decoded is not None:
+            data = decoded[0]
         kind = media_type.split('/', 1)[0]
         if kind == 'image' or type(item).__name__ == 'ImageUrl':
             size = self._image_dimensions(data) if data is not None else None
@@ -593,32 +597,8 @@ def _newest_usage(messages: Sequence[ModelMessage]) -> int | None:
     return None
 
 
-def _is_media(item: Any) -> bool:
-    return isinstance(item, BinaryContent) or (hasattr(item, 'url') and hasattr(item, 'media_type'))
-
-
-def _media_type(item: Any) -> str:
-    try:  # FileUrl.media_type guesses from the URL and raises when it cannot
-        value = item.media_type
-    except Exception:
-        return ''
-    return value if isinstance(value, str) else ''
-
-
 def _to_json(value: Any) -> str:
     return pydantic_core.to_json(value, fallback=str).decode()
-
-
-def _decode_data_url(url: str) -> bytes | None:
-    import base64
-
-    header, _, payload = url.partition(',')
-    if ';base64' not in header:
-        return payload.encode()
-    try:
-        return base64.b64decode(payload, validate=False)
-    except ValueError:
-        return None
 
 
 _offline_warned: set[str] = set()

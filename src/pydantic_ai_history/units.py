@@ -19,7 +19,7 @@ from ._compat import (
     answered_call_id,
 )
 
-__all__ = ('Unit', 'first_clean_start', 'fit_suffix', 'head_length', 'split_units', 'tool_call_ids')
+__all__ = ('Unit', 'fit_suffix', 'head_length', 'split_units', 'system_parts', 'tool_call_ids')
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,8 @@ def fit_suffix(costs: Sequence[int], budget: int, *, at_least: int = 1) -> int:
     return start
 
 
-def first_clean_start(units: Sequence[Unit], start: int, *, limit: int) -> int:
-    """The first unit index `>= start` (and `< limit`) where a history may begin, or `limit` if none."""
-    for index in range(start, limit):
-        if units[index].starts_with_request:
-            return index
-    return limit
+def system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
+    """The system prompt parts of `messages`, in order: what a stage that drops messages must carry on."""
+    return [
+        p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)
+    ]
