@@ -127,6 +127,10 @@ def test_head_length(fixtures_dir: Path) -> None:
     assert head_length(no_system, split_units(no_system), keep_first_user_message=True) == 1
 
 
+# ---- property: random valid histories ----------------------------------------------------------------
+
+
+@st.composite
 def histories(draw: st.DrawFn) -> list[ModelMessage]:
     counter = iter(range(10_000))
     messages: list[ModelMessage] = [_req(SystemPromptPart(content='sys'), UserPromptPart(content='task'))]

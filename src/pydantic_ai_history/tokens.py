@@ -245,6 +245,7 @@ class TokenCounter:
     correction: float | None = None
     max_memo_chars: int = 64_000_000
     _encode: Callable[[str], int] | None = field(default=None, init=False, repr=False)
+    _encoding: Any = field(default=None, init=False, repr=False)
     _offline: bool = field(default=False, init=False, repr=False)
     _text_memo: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _text_memo_chars: int = field(default=0, init=False, repr=False)
@@ -285,6 +286,7 @@ class TokenCounter:
                 import tiktoken
 
                 encoding = tiktoken.get_encoding(self.tokenizer_profile.encoding)
+                self._encoding = encoding
                 self._encode = lambda text: len(encoding.encode_ordinary(text))
             except Exception as exc:  # no network and no cache, or tiktoken broken: estimate instead
                 _warn_offline_once(self.tokenizer_profile.encoding, exc)
@@ -308,18 +310,34 @@ class TokenCounter:
         return count
 
     def truncate_text(self, text: str, max_tokens: int, *, head_fraction: float = 0.7) -> str:
-        """Cut `text` to about `max_tokens` (corrected), keeping head and tail around an omission marker."""
+        """Cut `text` to at most `max_tokens` (corrected), keeping head and tail around an omission marker.
+
+        With tiktoken the cut is made on token boundaries, so dense text at one end (CJK, code) cannot push
+        the result over the cap; offline, the character cut is shrunk until the estimate fits.
+        """
         total = self.count_text(text)
         limit = int(max_tokens / self.tokenizer_profile.correction)
         if total <= limit:
             return text
-        chars_per_token = len(text) / max(total, 1)
-        keep_chars = max(int(limit * chars_per_token) - 40, 0)
-        head = int(keep_chars * head_fraction)
-        tail = keep_chars - head
-        omitted = total - limit
-        marker = f'\n[... about {omitted:,} tokens omitted ...]\n'
-        return text[:head] + marker + (text[-tail:] if tail else '')
+        marker = f'\n[... about {total - limit:,} tokens omitted ...]\n'
+        keep = max(limit - self.count_text(marker) - 2, 0)  # 2: merges across the two seams
+        self._encoder()
+        encoding = self._encoding
+        if encoding is not None:
+            ids = encoding.encode_ordinary(text)
+            head_ids = int(keep * head_fraction)
+            tail_ids = keep - head_ids
+            head = encoding.decode(ids[:head_ids], errors='ignore')
+            tail = encoding.decode(ids[len(ids) - tail_ids :], errors='ignore') if tail_ids else ''
+            return f'{head}{marker}{tail}'
+        chars = int(keep * len(text) / max(total, 1))
+        while True:
+            head_chars = int(chars * head_fraction)
+            tail_chars = chars - head_chars
+            result = text[:head_chars] + marker + (text[len(text) - tail_chars :] if tail_chars else '')
+            if self.count_text(result) <= limit or chars == 0:
+                return result
+            chars = int(chars * 0.9)
 
     # ---- parts and messages ---------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from ._manifest import document_manifest, human_size, unreadable_manifest
 from ._registry import extension_of, format_name, reader_for, sniff_media_type
 from ._results import ConvertedDocument, FileResult, Truncation, UnreadableFile
 from ._settings import FileSettings
-from ._tokens import CountTokens, TruncateTokens, cut_tokens
+from ._tokens import CountTokens, cut_tokens
 
 _DEFAULT_SETTINGS = FileSettings()
 
@@ -25,7 +25,6 @@ def read_file(
     name: str | None = None,
     settings: FileSettings = _DEFAULT_SETTINGS,
     count_tokens: Callable[[str], int] | None = None,
-    truncate_tokens: Callable[[str, int], str] | None = None,
 ) -> FileResult:
     """Convert a file's bytes into what a model can afford: markdown, a fitted image or audio clip.
 
@@ -47,7 +46,7 @@ def read_file(
             return fit_image(data, sniffed, name, settings)
         if sniffed.startswith('audio/'):
             return fit_audio(data, sniffed, name, settings)
-        return _convert(data, sniffed, name, settings, count_tokens, truncate_tokens)
+        return _convert(data, sniffed, name, settings, count_tokens)
     except Exception as e:  # the never-raise promise: a bug in one format must not fail the whole run
         return _unreadable(
             name, sniffed, size, f'{format_name(sniffed)} could not be read: {type(e).__name__}: {e}'
@@ -61,7 +60,6 @@ def read_path(
     name: str | None = None,
     settings: FileSettings = _DEFAULT_SETTINGS,
     count_tokens: Callable[[str], int] | None = None,
-    truncate_tokens: Callable[[str, int], str] | None = None,
 ) -> FileResult:
     """`read_file` for a local path; the size is checked before anything is read."""
     name = name if name is not None else os.path.basename(os.fspath(path))
@@ -81,7 +79,6 @@ def read_path(
         name=name,
         settings=settings,
         count_tokens=count_tokens,
-        truncate_tokens=truncate_tokens,
     )
 
 
@@ -116,12 +113,11 @@ def _convert(
     name: str | None,
     settings: FileSettings,
     count_tokens: CountTokens | None,
-    truncate_tokens: TruncateTokens | None,
 ) -> ConvertedDocument | UnreadableFile:
     extraction = extract(data, media_type, name, settings)
     if isinstance(extraction, str):
         return _unreadable(name, media_type, len(data), extraction)
-    cut = cut_tokens(extraction.text, settings.max_tokens, count_tokens, truncate_tokens)
+    cut = cut_tokens(extraction.text, settings.max_tokens, count_tokens)
     truncations = extraction.truncations
     if cut.cut:
         truncations = (*truncations, Truncation('tokens', cut.shown_tokens, cut.full_tokens))

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 CountTokens = Callable[[str], int]
-TruncateTokens = Callable[[str, int], str]
 
 # Han, kana, hangul and full-width forms: tokenizers spend about one token per character on these.
 _CJK = re.compile(r'[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]')
@@ -53,10 +52,8 @@ def _snap(part: str, *, suffix: bool) -> str:
     return part[:i] if i >= 0 else part
 
 
-def cut_tokens(
-    text: str, max_tokens: int, count: CountTokens | None = None, truncate: TruncateTokens | None = None
-) -> TokenCut:
-    """Cut `text` to about `max_tokens`, keeping 70% head and 30% tail around an omission marker."""
+def cut_tokens(text: str, max_tokens: int, count: CountTokens | None = None) -> TokenCut:
+    """Cut `text` to at most `max_tokens` by `count`: 70% head and 30% tail around an omission marker."""
     count = count or estimate_tokens
     full = count(text)
     if full <= max_tokens:
@@ -64,12 +61,8 @@ def cut_tokens(
     budget = max(max_tokens - _MARKER_TOKENS, 2)
     head_budget = max(int(budget * _HEAD_SHARE), 1)
     tail_budget = max(budget - head_budget, 1)
-    if truncate is not None:
-        head = truncate(text, head_budget)
-    else:
-        # Bisection needs at most ~8 chars per token of search space; beyond that the cut is already short.
-        head = _longest(text[: head_budget * 8], head_budget, count, suffix=False)
-    head = _snap(head, suffix=False)
+    # Bisection needs at most ~8 chars per token of search space; beyond that the cut is already short.
+    head = _snap(_longest(text[: head_budget * 8], head_budget, count, suffix=False), suffix=False)
     tail = _snap(_longest(text[-tail_budget * 8 :], tail_budget, count, suffix=True), suffix=True)
     if len(head) + len(tail) > len(text):
         tail = tail[len(head) + len(tail) - len(text) :]

@@ -451,7 +451,6 @@ class ArtifactPlanner:
             name=attachment.name,
             settings=settings,
             count_tokens=counter.count_text,
-            truncate_tokens=counter.truncate_text,
         )
         result: FileResult = await anyio.to_thread.run_sync(read)
         if isinstance(result, ConvertedDocument) and context.cache is not None:
