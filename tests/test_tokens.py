@@ -690,3 +690,28 @@ def test_timestamps_do_not_matter() -> None:
         parts=[UserPromptPart(content='same', timestamp=datetime(2024, 1, 1, tzinfo=timezone.utc))]
     )
     assert counter.count_message(a) == counter.count_message(b)
+
+
+def test_tool_definitions_are_a_floor_under_the_learned_overhead() -> None:
+    """The overhead learned from one agent's usage must not hide another request's many tools."""
+    from pydantic_ai.tools import ToolDefinition
+
+    counter = TokenCounter('openai:gpt-4o')
+    first = ModelRequest(parts=[UserPromptPart(content='hello')])
+    counter.mark_sent([first])
+    answered = ModelResponse(
+        parts=[TextPart(content='hi')], usage=RequestUsage(input_tokens=12, output_tokens=2)
+    )
+    counter.estimate([first, answered])  # learns a tiny overhead: that agent had no tools
+    tools = [
+        ToolDefinition(
+            name=f'tool_{i}',
+            description='Looks a record up by its identifier and returns every field of it. ' * 8,
+            parameters_json_schema={'type': 'object', 'properties': {'record_id': {'type': 'string'}}},
+        )
+        for i in range(30)
+    ]
+    other = [ModelRequest(parts=[UserPromptPart(content='look up record 7')])]
+    estimate = counter.estimate(other, tool_definitions=tools)
+    assert estimate.total >= estimate.tokenizer + counter.count_tool_definitions(tools)
+    assert counter.count_tool_definitions(tools) > 30 * 100

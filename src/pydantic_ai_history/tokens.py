@@ -257,6 +257,7 @@ class TokenCounter:
     )
     _sent: OrderedDict[int, _Sent] = field(default_factory=OrderedDict, init=False, repr=False)
     _overhead: int | None = field(default=None, init=False, repr=False)
+    _last_tools: tuple[tuple[Any, ...], int] = field(default=((), 0), init=False, repr=False)
     _last_counted: tuple[tuple[ModelMessage, ...], tuple[int, ...]] = field(
         default=((), ()), init=False, repr=False
     )
@@ -477,8 +478,18 @@ class TokenCounter:
 
         Accepts pydantic-ai `ToolDefinition`s (or anything with `name`, `description` and
         `parameters_json_schema`). Each costs `tool_definition_overhead` plus its name, description and JSON
-        schema; a request with any tools adds `tools_overhead` once for the tools preamble.
+        schema; a request with any tools adds `tools_overhead` once for the tools preamble. The same tool
+        objects as on the previous call (pydantic-ai reuses them between steps) are not serialised again.
         """
+        tools = tuple(tools)
+        previous, count = self._last_tools
+        if len(previous) == len(tools) and all(a is b for a, b in zip(previous, tools, strict=True)):
+            return count
+        count = self._count_tool_definitions(tools)
+        self._last_tools = (tools, count)
+        return count
+
+    def _count_tool_definitions(self, tools: tuple[Any, ...]) -> int:
         profile = self.tokenizer_profile
         raw = 0
         any_tool = False
@@ -528,11 +539,10 @@ class TokenCounter:
         """
         per_message = self._per_message(messages)
         tokenizer = sum(per_message)
-        overhead = (
-            self._overhead
-            if self._overhead is not None
-            else self._default_overhead(messages, tool_definitions)
-        )
+        # What this request's own instructions and tools cost is a floor: the overhead learned from usage is
+        # the counter's (shared by every run on this model), and another agent's requests may have had fewer.
+        default = self._default_overhead(messages, tool_definitions)
+        overhead = default if self._overhead is None else max(self._overhead, default)
         anchor_index = _newest_usage(messages)
         if anchor_index is None:
             return TokenEstimate(tokenizer + overhead, tokenizer, per_message, overhead=overhead)
