@@ -317,3 +317,89 @@ async def test_span_with_the_opentelemetry_sdk():
     [span] = exporter.get_finished_spans()
     assert span.name == 'pydantic_ai_history.process'
     assert span.attributes['pydantic_ai_history.messages_before'] == 5
+
+
+async def test_a_link_without_a_file_extension_does_not_break_the_run() -> None:
+    """`ImageUrl.media_type` raises when the URL does not say; counting and every stage must cope."""
+    from pydantic_ai.messages import ImageUrl
+
+    from pydantic_ai_history import create_history_processor
+
+    events: list[HistoryEvent] = []
+    processor = create_history_processor(context_window=WINDOW, on_event=events.append)
+    provider = StrictProvider(_tool_loop(2), context_window=WINDOW)
+    agent = _agent(provider, processor)
+    result = await agent.run(['What is in this picture?', ImageUrl('https://cdn.example.com/i/abc123')])
+    assert result.output == 'done after 2 calls'
+    assert not [e for e in events if isinstance(e, StageFailed)]
+    assert not provider.rejected
+
+
+async def test_an_unexpected_error_outside_the_stages_passes_the_history_on(monkeypatch: pytest.MonkeyPatch):
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+    )
+    counter = processor.counter_for('gpt-4o')
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError('a part type nobody foresaw')
+
+    monkeypatch.setattr(counter, 'estimate', broken)
+    history = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'a page')]
+    out = await processor.process(history)
+    assert out == history
+    failures = [e for e in events if isinstance(e, StageFailed)]
+    assert [f.stage for f in failures] == ['processor']
+    assert 'a part type nobody foresaw' in failures[0].error
+
+
+async def test_context_utilization_applies_to_every_stage() -> None:
+    """A third of a 30K window: the compactor triggers at 80% of 10K, not of 30K, so the window never has to
+    drop what the compactor would have summarized."""
+    from pydantic_ai_history import CompactionResult, create_history_processor
+
+    events: list[HistoryEvent] = []
+    summaries: list[str] = []
+
+    def summarize(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        summaries.append('called')
+        return ModelResponse(parts=[TextPart('## Goal\nread pages\n## Current state\nreading')])
+
+    from pydantic_ai.models.function import FunctionModel
+
+    processor = create_history_processor(
+        context_window=30_000,
+        context_utilization=1 / 3,
+        summarizer_model=FunctionModel(summarize),
+        on_event=events.append,
+    )
+    provider = StrictProvider(_tool_loop(25), context_window=30_000)
+    await _agent(provider, processor).run('read every page')
+    compactions = [e for e in events if isinstance(e, CompactionResult)]
+    assert compactions, 'the compactor ran inside the reduced window'
+    assert not [e for e in events if isinstance(e, WindowApplied)], 'the window never had to cut'
+    assert provider.peak_input_tokens <= 10_000
+    assert len(summaries) == len(compactions)
+
+
+async def test_manual_compaction_is_guarded_like_a_stage() -> None:
+    class BrokenCompactor:
+        name = 'compactor'
+
+        async def __call__(self, messages: list[ModelMessage], context: Any) -> list[ModelMessage]:
+            return messages
+
+        async def compact(
+            self, messages: list[ModelMessage], context: Any, *, focus: str | None = None
+        ) -> Any:
+            return [messages[-1], messages[0]]  # opens with a tool return: invalid
+
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        [BrokenCompactor()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+    )
+    history = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'a page')]
+    out = await processor.compact(history, focus='the pages')
+    assert out == history
+    assert [e.stage for e in events if isinstance(e, StageFailed)] == ['compactor']

@@ -23,6 +23,7 @@ def create_history_processor(
     *,
     model: Any = None,
     context_window: int | None = None,
+    context_utilization: float = 1.0,
     max_tokens: int | None = None,
     target_tokens: int | None = None,
     reserve_tokens: int | None = None,
@@ -51,6 +52,9 @@ def create_history_processor(
         model: the serving model (name or `Model`) when it is not the run's; decides token counting and the
             context window. Default: the run's model, read from `RunContext` on every request.
         context_window: overrides the model's context window (needed where pydantic-ai does not know it).
+        context_utilization: the fraction of the window every stage may use (e.g. 0.33 for cheap requests on
+            an expensive model): the compaction trigger and target, the artifact budget and the window's
+            budget all follow the reduced window. Default 1.0.
         max_tokens: the compaction trigger, default 120,000 (80% of a smaller known window).
         target_tokens: the size after compaction, default 40,000 (a third of a window-lowered trigger).
         reserve_tokens: room kept for the answer below the window, default 1,024.
@@ -70,6 +74,9 @@ def create_history_processor(
         on_event: receives every `HistoryEvent`.
         on_compaction: receives every `CompactionResult`.
     """
+    compaction_settings = compaction if isinstance(compaction, CompactionSettings) else CompactionSettings()
+    # the artifact stage plans against the compactor's trigger: from the keyword or the settings object
+    trigger = max_tokens if max_tokens is not None else compaction_settings.max_tokens
     stages: list[Any] = []
     if artifacts:
         stages.append(
@@ -79,7 +86,8 @@ def create_history_processor(
                     planner_model=planner_model,
                     llm_planning=llm_planning,
                     summarizer_model=summarizer_model,
-                    max_history_tokens=max_tokens,
+                    summarizer_timeout=summarizer_timeout,
+                    max_history_tokens=trigger,
                     reserve_tokens=reserve_tokens,
                 )
             )
@@ -88,7 +96,7 @@ def create_history_processor(
         stages.append(
             Compactor(
                 _override(
-                    compaction if isinstance(compaction, CompactionSettings) else CompactionSettings(),
+                    compaction_settings,
                     max_tokens=max_tokens,
                     target_tokens=target_tokens,
                     summarizer_model=summarizer_model,
@@ -114,6 +122,7 @@ def create_history_processor(
         stages,
         model=model,
         context_window=context_window,
+        context_utilization=context_utilization,
         token_profile=token_profile,
         cache=cache,
         store=store,

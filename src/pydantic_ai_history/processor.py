@@ -118,15 +118,19 @@ class HistoryProcessor:
         *,
         model: Any = None,
         context_window: int | None = None,
+        context_utilization: float = 1.0,
         token_profile: TokenizerProfile | None = None,
         cache: SummaryCache | None = None,
         store: ArtifactStore | None = None,
         on_event: EventHandler | None = None,
         max_tracked_runs: int = 1_024,
     ) -> None:
+        if not 0 < context_utilization <= 1:
+            raise ValueError('context_utilization must be in (0, 1]')
         self.stages = list(stages)
         self.model = model
         self.context_window = context_window
+        self.context_utilization = context_utilization
         self.token_profile = token_profile
         self.cache: SummaryCache = cache if cache is not None else MemoryCache()
         self.store: ArtifactStore = store if store is not None else MemoryStore()
@@ -183,10 +187,14 @@ class HistoryProcessor:
             else (self.model if self.model is not None else getattr(ctx, 'model', None))
         )
         info = model_info(model, context_window=self.context_window)
+        window = info.context_window
+        if window is not None and self.context_utilization < 1:
+            # every stage sees the used part of the window only: trigger, target and budgets all follow it
+            window = int(window * self.context_utilization)
         run_key = self._run_key(ctx)
         return HistoryContext(
             counter=self.counter_for(model),
-            context_window=info.context_window,
+            context_window=window,
             model=model,
             run_context=ctx,
             run_id=run_key,
@@ -207,15 +215,18 @@ class HistoryProcessor:
     ) -> list[ModelMessage]:
         """Compact now, whatever the trigger says; `focus` tells the summarizer what matters most.
 
-        Raises `RuntimeError` when the processor was built without a compaction stage.
+        Guarded like every stage: if it raises or breaks the history, the history comes back unchanged and a
+        `StageFailed` event says why. Raises `RuntimeError` when the processor has no compaction stage.
         """
         for stage in self.stages:
             compact = getattr(stage, 'compact', None)
             if compact is not None:
-                result: list[ModelMessage] = await compact(
-                    list(messages), self.make_context(ctx=ctx, model=model), focus=focus
+                history = list(messages)
+                context = self.make_context(ctx=ctx, model=model)
+                validity = _Validity(len(self._input_check.errors(history)))
+                return await self._run_stage(
+                    _OnDemand(stage.name, compact, focus), history, context, validity
                 )
-                return result
         raise RuntimeError(
             'this processor has no compaction stage (create_history_processor(compaction=False)?)'
         )
@@ -239,10 +250,19 @@ class HistoryProcessor:
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
             return current
-        if self._tracer is None:
-            return await self._process(current, context, started)
-        with self._tracer.start_as_current_span('pydantic_ai_history.process') as span:
-            return await self._process(current, context, started, span)
+        try:
+            if self._tracer is None:
+                return await self._process(current, context, started)
+            with self._tracer.start_as_current_span('pydantic_ai_history.process') as span:
+                return await self._process(current, context, started, span)
+        except ContextWindowUnknownError:
+            raise
+        except Exception as exc:  # outside any stage, e.g. counting content of a kind nobody foresaw
+            logger.exception('processing failed; the history is passed on unchanged')
+            self._emit(
+                StageFailed(run_id=context.run_id, stage='processor', error=f'{type(exc).__name__}: {exc}')
+            )
+            return current
 
     async def _process(
         self, messages: list[ModelMessage], context: HistoryContext, started: float, span: Any = None
@@ -440,6 +460,19 @@ class _InputCheck:
             found = [v for v in validate_history(messages) if v.severity == 'error']
         self._last, self._last_errors = tuple(messages), len(found)
         return found
+
+
+@dataclasses.dataclass
+class _OnDemand:
+    """A stage's `compact(messages, context, focus=...)` run as a stage, with the usual guard and check."""
+
+    name: str
+    compact: Any
+    focus: str | None
+
+    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        result: list[ModelMessage] = await self.compact(messages, context, focus=self.focus)
+        return result
 
 
 class _Validity:
