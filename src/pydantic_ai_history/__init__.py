@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._context import HistoryContext, HistoryStage
 from .events import (
     ArtifactProcessed,
     CompactionResult,
@@ -12,7 +13,8 @@ from .events import (
     WindowApplied,
 )
 from .factory import create_history_processor
-from .pinning import pin, pin_tool_errors
+from .files import FileSettings
+from .pinning import PinPredicate, pin, pin_tool_errors
 from .processor import HistoryProcessor, HistoryStats, RunStats
 from .stages.artifacts import (
     ArtifactDecision,
@@ -39,11 +41,15 @@ __all__ = (
     'CompactionSettings',
     'Compactor',
     'ContextWindowUnknownError',
+    'FileSettings',
+    'HistoryContext',
     'HistoryEvent',
     'HistoryProcessor',
+    'HistoryStage',
     'HistoryStats',
     'HistoryValidationError',
     'HistoryWarning',
+    'PinPredicate',
     'ProcessingStrategy',
     'RequestProcessed',
     'RunStats',
