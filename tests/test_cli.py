@@ -14,6 +14,7 @@ from pydantic_ai.messages import (
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    SystemPromptPart,
     TextPart,
     UserPromptPart,
 )
@@ -24,6 +25,7 @@ from pydantic_ai_history._cli.inspect import ACTIONS, _rows
 from pydantic_ai_history._compat import ToolCallPart, ToolReturnPart, with_part_metadata
 from pydantic_ai_history._context import MARKER_KEY
 from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, main, run_demo
+from pydantic_ai_history.stages.compactor import build_summary_message
 from pydantic_ai_history.stages.window import window_note
 
 FIXTURES = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures'
@@ -367,3 +369,36 @@ def test_count_with_an_unknown_model_uses_the_other_profile(fixtures_dir, capsys
     assert main(['count', str(path), '--model', 'my-local-llama', '--json']) == EXIT_OK
     report = json.loads(capsys.readouterr().out)
     assert report['profile'] == 'other'
+
+
+def test_the_window_note_count_is_read_from_the_note_not_from_the_system_prompt_it_carries():
+    """With both a summary and a window note, the note's count says which removed messages it stands for.
+    Where messages have no metadata the count comes from the note's own text, never from a carried system
+    prompt that happens to mention "N earlier messages"."""
+    before = [
+        _request('the task'),
+        ModelResponse(parts=[TextPart('first answer')]),
+        _request('second question'),
+        ModelResponse(parts=[TextPart('second answer')]),
+        ModelRequest(
+            parts=[SystemPromptPart('Quote the 7 earlier messages verbatim.'), UserPromptPart('q4')]
+        ),
+        ModelResponse(parts=[TextPart('fourth answer')]),
+        _request('the current question'),
+    ]
+    summary = build_summary_message('what happened first', details={})
+    note = window_note(before[3:5], None)
+    if 'metadata' in {f.name for f in dataclasses.fields(ModelRequest)}:
+        note = dataclasses.replace(note, metadata=None)  # type: ignore[call-arg]
+    after = [before[0], summary, note, before[5], before[6]]
+    rows = _rows(before, after, [10] * 7, [10] * 5)
+    actions = {r.index: r.action for r in rows if r.index is not None}
+    assert actions == {
+        0: 'kept',
+        1: 'summarized',
+        2: 'summarized',
+        3: 'dropped',
+        4: 'dropped',
+        5: 'kept',
+        6: 'kept',
+    }

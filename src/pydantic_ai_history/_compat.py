@@ -50,6 +50,7 @@ __all__ = (
     'answered_call_id',
     'decode_data_url',
     'is_media',
+    'json_text',
     'make_request',
     'media_type_of',
     'message_metadata',
@@ -212,3 +213,17 @@ def decode_data_url(url: str) -> tuple[bytes, str] | None:
         return base64.b64decode(payload, validate=False), media_type
     except (ValueError, binascii.Error):
         return None
+
+
+def json_text(value: Any) -> str:
+    """`value` as the compact JSON a model sees; what JSON cannot hold is written with `str`.
+
+    Never raises: a value pydantic cannot serialise (a file URL nested in a tool's dict whose media type
+    cannot be guessed from the URL, on some versions) is written with `str` as a whole.
+    """
+    import pydantic_core
+
+    try:
+        return pydantic_core.to_json(value, fallback=str).decode()
+    except (pydantic_core.PydanticSerializationError, ValueError):
+        return str(value)

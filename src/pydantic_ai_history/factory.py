@@ -86,6 +86,7 @@ def create_history_processor(
                     planner_model=planner_model,
                     llm_planning=llm_planning,
                     summarizer_model=summarizer_model,
+                    summarizer_settings=summarizer_settings,
                     summarizer_timeout=summarizer_timeout,
                     max_history_tokens=trigger,
                     reserve_tokens=reserve_tokens,

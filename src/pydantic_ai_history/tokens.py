@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import pydantic_core
 from pydantic_ai import messages as _messages
 
 from ._compat import (
@@ -39,6 +38,7 @@ from ._compat import (
     UserPromptPart,
     decode_data_url,
     is_media,
+    json_text,
     media_type_of,
 )
 
@@ -407,13 +407,13 @@ class TokenCounter:
             return 0
         if isinstance(args, str):
             return self.count_text(args)
-        return self.count_text(_to_json(args))
+        return self.count_text(json_text(args))
 
     def _count_return(self, content: Any) -> int:
         # A tool return without files goes on the wire as one JSON document (strings quoted); only one with
         # files is split into text, JSON and media.
         if isinstance(content, (list, tuple)) and not any(is_media(item) for item in content):
-            return self.count_text(_to_json(content))
+            return self.count_text(json_text(content))
         return self._count_content(content)
 
     def _count_content(self, content: Any) -> int:
@@ -436,9 +436,9 @@ class TokenCounter:
                 else:
                     plain.append(item)
             if plain:
-                total += self.count_text(_to_json(plain))
+                total += self.count_text(json_text(plain))
             return total
-        return self.count_text(_to_json(content))
+        return self.count_text(json_text(content))
 
     def _count_media(self, item: Any) -> int:
         """Images by pixels, PDFs by pages, audio/video by duration, text-like documents by their text."""
@@ -500,7 +500,7 @@ class TokenCounter:
                 profile.tool_definition_overhead
                 + self.count_text(getattr(tool, 'name', '') or '')
                 + self.count_text(getattr(tool, 'description', None) or '')
-                + (self.count_text(_to_json(schema)) if schema else 0)
+                + (self.count_text(json_text(schema)) if schema else 0)
             )
         if not any_tool:
             return 0
@@ -623,10 +623,6 @@ def _newest_usage(messages: Sequence[ModelMessage]) -> int | None:
         if isinstance(message, ModelResponse) and message.usage.input_tokens:
             return index
     return None
-
-
-def _to_json(value: Any) -> str:
-    return pydantic_core.to_json(value, fallback=str).decode()
 
 
 _offline_warned: set[str] = set()

@@ -15,11 +15,10 @@ from ._compat import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    SystemPromptPart,
     ThinkingPart,
     answered_call_id,
 )
-from .units import tool_call_ids
+from .units import system_parts, tool_call_ids
 
 __all__ = ('HistoryValidationError', 'Violation', 'assert_valid_history', 'validate_history')
 
@@ -164,22 +163,12 @@ def _preservation_violations(
         found.append(
             Violation('current_request_changed', len(messages) - 1, 'the current request was altered')
         )
-    kept_system = [
-        p.content
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, SystemPromptPart)
-    ]
-    for m in original:
-        if isinstance(m, ModelRequest):
-            for part in m.parts:
-                if isinstance(part, SystemPromptPart) and part.content not in kept_system:
-                    found.append(
-                        Violation(
-                            'system_prompt_lost', -1, f'system prompt {part.content[:60]!r} was dropped'
-                        )
-                    )
+    kept_system = {p.content for p in system_parts(messages)}
+    for part in system_parts(original):
+        if part.content not in kept_system:
+            found.append(
+                Violation('system_prompt_lost', -1, f'system prompt {part.content[:60]!r} was dropped')
+            )
     original_responses = [m for m in original if isinstance(m, ModelResponse)]
     for index, message in enumerate(messages):
         if not isinstance(message, ModelResponse):

@@ -25,6 +25,7 @@ from pydantic_ai_history import (
     validate_history,
 )
 from pydantic_ai_history.pinning import marker_kind
+from pydantic_ai_history.stages.window import dropped_count, window_note
 
 pytestmark = pytest.mark.anyio
 
@@ -332,3 +333,21 @@ async def test_invalid_input_is_reported_and_not_made_worse():
     assert 'invalid_input' in [e.code for e in events if isinstance(e, HistoryWarning)]
     assert [e for e in events if isinstance(e, WindowApplied)]
     assert out[-1] is history[-1]
+
+
+def _without_metadata(message: ModelRequest) -> ModelRequest:
+    """The note as a version without message metadata (1.0) writes it: recognised by its text alone."""
+    return dataclasses.replace(message, metadata=None) if HAS_MESSAGE_METADATA else message  # type: ignore[call-arg]
+
+
+def test_dropped_count_answers_only_for_our_own_notes():
+    carried = SystemPromptPart('Summarize the 7 earlier messages were removed lines as they come.')
+    dropped = [ModelRequest(parts=[carried, *user('a').parts]), reply('b'), user('c')]
+    note = window_note(dropped, None)
+    assert dropped_count(note) == 3
+    assert dropped_count(_without_metadata(note)) == 3, 'the carried system prompt is not the note'
+    assert dropped_count(user('By the way, 12 earlier messages were removed from my notes.')) is None
+    assert dropped_count(dropped[0]) is None
+    # a note of notes adds their counts
+    again = window_note([note, reply('d'), user('e')], None)
+    assert dropped_count(_without_metadata(again)) == 5

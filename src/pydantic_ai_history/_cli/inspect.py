@@ -13,17 +13,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._compat import BinaryContent, ModelMessage, message_metadata, part_metadata
+from .._compat import BinaryContent, ModelMessage, part_metadata
 from .._context import MARKER_KEY
 from ..events import HistoryEvent, RequestProcessed
 from ..pinning import marker_kind
+from ..stages.window import dropped_count
 from ..validate import validate_history
 from ..windows import ContextWindowUnknownError
 from .common import (
@@ -287,18 +287,6 @@ def _change(old: ModelMessage, new: ModelMessage) -> tuple[str, str]:
     return action, ', '.join(dict.fromkeys(details))
 
 
-def _window_dropped(message: ModelMessage) -> int | None:
-    value = message_metadata(message).get(MARKER_KEY)
-    if isinstance(value, Mapping) and isinstance(value.get('dropped_messages'), int):
-        return int(value['dropped_messages'])
-    for part in message.parts:
-        text = getattr(part, 'content', None)
-        found = re.search(r'(\d+) earlier messages', text) if isinstance(text, str) else None
-        if found:
-            return int(found.group(1))
-    return None
-
-
 def _rows(
     before: Sequence[ModelMessage],
     after: Sequence[ModelMessage],
@@ -314,7 +302,7 @@ def _rows(
     if 'window' in new_kinds and 'summary' not in new_kinds:
         dropped = set(removed)
     elif 'window' in new_kinds:
-        count = sum(_window_dropped(after[k]) or 0 for k in added if marker_kind(after[k]) == 'window')
+        count = sum(dropped_count(after[k]) or 0 for k in added)
         dropped = set(removed[len(removed) - count :]) if count else set()
     keyed: list[tuple[float, int, MessageRow]] = []
     for i, message in enumerate(before):

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from .._compat import (
     ModelMessage,
     ModelRequest,
-    SystemPromptPart,
     UserPromptPart,
     make_request,
     message_metadata,
@@ -23,10 +22,10 @@ from .._compat import (
 from .._context import MARKER_KEY, HistoryContext
 from ..events import WindowApplied
 from ..pinning import TEXT_MARKERS, PinPredicate, is_pinned, marker_kind
-from ..units import Unit, fit_suffix, head_length, split_units
+from ..units import Unit, fit_suffix, head_length, split_units, system_parts
 from ..windows import ContextWindowUnknownError
 
-__all__ = ('SlidingWindow', 'WindowSettings', 'select_window')
+__all__ = ('SlidingWindow', 'WindowSettings', 'dropped_count', 'select_window', 'window_note')
 
 logger = logging.getLogger('pydantic_ai_history.window')
 
@@ -245,38 +244,38 @@ def window_note(dropped: Sequence[ModelMessage], run_id: str | None) -> ModelReq
     Earlier notes of ours among the dropped messages are folded in: their counts add up, their own text is
     not repeated.
     """
-    system_parts = [
-        p for m in dropped if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)
-    ]
     count = 0
     for message in dropped:
-        if marker_kind(message) == 'window':
-            count += _noted_count(message)
-        else:
-            count += 1
+        noted = dropped_count(message)
+        count += 1 if noted is None else noted
     text = (
         f'{TEXT_MARKERS["window"]} {count} earlier messages were removed to fit the context window; '
         'the conversation continues below.'
     )
     return make_request(
-        [*system_parts, UserPromptPart(content=text)],
+        [*system_parts(dropped), UserPromptPart(content=text)],
         run_id=run_id,
         metadata={MARKER_KEY: {'kind': 'window', 'dropped_messages': count}},
     )
 
 
-_NOTE_COUNT = re.compile(r' (\d+) earlier messages were removed')
+_NOTE_COUNT = re.compile(re.escape(TEXT_MARKERS['window']) + r' (\d+) earlier messages were removed')
 
 
-def _noted_count(note: ModelMessage) -> int:
-    """How many messages an earlier note of ours stood for (metadata, or its text where there is none)."""
-    ours = message_metadata(note).get(MARKER_KEY)
+def dropped_count(message: ModelMessage) -> int | None:
+    """How many messages a window note of ours stands for; None for any other message.
+
+    Read from the note's metadata, or from its own text where messages have none (1.0): only the part that
+    opens with the note's marker is read, never the system prompts it carries or anybody else's text.
+    """
+    if marker_kind(message) != 'window':
+        return None
+    ours = message_metadata(message).get(MARKER_KEY)
     if isinstance(ours, dict) and isinstance(ours.get('dropped_messages'), int):
         return int(ours['dropped_messages'])
-    for part in note.parts:
+    for part in message.parts:
         content = getattr(part, 'content', None)
-        if isinstance(content, str) and content.startswith(TEXT_MARKERS['window']):
-            match = _NOTE_COUNT.search(content)
-            if match:
-                return int(match.group(1))
+        match = _NOTE_COUNT.match(content) if isinstance(content, str) else None
+        if match:
+            return int(match.group(1))
     return 0

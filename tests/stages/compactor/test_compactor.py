@@ -314,3 +314,29 @@ async def test_a_history_ending_mid_turn_after_user_reply():
     out, events, _ = await compact(messages, settings(stub))
     assert out[-1] is messages[-1]
     assert events[0].method == 'llm'
+
+
+@pytest.mark.parametrize(
+    ('max_tokens', 'target_tokens', 'window', 'expected'),
+    [
+        # the target follows the trigger, wherever the trigger came from: min(40,000, trigger / 3)
+        (None, None, None, (120_000, 40_000)),
+        (None, None, 128_000, (102_400, 34_133)),
+        (50_000, None, None, (50_000, 16_666)),
+        (50_000, None, 128_000, (50_000, 16_666)),
+        (50_000, None, 1_000_000, (50_000, 16_666)),
+        (300_000, None, None, (300_000, 40_000)),
+        (300_000, None, 1_000_000, (300_000, 40_000)),
+        # an explicit target below the trigger is kept as it is
+        (50_000, 30_000, None, (50_000, 30_000)),
+        (50_000, 30_000, 32_000, (50_000, 30_000)),
+        (None, 20_000, 128_000, (102_400, 20_000)),
+        # ... and one the window's trigger undercuts falls back to the default rule, not to trigger - 1
+        (None, 50_000, 32_000, (25_600, 8_533)),
+    ],
+)
+def test_the_default_target_depends_on_the_trigger_alone(
+    max_tokens: int | None, target_tokens: int | None, window: int | None, expected: tuple[int, int]
+):
+    limits = CompactionSettings(max_tokens=max_tokens, target_tokens=target_tokens).resolve(window)
+    assert (limits.trigger, limits.target) == expected

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, SystemPromptPart
+from pydantic_ai.messages import (
+    ImageUrl,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 
 from _compaction import SYSTEM, StubSummarizer, context, tool_loop
 from pydantic_ai_history import (
+    CompactionResult,
     CompactionSettings,
     Compactor,
     SlidingWindow,
@@ -14,6 +27,8 @@ from pydantic_ai_history import (
     assert_valid_history,
 )
 from pydantic_ai_history.readback import read_artifact_text
+from pydantic_ai_history.stages.compactor import summary_text
+from pydantic_ai_history.stages.compactor._stage import TRANSCRIPT_REFERENCE_OPENING
 from pydantic_ai_history.store import MemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -81,3 +96,78 @@ async def test_the_full_transcript_of_what_was_summarized_can_be_read_back() -> 
     for tag in evicted_tags:
         found = await read_artifact_text(store, artifact, query=tag, limit=4_000)
         assert tag in found
+
+
+_REFERENCE_ID = re.compile(r'read_artifact\(artifact_id="(art_[0-9a-f]+)"')
+
+
+async def test_repeated_compactions_keep_one_transcript_reference_and_chain_the_transcripts() -> None:
+    """Each compaction stores what it evicted; the summary names only the newest transcript, and each
+    transcript's first line names the one before, so the model can walk back through every evicted message."""
+    store = MemoryStore()
+    ctx, events = context(context_window=None, store=store)
+    compactor = Compactor(
+        CompactionSettings(max_tokens=12_000, target_tokens=5_000, summarizer_model=StubSummarizer().model())
+    )
+    history = tool_loop(30, tokens=500, tag='r0')
+    tags = [f'R0-{i:03d}' for i in range(30)]
+    for round_ in range(1, 7):
+        history = await compactor(history, ctx)
+        summary = summary_text(history[1]) or ''
+        assert summary.count(TRANSCRIPT_REFERENCE_OPENING) == 1, f'after compaction {round_}'
+        assert len(_REFERENCE_ID.findall(summary)) == 1
+        more = tool_loop(20, tokens=500, tag=f'r{round_}')[1:]
+        tags += [f'R{round_}-{i:03d}' for i in range(20)]
+        history = [*history, *more]
+    assert len([e for e in events if isinstance(e, CompactionResult)]) == 6
+
+    # walk the chain from the summary's one reference, reading each transcript's first line as the model would
+    [newest] = _REFERENCE_ID.findall(summary_text(history[1]) or '')
+    transcripts: list[str] = []
+    queue = [newest]
+    while queue:
+        current = queue.pop()
+        first_line = await read_artifact_text(store, current, offset=0, limit=400)
+        assert 'not found' not in first_line.lower()
+        data = await store.get(current)
+        assert data is not None
+        transcripts.append(data.decode())
+        opening = data.decode().split('\n', 1)[0]
+        queue.extend(
+            _REFERENCE_ID.findall(opening) if opening.startswith('The messages before these') else []
+        )
+    assert len(transcripts) == 6
+    kept = ModelMessagesTypeAdapter.dump_json(history).decode()
+    evicted = [t for t in tags if t not in kept]
+    assert len(evicted) > 100
+    assert all(any(t in transcript for transcript in transcripts) for t in evicted)
+
+
+async def test_image_urls_without_a_file_extension_are_summarized_and_stored() -> None:
+    """`ImageUrl.media_type` raises for a URL it cannot guess from: the transcript names the file by type."""
+    image = ImageUrl('https://cdn.example.com/i/abc123')
+    shot = ImageUrl('https://cdn.example.com/i/def456')
+    history = tool_loop(30, tokens=500)
+    history[1:1] = [
+        ModelResponse(parts=[TextPart('Send me the picture.')]),
+        ModelRequest(parts=[UserPromptPart(['Here it is:', image])]),
+    ]
+    history[6] = ModelRequest(
+        parts=[ToolReturnPart('fetch', ['screenshot taken', shot], tool_call_id='step1')]
+    )
+    store = MemoryStore()
+    ctx, events = context(context_window=None, store=store)
+    summarizer = StubSummarizer()
+    out = await Compactor(
+        CompactionSettings(max_tokens=12_000, target_tokens=5_000, summarizer_model=summarizer.model())
+    )(history, ctx)
+    assert_valid_history(out, original=history)
+    [event] = [e for e in events if isinstance(e, CompactionResult)]
+    assert event.method == 'llm'
+    transcript = summarizer.prompts[0]
+    assert 'User: Here it is:\n[file]' in transcript
+    assert 'Tool result fetch: screenshot taken\n[file]' in transcript
+    [stored] = _REFERENCE_ID.findall(summary_text(out[1]) or '')
+    data = await store.get(stored)
+    assert data is not None
+    assert 'Here it is:\n[file]' in data.decode()

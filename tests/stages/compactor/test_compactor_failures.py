@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    RetryPromptPart,
+    ToolReturnPart,
+)
 
-from _compaction import TASK, StubSummarizer, context, hang, text, tool_loop
+from _compaction import TASK, StubSummarizer, context, default_summary, hang, text, tool_loop
 from _history import call, result
 from pydantic_ai_history import CompactionResult, assert_valid_history
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor, summary_text
@@ -22,6 +29,11 @@ def boom(prompt: str, number: int) -> str:
 
 def settings(stub: StubSummarizer, **kwargs: Any) -> CompactionSettings:
     return CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model(), **kwargs)
+
+
+def reload(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """The history as an app gets it back from its database: new objects, same content."""
+    return list(ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(messages)))
 
 
 def history() -> list[ModelMessage]:
@@ -60,7 +72,13 @@ async def test_a_failed_summarizer_falls_back_to_the_digest_and_the_run_goes_on(
     assert 'fetch({"page":34}) -> success: STEP-034 the quick brown fox' in digest, (
         'the newest outcomes are listed'
     )
-    assert '(29 earlier item(s) left out)' in digest, 'older ones are counted, not silently dropped'
+    listed = digest.split('## Tool calls and outcomes\n', 1)[1].split('\n\n## ', 1)[0]
+    left_out = re.search(r'- \((\d+) earlier item\(s\) left out\)', listed)
+    assert left_out, 'older ones are counted, not silently dropped'
+    shown = sum(1 for line in listed.splitlines() if line.startswith(('- fetch(', '- deploy(')))
+    evicted_calls = sum(1 for m in messages[1 : 1 + event.evicted_messages] if isinstance(m, ModelRequest))
+    assert shown >= 5
+    assert int(left_out.group(1)) + shown == evicted_calls
     assert out[0] is messages[0]
     assert out[-1] is messages[-1]
     assert ctx.estimate(out).total <= 8_000
@@ -171,3 +189,38 @@ async def test_the_fallback_keeps_the_previous_summary():
     digest = summary_text(second[1]) or ''
     assert digest.startswith('Automatic digest')
     assert 'KEEP-THIS-FACT: the replica is db-7' in digest
+
+
+async def test_a_fallback_summary_is_not_reused_from_the_prefix_cache_after_the_summarizer_recovers():
+    """An app that reloads its full history gets a real summary once the summarizer answers again."""
+    down = [True]
+
+    def behaviour(prompt: str, number: int) -> str:
+        if down[0]:
+            raise RuntimeError('provider exploded')
+        return default_summary(prompt, number)
+
+    stub = StubSummarizer(behaviour)
+    compactor = Compactor(settings(stub))
+    ctx, events = context()
+    full = history()
+    first = await compactor(full, ctx)
+    assert [e.method for e in events if isinstance(e, CompactionResult)] == ['digest']
+    assert (summary_text(first[1]) or '').startswith('Automatic digest')
+
+    down[0] = False
+    reloaded = reload(
+        [*full, call('fetch', 'late', {'page': 99}), result('fetch', 'late', text(500, 'LATE'))]
+    )
+    second = await compactor(reloaded, ctx)
+    assert_valid_history(second, original=reloaded)
+    assert [e.method for e in events if isinstance(e, CompactionResult)] == ['digest', 'llm']
+    assert 'Automatic digest' not in (summary_text(second[1]) or '')
+    assert 'summary number' in (summary_text(second[1]) or '')
+
+    # the real summary is recorded: the next reload reuses it without a call
+    calls = stub.calls
+    third = await compactor(reload(reloaded), ctx)
+    assert stub.calls == calls
+    assert [e.method for e in events if isinstance(e, CompactionResult)][-1] == 'cache'
+    assert summary_text(third[1]) == summary_text(second[1])

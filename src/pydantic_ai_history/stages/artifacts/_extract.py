@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import base64
+import dataclasses
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
-
-import pydantic_core
 
 from ..._compat import (
     BinaryContent,
@@ -17,17 +16,21 @@ from ..._compat import (
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
+    decode_data_url,
+    is_media,
+    json_text,
     part_metadata,
 )
 from ..._context import MARKER_KEY
 from ...pinning import TEXT_MARKERS
 from ...store import artifact_id
-from ._models import Artifact, ArtifactKind
+from ._models import Artifact
 
 __all__ = (
     'ARTIFACT_MARKER',
     'Attachment',
     'Candidate',
+    'CandidateMemo',
     'find_attachments',
     'find_candidates',
     'latest_question',
@@ -63,6 +66,66 @@ class Candidate:
     def id(self) -> str:
         return self.artifact.id
 
+    def at(self, message_index: int, part_index: int, in_current_request: bool) -> Candidate:
+        """This candidate where it is found now (messages before it may have been dropped)."""
+        if (message_index, part_index, in_current_request) == (
+            self.message_index,
+            self.part_index,
+            self.in_current_request,
+        ):
+            return self
+        return dataclasses.replace(
+            self,
+            artifact=self.artifact.model_copy(update={'step': message_index}),
+            message_index=message_index,
+            part_index=part_index,
+            in_current_request=in_current_request,
+        )
+
+
+_MEMO_SIZE = 2_048
+"""Examined tool returns remembered per stage (the oldest are forgotten first)."""
+
+
+@dataclass
+class CandidateMemo:
+    """Tool returns already examined, by identity, with the candidate made of each.
+
+    Over the hard limit every tool return of the history is read on every request; a part seen before is
+    not serialised, hashed and counted again (parts are never mutated, so what was derived still holds).
+    Weakly referenced like the token counter's message memo, so an id reused by a new part after the old
+    one died never matches; bounded by `size`.
+    """
+
+    size: int = _MEMO_SIZE
+    _entries: dict[int, tuple[weakref.ReferenceType[Any], Any, Candidate]] = field(
+        default_factory=dict, repr=False
+    )
+
+    def get(self, part: object, count_tokens: Any) -> Candidate | None:
+        """The candidate made of `part` with the same token counter, else None."""
+        entry = self._entries.get(id(part))
+        if entry is None or entry[0]() is not part or entry[1] != count_tokens:
+            return None
+        return entry[2]
+
+    def add(self, part: object, count_tokens: Any, candidate: Candidate) -> None:
+        key = id(part)
+        entries = self._entries
+        entries.pop(key, None)
+        while len(entries) >= self.size:
+            del entries[next(iter(entries))]
+
+        def forget(ref: weakref.ReferenceType[Any], k: int = key) -> None:
+            entry = entries.get(k)
+            if entry is not None and entry[0] is ref:
+                del entries[k]
+
+        entries[key] = (weakref.ref(part, forget), count_tokens, candidate)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
 
 @dataclass
 class Attachment:
@@ -90,10 +153,6 @@ def is_processed(part: Any) -> bool:
     return isinstance(content, str) and content.startswith(ARTIFACT_MARKER)
 
 
-def is_media(item: Any) -> bool:
-    return isinstance(item, BinaryContent) or (hasattr(item, 'url') and hasattr(item, 'media_type'))
-
-
 def tool_return_text(part: ToolReturnPart) -> tuple[str, str, tuple[Any, ...]]:
     """The text the model sees for a tool return (JSON for structured content), its media type, its files."""
     content = part.content
@@ -104,16 +163,12 @@ def tool_return_text(part: ToolReturnPart) -> tuple[str, str, tuple[Any, ...]]:
         rest = [i for i in content if not is_media(i) and type(i).__name__ != 'CachePoint']
         if all(isinstance(i, str) for i in rest):
             return '\n'.join(rest), 'text/plain', files
-        return _json(rest), 'application/json', files
+        return json_text(rest), 'application/json', files
     try:
         text = part.model_response_str()
     except Exception:
-        text = _json(content)
+        text = json_text(content)
     return text, 'application/json', ()
-
-
-def _json(value: Any) -> str:
-    return pydantic_core.to_json(value, fallback=str).decode()
 
 
 def _call_hints(messages: Sequence[ModelMessage]) -> dict[str, str]:
@@ -135,15 +190,21 @@ def _call_hints(messages: Sequence[ModelMessage]) -> dict[str, str]:
 
 
 def find_candidates(
-    messages: Sequence[ModelMessage], *, count_tokens: Any, exempt_tools: frozenset[str], start: int = 0
+    messages: Sequence[ModelMessage],
+    *,
+    count_tokens: Any,
+    exempt_tools: frozenset[str],
+    start: int = 0,
+    memo: CandidateMemo | None = None,
 ) -> list[Candidate]:
     """Every unprocessed tool return from message `start` on, as a `Candidate`.
 
     `count_tokens(part)` prices the part as it stands. Only messages from `start` are read (the call hints
     from the response before it), so looking at the current request alone costs nothing per older message.
+    A part `memo` has seen is not examined again.
     """
     last = len(messages) - 1
-    hints = _call_hints(messages[max(start - 1, 0) :])
+    hints: dict[str, str] | None = None
     found: list[Candidate] = []
     for m_index in range(start, len(messages)):
         message = messages[m_index]
@@ -152,6 +213,12 @@ def find_candidates(
         for p_index, part in enumerate(message.parts):
             if not isinstance(part, ToolReturnPart) or part.tool_name in exempt_tools or is_processed(part):
                 continue
+            seen = memo.get(part, count_tokens) if memo is not None else None
+            if seen is not None:
+                found.append(seen.at(m_index, p_index, m_index == last))
+                continue
+            if hints is None:
+                hints = _call_hints(messages[max(start - 1, 0) :])
             text, media_type, files = tool_return_text(part)
             if not text:
                 continue
@@ -165,20 +232,21 @@ def find_candidates(
                 step=m_index,
                 media_type=media_type,
             )
-            found.append(
-                Candidate(
-                    artifact,
-                    m_index,
-                    p_index,
-                    text,
-                    text,
-                    media_type,
-                    m_index == last,
-                    hints.get(part.tool_call_id, ''),
-                    files=files,
-                    source_part=part,
-                )
+            candidate = Candidate(
+                artifact,
+                m_index,
+                p_index,
+                text,
+                text,
+                media_type,
+                m_index == last,
+                hints.get(part.tool_call_id, ''),
+                files=files,
+                source_part=part,
             )
+            if memo is not None:
+                memo.add(part, count_tokens, candidate)
+            found.append(candidate)
     return found
 
 
@@ -186,16 +254,8 @@ def _decode(item: Any) -> tuple[bytes, str] | None:
     """Bytes and media type of a file item; None for remote URLs (never fetched) and undecodable data."""
     if isinstance(item, BinaryContent):
         return item.data, item.media_type
-    url = getattr(item, 'url', '')
-    if not isinstance(url, str) or not url.startswith('data:'):
-        return None
-    header, _, payload = url.partition(',')
-    media_type = header[5:].split(';', 1)[0] or 'application/octet-stream'
-    try:
-        data = base64.b64decode(payload, validate=False) if ';base64' in header else payload.encode()
-    except ValueError:
-        return None
-    return data, media_type
+    url = getattr(item, 'url', None)
+    return decode_data_url(url) if isinstance(url, str) else None
 
 
 def _name_of(item: Any) -> str | None:
@@ -265,11 +325,3 @@ def latest_question(messages: Sequence[ModelMessage]) -> str:
                 if texts:
                     return '\n'.join(texts)
     return ''
-
-
-def kind_of_media(media_type: str) -> ArtifactKind:
-    if media_type.startswith('image/'):
-        return 'image'
-    if media_type.startswith('audio/'):
-        return 'audio'
-    return 'document'

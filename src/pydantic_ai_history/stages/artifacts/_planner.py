@@ -7,12 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
+from .._llm import run_agent
 from ._extract import Candidate
 from ._models import Artifact, ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from ._settings import ArtifactSettings
-from ._strategies import add_usage
 
 __all__ = ('PlanningChoice', 'heuristic_plan', 'llm_plan', 'should_use_llm_planning')
 
@@ -217,25 +215,24 @@ async def llm_plan(
 ) -> tuple[ArtifactPlan, str | None]:
     """One call to the planner model; returns the plan and None, or the heuristic plan and why it was used."""
     fallback = heuristic_plan(candidates, question=question, budget_tokens=budget_tokens, settings=settings)
-    from pydantic_ai import Agent
-
+    prompt = planner_prompt(
+        candidates,
+        question=question,
+        budget_tokens=budget_tokens,
+        preview_chars=settings.planner_preview_chars,
+    )
     try:
-        agent: Agent[None, ArtifactPlan] = Agent(
-            model, output_type=ArtifactPlan, instructions=PLANNER_INSTRUCTIONS
+        plan, _ = await run_agent(
+            model,
+            prompt,
+            instructions=PLANNER_INSTRUCTIONS,
+            output_type=ArtifactPlan,
+            timeout=settings.planner_timeout,
+            usage=usage,
         )
-        prompt = planner_prompt(
-            candidates,
-            question=question,
-            budget_tokens=budget_tokens,
-            preview_chars=settings.planner_preview_chars,
-        )
-        with anyio.fail_after(settings.planner_timeout):
-            result = await agent.run(prompt)
-        add_usage(usage, result)
-        return validate_plan(result.output, candidates, fallback), None
-    except (
-        Exception
-    ) as exc:  # garbage, unknown ids, provider errors, timeouts: the heuristic plan is always valid
+        return validate_plan(plan, candidates, fallback), None
+    # garbage, unknown ids, provider errors, timeouts: the heuristic plan is always valid
+    except Exception as exc:
         reason = f'{type(exc).__name__}: {exc}'[:300]
         logger.warning('artifact planner failed (%s); using the heuristic plan', reason)
         return fallback, reason

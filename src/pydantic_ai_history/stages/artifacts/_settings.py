@@ -42,6 +42,7 @@ class ArtifactSettings:
 
     Strategies:
         summarizer_model: the model that writes summaries; default the run's model.
+        summarizer_settings: `ModelSettings` for each summary request; default None (the model's own).
         summarizer_timeout: 60 s, then the `extract` fallback.
         summary_max_tokens: 1,000 per summary (less when the budget is short).
         summarizer_max_input_tokens: 100,000; larger artifacts are first cut to their most relevant chunks.
@@ -75,6 +76,7 @@ class ArtifactSettings:
     margin: float = 0.3
     default_reduction: Literal['extract', 'summarize'] = 'extract'
     summarizer_model: Any = None
+    summarizer_settings: Any = None
     summarizer_timeout: float = 60.0
     summary_max_tokens: int = 1_000
     summarizer_max_input_tokens: int = 100_000

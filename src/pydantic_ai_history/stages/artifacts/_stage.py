@@ -17,9 +17,15 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio.to_thread
-import pydantic_core
 
-from ..._compat import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart, with_part_metadata
+from ..._compat import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ToolReturnPart,
+    json_text,
+    with_part_metadata,
+)
 from ..._context import MARKER_KEY, HistoryContext
 from ...cache import cache_key
 from ...events import ArtifactProcessed
@@ -31,6 +37,7 @@ from ._extract import (
     ARTIFACT_MARKER,
     Attachment,
     Candidate,
+    CandidateMemo,
     find_attachments,
     find_candidates,
     is_processed,
@@ -64,6 +71,7 @@ class ArtifactPlanner:
 
     settings: ArtifactSettings = dataclasses.field(default_factory=ArtifactSettings)
     name: str = 'artifacts'
+    _examined: CandidateMemo = dataclasses.field(default_factory=CandidateMemo, init=False, repr=False)
 
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         settings = self.settings
@@ -78,7 +86,11 @@ class ArtifactPlanner:
         if settings.convert_attachments:
             result = await self._attachments(result, context, start=start)
         candidates = find_candidates(
-            result, count_tokens=context.counter.count_part, exempt_tools=settings.exempt_tools, start=start
+            result,
+            count_tokens=context.counter.count_part,
+            exempt_tools=settings.exempt_tools,
+            start=start,
+            memo=self._examined,
         )
         if not candidates:
             return result
@@ -271,6 +283,7 @@ class ArtifactPlanner:
             focus or '',
             model_name_of(model) or type(model).__name__,
             str(max_tokens),
+            *((repr(settings.summarizer_settings),) if settings.summarizer_settings is not None else ()),
         )
         if context.cache is not None:
             cached = await context.cache.get(key)
@@ -288,6 +301,7 @@ class ArtifactPlanner:
             max_tokens=max_tokens,
             timeout=settings.summarizer_timeout,
             usage=context.usage,
+            model_settings=settings.summarizer_settings,
         )
         if counter.count_text(summary) > max_tokens:
             summary = counter.truncate_text(summary, max_tokens)
@@ -309,11 +323,7 @@ class ArtifactPlanner:
                 continue
             try:
                 reduced = reducer(candidate.source_part.content)
-                text = (
-                    reduced
-                    if isinstance(reduced, str)
-                    else pydantic_core.to_json(reduced, fallback=str).decode()
-                )
+                text = reduced if isinstance(reduced, str) else json_text(reduced)
             except Exception as exc:
                 context.warn(
                     'artifact_reducer_failed',

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any
-
-import anyio
 
 from ...readback import READ_ARTIFACT_TOOL
 from ...retrieval import extract_passages
 from ...tokens import TokenCounter
+from .._llm import run_agent
 from ._extract import ARTIFACT_MARKER, Candidate
 
 __all__ = ('exclude_stub', 'extract_text', 'reduced_text', 'summarize_text', 'summary_text')
@@ -92,27 +90,29 @@ def exclude_stub(candidate: Candidate, preview_chars: int) -> str:
 
 
 async def summarize_text(
-    text: str, *, focus: str | None, model: Any, max_tokens: int, timeout: float, usage: Any = None
+    text: str,
+    *,
+    focus: str | None,
+    model: Any,
+    max_tokens: int,
+    timeout: float,
+    usage: Any = None,
+    model_settings: Any = None,
 ) -> str:
     """One summarizer call; raises on failure (the caller falls back to `extract`)."""
-    from pydantic_ai import Agent
-
-    agent: Agent[None, str] = Agent(model, output_type=str, instructions=SUMMARY_INSTRUCTIONS)
     prompt = (
         f'Focus on: {focus}\n' if focus else ''
     ) + f'Write at most about {max_tokens} tokens.\n\n<content>\n{text}\n</content>'
-    with anyio.fail_after(timeout):
-        result = await agent.run(prompt)
-    add_usage(usage, result)
-    summary = result.output.strip()
+    output, _ = await run_agent(
+        model,
+        prompt,
+        instructions=SUMMARY_INSTRUCTIONS,
+        output_type=str,
+        timeout=timeout,
+        usage=usage,
+        model_settings=model_settings,
+    )
+    summary = output.strip()
     if not summary:
         raise ValueError('the summarizer returned an empty summary')
     return summary
-
-
-def add_usage(usage: Any, result: Any) -> None:
-    """Add a sub-call's usage to the run's, where the run exposes one."""
-    if usage is None:
-        return
-    with contextlib.suppress(Exception):  # a usage object of another shape: accounting is best effort
-        usage.incr(result.usage())

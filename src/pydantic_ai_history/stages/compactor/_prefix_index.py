@@ -19,9 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pydantic_core
-
-from ..._compat import BinaryContent, ModelMessage
+from ..._compat import BinaryContent, ModelMessage, is_media, json_text, media_type_of
 from ...cache import SummaryCache, cache_key
 
 __all__ = ('Origin', 'PrefixIndex', 'PrefixRecord')
@@ -150,8 +148,12 @@ def _feed(digest: Any, name: str, value: Any) -> None:
         digest.update(value)
     elif isinstance(value, BinaryContent):
         digest.update(value.media_type.encode() + b'\x03' + value.data)
+    elif is_media(value):  # a file URL: serialising it may ask for a media type it cannot guess
+        digest.update(
+            f'{type(value).__name__}\x03{getattr(value, "url", "")}\x03{media_type_of(value)}'.encode()
+        )
     elif isinstance(value, (list, tuple)):
         for item in value:
             _feed(digest, 'item', item)
     else:
-        digest.update(pydantic_core.to_json(value, fallback=str))
+        digest.update(json_text(value).encode())

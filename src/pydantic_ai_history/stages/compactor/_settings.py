@@ -37,7 +37,11 @@ class CompactionSettings:
         max_tokens: the trigger: compact when the history's anchored estimate exceeds it. Default 120,000,
             or 80% of the model's context window when that is known and smaller.
         target_tokens: the whole history after compaction (preserved head + summary + verbatim tail).
-            Default 40,000, or a third of the trigger when the window made the trigger smaller.
+            Default a third of the trigger, at most 40,000: the target follows the trigger alone, whether
+            the trigger was set or came from the window (`max_tokens=50_000` gives 16,666 with or without a
+            known window). A `target_tokens` that is not below the resolved trigger (possible when the window
+            lowers the trigger under it) gets that default too: compacting to just under the trigger would
+            compact again on every request.
         summarizer_model: a `Model` or a model name; default the run's own model.
         summarizer_settings: `ModelSettings` for the summarizer's request.
         summarizer_instructions: replaces the default instructions of the summarizer (the section list and
@@ -95,19 +99,21 @@ class CompactionSettings:
             raise ValueError('summary_max_tokens and tool_result_max_tokens must be positive')
 
     def resolve(self, context_window: int | None) -> CompactionLimits:
-        """The trigger and target for a model with `context_window` (None when unknown)."""
+        """The trigger and target for a model with `context_window` (None when unknown).
+
+        Trigger: `max_tokens`, else 120,000 capped at 80% of a known window. Target: `target_tokens` when it
+        is below the trigger, else `min(40,000, trigger / 3)`; the window only matters through the trigger.
+        """
         trigger = self.max_tokens
         if trigger is None:
             trigger = DEFAULT_MAX_TOKENS
             if context_window is not None:
                 trigger = min(trigger, int(context_window * TRIGGER_FRACTION_OF_WINDOW))
+        trigger = max(trigger, 1)
         target = self.target_tokens
-        if target is None:
-            target = DEFAULT_TARGET_TOKENS
-            if context_window is not None and trigger < DEFAULT_MAX_TOKENS:
-                target = int(trigger * TARGET_FRACTION_OF_TRIGGER)
-            target = min(target, int(trigger * TARGET_FRACTION_OF_TRIGGER)) if target >= trigger else target
-        return CompactionLimits(trigger=max(trigger, 1), target=max(min(target, trigger - 1), 1))
+        if target is None or target >= trigger:
+            target = min(DEFAULT_TARGET_TOKENS, int(trigger * TARGET_FRACTION_OF_TRIGGER))
+        return CompactionLimits(trigger=trigger, target=max(min(target, trigger - 1), 1))
 
     def summarizer_input_cap(self, summarizer_window: int | None) -> int:
         """The summarizer's input cap: the setting, else 180,000 or its own window when smaller."""

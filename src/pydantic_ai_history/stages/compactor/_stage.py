@@ -8,25 +8,29 @@ definitions); the last unit (the current request with the response whose calls i
 Pinned units (`CompactionSettings.pin`, `pinning.pin()`) are never summarized: their cost is reserved before
 the tail is chosen, so they never push the cut; those before the cut are carried verbatim in the summary's
 pinned section, which every later compaction carries forward without showing it to the summarizer.
+
+With a store, each compaction stores the full transcript of what it evicted; the pinned section names only
+the newest one, and each transcript opens with a line naming the one before it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..._compat import ModelMessage, ModelRequest, SystemPromptPart
+from ..._compat import ModelMessage
 from ..._context import HistoryContext
 from ...cache import SummaryCache, cache_key
 from ...events import CompactionResult
 from ...pinning import is_pinned, marker_kind
 from ...store import artifact_id
 from ...tokens import TokenCounter, TokenEstimate
-from ...units import Unit, fit_suffix, head_length, split_units
+from ...units import Unit, fit_suffix, head_length, split_units, system_parts
 from ...windows import model_name_of
 from ._breaker import Breaker
 from ._fallback import digest, head_tail_cut
@@ -43,11 +47,18 @@ logger = logging.getLogger('pydantic_ai_history.compactor')
 _SUMMARY_FRAMING_TOKENS = 40
 """Tokens reserved on top of the summary cap for its message, marker and the provider's framing."""
 _PINNED_UNIT_FRAMING_TOKENS = 2
-_TRANSCRIPT_REFERENCE_TOKENS = 70
-"""The line that names the stored transcript of each compaction's evicted messages."""
 """Tokens reserved per pinned unit for the blank line that separates it in the pinned section."""
+_TRANSCRIPT_REFERENCE_TOKENS = 100
+"""The one line of the pinned section that names the stored transcript of the latest evicted messages."""
+TRANSCRIPT_REFERENCE_OPENING = 'The full transcript of the '
+"""The fixed opening of that line; how the next compaction finds and replaces it."""
+_REFERENCE = re.compile(
+    re.escape(TRANSCRIPT_REFERENCE_OPENING)
+    + r'\d+ messages summarized[^\n]*?read_artifact\(artifact_id="([^"\n]+)"[^\n]*'
+)
 
 Method = Literal['llm', 'cache', 'digest', 'truncate']
+_FALLBACK_METHODS = frozenset({'digest', 'truncate'})
 
 
 @dataclass(frozen=True)
@@ -165,10 +176,15 @@ class Compactor:
         )
         pins = self._pinned_units(plan, body_first, last, counter)
         costs = [sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]]
+        # With a store, the previous compaction's transcript reference gives way to this one's (the new
+        # transcript names the previous one in its first line, so the model can walk back through them all).
+        carried_pinned, previous_transcripts = (
+            _strip_references(previous_pinned) if context.store is not None else (previous_pinned, [])
+        )
         # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
         # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
         # they never push the cut.
-        pinned_cost = counter.count_text(previous_pinned)
+        pinned_cost = counter.count_text(carried_pinned)
         for index, rendered in pins.items():
             pinned_cost += max(costs[index - body_first], rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS)
             costs[index - body_first] = 0
@@ -210,14 +226,16 @@ class Compactor:
         ]
 
         summary = await self._summary(plan, summarized, previous_text, focus, context)
-        reference = await _spill_transcript(evicted, counter, context)
+        reference = await _spill_transcript(evicted, counter, context, previous_transcripts)
+        if not reference:  # nothing stored this time: the earlier reference still stands
+            carried_pinned = previous_pinned
         # The summarizer's text (capped) + the pinned section: what it carried, where the full transcript of
         # what was just evicted can be read back, and what was pinned just now.
-        final_text = join_pinned(summary.text, previous_pinned, reference, *(p.text for p in evicted_pins))
+        final_text = join_pinned(summary.text, carried_pinned, reference, *(p.text for p in evicted_pins))
         # System prompts survive compaction as parts: those of evicted messages (window notes included, which
         # carry the ones the window dropped) and those the previous summary already carried.
         carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
-        system_parts = _system_parts([*carriers, *evicted])
+        kept_system = system_parts([*carriers, *evicted])
         new_origin = None
         if plan.origin is not None:
             new_origin = Origin(
@@ -228,17 +246,21 @@ class Compactor:
             details['pinned_units'] = len(evicted_pins)
         if new_origin is not None:
             details['covers_messages'] = new_origin.length
-        message = build_summary_message(final_text, details=details, system_parts=system_parts)
+        message = build_summary_message(final_text, details=details, system_parts=kept_system)
         result = [*plan.messages[:head], message, *plan.messages[cut:]]
         after = overhead + head_cost + counter.count_message(message) + sum(plan.per_message[cut:])
-        if cache is not None and new_origin is not None and summary.key:
-            # The prefix cache reuses the final text, pinned section included, so a reload keeps the pins.
-            final_key = summary.key
-            if final_text != summary.text:
-                final_key = cache_key('compactor-pinned', summary.key, final_text)
-                await cache.set(final_key, final_text, ttl=self.settings.cache_ttl)
-            record = PrefixRecord(new_origin.length, new_origin.chain, final_key)
-            await self._index.add(cache, conversation, record)
+        if cache is not None and new_origin is not None:
+            if summary.key and summary.method not in _FALLBACK_METHODS:
+                # The prefix cache reuses the final text, pinned section included, so a reload keeps the pins.
+                # A fallback is never recorded: a reload after the summarizer recovers gets a real summary.
+                final_key = summary.key
+                if final_text != summary.text:
+                    final_key = cache_key('compactor-pinned', summary.key, final_text)
+                    await cache.set(final_key, final_text, ttl=self.settings.cache_ttl)
+                record = PrefixRecord(new_origin.length, new_origin.chain, final_key)
+                await self._index.add(cache, conversation, record)
+            # Where this summary stands in the original history, so the next compaction (which updates it)
+            # can record its own prefix.
             await self._index.set_origin(cache, conversation, final_text, new_origin)
         if after > limits.target:
             context.warn(
@@ -315,7 +337,7 @@ class Compactor:
             message = build_summary_message(
                 text,
                 details={'method': 'cache', 'covers_messages': length},
-                system_parts=_system_parts(plan.messages[head:length]),
+                system_parts=system_parts(plan.messages[head:length]),
             )
             messages = [*plan.messages[:head], message, *plan.messages[length:]]
             per_message = [
@@ -394,10 +416,8 @@ class Compactor:
         if not text:
             text = head_tail_cut(transcript, previous, counter, settings.summary_max_tokens)
             method = 'truncate'
-        fallback_key = cache_key('compactor-fallback', key)
-        if cache is not None:
-            await cache.set(fallback_key, text, ttl=settings.cache_ttl)
-        return _Summary(text, method, calls, fallback_key if cache is not None else '', error)
+        # Not cached: a fallback stands only until the summarizer answers again.
+        return _Summary(text, method, calls, '', error)
 
     def _settings_fingerprint(self, model: object) -> str:
         s = self.settings
@@ -462,25 +482,47 @@ class Compactor:
         return result
 
 
-def _system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
-    return [
-        p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)
-    ]
+def _strip_references(pinned: str) -> tuple[str, list[str]]:
+    """The pinned section without its transcript reference line(s), and the transcript ids they named.
+
+    One line per compaction was carried before transcripts were chained; all are removed and linked.
+    """
+    pieces = pinned.split('\n\n') if pinned else []
+    kept: list[str] = []
+    ids: list[str] = []
+    for piece in pieces:
+        match = _REFERENCE.fullmatch(piece)
+        if match is None:
+            kept.append(piece)
+        else:
+            ids.append(match.group(1))
+    return '\n\n'.join(kept), ids
 
 
 async def _spill_transcript(
-    evicted: Sequence[ModelMessage], counter: TokenCounter, context: HistoryContext
+    evicted: Sequence[ModelMessage],
+    counter: TokenCounter,
+    context: HistoryContext,
+    previous: Sequence[str] = (),
 ) -> str:
     """Store the full transcript of the evicted messages; the line that tells the model how to read it.
 
     A summary, however good, loses detail; with the transcript in the spill store nothing the user or the
-    tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. Empty when there
-    is no store or it fails (the summary still stands).
+    tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. The transcript
+    opens with a line naming the `previous` transcripts (those of earlier compactions), so the summary needs
+    only one reference line however many compactions there were. Empty when there is no store or it fails
+    (the summary still stands).
     """
     if context.store is None or not evicted:
         return ''
     rendered = render_units(evicted, split_units(evicted), counter, tool_result_max_tokens=None)
-    data = '\n\n'.join(unit.text for unit in rendered).encode()
+    body = '\n\n'.join(unit.text for unit in rendered)
+    if previous:
+        # newest first; more than one only for a summary written before transcripts were chained
+        links = ', '.join(f'read_artifact(artifact_id="{p}")' for p in reversed(previous))
+        where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
+        body = f'The messages before these are in {where}: {links}.\n\n{body}'
+    data = body.encode()
     key = artifact_id(data)
     try:
         await context.store.put(
@@ -489,7 +531,8 @@ async def _spill_transcript(
     except Exception as exc:  # the summary stands without it
         context.warn('transcript_store_failed', f'the evicted transcript could not be stored ({exc})')
         return ''
+    chain = '; its first line names the transcript of earlier messages' if previous else ''
     return (
-        f'The full transcript of the {len(evicted)} messages summarized here is stored: '
-        f'read_artifact(artifact_id="{key}", query=...) finds any detail in it.'
+        f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
+        f'read_artifact(artifact_id="{key}", query=...) finds any detail in it{chain}.'
     )

@@ -12,11 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
-from ..._compat import result_usage
 from ...tokens import TokenCounter
 from ...windows import model_info
+from .._llm import run_agent
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
 from ._settings import CompactionSettings
 from ._transcript import TranscriptUnit
@@ -94,9 +92,6 @@ async def run_summarizer(
             available,
             len(chunks),
         )
-    from pydantic_ai import Agent
-
-    agent: Any = Agent(model, output_type=str, instructions=instructions)
     summary = previous_summary
     calls = 0
     for number, chunk in enumerate(chunks, start=1):
@@ -111,14 +106,20 @@ async def run_summarizer(
         )
         calls += 1
         try:
-            with anyio.fail_after(settings.summarizer_timeout):
-                result = await agent.run(prompt, model_settings=settings.summarizer_settings)
+            output, _ = await run_agent(
+                model,
+                prompt,
+                instructions=instructions,
+                output_type=str,
+                timeout=settings.summarizer_timeout,
+                usage=usage,
+                model_settings=settings.summarizer_settings,
+            )
         except TimeoutError:
             raise SummarizerError(f'timed out after {settings.summarizer_timeout:g} s', calls) from None
         except Exception as exc:
             raise SummarizerError(f'{type(exc).__name__}: {exc}', calls) from exc
-        _add_usage(usage, result)
-        text = result.output.strip() if isinstance(result.output, str) else ''
+        text = output.strip() if isinstance(output, str) else ''
         if not text:
             raise SummarizerError('empty summary', calls)
         size = counter.count_text(text)
@@ -127,13 +128,3 @@ async def run_summarizer(
         summary = text
     assert summary is not None
     return SummarizerOutcome(summary, calls)
-
-
-def _add_usage(usage: Any, result: Any) -> None:
-    """Add the summarizer run's usage to the outer run's `RunUsage` (the same on every major)."""
-    if usage is None or not hasattr(usage, 'incr'):
-        return
-    try:
-        usage.incr(result_usage(result))
-    except Exception:  # a usage object of another shape must not fail the compaction
-        logger.debug('compactor: could not add the summarizer usage to the run usage', exc_info=True)

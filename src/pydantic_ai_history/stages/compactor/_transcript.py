@@ -11,15 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pydantic_core
-
 from ..._compat import (
     COMPACTION_PART,
     FILE_PART,
     NATIVE_TOOL_CALL_PARTS,
     NATIVE_TOOL_RETURN_PARTS,
     RETRY_FEEDBACK_PART,
-    BinaryContent,
     ModelMessage,
     ModelRequest,
     RetryPromptPart,
@@ -28,6 +25,9 @@ from ..._compat import (
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
+    is_media,
+    json_text,
+    media_type_of,
 )
 from ...pinning import marker_kind
 from ...tokens import TokenCounter
@@ -104,7 +104,7 @@ class _Renderer:
         if isinstance(part, NATIVE_TOOL_RETURN_PARTS):
             return self.piece(f'Built-in tool {part.tool_name} returned: ', content_text(part.content))
         if FILE_PART is not None and isinstance(part, FILE_PART):
-            return f'[assistant produced a file: {getattr(part.content, "media_type", "?")}]', 10
+            return f'[assistant produced a file: {media_type_of(part.content) or "?"}]', 10
         if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
             return self.piece('Provider summary: ', part.content or '[opaque]')
         return None  # thinking is the model's scratchpad; its conclusions are in the text and calls
@@ -143,15 +143,11 @@ def content_text(content: Any) -> str:
         return ''
     if isinstance(content, str):
         return content
-    if isinstance(content, BinaryContent) or (hasattr(content, 'url') and hasattr(content, 'media_type')):
-        try:
-            media_type = content.media_type
-        except Exception:  # FileUrl guesses its media type and may fail
-            media_type = 'file'
-        return f'[{media_type}]'
+    if is_media(content):
+        return f'[{media_type_of(content) or "file"}]'
     if isinstance(content, (list, tuple)):
         return '\n'.join(content_text(item) for item in content if type(item).__name__ != 'CachePoint')
-    return pydantic_core.to_json(content, fallback=str).decode()
+    return json_text(content)
 
 
 def first_user_text(messages: Sequence[ModelMessage]) -> str | None:
