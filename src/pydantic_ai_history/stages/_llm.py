@@ -1,8 +1,10 @@
-"""One LLM sub-call of a stage: a plain `Agent` run under a timeout, its usage added to the run's usage.
+"""One LLM sub-call of a stage under a timeout, its usage added to the run's usage.
 
 The compactor's summarizer, the artifact summaries and the artifact planner all make such calls; their cost
 belongs to the run that triggered them, so it is added to that run's `RunUsage` (best effort: a usage object
-of another shape is left alone rather than failing the stage).
+of another shape is left alone rather than failing the stage). Text answers go through pydantic-ai's direct
+model request: an `Agent` run checks every prompt for look-alike framing tags, which on a 300 KB transcript
+costs about ten times the request itself; a structured answer (the artifact plan) needs the `Agent`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import anyio
 
 from .._compat import result_usage
 
-__all__ = ('add_usage', 'run_agent')
+__all__ = ('add_usage', 'run_agent', 'run_text')
 
 logger = logging.getLogger('pydantic_ai_history.stages')
 
@@ -46,11 +48,40 @@ async def run_agent(
     return result.output, run_usage
 
 
-def add_usage(usage: Any, extra: Any) -> None:
-    """Add a sub-call's `RunUsage` to the outer run's, where the run exposes one with `incr`."""
+async def run_text(
+    model: Any,
+    prompt: str,
+    *,
+    instructions: str,
+    timeout: float,
+    usage: Any = None,
+    model_settings: Any = None,
+) -> str:
+    """One model request (`prompt` with `instructions`) answered in text: the text of its answer.
+
+    Raises `TimeoutError` after `timeout` seconds and whatever the request raises; its usage is added to
+    `usage` (the outer run's, when there is one) when it succeeds.
+    """
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
+
+    request = ModelRequest(parts=[UserPromptPart(content=prompt)], instructions=instructions)
+    with anyio.fail_after(timeout):
+        response = await model_request(model, [request], model_settings=model_settings)
+    add_usage(usage, response.usage, requests=1)
+    return ''.join(p.content for p in response.parts if isinstance(p, TextPart))
+
+
+def add_usage(usage: Any, extra: Any, *, requests: int = 0) -> None:
+    """Add a sub-call's usage to the outer run's `RunUsage`, where the run exposes one with `incr`.
+
+    `requests` counts the model requests a `RequestUsage` stands for (a `RunUsage` carries its own count).
+    """
     if usage is None or not hasattr(usage, 'incr'):
         return
     try:
         usage.incr(extra)
+        if requests:
+            usage.requests += requests
     except Exception:  # a usage object of another shape: accounting is best effort, the stage goes on
         logger.debug('could not add a sub-call usage to the run usage', exc_info=True)

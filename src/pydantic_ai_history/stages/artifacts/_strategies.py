@@ -8,7 +8,7 @@ from typing import Any
 from ...readback import READ_ARTIFACT_TOOL
 from ...retrieval import extract_passages
 from ...tokens import TokenCounter
-from .._llm import run_agent
+from .._llm import run_text
 from ._extract import ARTIFACT_MARKER, Candidate
 
 __all__ = ('exclude_stub', 'extract_text', 'reduced_text', 'summarize_text', 'summary_text')
@@ -103,11 +103,10 @@ async def summarize_text(
     prompt = (
         f'Focus on: {focus}\n' if focus else ''
     ) + f'Write at most about {max_tokens} tokens.\n\n<content>\n{text}\n</content>'
-    output, _ = await run_agent(
+    output = await run_text(
         model,
         prompt,
         instructions=SUMMARY_INSTRUCTIONS,
-        output_type=str,
         timeout=timeout,
         usage=usage,
         model_settings=model_settings,

@@ -14,7 +14,7 @@ from typing import Any
 
 from ...tokens import TokenCounter
 from ...windows import model_info
-from .._llm import run_agent
+from .._llm import run_text
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
 from ._settings import CompactionSettings
 from ._transcript import TranscriptUnit
@@ -106,11 +106,10 @@ async def run_summarizer(
         )
         calls += 1
         try:
-            output, _ = await run_agent(
+            output = await run_text(
                 model,
                 prompt,
                 instructions=instructions,
-                output_type=str,
                 timeout=settings.summarizer_timeout,
                 usage=usage,
                 model_settings=settings.summarizer_settings,
