@@ -200,6 +200,8 @@ class ArtifactPlanner:
                 else counter.count_part(_new_part(candidate.source_part, candidate, outcome))
             )
             remaining = max(remaining - after, 0)
+            if outcome.text is None and not candidate.in_current_request:
+                continue  # an older artifact left as it was: nothing to report, on every request over the limit
             context.emit_event(
                 ArtifactProcessed(
                     run_id=context.run_id,
