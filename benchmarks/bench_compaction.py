@@ -8,7 +8,7 @@ page of ~1,000 tokens per call. Reports the median over repeated runs of
   - processor, cold: the same with a fresh `TokenCounter` (every message tokenized once);
   - reload, prefix hit: the same history reloaded from JSON (new objects, counts memoized by content), whose
     compacted prefix is found in the cache and substituted: no summarizer call;
-and the time inside the stub summarizer's `Agent.run` (part of the stage time: pydantic-ai's own overhead),
+and the time of the stub summarizer's model request (part of the stage time: pydantic-ai's own overhead),
 next to how many times `TokenCounter.count_message` ran (and how many of those were memo misses) per
 compaction. The stage must count the whole history at most once.
 
@@ -148,11 +148,15 @@ async def main() -> None:
 
         return run
 
-    # the stub summarizer's own Agent.run, measured alone
-    from pydantic_ai import Agent
+    # the stub summarizer's own request (pydantic-ai's direct model request, as the compactor makes it), alone
+    from pydantic_ai.direct import model_request
 
-    agent = Agent(FunctionModel(stub, model_name='stub'), output_type=str, instructions='x')
-    agent_ms = await median_ms(lambda: agent.run('summarize'))
+    stub_model = FunctionModel(stub, model_name='stub')
+    agent_ms = await median_ms(
+        lambda: model_request(
+            stub_model, [ModelRequest(parts=[UserPromptPart('summarize')], instructions='x')]
+        )
+    )
 
     stage_ms = await median_ms(stage_memoized)
     processor_ms = await median_ms(processor(False))
@@ -180,7 +184,7 @@ async def main() -> None:
         out = await compactor()(messages, ctx)
     parts = sum(len(m.parts) for m in messages)
 
-    print(f'stub summarizer Agent.run alone:            {agent_ms:6.2f} ms (included below)')
+    print(f'stub summarizer request alone:              {agent_ms:6.2f} ms (included below)')
     print(f'stage, memoized counts (median of {REPEAT}):     {stage_ms:6.2f} ms')
     print(f'processor, memoized counts:                 {processor_ms:6.2f} ms')
     print(f'processor, cold (fresh counter):            {cold_ms:6.2f} ms')

@@ -18,7 +18,8 @@ from pathlib import Path
 import tiktoken
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
-from pydantic_ai_history.tokens import TokenCounter, _to_json
+from pydantic_ai_history._compat import json_text
+from pydantic_ai_history.tokens import TokenCounter
 
 CONVERSATIONS = Path(__file__).resolve().parents[2] / 'shared/fixtures/conversations'
 
@@ -63,7 +64,7 @@ def part_texts(history: list[ModelMessage]) -> list[str]:
                     texts.append(value)
             args = getattr(part, 'args', None)
             if args is not None:
-                texts.append(args if isinstance(args, str) else _to_json(args))
+                texts.append(args if isinstance(args, str) else json_text(args))
     return texts
 
 
