@@ -201,7 +201,7 @@ class ArtifactPlanner:
             )
             remaining = max(remaining - after, 0)
             if outcome.text is None and not candidate.in_current_request:
-                continue  # an older artifact left as it was: nothing to report, on every request over the limit
+                continue  # an older artifact left as it was: nothing to report, request after request
             context.emit_event(
                 ArtifactProcessed(
                     run_id=context.run_id,
