@@ -715,3 +715,33 @@ def test_tool_definitions_are_a_floor_under_the_learned_overhead() -> None:
     estimate = counter.estimate(other, tool_definitions=tools)
     assert estimate.total >= estimate.tokenizer + counter.count_tool_definitions(tools)
     assert counter.count_tool_definitions(tools) > 30 * 100
+
+
+def test_interleaved_conversations_keep_their_own_shared_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs on one counter alternate: each still only looks up the messages it added."""
+    counter = TokenCounter('openai:gpt-4o')
+
+    def conversation(tag: str, turns: int) -> list[Any]:
+        messages: list[Any] = [ModelRequest(parts=[UserPromptPart(content=f'{tag} task')])]
+        for i in range(turns):
+            messages.append(ModelResponse(parts=[TextPart(content=f'{tag} answer {i}')]))
+            messages.append(ModelRequest(parts=[UserPromptPart(content=f'{tag} question {i}')]))
+        return messages
+
+    a, b = conversation('a', 20), conversation('b', 20)
+    counter.estimate(a)
+    counter.estimate(b)
+    looked_up: list[Any] = []
+    real = counter.count_message
+    monkeypatch.setattr(counter, 'count_message', lambda m: looked_up.append(m) or real(m))
+    grown_a = [
+        *a,
+        ModelResponse(parts=[TextPart(content='a more')]),
+        ModelRequest(parts=[UserPromptPart('a next')]),
+    ]
+    counter.estimate(grown_a)
+    assert looked_up == grown_a[-2:]
+    looked_up.clear()
+    grown_b = [*b, ModelResponse(parts=[TextPart(content='b more')])]
+    counter.estimate(grown_b)
+    assert looked_up == grown_b[-1:]

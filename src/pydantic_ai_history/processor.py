@@ -142,7 +142,7 @@ class HistoryProcessor:
         self._legacy_runs: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
         self._legacy_seq = 0
         self._tracer = _tracer()
-        self._input_check = _InputCheck()
+        self._input_checks: OrderedDict[str | None, _InputCheck] = OrderedDict()
 
     # ---- pydantic-ai entry points -------------------------------------------------------------------
 
@@ -223,7 +223,7 @@ class HistoryProcessor:
             if compact is not None:
                 history = list(messages)
                 context = self.make_context(ctx=ctx, model=model)
-                validity = _Validity(len(self._input_check.errors(history)))
+                validity = _Validity(len(self._input_check(context.run_id).errors(history)))
                 return await self._run_stage(
                     _OnDemand(stage.name, compact, focus), history, context, validity
                 )
@@ -269,8 +269,9 @@ class HistoryProcessor:
     ) -> list[ModelMessage]:
         before = context.estimate(messages)
         current = messages
-        violations = self._input_check.errors(messages)
-        new_violations = self._input_check.unreported(violations)
+        check = self._input_check(context.run_id)
+        violations = check.errors(messages)
+        new_violations = check.unreported(violations)
         if new_violations:
             context.warn(
                 'invalid_input',
@@ -325,6 +326,14 @@ class HistoryProcessor:
             return messages
         validity.accept(len(errors))
         return result
+
+    def _input_check(self, run_id: str | None) -> _InputCheck:
+        """The run's incremental input check: each run continues its own previous input."""
+        check = self._input_checks.pop(run_id, None) or _InputCheck()
+        self._input_checks[run_id] = check
+        while len(self._input_checks) > self._max_tracked_runs:
+            self._input_checks.popitem(last=False)
+        return check
 
     # ---- events and stats ---------------------------------------------------------------------------
 

@@ -258,8 +258,8 @@ class TokenCounter:
     _sent: OrderedDict[int, _Sent] = field(default_factory=OrderedDict, init=False, repr=False)
     _overhead: int | None = field(default=None, init=False, repr=False)
     _last_tools: tuple[tuple[Any, ...], int] = field(default=((), 0), init=False, repr=False)
-    _last_counted: tuple[tuple[ModelMessage, ...], tuple[int, ...]] = field(
-        default=((), ()), init=False, repr=False
+    _recent_counts: OrderedDict[int, tuple[tuple[ModelMessage, ...], tuple[int, ...]]] = field(
+        default_factory=OrderedDict, init=False, repr=False
     )
 
     def __post_init__(self) -> None:
@@ -572,14 +572,21 @@ class TokenCounter:
         A history grows by a response and a request per model request, so an identity walk over the shared
         prefix (a pointer comparison per message) replaces most memo lookups on the hot path.
         """
-        previous, costs = self._last_counted
+        if not messages:
+            return ()
+        # One slot per conversation (keyed by its first message object), so concurrent runs do not evict
+        # each other's prefix.
+        key = id(messages[0])
+        previous, costs = self._recent_counts.pop(key, ((), ()))
         shared = 0
         for old, new in zip(previous, messages, strict=False):
             if old is not new:
                 break
             shared += 1
         per_message = costs[:shared] + tuple(self.count_message(m) for m in messages[shared:])
-        self._last_counted = (tuple(messages), per_message)
+        self._recent_counts[key] = (tuple(messages), per_message)
+        while len(self._recent_counts) > 64:
+            self._recent_counts.popitem(last=False)
         return per_message
 
     def _default_overhead(self, messages: Sequence[ModelMessage], tool_definitions: Iterable[Any]) -> int:
