@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -35,6 +37,26 @@ class StoredArtifact:
     created_at: float
     """Seconds since the epoch."""
     metadata: dict[str, str] = field(default_factory=dict[str, str])
+
+    def to_json(self) -> bytes:
+        """The sidecar every backend keeps beside the bytes."""
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes | str, artifact_id: str) -> StoredArtifact:
+        """Read a sidecar back; `StoreError` when it is corrupt (the bytes alone cannot be described)."""
+        try:
+            d = json.loads(raw)
+            return cls(
+                artifact_id=artifact_id,
+                media_type=str(d['media_type']),
+                size_bytes=int(d['size_bytes']),
+                source=str(d['source']),
+                created_at=float(d['created_at']),
+                metadata={str(k): str(v) for k, v in d.get('metadata', {}).items()},
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise StoreError(f'corrupt artifact info for {artifact_id}: {e}') from e
 
 
 def artifact_id(data: bytes, prefix: str = 'art_') -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -90,17 +89,9 @@ class DirectoryStore(ArtifactStore):
             existing = self._info_sync(info.artifact_id)
             if existing is not None:
                 return existing
-        sidecar = {
-            'artifact_id': info.artifact_id,
-            'media_type': info.media_type,
-            'size_bytes': info.size_bytes,
-            'source': info.source,
-            'created_at': info.created_at,
-            'metadata': info.metadata,
-        }
         # Data first, sidecar last: an artifact with a sidecar is always complete.
         self._write_atomic(data_path, data)
-        self._write_atomic(info_path, json.dumps(sidecar, ensure_ascii=False).encode())
+        self._write_atomic(info_path, info.to_json())
         return info
 
     def _write_atomic(self, path: Path, data: bytes) -> None:
@@ -152,15 +143,4 @@ class DirectoryStore(ArtifactStore):
                 raw = f.read()
         except OSError as e:
             raise StoreError(f'cannot read {path}: {e}') from e
-        try:
-            d = json.loads(raw)
-            return StoredArtifact(
-                artifact_id=str(d['artifact_id']),
-                media_type=str(d['media_type']),
-                size_bytes=int(d['size_bytes']),
-                source=str(d['source']),
-                created_at=float(d['created_at']),
-                metadata={str(k): str(v) for k, v in d.get('metadata', {}).items()},
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise StoreError(f'corrupt artifact info for {artifact_id}: {e}') from e
+        return StoredArtifact.from_json(raw, artifact_id)

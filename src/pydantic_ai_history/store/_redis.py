@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -48,16 +47,7 @@ class RedisStore(ArtifactStore):
         if existing is not None:
             return existing
         info = StoredArtifact(artifact_id, media_type, len(data), source, self._clock(), metadata)
-        sidecar = json.dumps(
-            {
-                'media_type': info.media_type,
-                'size_bytes': info.size_bytes,
-                'source': info.source,
-                'created_at': info.created_at,
-                'metadata': info.metadata,
-            },
-            ensure_ascii=False,
-        )
+        sidecar = info.to_json()
         px = None if self.ttl is None else max(1, round(self.ttl * 1000))
         key = self.prefix + artifact_id
 
@@ -65,7 +55,7 @@ class RedisStore(ArtifactStore):
             # One MULTI/EXEC: another process never sees the info without the bytes.
             async with self._clients.get().pipeline(transaction=True) as pipe:
                 pipe.set(key, data, px=px)
-                pipe.set(key + ':info', sidecar.encode(), px=px)
+                pipe.set(key + ':info', sidecar, px=px)
                 await pipe.execute()
 
         await self._call(write)
@@ -97,18 +87,7 @@ class RedisStore(ArtifactStore):
         raw = await self._call(lambda: self._clients.get().get(self.prefix + artifact_id + ':info'))
         if raw is None:
             return None
-        try:
-            d = json.loads(raw)
-            return StoredArtifact(
-                artifact_id=artifact_id,
-                media_type=str(d['media_type']),
-                size_bytes=int(d['size_bytes']),
-                source=str(d['source']),
-                created_at=float(d['created_at']),
-                metadata={str(k): str(v) for k, v in d.get('metadata', {}).items()},
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise StoreError(f'corrupt artifact info for {artifact_id}: {e}') from e
+        return StoredArtifact.from_json(raw, artifact_id)
 
     async def _call(self, func: Callable[[], Awaitable[_T]]) -> _T:
         redis_error = self._redis_error()
