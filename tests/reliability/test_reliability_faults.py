@@ -90,20 +90,26 @@ def summaries(events: list[HistoryEvent]) -> list[str]:
     return [e.summary for e in events if isinstance(e, CompactionResult)]
 
 
+def _processor(summarizer: Any, events: list[HistoryEvent], store: Any, **extra: Any) -> Any:
+    """The suite's processor: a small window, so compaction and spilling happen within a few turns."""
+    return full_processor(
+        context_window=WINDOW,
+        max_tokens=8_000,
+        target_tokens=3_000,
+        summarizer=summarizer,
+        store=store,
+        on_event=events.append,
+        **extra,
+    )
+
+
 async def test_baseline_every_stage_acts() -> None:
     """Without faults the run compacts with the LLM and reduces large tool outputs: the fault tests below
     exercise the same paths."""
     events: list[HistoryEvent] = []
     store = RecordingStore()
     behaviour = Behaviour('echo')
-    processor = full_processor(
-        context_window=WINDOW,
-        max_tokens=8_000,
-        target_tokens=3_000,
-        summarizer=fake_model(behaviour),
-        store=store,
-        on_event=events.append,
-    )
+    processor = _processor(fake_model(behaviour), events, store)
     history, planted, _ = await run_turns(processor)
     methods = {e.method for e in events if isinstance(e, CompactionResult)}
     assert 'llm' in methods
@@ -118,15 +124,7 @@ async def test_summarizer_faults(mode: str) -> None:
     events: list[HistoryEvent] = []
     store = RecordingStore()
     behaviour = Behaviour(mode)
-    processor = full_processor(
-        context_window=WINDOW,
-        max_tokens=8_000,
-        target_tokens=3_000,
-        summarizer=fake_model(behaviour),
-        summarizer_timeout=TIMEOUT,
-        store=store,
-        on_event=events.append,
-    )
+    processor = _processor(fake_model(behaviour), events, store, summarizer_timeout=TIMEOUT)
     history, planted, _ = await run_turns(processor)
     results = [e for e in events if isinstance(e, CompactionResult)]
     assert results, 'the run never compacted: the fault was not exercised'
@@ -142,14 +140,7 @@ async def test_summarizer_faults(mode: str) -> None:
 async def test_garbage_summary_loses_nothing() -> None:
     events: list[HistoryEvent] = []
     store = RecordingStore()
-    processor = full_processor(
-        context_window=WINDOW,
-        max_tokens=8_000,
-        target_tokens=3_000,
-        summarizer=fake_model(Behaviour('garbage')),
-        store=store,
-        on_event=events.append,
-    )
+    processor = _processor(fake_model(Behaviour('garbage')), events, store)
     history, planted, _ = await run_turns(processor)
     assert lost_markers(planted, history, store=store, summaries=summaries(events)) == set()
 
@@ -159,18 +150,15 @@ async def test_planner_and_artifact_summarizer_faults(mode: str) -> None:
     events: list[HistoryEvent] = []
     store = RecordingStore()
     planner, summarizer = Behaviour(mode), Behaviour(mode)
-    processor = full_processor(
-        context_window=WINDOW,
-        max_tokens=8_000,
-        target_tokens=3_000,
-        summarizer=fake_model(Behaviour('echo')),
+    processor = _processor(
+        fake_model(Behaviour('echo')),
+        events,
+        store,
         planner=fake_model(planner, 'planner'),
         planner_timeout=TIMEOUT,
         artifact_summarizer=fake_model(summarizer),
         summarizer_timeout=TIMEOUT,
         default_reduction='summarize',
-        store=store,
-        on_event=events.append,
     )
     history, planted, _ = await run_turns(processor, tool_chars=30_000)
     codes = {e.code for e in events if isinstance(e, HistoryWarning)}
@@ -190,15 +178,7 @@ async def test_redis_killed_mid_run(redis_server: Any) -> None:
         if turn == 1 and call == 8:
             redis_server.stop()
 
-    processor = full_processor(
-        context_window=WINDOW,
-        max_tokens=8_000,
-        target_tokens=3_000,
-        summarizer=fake_model(Behaviour('echo')),
-        cache=cache,
-        store=store,
-        on_event=events.append,
-    )
+    processor = _processor(fake_model(Behaviour('echo')), events, store, cache=cache)
     try:
         history, planted, _ = await run_turns(processor, on_step=kill)
     finally:
@@ -238,14 +218,7 @@ async def test_spill_store_cannot_write(tmp_path: Path, make_store: Any) -> None
     """The store raises StoreError on every put: reduced content stays inline, with a warning."""
     store: ArtifactStore = make_store(tmp_path)
     events: list[HistoryEvent] = []
-    processor = full_processor(
-        context_window=WINDOW,
-        max_tokens=8_000,
-        target_tokens=3_000,
-        summarizer=fake_model(Behaviour('echo')),
-        store=store,
-        on_event=events.append,
-    )
+    processor = _processor(fake_model(Behaviour('echo')), events, store)
     history, planted, _ = await run_turns(processor)
     codes = [e.code for e in events if isinstance(e, HistoryWarning)]
     assert 'artifact_store_failed' in codes
@@ -264,14 +237,7 @@ async def test_tokenizer_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
 
     events: list[HistoryEvent] = []
     store = RecordingStore()
-    processor = full_processor(
-        context_window=WINDOW,
-        max_tokens=8_000,
-        target_tokens=3_000,
-        summarizer=fake_model(Behaviour('echo')),
-        store=store,
-        on_event=events.append,
-    )
+    processor = _processor(fake_model(Behaviour('echo')), events, store)
     provider = strict(5, WINDOW)
     provider.count([])  # the provider's own tokenizer is loaded before tiktoken's goes away
     monkeypatch.setattr(tiktoken, 'get_encoding', unavailable)
