@@ -109,7 +109,6 @@ AbstractCapability: Any = _AbstractCapability
 _REQUEST_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelRequest))
 _HAS_REQUEST_METADATA = 'metadata' in _REQUEST_FIELDS
 _HAS_RUN_ID = 'run_id' in _REQUEST_FIELDS
-_USER_PROMPT_HAS_METADATA = False  # UserPromptPart has no metadata field in any major
 
 
 def pydantic_ai_version() -> str:

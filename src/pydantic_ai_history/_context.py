@@ -32,6 +32,7 @@ class HistoryContext:
     model: Any = None
     """The run's model (a pydantic-ai `Model`), used as the default summarizer and planner."""
     run_context: Any = None
+    """The `RunContext` of the request (None outside a run), for custom stages that need the run's deps."""
     run_id: str | None = None
     cache: SummaryCache | None = None
     store: ArtifactStore | None = None
