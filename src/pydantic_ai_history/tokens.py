@@ -41,6 +41,7 @@ from ._compat import (
     json_text,
     media_type_of,
 )
+from ._estimate import estimate_tokens_offline
 
 __all__ = (
     'TokenCounter',
@@ -127,22 +128,6 @@ def profile_for_model(model_name: str | None) -> TokenizerProfile:
     if _MODERN_OPENAI.match(name) or provider in {'openai', 'openai-responses', 'azure'}:
         return OPENAI
     return OTHER
-
-
-_CJK = re.compile(r'[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f]')
-
-
-def estimate_tokens_offline(text: str) -> int:
-    """A tokenizer-free estimate used when tiktoken's encoding cannot be loaded.
-
-    One token per CJK character (o200k averages ~1.1 chars per token on Chinese; chars/4 undercounts it
-    2.7x) and one per 3 other characters (real conversations average 3.66, code and JSON nearer 3), so it
-    errs on the side of counting too much.
-    """
-    if not text:
-        return 0
-    cjk = len(_CJK.findall(text))
-    return cjk + math.ceil((len(text) - cjk) / 3)
 
 
 def image_tokens(width: int, height: int, formula: ImageFormula) -> int:

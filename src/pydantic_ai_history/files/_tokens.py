@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._estimate import estimate_tokens_offline
+
 CountTokens = Callable[[str], int]
 
-# Han, kana, hangul and full-width forms: tokenizers spend about one token per character on these.
-_CJK = re.compile(r'[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]')
 _HEAD_SHARE = 0.7
 _MARKER_TOKENS = 16
-
-
-def estimate_tokens(text: str) -> int:
-    """Roughly 3.5 characters per token, one token per CJK character."""
-    cjk = len(_CJK.findall(text))
-    return cjk + math.ceil((len(text) - cjk) / 3.5)
 
 
 @dataclass(frozen=True)
@@ -54,7 +46,7 @@ def _snap(part: str, *, suffix: bool) -> str:
 
 def cut_tokens(text: str, max_tokens: int, count: CountTokens | None = None) -> TokenCut:
     """Cut `text` to at most `max_tokens` by `count`: 70% head and 30% tail around an omission marker."""
-    count = count or estimate_tokens
+    count = count or estimate_tokens_offline
     full = count(text)
     if full <= max_tokens:
         return TokenCut(text, full, full, cut=False)
