@@ -10,7 +10,6 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 
-import pydantic_ai_history.processor as processor_module
 from _history import call, reply, result, system_user, user
 from pydantic_ai_history import (
     HistoryEvent,
@@ -25,6 +24,7 @@ from pydantic_ai_history import (
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES
 from pydantic_ai_history.testing import StrictProvider
+from pydantic_ai_history.validate import StructureCheck
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings('ignore::DeprecationWarning')]
 
@@ -175,13 +175,13 @@ async def test_idle_path_validates_only_the_new_messages_and_rebuilds_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ):
     validated: list[int] = []
-    real = processor_module.validate_history
+    real = StructureCheck.extend
 
-    def counting(messages: Any, *args: Any, **kwargs: Any) -> Any:
+    def counting(self: StructureCheck, messages: Any) -> None:
         validated.append(len(messages))
-        return real(messages, *args, **kwargs)
+        real(self, messages)
 
-    monkeypatch.setattr(processor_module, 'validate_history', counting)
+    monkeypatch.setattr(StructureCheck, 'extend', counting)
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
         [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
@@ -193,8 +193,8 @@ async def test_idle_path_validates_only_the_new_messages_and_rebuilds_nothing(
         assert all(a is b for a, b in zip(out, history, strict=False))
         assert len(out) == len(history)
         history = [*out, reply('more?'), user('yes')]
-    # the first input is checked whole; every later one only from the seam with the previous input on
-    assert validated == [3, 4, 4, 4, 4]
+    # the first input is checked whole; every later one only for the messages it adds
+    assert validated == [3, 2, 2, 2, 2]
     assert [type(e) for e in events] == [RequestProcessed] * 5
 
 
@@ -203,7 +203,13 @@ async def test_invalid_input_is_reported_even_when_no_stage_acts():
     processor = HistoryProcessor(
         [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
     )
-    history = [user('task'), call('fetch', 'c1'), user('the tool result never came')]
+    history = [
+        user('task'),
+        call('fetch', 'c1'),
+        user('the tool result never came'),
+        reply('ok'),
+        user('now'),
+    ]
     out = await processor.process(history)
     assert out == history
     warnings = [e for e in events if isinstance(e, HistoryWarning)]
@@ -213,7 +219,7 @@ async def test_invalid_input_is_reported_even_when_no_stage_acts():
     events.clear()
     valid = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'a page')]
     out = await processor.process(valid)
-    broken = [*out, call('fetch', 'c2'), user('no result for c2')]
+    broken = [*out, call('fetch', 'c2'), user('no result for c2'), reply('ok'), user('now')]
     await processor.process(broken)
     codes = [w.details['violations'] for w in events if isinstance(w, HistoryWarning)]
     assert len(codes) == 1

@@ -100,13 +100,21 @@ def test_empty_and_not_ending_with_request(tau: list[ModelMessage]) -> None:
 
 
 def test_duplicate_tool_call_id() -> None:
+    """Calls sharing an id are answered in order (pydantic-ai's FIFO): a warning while each has its return, an
+    error for the one left without."""
     call = ToolCallPart(tool_name='f', args='{}', tool_call_id='same')
-    messages: list[ModelMessage] = [
-        ModelRequest(parts=[UserPromptPart(content='go')]),
-        ModelResponse(parts=[call, dataclasses.replace(call, args='{"x":1}')]),
-        ModelRequest(parts=[ToolReturnPart(tool_name='f', content='ok', tool_call_id='same')]),
-    ]
-    assert _codes(validate_history(messages)) == [('duplicate_tool_call_id', 1)]
+    ret = ToolReturnPart(tool_name='f', content='ok', tool_call_id='same')
+    later = [ModelResponse(parts=[TextPart(content='done')]), ModelRequest(parts=[UserPromptPart(content='more')])]
+    opening = ModelRequest(parts=[UserPromptPart(content='go')])
+    twice = ModelResponse(parts=[call, dataclasses.replace(call, args='{"x":1}')])
+    answered: list[ModelMessage] = [opening, twice, ModelRequest(parts=[ret, ret]), *later]
+    violations = validate_history(answered)
+    assert _codes(violations) == [('duplicate_tool_call_id', 1)]
+    assert violations[0].severity == 'warning'
+    assert violations[0].tool_call_id == 'same'
+    one_short: list[ModelMessage] = [opening, twice, ModelRequest(parts=[ret]), *later]
+    assert _codes(validate_history(one_short)) == [('dangling_tool_call', 1), ('duplicate_tool_call_id', 1)]
+    assert [v.severity for v in validate_history(one_short) if v.code == 'dangling_tool_call'] == ['error']
 
 
 def test_empty_message_is_a_warning() -> None:

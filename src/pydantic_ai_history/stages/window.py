@@ -134,6 +134,13 @@ class SlidingWindow:
     settings: WindowSettings = WindowSettings()
     name: str = 'window'
 
+    def hard_budget(self, context: HistoryContext) -> int | None:
+        """The budget this window enforces for `context`, None when the context window is unknown."""
+        try:
+            return self.settings.resolve_budget(context.context_window, context.counter.model_name)
+        except ContextWindowUnknownError:
+            return None
+
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         budget = self.settings.resolve_budget(context.context_window, context.counter.model_name)
         estimate = context.estimate(messages)
