@@ -151,6 +151,7 @@ class SlidingWindow:
         note_cost = _NOTE_COST
         result: list[ModelMessage] = messages
         selection: WindowSelection | None = None
+        candidate: WindowSelection | None = None
         after = estimate.total
         # The note's size is only known once the cut is chosen (it carries the system prompt parts of what
         # it replaces, and dropping more only adds to them): when the assembled history overshoots, choose
@@ -176,8 +177,12 @@ class SlidingWindow:
             if after <= budget or real_note_cost <= note_cost:
                 break
             note_cost = real_note_cost
-        if selection is None:
-            self._warn_over_budget(context, estimate.total, budget, messages, estimate.per_message, units)
+        mandatory = overhead + _mandatory_cost(estimate.per_message, units, candidate)
+        if selection is None or after >= estimate.total:
+            # nothing to drop, or the note costs what it would replace: the input is the best there is
+            self._warn_over_budget(
+                context, estimate.total, budget, mandatory, messages, estimate.per_message, units
+            )
             return messages
         context.emit_event(
             WindowApplied(
@@ -203,7 +208,7 @@ class SlidingWindow:
             selection.pinned_kept,
         )
         if after > budget:
-            self._warn_over_budget(context, after, budget, messages, estimate.per_message, units)
+            self._warn_over_budget(context, after, budget, mandatory, messages, estimate.per_message, units)
         return result
 
     @staticmethod
@@ -211,20 +216,42 @@ class SlidingWindow:
         context: HistoryContext,
         tokens: int,
         budget: int,
+        mandatory: int,
         messages: Sequence[ModelMessage],
         per_message: Sequence[int],
         units: Sequence[Unit],
     ) -> None:
         current = sum(per_message[units[-1].start : units[-1].end]) if units else 0
+        if mandatory > budget:
+            why = (
+                f'the preserved head, the system prompt and the current request ({current:,} tokens) '
+                f'alone are {mandatory:,} tokens and do not fit'
+            )
+        else:
+            why = (
+                f'the preserved head and the current request ({mandatory:,} tokens) fit, but no cut at a '
+                'unit boundary, with the note that stands for what it drops, does'
+            )
         context.warn(
             'over_budget',
-            f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: the '
-            f'preserved head, the system prompt and the current request ({current:,} tokens) do not fit',
+            f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: {why}',
             tokens=tokens,
             budget=budget,
             current_request_tokens=current,
+            mandatory_tokens=mandatory,
             messages=len(messages),
         )
+
+
+def _mandatory_cost(
+    per_message: Sequence[int], units: Sequence[Unit], selection: WindowSelection | None
+) -> int:
+    """What the window can never drop: the preserved head and the last unit (the current request)."""
+    if not units:
+        return 0
+    head = selection.head if selection is not None else 0
+    last = units[-1]
+    return sum(per_message[: min(head, last.start)]) + sum(per_message[last.start : last.end])
 
 
 def _assemble(

@@ -85,6 +85,34 @@ class _Plan:
 
 
 @dataclass
+class _Cut:
+    """Where a compaction cuts, and what the pinned section carries on."""
+
+    unit: int
+    """The first unit of the verbatim tail."""
+    body_first: int
+    """The first unit after the head and the previous summary."""
+    pins: dict[int, TranscriptUnit]
+    carried_pinned: str
+    previous_transcripts: list[str]
+    previous_text: str | None
+    previous_pinned: str
+
+    def evicted_pins(self) -> list[TranscriptUnit]:
+        """The pinned units before the cut, carried verbatim in the pinned section."""
+        return [self.pins[i] for i in sorted(self.pins) if i < self.unit]
+
+    def summarized(self, plan: _Plan) -> list[ModelMessage]:
+        """The messages the summarizer reads: those before the cut but the pinned units."""
+        return [
+            m
+            for i in range(self.body_first, self.unit)
+            if i not in self.pins
+            for m in plan.messages[plan.units[i].start : plan.units[i].end]
+        ]
+
+
+@dataclass
 class Compactor:
     """Summarize the older part of the history when it passes `max_tokens`, down to `target_tokens`."""
 
@@ -134,41 +162,124 @@ class Compactor:
         if len(units) < 2:
             return messages
         overhead = estimate.total - estimate.tokenizer
+        plan, conversation = await self._prepare(messages, units, estimate, context)
+        head = plan.head
+        if plan.origin is not None and plan.previous is not None and plan.messages is not messages:
+            total = overhead + sum(plan.per_message)
+            if reason == 'trigger' and total <= limits.trigger and total < estimate.total:
+                return self._finish(
+                    context,
+                    plan.messages,
+                    messages,
+                    estimate.total,
+                    total,
+                    reason,
+                    started,
+                    _Summary(summary_text(plan.messages[head]) or '', 'cache', 0, ''),
+                    evicted=plan.origin.length - head,
+                )
+        # a cached prefix summary that made the history smaller stands even when nothing more is compacted
+        unchanged = plan.messages if overhead + sum(plan.per_message) < estimate.total else messages
+        cut = self._choose_cut(plan, limits, overhead, reason, context, estimate.total)
+        if cut is None:
+            return unchanged
+        cut_at = plan.units[cut.unit].start
+        if sum(plan.per_message[head:cut_at]) <= _SUMMARY_FRAMING_TOKENS:
+            return unchanged  # no summary can be smaller than what it would replace
+        body_start = head + (plan.previous is not None)
+        evicted = plan.messages[body_start:cut_at]
+        evicted_pins = cut.evicted_pins()
+        summarized = cut.summarized(plan)
+
+        counter = context.counter
+        summary = await self._summary(plan, summarized, cut.previous_text, focus, context)
+        reference = await _spill_transcript(evicted, counter, context, cut.previous_transcripts)
+        new_origin = None
+        if plan.origin is not None:
+            new_origin = Origin(
+                plan.origin.length + len(evicted), self._index.fold(plan.origin.chain, evicted)
+            )
+        final_text, message = _summary_message(
+            plan, cut, evicted, evicted_pins, summary, reference, new_origin
+        )
+        result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
+        after = (
+            overhead
+            + sum(plan.per_message[:head])
+            + counter.count_message(message)
+            + sum(plan.per_message[cut_at:])
+        )
+        if after >= estimate.total:
+            logger.info(
+                'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
+                estimate.total,
+                after,
+            )
+            return unchanged
+        if new_origin is not None:
+            await self._remember(context, conversation, summary, final_text, new_origin)
+        if after > limits.target:
+            context.warn(
+                'compaction_over_target',
+                f'the compacted history is {after:,} tokens, over the target of {limits.target:,}: '
+                'the preserved head, the pinned units and the current request alone are that large',
+                tokens=after,
+                target=limits.target,
+            )
+        return self._finish(
+            context,
+            result,
+            messages,
+            estimate.total,
+            after,
+            reason,
+            started,
+            dataclasses.replace(summary, text=final_text),
+            len(evicted),
+            pinned=len(evicted_pins),
+        )
+
+    async def _prepare(
+        self,
+        messages: list[ModelMessage],
+        units: list[Unit],
+        estimate: TokenEstimate,
+        context: HistoryContext,
+    ) -> tuple[_Plan, str]:
+        """The plan to compact and the conversation key; after a prefix-cache hit, the substituted history."""
         head = self._head(messages, units)
         previous = head if head < len(messages) and marker_kind(messages[head]) == 'summary' else None
         cache = context.cache
         conversation = self._index.conversation_key(messages[:head]) if cache is not None else ''
         plan = _Plan(messages, list(estimate.per_message), units, head, previous, None)
-        if cache is not None:
-            if previous is None:
-                plan.origin = Origin(head, conversation)
-                hit = await self._lookup(cache, conversation, plan, context)
-                if hit is not None:
-                    plan = hit
-                    total = overhead + sum(plan.per_message)
-                    if reason == 'trigger' and total <= limits.trigger:
-                        return self._finish(
-                            context,
-                            plan.messages,
-                            messages,
-                            estimate.total,
-                            total,
-                            reason,
-                            started,
-                            _Summary(summary_text(plan.messages[head]) or '', 'cache', 0, ''),
-                            evicted=plan.origin.length - head if plan.origin is not None else 0,
-                        )
-            else:
-                plan.origin = await self._index.origin(
-                    cache, conversation, summary_text(messages[previous]) or ''
-                )
+        if cache is None:
+            return plan, conversation
+        if previous is not None:
+            plan.origin = await self._index.origin(
+                cache, conversation, summary_text(messages[previous]) or ''
+            )
+            return plan, conversation
+        plan.origin = Origin(head, conversation)
+        hit = await self._lookup(cache, conversation, plan, context)
+        return (hit if hit is not None else plan), conversation
 
+    def _choose_cut(
+        self,
+        plan: _Plan,
+        limits: CompactionLimits,
+        overhead: int,
+        reason: Literal['trigger', 'manual'],
+        context: HistoryContext,
+        tokens: int,
+    ) -> _Cut | None:
+        """Where the verbatim tail starts (a unit boundary), or None when nothing can be compacted."""
+        head = plan.head
         body_first = next(
             i for i, u in enumerate(plan.units) if u.start >= head + (plan.previous is not None)
         )
         last = len(plan.units) - 1
         if body_first > last:
-            return plan.messages
+            return None
         counter = context.counter
         previous_full = summary_text(plan.messages[plan.previous]) if plan.previous is not None else None
         previous_text, previous_pinned = (
@@ -192,96 +303,55 @@ class Compactor:
             pinned_cost += _TRANSCRIPT_REFERENCE_TOKENS
         if pinned_cost:
             pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS
-        head_cost = sum(plan.per_message[:head])
         budget = (
             limits.target
             - overhead
-            - head_cost
+            - sum(plan.per_message[:head])
             - self.settings.summary_max_tokens
             - _SUMMARY_FRAMING_TOKENS
             - pinned_cost
         )
         cut_unit = body_first + fit_suffix(costs, budget, at_least=1)
         if cut_unit == body_first:
-            if reason == 'manual' and last > body_first:
-                cut_unit = last
-            else:
+            if reason != 'manual' or last == body_first:
                 context.warn(
                     'compaction_impossible',
                     'the history is over the compaction trigger but every unit after the preserved head is '
                     'needed to reach the target; nothing was compacted',
-                    tokens=estimate.total,
+                    tokens=tokens,
                     trigger=limits.trigger,
                 )
-                return plan.messages
-        cut = plan.units[cut_unit].start
-        body_start = head + (plan.previous is not None)
-        evicted = plan.messages[body_start:cut]
-        evicted_pins = [pins[i] for i in sorted(pins) if i < cut_unit]
-        summarized = [
-            m
-            for i in range(body_first, cut_unit)
-            if i not in pins
-            for m in plan.messages[plan.units[i].start : plan.units[i].end]
-        ]
-
-        summary = await self._summary(plan, summarized, previous_text, focus, context)
-        reference = await _spill_transcript(evicted, counter, context, previous_transcripts)
-        if not reference:  # nothing stored this time: the earlier reference still stands
-            carried_pinned = previous_pinned
-        # The summarizer's text (capped) + the pinned section: what it carried, where the full transcript of
-        # what was just evicted can be read back, and what was pinned just now.
-        final_text = join_pinned(summary.text, carried_pinned, reference, *(p.text for p in evicted_pins))
-        # System prompts survive compaction as parts: those of evicted messages (window notes included, which
-        # carry the ones the window dropped) and those the previous summary already carried.
-        carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
-        kept_system = system_parts([*carriers, *evicted])
-        new_origin = None
-        if plan.origin is not None:
-            new_origin = Origin(
-                plan.origin.length + len(evicted), self._index.fold(plan.origin.chain, evicted)
-            )
-        details = {'method': summary.method, 'evicted_messages': len(evicted)}
-        if evicted_pins:
-            details['pinned_units'] = len(evicted_pins)
-        if new_origin is not None:
-            details['covers_messages'] = new_origin.length
-        message = build_summary_message(final_text, details=details, system_parts=kept_system)
-        result = [*plan.messages[:head], message, *plan.messages[cut:]]
-        after = overhead + head_cost + counter.count_message(message) + sum(plan.per_message[cut:])
-        if cache is not None and new_origin is not None:
-            if summary.key and summary.method not in _FALLBACK_METHODS:
-                # The prefix cache reuses the final text, pinned section included, so a reload keeps the pins.
-                # A fallback is never recorded: a reload after the summarizer recovers gets a real summary.
-                final_key = summary.key
-                if final_text != summary.text:
-                    final_key = cache_key('compactor-pinned', summary.key, final_text)
-                    await cache.set(final_key, final_text, ttl=self.settings.cache_ttl)
-                record = PrefixRecord(new_origin.length, new_origin.chain, final_key)
-                await self._index.add(cache, conversation, record)
-            # Where this summary stands in the original history, so the next compaction (which updates it)
-            # can record its own prefix.
-            await self._index.set_origin(cache, conversation, final_text, new_origin)
-        if after > limits.target:
-            context.warn(
-                'compaction_over_target',
-                f'the compacted history is {after:,} tokens, over the target of {limits.target:,}: '
-                'the preserved head, the pinned units and the current request alone are that large',
-                tokens=after,
-                target=limits.target,
-            )
-        return self._finish(
-            context,
-            result,
-            messages,
-            estimate.total,
-            after,
-            reason,
-            started,
-            dataclasses.replace(summary, text=final_text),
-            len(evicted),
-            pinned=len(evicted_pins),
+                return None
+            cut_unit = last
+        return _Cut(
+            unit=cut_unit,
+            body_first=body_first,
+            pins=pins,
+            carried_pinned=carried_pinned,
+            previous_transcripts=previous_transcripts,
+            previous_text=previous_text,
+            previous_pinned=previous_pinned,
         )
+
+    async def _remember(
+        self, context: HistoryContext, conversation: str, summary: _Summary, final_text: str, origin: Origin
+    ) -> None:
+        """Record the summary in the prefix index, so a reload of the uncompacted history reuses it."""
+        cache = context.cache
+        if cache is None:
+            return
+        if summary.key and summary.method not in _FALLBACK_METHODS:
+            # The prefix cache reuses the final text, pinned section included, so a reload keeps the pins.
+            # A fallback is never recorded: a reload after the summarizer recovers gets a real summary.
+            final_key = summary.key
+            if final_text != summary.text:
+                final_key = cache_key('compactor-pinned', summary.key, final_text)
+                await cache.set(final_key, final_text, ttl=self.settings.cache_ttl)
+            record = PrefixRecord(origin.length, origin.chain, final_key)
+            await self._index.add(cache, conversation, record)
+        # Where this summary stands in the original history, so the next compaction (which updates it) can
+        # record its own prefix.
+        await self._index.set_origin(cache, conversation, final_text, origin)
 
     def _pinned_units(
         self, plan: _Plan, body_first: int, last: int, counter: TokenCounter
@@ -480,6 +550,33 @@ class Compactor:
             f', error: {summary.error}' if summary.error else '',
         )
         return result
+
+
+def _summary_message(
+    plan: _Plan,
+    cut: _Cut,
+    evicted: Sequence[ModelMessage],
+    evicted_pins: Sequence[TranscriptUnit],
+    summary: _Summary,
+    reference: str,
+    origin: Origin | None,
+) -> tuple[str, ModelMessage]:
+    """The summary's final text and the message that carries it."""
+    carried_pinned = cut.carried_pinned if reference else cut.previous_pinned
+    # (with no transcript stored this time, the earlier reference still stands)
+    # The summarizer's text (capped) + the pinned section: what it carried, where the full transcript of
+    # what was just evicted can be read back, and what was pinned just now.
+    final_text = join_pinned(summary.text, carried_pinned, reference, *(p.text for p in evicted_pins))
+    # System prompts survive compaction as parts: those of evicted messages (window notes included, which
+    # carry the ones the window dropped) and those the previous summary already carried.
+    carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
+    kept_system = system_parts([*carriers, *evicted])
+    details = {'method': summary.method, 'evicted_messages': len(evicted)}
+    if evicted_pins:
+        details['pinned_units'] = len(evicted_pins)
+    if origin is not None:
+        details['covers_messages'] = origin.length
+    return final_text, build_summary_message(final_text, details=details, system_parts=kept_system)
 
 
 def _strip_references(pinned: str) -> tuple[str, list[str]]:
