@@ -11,6 +11,7 @@ deferred run resumed with a new prompt, duplicate results, reused ids, retries) 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
 from collections.abc import Callable
@@ -212,16 +213,12 @@ def _every_part_type() -> list[ModelMessage]:
         call_cls, return_cls = _part(call_name), _part(return_name)
         if call_cls is None or return_cls is None:
             continue
+        search = call_name.startswith('ToolSearch')
+        args = {'queries': ['x']} if search else {'id': 'search'}
+        content = {'discovered_tools': []} if search else {'message': 'loaded'}
         try:
-            call = (
-                call_cls(tool_call_id=call_id, args={'query': 'x'})
-                if call_name.startswith('ToolSearch')
-                else call_cls(tool_call_id=call_id)
-            )
-            answer = return_cls(
-                tool_call_id=call_id,
-                content={'tools': []} if call_name.startswith('ToolSearch') else {'loaded': []},
-            )
+            call = call_cls(tool_call_id=call_id, args=args)
+            answer = return_cls(tool_call_id=call_id, content=content)
         except Exception:  # a signature this version spells differently: the part is optional here
             continue
         calls.append(call)
@@ -233,10 +230,8 @@ def _every_part_type() -> list[ModelMessage]:
     ):
         cls = _part(name)
         if cls is not None:
-            try:
+            with contextlib.suppress(Exception):  # a signature this version spells differently
                 answers.append(cls(**kwargs))
-            except Exception:
-                pass
     return [
         _req(*first),
         _resp(*response, *calls),
@@ -406,7 +401,7 @@ def repair_changes(messages: list[ModelMessage], *, repair_last_response: bool =
     return len(once) != len(messages) or any(a is not b for a, b in zip(once, messages, strict=True))
 
 
-# ---- real agents ---------------------------------------------------------------------------------------------
+# ---- real agents -----------------------------------------------------------------------------------------
 
 
 def agent_histories() -> dict[str, list[ModelMessage]]:

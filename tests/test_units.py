@@ -173,7 +173,7 @@ def test_every_unit_boundary_is_a_valid_cut(messages: list[ModelMessage]) -> Non
             assert validate_history(tail) == []
 
 
-# ---- pydantic-ai's shapes: pairing by call id ---------------------------------------------------------------
+# ---- pydantic-ai's shapes: pairing by call id -----------------------------------------------------------
 
 
 def _shapes() -> dict[str, list[ModelMessage]]:
@@ -221,7 +221,9 @@ def test_a_duplicate_result_stays_with_the_call_it_repeats() -> None:
     messages = _shapes()['reused_id_answered_twice']
     assert [(u.start, u.end) for u in split_units(messages)] == [(0, 1), (1, 3), (3, 5), (5, 6), (6, 7)]
     pairing = pair_tool_calls(messages)
-    assert pairing.dangling() == [] and pairing.orphans == [] and pairing.repeated_returns == []
+    assert pairing.dangling() == []
+    assert pairing.orphans == []
+    assert pairing.repeated_returns == []
 
 
 def test_the_live_frontier_is_open_and_its_answered_part_is_a_unit() -> None:
