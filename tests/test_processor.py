@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 
 from _history import call, reply, result, system_user, user
 from pydantic_ai_history import (
@@ -21,6 +21,7 @@ from pydantic_ai_history import (
     WindowApplied,
     WindowSettings,
     assert_valid_history,
+    validate_history,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES
 from pydantic_ai_history.testing import StrictProvider
@@ -409,3 +410,36 @@ async def test_manual_compaction_is_guarded_like_a_stage() -> None:
     out = await processor.compact(history, focus='the pages')
     assert out == history
     assert [e.stage for e in events if isinstance(e, StageFailed)] == ['compactor']
+
+
+async def test_incremental_input_check_sees_answers_and_frontiers_across_the_seam():
+    """A call left open by the previous input may be answered by a message this input adds (a deferred
+    result), or stop being the live frontier when a later response arrives: the incremental check agrees with
+    a full validation at every step."""
+    from pydantic_ai.messages import ToolReturnPart
+
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+    )
+    both = ModelResponse(
+        parts=[
+            ToolCallPart('delete_file', {'p': 'a'}, tool_call_id='a'),
+            ToolCallPart('delete_file', {'p': 'b'}, tool_call_id='b'),
+        ]
+    )
+    answer_a = ModelRequest(parts=[ToolReturnPart('delete_file', 'deleted a', 'a')])
+    answer_b = ModelRequest(parts=[ToolReturnPart('delete_file', 'deleted b', 'b')])
+    resumed = [user('task'), both, answer_a, answer_b]
+    pending = [user('task'), both, answer_a, user('never mind')]
+    for steps in (
+        [resumed[:3], resumed, [*resumed, reply('done'), user('thanks')]],
+        [pending, [*pending, reply('ok'), user('now')]],
+    ):
+        check = processor._input_check('incremental')
+        fresh = HistoryProcessor([], model='gpt-4o')
+        for messages in steps:
+            incremental = check.check(messages).violations
+            full = fresh._input_check('full-' + str(len(messages))).check(messages).violations
+            assert incremental == full == validate_history(messages)
+    assert [v.code for v in validate_history([*pending, reply('ok'), user('now')])] == ['dangling_tool_call']
