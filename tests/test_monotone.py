@@ -175,21 +175,35 @@ async def test_the_guard_rejects_a_broken_pair_even_when_the_violation_count_goe
     assert await processor.process(history) == fixed
 
 
-async def test_the_guard_rejects_a_stage_that_makes_a_fitting_history_not_fit() -> None:
+async def test_the_processor_never_turns_a_fitting_history_into_one_that_does_not_fit() -> None:
     history = [system_user('sys', 'task'), reply('ok'), user('now')]
     bigger = [history[0], reply(text(2_000)), history[-1]]
     budget = tokens(history) + 50
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [_Stage(bigger), SlidingWindow(WindowSettings(budget=10_000_000))],
-        model='gpt-4o',
-        context_window=budget,
-        on_event=events.append,
+        [_Stage(bigger)], model='gpt-4o', context_window=budget, on_event=events.append
     )
-    processor.stages[1] = _Stage(bigger)  # no window to fix it: the context window is the budget
     out = await processor.process(history)
     assert all(a is b for a, b in zip(out, history, strict=True))
-    assert [e for e in events if isinstance(e, StageFailed)]
+    [failed] = [e for e in events if isinstance(e, StageFailed)]
+    assert failed.stage == 'processor'
+    assert 'fitted' in failed.error
+
+
+async def test_a_stage_may_grow_the_history_when_a_later_one_brings_it_within_budget() -> None:
+    """The budget is the pipeline's promise, not each stage's: a stage that grows the history (a file
+    converted for a model that cannot read it) stands when the window then makes it fit."""
+    history = [system_user('sys', 'task'), reply(text(300)), user(text(300)), reply('ok'), user('now')]
+    bigger = [history[0], reply(text(2_000)), *history[2:]]
+    budget = tokens(history) + 20
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        [_Stage(bigger), SlidingWindow(WindowSettings(budget=budget))], model='gpt-4o', on_event=events.append
+    )
+    out = await processor.process(history)
+    assert tokens(out) <= budget
+    assert bigger[1] not in out
+    assert not [e for e in events if isinstance(e, StageFailed)]
 
 
 async def test_a_stage_may_not_add_a_violation_where_there_was_none() -> None:

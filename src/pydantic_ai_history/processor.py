@@ -110,8 +110,9 @@ class HistoryProcessor:
 
     A stage that raises, or returns a worse history than it was given, is skipped for that request (a
     `StageFailed` event says why); the run goes on with the stage's input. Worse means: a tool call and its
-    return that were paired no longer are, any other invariant violation where the input had none, or a
-    history bigger than the hard budget allows (one that fitted no longer does, or one already over grew).
+    return that were paired no longer are, or any other invariant violation where the input had none. And
+    the processed history is never bigger than the hard budget allows (the window's budget, else the context
+    window): when a history that fitted no longer does, or one already over grew, the input is returned.
     Only a configuration error (`ContextWindowUnknownError`) is raised.
     """
 
@@ -226,11 +227,16 @@ class HistoryProcessor:
             if compact is not None:
                 history = list(messages)
                 context = self.make_context(ctx=ctx, model=model)
-                validity = self._input_check(context.run_id).check(history)
+                check = self._input_check(context.run_id)
+                validity = check.check(history)
                 result = await self._run_stage(
                     _OnDemand(stage.name, compact, focus), history, context, validity
                 )
-                self._input_check(context.run_id).adopt(validity)
+                problem = self._over_budget(result, history, context) if result is not history else None
+                if problem is not None:
+                    self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
+                    return history
+                check.adopt(validity)
                 return result
         raise RuntimeError(
             'this processor has no compaction stage (create_history_processor(compaction=False)?)'
@@ -285,8 +291,15 @@ class HistoryProcessor:
                 'no stage may add to them',
                 violations=[str(v) for v in new_violations[:20]],
             )
+        given = _Validity(messages, validity.structure, validity.violations)
         for stage in self.stages:
             current = await self._run_stage(stage, current, context, validity)
+        if current is not messages:
+            problem = self._over_budget(current, messages, context)
+            if problem is not None:
+                logger.error('the processed history was worse than the input (%s); input kept', problem)
+                self._emit(StageFailed(run_id=context.run_id, stage='processor', error=problem))
+                current, validity = messages, given
         check.adopt(validity)
         context.counter.mark_sent(current)
         # the idle path: nothing changed, so the estimate of the input stands
@@ -339,8 +352,7 @@ class HistoryProcessor:
         """Why a stage's output is worse than its input, or None when it may replace it.
 
         Worse: empty; a tool call and its return that were paired are no longer (or any other violation where
-        the input had none); or bigger than the hard budget allows (a history that fitted no longer does, or
-        one that did not fit grew).
+        the input had none).
         """
         if not result:
             return 'invalid output: the history is empty'
@@ -350,17 +362,27 @@ class HistoryProcessor:
         added = validity.added(violations, result)
         if added:
             return 'invalid output: ' + '; '.join(str(v) for v in added[:5])
-        budget = self._hard_budget(context)
-        if budget is not None:
-            before, after = context.estimate(messages).total, context.estimate(result).total
-            if after > before and after > budget:
-                fitted = 'fitted' if before <= budget else 'was already over'
-                return (
-                    f'the output is {after:,} tokens, the input {before:,}, which {fitted} '
-                    f'the budget of {budget:,}'
-                )
         validity.accept(result, structure, violations)
         return None
+
+    def _over_budget(
+        self, result: list[ModelMessage], messages: list[ModelMessage], context: HistoryContext
+    ) -> str | None:
+        """Why the processed history is bigger than the hard budget allows, or None.
+
+        Checked on the whole pipeline's output, not per stage: a stage may grow the history (a file converted
+        for a model that cannot read it) when a later one brings it back within the budget.
+        """
+        budget = self._hard_budget(context)
+        if budget is None:
+            return None
+        before, after = context.estimate(messages).total, context.estimate(result).total
+        if after <= before or after <= budget:
+            return None
+        fitted = 'fitted' if before <= budget else 'was already over'
+        return (
+            f'the output is {after:,} tokens, the input {before:,}, which {fitted} the budget of {budget:,}'
+        )
 
     def _hard_budget(self, context: HistoryContext) -> int | None:
         """The limit no output may newly pass: the smallest stage budget (the window's), else the window."""
@@ -563,12 +585,12 @@ class _InputCheck:
             self._structure = StructureCheck()
             last = ()
         self._structure.extend(messages[len(last) :])
-        self._last = messages
+        self._last = tuple(messages)  # our own copy: the caller may change the list it gets back
         return _Validity(messages, self._structure, self._structure.violations(messages))
 
     def adopt(self, validity: _Validity) -> None:
         """Continue from the history the stages returned: the next input extends it."""
-        self._last, self._structure = validity.messages, validity.structure
+        self._last, self._structure = tuple(validity.messages), validity.structure
 
 
 @dataclasses.dataclass
