@@ -203,12 +203,8 @@ class Compactor:
             plan, cut, evicted, evicted_pins, summary, reference, new_origin
         )
         result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
-        after = (
-            overhead
-            + sum(plan.per_message[:head])
-            + counter.count_message(message)
-            + sum(plan.per_message[cut_at:])
-        )
+        summary_cost = counter.count_message(message)
+        after = overhead + sum(plan.per_message[:head]) + summary_cost + sum(plan.per_message[cut_at:])
         if after >= estimate.total:
             logger.info(
                 'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
@@ -221,8 +217,9 @@ class Compactor:
         if after > limits.target:
             context.warn(
                 'compaction_over_target',
-                f'the compacted history is {after:,} tokens, over the target of {limits.target:,}: '
-                'the preserved head, the pinned units and the current request alone are that large',
+                f'the compacted history is {after:,} tokens, over the target of {limits.target:,}: the '
+                f'summary takes {summary_cost:,}, the rest (preserved head, pinned units, the last unit with '
+                f'the current request, instructions and tools) {after - summary_cost:,}',
                 tokens=after,
                 target=limits.target,
             )
