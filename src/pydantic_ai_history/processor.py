@@ -232,10 +232,11 @@ class HistoryProcessor:
                 result = await self._run_stage(
                     _OnDemand(stage.name, compact, focus), history, context, validity
                 )
-                problem = self._over_budget(result, history, context) if result is not history else None
-                if problem is not None:
-                    self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
-                    return history
+                if result is not history:
+                    problem = self._over_budget(result, context.estimate(history).total, context)
+                    if problem is not None:
+                        self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
+                        return history
                 check.adopt(validity)
                 return result
         raise RuntimeError(
@@ -295,7 +296,7 @@ class HistoryProcessor:
         for stage in self.stages:
             current = await self._run_stage(stage, current, context, validity)
         if current is not messages:
-            problem = self._over_budget(current, messages, context)
+            problem = self._over_budget(current, before.total, context)
             if problem is not None:
                 logger.error('the processed history was worse than the input (%s); input kept', problem)
                 self._emit(StageFailed(run_id=context.run_id, stage='processor', error=problem))
@@ -365,9 +366,7 @@ class HistoryProcessor:
         validity.accept(result, structure, violations)
         return None
 
-    def _over_budget(
-        self, result: list[ModelMessage], messages: list[ModelMessage], context: HistoryContext
-    ) -> str | None:
+    def _over_budget(self, result: list[ModelMessage], before: int, context: HistoryContext) -> str | None:
         """Why the processed history is bigger than the hard budget allows, or None.
 
         Checked on the whole pipeline's output, not per stage: a stage may grow the history (a file converted
@@ -376,7 +375,7 @@ class HistoryProcessor:
         budget = self._hard_budget(context)
         if budget is None:
             return None
-        before, after = context.estimate(messages).total, context.estimate(result).total
+        after = context.estimate(result).total
         if after <= before or after <= budget:
             return None
         fitted = 'fitted' if before <= budget else 'was already over'
