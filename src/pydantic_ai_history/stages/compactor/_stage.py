@@ -9,8 +9,10 @@ Pinned units (`CompactionSettings.pin`, `pinning.pin()`) are never summarized: t
 the tail is chosen, so they never push the cut; those before the cut are carried verbatim in the summary's
 pinned section, which every later compaction carries forward without showing it to the summarizer.
 
-With a store, each compaction stores the full transcript of what it evicted; the pinned section names only
-the newest one, and each transcript opens with a line naming the one before it.
+With a store, each compaction stores the full transcript of what it evicted before it removes anything; the
+summary names only the newest one, and each transcript opens with a line naming the one before it. When the
+store fails, nothing is compacted while the history still fits the model's window; past that, the summary
+alone stands for what was evicted and a `ContentLost` event (error level) names it.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from typing import Literal
 
 from ..._compat import ModelMessage
 from ..._context import HistoryContext
+from ..._marks import SEAL_TOKENS, marker_kind
 from ...cache import SummaryCache, cache_key
 from ...events import CompactionResult
-from ...pinning import is_pinned, marker_kind
+from ...pinning import is_pinned
 from ...store import artifact_id
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units, system_parts
@@ -37,25 +40,38 @@ from ._fallback import digest, head_tail_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionLimits, CompactionSettings
 from ._summarizer import SummarizerError, run_summarizer
-from ._summary_message import PINNED_HEADING, build_summary_message, join_pinned, split_pinned, summary_text
+from ._summary_message import (
+    PINNED_HEADING,
+    SummarySections,
+    build_summary_message,
+    decode_sections,
+    encode_sections,
+    summary_sections,
+    summary_text,
+)
 from ._transcript import TranscriptUnit, first_user_text, render_units
 
 __all__ = ('Compactor',)
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 
-_SUMMARY_FRAMING_TOKENS = 40
-"""Tokens reserved on top of the summary cap for its message, marker and the provider's framing."""
+_SUMMARY_FRAMING_TOKENS = 40 + SEAL_TOKENS
+"""Tokens reserved on top of the summary cap for its message, marker (a seal where parts have no metadata)
+and the provider's framing."""
 _PINNED_UNIT_FRAMING_TOKENS = 2
 """Tokens reserved per pinned unit for the blank line that separates it in the pinned section."""
 _TRANSCRIPT_REFERENCE_TOKENS = 100
 """The one line of the pinned section that names the stored transcript of the latest evicted messages."""
 TRANSCRIPT_REFERENCE_OPENING = 'The full transcript of the '
-"""The fixed opening of that line; how the next compaction finds and replaces it."""
+"""The fixed opening of that line (in the summary's own reference part), from which the next compaction reads
+the transcript id to chain it."""
 _REFERENCE = re.compile(
     re.escape(TRANSCRIPT_REFERENCE_OPENING)
     + r'\d+ messages summarized[^\n]*?read_artifact\(artifact_id="([^"\n]+)"[^\n]*'
 )
+
+_OUTPUT_RESERVE_TOKENS = 1_024
+"""Room left for the model's answer when deciding whether a history fits its window (the window's default)."""
 
 Method = Literal['llm', 'cache', 'digest', 'truncate']
 _FALLBACK_METHODS = frozenset({'digest', 'truncate'})
@@ -170,17 +186,16 @@ class Compactor:
         if body_first > last:
             return plan.messages
         counter = context.counter
-        previous_full = summary_text(plan.messages[plan.previous]) if plan.previous is not None else None
-        previous_text, previous_pinned = (
-            split_pinned(previous_full) if previous_full is not None else (None, '')
-        )
+        earlier = (
+            summary_sections(plan.messages[plan.previous]) if plan.previous is not None else None
+        ) or SummarySections('')
+        previous_text = earlier.summary if plan.previous is not None else None
+        carried_pinned = earlier.pinned
         pins = self._pinned_units(plan, body_first, last, counter)
         costs = [sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]]
         # With a store, the previous compaction's transcript reference gives way to this one's (the new
         # transcript names the previous one in its first line, so the model can walk back through them all).
-        carried_pinned, previous_transcripts = (
-            _strip_references(previous_pinned) if context.store is not None else (previous_pinned, [])
-        )
+        previous_transcripts = _REFERENCE.findall(earlier.reference) if context.store is not None else []
         # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
         # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
         # they never push the cut.
@@ -188,10 +203,10 @@ class Compactor:
         for index, rendered in pins.items():
             pinned_cost += max(costs[index - body_first], rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS)
             costs[index - body_first] = 0
-        if context.store is not None:
+        if context.store is not None or earlier.reference:
             pinned_cost += _TRANSCRIPT_REFERENCE_TOKENS
         if pinned_cost:
-            pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS
+            pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS + SEAL_TOKENS
         head_cost = sum(plan.per_message[:head])
         budget = (
             limits.target
@@ -225,13 +240,19 @@ class Compactor:
             for m in plan.messages[plan.units[i].start : plan.units[i].end]
         ]
 
-        summary = await self._summary(plan, summarized, previous_text, focus, context)
+        # What is evicted is stored before anything is paid for or removed (see `_store_failed`).
         reference = await _spill_transcript(evicted, counter, context, previous_transcripts)
-        if not reference:  # nothing stored this time: the earlier reference still stands
-            carried_pinned = previous_pinned
-        # The summarizer's text (capped) + the pinned section: what it carried, where the full transcript of
-        # what was just evicted can be read back, and what was pinned just now.
-        final_text = join_pinned(summary.text, carried_pinned, reference, *(p.text for p in evicted_pins))
+        if reference is None and self._keeps_content(plan, overhead, context):
+            return plan.messages
+        summary = await self._summary(plan, summarized, previous_text, focus, context)
+        # The summarizer's text (capped), where the full transcript of what was just evicted can be read back
+        # (when nothing was stored this time the earlier reference still stands), and the pinned section:
+        # what it carried and what was pinned just now. Three parts, told apart by structure.
+        pinned_pieces = (carried_pinned, *(p.text for p in evicted_pins))
+        final = SummarySections(
+            summary.text, '\n\n'.join(p for p in pinned_pieces if p), reference or earlier.reference
+        )
+        final_text = final.text
         # System prompts survive compaction as parts: those of evicted messages (window notes included, which
         # carry the ones the window dropped) and those the previous summary already carried.
         carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
@@ -246,22 +267,28 @@ class Compactor:
             details['pinned_units'] = len(evicted_pins)
         if new_origin is not None:
             details['covers_messages'] = new_origin.length
-        message = build_summary_message(final_text, details=details, system_parts=kept_system)
+        message = build_summary_message(final, details=details, system_parts=kept_system)
         result = [*plan.messages[:head], message, *plan.messages[cut:]]
         after = overhead + head_cost + counter.count_message(message) + sum(plan.per_message[cut:])
         if cache is not None and new_origin is not None:
             if summary.key and summary.method not in _FALLBACK_METHODS:
-                # The prefix cache reuses the final text, pinned section included, so a reload keeps the pins.
+                # The prefix cache reuses both sections (as structure, not text), so a reload keeps the pins.
                 # A fallback is never recorded: a reload after the summarizer recovers gets a real summary.
-                final_key = summary.key
-                if final_text != summary.text:
-                    final_key = cache_key('compactor-pinned', summary.key, final_text)
-                    await cache.set(final_key, final_text, ttl=self.settings.cache_ttl)
+                final_key = cache_key('compactor-sections', summary.key, final.summary, final.pinned)
+                await cache.set(final_key, encode_sections(final), ttl=self.settings.cache_ttl)
                 record = PrefixRecord(new_origin.length, new_origin.chain, final_key)
                 await self._index.add(cache, conversation, record)
             # Where this summary stands in the original history, so the next compaction (which updates it)
             # can record its own prefix.
             await self._index.set_origin(cache, conversation, final_text, new_origin)
+        if reference is None:
+            context.lost(
+                'compactor',
+                'transcript_not_stored',
+                'the store failed and the history does not fit the context window without compaction; '
+                'only the summary stands for them',
+                summarized,
+            )
         if after > limits.target:
             context.warn(
                 'compaction_over_target',
@@ -282,6 +309,27 @@ class Compactor:
             len(evicted),
             pinned=len(evicted_pins),
         )
+
+    @staticmethod
+    def _keeps_content(plan: _Plan, overhead: int, context: HistoryContext) -> bool:
+        """When the transcript could not be stored: keep everything (no compaction) if the window allows it.
+
+        Nothing is paid for first (the transcript is stored before the summarizer runs); the next request
+        tries again. Only a history that no longer fits the model's window is compacted without its
+        transcript, and `ContentLost` then names what went.
+        """
+        window = context.context_window
+        total = overhead + sum(plan.per_message)
+        if window is None or total > window - _OUTPUT_RESERVE_TOKENS:
+            return False
+        context.warn(
+            'compaction_deferred',
+            f'the evicted messages could not be stored, and the history ({total:,} tokens) still fits the '
+            f'context window ({window:,}): nothing was compacted; the next request tries again',
+            tokens=total,
+            context_window=window,
+        )
+        return True
 
     def _pinned_units(
         self, plan: _Plan, body_first: int, last: int, counter: TokenCounter
@@ -335,7 +383,7 @@ class Compactor:
             if not text:
                 continue
             message = build_summary_message(
-                text,
+                decode_sections(text),
                 details={'method': 'cache', 'covers_messages': length},
                 system_parts=system_parts(plan.messages[head:length]),
             )
@@ -482,36 +530,19 @@ class Compactor:
         return result
 
 
-def _strip_references(pinned: str) -> tuple[str, list[str]]:
-    """The pinned section without its transcript reference line(s), and the transcript ids they named.
-
-    One line per compaction was carried before transcripts were chained; all are removed and linked.
-    """
-    pieces = pinned.split('\n\n') if pinned else []
-    kept: list[str] = []
-    ids: list[str] = []
-    for piece in pieces:
-        match = _REFERENCE.fullmatch(piece)
-        if match is None:
-            kept.append(piece)
-        else:
-            ids.append(match.group(1))
-    return '\n\n'.join(kept), ids
-
-
 async def _spill_transcript(
     evicted: Sequence[ModelMessage],
     counter: TokenCounter,
     context: HistoryContext,
     previous: Sequence[str] = (),
-) -> str:
+) -> str | None:
     """Store the full transcript of the evicted messages; the line that tells the model how to read it.
 
     A summary, however good, loses detail; with the transcript in the spill store nothing the user or the
     tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. The transcript
     opens with a line naming the `previous` transcripts (those of earlier compactions), so the summary needs
-    only one reference line however many compactions there were. Empty when there is no store or it fails
-    (the summary still stands).
+    only one reference line however many compactions there were. Empty when there is no store (the summary
+    is then the only record, as the app chose); None when the store failed.
     """
     if context.store is None or not evicted:
         return ''
@@ -528,9 +559,9 @@ async def _spill_transcript(
         await context.store.put(
             key, data, media_type='text/markdown', source=f'transcript of {len(evicted)} compacted messages'
         )
-    except Exception as exc:  # the summary stands without it
+    except Exception as exc:
         context.warn('transcript_store_failed', f'the evicted transcript could not be stored ({exc})')
-        return ''
+        return None
     chain = '; its first line names the transcript of earlier messages' if previous else ''
     return (
         f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
