@@ -106,13 +106,13 @@ def prompt_block(prompt: str, name: str) -> str:
 def transcript_records(text: str) -> list[tuple[str, str | None, str]]:
     """The `(role, tool, body)` of each framed record of a rendered transcript, in order.
 
-    Parsed the way the summarizer is told to read it: a record ends only at the closing tag with its nonce.
+    Parsed the way the summarizer is told to read it: the transcript's nonce is the one its first record opens
+    with (content cannot come first), and a record ends only at the closing tag with that nonce.
     """
-    nonces = set(re.findall(r'<msg-([0-9a-f]+) role=', text))
-    assert len(nonces) <= 1, f'one nonce per transcript, found {nonces}'
-    if not nonces:
+    first = re.match(r'\s*<msg-([0-9a-f]+) role=', text)
+    if first is None:
         return []
-    nonce = nonces.pop()
+    nonce = first.group(1)
     pattern = rf'<msg-{nonce} role="([a-z_]+)"(?: tool="([^"]*)")?>\n(.*?)\n</msg-{nonce}>'
     return [(m.group(1), m.group(2), m.group(3)) for m in re.finditer(pattern, text, re.DOTALL)]
 
