@@ -35,8 +35,6 @@ from ._compat import (
     ModelRequestPart,
     SystemPromptPart,
     make_request,
-    message_metadata,
-    part_metadata,
 )
 
 __all__ = (
@@ -149,12 +147,14 @@ def unseal(kind: Kind, text: str) -> str | None:
 
 def own_metadata(metadata: Any) -> dict[str, Any]:
     """Our dict in a message's or part's metadata (empty when there is none)."""
-    value = metadata.get(MARKER_KEY) if isinstance(metadata, Mapping) else None
+    if not metadata:  # the common case, checked first: this runs for every part of every request
+        return {}
+    value = metadata.get(MARKER_KEY) if isinstance(metadata, (dict, Mapping)) else None
     return value if isinstance(value, dict) else {}
 
 
 def _part_kind(part: Any) -> str | None:
-    kind = own_metadata(part_metadata(part)).get('kind')
+    kind = own_metadata(getattr(part, 'metadata', None)).get('kind')
     if kind in _KINDS:
         return str(kind)
     content = getattr(part, 'content', None)
@@ -172,7 +172,7 @@ def part_kinds(message: ModelMessage) -> list[str | None]:
     """
     if not isinstance(message, ModelRequest):
         return [None] * len(message.parts)
-    ours = own_metadata(message_metadata(message))
+    ours = own_metadata(getattr(message, 'metadata', None))
     layout = ours.get('parts')
     if isinstance(layout, list) and len(layout) == len(message.parts):
         return [kind if kind in _KINDS else None for kind in layout]

@@ -13,6 +13,7 @@ not tokenize the history again; framing is estimated from its length. Rendering 
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 from collections.abc import Sequence
@@ -67,6 +68,7 @@ class _NonceInContent(Exception):
     """The drawn nonce occurs in the content: draw another and render again."""
 
 
+@functools.lru_cache(maxsize=1_024)
 def _tool(name: str | None) -> str:
     return f' tool="{_TOOL_NAME.sub("_", name)[:80]}"' if name else ''
 
@@ -94,15 +96,14 @@ class _Renderer:
     def message(self, message: ModelMessage) -> tuple[list[str], int]:
         lines: list[str] = []
         tokens = 0
-        request = isinstance(message, ModelRequest)
-        kinds = part_kinds(message) if request else [None] * len(message.parts)
-        for part, kind in zip(message.parts, kinds, strict=True):
-            if kind is not None:
-                rendered = self.own_part(part, kind)
-            elif request:
-                rendered = self.part(part)
-            else:
-                rendered = self.response_part(part)
+        if isinstance(message, ModelRequest):
+            rendered_parts = [
+                self.part(part) if kind is None else self.own_part(part, kind)
+                for part, kind in zip(message.parts, part_kinds(message), strict=True)
+            ]
+        else:
+            rendered_parts = [self.response_part(part) for part in message.parts]
+        for rendered in rendered_parts:
             if rendered is not None:
                 lines.append(rendered[0])
                 tokens += rendered[1]
