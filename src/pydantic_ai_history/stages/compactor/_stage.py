@@ -186,16 +186,14 @@ class Compactor:
         if body_first > last:
             return plan.messages
         counter = context.counter
-        earlier = (
-            summary_sections(plan.messages[plan.previous]) if plan.previous is not None else None
-        ) or SummarySections('')
+        earlier = _earlier_sections(plan)
         previous_text = earlier.summary if plan.previous is not None else None
         carried_pinned = earlier.pinned
         pins = self._pinned_units(plan, body_first, last, counter)
         costs = [sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]]
         # With a store, the previous compaction's transcript reference gives way to this one's (the new
         # transcript names the previous one in its first line, so the model can walk back through them all).
-        previous_transcripts = _REFERENCE.findall(earlier.reference) if context.store is not None else []
+        previous_transcripts = _REFERENCE.findall(earlier.reference if context.store is not None else '')
         # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
         # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
         # they never push the cut.
@@ -203,8 +201,7 @@ class Compactor:
         for index, rendered in pins.items():
             pinned_cost += max(costs[index - body_first], rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS)
             costs[index - body_first] = 0
-        if context.store is not None or earlier.reference:
-            pinned_cost += _TRANSCRIPT_REFERENCE_TOKENS
+        pinned_cost += _reference_cost(earlier, context)
         if pinned_cost:
             pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS + SEAL_TOKENS
         head_cost = sum(plan.per_message[:head])
@@ -245,13 +242,7 @@ class Compactor:
         if reference is None and self._keeps_content(plan, overhead, context):
             return plan.messages
         summary = await self._summary(plan, summarized, previous_text, focus, context)
-        # The summarizer's text (capped), where the full transcript of what was just evicted can be read back
-        # (when nothing was stored this time the earlier reference still stands), and the pinned section:
-        # what it carried and what was pinned just now. Three parts, told apart by structure.
-        pinned_pieces = (carried_pinned, *(p.text for p in evicted_pins))
-        final = SummarySections(
-            summary.text, '\n\n'.join(p for p in pinned_pieces if p), reference or earlier.reference
-        )
+        final = _final_sections(summary.text, earlier, reference, evicted_pins)
         final_text = final.text
         # System prompts survive compaction as parts: those of evicted messages (window notes included, which
         # carry the ones the window dropped) and those the previous summary already carried.
@@ -281,14 +272,7 @@ class Compactor:
             # Where this summary stands in the original history, so the next compaction (which updates it)
             # can record its own prefix.
             await self._index.set_origin(cache, conversation, final_text, new_origin)
-        if reference is None:
-            context.lost(
-                'compactor',
-                'transcript_not_stored',
-                'the store failed and the history does not fit the context window without compaction; '
-                'only the summary stands for them',
-                summarized,
-            )
+        _report_unstored(reference, summarized, context)
         if after > limits.target:
             context.warn(
                 'compaction_over_target',
@@ -528,6 +512,41 @@ class Compactor:
             f', error: {summary.error}' if summary.error else '',
         )
         return result
+
+
+def _earlier_sections(plan: _Plan) -> SummarySections:
+    """The sections of the previous summary (empty when there is none)."""
+    found = summary_sections(plan.messages[plan.previous]) if plan.previous is not None else None
+    return found or SummarySections('')
+
+
+def _reference_cost(earlier: SummarySections, context: HistoryContext) -> int:
+    """Room for the stored-transcript reference: this compaction's, or the earlier one carried on."""
+    return _TRANSCRIPT_REFERENCE_TOKENS if context.store is not None or earlier.reference else 0
+
+
+def _final_sections(
+    summary: str, earlier: SummarySections, reference: str | None, evicted_pins: Sequence[TranscriptUnit]
+) -> SummarySections:
+    """The summarizer's text (capped), where the full transcript of what was just evicted can be read back
+    (when nothing was stored this time the earlier reference still stands), and the pinned section: what it
+    carried and what was pinned just now. Three parts of the summary message, told apart by structure."""
+    pinned = '\n\n'.join(p for p in (earlier.pinned, *(u.text for u in evicted_pins)) if p)
+    return SummarySections(summary, pinned, reference or earlier.reference)
+
+
+def _report_unstored(
+    reference: str | None, summarized: Sequence[ModelMessage], context: HistoryContext
+) -> None:
+    """Name, at error level, what a compaction evicted when its transcript could not be stored."""
+    if reference is None:
+        context.lost(
+            'compactor',
+            'transcript_not_stored',
+            'the store failed and the history does not fit the context window without compaction; '
+            'only the summary stands for them',
+            summarized,
+        )
 
 
 async def _spill_transcript(
