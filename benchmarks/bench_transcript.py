@@ -82,7 +82,9 @@ def main() -> None:
     total = counter.estimate(messages).total
     units = split_units(messages)
     print(f'{len(messages):,} messages, {total:,} tokens (o200k)')
-    timed('summarizer transcript', lambda: render_units(messages, units, counter, tool_result_max_tokens=2_000))
+    timed(
+        'summarizer transcript', lambda: render_units(messages, units, counter, tool_result_max_tokens=2_000)
+    )
     timed('stored transcript', lambda: render_units(messages, units, counter, tool_result_max_tokens=None))
 
     async def summarize(history: list[ModelMessage], info: AgentInfo) -> ModelResponse:
