@@ -82,14 +82,17 @@ SEAL_TOKENS = 24
 
 _secret: bytes | None = None
 _verified: dict[str, tuple[str, str] | None] = {}
-_VERIFIED_MAX = 4_096
+_verified_chars = 0
+_VERIFIED_MAX_CHARS = 16_000_000
+"""Verdicts are remembered for texts up to this many characters in total (then forgotten all at once)."""
 
 
 def set_mark_secret(secret: str | bytes | None) -> None:
     """Use `secret` for seals from now on (None: back to `PYDANTIC_AI_HISTORY_SECRET` or a random one)."""
-    global _secret
+    global _secret, _verified_chars
     _secret = secret.encode() if isinstance(secret, str) else secret
     _verified.clear()
+    _verified_chars = 0
 
 
 def _key() -> bytes:
@@ -127,9 +130,12 @@ def sealed_kind(text: str) -> tuple[str, str] | None:
         kind, body = match.group(1), text[: match.start()]
         if hmac.compare_digest(match.group(2), _tag(kind, body)):
             verdict = (kind, body)
-    if len(_verified) >= _VERIFIED_MAX:
+    global _verified_chars
+    if _verified_chars + len(text) > _VERIFIED_MAX_CHARS:
         _verified.clear()
+        _verified_chars = 0
     _verified[text] = verdict
+    _verified_chars += len(text)
     return verdict
 
 
