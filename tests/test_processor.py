@@ -12,6 +12,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 from _history import call, reply, result, system_user, user
 from pydantic_ai_history import (
+    ContentLost,
     HistoryEvent,
     HistoryProcessor,
     HistoryWarning,
@@ -243,7 +244,9 @@ async def test_invalid_input_is_reported_when_a_stage_changes_it():
     ]
     out = await processor.process(history)
     assert_valid_history(out)  # the orphan was in the dropped part
-    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['invalid_input']
+    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['invalid_input', 'window_dropped']
+    [lost] = [e for e in events if isinstance(e, ContentLost)]
+    assert lost.tool_calls == ('fetch#orphan',), 'what the window dropped is named'
 
 
 async def test_window_decisions_are_logged(caplog: pytest.LogCaptureFixture):

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._compat import ModelMessage
-from .events import HistoryEvent, HistoryWarning
+from ._marks import MARKER_KEY
+from .events import ContentLost, HistoryEvent, HistoryWarning
 from .tokens import TokenCounter, TokenEstimate
 
 if TYPE_CHECKING:
@@ -18,9 +19,6 @@ if TYPE_CHECKING:
 __all__ = ('MARKER_KEY', 'HistoryContext', 'HistoryStage')
 
 logger = logging.getLogger('pydantic_ai_history')
-
-MARKER_KEY = 'pydantic_ai_history'
-"""Metadata key under which this package marks the messages and parts it wrote."""
 
 
 @dataclass
@@ -58,6 +56,43 @@ class HistoryContext:
     def warn(self, code: str, message: str, **details: Any) -> None:
         logger.warning('%s: %s', code, message)
         self.emit_event(HistoryWarning(run_id=self.run_id, code=code, message=message, details=details))
+
+    def lost(self, stage: str, code: str, reason: str, messages: Sequence[ModelMessage]) -> None:
+        """Say at error level (log and `ContentLost` event) that `messages` left the history with no home."""
+        calls, prompts = _contents(messages)
+        shown = ', '.join(calls[:20]) + (f' and {len(calls) - 20} more' if len(calls) > 20 else '')
+        message = (
+            f'{stage}: {len(messages)} message(s) removed with no copy in the history or the store '
+            f'({reason}); '
+            f'{prompts} user prompt(s), tool calls: {shown or "none"}'
+        )
+        logger.error('%s: %s', code, message)
+        self.emit_event(
+            ContentLost(
+                run_id=self.run_id,
+                code=code,
+                message=message,
+                stage=stage,
+                messages=len(messages),
+                tool_calls=tuple(calls),
+                user_prompts=prompts,
+            )
+        )
+
+
+def _contents(messages: Sequence[ModelMessage]) -> tuple[list[str], int]:
+    """The tool calls (`name#id`, each once, in order) and the number of user prompts among `messages`."""
+    calls: dict[str, None] = {}
+    prompts = 0
+    for message in messages:
+        for part in message.parts:
+            call_id = getattr(part, 'tool_call_id', None)
+            name = getattr(part, 'tool_name', None)
+            if isinstance(call_id, str) and isinstance(name, str):
+                calls[f'{name}#{call_id}'] = None
+            elif getattr(part, 'part_kind', '') == 'user-prompt':
+                prompts += 1
+    return list(calls), prompts
 
 
 class HistoryStage(Protocol):

@@ -21,8 +21,7 @@ from ..._compat import (
     json_text,
     part_metadata,
 )
-from ..._context import MARKER_KEY
-from ...pinning import TEXT_MARKERS
+from ..._marks import MARKER_KEY, marker_kind, part_kinds, sealed_kind, unseal
 from ...store import artifact_id
 from ._models import Artifact
 
@@ -37,8 +36,9 @@ __all__ = (
 )
 
 ARTIFACT_MARKER = '[pydantic-ai-history: artifact'
-"""Opening of every text this stage writes in place of an artifact; how processed content is recognised
-where there is no metadata (user prompt content)."""
+"""Opening of every text this stage writes in place of an artifact: what the model reads. Processed content is
+recognised by identity only (`_marks`): its metadata (tool returns), or the seal of the text that follows or
+replaces an attached file; a tool output that merely opens with this text is still reduced."""
 
 
 @dataclass
@@ -146,11 +146,9 @@ class Attachment:
 
 
 def is_processed(part: Any) -> bool:
+    """Whether this stage already replaced the part (recorded in its metadata, never read from its text)."""
     ours = part_metadata(part).get(MARKER_KEY)
-    if isinstance(ours, dict) and 'artifact_id' in ours:
-        return True
-    content = getattr(part, 'content', None)
-    return isinstance(content, str) and content.startswith(ARTIFACT_MARKER)
+    return isinstance(ours, dict) and 'artifact_id' in ours
 
 
 def tool_return_text(part: ToolReturnPart) -> tuple[str, str, tuple[Any, ...]]:
@@ -269,7 +267,7 @@ def _name_of(item: Any) -> str | None:
 def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> list[Attachment]:
     """Files attached in user prompts or returned by tools, from message `start` on, not processed yet.
 
-    A processed file is followed by (or replaced with) a text item opening with `ARTIFACT_MARKER`.
+    A processed file is followed by (or replaced with) a text item of ours, sealed (`_marks.seal`).
     """
     last = len(messages) - 1
     found: list[Attachment] = []
@@ -292,7 +290,7 @@ def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> lis
                 if not is_media(item):
                     continue
                 following = items[position + 1][1] if position + 1 < len(items) else None
-                if isinstance(following, str) and following.startswith(ARTIFACT_MARKER):
+                if isinstance(following, str) and unseal('artifact', following) is not None:
                     continue
                 decoded = _decode(item)
                 if decoded is None:
@@ -306,22 +304,17 @@ def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> lis
     return found
 
 
-_OURS = (ARTIFACT_MARKER, *TEXT_MARKERS.values())
-
-
 def latest_question(messages: Sequence[ModelMessage]) -> str:
     """The text of the latest user prompt (what the current request is answering)."""
     for message in reversed(messages):
-        if not isinstance(message, ModelRequest):
+        if not isinstance(message, ModelRequest) or marker_kind(message) is not None:
             continue
-        for part in reversed(message.parts):
-            if isinstance(part, UserPromptPart):
+        for part, kind in zip(reversed(message.parts), reversed(part_kinds(message)), strict=True):
+            if isinstance(part, UserPromptPart) and kind is None:
                 content = part.content
                 if isinstance(content, str):
-                    if not content.startswith(_OURS):
-                        return content
-                    continue
-                texts = [c for c in content if isinstance(c, str) and not c.startswith(_OURS)]
+                    return content
+                texts = [c for c in content if isinstance(c, str) and sealed_kind(c) is None]
                 if texts:
                     return '\n'.join(texts)
     return ''

@@ -27,6 +27,7 @@ from ..._compat import (
     with_part_metadata,
 )
 from ..._context import MARKER_KEY, HistoryContext
+from ..._marks import seal
 from ...cache import cache_key
 from ...events import ArtifactProcessed
 from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage, read_file
@@ -396,7 +397,10 @@ class ArtifactPlanner:
         label = attachment.name or attachment.media_type
         if isinstance(converted, ConvertedDocument):
             items: list[Any] = [
-                f'{ARTIFACT_MARKER} {a_id} | attached file {converted.manifest}]\n{converted.text}'
+                seal(
+                    'artifact',
+                    f'{ARTIFACT_MARKER} {a_id} | attached file {converted.manifest}]\n{converted.text}',
+                )
             ]
             strategy, after_text = 'convert', items[0]
         elif isinstance(converted, (FittedImage, FittedAudio)):
@@ -407,13 +411,12 @@ class ArtifactPlanner:
             )
             if not changed:
                 return None
-            note = (
-                f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}; original ({attachment.media_type}) stored]'
-            )
+            stored = f'original ({attachment.media_type}) stored'
+            note = seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}; {stored}]')
             items = [BinaryContent(data=converted.data, media_type=converted.media_type), note]
             strategy, after_text = 'fit', note
         else:
-            items = [f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}]']
+            items = [seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}]')]
             strategy, after_text = 'convert', items[0]
         try:
             if context.store is None:

@@ -9,8 +9,10 @@ Pinned units (`CompactionSettings.pin`, `pinning.pin()`) are never summarized: t
 the tail is chosen, so they never push the cut; those before the cut are carried verbatim in the summary's
 pinned section, which every later compaction carries forward without showing it to the summarizer.
 
-With a store, each compaction stores the full transcript of what it evicted; the pinned section names only
-the newest one, and each transcript opens with a line naming the one before it.
+With a store, each compaction stores the full transcript of what it evicted before it removes anything; the
+summary names only the newest one, and each transcript opens with a line naming the one before it. When the
+store fails, nothing is compacted while the history still fits the model's window; past that, the summary
+alone stands for what was evicted and a `ContentLost` event (error level) names it.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from typing import Literal
 
 from ..._compat import ModelMessage
 from ..._context import HistoryContext
+from ..._marks import SEAL_TOKENS, marker_kind
 from ...cache import SummaryCache, cache_key
 from ...events import CompactionResult
-from ...pinning import is_pinned, marker_kind
+from ...pinning import is_pinned
 from ...store import artifact_id
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units, system_parts
@@ -37,25 +40,38 @@ from ._fallback import digest, head_tail_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionLimits, CompactionSettings
 from ._summarizer import SummarizerError, run_summarizer
-from ._summary_message import PINNED_HEADING, build_summary_message, join_pinned, split_pinned, summary_text
+from ._summary_message import (
+    PINNED_HEADING,
+    SummarySections,
+    build_summary_message,
+    decode_sections,
+    encode_sections,
+    summary_sections,
+    summary_text,
+)
 from ._transcript import TranscriptUnit, first_user_text, render_units
 
 __all__ = ('Compactor',)
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 
-_SUMMARY_FRAMING_TOKENS = 40
-"""Tokens reserved on top of the summary cap for its message, marker and the provider's framing."""
+_SUMMARY_FRAMING_TOKENS = 40 + SEAL_TOKENS
+"""Tokens reserved on top of the summary cap for its message, marker (a seal where parts have no metadata)
+and the provider's framing."""
 _PINNED_UNIT_FRAMING_TOKENS = 2
 """Tokens reserved per pinned unit for the blank line that separates it in the pinned section."""
 _TRANSCRIPT_REFERENCE_TOKENS = 100
 """The one line of the pinned section that names the stored transcript of the latest evicted messages."""
 TRANSCRIPT_REFERENCE_OPENING = 'The full transcript of the '
-"""The fixed opening of that line; how the next compaction finds and replaces it."""
+"""The fixed opening of that line (in the summary's own reference part), from which the next compaction reads
+the transcript id to chain it."""
 _REFERENCE = re.compile(
     re.escape(TRANSCRIPT_REFERENCE_OPENING)
     + r'\d+ messages summarized[^\n]*?read_artifact\(artifact_id="([^"\n]+)"[^\n]*'
 )
+
+_OUTPUT_RESERVE_TOKENS = 1_024
+"""Room left for the model's answer when deciding whether a history fits its window (the window's default)."""
 
 Method = Literal['llm', 'cache', 'digest', 'truncate']
 _FALLBACK_METHODS = frozenset({'digest', 'truncate'})
@@ -93,10 +109,12 @@ class _Cut:
     body_first: int
     """The first unit after the head and the previous summary."""
     pins: dict[int, TranscriptUnit]
-    carried_pinned: str
+    earlier: SummarySections
+    """The sections of the previous summary (empty when there is none)."""
     previous_transcripts: list[str]
+    """Ids of the stored transcripts the previous summary names, chained from this one's first line."""
     previous_text: str | None
-    previous_pinned: str
+    """The previous summary's own text, for the summarizer to update."""
 
     def evicted_pins(self) -> list[TranscriptUnit]:
         """The pinned units before the cut, carried verbatim in the pinned section."""
@@ -192,16 +210,17 @@ class Compactor:
         summarized = cut.summarized(plan)
 
         counter = context.counter
-        summary = await self._summary(plan, summarized, cut.previous_text, focus, context)
+        # What is evicted is stored before anything is paid for or removed (see `_keeps_content`).
         reference = await _spill_transcript(evicted, counter, context, cut.previous_transcripts)
+        if reference is None and self._keeps_content(plan, overhead, context):
+            return unchanged
+        summary = await self._summary(plan, summarized, cut.previous_text, focus, context)
         new_origin = None
         if plan.origin is not None:
             new_origin = Origin(
                 plan.origin.length + len(evicted), self._index.fold(plan.origin.chain, evicted)
             )
-        final_text, message = _summary_message(
-            plan, cut, evicted, evicted_pins, summary, reference, new_origin
-        )
+        final, message = _summary_message(plan, cut, evicted, evicted_pins, summary, reference, new_origin)
         result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
         summary_cost = counter.count_message(message)
         after = overhead + sum(plan.per_message[:head]) + summary_cost + sum(plan.per_message[cut_at:])
@@ -213,7 +232,8 @@ class Compactor:
             )
             return unchanged
         if new_origin is not None:
-            await self._remember(context, conversation, summary, final_text, new_origin)
+            await self._remember(context, conversation, summary, final, new_origin)
+        _report_unstored(reference, summarized, context)
         if after > limits.target:
             context.warn(
                 'compaction_over_target',
@@ -231,7 +251,7 @@ class Compactor:
             after,
             reason,
             started,
-            dataclasses.replace(summary, text=final_text),
+            dataclasses.replace(summary, text=final.text),
             len(evicted),
             pinned=len(evicted_pins),
         )
@@ -278,28 +298,23 @@ class Compactor:
         if body_first > last:
             return None
         counter = context.counter
-        previous_full = summary_text(plan.messages[plan.previous]) if plan.previous is not None else None
-        previous_text, previous_pinned = (
-            split_pinned(previous_full) if previous_full is not None else (None, '')
-        )
+        earlier = _earlier_sections(plan)
+        previous_text = earlier.summary if plan.previous is not None else None
         pins = self._pinned_units(plan, body_first, last, counter)
         costs = [sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]]
         # With a store, the previous compaction's transcript reference gives way to this one's (the new
         # transcript names the previous one in its first line, so the model can walk back through them all).
-        carried_pinned, previous_transcripts = (
-            _strip_references(previous_pinned) if context.store is not None else (previous_pinned, [])
-        )
+        previous_transcripts = _REFERENCE.findall(earlier.reference if context.store is not None else '')
         # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
         # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
         # they never push the cut.
-        pinned_cost = counter.count_text(carried_pinned)
+        pinned_cost = counter.count_text(earlier.pinned)
         for index, rendered in pins.items():
             pinned_cost += max(costs[index - body_first], rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS)
             costs[index - body_first] = 0
-        if context.store is not None:
-            pinned_cost += _TRANSCRIPT_REFERENCE_TOKENS
+        pinned_cost += _reference_cost(earlier, context)
         if pinned_cost:
-            pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS
+            pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS + SEAL_TOKENS
         budget = (
             limits.target
             - overhead
@@ -324,31 +339,54 @@ class Compactor:
             unit=cut_unit,
             body_first=body_first,
             pins=pins,
-            carried_pinned=carried_pinned,
+            earlier=earlier,
             previous_transcripts=previous_transcripts,
             previous_text=previous_text,
-            previous_pinned=previous_pinned,
         )
 
     async def _remember(
-        self, context: HistoryContext, conversation: str, summary: _Summary, final_text: str, origin: Origin
+        self,
+        context: HistoryContext,
+        conversation: str,
+        summary: _Summary,
+        final: SummarySections,
+        origin: Origin,
     ) -> None:
         """Record the summary in the prefix index, so a reload of the uncompacted history reuses it."""
         cache = context.cache
         if cache is None:
             return
         if summary.key and summary.method not in _FALLBACK_METHODS:
-            # The prefix cache reuses the final text, pinned section included, so a reload keeps the pins.
+            # The prefix cache reuses every section (as structure, not text), so a reload keeps the pins.
             # A fallback is never recorded: a reload after the summarizer recovers gets a real summary.
-            final_key = summary.key
-            if final_text != summary.text:
-                final_key = cache_key('compactor-pinned', summary.key, final_text)
-                await cache.set(final_key, final_text, ttl=self.settings.cache_ttl)
+            final_key = cache_key('compactor-sections', summary.key, final.summary, final.pinned)
+            await cache.set(final_key, encode_sections(final), ttl=self.settings.cache_ttl)
             record = PrefixRecord(origin.length, origin.chain, final_key)
             await self._index.add(cache, conversation, record)
         # Where this summary stands in the original history, so the next compaction (which updates it) can
         # record its own prefix.
-        await self._index.set_origin(cache, conversation, final_text, origin)
+        await self._index.set_origin(cache, conversation, final.text, origin)
+
+    @staticmethod
+    def _keeps_content(plan: _Plan, overhead: int, context: HistoryContext) -> bool:
+        """When the transcript could not be stored: keep everything (no compaction) if the window allows it.
+
+        Nothing is paid for first (the transcript is stored before the summarizer runs); the next request
+        tries again. Only a history that no longer fits the model's window is compacted without its
+        transcript, and `ContentLost` then names what went.
+        """
+        window = context.context_window
+        total = overhead + sum(plan.per_message)
+        if window is None or total > window - _OUTPUT_RESERVE_TOKENS:
+            return False
+        context.warn(
+            'compaction_deferred',
+            f'the evicted messages could not be stored, and the history ({total:,} tokens) still fits the '
+            f'context window ({window:,}): nothing was compacted; the next request tries again',
+            tokens=total,
+            context_window=window,
+        )
+        return True
 
     def _pinned_units(
         self, plan: _Plan, body_first: int, last: int, counter: TokenCounter
@@ -402,7 +440,7 @@ class Compactor:
             if not text:
                 continue
             message = build_summary_message(
-                text,
+                decode_sections(text),
                 details={'method': 'cache', 'covers_messages': length},
                 system_parts=system_parts(plan.messages[head:length]),
             )
@@ -555,15 +593,11 @@ def _summary_message(
     evicted: Sequence[ModelMessage],
     evicted_pins: Sequence[TranscriptUnit],
     summary: _Summary,
-    reference: str,
+    reference: str | None,
     origin: Origin | None,
-) -> tuple[str, ModelMessage]:
-    """The summary's final text and the message that carries it."""
-    carried_pinned = cut.carried_pinned if reference else cut.previous_pinned
-    # (with no transcript stored this time, the earlier reference still stands)
-    # The summarizer's text (capped) + the pinned section: what it carried, where the full transcript of
-    # what was just evicted can be read back, and what was pinned just now.
-    final_text = join_pinned(summary.text, carried_pinned, reference, *(p.text for p in evicted_pins))
+) -> tuple[SummarySections, ModelMessage]:
+    """The summary's sections and the message that carries them."""
+    final = _final_sections(summary.text, cut.earlier, reference, evicted_pins)
     # System prompts survive compaction as parts: those of evicted messages (window notes included, which
     # carry the ones the window dropped) and those the previous summary already carried.
     carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
@@ -573,24 +607,42 @@ def _summary_message(
         details['pinned_units'] = len(evicted_pins)
     if origin is not None:
         details['covers_messages'] = origin.length
-    return final_text, build_summary_message(final_text, details=details, system_parts=kept_system)
+    return final, build_summary_message(final, details=details, system_parts=kept_system)
 
 
-def _strip_references(pinned: str) -> tuple[str, list[str]]:
-    """The pinned section without its transcript reference line(s), and the transcript ids they named.
+def _earlier_sections(plan: _Plan) -> SummarySections:
+    """The sections of the previous summary (empty when there is none)."""
+    found = summary_sections(plan.messages[plan.previous]) if plan.previous is not None else None
+    return found or SummarySections('')
 
-    One line per compaction was carried before transcripts were chained; all are removed and linked.
-    """
-    pieces = pinned.split('\n\n') if pinned else []
-    kept: list[str] = []
-    ids: list[str] = []
-    for piece in pieces:
-        match = _REFERENCE.fullmatch(piece)
-        if match is None:
-            kept.append(piece)
-        else:
-            ids.append(match.group(1))
-    return '\n\n'.join(kept), ids
+
+def _reference_cost(earlier: SummarySections, context: HistoryContext) -> int:
+    """Room for the stored-transcript reference: this compaction's, or the earlier one carried on."""
+    return _TRANSCRIPT_REFERENCE_TOKENS if context.store is not None or earlier.reference else 0
+
+
+def _final_sections(
+    summary: str, earlier: SummarySections, reference: str | None, evicted_pins: Sequence[TranscriptUnit]
+) -> SummarySections:
+    """The summarizer's text (capped), where the full transcript of what was just evicted can be read back
+    (when nothing was stored this time the earlier reference still stands), and the pinned section: what it
+    carried and what was pinned just now. Three parts of the summary message, told apart by structure."""
+    pinned = '\n\n'.join(p for p in (earlier.pinned, *(u.text for u in evicted_pins)) if p)
+    return SummarySections(summary, pinned, reference or earlier.reference)
+
+
+def _report_unstored(
+    reference: str | None, summarized: Sequence[ModelMessage], context: HistoryContext
+) -> None:
+    """Name, at error level, what a compaction evicted when its transcript could not be stored."""
+    if reference is None:
+        context.lost(
+            'compactor',
+            'transcript_not_stored',
+            'the store failed and the history does not fit the context window without compaction; '
+            'only the summary stands for them',
+            summarized,
+        )
 
 
 async def _spill_transcript(
@@ -598,14 +650,14 @@ async def _spill_transcript(
     counter: TokenCounter,
     context: HistoryContext,
     previous: Sequence[str] = (),
-) -> str:
+) -> str | None:
     """Store the full transcript of the evicted messages; the line that tells the model how to read it.
 
     A summary, however good, loses detail; with the transcript in the spill store nothing the user or the
     tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. The transcript
     opens with a line naming the `previous` transcripts (those of earlier compactions), so the summary needs
-    only one reference line however many compactions there were. Empty when there is no store or it fails
-    (the summary still stands).
+    only one reference line however many compactions there were. Empty when there is no store (the summary
+    is then the only record, as the app chose); None when the store failed.
     """
     if context.store is None or not evicted:
         return ''
@@ -622,9 +674,9 @@ async def _spill_transcript(
         await context.store.put(
             key, data, media_type='text/markdown', source=f'transcript of {len(evicted)} compacted messages'
         )
-    except Exception as exc:  # the summary stands without it
+    except Exception as exc:
         context.warn('transcript_store_failed', f'the evicted transcript could not be stored ({exc})')
-        return ''
+        return None
     chain = '; its first line names the transcript of earlier messages' if previous else ''
     return (
         f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
