@@ -92,13 +92,13 @@ def artifact_id(data: bytes, prefix: str = 'art_') -> str:
 
 
 def keyed_artifact_id(secret: bytes, data: bytes, scope: str = '', prefix: str = 'art_') -> str:
-    """`prefix` + 128 bits of HMAC-SHA256(secret, scope, sha256(data)): unguessable without the secret.
+    """`prefix` + hex HMAC-SHA256(secret, scope, sha256(data)): unguessable without the secret.
 
     Equal content gets the same id inside one scope (so it is stored once), a different id in another.
     """
     scope_bytes = scope.encode()
     message = _ID_DOMAIN + len(scope_bytes).to_bytes(8, 'big') + scope_bytes + hashlib.sha256(data).digest()
-    return prefix + hmac.new(secret, message, hashlib.sha256).hexdigest()[:32]
+    return prefix + hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
 def scope_tag(scope: str) -> str:
