@@ -103,7 +103,10 @@ def readback_toolset(
 
     async def read_artifact(
         ctx: RunContext[Any],
-        artifact_id: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT, query: str | None = None
+        artifact_id: str,
+        offset: int = 0,
+        limit: int = DEFAULT_READ_LIMIT,
+        query: str | None = None,
     ) -> str:
         """Read back content that was shortened or removed from the conversation to save space.
 

@@ -132,7 +132,9 @@ async def test_unwritable_path_degrades_to_memory(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger='pydantic_ai_history.cache'):
         assert await cache.set('a', '1') is True
         assert await cache.get('a') == '1'
-    assert cache.degraded and not cache.corrupt
+    assert cache.degraded
+    assert not cache.corrupt
     assert blocker.read_text() == 'not a directory'
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and 'File exists' in warnings[0].getMessage()
+    assert len(warnings) == 1
+    assert 'File exists' in warnings[0].getMessage()

@@ -43,7 +43,7 @@ class SummaryCache(ABC):
         try:
             value = await self.get_or_raise(key)
         except Exception as e:
-            self._failed('get', e)
+            self._report_failure('get', e)
             self.stats.misses += 1
             return None
         self._recovered()
@@ -57,7 +57,7 @@ class SummaryCache(ABC):
         try:
             await self.set_or_raise(key, value, ttl=ttl)
         except Exception as e:
-            self._failed('set', e)
+            self._report_failure('set', e)
             return False
         self._recovered()
         return True
@@ -69,7 +69,7 @@ class SummaryCache(ABC):
         except NotImplementedError:
             raise
         except Exception as e:
-            self._failed('delete', e)
+            self._report_failure('delete', e)
 
     async def get_or_raise(self, key: str) -> str | None:
         """`get`, letting a backend failure raise."""
@@ -91,7 +91,7 @@ class SummaryCache(ABC):
         """`delete`, letting a backend failure raise."""
         await self._delete(key)
 
-    def _failed(self, operation: str, error: Exception) -> None:
+    def _report_failure(self, operation: str, error: Exception) -> None:
         self.stats.errors += 1
         level = logging.DEBUG if getattr(self, '_failing', False) else logging.WARNING
         logger.log(

@@ -77,7 +77,7 @@ class SQLiteCache(SummaryCache):
             try:
                 value = await self._run(self._get_sync, key)
             except (sqlite3.Error, OSError) as e:
-                self._failed(e)
+                self._backend_failed(e)
             else:
                 self._ok()
                 if value is not None:
@@ -90,7 +90,7 @@ class SQLiteCache(SummaryCache):
             try:
                 await self._run(self._set_sync, key, value, ttl)
             except (sqlite3.Error, OSError) as e:
-                self._failed(e)
+                self._backend_failed(e)
             else:
                 self._ok()
                 return
@@ -101,12 +101,12 @@ class SQLiteCache(SummaryCache):
             try:
                 await self._run(self._delete_sync, key)
             except (sqlite3.Error, OSError) as e:
-                self._failed(e)
+                self._backend_failed(e)
             else:
                 self._ok()
         await self.fallback.delete(key)
 
-    def _failed(self, error: Exception) -> None:
+    def _backend_failed(self, error: Exception) -> None:
         if _is_corrupt(error):
             self.corrupt = True
             logger.error(

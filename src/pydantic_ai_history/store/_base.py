@@ -151,7 +151,9 @@ class ArtifactStore(ABC):
             try:
                 secret = await self._load_secret()
             except Exception:
-                logger.exception('%s: loading the id secret failed; using one for this process', type(self).__name__)
+                logger.exception(
+                    '%s: loading the id secret failed; using one for this process', type(self).__name__
+                )
                 secret = os.urandom(SECRET_BYTES)
             if getattr(self, '_secret', None) is None:  # an id made meanwhile fixed it already
                 self._secret = secret

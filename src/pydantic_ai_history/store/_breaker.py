@@ -44,7 +44,11 @@ class StoreBreaker:
     def is_open(self) -> bool:
         return self.open_until is not None and self.clock() < self.open_until
 
-    async def call(self, operation: Callable[[], Awaitable[_T]], failure: type[BaseException] | tuple[type[BaseException], ...]) -> _T:
+    async def call(
+        self,
+        operation: Callable[[], Awaitable[_T]],
+        failure: type[BaseException] | tuple[type[BaseException], ...],
+    ) -> _T:
         """Run `operation` unless open; a `failure` exception opens the breaker and becomes `StoreError`."""
         if self.is_open:
             self.refused += 1
@@ -66,6 +70,10 @@ class StoreBreaker:
         self.failures += 1
         if self.open_until is None:
             logger.warning(
-                '%s failed (%s: %s); refusing its operations for %gs', self.name, type(error).__name__, error, self.cooldown
+                '%s failed (%s: %s); refusing its operations for %gs',
+                self.name,
+                type(error).__name__,
+                error,
+                self.cooldown,
             )
         self.open_until = self.clock() + self.cooldown

@@ -1,4 +1,4 @@
-"""A spill store in a directory: durable, one file per artifact, one folder per scope, confined to its root."""
+"""A spill store in a directory: durable, a file per artifact, a folder per scope, confined to its root."""
 
 from __future__ import annotations
 
@@ -51,9 +51,9 @@ class DirectoryStore(ArtifactStore):
     `max_scope_bytes` and `max_artifact_bytes` (default: no limit) refuse an artifact that would take a
     scope past its budget (`StoreQuotaExceeded`); nothing is ever deleted to make room.
 
-    Ids are keyed with `secret`. Without one, a secret is generated once and kept in `<root>/.artifact-id-secret`
-    (mode 0600), so ids stay stable across restarts and processes sharing the root. Reading never needs
-    the secret: stubs in saved histories stay readable whatever happens to it. If it cannot be read or
+    Ids are keyed with `secret`. Without one, a secret is generated once and kept in
+    `<root>/.artifact-id-secret` (mode 0600), so ids stay stable across restarts and processes sharing
+    the root. Reading never needs the secret: stubs in saved histories stay readable whatever happens to it. If it cannot be read or
     written, a per-process secret is used with a warning (equal content is then stored again after a
     restart, and cached artifact summaries are not found again).
     """
@@ -119,7 +119,13 @@ class DirectoryStore(ArtifactStore):
     # ---- operations ---------------------------------------------------------------------------------------
 
     async def _put(
-        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: dict[str, str], scope: str
+        self,
+        artifact_id: str,
+        data: bytes,
+        media_type: str,
+        source: str,
+        metadata: dict[str, str],
+        scope: str,
     ) -> StoredArtifact:
         if self.max_artifact_bytes is not None and len(data) > self.max_artifact_bytes:
             raise StoreQuotaExceeded(

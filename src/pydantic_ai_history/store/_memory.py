@@ -48,7 +48,9 @@ class MemoryStore(ArtifactStore):
         super().__init__(secret=secret)
         self.max_bytes = max_bytes
         self.max_scope_bytes = max_scope_bytes if max_scope_bytes is not None else max(max_bytes // 4, 1)
-        self.max_artifact_bytes = max_artifact_bytes if max_artifact_bytes is not None else self.max_scope_bytes
+        self.max_artifact_bytes = (
+            max_artifact_bytes if max_artifact_bytes is not None else self.max_scope_bytes
+        )
         if min(self.max_bytes, self.max_scope_bytes, self.max_artifact_bytes) < 1:
             raise ValueError('max_bytes, max_scope_bytes and max_artifact_bytes must be positive')
         self.reclaim_idle_after = reclaim_idle_after
@@ -69,7 +71,13 @@ class MemoryStore(ArtifactStore):
         return 0 if found is None else found.bytes
 
     async def _put(
-        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: dict[str, str], scope: str
+        self,
+        artifact_id: str,
+        data: bytes,
+        media_type: str,
+        source: str,
+        metadata: dict[str, str],
+        scope: str,
     ) -> StoredArtifact:
         now = self._clock()
         bucket = self._scopes.get(scope)
@@ -103,7 +111,11 @@ class MemoryStore(ArtifactStore):
     def _make_room(self, bucket: _Scope, size: int, now: float) -> bool:
         """Evict within the scope, then from idle scopes; False, with nothing evicted, if it cannot fit."""
         idle = sorted(
-            (s for s in self._scopes.values() if s is not bucket and now - s.used_at > self.reclaim_idle_after),
+            (
+                s
+                for s in self._scopes.values()
+                if s is not bucket and now - s.used_at > self.reclaim_idle_after
+            ),
             key=lambda s: s.used_at,
         )
         held_by_active = self._bytes - bucket.bytes - sum(s.bytes for s in idle)

@@ -117,7 +117,13 @@ class RedisStore(ArtifactStore):
         return os.urandom(SECRET_BYTES)
 
     async def _put(
-        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: dict[str, str], scope: str
+        self,
+        artifact_id: str,
+        data: bytes,
+        media_type: str,
+        source: str,
+        metadata: dict[str, str],
+        scope: str,
     ) -> StoredArtifact:
         if self.max_artifact_bytes is not None and len(data) > self.max_artifact_bytes:
             raise StoreQuotaExceeded(
@@ -130,7 +136,16 @@ class RedisStore(ArtifactStore):
         limit = '' if self.max_scope_bytes is None else str(self.max_scope_bytes)
         result = await self._call(
             lambda: self._clients.get().eval(
-                _PUT_SCRIPT, 3, key, key + ':info', self._quota_key(scope), data, info.to_json(), px, len(data), limit
+                _PUT_SCRIPT,
+                3,
+                key,
+                key + ':info',
+                self._quota_key(scope),
+                data,
+                info.to_json(),
+                px,
+                len(data),
+                limit,
             )
         )
         if isinstance(result, bytes):

@@ -1,4 +1,4 @@
-"""The summarizer's circuit breaker: after repeated failures in one scope, stop calling it there for a while."""
+"""The summarizer's circuit breaker: after repeated failures in one scope, stop calling it there a while."""
 
 from __future__ import annotations
 
@@ -54,7 +54,9 @@ class ScopedBreakers:
     """Monotonic seconds; injectable (tests, or a clock a durable engine journals)."""
     max_scopes: int = 4_096
     """Breakers kept at most."""
-    _breakers: OrderedDict[str, Breaker] = field(default_factory=OrderedDict[str, Breaker], init=False, repr=False)
+    _breakers: OrderedDict[str, Breaker] = field(
+        default_factory=OrderedDict[str, Breaker], init=False, repr=False
+    )
 
     def get(self, scope: str) -> Breaker:
         """The breaker of `scope` (a closed one when the scope is new)."""
