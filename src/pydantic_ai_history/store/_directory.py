@@ -53,9 +53,9 @@ class DirectoryStore(ArtifactStore):
 
     Ids are keyed with `secret`. Without one, a secret is generated once and kept in
     `<root>/.artifact-id-secret` (mode 0600), so ids stay stable across restarts and processes sharing
-    the root. Reading never needs the secret: stubs in saved histories stay readable whatever happens to it. If it cannot be read or
-    written, a per-process secret is used with a warning (equal content is then stored again after a
-    restart, and cached artifact summaries are not found again).
+    the root. Reading never needs the secret: stubs in saved histories stay readable whatever happens
+    to it. If it cannot be read or written, a per-process secret is used with a warning (equal content
+    is then stored again after a restart, and stored artifacts are not deduplicated across processes).
     """
 
     def __init__(
