@@ -19,7 +19,9 @@ pytestmark = pytest.mark.anyio
 
 
 def compactor_for(stub: StubSummarizer) -> Compactor:
-    return Compactor(CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model()))
+    return Compactor(
+        CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
+    )
 
 
 def summary_of(messages: list[Any]) -> str:
@@ -129,7 +131,7 @@ class BrokenReads(MemoryCache):
 
 async def test_a_failed_cache_read_is_a_miss() -> None:
     cache = BrokenReads()
-    stub, out, events = await _compact_with(cache)
+    stub, _, events = await _compact_with(cache)
     assert [e.method for e in compactions(events)] == ['llm']
     assert stub.calls == 1
     assert cache.stats.errors >= 1

@@ -23,7 +23,6 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
-    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -82,6 +81,7 @@ class Script:
     def __init__(self, steps: list[list[tuple[str, dict[str, Any]]]]) -> None:
         self.steps = steps
         self.seen: list[list[ModelMessage]] = []
+        self.__name__ = 'script'  # FunctionModel on 1.x names the model after the function
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         # one instance per run; the window may drop this run's own prompt, so count calls, not messages
@@ -91,7 +91,9 @@ class Script:
             return ModelResponse(parts=[TextPart('Done.')])
         calls = self.steps[step]
         return ModelResponse(
-            parts=[ToolCallPart(tool, args, tool_call_id=f's{step}c{i}') for i, (tool, args) in enumerate(calls)]
+            parts=[
+                ToolCallPart(tool, args, tool_call_id=f's{step}c{i}') for i, (tool, args) in enumerate(calls)
+            ]
         )
 
 
@@ -147,11 +149,14 @@ async def test_no_read_of_the_other_tenants_artifact(shared_store: ArtifactStore
     assert found == []
     # The keyed id is not the content hash: knowing the content does not give the id.
     assert alice_id != plain
-    assert alice_id not in {shared_store.artifact_id(statement(c).encode(), scope=scope) for c in range(1_000)}
+    assert alice_id not in {
+        shared_store.artifact_id(statement(c).encode(), scope=scope) for c in range(1_000)
+    }
 
 
 @pytest.mark.skipif(
-    not hasattr(RunContext, '__dataclass_fields__') or 'conversation_id' not in RunContext.__dataclass_fields__,
+    not hasattr(RunContext, '__dataclass_fields__')
+    or 'conversation_id' not in RunContext.__dataclass_fields__,
     reason='this pydantic-ai version has no conversation_id (1.0 runs share the default scope)',
 )
 async def test_default_scope_is_the_conversation() -> None:
@@ -166,7 +171,10 @@ async def test_default_scope_is_the_conversation() -> None:
     second = await agent.run(
         'And the code?', model=FunctionModel(again), deps='alice', message_history=first.all_messages()
     )
-    assert f'Card PIN reset code: {ALICE_CODE:03d}' in _tool_returns(second.new_messages(), READ_ARTIFACT_TOOL)[0]
+    assert (
+        f'Card PIN reset code: {ALICE_CODE:03d}'
+        in _tool_returns(second.new_messages(), READ_ARTIFACT_TOOL)[0]
+    )
     # ...another conversation cannot.
     fresh = Script([[(READ_ARTIFACT_TOOL, {'artifact_id': alice_id, 'query': 'PIN'})]])
     other = await agent.run('Read it.', model=FunctionModel(fresh), deps='alice')

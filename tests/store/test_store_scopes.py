@@ -42,7 +42,7 @@ async def store(request: Any, tmp_path: Path) -> AsyncIterator[ArtifactStore]:
     await s.aclose()
 
 
-# ---- ids ----------------------------------------------------------------------------------------------------
+# ---- ids ----
 
 
 def test_keyed_ids_depend_on_secret_scope_and_content() -> None:
@@ -74,7 +74,7 @@ def test_memory_stores_without_a_secret_make_different_ids() -> None:
     assert MemoryStore(secret=SECRET).artifact_id(data) == MemoryStore(secret=SECRET).artifact_id(data)
 
 
-# ---- scopes -------------------------------------------------------------------------------------------------
+# ---- scopes ----
 
 
 async def test_another_scope_reads_like_a_missing_id(store: ArtifactStore) -> None:
@@ -102,7 +102,7 @@ async def test_the_same_content_in_two_scopes_is_two_artifacts(store: ArtifactSt
     assert info_b.source == 'y'
 
 
-# ---- budgets ------------------------------------------------------------------------------------------------
+# ---- budgets ----
 
 
 async def test_memory_one_scope_never_evicts_another() -> None:
@@ -142,12 +142,16 @@ async def test_memory_single_artifact_over_budget_is_refused_without_evicting() 
 
 
 @pytest.mark.parametrize('backend', ['directory', pytest.param('redis', marks=pytest.mark.redis)])
-async def test_durable_scope_budget_refuses_and_never_deletes(backend: str, tmp_path: Path, request: Any) -> None:
+async def test_durable_scope_budget_refuses_and_never_deletes(
+    backend: str, tmp_path: Path, request: Any
+) -> None:
     store: ArtifactStore
     if backend == 'directory':
         store = DirectoryStore(tmp_path / 'spill', max_scope_bytes=100, max_artifact_bytes=80)
     else:
-        store = RedisStore(request.getfixturevalue('redis_server').url, max_scope_bytes=100, max_artifact_bytes=80)
+        store = RedisStore(
+            request.getfixturevalue('redis_server').url, max_scope_bytes=100, max_artifact_bytes=80
+        )
     try:
         await store.put('art_1', b'1' * 60, media_type='text/plain', source='t', scope='mallory')
         with pytest.raises(StoreQuotaExceeded, match='budget'):
@@ -164,7 +168,7 @@ async def test_durable_scope_budget_refuses_and_never_deletes(backend: str, tmp_
         await store.aclose()
 
 
-# ---- directory: links, secret, full disk -------------------------------------------------------------------
+# ---- directory: links, secret, full disk ----
 
 
 async def test_hard_link_in_the_root_is_refused(tmp_path: Path) -> None:
@@ -175,7 +179,9 @@ async def test_hard_link_in_the_root_is_refused(tmp_path: Path) -> None:
     root = tmp_path / 'spill'
     root.mkdir()
     os.link(secret, root / 'art_read.bin')
-    (root / 'art_read.json').write_text('{"media_type": "text/plain", "size_bytes": 20, "source": "x", "created_at": 1}')
+    (root / 'art_read.json').write_text(
+        '{"media_type": "text/plain", "size_bytes": 20, "source": "x", "created_at": 1}'
+    )
     store = DirectoryStore(root)
     with pytest.raises(StoreError, match='exactly one link'):
         await store.get('art_read')
