@@ -27,6 +27,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_history import CompactionResult, HistoryEvent, create_history_processor
+from pydantic_ai_history._context import default_scope
 from pydantic_ai_history.readback import READ_ARTIFACT_TOOL, read_artifact_text
 from pydantic_ai_history.stages.compactor import CompactionSettings
 from pydantic_ai_history.store import ArtifactStore, DirectoryStore, MemoryStore, RedisStore, artifact_id
@@ -291,3 +292,38 @@ async def test_no_breaker_across_tenants() -> None:
     assert set(alice_methods) == {'llm'}
     assert breakers.allows('tenant:alice')
     assert calls.count('mallory') == mallory_calls  # and Mallory's breaker stayed open
+
+
+def test_default_scope_prefers_the_conversation_then_the_first_run() -> None:
+    class Ctx:
+        def __init__(self, **kwargs: Any) -> None:
+            self.__dict__.update(kwargs)
+
+    class Message:
+        def __init__(self, run_id: str | None) -> None:
+            self.run_id = run_id
+
+    assert default_scope(None) == ''
+    assert default_scope(Ctx(conversation_id='c1', run_id='r9', messages=[])) == 'conversation:c1'
+    chain = Ctx(conversation_id=None, run_id='r9', messages=[Message(None), Message('r1'), Message('r9')])
+    assert default_scope(chain) == 'run:r1'  # the run that began the history
+    assert default_scope(Ctx(run_id='r9', messages=[])) == 'run:r9'
+    assert default_scope(Ctx(messages=[])) == ''  # pydantic-ai 1.0: one shared scope
+
+
+async def test_a_failing_scope_key_confines_the_run_to_itself(caplog: Any) -> None:
+    def broken(ctx: RunContext[str]) -> str:
+        raise KeyError('tenant')
+
+    store = MemoryStore()
+    processor = create_history_processor(context_window=WINDOW, store=store, scope=broken)
+    agent = _agent(processor)
+    run = await agent.run('Notes?', model=FunctionModel(Script([[('account_notes', {})]])), deps='alice')
+    stub = _tool_returns(run.all_messages(), 'account_notes')[0]
+    assert ART_ID.search(stub), 'the note was not spilled'
+    ctx = agent.captured['alice']
+    scope = processor.scope_of(ctx)
+    assert scope.startswith('unscoped-run:')
+    assert scope != default_scope(ctx)
+    assert 'the scope callable raised' in caplog.text
+    assert await store.get(ART_ID.search(stub).group(), scope='') is None  # type: ignore[union-attr]
