@@ -13,12 +13,37 @@ from .events import ContentLost, HistoryEvent, HistoryWarning
 from .tokens import TokenCounter, TokenEstimate
 
 if TYPE_CHECKING:
+    from pydantic_ai import RunContext
+
     from .cache import SummaryCache
     from .store import ArtifactStore
 
-__all__ = ('MARKER_KEY', 'HistoryContext', 'HistoryStage')
+__all__ = ('MARKER_KEY', 'HistoryContext', 'HistoryStage', 'ScopeKey', 'default_scope')
 
 logger = logging.getLogger('pydantic_ai_history')
+
+ScopeKey = Callable[['RunContext[Any]'], str]
+"""Maps a run's `RunContext` to the scope its artifacts are stored and read back in (a tenant, a user)."""
+
+
+def default_scope(ctx: RunContext[Any] | None) -> str:
+    """The conversation id where pydantic-ai has one, else the id of the run that began the history.
+
+    pydantic-ai resolves `conversation_id` from the explicit argument or the saved history, so a
+    conversation's runs share it. Without one (older 1.x), the oldest `run_id` on the history's messages
+    names the chain of runs that continued it; pydantic-ai 1.0 has neither, and every run shares `''`.
+    """
+    if ctx is None:
+        return ''
+    conversation = getattr(ctx, 'conversation_id', None)
+    if isinstance(conversation, str) and conversation:
+        return f'conversation:{conversation}'
+    for message in getattr(ctx, 'messages', None) or ():
+        run_id = getattr(message, 'run_id', None)
+        if isinstance(run_id, str) and run_id:
+            return f'run:{run_id}'
+    run_id = getattr(ctx, 'run_id', None)
+    return f'run:{run_id}' if isinstance(run_id, str) and run_id else ''
 
 
 @dataclass
@@ -39,6 +64,8 @@ class HistoryContext:
     """The run's `RunUsage`, to which LLM calls made by stages add their own usage."""
     tool_definitions: tuple[Any, ...] = ()
     """The request's tool definitions, where known (the capability passes them); counted in estimates."""
+    scope: str = ''
+    """The scope (conversation or tenant) this run's artifacts are stored and read back in."""
 
     _last_estimate: tuple[Sequence[ModelMessage], int, TokenEstimate] | None = field(
         default=None, init=False, repr=False
@@ -52,6 +79,14 @@ class HistoryContext:
         estimate = self.counter.estimate(messages, tool_definitions=self.tool_definitions)
         self._last_estimate = (messages, len(messages), estimate)
         return estimate
+
+    def artifact_id(self, data: bytes) -> str:
+        """The id `data` is stored under in this run's scope: keyed by the store, unguessable from content."""
+        if self.store is None:
+            from .store import artifact_id
+
+            return artifact_id(data)
+        return self.store.artifact_id(data, scope=self.scope)
 
     def warn(self, code: str, message: str, **details: Any) -> None:
         logger.warning('%s: %s', code, message)

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic_ai import RunContext
 
 from ._compat import HAS_CAPABILITIES, ModelMessage, run_id_of
-from ._context import HistoryContext, HistoryStage
+from ._context import HistoryContext, HistoryStage, ScopeKey, default_scope
 from .cache import MemoryCache, SummaryCache
 from .events import (
     ArtifactProcessed,
@@ -128,6 +128,7 @@ class HistoryProcessor:
         store: ArtifactStore | None = None,
         on_event: EventHandler | None = None,
         max_tracked_runs: int = 1_024,
+        scope: ScopeKey | None = None,
     ) -> None:
         if not 0 < context_utilization <= 1:
             raise ValueError('context_utilization must be in (0, 1]')
@@ -139,6 +140,7 @@ class HistoryProcessor:
         self.cache: SummaryCache = cache if cache is not None else MemoryCache()
         self.store: ArtifactStore = store if store is not None else MemoryStore()
         self.on_event = on_event
+        self.scope = scope
         self._counters: dict[str | None, TokenCounter] = {}
         self._overall = RunStats()
         self._runs: OrderedDict[str, RunStats] = OrderedDict()
@@ -168,7 +170,18 @@ class HistoryProcessor:
         """A toolset with `read_artifact` for what the artifact stage reduced (for `Agent(toolsets=...)`)."""
         from .readback import readback_toolset
 
-        return readback_toolset(self.store)
+        return readback_toolset(self.store, scope=self.scope_of)
+
+    def scope_of(self, ctx: RunContext[Any] | None) -> str:
+        """The scope a run's artifacts live in: the `scope` callable's answer, else `default_scope(ctx)`."""
+        if ctx is None or self.scope is None:
+            return default_scope(ctx)
+        try:
+            return str(self.scope(ctx))
+        except Exception:
+            # Never let a broken scope key widen access: the run gets a scope of its own.
+            logger.exception('the scope callable raised; this run reads back only what it stored itself')
+            return f'unscoped-run:{self._run_key(ctx) or id(ctx)}'
 
     # ---- processing -----------------------------------------------------------------------------------
 
@@ -207,6 +220,7 @@ class HistoryProcessor:
             emit_event=self._emit,
             usage=getattr(ctx, 'usage', None),
             tool_definitions=tuple(tool_definitions),
+            scope=self.scope_of(ctx),
         )
 
     async def compact(
@@ -226,6 +240,7 @@ class HistoryProcessor:
             compact = getattr(stage, 'compact', None)
             if compact is not None:
                 history = list(messages)
+                await self.store.prepare()
                 context = self.make_context(ctx=ctx, model=model)
                 check = self._input_check(context.run_id)
                 validity = check.check(history)
@@ -257,6 +272,7 @@ class HistoryProcessor:
         estimate until the provider's usage has shown what instructions and tools really cost.
         """
         started = time.perf_counter()
+        await self.store.prepare()  # a persisted id secret is loaded before the first id is made
         context = self.make_context(ctx=ctx, model=model, tool_definitions=tool_definitions)
         current = list(messages)
         if not current:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,12 +194,14 @@ def find_candidates(
     exempt_tools: frozenset[str],
     start: int = 0,
     memo: CandidateMemo | None = None,
+    make_id: Callable[[bytes], str] = artifact_id,
 ) -> list[Candidate]:
     """Every unprocessed tool return from message `start` on, as a `Candidate`.
 
     `count_tokens(part)` prices the part as it stands. Only messages from `start` are read (the call hints
     from the response before it), so looking at the current request alone costs nothing per older message.
-    A part `memo` has seen is not examined again.
+    A part `memo` has seen is not examined again. `make_id` names the artifact (the store's keyed id for
+    the run's scope; a name only: what a run may read back is decided by the scope it is stored in).
     """
     last = len(messages) - 1
     hints: dict[str, str] | None = None
@@ -221,7 +223,7 @@ def find_candidates(
             if not text:
                 continue
             artifact = Artifact(
-                id=artifact_id(text.encode()),
+                id=make_id(text.encode()),
                 kind='tool_result',
                 source=f'tool {part.tool_name!r}',
                 chars=len(text),

@@ -31,11 +31,10 @@ from ..._marks import SEAL_TOKENS, marker_kind
 from ...cache import SummaryCache, cache_key
 from ...events import CompactionResult
 from ...pinning import is_pinned
-from ...store import artifact_id
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units, system_parts
 from ...windows import model_name_of
-from ._breaker import Breaker
+from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionLimits, CompactionSettings
@@ -136,11 +135,15 @@ class Compactor:
 
     settings: CompactionSettings = field(default_factory=CompactionSettings)
     name: str = 'compactor'
-    _breaker: Breaker = field(init=False, repr=False)
+    _breakers: ScopedBreakers = field(init=False, repr=False)
     _index: PrefixIndex = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._breaker = Breaker(self.settings.max_failures, self.settings.cooldown_seconds)
+        self._breakers = ScopedBreakers(
+            max_failures=self.settings.max_failures,
+            cooldown=self.settings.cooldown_seconds,
+            clock=self.settings.clock,
+        )
         self._index = PrefixIndex(ttl=self.settings.cache_ttl)
 
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
@@ -487,7 +490,7 @@ class Compactor:
         task = first_user_text(plan.messages[: plan.head])
         error: str | None
         calls = 0
-        if self._breaker.allows(settings.clock()):
+        if self._breakers.allows(context.scope):
             try:
                 outcome = await run_summarizer(
                     model=model,
@@ -500,16 +503,18 @@ class Compactor:
                     usage=context.usage,
                 )
             except SummarizerError as exc:
-                self._breaker.failure(settings.clock())
+                self._breakers.failure(context.scope)
                 error, calls = str(exc), exc.calls
                 logger.warning('compactor: summarizer failed (%s); using the deterministic fallback', error)
             else:
-                self._breaker.success()
+                self._breakers.success(context.scope)
                 if cache is not None:
                     await cache.set(key, outcome.text, ttl=settings.cache_ttl)
                 return _Summary(outcome.text, 'llm', outcome.calls, key)
         else:
-            error = f'summarizer cooling down after {self._breaker.failures} consecutive failures'
+            error = (
+                f'summarizer cooling down after {self._breakers.failures(context.scope)} consecutive failures'
+            )
         text: str | None = None
         method: Method = 'truncate'
         if settings.fallback == 'digest':
@@ -669,10 +674,14 @@ async def _spill_transcript(
         where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
         body = f'The messages before these are in {where}: {links}.\n\n{body}'
     data = body.encode()
-    key = artifact_id(data)
+    key = context.artifact_id(data)
     try:
         await context.store.put(
-            key, data, media_type='text/markdown', source=f'transcript of {len(evicted)} compacted messages'
+            key,
+            data,
+            media_type='text/markdown',
+            source=f'transcript of {len(evicted)} compacted messages',
+            scope=context.scope,
         )
     except Exception as exc:
         context.warn('transcript_store_failed', f'the evicted transcript could not be stored ({exc})')
