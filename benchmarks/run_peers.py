@@ -233,18 +233,21 @@ def overhead_tables(results: dict[str, dict[str, Any]]) -> list[str]:
     lines += [
         '',
         '| package | trigger (own estimate) | history before / after push (own '
-        'estimate) | compaction ms median | '
+        'estimate) | warm-up request ms median | compaction ms median | warm-up + compaction ms | '
         'summarizer calls per event | events per run | messages in -> out | peak MiB (tracemalloc) |',
-        '|---|---:|---:|---:|---:|---:|---:|---:|',
+        '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ]
     for key, result in results.items():
         c = result['compaction']
         run = c['runs'][0]
         moved = f'{run["messages"][0]} -> {run["messages"][1]}' if run['messages'] else '-'
         before, after = c['history_tokens']
+        warmups = [r['first_ms'] for r in c['runs'] if not r['traced']]
+        warmup = statistics.median(warmups) if warmups else None
+        both = warmup + c['event_ms_median'] if warmup is not None and c['event_ms_median'] else None
         lines.append(
             f'| {LABELS[key]} | {c["max_tokens"]:,} | {before:,} / {after:,} | '
-            f'{_f(c["event_ms_median"], 1)} | '
+            f'{_f(warmup, 1)} | {_f(c["event_ms_median"], 1)} | {_f(both, 1)} | '
             f'{", ".join(map(str, c["summarizer_calls_per_event"]))} | '
             f'{", ".join(map(str, c["events_per_run"]))} | '
             f'{moved} | {_f(c["peak_mib"], 2)} |'

@@ -1,5 +1,5 @@
-"""Smoke test of the scaling benchmark (benchmarks/bench_scaling.py): it imports, and its history builder makes
-valid, distinct histories of the requested size from the real conversations. Nothing is timed here."""
+"""Smoke test of the scaling benchmark (benchmarks/bench_scaling.py): it imports, and its history builder
+makes valid, distinct histories of the requested size from the real conversations. Nothing is timed here."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / 'benchmarks'
 
 def _load(name: str, path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

@@ -14,11 +14,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from _strict import Encoder, count_history, part_text
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
-
-from _strict import Encoder, count_history, part_text
 
 __all__ = ('SUMMARY', 'Call', 'Summarizer', 'event_inputs', 'instrument', 'summarizer_coverage')
 
@@ -138,9 +137,7 @@ def instrument(
         result = await original(self, ctx, request_context)
         elapsed = time.perf_counter() - started - (summarizer.seconds - own_before)
         peak = tracemalloc.get_traced_memory()[1] - base if tracing else None
-        call = Call(
-            elapsed, n_in, len(result.messages), summarizer.calls - calls_before, calls_before, peak
-        )
+        call = Call(elapsed, n_in, len(result.messages), summarizer.calls - calls_before, calls_before, peak)
         if keep_io:
             call.history_in, call.history_out = history_in, list(result.messages)
         calls.append(call)
@@ -169,11 +166,14 @@ def summarizer_coverage(call: Call, summarizer: Summarizer, encode: Encoder) -> 
     summarizer inputs of that call; word-based so that each package's own rendering (JSON vs repr, tags,
     headings) does not matter. Content a package moved to a store instead of summarizing counts as unseen.
     """
-    assert call.history_in is not None and call.history_out is not None
+    assert call.history_in is not None
+    assert call.history_out is not None
     kept = {part_text(p) for m in call.history_out for p in m.parts}
     evicted = [t for m in call.history_in for p in m.parts if (t := part_text(p)) and t not in kept]
     inputs = event_inputs(call, summarizer)
-    sent = [part_text(p) for c in inputs for m in c.messages for p in m.parts] + [c.instructions for c in inputs]
+    sent = [part_text(p) for c in inputs for m in c.messages for p in m.parts] + [
+        c.instructions for c in inputs
+    ]
     evicted_words = _words(evicted)
     sent_words = _words(sent)
     total = sum(evicted_words.values())
@@ -186,4 +186,3 @@ def summarizer_coverage(call: Call, summarizer: Summarizer, encode: Encoder) -> 
         'evicted_tokens': sum(encode(t) for t in evicted),
         'evicted_seen_pct': 100 * seen / total if total else None,
     }
-

@@ -130,7 +130,9 @@ class HarnessTokenizer(Harness):
 
     key = 'harness-o200k'
     label = 'pydantic-ai-harness + tokenizer=o200k'
-    estimator = 'compaction.estimate_context_tokens(messages, tokenizer=o200k) (newest usage + o200k after it)'
+    estimator = (
+        'compaction.estimate_context_tokens(messages, tokenizer=o200k) (newest usage + o200k after it)'
+    )
 
     def __init__(self) -> None:
         self.tokenizer = _o200k_len()

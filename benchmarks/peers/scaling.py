@@ -4,8 +4,8 @@ Two commands (run by `benchmarks/bench_scaling.py`, which documents the method):
 
 - `python scaling.py build OUT_DIR --sizes 100,1000` (any venv): builds each history from the real
   conversations in ../shared/fixtures/conversations and dumps `scaling_<n>.json`;
-- `python scaling.py measure --variant KEY --data DIR --sizes ... --reps N --idle-steps K --out FILE`: measures
-  one variant (see `adapters.ADAPTERS`) as a real Agent capability and writes JSON.
+- `python scaling.py measure --variant KEY --data DIR --sizes ... --reps N --idle-steps K --out FILE`:
+  measures one variant (see `adapters.ADAPTERS`) as a real Agent capability and writes JSON.
 
 Depends on pydantic-ai, tiktoken and the package under test only.
 """
@@ -98,7 +98,9 @@ def scaled_history(conversations: list[tuple[str, list[ModelMessage]]], size: in
                         parts = [p for p in parts if not isinstance(p, SystemPromptPart)]
                     joined.append(ModelRequest(parts=parts))
                 else:
-                    joined.append(ModelResponse(parts=parts, model_name='gpt-4o', timestamp=message.timestamp))
+                    joined.append(
+                        ModelResponse(parts=parts, model_name='gpt-4o', timestamp=message.timestamp)
+                    )
             joined.append(ModelResponse(parts=[TextPart(f'Done with {name} ({copy}).')], model_name='gpt-4o'))
             if len(joined) >= size:
                 break
@@ -117,7 +119,9 @@ def anchored(messages: list[ModelMessage], encode: Encoder) -> list[ModelMessage
         own = count_history([message], encode) - REPLY_PRIMING
         if isinstance(message, ModelResponse):
             output = sum(encode(part_text(p)) for p in message.parts)
-            message = dataclasses.replace(message, usage=RequestUsage(input_tokens=prefix, output_tokens=output))
+            message = dataclasses.replace(
+                message, usage=RequestUsage(input_tokens=prefix, output_tokens=output)
+            )
         out.append(message)
         prefix += own
     return out
@@ -215,11 +219,15 @@ def _setup(
         Tool(_lookup, name='lookup', description='Looks an item up.'),
         Tool(fetch, name='call_api', description='Returns API page `item`.'),
     ]
-    agent: Agent[None, str] = Agent(provider.model(), system_prompt=SYSTEM_PROMPT, tools=tools, capabilities=caps)
+    agent: Agent[None, str] = Agent(
+        provider.model(), system_prompt=SYSTEM_PROMPT, tools=tools, capabilities=caps
+    )
     return Setup(provider, summarizer, calls, agent)
 
 
-async def idle_run(adapter: Adapter, encode: Encoder, history: list[ModelMessage], tokens: int, steps: int) -> Any:
+async def idle_run(
+    adapter: Adapter, encode: Encoder, history: list[ModelMessage], tokens: int, steps: int
+) -> Any:
     """The loaded history with nothing to do: a first (cold) request, then `steps` tiny tool rounds."""
     step = 0
 
@@ -259,7 +267,9 @@ def _push_calls(push: list[str]) -> ModelResponse:
     return ModelResponse(parts=calls, model_name='gpt-4o')
 
 
-def compaction_trigger(adapter: Adapter, history: list[ModelMessage], push: list[str]) -> tuple[int, int, int]:
+def compaction_trigger(
+    adapter: Adapter, history: list[ModelMessage], push: list[str]
+) -> tuple[int, int, int]:
     """Halfway between the two requests of the compaction run, by the package's own estimate."""
     prompt = ModelRequest(parts=[UserPromptPart('Fetch the full API listing now.')])
     call = _push_calls(push)
@@ -283,7 +293,7 @@ async def compaction_run(
     trace: bool = False,
     keep_io: bool = False,
 ) -> tuple[Setup, Call | None]:
-    """Request 1 sends the history (warming the package, unless `cold`); its tool output crosses the trigger."""
+    """Request 1 sends the history (warming the package unless `cold`); its tool outputs cross the trigger."""
     step = 0
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -306,7 +316,9 @@ async def compaction_run(
     if trace:
         tracemalloc.start()
     try:
-        await setup.agent.run('Fetch the full API listing now.', message_history=history, usage_limits=NO_LIMITS)
+        await setup.agent.run(
+            'Fetch the full API listing now.', message_history=history, usage_limits=NO_LIMITS
+        )
     finally:
         if trace:
             tracemalloc.stop()
@@ -338,7 +350,7 @@ async def measure_size(
     for rep in range(reps):
         if raw:
             started = time.perf_counter()
-            encode._enc.encode_ordinary(text)  # noqa: SLF001 - the raw tiktoken call, on purpose
+            encode._enc.encode_ordinary(text)
             out['raw_encode_ms'].append((time.perf_counter() - started) * 1000)
         idle = await idle_run(adapter, encode, history, tokens, steps)
         out['first_ms'].append(idle['first_ms'])
