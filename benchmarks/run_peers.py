@@ -19,6 +19,7 @@ import os
 import platform
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -40,9 +41,24 @@ PACKAGES: dict[str, list[str]] = {
 }
 LABELS = {
     'ours': 'pydantic-ai-history',
+    'ours-compactor': 'pydantic-ai-history (artifacts=False)',
     'harness': 'pydantic-ai-harness',
-    'summarization': 'summarization-pydantic-ai',
+    'harness-o200k': 'pydantic-ai-harness + tokenizer=o200k',
+    'summarization': 'summarization-pydantic-ai SummarizationCapability',
+    'summarization-cm': 'summarization-pydantic-ai ContextManagerCapability',
+    'summarization-ph': 'summarization-pydantic-ai ProcessHistory(SummarizationProcessor)',
 }
+# The venv each measured variant runs in (peers/adapters.py VENV; repeated: no pydantic-ai imported here).
+VENV = {
+    'ours': 'ours',
+    'ours-compactor': 'ours',
+    'harness': 'harness',
+    'harness-o200k': 'harness',
+    'summarization': 'summarization',
+    'summarization-cm': 'summarization',
+    'summarization-ph': 'summarization',
+}
+DEFAULT_VARIANTS = 'ours,harness,harness-o200k,summarization,summarization-cm,summarization-ph'
 KIND_LABELS = {
     'prose': 'English prose',
     'code': 'Python code',
@@ -155,13 +171,20 @@ def accuracy_table(results: dict[str, dict[str, Any]], mode: str) -> list[str]:
     return lines
 
 
+def _seen(r: dict[str, Any]) -> str:
+    if r.get('evicted_seen_pct_median') is None:
+        return '-'
+    return f'{r["evicted_seen_pct_median"]:.0f}% (min {r["evicted_seen_pct_min"]:.0f}%)'
+
+
 def _scenario_row(name: str, key: str, r: dict[str, Any]) -> str:
     events = r['compaction_events']
     per_event = f'{r["summarizer_calls"] / events:.2f}' if events else '-'
     error = r['error'] or (r['first_pairing_error'] or '')
     return (
         f'| {name} | {LABELS[key]} | **{r["overflows"]}** / {r["requests"]} | {r["peak_tokens"]:,} | '
-        f'{r["summarizer_calls"]} | {r["summarizer_max_input"]:,} | {events} | '
+        f'{r["summarizer_calls"]} | {r.get("summarizer_total_input", 0):,} | {r["summarizer_max_input"]:,} | '
+        f'{_seen(r)} | {events} | '
         f'{per_event} | {r["pairing_errors"]} | '
         f'{_f(r["processor_ms_median"], 2)} / {_f(r["processor_ms_max"], 1)} | {error[:80]} |'
     )
@@ -170,9 +193,10 @@ def _scenario_row(name: str, key: str, r: dict[str, Any]) -> str:
 def overflow_tables(results: dict[str, dict[str, Any]]) -> list[str]:
     header = [
         '| scenario | package | over window / requests | peak tokens sent | '
-        'summarizer calls | summarizer max input '
+        'summarizer calls | summarizer input total | summarizer max input '
+        '| evicted words the summarizer saw, per compaction: median (min) '
         '| history shrunk | calls per shrink | pairing errors | processor ms median / max | error |',
-        '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+        '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
     ]
     lines = ['**Tool loop** (one run; window / model requests):', '', *header]
     first = next(iter(results.values()))
@@ -209,21 +233,57 @@ def overhead_tables(results: dict[str, dict[str, Any]]) -> list[str]:
     lines += [
         '',
         '| package | trigger (own estimate) | history before / after push (own '
-        'estimate) | compaction ms median | '
+        'estimate) | warm-up request ms median | compaction ms median | warm-up + compaction ms | '
         'summarizer calls per event | events per run | messages in -> out | peak MiB (tracemalloc) |',
-        '|---|---:|---:|---:|---:|---:|---:|---:|',
+        '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ]
     for key, result in results.items():
         c = result['compaction']
         run = c['runs'][0]
         moved = f'{run["messages"][0]} -> {run["messages"][1]}' if run['messages'] else '-'
         before, after = c['history_tokens']
+        warmups = [r['first_ms'] for r in c['runs'] if not r['traced']]
+        warmup = statistics.median(warmups) if warmups else None
+        both = warmup + c['event_ms_median'] if warmup is not None and c['event_ms_median'] else None
         lines.append(
             f'| {LABELS[key]} | {c["max_tokens"]:,} | {before:,} / {after:,} | '
-            f'{_f(c["event_ms_median"], 1)} | '
+            f'{_f(warmup, 1)} | {_f(c["event_ms_median"], 1)} | {_f(both, 1)} | '
             f'{", ".join(map(str, c["summarizer_calls_per_event"]))} | '
             f'{", ".join(map(str, c["events_per_run"]))} | '
             f'{moved} | {_f(c["peak_mib"], 2)} |'
+        )
+    return lines
+
+
+def totals_table(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Sums over every overflow scenario (tool loops and reload runs), and the cold first calls."""
+    lines = [
+        '| package | over window / requests | summarizer calls | summarizer input tokens (total) '
+        '| evicted tokens | evicted words the summarizer saw (median per compaction) '
+        '| processor ms total | first call ms (cold, loaded history: synthetic / real) '
+        '| compaction peak MiB |',
+        '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ]
+    for key, result in results.items():
+        runs = [*result['tool_loop'].values(), *result['reload'].values()]
+        seen = [
+            e['evicted_seen_pct']
+            for r in runs
+            for e in r.get('events', [])
+            if e['evicted_seen_pct'] is not None
+        ]
+        first = '-'
+        if 'idle' in result:
+            idle = result['idle']
+            first = f'{_f(idle["synthetic"]["cold_ms"], 1)} / {_f(idle["real_joined"]["cold_ms"], 1)}'
+        peak = _f(result['compaction']['peak_mib'], 2) if 'compaction' in result else '-'
+        lines.append(
+            f'| {LABELS[key]} | {sum(r["overflows"] for r in runs)} / {sum(r["requests"] for r in runs)} | '
+            f'{sum(r["summarizer_calls"] for r in runs)} | '
+            f'{sum(r.get("summarizer_total_input", 0) for r in runs):,} | '
+            f'{sum(r.get("evicted_tokens", 0) for r in runs):,} | '
+            f'{_f(statistics.median(seen), 0) + "%" if seen else "-"} | '
+            f'{_f(sum(r.get("processor_ms_total", 0) for r in runs), 0)} | {first} | {peak} |'
         )
     return lines
 
@@ -349,6 +409,11 @@ def render(
             '',
             *overflow_tables(results),
             '',
+            '**Totals** over every scenario above (plus, where measured, the first request on a loaded '
+            'history from the overhead runs below: it includes the warm-up that fills our counts):',
+            '',
+            *totals_table(results),
+            '',
         ]
     if all('idle' in r for r in results.values()):
         lines += [
@@ -412,7 +477,9 @@ def main() -> None:
         '--python', default=_base_python(), help='interpreter the venvs are built on (>= 3.11)'
     )
     parser.add_argument('--ours-python', help='reuse an existing interpreter with this package installed')
-    parser.add_argument('--packages', default='ours,harness,summarization')
+    parser.add_argument(
+        '--packages', default=DEFAULT_VARIANTS, help='variants to measure, of: ' + ', '.join(VENV)
+    )
     parser.add_argument('--sections', default='accuracy,overflow,overhead')
     parser.add_argument('--regenerate', action='store_true', help='rebuild benchmarks/.data even if present')
     parser.add_argument('--no-write', action='store_true', help='print the tables, leave RESULTS.md alone')
@@ -425,8 +492,8 @@ def main() -> None:
     keys = args.packages.split(',')
     exes = {
         key: Path(args.ours_python)
-        if key == 'ours' and args.ours_python
-        else ensure_venv(key, args.python, log)
+        if VENV[key] == 'ours' and args.ours_python
+        else ensure_venv(VENV[key], args.python, log)
         for key in keys
     }
     data_python = exes.get('ours') or ensure_venv('ours', args.python, log)

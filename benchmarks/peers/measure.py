@@ -32,10 +32,11 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _record import Call, Summarizer, instrument, summarizer_coverage
 from _strict import Encoder, StrictProvider, count_history
 from adapters import ADAPTERS, Adapter
 
@@ -45,25 +46,6 @@ SYSTEM_PROMPT = (
 )
 TOOL_NAMES = ('read_page', 'read_source', 'call_api', 'query_table', 'search_zh', 'lookup')
 NO_LIMITS = UsageLimits(request_limit=None)
-
-SUMMARY = """## Intent
-The user wants every source the tools return collected and summarized with citations.
-
-## Key decisions
-Sources are read in the order the tools list them; JSON and CSV outputs are reduced to the fields that matter
-(identifiers, names, prices, dates, counts); code is described by module and function names only.
-
-## Artifacts
-read_page, read_source, call_api, query_table and search_zh outputs; item numbers of every call so far.
-
-## Current state
-The earlier sources have been read and their key facts recorded above; nothing is written to disk yet.
-
-## Next steps
-Read the remaining sources, then write the short cited summary the user asked for.
-
-## Open questions
-None so far."""
 
 
 def load(messages_json: Any) -> list[ModelMessage]:
@@ -102,67 +84,6 @@ def accuracy(adapter: Adapter, data: dict[str, Any], quick: bool) -> dict[str, A
 # ---- instrumentation -----------------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class Summarizer:
-    """The summarizer: a FunctionModel recording its calls, input size and own time (not overhead)."""
-
-    encode: Encoder
-    calls: int = 0
-    seconds: float = 0.0
-    max_input: int = 0
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        started = time.perf_counter()
-        self.calls += 1
-        tokens = count_history(messages, self.encode)
-        self.max_input = max(self.max_input, tokens)
-        text = f'{SUMMARY}\n(summary {self.calls})'
-        response = ModelResponse(
-            parts=[TextPart(text)], usage=RequestUsage(input_tokens=tokens, output_tokens=self.encode(text))
-        )
-        self.seconds += time.perf_counter() - started
-        return response
-
-    def model(self) -> FunctionModel:
-        return FunctionModel(self, model_name='gpt-4o-mini')
-
-
-@dataclasses.dataclass
-class Call:
-    seconds: float
-    messages_in: int
-    messages_out: int
-    summarizer_calls: int
-    peak_bytes: int | None = None
-
-    @property
-    def compacted(self) -> bool:
-        return self.summarizer_calls > 0 or self.messages_out < self.messages_in
-
-
-def instrument(capability: Any, calls: list[Call], summarizer: Summarizer) -> Any:
-    """Time the capability's `before_model_request` (class-level, so copies made per run keep the timer)."""
-    cls = type(capability)
-    original = cls.before_model_request
-
-    async def timed(self: Any, ctx: Any, request_context: Any) -> Any:
-        n_in = len(request_context.messages)
-        calls_before, own_before = summarizer.calls, summarizer.seconds
-        tracing = tracemalloc.is_tracing()
-        if tracing:
-            base = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-        started = time.perf_counter()
-        result = await original(self, ctx, request_context)
-        elapsed = time.perf_counter() - started - (summarizer.seconds - own_before)
-        peak = tracemalloc.get_traced_memory()[1] - base if tracing else None
-        calls.append(Call(elapsed, n_in, len(result.messages), summarizer.calls - calls_before, peak))
-        return result
-
-    capability.__class__ = type(f'Timed{cls.__name__}', (cls,), {'before_model_request': timed})
-    return capability
-
-
 def make_tools(contents: Callable[[int], Any]) -> list[Tool[Any]]:
     def factory(name: str) -> Tool[Any]:
         def fetch(item: int, query: str = '') -> Any:
@@ -182,25 +103,37 @@ class Setup:
 
 
 def build(
-    adapter: Adapter, encode: Encoder, respond: Any, window: int, max_tokens: int, target: int, contents: Any
+    adapter: Adapter,
+    encode: Encoder,
+    respond: Any,
+    window: int,
+    max_tokens: int,
+    target: int,
+    contents: Any,
+    keep_io: bool = False,
 ) -> Setup:
     provider = StrictProvider(respond, window, encode=encode)
-    summarizer = Summarizer(encode)
+    summarizer = Summarizer()
     calls: list[Call] = []
     caps = adapter.capabilities(
         window=window, max_tokens=max_tokens, target_tokens=target, summarizer=summarizer.model()
     )
-    caps = [instrument(c, calls, summarizer) for c in caps]
+    caps = [instrument(c, calls, summarizer, keep_io=keep_io) for c in caps]
     agent: Agent[None, str] = Agent(
         provider.model(), system_prompt=SYSTEM_PROMPT, tools=make_tools(contents), capabilities=caps
     )
     return Setup(provider, summarizer, calls, agent)
 
 
-def outcome(setup: Setup, error: str | None) -> dict[str, Any]:
+def outcome(setup: Setup, error: str | None, encode: Encoder) -> dict[str, Any]:
     reqs = setup.provider.requests
     times = [c.seconds * 1000 for c in setup.calls]
     compactions = [c for c in setup.calls if c.compacted]
+    inputs = setup.summarizer.input_tokens(encode)
+    events = [
+        summarizer_coverage(c, setup.summarizer, encode) for c in compactions if c.history_in is not None
+    ]
+    seen = [e['evicted_seen_pct'] for e in events if e['evicted_seen_pct'] is not None]
     return {
         'requests': len(reqs),
         'overflows': setup.provider.overflows,
@@ -208,9 +141,16 @@ def outcome(setup: Setup, error: str | None) -> dict[str, Any]:
         'pairing_errors': sum(1 for r in reqs if r.pairing_error),
         'first_pairing_error': next((r.pairing_error for r in reqs if r.pairing_error), None),
         'summarizer_calls': setup.summarizer.calls,
-        'summarizer_max_input': setup.summarizer.max_input,
+        'summarizer_max_input': max(inputs, default=0),
+        'summarizer_total_input': sum(inputs),
         'compaction_events': len(compactions),
         'max_calls_per_event': max((c.summarizer_calls for c in compactions), default=0),
+        'events': events,
+        'evicted_tokens': sum(e['evicted_tokens'] for e in events),
+        'evicted_seen_pct_median': statistics.median(seen) if seen else None,
+        'evicted_seen_pct_min': min(seen, default=None),
+        'first_ms': times[0] if times else None,
+        'processor_ms_total': sum(times),
         'processor_ms_median': statistics.median(times) if times else None,
         'processor_ms_max': max(times, default=None),
         'error': error,
@@ -246,6 +186,7 @@ async def tool_loop(
         max_tokens,
         max_tokens // 3,
         lambda i: items[i % len(items)]['content'],
+        keep_io=True,
     )
     error = None
     try:
@@ -254,7 +195,7 @@ async def tool_loop(
         )
     except Exception as exc:
         error = f'{type(exc).__name__}: {exc}'[:300]
-    return {'setup': adapter.setup, **outcome(setup, error)}
+    return {'setup': adapter.setup, **outcome(setup, error, encode)}
 
 
 async def reload_pattern(
@@ -288,6 +229,7 @@ async def reload_pattern(
         max_tokens,
         max_tokens // 3,
         lambda i: items[i % len(items)]['content'],
+        keep_io=True,
     )
     stored: list[ModelMessage] = []
     error = None
@@ -302,7 +244,7 @@ async def reload_pattern(
             stored = stored + result.new_messages() if store == 'new' else result.all_messages()
     except Exception as exc:
         error = f'{type(exc).__name__}: {exc}'[:300]
-    return {'setup': adapter.setup, 'stored_messages': len(stored), **outcome(setup, error)}
+    return {'setup': adapter.setup, 'stored_messages': len(stored), **outcome(setup, error, encode)}
 
 
 # ---- overhead ------------------------------------------------------------------------------------
