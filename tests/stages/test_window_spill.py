@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest
 
 from _history import call, reply, result, user
 from pydantic_ai_history import (
@@ -23,14 +24,15 @@ from pydantic_ai_history import (
     assert_valid_history,
 )
 from pydantic_ai_history._compat import message_metadata
-from pydantic_ai_history._marks import MARKER_KEY, marker_kind
+from pydantic_ai_history._marks import marker_kind, own_metadata
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages.window import note_transcript, window_note
-from pydantic_ai_history.store import MemoryStore, StoredArtifact
+from pydantic_ai_history.store import MemoryStore, StoredArtifact, artifact_id
 
 pytestmark = pytest.mark.anyio
 
 COUNTER = TokenCounter('gpt-4o')
+HAS_MESSAGE_METADATA = 'metadata' in {f.name for f in dataclasses.fields(ModelRequest)}
 WORDS = 'the quick brown fox jumps over the lazy dog while the cat sleeps '
 SCOPE = 'conversation:alice'
 
@@ -104,8 +106,8 @@ async def test_a_window_drop_stores_the_dropped_messages_and_the_note_names_them
     artifact = note_transcript(note)
     assert artifact is not None
     assert f'read_artifact(artifact_id="{artifact}", query=...)' in note_text(note)
-    if message_metadata(note) is not None:
-        assert message_metadata(note)[MARKER_KEY]['transcript'] == artifact
+    if HAS_MESSAGE_METADATA:  # the mark a read-back gate can check without reading the text
+        assert own_metadata(message_metadata(note))['transcript'] == artifact
     kept = '\n'.join(str(p.content) for m in out for p in m.parts if hasattr(p, 'content'))
     dropped_facts = [f'FACT-{i:03d}' for i in range(8) if f'FACT-{i:03d}' not in kept]
     assert dropped_facts, 'the window dropped some tool results'
@@ -218,3 +220,23 @@ async def test_a_reference_that_cannot_fit_gives_way_to_the_plain_note():
     stored = await read_artifact_text(store, warning.details['artifact_id'], scope=SCOPE, limit=200_000)
     assert all(f'FACT-{i:03d}' in stored for i in range(3))
     assert not [e for e in events if isinstance(e, ContentLost)]
+
+
+async def test_a_reference_that_would_grow_the_history_gives_way_to_the_plain_note():
+    """Nothing fits, but the plain note at least shrinks the history where the reference would grow it: the
+    window never returns more than it was given, and still stores what it drops."""
+    store = MemoryStore()
+    history = [user('the task'), *tool_turns(0, 1, tokens=52), user('now')]
+    dropped = history[1:-1]
+    assert cost(window_note(dropped, None)) < cost(*dropped)
+    assert cost(window_note(dropped, None, transcript=artifact_id(b'x'))) > cost(*dropped)
+    budget = cost(*history) - 40
+    ctx, events = context(store)
+    out = await SlidingWindow(WindowSettings(budget=budget))(history, ctx)
+    assert_valid_history(out, original=history)
+    assert cost(history[0], window_note(dropped, None), history[-1]) <= cost(*out) < cost(*history)
+    codes = [e.code for e in events if isinstance(e, HistoryWarning)]
+    assert codes == ['window_reference_omitted', 'over_budget']
+    [warning] = [e for e in events if isinstance(e, HistoryWarning) and e.code == 'window_reference_omitted']
+    stored = await read_artifact_text(store, warning.details['artifact_id'], scope=SCOPE)
+    assert 'FACT-000' in stored

@@ -173,16 +173,18 @@ class SlidingWindow:
         if estimate.total <= budget:
             return messages  # the idle path: no unit split, no copy
         units = split_units(messages)
-        overhead = estimate.total - estimate.tokenizer
-        draft, candidate = self._choose(messages, units, estimate.per_message, overhead, budget, context)
-        mandatory = overhead + _mandatory_cost(estimate.per_message, units, candidate)
+        layout = _Layout(messages, units, estimate.total - estimate.tokenizer, context)
+        draft, candidate = self._choose(layout, estimate.per_message, budget)
+        if draft is not None and draft.transcript is not None and draft.after > budget:
+            draft = _plain_if_it_fits(layout, draft, budget, estimate.total)
+        mandatory = layout.overhead + _mandatory_cost(estimate.per_message, units, candidate)
         if draft is None or draft.after >= estimate.total:
             # nothing to drop, or the note costs what it would replace: the input is the best there is
             self._warn_over_budget(
                 context, estimate.total, budget, mandatory, messages, estimate.per_message, units
             )
             return messages
-        draft = await self._give_a_home(draft, messages, units, overhead, budget, context)
+        draft = await _give_a_home(layout, draft)
         selection = draft.selection
         context.emit_event(
             WindowApplied(
@@ -214,85 +216,39 @@ class SlidingWindow:
         return draft.result
 
     def _choose(
-        self,
-        messages: Sequence[ModelMessage],
-        units: Sequence[Unit],
-        per_message: Sequence[int],
-        overhead: int,
-        budget: int,
-        context: HistoryContext,
+        self, layout: _Layout, per_message: Sequence[int], budget: int
     ) -> tuple[_Draft | None, WindowSelection | None]:
         """The history to return (None when nothing can be dropped), and the last selection considered.
 
         The note's size is only known once the cut is chosen (it carries the system prompt parts of what it
         replaces, and dropping more only adds to them; it names the transcript of what it replaces): when the
         assembled history overshoots, choose again with the note's real cost. A note that names its
-        transcript may so cost one more unit than a plain one: the unit is stored, not lost.
+        transcript may so cost one more unit than a plain one: that unit is stored, not lost.
         """
-        spill = context.store is not None
+        spill = layout.context.store is not None
         note_cost = _NOTE_COST + (_REFERENCE_COST if spill else 0)
         draft: _Draft | None = None
         candidate: WindowSelection | None = None
         for _ in range(_MAX_PASSES):
             candidate = select_window(
-                messages,
-                units,
+                layout.messages,
+                layout.units,
                 per_message,
                 budget,
                 keep_first_user_message=self.settings.keep_first_user_message,
                 pin=self.settings.pin,
-                fixed_cost=overhead + note_cost,
+                fixed_cost=layout.overhead + note_cost,
             )
             if not candidate.dropped_units or (
                 draft is not None and candidate.dropped_units == draft.selection.dropped_units
             ):
                 break
-            draft = _draft(messages, units, candidate, overhead, context, spill=spill)
-            real_note_cost = context.counter.count_message(draft.note)
+            draft = layout.draft(candidate, spill=spill)
+            real_note_cost = layout.context.counter.count_message(draft.note)
             if draft.after <= budget or real_note_cost <= note_cost:
                 break
             note_cost = real_note_cost
         return draft, candidate
-
-    @staticmethod
-    async def _give_a_home(
-        draft: _Draft,
-        messages: Sequence[ModelMessage],
-        units: Sequence[Unit],
-        overhead: int,
-        budget: int,
-        context: HistoryContext,
-    ) -> _Draft:
-        """Store the transcript of what `draft` drops; without a store, drop it anyway and name the loss.
-
-        The window is the last line of defence: the request must fit, so a failed store never keeps content
-        in. The note then names no new transcript (it costs less than the one priced), and `ContentLost`
-        names, at error level, what went.
-        """
-        transcript = draft.transcript
-        source = f'transcript of {transcript.messages} messages the window removed' if transcript else ''
-        if transcript is not None and await store_transcript(transcript, context, source=source):
-            if draft.after <= budget:
-                return draft
-            plain = _draft(messages, units, draft.selection, overhead, context, spill=False)
-            if plain.after > budget:
-                return draft
-            # Stored, but only a note that does not name it fits: the request must fit. The app can still
-            # find the transcript by the id in this warning.
-            context.warn(
-                'window_reference_omitted',
-                f'the note naming the stored transcript {transcript.artifact_id} does not fit the budget of '
-                f'{budget:,} tokens; the window wrote a note without it',
-                artifact_id=transcript.artifact_id,
-            )
-            return plain
-        if transcript is not None:
-            draft = _draft(messages, units, draft.selection, overhead, context, spill=False)
-        lost = [m for m in draft.dropped if not marker_kind(m)]
-        if lost:
-            why = 'the store failed' if context.store is not None else 'there is no store'
-            context.lost('window', 'window_dropped', f'{why}; the window note tells the model', lost)
-        return draft
 
     @staticmethod
     def _warn_over_budget(
@@ -326,6 +282,49 @@ class SlidingWindow:
         )
 
 
+def _plain_if_it_fits(layout: _Layout, draft: _Draft, budget: int, before: int) -> _Draft:
+    """`draft` with a plain note when the note naming its transcript is what keeps it from fitting.
+
+    Only where no cut makes room for the reference (the head and the current request take the rest): the
+    request must fit, or at least shrink. The transcript is stored all the same.
+    """
+    plain = layout.plain(draft.selection, draft.dropped, draft.transcript)
+    if plain.after <= budget or draft.after >= before > plain.after:
+        return plain
+    return draft
+
+
+async def _give_a_home(layout: _Layout, draft: _Draft) -> _Draft:
+    """Store the transcript of what `draft` drops; when the store fails (or there is none), drop it anyway
+    and name the loss.
+
+    The window is the last line of defence: the request must fit, so a failed store never keeps content in.
+    The note then names no new transcript (it costs less than the one priced), and `ContentLost` names, at
+    error level, what went.
+    """
+    context = layout.context
+    transcript = draft.transcript
+    if transcript is not None and await store_transcript(
+        transcript, context, source=f'transcript of {transcript.messages} messages the window removed'
+    ):
+        if not draft.named:
+            # The app can still find the transcript by the id in this warning.
+            context.warn(
+                'window_reference_omitted',
+                f'the note naming the stored transcript {transcript.artifact_id} does not fit the budget; '
+                'the window wrote a note without it',
+                artifact_id=transcript.artifact_id,
+            )
+        return draft
+    if draft.named:
+        draft = layout.plain(draft.selection, draft.dropped, None)
+    lost = [m for m in draft.dropped if not marker_kind(m)]
+    if lost:
+        why = 'the store failed' if context.store is not None else 'there is no store'
+        context.lost('window', 'window_dropped', f'{why}; the window note tells the model', lost)
+    return draft
+
+
 def _mandatory_cost(
     per_message: Sequence[int], units: Sequence[Unit], selection: WindowSelection | None
 ) -> int:
@@ -347,42 +346,63 @@ class _Draft:
     dropped: list[ModelMessage]
     transcript: Transcript | None
     """The transcript of the dropped content, rendered and keyed but not stored yet; None without one."""
+    named: bool
+    """Whether the note names `transcript` (a plain note stands in where that one does not fit)."""
     after: int
     """The result's tokens, provider overhead included."""
 
 
-def _draft(
-    messages: Sequence[ModelMessage],
-    units: Sequence[Unit],
-    selection: WindowSelection,
-    overhead: int,
-    context: HistoryContext,
-    *,
-    spill: bool,
-) -> _Draft:
-    """The history `selection` gives, its note naming the transcript of the dropped content when `spill`."""
-    dropped = [m for i in selection.dropped_units for m in messages[units[i].start : units[i].end]]
-    previous = [t for m in dropped if (t := note_transcript(m)) is not None]
-    content = [m for m in dropped if marker_kind(m) != 'window']  # earlier notes are superseded, not content
-    transcript = render_transcript(content, context, previous) if spill and content else None
-    if transcript is not None:
-        note = window_note(dropped, context.run_id, transcript=transcript.artifact_id)
-    else:
-        # the newest earlier transcript stays named: it chains to every one before it
+@dataclass(frozen=True)
+class _Layout:
+    """What one window call works on: drafts for different selections are made from it."""
+
+    messages: Sequence[ModelMessage]
+    units: Sequence[Unit]
+    overhead: int
+    """Provider overhead (instructions, tool definitions) counted on top of the messages."""
+    context: HistoryContext
+
+    def draft(self, selection: WindowSelection, *, spill: bool) -> _Draft:
+        """The history `selection` gives, its note naming the transcript of the dropped content when `spill`
+        (and there is content: earlier notes of ours are superseded, not content)."""
+        units = self.units
+        dropped = [m for i in selection.dropped_units for m in self.messages[units[i].start : units[i].end]]
+        content = [m for m in dropped if marker_kind(m) != 'window']
+        previous = [t for m in dropped if (t := note_transcript(m)) is not None]
+        if not spill or not content:
+            return self.plain(selection, dropped, None)
+        transcript = render_transcript(content, self.context, previous)
+        note = window_note(dropped, self.context.run_id, transcript=transcript.artifact_id)
+        result, after = self.assemble(selection, note)
+        return _Draft(selection, result, note, dropped, transcript, True, after)
+
+    def plain(
+        self, selection: WindowSelection, dropped: list[ModelMessage], transcript: Transcript | None
+    ) -> _Draft:
+        """A draft whose note names no new transcript (`transcript`, if any, is still to be stored).
+
+        The newest earlier transcript stays named: it chains to every one before it.
+        """
+        previous = [t for m in dropped if (t := note_transcript(m)) is not None]
+        has_content = any(marker_kind(m) != 'window' for m in dropped)
         earlier = previous[-1] if previous else None
-        note = window_note(dropped, context.run_id, transcript=earlier, complete=not content)
-    kept = set(selection.kept_units)
-    result: list[ModelMessage] = []
-    note_placed = False
-    for index, unit in enumerate(units):
-        if index not in kept:
-            continue
-        if not note_placed and unit.start >= selection.head:
-            result.append(note)
-            note_placed = True
-        result.extend(messages[unit.start : unit.end])
-    after = context.counter.count_messages(result) + overhead
-    return _Draft(selection, result, note, dropped, transcript, after)
+        note = window_note(dropped, self.context.run_id, transcript=earlier, complete=not has_content)
+        result, after = self.assemble(selection, note)
+        return _Draft(selection, result, note, dropped, transcript, False, after)
+
+    def assemble(self, selection: WindowSelection, note: ModelRequest) -> tuple[list[ModelMessage], int]:
+        """The kept units with `note` where the dropped ones were, and their tokens (overhead included)."""
+        kept = set(selection.kept_units)
+        result: list[ModelMessage] = []
+        note_placed = False
+        for index, unit in enumerate(self.units):
+            if index not in kept:
+                continue
+            if not note_placed and unit.start >= selection.head:
+                result.append(note)
+                note_placed = True
+            result.extend(self.messages[unit.start : unit.end])
+        return result, self.context.counter.count_messages(result) + self.overhead
 
 
 def window_note(
