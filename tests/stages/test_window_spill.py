@@ -26,6 +26,7 @@ from pydantic_ai_history import (
 from pydantic_ai_history._compat import message_metadata
 from pydantic_ai_history._marks import marker_kind, own_metadata
 from pydantic_ai_history.readback import read_artifact_text
+from pydantic_ai_history.stages._transcript import named_transcripts
 from pydantic_ai_history.stages.window import note_transcript, window_note
 from pydantic_ai_history.store import MemoryStore, StoredArtifact, artifact_id
 
@@ -240,3 +241,27 @@ async def test_a_reference_that_would_grow_the_history_gives_way_to_the_plain_no
     [warning] = [e for e in events if isinstance(e, HistoryWarning) and e.code == 'window_reference_omitted']
     stored = await read_artifact_text(store, warning.details['artifact_id'], scope=SCOPE)
     assert 'FACT-000' in stored
+
+
+async def test_a_compaction_that_evicts_a_window_note_keeps_its_transcript_reachable():
+    """The compactor's transcript renders an evicted window note with the transcript it names: the window's
+    transcript stays one read away from the summary's reference."""
+    from _compaction import StubSummarizer
+    from pydantic_ai_history import CompactionSettings, Compactor
+    from pydantic_ai_history.stages.compactor import summary_sections
+
+    store = MemoryStore()
+    windowed, _ = await window([user('the task'), *tool_turns(0, 8), user('now')], 2_000, store)
+    window_id = note_transcript(note_of(windowed))
+    assert window_id is not None
+    grown = [*windowed, reply('ok'), *tool_turns(8, 12), user('and now')]
+    ctx, _ = context(store)
+    summarizer = StubSummarizer(behaviour=lambda prompt, n: 'Work is progressing.')
+    out = await Compactor(
+        CompactionSettings(max_tokens=3_000, target_tokens=1_500, summarizer_model=summarizer.model())
+    )(grown, ctx)
+    assert not [m for m in out if marker_kind(m) == 'window'], 'the note was compacted'
+    [sections] = [s for s in map(summary_sections, out) if s is not None]
+    [compaction_id] = named_transcripts(sections.reference)
+    stored = (await store.get(compaction_id, scope=SCOPE) or b'').decode()
+    assert f'read_artifact(artifact_id="{window_id}"' in stored
