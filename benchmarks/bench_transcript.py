@@ -36,8 +36,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_history import TokenCounter
 from pydantic_ai_history._context import HistoryContext
+from pydantic_ai_history.stages._transcript import render_units
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
-from pydantic_ai_history.stages.compactor._transcript import render_units
 from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.units import split_units
 

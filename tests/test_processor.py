@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 from typing import Any
 
@@ -25,6 +26,9 @@ from pydantic_ai_history import (
     validate_history,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES
+from pydantic_ai_history.readback import read_artifact_text
+from pydantic_ai_history.stages.window import note_transcript
+from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.testing import StrictProvider
 from pydantic_ai_history.validate import StructureCheck
 
@@ -229,14 +233,23 @@ async def test_invalid_input_is_reported_even_when_no_stage_acts():
     assert 'message 3' in codes[0][0]
 
 
-async def test_invalid_input_is_reported_when_a_stage_changes_it():
+class _FullStore(MemoryStore):
+    """A store on a full disk: every write fails as the OS reports it."""
+
+    async def _put(self, *args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.ENOSPC, 'No space left on device')
+
+
+@pytest.mark.parametrize('full', [False, True], ids=['store', 'full-store'])
+async def test_invalid_input_is_reported_when_a_stage_changes_it(full: bool):
     events: list[HistoryEvent] = []
+    store = _FullStore() if full else MemoryStore()
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings(budget=300))], model='gpt-4o', on_event=events.append
+        [SlidingWindow(WindowSettings(budget=300))], model='gpt-4o', on_event=events.append, store=store
     )
     history = [
         user('task'),
-        result('fetch', 'orphan', 'x'),
+        result('fetch', 'orphan', 'the orphan fact 7731'),
         reply(FILLER),
         user(FILLER),
         reply('ok'),
@@ -244,7 +257,13 @@ async def test_invalid_input_is_reported_when_a_stage_changes_it():
     ]
     out = await processor.process(history)
     assert_valid_history(out)  # the orphan was in the dropped part
-    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['invalid_input', 'window_dropped']
+    codes = [e.code for e in events if isinstance(e, HistoryWarning)]
+    if not full:  # what the window dropped is stored (the note names it): nothing is reported lost
+        assert codes == ['invalid_input']
+        [artifact] = [a for a in map(note_transcript, out) if a is not None]
+        assert '7731' in await read_artifact_text(processor.store, artifact)
+        return
+    assert codes == ['invalid_input', 'transcript_store_failed', 'window_dropped']
     [lost] = [e for e in events if isinstance(e, ContentLost)]
     assert lost.tool_calls == ('fetch#orphan',), 'what the window dropped is named'
 

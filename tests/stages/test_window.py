@@ -26,6 +26,7 @@ from pydantic_ai_history import (
 )
 from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.stages.window import dropped_count, window_note
+from pydantic_ai_history.store import artifact_id
 
 pytestmark = pytest.mark.anyio
 
@@ -42,6 +43,10 @@ def text(tokens: int) -> str:
 
 def cost(*messages: ModelMessage) -> int:
     return COUNTER.count_messages(messages)
+
+
+NOTE = cost(window_note([user('x')], None, transcript=artifact_id(b'a stored transcript'))) + 20
+"""Room for the window's note naming its stored transcript (a keyed id of the same length), with margin."""
 
 
 async def run_window(
@@ -203,7 +208,7 @@ async def test_user_predicate_pins_messages():
         reply('ok'),
         user('now'),
     ]
-    budget = cost(history[0], important, *history[-2:]) + 80
+    budget = cost(history[0], important, *history[-2:]) + NOTE
 
     def remember(message: ModelMessage) -> bool:
         return isinstance(message, ModelRequest) and 'REMEMBER' in str(message.parts[0].content)
@@ -228,7 +233,7 @@ async def test_pin_a_tool_return_part():
     assert part is not None
     pinned = [call('lookup', 'c1'), ModelRequest(parts=[part])]
     history = [user('task'), *pinned, reply(text(500)), user(text(500)), reply('ok'), user('now')]
-    out, _ = await run_window(history, budget=cost(history[0], *pinned, *history[-2:]) + 100)
+    out, _ = await run_window(history, budget=cost(history[0], *pinned, *history[-2:]) + NOTE)
     assert out[2:4] == pinned
 
 
@@ -246,7 +251,7 @@ async def test_pin_a_message():
         reply('ok'),
         user('now'),
     ]
-    out, _ = await run_window(history, budget=cost(history[0], important, *history[-2:]) + 100)
+    out, _ = await run_window(history, budget=cost(history[0], important, *history[-2:]) + NOTE)
     assert important in out
     assert history[1] not in out
     assert history[3] not in out

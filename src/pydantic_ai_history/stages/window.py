@@ -4,9 +4,11 @@ It keeps the preserved head (system prompt, first user message), the pinned unit
 contiguous run of recent units that fits, stopping at the first unit that does not fit. Dropped messages
 are replaced by one short note, which also carries any system prompt parts they held.
 
-The window stores nothing: what it drops has no copy left (the compactor and the artifact stage store what
-they remove first). So every drop of content is also a `ContentLost` event, logged at error level, naming
-the tool calls and counting the user prompts that went; its own earlier notes are not content.
+Before it drops anything, the window stores the transcript of what it drops (its own earlier notes aside) in
+the spill store, and the note names it: `read_artifact(artifact_id="...", query=...)`. The transcript opens
+with a line naming the previous window transcript, so one note suffices however often the window cut. When
+the store fails (or there is none) the window still drops what it must, the request has to fit, and a
+`ContentLost` event, logged at error level, names the tool calls and counts the user prompts that went.
 """
 
 from __future__ import annotations
@@ -37,13 +39,24 @@ from ..events import WindowApplied
 from ..pinning import PinPredicate, is_pinned
 from ..units import Unit, fit_suffix, head_length, split_units, system_parts
 from ..windows import ContextWindowUnknownError
+from ._spill import Transcript, render_transcript, store_transcript
+from ._transcript import named_transcripts, read_call
 
-__all__ = ('SlidingWindow', 'WindowSettings', 'dropped_count', 'select_window', 'window_note')
+__all__ = (
+    'SlidingWindow',
+    'WindowSettings',
+    'dropped_count',
+    'note_transcript',
+    'select_window',
+    'window_note',
+)
 
 logger = logging.getLogger('pydantic_ai_history.window')
 
 _NOTE_COST = 40 + SEAL_TOKENS
 """Tokens reserved for the note that replaces dropped messages (its text alone is about 30, plus its seal)."""
+_REFERENCE_COST = 64
+"""Tokens the note adds when it names the stored transcript (`read_artifact(...)` with a 68-character id)."""
 _MAX_PASSES = 3
 
 
@@ -160,50 +173,26 @@ class SlidingWindow:
         if estimate.total <= budget:
             return messages  # the idle path: no unit split, no copy
         units = split_units(messages)
-        overhead = estimate.total - estimate.tokenizer
-        note_cost = _NOTE_COST
-        result: list[ModelMessage] = messages
-        selection: WindowSelection | None = None
-        candidate: WindowSelection | None = None
-        after = estimate.total
-        # The note's size is only known once the cut is chosen (it carries the system prompt parts of what
-        # it replaces, and dropping more only adds to them): when the assembled history overshoots, choose
-        # again with the note's real cost.
-        for _ in range(_MAX_PASSES):
-            candidate = select_window(
-                messages,
-                units,
-                estimate.per_message,
-                budget,
-                keep_first_user_message=self.settings.keep_first_user_message,
-                pin=self.settings.pin,
-                fixed_cost=overhead + note_cost,
-            )
-            if not candidate.dropped_units or (
-                selection is not None and candidate.dropped_units == selection.dropped_units
-            ):
-                break
-            selection = candidate
-            result, note = _assemble(messages, units, selection, context.run_id)
-            after = context.counter.count_messages(result) + overhead
-            real_note_cost = context.counter.count_message(note)
-            if after <= budget or real_note_cost <= note_cost:
-                break
-            note_cost = real_note_cost
-        mandatory = overhead + _mandatory_cost(estimate.per_message, units, candidate)
-        if selection is None or after >= estimate.total:
+        layout = _Layout(messages, units, estimate.total - estimate.tokenizer, context)
+        draft, candidate = self._choose(layout, estimate.per_message, budget)
+        if draft is not None and draft.transcript is not None and draft.after > budget:
+            draft = _plain_if_it_fits(layout, draft, budget, estimate.total)
+        mandatory = layout.overhead + _mandatory_cost(estimate.per_message, units, candidate)
+        if draft is None or draft.after >= estimate.total:
             # nothing to drop, or the note costs what it would replace: the input is the best there is
             self._warn_over_budget(
                 context, estimate.total, budget, mandatory, messages, estimate.per_message, units
             )
             return messages
+        draft = await _give_a_home(layout, draft)
+        selection = draft.selection
         context.emit_event(
             WindowApplied(
                 run_id=context.run_id,
                 messages_before=len(messages),
-                messages_after=len(result),
+                messages_after=len(draft.result),
                 tokens_before=estimate.total,
-                tokens_after=after,
+                tokens_after=draft.after,
                 budget=budget,
                 units_dropped=len(selection.dropped_units),
                 pinned_kept=selection.pinned_kept,
@@ -213,26 +202,53 @@ class SlidingWindow:
         logger.info(
             'window: %d -> %d messages, %d -> %d tokens (budget %d, %d units dropped, %d pinned kept)',
             len(messages),
-            len(result),
+            len(draft.result),
             estimate.total,
-            after,
+            draft.after,
             budget,
             len(selection.dropped_units),
             selection.pinned_kept,
         )
-        lost = [
-            m
-            for i in selection.dropped_units
-            for m in messages[units[i].start : units[i].end]
-            if not marker_kind(m)
-        ]
-        if lost:  # the window keeps no copy: what it drops is gone, and is named at error level
-            context.lost(
-                'window', 'window_dropped', 'the window keeps no copy; its note tells the model', lost
+        if draft.after > budget:
+            self._warn_over_budget(
+                context, draft.after, budget, mandatory, messages, estimate.per_message, units
             )
-        if after > budget:
-            self._warn_over_budget(context, after, budget, mandatory, messages, estimate.per_message, units)
-        return result
+        return draft.result
+
+    def _choose(
+        self, layout: _Layout, per_message: Sequence[int], budget: int
+    ) -> tuple[_Draft | None, WindowSelection | None]:
+        """The history to return (None when nothing can be dropped), and the last selection considered.
+
+        The note's size is only known once the cut is chosen (it carries the system prompt parts of what it
+        replaces, and dropping more only adds to them; it names the transcript of what it replaces): when the
+        assembled history overshoots, choose again with the note's real cost. A note that names its
+        transcript may so cost one more unit than a plain one: that unit is stored, not lost.
+        """
+        spill = layout.context.store is not None
+        note_cost = _NOTE_COST + (_REFERENCE_COST if spill else 0)
+        draft: _Draft | None = None
+        candidate: WindowSelection | None = None
+        for _ in range(_MAX_PASSES):
+            candidate = select_window(
+                layout.messages,
+                layout.units,
+                per_message,
+                budget,
+                keep_first_user_message=self.settings.keep_first_user_message,
+                pin=self.settings.pin,
+                fixed_cost=layout.overhead + note_cost,
+            )
+            if not candidate.dropped_units or (
+                draft is not None and candidate.dropped_units == draft.selection.dropped_units
+            ):
+                break
+            draft = layout.draft(candidate, spill=spill)
+            real_note_cost = layout.context.counter.count_message(draft.note)
+            if draft.after <= budget or real_note_cost <= note_cost:
+                break
+            note_cost = real_note_cost
+        return draft, candidate
 
     @staticmethod
     def _warn_over_budget(
@@ -266,6 +282,49 @@ class SlidingWindow:
         )
 
 
+def _plain_if_it_fits(layout: _Layout, draft: _Draft, budget: int, before: int) -> _Draft:
+    """`draft` with a plain note when the note naming its transcript is what keeps it from fitting.
+
+    Only where no cut makes room for the reference (the head and the current request take the rest): the
+    request must fit, or at least shrink. The transcript is stored all the same.
+    """
+    plain = layout.plain(draft.selection, draft.dropped, draft.transcript)
+    if plain.after <= budget or draft.after >= before > plain.after:
+        return plain
+    return draft
+
+
+async def _give_a_home(layout: _Layout, draft: _Draft) -> _Draft:
+    """Store the transcript of what `draft` drops; when the store fails (or there is none), drop it anyway
+    and name the loss.
+
+    The window is the last line of defence: the request must fit, so a failed store never keeps content in.
+    The note then names no new transcript (it costs less than the one priced), and `ContentLost` names, at
+    error level, what went.
+    """
+    context = layout.context
+    transcript = draft.transcript
+    if transcript is not None and await store_transcript(
+        transcript, context, source=f'transcript of {transcript.messages} messages the window removed'
+    ):
+        if not draft.named:
+            # The app can still find the transcript by the id in this warning.
+            context.warn(
+                'window_reference_omitted',
+                f'the note naming the stored transcript {transcript.artifact_id} does not fit the budget; '
+                'the window wrote a note without it',
+                artifact_id=transcript.artifact_id,
+            )
+        return draft
+    if draft.named:
+        draft = layout.plain(draft.selection, draft.dropped, None)
+    lost = [m for m in draft.dropped if not marker_kind(m)]
+    if lost:
+        why = 'the store failed' if context.store is not None else 'there is no store'
+        context.lost('window', 'window_dropped', f'{why}; the window note tells the model', lost)
+    return draft
+
+
 def _mandatory_cost(
     per_message: Sequence[int], units: Sequence[Unit], selection: WindowSelection | None
 ) -> int:
@@ -277,44 +336,106 @@ def _mandatory_cost(
     return sum(per_message[: min(head, last.start)]) + sum(per_message[last.start : last.end])
 
 
-def _assemble(
-    messages: Sequence[ModelMessage], units: Sequence[Unit], selection: WindowSelection, run_id: str | None
-) -> tuple[list[ModelMessage], ModelRequest]:
-    kept = set(selection.kept_units)
-    dropped_messages = [m for i in selection.dropped_units for m in messages[units[i].start : units[i].end]]
-    note = window_note(dropped_messages, run_id)
-    result: list[ModelMessage] = []
-    note_placed = False
-    for index, unit in enumerate(units):
-        if index not in kept:
-            continue
-        if not note_placed and unit.start >= selection.head:
-            result.append(note)
-            note_placed = True
-        result.extend(messages[unit.start : unit.end])
-    return result, note
+@dataclass(frozen=True)
+class _Draft:
+    """A history the window may return: the kept messages around the note, and what the note stands for."""
+
+    selection: WindowSelection
+    result: list[ModelMessage]
+    note: ModelRequest
+    dropped: list[ModelMessage]
+    transcript: Transcript | None
+    """The transcript of the dropped content, rendered and keyed but not stored yet; None without one."""
+    named: bool
+    """Whether the note names `transcript` (a plain note stands in where that one does not fit)."""
+    after: int
+    """The result's tokens, provider overhead included."""
 
 
-def window_note(dropped: Sequence[ModelMessage], run_id: str | None) -> ModelRequest:
+@dataclass(frozen=True)
+class _Layout:
+    """What one window call works on: drafts for different selections are made from it."""
+
+    messages: Sequence[ModelMessage]
+    units: Sequence[Unit]
+    overhead: int
+    """Provider overhead (instructions, tool definitions) counted on top of the messages."""
+    context: HistoryContext
+
+    def draft(self, selection: WindowSelection, *, spill: bool) -> _Draft:
+        """The history `selection` gives, its note naming the transcript of the dropped content when `spill`
+        (and there is content: earlier notes of ours are superseded, not content)."""
+        units = self.units
+        dropped = [m for i in selection.dropped_units for m in self.messages[units[i].start : units[i].end]]
+        content = [m for m in dropped if marker_kind(m) != 'window']
+        previous = [t for m in dropped if (t := note_transcript(m)) is not None]
+        if not spill or not content:
+            return self.plain(selection, dropped, None)
+        transcript = render_transcript(content, self.context, previous)
+        note = window_note(dropped, self.context.run_id, transcript=transcript.artifact_id)
+        result, after = self.assemble(selection, note)
+        return _Draft(selection, result, note, dropped, transcript, True, after)
+
+    def plain(
+        self, selection: WindowSelection, dropped: list[ModelMessage], transcript: Transcript | None
+    ) -> _Draft:
+        """A draft whose note names no new transcript (`transcript`, if any, is still to be stored).
+
+        The newest earlier transcript stays named: it chains to every one before it.
+        """
+        previous = [t for m in dropped if (t := note_transcript(m)) is not None]
+        has_content = any(marker_kind(m) != 'window' for m in dropped)
+        earlier = previous[-1] if previous else None
+        note = window_note(dropped, self.context.run_id, transcript=earlier, complete=not has_content)
+        result, after = self.assemble(selection, note)
+        return _Draft(selection, result, note, dropped, transcript, False, after)
+
+    def assemble(self, selection: WindowSelection, note: ModelRequest) -> tuple[list[ModelMessage], int]:
+        """The kept units with `note` where the dropped ones were, and their tokens (overhead included)."""
+        kept = set(selection.kept_units)
+        result: list[ModelMessage] = []
+        note_placed = False
+        for index, unit in enumerate(self.units):
+            if index not in kept:
+                continue
+            if not note_placed and unit.start >= selection.head:
+                result.append(note)
+                note_placed = True
+            result.extend(self.messages[unit.start : unit.end])
+        return result, self.context.counter.count_messages(result) + self.overhead
+
+
+def window_note(
+    dropped: Sequence[ModelMessage],
+    run_id: str | None,
+    *,
+    transcript: str | None = None,
+    complete: bool = True,
+) -> ModelRequest:
     """The request that stands for dropped messages; it keeps their system prompt parts.
 
     Earlier notes of ours among the dropped messages are folded in: their counts add up, their own text is
-    not repeated.
+    not repeated. `transcript` is the id of the stored transcript the note names: of all the dropped
+    messages when `complete`, else only of those an earlier note stood for.
     """
     count = 0
     for message in dropped:
         noted = dropped_count(message)
         count += 1 if noted is None else noted
-    text = (
-        f'{OPENINGS["window"]} {count} earlier messages were removed to fit the context window; '
-        'the conversation continues below.'
-    )
+    text = f'{OPENINGS["window"]} {count} earlier messages were removed to fit the context window; '
+    details: dict[str, object] = {'dropped_messages': count}
+    if transcript is None:
+        text += 'the conversation continues below.'
+    else:
+        which = 'their transcript' if complete else 'the transcript of the earliest of them'
+        text += f'{which}: {read_call(transcript)} finds any detail. The conversation continues below.'
+        details['transcript'] = transcript
     return own_request(
         [
             *((p, None) for p in system_parts(dropped)),
             (UserPromptPart(content=seal('window', text)), 'window'),
         ],
-        details={'dropped_messages': count},
+        details=details,
         run_id=run_id,
     )
 
@@ -328,16 +449,41 @@ def dropped_count(message: ModelMessage) -> int | None:
     Read from the note's metadata, or from its own sealed text where messages have none (1.0): only the part
     that is the note (by identity) is read, never the system prompts it carries or anybody else's text.
     """
+    found = _note_detail(message, 'dropped_messages')
+    if found is None:
+        return None
+    detail, text = found
+    if isinstance(detail, int):
+        return detail
+    match = _NOTE_COUNT.match(text)
+    return int(match.group(1)) if match else 0
+
+
+def note_transcript(message: ModelMessage) -> str | None:
+    """The id of the stored transcript a window note of ours names; None for any other message (or none).
+
+    Read, like `dropped_count`, from the note's metadata or from its own sealed text.
+    """
+    found = _note_detail(message, 'transcript')
+    if found is None:
+        return None
+    detail, text = found
+    if isinstance(detail, str):
+        return detail
+    named = named_transcripts(text)
+    return named[0] if named else None
+
+
+def _note_detail(message: ModelMessage, key: str) -> tuple[object, str] | None:
+    """None for anything but a window note of ours; else its metadata value for `key` (None when it has
+    none) and, only when that is missing, the note's own text without its seal."""
     if marker_kind(message) != 'window':
         return None
-    ours = own_metadata(message_metadata(message))
-    if isinstance(ours.get('dropped_messages'), int):
-        return int(ours['dropped_messages'])
+    detail = own_metadata(message_metadata(message)).get(key)
+    if detail is not None:
+        return detail, ''
     for part, kind in zip(message.parts, part_kinds(message), strict=True):
         content = getattr(part, 'content', None)
-        match = (
-            _NOTE_COUNT.match(strip_seal(content)) if kind == 'window' and isinstance(content, str) else None
-        )
-        if match:
-            return int(match.group(1))
-    return 0
+        if kind == 'window' and isinstance(content, str):
+            return None, strip_seal(content)
+    return None, ''

@@ -10,15 +10,15 @@ from _compaction import StubSummarizer, context, default_summary, prompt_block, 
 from _history import call, reply, result, user
 from pydantic_ai_history import TokenCounter, assert_valid_history
 from pydantic_ai_history.pinning import pin_tool_errors
+from pydantic_ai_history.stages import _transcript
+from pydantic_ai_history.stages._transcript import render_units
 from pydantic_ai_history.stages.compactor import (
     PINNED_HEADING,
     CompactionSettings,
     Compactor,
-    _transcript,
     summary_sections,
     summary_text,
 )
-from pydantic_ai_history.stages.compactor._transcript import render_units
 from pydantic_ai_history.units import split_units
 
 pytestmark = pytest.mark.anyio

@@ -24,7 +24,7 @@ from ..._compat import (
 )
 from ..._marks import marker_kind
 from ...tokens import TokenCounter
-from ._transcript import TranscriptUnit, content_text
+from .._transcript import TranscriptUnit, content_text
 
 __all__ = ('digest', 'head_tail_cut')
 

@@ -34,6 +34,8 @@ from ...pinning import is_pinned
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units, system_parts
 from ...windows import model_name_of
+from .._spill import spill_transcript
+from .._transcript import TranscriptUnit, first_user_text, read_call, render_units
 from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
@@ -48,7 +50,6 @@ from ._summary_message import (
     summary_sections,
     summary_text,
 )
-from ._transcript import TranscriptUnit, first_user_text, render_units
 
 __all__ = ('Compactor',)
 
@@ -214,7 +215,7 @@ class Compactor:
 
         counter = context.counter
         # What is evicted is stored before anything is paid for or removed (see `_keeps_content`).
-        reference = await _spill_transcript(evicted, counter, context, cut.previous_transcripts)
+        reference = await _spill_transcript(evicted, context, cut.previous_transcripts)
         if reference is None and self._keeps_content(plan, overhead, context):
             return unchanged
         summary = await self._summary(plan, summarized, cut.previous_text, focus, context)
@@ -651,10 +652,7 @@ def _report_unstored(
 
 
 async def _spill_transcript(
-    evicted: Sequence[ModelMessage],
-    counter: TokenCounter,
-    context: HistoryContext,
-    previous: Sequence[str] = (),
+    evicted: Sequence[ModelMessage], context: HistoryContext, previous: Sequence[str] = ()
 ) -> str | None:
     """Store the full transcript of the evicted messages; the line that tells the model how to read it.
 
@@ -664,30 +662,13 @@ async def _spill_transcript(
     only one reference line however many compactions there were. Empty when there is no store (the summary
     is then the only record, as the app chose); None when the store failed.
     """
-    if context.store is None or not evicted:
-        return ''
-    rendered = render_units(evicted, split_units(evicted), counter, tool_result_max_tokens=None)
-    body = '\n\n'.join(unit.text for unit in rendered)
-    if previous:
-        # newest first; more than one only for a summary written before transcripts were chained
-        links = ', '.join(f'read_artifact(artifact_id="{p}")' for p in reversed(previous))
-        where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
-        body = f'The messages before these are in {where}: {links}.\n\n{body}'
-    data = body.encode()
-    key = context.artifact_id(data)
-    try:
-        await context.store.put(
-            key,
-            data,
-            media_type='text/markdown',
-            source=f'transcript of {len(evicted)} compacted messages',
-            scope=context.scope,
-        )
-    except Exception as exc:
-        context.warn('transcript_store_failed', f'the evicted transcript could not be stored ({exc})')
-        return None
+    key = await spill_transcript(
+        evicted, context, previous=previous, source=f'transcript of {len(evicted)} compacted messages'
+    )
+    if not key:
+        return key
     chain = '; its first line names the transcript of earlier messages' if previous else ''
     return (
         f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
-        f'read_artifact(artifact_id="{key}", query=...) finds any detail in it{chain}.'
+        f'{read_call(key)} finds any detail in it{chain}.'
     )

@@ -15,9 +15,9 @@ from typing import Any
 from ...tokens import TokenCounter
 from ...windows import model_info
 from .._llm import run_text
+from .._transcript import TranscriptUnit, new_nonce
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
 from ._settings import CompactionSettings
-from ._transcript import TranscriptUnit, new_nonce
 
 __all__ = ('SummarizerError', 'SummarizerOutcome', 'chunk_transcript', 'run_summarizer')
 

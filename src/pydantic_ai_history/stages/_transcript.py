@@ -1,4 +1,4 @@
-"""The evicted messages as the transcript the summarizer (or the fallback, or the store) reads.
+"""Removed messages as the transcript the summarizer (or the fallback) reads and the spill store keeps.
 
 Every part becomes one framed record: `<msg-NONCE role="..." tool="...">` ... `</msg-NONCE>`, where NONCE is
 drawn afresh for each transcript and occurs in none of its content (it is drawn again in the rare case it
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._compat import (
+from .._compat import (
     COMPACTION_PART,
     FILE_PART,
     NATIVE_TOOL_CALL_PARTS,
@@ -38,13 +38,22 @@ from ..._compat import (
     json_text,
     media_type_of,
 )
-from ..._marks import OPENINGS, marker_kind, part_kinds, strip_seal
-from ...tokens import TokenCounter
-from ...units import Unit
+from .._marks import OPENINGS, marker_kind, part_kinds, strip_seal
+from ..tokens import TokenCounter
+from ..units import Unit
 
-__all__ = ('TranscriptUnit', 'content_text', 'first_user_text', 'new_nonce', 'render_units')
+__all__ = (
+    'TranscriptUnit',
+    'content_text',
+    'first_user_text',
+    'named_transcripts',
+    'new_nonce',
+    'read_call',
+    'render_units',
+)
 
 _NONCE_BYTES = 4
+_READ_CALL = re.compile(r'read_artifact\(artifact_id="([^"\n]+)"')
 _TOOL_NAME = re.compile(r'[^A-Za-z0-9_.:-]')
 
 
@@ -111,10 +120,14 @@ class _Renderer:
 
     def own_part(self, part: Any, kind: str) -> tuple[str, int] | None:
         """A part this package wrote (recognised by identity, never by its text)."""
-        if kind == 'window':
-            return self.record('note', 'some earlier messages had been removed to fit the context window')
         content = getattr(part, 'content', None)
         text = strip_seal(content) if isinstance(content, str) else content_text(content)
+        if kind == 'window':
+            # the note's own wording is not repeated; the transcript it names is, so the chain stays walkable
+            stored = named_transcripts(text)
+            where = f'; their transcript: {read_call(stored[0])}' if stored else ''
+            removed = 'some earlier messages had been removed to fit the context window'
+            return self.record('note', f'{removed}{where}')
         if kind == 'summary':
             opening = OPENINGS['summary']
             text = text[len(opening) :].lstrip('\n') if text.startswith(opening) else text
@@ -205,6 +218,16 @@ def content_text(content: Any) -> str:
     if isinstance(content, (list, tuple)):
         return '\n'.join(content_text(item) for item in content if type(item).__name__ != 'CachePoint')
     return json_text(content)
+
+
+def read_call(artifact_id: str) -> str:
+    """How a reference line tells the model to read a stored transcript back."""
+    return f'read_artifact(artifact_id="{artifact_id}", query=...)'
+
+
+def named_transcripts(text: str) -> list[str]:
+    """The artifact ids a text of ours names in `read_artifact(artifact_id="...")` calls, in order."""
+    return _READ_CALL.findall(text)
 
 
 def first_user_text(messages: Sequence[ModelMessage]) -> str | None:

@@ -1,0 +1,87 @@
+"""Storing what a stage removes, before it removes it: the transcript of the removed messages.
+
+The compactor and the window both take messages out of the history. Each first stores their full transcript
+in the spill store, in the run's scope, under a keyed id, and what stands for them (the summary's reference
+line, the window's note) names it, so `read_artifact(artifact_id=..., query=...)` finds any detail again.
+Each transcript opens with a line naming the transcripts of earlier removals, so one reference suffices
+however many removals there were. Rendering and keying are pure (a stage can price its note before it
+stores); storing is the one effect, and its failure is reported, never raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .._compat import ModelMessage
+from .._context import HistoryContext
+from ..units import split_units
+from ._transcript import render_units
+
+__all__ = ('Transcript', 'render_transcript', 'spill_transcript', 'store_transcript')
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transcript:
+    """The transcript of removed messages, rendered and keyed, not yet stored."""
+
+    data: bytes
+    """The rendered text (framed records, tool results whole), UTF-8."""
+    artifact_id: str
+    """The id it is stored under in the run's scope (keyed: unguessable from the content)."""
+    messages: int
+    """How many messages it holds."""
+
+
+def render_transcript(
+    messages: Sequence[ModelMessage], context: HistoryContext, previous: Sequence[str] = ()
+) -> Transcript:
+    """The transcript of `messages`, opening with a line that names the `previous` transcripts (oldest first
+    in `previous`, named newest first); its id in the run's scope."""
+    rendered = render_units(messages, split_units(messages), context.counter, tool_result_max_tokens=None)
+    body = '\n\n'.join(unit.text for unit in rendered)
+    if previous:
+        # more than one only for a history written before transcripts were chained, or with several notes
+        links = ', '.join(f'read_artifact(artifact_id="{p}")' for p in reversed(previous))
+        where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
+        body = f'The messages before these are in {where}: {links}.\n\n{body}'
+    data = body.encode()
+    return Transcript(data=data, artifact_id=context.artifact_id(data), messages=len(messages))
+
+
+async def store_transcript(transcript: Transcript, context: HistoryContext, *, source: str) -> bool:
+    """Store `transcript` in the run's scope; False (with a `transcript_store_failed` warning) when the
+    store fails or there is none."""
+    if context.store is None:
+        return False
+    try:
+        await context.store.put(
+            transcript.artifact_id,
+            transcript.data,
+            media_type='text/markdown',
+            source=source,
+            scope=context.scope,
+        )
+    except Exception as exc:
+        context.warn(
+            'transcript_store_failed',
+            f'the transcript of {transcript.messages} removed messages could not be stored ({exc})',
+            source=source,
+        )
+        return False
+    return True
+
+
+async def spill_transcript(
+    messages: Sequence[ModelMessage],
+    context: HistoryContext,
+    *,
+    previous: Sequence[str] = (),
+    source: str,
+) -> str | None:
+    """Render and store the transcript of `messages`: its id; `''` when there is no store or nothing to
+    store; None when the store failed."""
+    if context.store is None or not messages:
+        return ''
+    transcript = render_transcript(messages, context, previous)
+    return transcript.artifact_id if await store_transcript(transcript, context, source=source) else None
