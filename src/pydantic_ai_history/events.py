@@ -108,8 +108,9 @@ class HistoryWarning(HistoryEvent):
 @dataclass(frozen=True, kw_only=True)
 class ContentLost(HistoryWarning):
     """Content left the history with no home: it is in neither the history nor the store (at most a summary
-    or a note stands for it). Logged at error level; `code` says why (`window_dropped`,
-    `transcript_not_stored`).
+    or a note stands for it). Logged at error level; `code` says which stage: `window_dropped` (the window
+    had to drop messages and their transcript could not be stored) or `transcript_not_stored` (the compactor
+    had to compact a history that no longer fit the window, and its transcript could not be stored).
     """
 
     stage: str
