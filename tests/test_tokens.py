@@ -48,7 +48,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
+import pydantic_ai_history._encodings as encodings_module
 import pydantic_ai_history.tokens as tokens_module
+from _tiktoken_reference import reference_encoding
 from pydantic_ai_history import _compat
 from pydantic_ai_history.tokens import (
     TokenCounter,
@@ -58,12 +60,12 @@ from pydantic_ai_history.tokens import (
     profile_for_model,
 )
 
-O200K = tiktoken.get_encoding('o200k_base')
 SRC = Path(tokens_module.__file__)
 
 
 def n(text: str) -> int:
-    return len(O200K.encode_ordinary(text))
+    # built on first use (not at import: collection must not depend on a tokenizer), by tiktoken's own code
+    return len(reference_encoding('o200k_base').encode_ordinary(text))
 
 
 def compact_json(value: Any) -> str:
@@ -610,6 +612,9 @@ def no_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(name: str) -> Any:
         raise ConnectionError(f'no network to download {name}')
 
+    # neither the packaged file nor tiktoken's download or cache
+    monkeypatch.setattr(encodings_module, '_loaded', {})
+    monkeypatch.setattr(encodings_module, 'packaged_encoding', refuse)
     monkeypatch.setattr(tiktoken, 'get_encoding', refuse)
     monkeypatch.setattr(tokens_module, '_offline_warned', set())
 
@@ -641,6 +646,7 @@ def test_offline_does_not_undercount_chinese_or_code() -> None:
 
 
 def test_offline_in_a_fresh_process_with_an_empty_cache(tmp_path: Path, fixtures_dir: Path) -> None:
+    """Without the packaged files (a damaged install), no cache and no network: one warning, estimates."""
     empty = tmp_path / 'empty-cache'
     empty.mkdir()
     env = {
@@ -655,7 +661,9 @@ def test_offline_in_a_fresh_process_with_an_empty_cache(tmp_path: Path, fixtures
         f"""
         from pathlib import Path
         from pydantic_ai.messages import ModelMessagesTypeAdapter
+        import pydantic_ai_history._encodings
         from pydantic_ai_history.tokens import TokenCounter
+        pydantic_ai_history._encodings.PACKAGED.clear()
         path = Path({str(fixtures_dir / 'conversations/tau_bench_airline_task9_trial0.json')!r})
         messages = ModelMessagesTypeAdapter.validate_json(path.read_bytes())
         counter = TokenCounter('openai:gpt-4o')

@@ -41,6 +41,7 @@ from ._compat import (
     json_text,
     media_type_of,
 )
+from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
 
 __all__ = (
@@ -269,12 +270,10 @@ class TokenCounter:
     def _encoder(self) -> Callable[[str], int]:
         if self._encode is None:
             try:
-                import tiktoken
-
-                encoding = tiktoken.get_encoding(self.tokenizer_profile.encoding)
+                encoding = load_encoding(self.tokenizer_profile.encoding)
                 self._encoding = encoding
                 self._encode = lambda text: len(encoding.encode_ordinary(text))
-            except Exception as exc:  # no network and no cache, or tiktoken broken: estimate instead
+            except Exception as exc:  # not packaged, not cached, no network, or tiktoken broken: estimate
                 _warn_offline_once(self.tokenizer_profile.encoding, exc)
                 self._offline = True
                 self._encode = estimate_tokens_offline
@@ -626,7 +625,8 @@ def _warn_offline_once(encoding: str, exc: Exception) -> None:
     _offline_warned.add(encoding)
     logger.warning(
         'tiktoken encoding %r could not be loaded (%s); counting with an offline estimate that errs high. '
-        'Set TIKTOKEN_CACHE_DIR to a folder holding the encoding file to count exactly.',
+        'The package ships o200k_base and cl100k_base; for another encoding, set TIKTOKEN_CACHE_DIR to a '
+        'folder holding its file to count exactly.',
         encoding,
         exc,
     )
