@@ -201,40 +201,57 @@ class RunningCounts:
 
 
 _TAIL = 16
-"""How far back from the end a history may depart from a branch and still reuse it in place (a retried or
-replaced last request); an earlier departure (a compaction, a fork) starts a new branch."""
+"""How far back from the end the last object a history shares with a branch is looked for."""
+_REWIND = 2
+"""At most this many of a branch's last messages are replaced in place (a retried request, a reduced last
+tool return): the history they were part of is gone. A branch losing more is kept (a compaction or a fork
+may leave it alive) and the new history starts a branch of its own."""
 
 
 def _matching(branches: list[Branch], messages: list[ModelMessage], count: CountMessage) -> Branch | None:
-    """The branch `messages` follows (now holding it, counted) or is a prefix of; None if none."""
-    for branch in branches:
-        if _follow(branch, messages, count):
+    """The branch `messages` follows (now holding it, counted) or is a prefix of; None if none.
+
+    The branch sharing the longest prefix (by its last shared object) is tried first.
+    """
+    candidates = [
+        (_shared_end(branch.messages, messages), -rank, branch) for rank, branch in enumerate(branches)
+    ]
+    for shared, _, branch in sorted(candidates, key=lambda c: c[:2], reverse=True):
+        if shared and _follow(branch, messages, shared, count):
             return branch
     return None
 
 
-def _follow(branch: Branch, messages: list[ModelMessage], count: CountMessage) -> bool:
-    held = branch.messages
+def _shared_end(held: list[ModelMessage], messages: list[ModelMessage]) -> int:
+    """Where a prefix shared with `held` would end, judged by the last messages only (0: no near end)."""
     known, length = len(held), len(messages)
-    # the end of the shared prefix, if `messages` departs from the branch at all near the end
     shared = min(known, length)
+    if shared and (held[shared - 1] is messages[shared - 1] or held[shared - 1] == messages[shared - 1]):
+        return shared  # the same object, or an equal copy (a reload)
     floor = max(shared - _TAIL, 0)
     while shared > floor and held[shared - 1] is not messages[shared - 1]:
         shared -= 1
     if shared == 0 or held[shared - 1] is not messages[shared - 1]:
-        return False
+        return 0
+    if shared < known and shared < length and known - shared > _REWIND:
+        return 0  # departs early from a longer branch: a compaction or a fork, not a retry
+    return shared
+
+
+def _follow(branch: Branch, messages: list[ModelMessage], shared: int, count: CountMessage) -> bool:
+    held = branch.messages
+    known, length = len(held), len(messages)
     if shared == length < known:  # a prefix of the branch: compare without copying either list
         tail = held[length:]
         del held[length:]
         same = held == messages
         held.extend(tail)
         return same
-    if known - shared > _TAIL:
-        return False
     dropped = held[shared:]
     new = messages[shared:]
     del held[shared:]
     held.extend(new)
+    same = False
     try:
         # One comparison in C of the whole history; identical objects never reach `__eq__`.
         same = held == messages
