@@ -585,7 +585,15 @@ def test_identity_memo_does_not_keep_messages_alive() -> None:
     assert len(counter._message_memo) == 1
     del message
     gc.collect()
-    assert counter._message_memo == {}
+    counter._message_memo.sweep()
+    assert len(counter._message_memo) == 0
+
+
+def test_identity_memo_sweeps_dead_entries_as_it_grows() -> None:
+    counter = TokenCounter('openai:gpt-4o')
+    for i in range(20_000):
+        counter.count_message(ModelRequest(parts=[UserPromptPart(content=f'short lived {i % 7}')]))
+    assert len(counter._message_memo) <= 8_192  # swept whenever it doubles; none of them is alive
 
 
 def test_truncate_text_fits_and_keeps_head_and_tail() -> None:

@@ -12,7 +12,6 @@ import logging
 import math
 import re
 import struct
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -42,6 +41,7 @@ from ._compat import (
 )
 from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
+from ._identity_memo import IdentityMemo
 from ._running_counts import CountsView, RunningCounts
 
 __all__ = (
@@ -231,9 +231,7 @@ class TokenCounter:
     _offline: bool = field(default=False, init=False, repr=False)
     _text_memo: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _text_memo_chars: int = field(default=0, init=False, repr=False)
-    _message_memo: dict[int, tuple[weakref.ReferenceType[Any], int]] = field(
-        default_factory=dict, init=False, repr=False
-    )
+    _message_memo: IdentityMemo[int] = field(default_factory=IdentityMemo, init=False, repr=False)
     _image_memo: dict[tuple[int, int], tuple[int, int] | None] = field(
         default_factory=dict, init=False, repr=False
     )
@@ -326,10 +324,9 @@ class TokenCounter:
         message the provider's wire format makes of it: one per response, and one per sent part of a request
         (OpenAI Chat sends each system prompt, user prompt and tool return as a message of its own).
         """
-        key = id(message)
-        entry = self._message_memo.get(key)
-        if entry is not None and entry[0]() is message:
-            return entry[1]
+        memoized = self._message_memo.get(message)
+        if memoized is not None:
+            return memoized
         profile = self.tokenizer_profile
         raw = 0
         framed = 0
@@ -340,7 +337,7 @@ class TokenCounter:
             framed = 1
         raw += profile.message_overhead * framed
         count = math.ceil(raw * profile.correction)
-        self._message_memo[key] = (weakref.ref(message, _forget(self._message_memo, key)), count)
+        self._message_memo.set(message, count)
         return count
 
     def count_messages(self, messages: Iterable[ModelMessage]) -> int:
@@ -562,15 +559,6 @@ _SENT_REQUEST_PARTS: tuple[type[Any], ...] = tuple(
     if t is not None
 )
 """Request parts a provider receives as a message of their own; bookkeeping parts are not among them."""
-
-
-def _forget(memo: dict[int, Any], key: int) -> Callable[[Any], None]:
-    """A weakref callback dropping a dead message's memo entry (so ids reused later do not collide)."""
-
-    def callback(_: Any) -> None:
-        memo.pop(key, None)
-
-    return callback
 
 
 _offline_warned: set[str] = set()
