@@ -42,19 +42,24 @@ SUMMARY = '\n'.join(
 class Summarizer:
     """An instant summarizer that keeps what it was sent (counted after the timing, not during it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep: bool = True) -> None:
         self.requests: list[list[ModelMessage]] = []
+        self.keep = keep
+        """False where memory is measured: the prompts kept here are not the processor's memory."""
+        self.called = 0
 
     def model(self) -> FunctionModel:
         return FunctionModel(self._respond, model_name='summarizer')
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.requests.append(messages)
+        self.called += 1
+        if self.keep:
+            self.requests.append(messages)
         return ModelResponse(parts=[TextPart(SUMMARY)], usage=RequestUsage(input_tokens=1, output_tokens=40))
 
     @property
     def calls(self) -> int:
-        return len(self.requests)
+        return self.called
 
     @property
     def input_tokens(self) -> int:
@@ -76,7 +81,7 @@ def processor(summarizer: Summarizer, tokens: int, events: list[Any]) -> History
 
 
 def once(history: list[ModelMessage], tokens: int, *, warm: bool, trace: bool = False) -> dict[str, float]:
-    summarizer = Summarizer()
+    summarizer = Summarizer(keep=not trace)
     events: list[Any] = []
     p = processor(summarizer, tokens, events)
     if warm:
