@@ -13,6 +13,7 @@ compaction, a fork) starts a new branch from the longest shared prefix of the mo
 from __future__ import annotations
 
 import bisect
+import itertools
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -49,7 +50,8 @@ class CountsView(Sequence[int]):
 
     def __getitem__(self, index: int | slice) -> int | tuple[int, ...]:
         if isinstance(index, slice):
-            return tuple(self._counts[: self._length][index])
+            start, stop, step = index.indices(self._length)  # clamped to the view: no copy of the rest
+            return tuple(self._counts[start:stop:step])
         if index < 0:
             index += self._length
         if not 0 <= index < self._length:
@@ -57,7 +59,7 @@ class CountsView(Sequence[int]):
         return self._counts[index]
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._counts[: self._length])
+        return itertools.islice(self._counts, self._length)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, CountsView):
