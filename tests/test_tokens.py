@@ -888,3 +888,24 @@ def test_running_counts_hold_a_bounded_number_of_messages() -> None:
         counter.estimate(history)
     held = sum(len(b.messages) for branches in counter._running._slots.values() for b in branches)
     assert held <= 50 + 21  # the current conversation is always kept
+
+
+def test_a_history_compacted_away_is_released_after_a_few_requests() -> None:
+    import weakref
+
+    counter = TokenCounter('openai:gpt-4o')
+    history = [ModelRequest(parts=[UserPromptPart(content='task')])]
+    for i in range(5):
+        history = _grow(history, str(i))
+    counter.estimate(history)
+    evicted = weakref.ref(history[3])
+    compacted = [history[0], ModelRequest(parts=[UserPromptPart(content='summary')]), *history[-1:]]
+    history = compacted
+    counter.estimate(history)
+    for i in range(6):
+        history = _grow(history, f'after {i}')
+        counter.estimate(history)
+        counter.mark_sent(history)
+    del compacted
+    gc.collect()
+    assert evicted() is None

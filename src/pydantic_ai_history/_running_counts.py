@@ -148,9 +148,9 @@ class RunningCounts:
     max_conversations: int = 64
     max_branches: int = 3
     """Histories kept per conversation: the growing one, a compacted one, a fork."""
-    max_idle_syncs: int = 16
-    """A branch not extended or read in this many lookups of its conversation is dropped (a history the
-    processor compacted away is not kept alive for long)."""
+    max_idle_syncs: int = 4
+    """A branch other than the latest, not read in this many lookups, is dropped: a history the processor
+    compacted away is not kept alive beyond the next request or two (the messages are held, not weakly)."""
     max_messages: int = 400_000
     """Messages held across all conversations; the least recent conversations go first beyond it."""
     _slots: OrderedDict[int, list[Branch]] = field(default_factory=OrderedDict, init=False, repr=False)
