@@ -1,8 +1,10 @@
-"""Shared fixtures: the real material in ../shared, the tokenizer cache, anyio, a real redis-server."""
+"""Shared fixtures: the real material in ../shared, anyio, a real redis-server.
+
+The tokenizer needs nothing: the package ships its encodings (no TIKTOKEN_CACHE_DIR, no network).
+"""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,9 +14,6 @@ from _redis_server import RedisServer, running_redis_server
 
 SHARED = Path(__file__).resolve().parents[1].parent / 'shared'
 FIXTURES = SHARED / 'fixtures'
-
-if 'TIKTOKEN_CACHE_DIR' not in os.environ and (SHARED / 'tiktoken-cache').is_dir():
-    os.environ['TIKTOKEN_CACHE_DIR'] = str(SHARED / 'tiktoken-cache')
 
 
 @pytest.fixture

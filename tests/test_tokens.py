@@ -20,6 +20,7 @@ import gc
 import json
 import logging
 import math
+import operator
 import os
 import subprocess
 import sys
@@ -48,7 +49,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
+import pydantic_ai_history._encodings as encodings_module
 import pydantic_ai_history.tokens as tokens_module
+from _tiktoken_reference import reference_encoding
 from pydantic_ai_history import _compat
 from pydantic_ai_history.tokens import (
     TokenCounter,
@@ -58,12 +61,12 @@ from pydantic_ai_history.tokens import (
     profile_for_model,
 )
 
-O200K = tiktoken.get_encoding('o200k_base')
 SRC = Path(tokens_module.__file__)
 
 
 def n(text: str) -> int:
-    return len(O200K.encode_ordinary(text))
+    # built on first use (not at import: collection must not depend on a tokenizer), by tiktoken's own code
+    return len(reference_encoding('o200k_base').encode_ordinary(text))
 
 
 def compact_json(value: Any) -> str:
@@ -582,7 +585,15 @@ def test_identity_memo_does_not_keep_messages_alive() -> None:
     assert len(counter._message_memo) == 1
     del message
     gc.collect()
-    assert counter._message_memo == {}
+    counter._message_memo.sweep()
+    assert len(counter._message_memo) == 0
+
+
+def test_identity_memo_sweeps_dead_entries_as_it_grows() -> None:
+    counter = TokenCounter('openai:gpt-4o')
+    for i in range(20_000):
+        counter.count_message(ModelRequest(parts=[UserPromptPart(content=f'short lived {i % 7}')]))
+    assert len(counter._message_memo) <= 8_192  # swept whenever it doubles; none of them is alive
 
 
 def test_truncate_text_fits_and_keeps_head_and_tail() -> None:
@@ -610,6 +621,9 @@ def no_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(name: str) -> Any:
         raise ConnectionError(f'no network to download {name}')
 
+    # neither the packaged file nor tiktoken's download or cache
+    monkeypatch.setattr(encodings_module, '_loaded', {})
+    monkeypatch.setattr(encodings_module, 'packaged_encoding', refuse)
     monkeypatch.setattr(tiktoken, 'get_encoding', refuse)
     monkeypatch.setattr(tokens_module, '_offline_warned', set())
 
@@ -641,6 +655,7 @@ def test_offline_does_not_undercount_chinese_or_code() -> None:
 
 
 def test_offline_in_a_fresh_process_with_an_empty_cache(tmp_path: Path, fixtures_dir: Path) -> None:
+    """Without the packaged files (a damaged install), no cache and no network: one warning, estimates."""
     empty = tmp_path / 'empty-cache'
     empty.mkdir()
     env = {
@@ -655,7 +670,9 @@ def test_offline_in_a_fresh_process_with_an_empty_cache(tmp_path: Path, fixtures
         f"""
         from pathlib import Path
         from pydantic_ai.messages import ModelMessagesTypeAdapter
+        import pydantic_ai_history._encodings
         from pydantic_ai_history.tokens import TokenCounter
+        pydantic_ai_history._encodings.PACKAGED.clear()
         path = Path({str(fixtures_dir / 'conversations/tau_bench_airline_task9_trial0.json')!r})
         messages = ModelMessagesTypeAdapter.validate_json(path.read_bytes())
         counter = TokenCounter('openai:gpt-4o')
@@ -745,3 +762,150 @@ def test_interleaved_conversations_keep_their_own_shared_prefix(monkeypatch: pyt
     grown_b = [*b, ModelResponse(parts=[TextPart(content='b more')])]
     counter.estimate(grown_b)
     assert looked_up == grown_b[-1:]
+
+
+# ---- running counts: what a request costs is what is new -------------------------------------------------
+
+
+def _grow(history: list[Any], tag: str, usage: int = 0) -> list[Any]:
+    response = ModelResponse(
+        parts=[TextPart(content=f'answer {tag}')], usage=RequestUsage(input_tokens=usage, output_tokens=3)
+    )
+    return [*history, response, ModelRequest(parts=[UserPromptPart(content=f'question {tag}')])]
+
+
+def _looked_up(counter: TokenCounter, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    looked_up: list[Any] = []
+    real = counter.count_message
+    monkeypatch.setattr(counter, 'count_message', lambda m: looked_up.append(m) or real(m))
+    return looked_up
+
+
+def _fresh(messages: list[Any]) -> tuple[int, ...]:
+    counter = TokenCounter('openai:gpt-4o')
+    return tuple(counter.count_message(m) for m in messages)
+
+
+def test_a_retried_last_request_recounts_only_itself_and_old_estimates_stand(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counter = TokenCounter('openai:gpt-4o')
+    base = _grow([ModelRequest(parts=[UserPromptPart(content='task')])], '0')
+    first = counter.estimate([*base, ModelResponse(parts=[TextPart(content='a long first try ' * 50)])])
+    looked_up = _looked_up(counter, monkeypatch)
+    retry = [*base, ModelResponse(parts=[TextPart(content='short')])]
+    second = counter.estimate(retry)
+    assert looked_up == [retry[-1]]
+    assert second.per_message == _fresh(retry)
+    assert second.tokenizer == sum(_fresh(retry))
+    # the first estimate still describes its own history
+    assert first.per_message[-1] > second.per_message[-1]
+    assert first.tokenizer == sum(first.per_message) > second.tokenizer
+    assert counter.estimate(base).per_message == _fresh(base)  # a prefix: nothing recounted
+    assert looked_up == [retry[-1]]
+
+
+def test_compaction_starts_a_new_branch_and_forgets_what_was_sent_beyond_it() -> None:
+    counter = TokenCounter('openai:gpt-4o')
+    history = [ModelRequest(parts=[UserPromptPart(content='task')])]
+    for i in range(6):
+        history = _grow(history, str(i), usage=100 + i)
+        counter.estimate(history)
+        counter.mark_sent(history)
+    assert counter.estimate(_grow(history, 'x', usage=500)).anchor_verified
+    summary = ModelRequest(parts=[UserPromptPart(content='summary of what came before')])
+    compacted = [history[0], summary, *history[-3:]]
+    estimate = counter.estimate(compacted)
+    assert estimate.per_message == _fresh(compacted)
+    assert estimate.anchor_index == 3
+    assert not estimate.anchor_verified  # history[-3:] were sent, but after other messages
+    counter.mark_sent(compacted)
+    grown = _grow(compacted, 'y', usage=300)
+    assert counter.estimate(grown).anchor_verified
+    # the uncompacted branch is still known: a reload of it recounts nothing
+    assert counter.estimate(_grow(history, 'x', usage=500)).anchor_verified
+
+
+def test_equal_copies_share_counts_but_identity_decides_the_conversation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counter = TokenCounter('openai:gpt-4o')
+    history = _grow([ModelRequest(parts=[UserPromptPart(content='task')])], '0')
+    counter.estimate(history)
+    counter.mark_sent(history)
+    looked_up = _looked_up(counter, monkeypatch)
+    copies = ModelMessagesTypeAdapter.validate_python(ModelMessagesTypeAdapter.dump_python(history[1:]))
+    same_start = [history[0], *copies]
+    assert counter.estimate(same_start).per_message == _fresh(history)
+    assert looked_up == []  # equal to the known branch: one comparison, no lookups
+
+
+def test_running_counts_match_a_fresh_count_through_any_sequence_of_changes() -> None:
+    """Appends, retries, compactions, forks and reloads in random order: every estimate equals a fresh
+    count, and the anchor is trusted exactly when that very prefix was marked sent."""
+    import random
+
+    rng = random.Random(1234)
+    counter = TokenCounter('openai:gpt-4o')
+    start = ModelRequest(parts=[UserPromptPart(content='task')])
+    histories: list[list[Any]] = [[start]]
+    sent: list[list[Any]] = []
+    for step in range(300):
+        base = rng.choice(histories)
+        action = rng.random()
+        if action < 0.5:
+            history = _grow(base, str(step), usage=rng.choice([0, 50 + step]))
+        elif action < 0.65:
+            history = [*base[:-1], ModelRequest(parts=[UserPromptPart(content=f'retry {step}')])]
+        elif action < 0.8 and len(base) > 3:
+            cut = rng.randrange(1, len(base) - 1)
+            history = [base[0], ModelRequest(parts=[UserPromptPart(content=f'summary {step}')]), *base[cut:]]
+        elif action < 0.9:
+            history = base[: rng.randrange(1, len(base) + 1)]
+        else:
+            history = list(base)
+        estimate = counter.estimate(history)
+        assert estimate.per_message == _fresh(history)
+        assert estimate.tokenizer == sum(_fresh(history))
+        if estimate.anchor_index is not None:
+            prefix = history[: estimate.anchor_index]
+            was_sent = any(len(s) == len(prefix) and all(map(operator.is_, s, prefix)) for s in sent)
+            # a branch may have been dropped (bounded memory): then the anchor is merely not trusted
+            assert not estimate.anchor_verified or was_sent
+        if rng.random() < 0.5:
+            counter.mark_sent(history)
+            sent.append(history)
+        histories = [*histories[-5:], history]
+
+
+def test_running_counts_hold_a_bounded_number_of_messages() -> None:
+    counter = TokenCounter('openai:gpt-4o')
+    counter._running.max_messages = 50
+    for i in range(10):
+        history = [ModelRequest(parts=[UserPromptPart(content=f'conversation {i}')])]
+        for j in range(10):
+            history = _grow(history, f'{i}-{j}')
+        counter.estimate(history)
+    held = sum(len(b.messages) for branches in counter._running._slots.values() for b in branches)
+    assert held <= 50 + 21  # the current conversation is always kept
+
+
+def test_a_history_compacted_away_is_released_after_a_few_requests() -> None:
+    import weakref
+
+    counter = TokenCounter('openai:gpt-4o')
+    history = [ModelRequest(parts=[UserPromptPart(content='task')])]
+    for i in range(5):
+        history = _grow(history, str(i))
+    counter.estimate(history)
+    evicted = weakref.ref(history[3])
+    compacted = [history[0], ModelRequest(parts=[UserPromptPart(content='summary')]), *history[-1:]]
+    history = compacted
+    counter.estimate(history)
+    for i in range(6):
+        history = _grow(history, f'after {i}')
+        counter.estimate(history)
+        counter.mark_sent(history)
+    del compacted
+    gc.collect()
+    assert evicted() is None

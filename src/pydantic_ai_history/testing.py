@@ -9,6 +9,7 @@ exceeds its context window or when tool calls and returns are not paired, and re
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,10 +28,14 @@ from ._compat import (
     ToolReturnPart,
     answered_call_id,
 )
+from ._encodings import load_encoding
+from ._estimate import estimate_tokens_offline
 from .tokens import image_size, image_tokens
 from .units import tool_call_ids
 
 __all__ = ('ProviderRejected', 'RequestRecord', 'StrictProvider')
+
+logger = logging.getLogger('pydantic_ai_history.testing')
 
 try:
     from pydantic_ai.profiles import ModelProfile as _ModelProfile
@@ -76,7 +81,7 @@ class StrictProvider:
     encoding: str = 'o200k_base'
     model_name: str = 'gpt-4o'
     requests: list[RequestRecord] = field(default_factory=list)
-    _encoder: Any = field(default=None, init=False, repr=False)
+    _count_text: Callable[[str], int] | None = field(default=None, init=False, repr=False)
 
     def model(self) -> FunctionModel:
         """A `FunctionModel` backed by this provider, with `context_window` in its profile on 2.x."""
@@ -98,10 +103,7 @@ class StrictProvider:
 
     def count(self, messages: Sequence[ModelMessage], info: AgentInfo | None = None) -> int:
         """Tokens of a request as this provider counts them."""
-        if self._encoder is None:
-            import tiktoken
-
-            self._encoder = tiktoken.get_encoding(self.encoding)
+        count_text = self._text_counter()
         texts: list[str] = []
         images = _REPLY_PRIMING + _MESSAGE_OVERHEAD * len(messages)
         for message in messages:
@@ -123,7 +125,19 @@ class StrictProvider:
                         }
                     )
                 )
-        return sum(len(self._encoder.encode_ordinary(t)) for t in texts) + images
+        return sum(count_text(t) for t in texts) + images
+
+    def _text_counter(self) -> Callable[[str], int]:
+        # The package's own loader (the encodings ship with it, so this needs no network); if even that
+        # fails, the offline estimate, so a demo or test never dies on a missing tokenizer.
+        if self._count_text is None:
+            try:
+                encoding = load_encoding(self.encoding)
+                self._count_text = lambda text: len(encoding.encode_ordinary(text))
+            except Exception as exc:
+                logger.warning('%s is unavailable (%s); the simulated provider estimates', self.encoding, exc)
+                self._count_text = estimate_tokens_offline
+        return self._count_text
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         tokens = self.count(messages, info)
@@ -139,7 +153,8 @@ class StrictProvider:
             raise
         self.requests.append(RequestRecord(tokens, len(messages), tuple(messages)))
         response = self.respond(messages, info)
-        output = sum(_wire(p)[1] + len(self._encoder.encode_ordinary(_wire(p)[0])) for p in response.parts)
+        count_text = self._text_counter()
+        output = sum(_wire(p)[1] + count_text(_wire(p)[0]) for p in response.parts)
         response.usage = RequestUsage(input_tokens=tokens, output_tokens=output)
         return response
 

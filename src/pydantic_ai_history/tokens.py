@@ -12,8 +12,6 @@ import logging
 import math
 import re
 import struct
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -41,7 +39,10 @@ from ._compat import (
     json_text,
     media_type_of,
 )
+from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
+from ._identity_memo import IdentityMemo
+from ._running_counts import CountsView, RunningCounts
 
 __all__ = (
     'TokenCounter',
@@ -201,18 +202,14 @@ class TokenEstimate:
 
     total: int
     tokenizer: int
-    per_message: tuple[int, ...]
+    per_message: Sequence[int]
+    """Each message's count (corrected), in order: a read-only sequence (slices are tuples)."""
     anchor_index: int | None = None
     anchor_input_tokens: int | None = None
     anchor_verified: bool = False
     overhead: int = 0
     """Tokens the provider counts beyond the messages (instructions, tools, reply priming): learned from
     verified usage, else the documented default (see `TokenCounter.estimate`)."""
-
-
-@dataclass
-class _Sent:
-    refs: list[weakref.ReferenceType[ModelMessage]]
 
 
 @dataclass
@@ -234,18 +231,13 @@ class TokenCounter:
     _offline: bool = field(default=False, init=False, repr=False)
     _text_memo: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _text_memo_chars: int = field(default=0, init=False, repr=False)
-    _message_memo: dict[int, tuple[weakref.ReferenceType[Any], int]] = field(
-        default_factory=dict, init=False, repr=False
-    )
+    _message_memo: IdentityMemo[int] = field(default_factory=IdentityMemo, init=False, repr=False)
     _image_memo: dict[tuple[int, int], tuple[int, int] | None] = field(
         default_factory=dict, init=False, repr=False
     )
-    _sent: OrderedDict[int, _Sent] = field(default_factory=OrderedDict, init=False, repr=False)
+    _running: RunningCounts = field(default_factory=RunningCounts, init=False, repr=False)
     _overhead: int | None = field(default=None, init=False, repr=False)
     _last_tools: tuple[tuple[Any, ...], int] = field(default=((), 0), init=False, repr=False)
-    _recent_counts: OrderedDict[int, tuple[tuple[ModelMessage, ...], tuple[int, ...]]] = field(
-        default_factory=OrderedDict, init=False, repr=False
-    )
 
     def __post_init__(self) -> None:
         base = self.profile or profile_for_model(self.model_name)
@@ -269,12 +261,10 @@ class TokenCounter:
     def _encoder(self) -> Callable[[str], int]:
         if self._encode is None:
             try:
-                import tiktoken
-
-                encoding = tiktoken.get_encoding(self.tokenizer_profile.encoding)
+                encoding = load_encoding(self.tokenizer_profile.encoding)
                 self._encoding = encoding
                 self._encode = lambda text: len(encoding.encode_ordinary(text))
-            except Exception as exc:  # no network and no cache, or tiktoken broken: estimate instead
+            except Exception as exc:  # not packaged, not cached, no network, or tiktoken broken: estimate
                 _warn_offline_once(self.tokenizer_profile.encoding, exc)
                 self._offline = True
                 self._encode = estimate_tokens_offline
@@ -334,10 +324,9 @@ class TokenCounter:
         message the provider's wire format makes of it: one per response, and one per sent part of a request
         (OpenAI Chat sends each system prompt, user prompt and tool return as a message of its own).
         """
-        key = id(message)
-        entry = self._message_memo.get(key)
-        if entry is not None and entry[0]() is message:
-            return entry[1]
+        memoized = self._message_memo.get(message)
+        if memoized is not None:
+            return memoized
         profile = self.tokenizer_profile
         raw = 0
         framed = 0
@@ -348,7 +337,7 @@ class TokenCounter:
             framed = 1
         raw += profile.message_overhead * framed
         count = math.ceil(raw * profile.correction)
-        self._message_memo[key] = (weakref.ref(message, _forget(self._message_memo, key)), count)
+        self._message_memo.set(message, count)
         return count
 
     def count_messages(self, messages: Iterable[ModelMessage]) -> int:
@@ -495,20 +484,8 @@ class TokenCounter:
 
     def mark_sent(self, messages: Sequence[ModelMessage]) -> None:
         """Remember that exactly these messages went to the model, so a later usage figure can be trusted."""
-        if not messages:
-            return
-        self._sent[id(messages[-1])] = _Sent([weakref.ref(m) for m in messages])
-        self._sent.move_to_end(id(messages[-1]))
-        while len(self._sent) > 512:
-            self._sent.popitem(last=False)
-
-    def _was_sent(self, prefix: Sequence[ModelMessage]) -> bool:
-        if not prefix:
-            return False
-        entry = self._sent.get(id(prefix[-1]))
-        if entry is None or len(entry.refs) != len(prefix):
-            return False
-        return all(ref() is message for ref, message in zip(entry.refs, prefix, strict=True))
+        if messages:
+            self._running.mark_sent(messages, self.count_message)
 
     def estimate(
         self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[Any] = ()
@@ -521,23 +498,30 @@ class TokenCounter:
         estimate is the tokenizer count plus the overhead (instructions, tools, reply priming) learned from
         earlier verified usage or, before any was learned, the documented one: `reply_overhead`, the current
         request's `instructions` and `count_tool_definitions(tool_definitions)`.
+
+        A history that extends one this counter saw (the same message objects, or equal ones) costs only its
+        new messages: the counts, their running sums and where usage sits are kept per conversation.
         """
-        per_message = self._per_message(messages)
-        tokenizer = sum(per_message)
         # What this request's own instructions and tools cost is a floor: the overhead learned from usage is
         # the counter's (shared by every run on this model), and another agent's requests may have had fewer.
         default = self._default_overhead(messages, tool_definitions)
         overhead = default if self._overhead is None else max(self._overhead, default)
-        anchor_index = _newest_usage(messages)
+        if not messages:
+            return TokenEstimate(overhead, 0, (), overhead=overhead)
+        length = len(messages)
+        branch = self._running.sync(messages, self.count_message)
+        per_message = CountsView(branch.counts, length)
+        tokenizer = branch.cumulative[length]
+        anchor_index = branch.newest_usage(length)
         if anchor_index is None:
             return TokenEstimate(tokenizer + overhead, tokenizer, per_message, overhead=overhead)
         response = messages[anchor_index]
         assert isinstance(response, ModelResponse)
         input_tokens = response.usage.input_tokens
-        prefix_tokens = sum(per_message[:anchor_index])
-        if self._was_sent(messages[:anchor_index]):
+        if anchor_index in branch.sent:
+            prefix_tokens = branch.cumulative[anchor_index]
             self._overhead = overhead = max(input_tokens - prefix_tokens, 0)
-            total = max(input_tokens, prefix_tokens) + sum(per_message[anchor_index:])
+            total = max(input_tokens, prefix_tokens) + tokenizer - prefix_tokens
             return TokenEstimate(
                 total,
                 tokenizer,
@@ -550,29 +534,6 @@ class TokenCounter:
         return TokenEstimate(
             tokenizer + overhead, tokenizer, per_message, anchor_index, input_tokens, overhead=overhead
         )
-
-    def _per_message(self, messages: Sequence[ModelMessage]) -> tuple[int, ...]:
-        """Each message's count; the run of messages shared (by identity) with the last call is not looked up.
-
-        A history grows by a response and a request per model request, so an identity walk over the shared
-        prefix (a pointer comparison per message) replaces most memo lookups on the hot path.
-        """
-        if not messages:
-            return ()
-        # One slot per conversation (keyed by its first message object), so concurrent runs do not evict
-        # each other's prefix.
-        key = id(messages[0])
-        previous, costs = self._recent_counts.pop(key, ((), ()))
-        shared = 0
-        for old, new in zip(previous, messages, strict=False):
-            if old is not new:
-                break
-            shared += 1
-        per_message = costs[:shared] + tuple(self.count_message(m) for m in messages[shared:])
-        self._recent_counts[key] = (tuple(messages), per_message)
-        while len(self._recent_counts) > 64:
-            self._recent_counts.popitem(last=False)
-        return per_message
 
     def _default_overhead(self, messages: Sequence[ModelMessage], tool_definitions: Iterable[Any]) -> int:
         profile = self.tokenizer_profile
@@ -600,23 +561,6 @@ _SENT_REQUEST_PARTS: tuple[type[Any], ...] = tuple(
 """Request parts a provider receives as a message of their own; bookkeeping parts are not among them."""
 
 
-def _forget(memo: dict[int, Any], key: int) -> Callable[[Any], None]:
-    """A weakref callback dropping a dead message's memo entry (so ids reused later do not collide)."""
-
-    def callback(_: Any) -> None:
-        memo.pop(key, None)
-
-    return callback
-
-
-def _newest_usage(messages: Sequence[ModelMessage]) -> int | None:
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, ModelResponse) and message.usage.input_tokens:
-            return index
-    return None
-
-
 _offline_warned: set[str] = set()
 
 
@@ -626,7 +570,8 @@ def _warn_offline_once(encoding: str, exc: Exception) -> None:
     _offline_warned.add(encoding)
     logger.warning(
         'tiktoken encoding %r could not be loaded (%s); counting with an offline estimate that errs high. '
-        'Set TIKTOKEN_CACHE_DIR to a folder holding the encoding file to count exactly.',
+        'The package ships o200k_base and cl100k_base; for another encoding, set TIKTOKEN_CACHE_DIR to a '
+        'folder holding its file to count exactly.',
         encoding,
         exc,
     )

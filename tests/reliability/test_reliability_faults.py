@@ -232,7 +232,9 @@ async def test_tokenizer_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     (the strict provider keeps its own, already loaded, encoder)."""
     import tiktoken
 
-    def unavailable(name: str) -> Any:
+    import pydantic_ai_history._encodings as encodings_module
+
+    def unavailable(name: Any) -> Any:
         raise ConnectionError(f'cannot download {name}: no network')
 
     events: list[HistoryEvent] = []
@@ -240,6 +242,8 @@ async def test_tokenizer_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     processor = _processor(fake_model(Behaviour('echo')), events, store)
     provider = strict(5, WINDOW)
     provider.count([])  # the provider's own tokenizer is loaded before tiktoken's goes away
+    monkeypatch.setattr(encodings_module, '_loaded', {})  # neither the packaged file nor tiktoken's
+    monkeypatch.setattr(encodings_module, 'packaged_encoding', unavailable)
     monkeypatch.setattr(tiktoken, 'get_encoding', unavailable)
     counter = TokenCounter('gpt-4o')
     assert counter.offline

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..._compat import BinaryContent, ModelMessage, is_media, json_text, media_type_of
+from ..._identity_memo import IdentityMemo
 from ...cache import SummaryCache, cache_key
 
 __all__ = ('Origin', 'PrefixIndex', 'PrefixRecord')
@@ -51,31 +51,26 @@ class PrefixIndex:
     """Rolling hashes of histories and the compacted-prefix records kept in a `SummaryCache`."""
 
     ttl: float | None = None
-    _memo: dict[int, tuple[weakref.ReferenceType[Any], bytes]] = field(
-        default_factory=dict, init=False, repr=False
-    )
+    _memo: IdentityMemo[bytes] = field(default_factory=IdentityMemo, init=False, repr=False)
 
     # ---- hashing --------------------------------------------------------------------------------------
 
     def message_digest(self, message: ModelMessage) -> bytes:
         """A digest of what the model sees of `message`, memoized by identity."""
-        key = id(message)
-        entry = self._memo.get(key)
-        if entry is not None and entry[0]() is message:
-            return entry[1]
-        digest = hashlib.sha256()
-        digest.update(message.kind.encode())
+        memoized = self._memo.get(message)
+        if memoized is not None:
+            return memoized
+        pieces: list[bytes] = [message.kind.encode()]
         for part in message.parts:
-            digest.update(b'\x00' + part.part_kind.encode())
-            for name in ('tool_name', 'tool_call_id', 'content', 'args', 'signature'):
-                _feed(digest, name, getattr(part, name, None))
-        value = digest.digest()
-        memo = self._memo
-
-        def forget(_: object, k: int = key) -> None:
-            memo.pop(k, None)
-
-        memo[key] = (weakref.ref(message, forget), value)
+            pieces.append(b'\x00' + part.part_kind.encode())
+            for name, label in _FIELDS:
+                value = getattr(part, name, None)
+                if value is not None:
+                    pieces.append(label)
+                    _feed(pieces, value)
+        # One hash of the joined pieces: the same digest as feeding them one by one, with far less overhead.
+        value = hashlib.sha256(b''.join(pieces)).digest()
+        self._memo.set(message, value)
         return value
 
     def conversation_key(self, head: Sequence[ModelMessage]) -> str:
@@ -138,22 +133,30 @@ def _records_key(conversation: str) -> str:
     return cache_key('compactor-prefixes', conversation)
 
 
-def _feed(digest: Any, name: str, value: Any) -> None:
-    if value is None:
-        return
-    digest.update(b'\x01' + name.encode() + b'\x02')
+_FIELDS = tuple(
+    (name, b'\x01' + name.encode() + b'\x02')
+    for name in ('tool_name', 'tool_call_id', 'content', 'args', 'signature')
+)
+"""The part fields a message digest covers, with the label that precedes each in the hashed bytes."""
+
+_ITEM_LABEL = b'\x01item\x02'
+
+
+def _feed(pieces: list[bytes], value: Any) -> None:
     if isinstance(value, str):
-        digest.update(value.encode('utf-8', errors='surrogatepass'))
+        pieces.append(value.encode('utf-8', errors='surrogatepass'))
     elif isinstance(value, bytes):
-        digest.update(value)
+        pieces.append(value)
     elif isinstance(value, BinaryContent):
-        digest.update(value.media_type.encode() + b'\x03' + value.data)
+        pieces.append(value.media_type.encode() + b'\x03' + value.data)
     elif is_media(value):  # a file URL: serialising it may ask for a media type it cannot guess
-        digest.update(
+        pieces.append(
             f'{type(value).__name__}\x03{getattr(value, "url", "")}\x03{media_type_of(value)}'.encode()
         )
     elif isinstance(value, (list, tuple)):
         for item in value:
-            _feed(digest, 'item', item)
+            if item is not None:
+                pieces.append(_ITEM_LABEL)
+                _feed(pieces, item)
     else:
-        digest.update(json_text(value).encode())
+        pieces.append(json_text(value).encode())

@@ -1,0 +1,163 @@
+"""tiktoken encodings without the network: OpenAI's official `o200k_base` and `cl100k_base` files ship here.
+
+The files are byte-for-byte the ones tiktoken downloads (`tiktoken_ext/openai_public.py` names their URLs and
+sha256 hashes, repeated below and re-checked on every load and by the test suite); the pattern and special
+tokens are tiktoken's own for each encoding. An encoding is built once per process and shared.
+
+tiktoken's `load_tiktoken_bpe` is not used on the packaged path because it copies any file it reads into
+its cache directory (and raises when a user-set `TIKTOKEN_CACHE_DIR` is read-only); the parsing below is its
+parsing (`tests/test_encodings.py` checks both give the same ranks).
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import logging
+import threading
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tiktoken
+
+__all__ = (
+    'PACKAGED',
+    'EncodingFile',
+    'EncodingUnavailableError',
+    'load_encoding',
+    'packaged_encoding',
+    'parse_bpe',
+)
+
+logger = logging.getLogger('pydantic_ai_history.tokens')
+
+_ENDOFTEXT = '<|endoftext|>'
+_FIM_PREFIX = '<|fim_prefix|>'
+_FIM_MIDDLE = '<|fim_middle|>'
+_FIM_SUFFIX = '<|fim_suffix|>'
+_ENDOFPROMPT = '<|endofprompt|>'
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncodingFile:
+    """One packaged encoding: its BPE file and the constructor arguments tiktoken gives it."""
+
+    name: str
+    """The tiktoken encoding name."""
+    file: str
+    """The BPE file's name in this package."""
+    url: str
+    """Where tiktoken downloads the same file."""
+    sha256: str
+    """tiktoken's `expected_hash` for the file."""
+    pat_str: str
+    """The pre-tokenization pattern (tiktoken's)."""
+    special_tokens: dict[str, int]
+    """The special tokens and their ranks (tiktoken's)."""
+
+
+PACKAGED: dict[str, EncodingFile] = {
+    'o200k_base': EncodingFile(
+        name='o200k_base',
+        file='o200k_base.tiktoken',
+        url='https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken',
+        sha256='446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d',
+        pat_str='|'.join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+        special_tokens={_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+    ),
+    'cl100k_base': EncodingFile(
+        name='cl100k_base',
+        file='cl100k_base.tiktoken',
+        url='https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken',
+        sha256='223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7',
+        pat_str=r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
+        special_tokens={
+            _ENDOFTEXT: 100257,
+            _FIM_PREFIX: 100258,
+            _FIM_MIDDLE: 100259,
+            _FIM_SUFFIX: 100260,
+            _ENDOFPROMPT: 100276,
+        },
+    ),
+}
+"""The encodings this package ships, by tiktoken name."""
+
+_loaded: dict[str, tiktoken.Encoding | str] = {}
+"""Each encoding built so far, or why it could not be (so a failure costs one attempt per process)."""
+_lock = threading.Lock()
+
+
+class EncodingUnavailableError(RuntimeError):
+    """Neither the packaged file nor tiktoken could provide an encoding."""
+
+
+def load_encoding(name: str) -> tiktoken.Encoding:
+    """The tiktoken encoding `name`: from the packaged file when there is one, else from tiktoken.
+
+    Built once per process. Raises `EncodingUnavailableError` when neither source has it (not packaged, or
+    the packaged file damaged, and no network or tiktoken cache); callers fall back to the offline estimate.
+    """
+    loaded = _loaded.get(name)
+    if loaded is None:
+        with _lock:  # two threads counting at once build the encoding (about 0.35 s) once
+            loaded = _loaded.get(name)
+            if loaded is None:
+                loaded = _loaded[name] = _build(name)
+    if isinstance(loaded, str):
+        raise EncodingUnavailableError(loaded)
+    return loaded
+
+
+def _build(name: str) -> tiktoken.Encoding | str:
+    packaged_failure = ''
+    spec = PACKAGED.get(name)
+    if spec is not None:
+        try:
+            return packaged_encoding(spec)
+        except Exception as exc:  # a damaged install: tiktoken may still have the file cached
+            packaged_failure = f'the packaged file: {exc}; '
+    try:
+        import tiktoken
+
+        encoding = tiktoken.get_encoding(name)
+    except Exception as exc:
+        return f'{packaged_failure}tiktoken: {type(exc).__name__}: {exc}'
+    if packaged_failure:
+        logger.warning('%s encoding loaded from tiktoken; %s', name, packaged_failure.rstrip('; '))
+    return encoding
+
+
+def packaged_encoding(spec: EncodingFile) -> tiktoken.Encoding:
+    """Build `spec`'s encoding from the packaged file, after checking its sha256 against tiktoken's."""
+    import tiktoken
+
+    data = resources.files(__name__).joinpath(spec.file).read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != spec.sha256:
+        raise ValueError(f'{spec.file} has sha256 {actual}, expected {spec.sha256}')
+    return tiktoken.Encoding(
+        spec.name,
+        pat_str=spec.pat_str,
+        mergeable_ranks=parse_bpe(data),
+        special_tokens=dict(spec.special_tokens),
+    )
+
+
+def parse_bpe(data: bytes) -> dict[bytes, int]:
+    """The ranks of a `.tiktoken` file: one `base64-token rank` pair per line (tiktoken's format)."""
+    fields = data.split()
+    if len(fields) % 2:
+        raise ValueError('a .tiktoken file has a token and a rank on every line')
+    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))

@@ -1,0 +1,288 @@
+"""Running per-message counts of growing histories: a request costs what is new, not the whole history.
+
+Within a run every history is the previous one plus a response and a request (the same objects). For each
+conversation (keyed by its first message) the counter keeps the histories it last saw as *branches*: the
+messages (held, so their ids stay theirs), each one's count, the running totals, where provider usage sits
+and which prefixes went to the model. A new history that extends a branch is recognised by one list
+comparison, which runs in C (identical objects compare without calling `__eq__`; equal copies, such as a
+history reloaded from JSON, compare equal and cost the same as the originals), so its cost is a pointer
+comparison per old message plus the counting of the new ones. A history that departs from every branch (a
+compaction, a fork) starts a new branch from the longest shared prefix of the most recent one.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import sys
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import overload
+
+from ._compat import ModelMessage, ModelResponse
+
+__all__ = ('Branch', 'CountsView', 'RunningCounts')
+
+CountMessage = Callable[[ModelMessage], int]
+
+
+class CountsView(Sequence[int]):
+    """The first `length` counts of a branch, read-only (a branch's lists only ever grow).
+
+    Compares equal to any sequence of the same counts (a tuple, a list); slicing gives a tuple.
+    """
+
+    __slots__ = ('_counts', '_length')
+
+    def __init__(self, counts: list[int], length: int) -> None:
+        self._counts = counts
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> int | tuple[int, ...]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)  # clamped to the view: no copy of the rest
+            return tuple(self._counts[start:stop:step])
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError('per-message index out of range')
+        return self._counts[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.islice(self._counts, self._length)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CountsView):
+            return self._counts[: self._length] == other._counts[: other._length]
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return self._counts[: self._length] == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+@dataclass(kw_only=True)
+class Branch:
+    """One history of a conversation as last seen, with everything the estimate needs about its prefixes."""
+
+    messages: list[ModelMessage] = field(default_factory=list)
+    """The messages, held (their ids cannot be reused while the branch lives)."""
+    counts: list[int] = field(default_factory=list)
+    """Each message's count; only ever appended to (views of it stay valid)."""
+    cumulative: list[int] = field(default_factory=lambda: [0])
+    """`cumulative[i]` is the sum of the first `i` counts."""
+    usages: list[int] = field(default_factory=list)
+    """Indexes of the responses carrying provider usage, ascending."""
+    sent: set[int] = field(default_factory=set)
+    """Lengths of the prefixes that went to the model as they are (`mark_sent`)."""
+    last_used: int = 0
+
+    def extend(self, new: Sequence[ModelMessage], counts: list[int]) -> None:
+        start = len(self.counts)
+        self.counts.extend(counts)
+        total = self.cumulative[-1]
+        for count in counts:
+            total += count
+            self.cumulative.append(total)
+        for offset, message in enumerate(new):
+            if isinstance(message, ModelResponse) and message.usage.input_tokens:
+                self.usages.append(start + offset)
+
+    def rewind(self, length: int) -> None:
+        """Forget the counts beyond the first `length` messages (the caller has replaced those messages).
+
+        A `CountsView` handed out earlier must keep its counts: when one still holds the lists (CPython's
+        reference count says so), they are copied rather than cut.
+        """
+        if length == len(self.counts):
+            return
+        if _shared(self.counts) or _shared(self.cumulative):
+            self.counts = self.counts[:length]
+            self.cumulative = self.cumulative[: length + 1]
+        else:
+            del self.counts[length:]
+            del self.cumulative[length + 1 :]
+        del self.usages[bisect.bisect_left(self.usages, length) :]
+        self.sent = {n for n in self.sent if n <= length}
+
+    def prefix(self, length: int) -> Branch:
+        """A new branch holding this one's first `length` messages (its own lists: views of this one stay)."""
+        return Branch(
+            messages=self.messages[:length],
+            counts=self.counts[:length],
+            cumulative=self.cumulative[: length + 1],
+            usages=self.usages[: bisect.bisect_left(self.usages, length)],
+            sent={n for n in self.sent if n <= length},
+        )
+
+    def newest_usage(self, length: int) -> int | None:
+        """The index of the newest response with usage among the first `length` messages."""
+        position = bisect.bisect_left(self.usages, length)
+        return self.usages[position - 1] if position else None
+
+
+def _shared(values: list[int]) -> bool:
+    """Whether anything but its branch holds `values` (a live view); always true where unknowable."""
+    getrefcount = getattr(sys, 'getrefcount', None)
+    # the branch's attribute, getrefcount's argument and this frame's local
+    return getrefcount is None or getrefcount(values) > 3
+
+
+@dataclass
+class RunningCounts:
+    """The branches of recent conversations, bounded in conversations, branches and messages held."""
+
+    max_conversations: int = 64
+    max_branches: int = 3
+    """Histories kept per conversation: the growing one, a compacted one, a fork."""
+    max_idle_syncs: int = 4
+    """A branch other than the latest, not read in this many lookups, is dropped: a history the processor
+    compacted away is not kept alive beyond the next request or two (the messages are held, not weakly)."""
+    max_messages: int = 400_000
+    """Messages held across all conversations; the least recent conversations go first beyond it."""
+    _slots: OrderedDict[int, list[Branch]] = field(default_factory=OrderedDict, init=False, repr=False)
+    _clock: int = field(default=0, init=False, repr=False)
+    _last: tuple[Sequence[ModelMessage], int, Branch] | None = field(default=None, init=False, repr=False)
+
+    def sync(self, messages: Sequence[ModelMessage], count: CountMessage) -> Branch:
+        """A branch whose first `len(messages)` messages are `messages`, counting only what it lacked."""
+        self._clock += 1
+        given = messages if isinstance(messages, list) else list(messages)
+        key = id(given[0])
+        branches = self._slots.pop(key, None)
+        if branches is not None and branches[0].messages[0] is not given[0]:
+            branches = None  # pragma: no cover - a held first message cannot share its id with another
+        branches = branches or []
+        branch = _matching(branches, given, count)
+        if branch is None:
+            branch = _diverging(branches[0] if branches else None, given, count)
+            branches.insert(0, branch)
+        elif branch is not branches[0]:
+            branches.remove(branch)
+            branches.insert(0, branch)
+        branch.last_used = self._clock
+        del branches[self.max_branches :]
+        branches[1:] = [b for b in branches[1:] if self._clock - b.last_used <= self.max_idle_syncs]
+        self._slots[key] = branches
+        self._evict(key)
+        self._last = (messages, len(messages), branch)
+        return branch
+
+    def mark_sent(self, messages: Sequence[ModelMessage], count: CountMessage) -> None:
+        """Record that exactly `messages` went to the model."""
+        last = self._last
+        if last is not None and last[0] is messages and last[1] == len(messages):
+            branch = last[2]  # the list just estimated (the idle path): nothing to compare again
+        else:
+            branch = self.sync(messages, count)
+        branch.sent.add(len(messages))
+
+    def _evict(self, keep: int) -> None:
+        while len(self._slots) > self.max_conversations:
+            self._slots.popitem(last=False)
+        held = sum(len(b.messages) for branches in self._slots.values() for b in branches)
+        while held > self.max_messages and len(self._slots) > 1:
+            key, branches = next(iter(self._slots.items()))
+            if key == keep:
+                break
+            del self._slots[key]
+            held -= sum(len(b.messages) for b in branches)
+
+
+_TAIL = 16
+"""How far back from the end the last object a history shares with a branch is looked for."""
+_REWIND = 2
+"""At most this many of a branch's last messages are replaced in place (a retried request, a reduced last
+tool return): the history they were part of is gone. A branch losing more is kept (a compaction or a fork
+may leave it alive) and the new history starts a branch of its own."""
+
+
+def _matching(branches: list[Branch], messages: list[ModelMessage], count: CountMessage) -> Branch | None:
+    """The branch `messages` follows (now holding it, counted) or is a prefix of; None if none.
+
+    The branch sharing the longest prefix (by its last shared object) is tried first.
+    """
+    candidates = [
+        (_shared_end(branch.messages, messages), -rank, branch) for rank, branch in enumerate(branches)
+    ]
+    for shared, _, branch in sorted(candidates, key=lambda c: c[:2], reverse=True):
+        if shared and _follow(branch, messages, shared, count):
+            return branch
+    return None
+
+
+def _shared_end(held: list[ModelMessage], messages: list[ModelMessage]) -> int:
+    """Where a prefix shared with `held` would end, judged by the last messages only (0: no near end)."""
+    known, length = len(held), len(messages)
+    shared = min(known, length)
+    if shared and (held[shared - 1] is messages[shared - 1] or held[shared - 1] == messages[shared - 1]):
+        return shared  # the same object, or an equal copy (a reload)
+    floor = max(shared - _TAIL, 0)
+    while shared > floor and held[shared - 1] is not messages[shared - 1]:
+        shared -= 1
+    if shared == 0 or held[shared - 1] is not messages[shared - 1]:
+        return 0
+    if shared < known and shared < length and known - shared > _REWIND:
+        return 0  # departs early from a longer branch: a compaction or a fork, not a retry
+    return shared
+
+
+def _follow(branch: Branch, messages: list[ModelMessage], shared: int, count: CountMessage) -> bool:
+    held = branch.messages
+    known, length = len(held), len(messages)
+    if shared == length < known:  # a prefix of the branch: compare without copying either list
+        tail = held[length:]
+        del held[length:]
+        same = held == messages
+        held.extend(tail)
+        return same
+    dropped = held[shared:]
+    new = messages[shared:]
+    del held[shared:]
+    held.extend(new)
+    same = False
+    try:
+        # One comparison in C of the whole history; identical objects never reach `__eq__`.
+        same = held == messages
+        counts = [count(m) for m in new] if same else []
+    except BaseException:
+        same = False
+        raise
+    finally:
+        if not same:
+            del held[shared:]
+            held.extend(dropped)
+    if not same:
+        return False
+    branch.rewind(shared)
+    branch.extend(new, counts)
+    return True
+
+
+def _diverging(parent: Branch | None, messages: list[ModelMessage], count: CountMessage) -> Branch:
+    """A new branch for `messages`: the counts of the parent's shared prefix, the rest counted."""
+    shared = 0
+    if parent is not None:
+        for held, given in zip(parent.messages, messages, strict=False):
+            if held is not given:
+                break
+            shared += 1
+    branch = parent.prefix(shared) if parent is not None else Branch()
+    new = messages[shared:]
+    counts = [count(m) for m in new]
+    branch.messages.extend(new)
+    branch.extend(new, counts)
+    return branch

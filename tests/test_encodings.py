@@ -1,0 +1,163 @@
+"""The packaged o200k_base and cl100k_base files: official, verified, and enough to count offline."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+
+import pydantic_ai_history._encodings as encodings_module
+import pydantic_ai_history.tokens as tokens_module
+from _tiktoken_reference import packaged_path, published, reference_encoding
+from pydantic_ai_history._encodings import PACKAGED, load_encoding, packaged_encoding, parse_bpe
+from pydantic_ai_history.testing import StrictProvider
+from pydantic_ai_history.tokens import TokenCounter, estimate_tokens_offline
+
+NAMES = ('o200k_base', 'cl100k_base')
+
+SAMPLES = (
+    'Hello, world! The quick brown fox jumps over the lazy dog.',
+    "def f(x):\n    return {'a': [1, 2, 3]}  # it's code\n\n\n",
+    '人工智能助手在长时间的对话中会积累大量的消息记录。',
+    'Ünïcödé — emoji 🎉🎉 and numbers 1234567 3.14159',
+    '   leading and trailing whitespace   \n\t\r\n',
+    '<|endoftext|> is plain text to encode_ordinary',
+)
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_shipped_file_matches_tiktoken_published_hash(name: str) -> None:
+    expected = published(name)
+    data = Path(packaged_path(name)).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == expected.expected_hash
+    assert PACKAGED[name].sha256 == expected.expected_hash
+    assert PACKAGED[name].url == expected.url
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_pattern_and_special_tokens_are_tiktokens(name: str) -> None:
+    expected = published(name)
+    assert PACKAGED[name].pat_str == expected.pat_str
+    assert PACKAGED[name].special_tokens == expected.special_tokens
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_parse_matches_tiktokens_parser(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', '')  # read the file, do not copy it into a cache
+    path = packaged_path(name)
+    assert parse_bpe(Path(path).read_bytes()) == load_tiktoken_bpe(path)
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_packaged_encoding_encodes_like_tiktokens(name: str) -> None:
+    ours = load_encoding(name)
+    reference = reference_encoding(name)
+    assert ours.n_vocab == reference.n_vocab
+    assert ours.special_tokens_set == reference.special_tokens_set
+    for text in SAMPLES:
+        assert ours.encode_ordinary(text) == reference.encode_ordinary(text)
+        assert ours.encode(text, allowed_special='all') == reference.encode(text, allowed_special='all')
+
+
+def test_load_is_shared_within_a_process() -> None:
+    assert load_encoding('o200k_base') is load_encoding('o200k_base')
+
+
+def test_damaged_file_is_refused() -> None:
+    spec = PACKAGED['o200k_base']
+    damaged = type(spec)(**{**spec.__dict__, 'sha256': '0' * 64})
+    with pytest.raises(ValueError, match='sha256'):
+        packaged_encoding(damaged)
+
+
+def test_damaged_package_falls_back_to_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
+    def damaged(spec: Any) -> Any:
+        raise ValueError('o200k_base.tiktoken has sha256 0000, expected 446a')
+
+    fallback = reference_encoding('o200k_base')
+    monkeypatch.setattr(encodings_module, '_loaded', {})
+    monkeypatch.setattr(encodings_module, 'packaged_encoding', damaged)
+    monkeypatch.setattr(tiktoken, 'get_encoding', lambda name: fallback)
+    assert load_encoding('o200k_base') is fallback
+
+
+def test_neither_source_means_one_warning_and_an_estimate(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(*args: Any) -> Any:
+        raise ConnectionError('no network')
+
+    monkeypatch.setattr(encodings_module, '_loaded', {})
+    monkeypatch.setattr(encodings_module, 'packaged_encoding', refuse)
+    monkeypatch.setattr(tiktoken, 'get_encoding', refuse)
+    monkeypatch.setattr(tokens_module, '_offline_warned', set())
+    with caplog.at_level(logging.WARNING, logger='pydantic_ai_history.tokens'):
+        counters = [TokenCounter('gpt-4o'), TokenCounter('gpt-4.1')]
+        assert all(c.offline for c in counters)
+        assert counters[0].count_text('hello world') == estimate_tokens_offline('hello world')
+    assert sum('could not be loaded' in r.getMessage() for r in caplog.records) == 1
+    provider = StrictProvider(respond=lambda messages, info: None, context_window=100)  # type: ignore[arg-type,return-value]
+    assert provider.count([]) > 0  # the simulated provider estimates too instead of raising
+
+
+def test_unknown_encoding_is_asked_of_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
+    sentinel = reference_encoding('cl100k_base')
+    asked: list[str] = []
+
+    def get_encoding(name: str) -> Any:
+        asked.append(name)
+        return sentinel
+
+    monkeypatch.setattr(encodings_module, '_loaded', {})
+    monkeypatch.setattr(tiktoken, 'get_encoding', get_encoding)
+    assert load_encoding('p50k_base') is sentinel
+    assert asked == ['p50k_base']
+
+
+def test_fresh_process_without_cache_or_network_counts_exactly(tmp_path: Path) -> None:
+    """No TIKTOKEN_CACHE_DIR, HOME and the temp dir empty, every proxy dead, sockets refused: exact counts."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith('_proxy')}
+    env.pop('TIKTOKEN_CACHE_DIR', None)
+    env.pop('DATA_GYM_CACHE_DIR', None)
+    env.update(
+        HOME=str(tmp_path),
+        TMPDIR=str(tmp_path),
+        XDG_CACHE_HOME=str(tmp_path),
+        HTTPS_PROXY='http://127.0.0.1:9',
+        HTTP_PROXY='http://127.0.0.1:9',
+    )
+    script = textwrap.dedent(
+        """
+        import socket
+
+        def refuse(*args, **kwargs):
+            raise OSError('network unreachable')
+
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        from pydantic_ai_history.tokens import TokenCounter
+
+        for model in ('gpt-4o', 'gpt-4'):
+            counter = TokenCounter(model)
+            print(counter.offline, counter.count_text('The quick brown fox jumps over the lazy dog.'))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, '-c', script], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert 'could not be loaded' not in result.stderr
+    text = 'The quick brown fox jumps over the lazy dog.'
+    lines = result.stdout.split('\n')
+    assert lines[0] == f'False {len(reference_encoding("o200k_base").encode_ordinary(text))}'
+    assert lines[1] == f'False {len(reference_encoding("cl100k_base").encode_ordinary(text))}'
+    assert list(tmp_path.iterdir()) == []  # nothing downloaded or cached
