@@ -15,12 +15,16 @@ if TYPE_CHECKING:
     from .cache import SummaryCache
     from .store import ArtifactStore
 
-__all__ = ('MARKER_KEY', 'HistoryContext', 'HistoryStage')
+__all__ = ('ARTIFACT_MARKER', 'MARKER_KEY', 'HistoryContext', 'HistoryStage')
 
 logger = logging.getLogger('pydantic_ai_history')
 
 MARKER_KEY = 'pydantic_ai_history'
 """Metadata key under which this package marks the messages and parts it wrote."""
+
+ARTIFACT_MARKER = '[pydantic-ai-history: artifact'
+"""Opening of every text the artifact stage writes in place of an artifact; how processed content is
+recognised where there is no metadata (user prompt content), and how the read-back tool knows it is needed."""
 
 
 @dataclass

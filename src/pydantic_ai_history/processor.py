@@ -29,6 +29,7 @@ from .events import (
     StageFailed,
     WindowApplied,
 )
+from .readback import ReadbackGate
 from .store import ArtifactStore, MemoryStore
 from .tokens import TokenCounter, TokenizerProfile
 from .validate import Violation, validate_history
@@ -143,12 +144,16 @@ class HistoryProcessor:
         self._legacy_seq = 0
         self._tracer = _tracer()
         self._input_checks: OrderedDict[str | None, _InputCheck] = OrderedDict()
+        self.readback_gate = ReadbackGate(run_key=self._run_key)
+        """Decides when `read_artifact` is offered: once a run's history holds something to read."""
 
     # ---- pydantic-ai entry points -------------------------------------------------------------------
 
     async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history processor pydantic-ai calls before every model request."""
-        return await self.process(messages, ctx=ctx)
+        processed = await self.process(messages, ctx=ctx)
+        self.readback_gate.observe(ctx, messages, processed)
+        return processed
 
     def capability(self) -> Any:
         """A capability for `Agent(capabilities=[...])` with the read-back tool (versions that have them)."""
@@ -161,10 +166,13 @@ class HistoryProcessor:
         return HistoryCapability(self)
 
     def readback_toolset(self) -> Any:
-        """A toolset with `read_artifact` for what the artifact stage reduced (for `Agent(toolsets=...)`)."""
+        """A toolset with `read_artifact` for what the stages reduced (for `Agent(toolsets=...)`).
+
+        The tool is offered only once the run's history holds a note that names it (see `ReadbackGate`).
+        """
         from .readback import readback_toolset
 
-        return readback_toolset(self.store)
+        return readback_toolset(self.store, gate=self.readback_gate)
 
     # ---- processing -----------------------------------------------------------------------------------
 

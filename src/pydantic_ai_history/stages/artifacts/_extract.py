@@ -21,7 +21,7 @@ from ..._compat import (
     json_text,
     part_metadata,
 )
-from ..._context import MARKER_KEY
+from ..._context import ARTIFACT_MARKER, MARKER_KEY
 from ...pinning import TEXT_MARKERS
 from ...store import artifact_id
 from ._models import Artifact
@@ -35,10 +35,6 @@ __all__ = (
     'find_candidates',
     'latest_question',
 )
-
-ARTIFACT_MARKER = '[pydantic-ai-history: artifact'
-"""Opening of every text this stage writes in place of an artifact; how processed content is recognised
-where there is no metadata (user prompt content)."""
 
 
 @dataclass
