@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -23,6 +23,7 @@ from ..._compat import (
     ModelMessage,
     ModelRequest,
     ToolReturnPart,
+    file_input_profile,
     json_text,
     with_part_metadata,
 )
@@ -33,6 +34,7 @@ from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage, re
 from ...retrieval import extract_passages
 from ...tokens import TokenCounter
 from ...windows import model_info, model_name_of
+from ._accepted import accepted_as_is, fits_as_is, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
     Attachment,
@@ -84,7 +86,7 @@ class ArtifactPlanner:
         start = 0 if over_limit else len(messages) - 1
         result = messages
         if settings.convert_attachments:
-            result = await self._attachments(result, context, start=start)
+            result = await self._attachments(result, context, start=start, over_limit=over_limit)
         candidates = find_candidates(
             result,
             count_tokens=context.counter.count_part,
@@ -358,9 +360,13 @@ class ArtifactPlanner:
     # ---- attachments ----------------------------------------------------------------------------------
 
     async def _attachments(
-        self, messages: list[ModelMessage], context: HistoryContext, *, start: int
+        self, messages: list[ModelMessage], context: HistoryContext, *, start: int, over_limit: bool
     ) -> list[ModelMessage]:
+        """Convert or fit attached files; under the hard limit, those the model takes as they are stay."""
         attachments = find_attachments(messages, start=start)
+        if not over_limit and attachments:
+            profile = file_input_profile(context.model)
+            attachments = [a for a in attachments if not self._passes_as_is(a, profile)]
         if not attachments:
             return messages
         replaced: dict[tuple[int, int, int | None], list[Any]] = {}
@@ -388,6 +394,20 @@ class ArtifactPlanner:
             parts[p_index] = new_part
             result[m_index] = dataclasses.replace(message, parts=parts)
         return result
+
+    def _passes_as_is(self, attachment: Attachment, profile: Mapping[str, Any] | None) -> bool:
+        """A file the serving model accepts, within the file limits, that no check here must first read.
+
+        Documents (PDF, plain text) pass on their type and size. An image passes without reading only when no
+        decoder recognises it (the provider judges it, as it would without us); a recognised image is read
+        by the converter, which keeps it byte for byte when it is whole and within the limits, and replaces
+        it with a note only when it is broken (truncated, a decompression bomb) or must be fitted.
+        """
+        if not accepted_as_is(attachment.media_type, profile):
+            return False
+        if not fits_as_is(attachment.media_type, len(attachment.data), None, self.settings.file_settings):
+            return False
+        return not attachment.media_type.startswith('image/') or unidentified_image(attachment.data)
 
     async def _attachment_items(self, attachment: Attachment, context: HistoryContext) -> list[Any] | None:
         """What replaces one attached file, or None to keep it (already fits, or the store failed)."""

@@ -1,0 +1,127 @@
+"""Under a huge window the artifact stage is invisible: the output is the input, the same objects."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from _artifact_helpers import make_processor
+from PIL import Image
+from pydantic_ai.messages import (
+    BinaryContent,
+    ImageUrl,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from pydantic_ai_history import validate_history
+from pydantic_ai_history.stages.artifacts._accepted import accepted_as_is, unidentified_image
+
+pytestmark = pytest.mark.anyio
+
+
+def _image(fmt: str, size: tuple[int, int] = (6, 4)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new('RGB', size, (200, 30, 30)).save(buffer, fmt)
+    return buffer.getvalue()
+
+
+def _histories(fixtures_dir: Path) -> list[list[object]]:
+    pdf = (fixtures_dir / 'documents' / 'dummy.pdf').read_bytes()
+    fake_png = b'\x89PNG' + b'kiwi' * 32  # pydantic-ai's own tests use this 132-byte stand-in
+    call = ToolCallPart('look', {'q': 'x'}, tool_call_id='c1')
+    return [
+        [
+            ModelRequest(
+                parts=[UserPromptPart(content=['hi', BinaryContent(data=b'hello', media_type='text/plain')])]
+            )
+        ],
+        [
+            ModelRequest(
+                parts=[
+                    UserPromptPart(content=['see', BinaryContent(data=_image('PNG'), media_type='image/png')])
+                ]
+            )
+        ],
+        [
+            ModelRequest(
+                parts=[
+                    UserPromptPart(
+                        content=['see', BinaryContent(data=_image('JPEG'), media_type='image/jpeg')]
+                    )
+                ]
+            )
+        ],
+        [
+            ModelRequest(
+                parts=[UserPromptPart(content=['kiwi', BinaryContent(data=fake_png, media_type='image/png')])]
+            )
+        ],
+        [
+            ModelRequest(
+                parts=[UserPromptPart(content=['pdf', BinaryContent(data=pdf, media_type='application/pdf')])]
+            )
+        ],
+        [ModelRequest(parts=[UserPromptPart(content=['url', ImageUrl(url='https://example.com/a.png')])])],
+        [
+            ModelRequest(parts=[UserPromptPart(content='look it up')]),
+            ModelResponse(parts=[call]),
+            ModelRequest(
+                parts=[
+                    ToolReturnPart('look', {'a': [1, 2], 'b': {'c': 'd'}}, tool_call_id='c1'),
+                ]
+            ),
+            ModelResponse(parts=[TextPart('done')]),
+            ModelRequest(parts=[UserPromptPart(content='again')]),
+            ModelResponse(parts=[ToolCallPart('look', {}, tool_call_id='c2')]),
+            ModelRequest(
+                parts=[
+                    ToolReturnPart(
+                        'look',
+                        ['text', BinaryContent(data=_image('PNG'), media_type='image/png')],
+                        tool_call_id='c2',
+                    )
+                ]
+            ),
+        ],
+    ]
+
+
+async def test_a_fitting_history_comes_out_as_it_went_in(fixtures_dir: Path) -> None:
+    from pydantic_ai_history._compat import file_input_profile
+
+    histories = _histories(fixtures_dir)
+    if file_input_profile(None) is None:
+        histories = histories[1:]  # 1.x: plain-text binaries are converted (1.0's adapters reject them)
+    for history in histories:
+        processor, recorder = make_processor(context_window=10_000_000)
+        out = await processor.process(history)  # type: ignore[arg-type]
+        assert len(out) == len(history)
+        assert all(a is b for a, b in zip(out, history, strict=True)), history
+        assert not validate_history(out, original=history)  # type: ignore[arg-type]
+        assert out[0].parts[0] is history[0].parts[0]  # type: ignore[attr-defined]
+        assert not recorder.artifacts
+
+
+def test_the_accepted_table() -> None:
+    assert accepted_as_is('image/png', None)
+    assert accepted_as_is('application/pdf', None)
+    assert not accepted_as_is('text/plain', None)  # 1.x adapters do not all send plain-text binaries
+    assert accepted_as_is('text/plain', {'supports_document_input': True})
+    docx = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document'
+    assert not accepted_as_is(docx, {'supports_document_input': True})
+    assert not accepted_as_is('application/pdf', {'supports_document_input': False})
+    assert not accepted_as_is('image/png', {'supports_image_input': False})
+    assert not accepted_as_is(
+        'text/plain', {'supports_document_input': True, 'supported_document_media_types': {'application/pdf'}}
+    )
+
+
+def test_a_pillow_png_is_recognised_and_a_stand_in_is_not() -> None:
+    assert not unidentified_image(_image('PNG', (1, 1)))
+    assert unidentified_image(b'\x89PNG' + b'kiwi' * 32)
