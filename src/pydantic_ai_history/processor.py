@@ -290,7 +290,7 @@ class HistoryProcessor:
         validity = _Validity(len(violations))
         for stage in self.stages:
             current = await self._run_stage(stage, current, context, validity)
-        context.counter.mark_sent(current)
+        context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
         # the idle path: nothing changed, so the estimate of the input stands
         after = before if current is messages else context.estimate(current)
         event = RequestProcessed(

@@ -213,6 +213,8 @@ class TokenEstimate:
 @dataclass
 class _Sent:
     refs: list[weakref.ReferenceType[ModelMessage]]
+    tools: int | None = None
+    """What the request's tool definitions cost when it went out (None: not known)."""
 
 
 @dataclass
@@ -493,14 +495,28 @@ class TokenCounter:
 
     # ---- anchoring --------------------------------------------------------------------------------------
 
-    def mark_sent(self, messages: Sequence[ModelMessage]) -> None:
-        """Remember that exactly these messages went to the model, so a later usage figure can be trusted."""
+    def mark_sent(
+        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[Any] | None = None
+    ) -> None:
+        """Remember that exactly these messages went to the model, so a later usage figure can be trusted.
+
+        With the request's `tool_definitions`, a later request that carries more tools (a tool offered from
+        then on) is estimated with what the new ones cost on top of the usage figure.
+        """
         if not messages:
             return
-        self._sent[id(messages[-1])] = _Sent([weakref.ref(m) for m in messages])
+        tools = self.count_tool_definitions(tool_definitions) if tool_definitions is not None else None
+        self._sent[id(messages[-1])] = _Sent([weakref.ref(m) for m in messages], tools)
         self._sent.move_to_end(id(messages[-1]))
         while len(self._sent) > 512:
             self._sent.popitem(last=False)
+
+    def _added_tools(self, prefix: Sequence[ModelMessage], tool_definitions: Iterable[Any]) -> int:
+        """What this request's tools cost beyond those of the sent request `prefix` ends (0 when unknown)."""
+        entry = self._sent.get(id(prefix[-1]))
+        if entry is None or entry.tools is None:
+            return 0
+        return max(self.count_tool_definitions(tool_definitions) - entry.tools, 0)
 
     def _was_sent(self, prefix: Sequence[ModelMessage]) -> bool:
         if not prefix:
@@ -537,7 +553,11 @@ class TokenCounter:
         prefix_tokens = sum(per_message[:anchor_index])
         if self._was_sent(messages[:anchor_index]):
             self._overhead = overhead = max(input_tokens - prefix_tokens, 0)
-            total = max(input_tokens, prefix_tokens) + sum(per_message[anchor_index:])
+            total = (
+                max(input_tokens, prefix_tokens)
+                + sum(per_message[anchor_index:])
+                + self._added_tools(messages[:anchor_index], tool_definitions)
+            )
             return TokenEstimate(
                 total,
                 tokenizer,

@@ -76,7 +76,7 @@ async def test_pdf_attachment_is_converted_and_original_stored(fixtures_dir: Pat
     assert len(recorder.artifacts) == 1
     # a second process with the same cache reuses the conversion
     other, other_events = make_processor(context_window=128_000, cache=processor.cache)
-    await other.process(history)
+    await other.process(history, model=model)
     assert [e.cache_hit for e in other_events.artifacts] == [True]
 
 
