@@ -20,7 +20,9 @@ from pydantic_ai.messages import (
 )
 
 from pydantic_ai_history import validate_history
+from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER
 from pydantic_ai_history.stages.artifacts._accepted import accepted_as_is, unidentified_image
+from pydantic_ai_history.store import artifact_id
 
 pytestmark = pytest.mark.anyio
 
@@ -125,3 +127,42 @@ def test_the_accepted_table() -> None:
 def test_a_pillow_png_is_recognised_and_a_stand_in_is_not() -> None:
     assert not unidentified_image(_image('PNG', (1, 1)))
     assert unidentified_image(b'\x89PNG' + b'kiwi' * 32)
+
+
+DOCX = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document'
+XLSX = 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet'
+
+
+@pytest.mark.parametrize(('name', 'media_type'), [('test.docx', DOCX), ('test.xlsx', XLSX)])
+async def test_a_type_no_provider_takes_is_converted_even_when_it_fits(
+    fixtures_dir: Path, name: str, media_type: str
+) -> None:
+    data = (fixtures_dir / 'documents' / name).read_bytes()
+    prompt = UserPromptPart(content=['summarize', BinaryContent(data=data, media_type=media_type)])
+    history = [ModelRequest(parts=[prompt])]
+    processor, recorder = make_processor(context_window=10_000_000)
+    out = await processor.process(history)  # type: ignore[arg-type]
+    content = out[0].parts[0].content  # type: ignore[union-attr]
+    assert content[0] == 'summarize'
+    assert isinstance(content[1], str)
+    assert content[1].startswith(ARTIFACT_MARKER)
+    assert [e.strategy for e in recorder.artifacts] == ['convert']
+    assert await processor.store.get(artifact_id(data)) == data
+
+
+async def test_an_accepted_file_is_converted_when_the_history_does_not_fit(fixtures_dir: Path) -> None:
+    pdf = (fixtures_dir / 'documents' / 'REPAIR-2022-INV-001_multipage.pdf').read_bytes()
+    filler = 'lorem ipsum dolor sit amet ' * 2_000
+    history = [
+        ModelRequest(parts=[UserPromptPart(content=filler)]),
+        ModelResponse(parts=[TextPart('ok')]),
+        ModelRequest(
+            parts=[UserPromptPart(content=['total?', BinaryContent(data=pdf, media_type='application/pdf')])]
+        ),
+    ]
+    processor, recorder = make_processor(context_window=8_000)
+    out = await processor.process(history)  # type: ignore[arg-type]
+    content = out[-1].parts[0].content  # type: ignore[union-attr]
+    assert isinstance(content[1], str)
+    assert content[1].startswith(f'{ARTIFACT_MARKER} {artifact_id(pdf)}')
+    assert [e.strategy for e in recorder.artifacts] == ['convert']
