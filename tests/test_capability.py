@@ -162,19 +162,21 @@ async def _tool_lists(
 async def test_a_run_that_never_spills_sends_the_tool_lists_it_would_without_us() -> None:
     from pydantic_ai_history import create_history_processor
 
-    processor = create_history_processor(context_window=1_000_000, compaction=False)
-    with_us = await _tool_lists([processor.capability()], calls=3, page=PAGE)
-    without = await _tool_lists([], calls=3, page=PAGE)
-    assert with_us == without == [['page']] * 4
+    for page in (PAGE, PAGE * 30):  # small returns, and large ones (~150,000 characters) that fit
+        processor = create_history_processor(context_window=1_000_000, compaction=False)
+        with_us = await _tool_lists([processor.capability()], calls=3, page=page)
+        without = await _tool_lists([], calls=3, page=page)
+        assert with_us == without == [['page']] * 4
+        assert not processor.stats().overall.artifacts_by_strategy
 
 
 @pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
-async def test_a_run_that_spills_is_offered_read_artifact_from_the_next_request() -> None:
-    """The first page is too large for the window: its return is reduced to a note naming `read_artifact`.
-    The request that carries the note was prepared before it was written; every later one offers the tool.
+async def test_a_run_that_spills_is_offered_read_artifact_with_the_first_note() -> None:
+    """The first page is too large for the artifact budget: its return is reduced to a note naming
+    `read_artifact`, and the request that carries the note offers the tool, as does every later one.
     (tests/e2e/test_artifacts_e2e.py reads an original back through it.)"""
     from pydantic_ai_history import create_history_processor
 
     processor = create_history_processor(context_window=20_000, compaction=False)
     seen = await _tool_lists([processor.capability()], calls=3, page=PAGE * 30, window=20_000)
-    assert seen == [['page'], ['page'], ['page', 'read_artifact'], ['page', 'read_artifact']]
+    assert seen == [['page'], *[['page', 'read_artifact']] * 3]

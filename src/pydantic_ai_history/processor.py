@@ -144,7 +144,7 @@ class HistoryProcessor:
         self._legacy_seq = 0
         self._tracer = _tracer()
         self._input_checks: OrderedDict[str | None, _InputCheck] = OrderedDict()
-        self.readback_gate = ReadbackGate(run_key=self._run_key)
+        self.readback_gate = ReadbackGate(run_key=self._run_key, predict=self._will_name_readback)
         """Decides when `read_artifact` is offered: once a run's history holds something to read."""
 
     # ---- pydantic-ai entry points -------------------------------------------------------------------
@@ -173,6 +173,18 @@ class HistoryProcessor:
         from .readback import readback_toolset
 
         return readback_toolset(self.store, gate=self.readback_gate)
+
+    def _will_name_readback(self, ctx: Any, messages: Sequence[ModelMessage]) -> bool:
+        """Whether a stage will certainly write a note naming `read_artifact` into this history."""
+        stages = [s for s in self.stages if hasattr(s, 'will_name_readback')]
+        if not stages or not messages:
+            return False
+        try:
+            context = self.make_context(ctx=ctx)
+            return any(stage.will_name_readback(messages, context) for stage in stages)  # type: ignore[attr-defined]
+        except Exception:  # a prediction only: the tool then comes with the next request
+            logger.debug('could not predict a read-back note', exc_info=True)
+            return False
 
     # ---- processing -----------------------------------------------------------------------------------
 

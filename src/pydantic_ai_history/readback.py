@@ -171,6 +171,9 @@ class ReadbackGate:
 
     run_key: Callable[[Any], str | None] = run_id_of
     """The run a `RunContext` belongs to (the processor's key, which also knows pydantic-ai 1.0's runs)."""
+    predict: Callable[[Any, Sequence[ModelMessage]], bool] | None = None
+    """Whether processing the history about to be sent will certainly write such a note (the processor asks
+    its stages): tools are prepared before the processor runs, and the note's own request should offer it."""
     max_tracked: int = 1_024
     """Histories and runs remembered at once (the least recently used are forgotten first)."""
     _scans: OrderedDict[int, _Scan] = field(default_factory=OrderedDict, repr=False)
@@ -216,7 +219,10 @@ class ReadbackGate:
 
     async def prepare(self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
         """The read-back toolset's prepare function: its tools, or none while there is nothing to read."""
-        return tool_defs if self.needed(ctx.messages, self.run_key(ctx)) else []
+        messages = ctx.messages
+        if self.needed(messages, self.run_key(ctx)):
+            return tool_defs
+        return tool_defs if self.predict is not None and self.predict(ctx, messages) else []
 
 
 def _remember(memory: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:

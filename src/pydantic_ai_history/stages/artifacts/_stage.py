@@ -112,6 +112,29 @@ class ArtifactPlanner:
         outcomes = await self._execute(plan, planned, question, available, context)
         return _apply(result, planned, outcomes)
 
+    def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
+        """Whether processing `messages` certainly reduces a tool return of the current request, leaving a
+        note that names `read_artifact`: one that alone is larger than the whole artifact budget.
+
+        Asked before the request's tools are prepared, so the tool comes with the request that first carries
+        the note. Only the current request is read, through the stage's memo (the stage reads it next anyway).
+        """
+        if not messages:
+            return False
+        settings = self.settings
+        budget = settings.resolve_budget(context.context_window)
+        candidates = find_candidates(
+            messages,
+            count_tokens=context.counter.count_part,
+            exempt_tools=settings.exempt_tools,
+            start=len(messages) - 1,
+            memo=self._examined,
+        )
+        return any(
+            c.artifact.chars > settings.large_artifact_chars and c.artifact.tokens > budget
+            for c in candidates
+        )
+
     # ---- planning -------------------------------------------------------------------------------------
 
     async def _plan(
