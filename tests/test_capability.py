@@ -167,7 +167,7 @@ async def test_a_run_that_never_spills_sends_the_tool_lists_it_would_without_us(
         with_us = await _tool_lists([processor.capability()], calls=3, page=page)
         without = await _tool_lists([], calls=3, page=page)
         assert with_us == without == [['page']] * 4
-        assert not processor.stats().overall.artifacts_by_strategy
+        assert set(processor.stats().overall.artifacts_by_strategy) <= {'include_full'}
 
 
 @pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
