@@ -30,7 +30,12 @@ def tool_loop(tool: str, args: Callable[[int], dict[str, Any]], rounds: int) -> 
     state = {'step': 0}
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if any(isinstance(p, UserPromptPart) for p in messages[-1].parts):
+        # a new user turn starts a new loop; framework notes framed as `<system>` (a tool made available
+        # mid-run, on 2.x) are not user turns
+        if any(
+            isinstance(p, UserPromptPart) and not str(p.content).startswith('<system>')
+            for p in messages[-1].parts
+        ):
             state['step'] = 0
         state['step'] += 1
         if state['step'] <= rounds:

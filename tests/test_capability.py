@@ -130,3 +130,53 @@ async def test_the_capability_counts_tool_definitions_before_any_usage_is_known(
     # and counting the tools brings the estimate much closer to what the provider counted
     real = provider.requests[0].input_tokens
     assert abs(first.tokens_before - real) < 0.25 * abs(first.tokenizer_tokens_after - real)
+
+
+def _recording(calls: int, tools_seen: list[list[str]]) -> Any:
+    respond = _respond(calls)
+
+    def record(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        tools_seen.append(sorted(t.name for t in info.function_tools))
+        return respond(messages, info)
+
+    return record
+
+
+async def _tool_lists(
+    capabilities: list[Any], *, calls: int, page: str, window: int = 1_000_000
+) -> list[list[str]]:
+    seen: list[list[str]] = []
+    provider = StrictProvider(_recording(calls, seen), context_window=window)
+    agent: Agent[None, str] = Agent(provider.model(), capabilities=capabilities)
+
+    @agent.tool_plain(name='page')
+    def read_page(n: int) -> str:
+        """One page."""
+        return f'{n}: {page}'
+
+    await agent.run('read all pages')
+    return seen
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
+async def test_a_run_that_never_spills_sends_the_tool_lists_it_would_without_us() -> None:
+    from pydantic_ai_history import create_history_processor
+
+    for page in (PAGE, PAGE * 30):  # small returns, and large ones (~150,000 characters) that fit
+        processor = create_history_processor(context_window=1_000_000, compaction=False)
+        with_us = await _tool_lists([processor.capability()], calls=3, page=page)
+        without = await _tool_lists([], calls=3, page=page)
+        assert with_us == without == [['page']] * 4
+        assert set(processor.stats().overall.artifacts_by_strategy) <= {'include_full'}
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
+async def test_a_run_that_spills_is_offered_read_artifact_with_the_first_note() -> None:
+    """The first page is too large for the artifact budget: its return is reduced to a note naming
+    `read_artifact`, and the request that carries the note offers the tool, as does every later one.
+    (tests/e2e/test_artifacts_e2e.py reads an original back through it.)"""
+    from pydantic_ai_history import create_history_processor
+
+    processor = create_history_processor(context_window=20_000, compaction=False)
+    seen = await _tool_lists([processor.capability()], calls=3, page=PAGE * 30, window=20_000)
+    assert seen == [['page'], *[['page', 'read_artifact']] * 3]

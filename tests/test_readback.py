@@ -66,3 +66,68 @@ async def test_bad_and_missing_ids_are_answered_in_text(tmp_path: Path, bad_id: 
     store = DirectoryStore(tmp_path / 'store')
     assert (await read_artifact_text(store, bad_id)).startswith('Error: ')
     assert 'no artifact' in await read_artifact_text(store, 'art_' + '0' * 64)
+
+
+def test_the_gate_reads_only_new_messages_and_sees_notes_written_in_the_middle() -> None:
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    from pydantic_ai_history import readback
+    from pydantic_ai_history.readback import ReadbackGate
+
+    calls: list[int] = []
+    names = readback.names_readback
+
+    def counting(message: object) -> bool:
+        calls.append(1)
+        return names(message)  # type: ignore[arg-type]
+
+    readback.names_readback = counting  # type: ignore[assignment]
+    try:
+        gate = ReadbackGate(run_key=lambda ctx: ctx)
+        history: list[object] = [ModelRequest(parts=[UserPromptPart(content='hi')])]
+        assert not gate.needed(history, 'run-1')  # type: ignore[arg-type]
+        for i in range(50):
+            history += [
+                ModelResponse(parts=[TextPart(f'r{i}')]),
+                ModelRequest(parts=[UserPromptPart(f'q{i}')]),
+            ]
+            assert not gate.needed(history, 'run-1')  # type: ignore[arg-type]
+        assert len(calls) == len(history)  # each message read once
+        # the processor rewrote a message in the middle (same length, same last message): it reports it
+        before = list(history)
+        note = ModelRequest(parts=[UserPromptPart(content='[pydantic-ai-history: artifact art_x removed]')])
+        history[10] = note
+        gate.observe('run-1', before, history)  # type: ignore[arg-type]
+        assert gate.needed(history, 'run-1')  # type: ignore[arg-type]
+        # the run keeps the tool after the window dropped the note
+        assert gate.needed(history[20:], 'run-1')  # type: ignore[arg-type]
+        # another run over a history without notes does not see it
+        assert not gate.needed([ModelRequest(parts=[UserPromptPart(content='new')])], 'run-2')  # type: ignore[list-item]
+    finally:
+        readback.names_readback = names
+
+
+def test_every_note_that_names_the_tool_is_recognised() -> None:
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
+
+    from pydantic_ai_history.readback import names_readback
+
+    assert names_readback(
+        ModelRequest(
+            parts=[ToolReturnPart('t', '[pydantic-ai-history: artifact art_1 | x]', tool_call_id='c')]
+        )
+    )
+    assert names_readback(
+        ModelRequest(
+            parts=[UserPromptPart(content=['a', '[pydantic-ai-history: artifact art_1 | attached file]'])]
+        )
+    )
+    assert names_readback(
+        ModelRequest(
+            parts=[UserPromptPart(content='is stored: read_artifact(artifact_id="art_2", query=...)')]
+        )
+    )
+    assert not names_readback(ModelRequest(parts=[UserPromptPart(content='read the artifact please')]))
+    assert not names_readback(
+        ModelRequest(parts=[ToolReturnPart('t', {'read_artifact(': 1}, tool_call_id='c')])
+    )

@@ -227,3 +227,23 @@ def json_text(value: Any) -> str:
         return pydantic_core.to_json(value, fallback=str).decode()
     except (pydantic_core.PydanticSerializationError, ValueError):
         return str(value)
+
+
+def file_input_profile(model: Any) -> Mapping[str, Any] | None:
+    """The file-input flags of `model`'s profile (`supports_image_input`, `supports_document_input`,
+    `supported_document_media_types`, ...) where pydantic-ai has them (2.x); None where it does not (1.x)."""
+    try:
+        profile = getattr(model, 'profile', None)
+    except Exception:  # a profile that cannot be resolved says nothing
+        return None
+    if 'supports_image_input' not in _PROFILE_KEYS:
+        return None
+    return profile if isinstance(profile, Mapping) else {}  # no model yet: the profile's documented defaults
+
+
+try:
+    from pydantic_ai.profiles import ModelProfile as _ModelProfile
+
+    _PROFILE_KEYS: frozenset[str] = frozenset(getattr(_ModelProfile, '__annotations__', {}))
+except ImportError:  # pragma: no cover
+    _PROFILE_KEYS = frozenset()

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .cache import SummaryCache
     from .store import ArtifactStore
 
-__all__ = ('MARKER_KEY', 'HistoryContext', 'HistoryStage', 'ScopeKey', 'default_scope')
+__all__ = ('ARTIFACT_MARKER', 'MARKER_KEY', 'HistoryContext', 'HistoryStage', 'ScopeKey', 'default_scope')
 
 logger = logging.getLogger('pydantic_ai_history')
 
@@ -44,6 +44,14 @@ def default_scope(ctx: RunContext[Any] | None) -> str:
             return f'run:{run_id}'
     run_id = getattr(ctx, 'run_id', None)
     return f'run:{run_id}' if isinstance(run_id, str) and run_id else ''
+
+
+ARTIFACT_MARKER = '[pydantic-ai-history: artifact'
+"""Opening of every text the artifact stage writes in place of an artifact: what the model reads, and how the
+read-back tool's gate sees that there is something to read (a spoofed one only offers the tool, which reads
+nothing outside the run's scope). Processed content itself is recognised by identity only (`_marks`): its
+metadata, or the seal of the text that replaces an attached file; a tool output that merely opens with this
+text is still reduced."""
 
 
 @dataclass

@@ -86,8 +86,9 @@ class Branch:
     """`cumulative[i]` is the sum of the first `i` counts."""
     usages: list[int] = field(default_factory=list)
     """Indexes of the responses carrying provider usage, ascending."""
-    sent: set[int] = field(default_factory=set)
-    """Lengths of the prefixes that went to the model as they are (`mark_sent`)."""
+    sent: dict[int, int | None] = field(default_factory=dict)
+    """Lengths of the prefixes that went to the model as they are (`mark_sent`), with what the request's tool
+    definitions cost (None: not known)."""
     last_used: int = 0
 
     def extend(self, new: Sequence[ModelMessage], counts: list[int]) -> None:
@@ -116,7 +117,7 @@ class Branch:
             del self.counts[length:]
             del self.cumulative[length + 1 :]
         del self.usages[bisect.bisect_left(self.usages, length) :]
-        self.sent = {n for n in self.sent if n <= length}
+        self.sent = {n: tools for n, tools in self.sent.items() if n <= length}
 
     def prefix(self, length: int) -> Branch:
         """A new branch holding this one's first `length` messages (its own lists: views of this one stay)."""
@@ -125,7 +126,7 @@ class Branch:
             counts=self.counts[:length],
             cumulative=self.cumulative[: length + 1],
             usages=self.usages[: bisect.bisect_left(self.usages, length)],
-            sent={n for n in self.sent if n <= length},
+            sent={n: tools for n, tools in self.sent.items() if n <= length},
         )
 
     def newest_usage(self, length: int) -> int | None:
@@ -181,14 +182,16 @@ class RunningCounts:
         self._last = (messages, len(messages), branch)
         return branch
 
-    def mark_sent(self, messages: Sequence[ModelMessage], count: CountMessage) -> None:
-        """Record that exactly `messages` went to the model."""
+    def mark_sent(
+        self, messages: Sequence[ModelMessage], count: CountMessage, tools: int | None = None
+    ) -> None:
+        """Record that exactly `messages` went to the model, with what its tool definitions cost (`tools`)."""
         last = self._last
         if last is not None and last[0] is messages and last[1] == len(messages):
             branch = last[2]  # the list just estimated (the idle path): nothing to compare again
         else:
             branch = self.sync(messages, count)
-        branch.sent.add(len(messages))
+        branch.sent[len(messages)] = tools
 
     def _evict(self, keep: int) -> None:
         while len(self._slots) > self.max_conversations:

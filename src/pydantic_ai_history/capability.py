@@ -18,14 +18,20 @@ if AbstractCapability is None:  # pragma: no cover - guarded by HistoryProcessor
 
 @dataclass
 class HistoryCapability(AbstractCapability):  # type: ignore[misc]
-    """Runs the processor before every model request and contributes the artifact read-back tool."""
+    """Runs the processor before every model request and contributes the artifact read-back tool.
+
+    The tool (in a toolset with the stable id `READBACK_TOOLSET_ID`) is offered only once the run's history
+    holds a note that names it, so a run that never spills sends the tool list it would send without us.
+    """
 
     processor: HistoryProcessor
 
     async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
         parameters = getattr(request_context, 'model_request_parameters', None)
         tools = [*getattr(parameters, 'function_tools', ()), *getattr(parameters, 'output_tools', ())]
-        messages = await self.processor.process(request_context.messages, ctx=ctx, tool_definitions=tools)
+        before = request_context.messages
+        messages = await self.processor.process(before, ctx=ctx, tool_definitions=tools)
+        self.processor.readback_gate.observe(ctx, before, messages)
         request_context.messages = messages.copy()
         ctx.messages[:] = messages
         return request_context

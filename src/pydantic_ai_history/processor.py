@@ -30,6 +30,7 @@ from .events import (
     StageFailed,
     WindowApplied,
 )
+from .readback import ReadbackGate
 from .store import ArtifactStore, MemoryStore
 from .tokens import TokenCounter, TokenizerProfile
 from .validate import PAIRING_CODES, StructureCheck, Violation
@@ -149,12 +150,16 @@ class HistoryProcessor:
         self._legacy_seq = 0
         self._tracer = _tracer()
         self._input_checks: OrderedDict[str | None, _InputCheck] = OrderedDict()
+        self.readback_gate = ReadbackGate(run_key=self._run_key, predict=self._will_name_readback)
+        """Decides when `read_artifact` is offered: once a run's history holds something to read."""
 
     # ---- pydantic-ai entry points -------------------------------------------------------------------
 
     async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history processor pydantic-ai calls before every model request."""
-        return await self.process(messages, ctx=ctx)
+        processed = await self.process(messages, ctx=ctx)
+        self.readback_gate.observe(ctx, messages, processed)
+        return processed
 
     def capability(self) -> Any:
         """A capability for `Agent(capabilities=[...])` with the read-back tool (versions that have them)."""
@@ -167,10 +172,13 @@ class HistoryProcessor:
         return HistoryCapability(self)
 
     def readback_toolset(self) -> Any:
-        """A toolset with `read_artifact` for what the artifact stage reduced (for `Agent(toolsets=...)`)."""
+        """A toolset with `read_artifact` for what the stages reduced (for `Agent(toolsets=...)`).
+
+        The tool is offered only once the run's history holds a note that names it (see `ReadbackGate`).
+        """
         from .readback import readback_toolset
 
-        return readback_toolset(self.store, scope=self.scope_of)
+        return readback_toolset(self.store, scope=self.scope_of, gate=self.readback_gate)
 
     def scope_of(self, ctx: RunContext[Any] | None) -> str:
         """The scope a run's artifacts live in: the `scope` callable's answer, else `default_scope(ctx)`."""
@@ -182,6 +190,18 @@ class HistoryProcessor:
             # Never let a broken scope key widen access: the run gets a scope of its own.
             logger.exception('the scope callable raised; this run reads back only what it stored itself')
             return f'unscoped-run:{self._run_key(ctx) or id(ctx)}'
+
+    def _will_name_readback(self, ctx: Any, messages: Sequence[ModelMessage]) -> bool:
+        """Whether a stage will certainly write a note naming `read_artifact` into this history."""
+        stages = [s for s in self.stages if hasattr(s, 'will_name_readback')]
+        if not stages or not messages:
+            return False
+        try:
+            context = self.make_context(ctx=ctx)
+            return any(stage.will_name_readback(messages, context) for stage in stages)  # type: ignore[attr-defined]
+        except Exception:  # a prediction only: the tool then comes with the next request
+            logger.debug('could not predict a read-back note', exc_info=True)
+            return False
 
     # ---- processing -----------------------------------------------------------------------------------
 
@@ -318,7 +338,7 @@ class HistoryProcessor:
                 self._emit(StageFailed(run_id=context.run_id, stage='processor', error=problem))
                 current, validity = messages, given
         check.adopt(validity)
-        context.counter.mark_sent(current)
+        context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
         # the idle path: nothing changed, so the estimate of the input stands
         after = before if current is messages else context.estimate(current)
         event = RequestProcessed(

@@ -1,22 +1,42 @@
-"""The `read_artifact` tool: gives the model back what a stage reduced, exactly, a slice at a time."""
+"""The `read_artifact` tool: gives the model back what a stage reduced, exactly, a slice at a time.
+
+The tool is offered only once the history holds something to read: a note of the artifact stage or a
+reference line of the compactor. Until then the toolset's prepare function hides it, so a run that never
+spills sends the same tool list as a run without this package.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import operator
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import anyio.to_thread
 from pydantic_ai import RunContext
-from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
-from ._context import default_scope
+from ._compat import ModelMessage, ModelRequest, part_metadata, run_id_of
+from ._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
 from .files import ConvertedDocument, FileSettings, read_file
 from .store import ArtifactStore, InvalidArtifactId, StoreError
 
-__all__ = ('READ_ARTIFACT_TOOL', 'read_artifact_text', 'readback_toolset')
+__all__ = (
+    'READBACK_TOOLSET_ID',
+    'READ_ARTIFACT_TOOL',
+    'ReadbackGate',
+    'names_readback',
+    'read_artifact_text',
+    'readback_toolset',
+)
 
 READ_ARTIFACT_TOOL = 'read_artifact'
+READBACK_TOOLSET_ID = 'pydantic_ai_history_readback'
+"""The toolset's stable id: durable execution (Temporal, DBOS, Prefect) needs one on every leaf toolset."""
 DEFAULT_READ_LIMIT = 20_000
 """Characters returned per call unless the model asks for fewer: a page or so, cheap enough to afford."""
 
@@ -94,11 +114,147 @@ async def _whole_document(data: bytes, media_type: str) -> str | None:
     return result.text if isinstance(result, ConvertedDocument) else None
 
 
+_READBACK_CALL = READ_ARTIFACT_TOOL + '('
+
+
+def names_readback(message: ModelMessage) -> bool:
+    """Whether `message` holds something `read_artifact` can read: a part this package marked with an
+    artifact id, a text opening or quoting an artifact note, or a line that tells the model to call the tool
+    (a compaction's transcript reference). Only requests are read: every such note is written into one."""
+    if not isinstance(message, ModelRequest):
+        return False
+    for part in message.parts:
+        marker = part_metadata(part).get(MARKER_KEY)
+        if isinstance(marker, dict) and 'artifact_id' in marker:
+            return True
+        content = getattr(part, 'content', None)
+        texts: Sequence[Any] = (
+            (content,) if isinstance(content, str) else content if isinstance(content, (list, tuple)) else ()
+        )
+        for text in texts:
+            if isinstance(text, str) and (ARTIFACT_MARKER in text or _READBACK_CALL in text):
+                return True
+    return False
+
+
+@dataclass
+class _Scan:
+    """How far one history was read, and whether it named the tool so far."""
+
+    found: bool
+    length: int
+    first: tuple[weakref.ReferenceType[Any], ...]
+    """The history's first message (or the candidates for it): another object there means another history
+    that happens to reuse the list's id."""
+    last: weakref.ReferenceType[Any] | None
+    """The last message read: when the history still holds it at `length - 1`, only what follows is new."""
+
+    def same_history(self, messages: Sequence[ModelMessage]) -> bool:
+        return bool(messages) and any(ref() is messages[0] for ref in self.first)
+
+    def unread_from(self, messages: Sequence[ModelMessage]) -> int:
+        """Where reading resumes: after the last message read when it is still in place, else 0."""
+        if not 0 < self.length <= len(messages) or self.last is None:
+            return 0
+        return self.length if messages[self.length - 1] is self.last() else 0
+
+
+@dataclass(kw_only=True)
+class ReadbackGate:
+    """Decides, per request, whether the run's history names `read_artifact`; reads each message about once.
+
+    pydantic-ai hands the prepare function the run's history list (`RunContext.messages`), which grows by
+    appending. Each list is remembered by identity with how far it was read: while the last message read is
+    still in place only the new messages are read (one or two per request on the idle path). The processor
+    reports what it wrote (`observe`), so a note written in the middle of the history is not missed. Once a
+    run's history named the tool the run keeps it (by `run_key`), even after the window drops the note: the
+    model may be reading an artifact slice by slice, and a tool list that comes and goes would break the
+    provider's prompt cache for nothing.
+    """
+
+    run_key: Callable[[Any], str | None] = run_id_of
+    """The run a `RunContext` belongs to (the processor's key, which also knows pydantic-ai 1.0's runs)."""
+    predict: Callable[[Any, Sequence[ModelMessage]], bool] | None = None
+    """Whether processing the history about to be sent will certainly write such a note (the processor asks
+    its stages): tools are prepared before the processor runs, and the note's own request should offer it."""
+    max_tracked: int = 1_024
+    """Histories and runs remembered at once (the least recently used are forgotten first)."""
+    _scans: OrderedDict[int, _Scan] = field(default_factory=OrderedDict, repr=False)
+    _runs: OrderedDict[str, None] = field(default_factory=OrderedDict, repr=False)
+
+    def needed(self, messages: Sequence[ModelMessage], run: str | None = None) -> bool:
+        """Whether `messages` (of `run`) holds a note that names the read-back tool, or the run's did."""
+        if run is not None and run in self._runs:
+            return True
+        scan = self._scans.pop(id(messages), None)
+        if scan is None or not scan.same_history(messages):
+            scan = _Scan(False, 0, (), None)
+        if not scan.found:
+            start = scan.unread_from(messages)
+            scan.found = any(names_readback(m) for m in messages[start:])
+        scan.length = len(messages)
+        scan.last = _weak(messages[-1]) if messages else None
+        if messages and not scan.same_history(messages):
+            scan.first = tuple(ref for ref in (_weak(messages[0]),) if ref is not None)
+        _remember(self._scans, id(messages), scan, self.max_tracked)
+        if scan.found and run is not None:
+            _remember(self._runs, run, None, self.max_tracked)
+        return scan.found
+
+    def observe(self, ctx: Any, before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> None:
+        """Note what the processor turned `before` into, for the run of `ctx`.
+
+        Only messages of `after` that were not in `before` are read, and only until the run named the tool;
+        an unchanged history (the same message objects: the idle path) costs one identity comparison each.
+        """
+        if (
+            before is after
+            or not after
+            or (len(before) == len(after) and all(map(operator.is_, before, after)))
+        ):
+            return
+        run = self.run_key(ctx) if ctx is not None else None
+        if run is None or run in self._runs:
+            return
+        kept = {id(m) for m in before}
+        if any(names_readback(m) for m in after if id(m) not in kept):
+            _remember(self._runs, run, None, self.max_tracked)
+
+    async def prepare(self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        """The read-back toolset's prepare function: its tools, or none while there is nothing to read."""
+        messages = ctx.messages
+        if self.needed(messages, self.run_key(ctx)):
+            return tool_defs
+        return tool_defs if self.predict is not None and self.predict(ctx, messages) else []
+
+
+def _remember(memory: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    memory.pop(key, None)
+    memory[key] = value
+    while len(memory) > limit:
+        memory.popitem(last=False)
+
+
+def _weak(message: object) -> weakref.ReferenceType[Any] | None:
+    try:
+        return weakref.ref(message)
+    except TypeError:  # a message type without weak references: read the whole history next time
+        return None
+
+
 def readback_toolset(
-    store: ArtifactStore, *, scope: Callable[[RunContext[Any]], str] | None = None
-) -> FunctionToolset[Any]:
-    """A toolset with one tool, `read_artifact`, reading from `store` in the scope `scope(ctx)` names."""
-    toolset: FunctionToolset[Any] = FunctionToolset()
+    store: ArtifactStore,
+    *,
+    scope: Callable[[RunContext[Any]], str] | None = None,
+    gate: ReadbackGate | None = None,
+) -> AbstractToolset[Any]:
+    """A toolset with one tool, `read_artifact`, reading from `store` in the scope `scope(ctx)` names (by
+    default `default_scope`), offered only while `gate` says so.
+
+    The function toolset inside has the stable id `READBACK_TOOLSET_ID`. Without a gate, a new one is made:
+    pass one gate to every toolset that serves the same runs to share what was read.
+    """
+    toolset: FunctionToolset[Any] = FunctionToolset(id=READBACK_TOOLSET_ID)
     scope_of = scope if scope is not None else default_scope
 
     async def read_artifact(
@@ -119,4 +275,4 @@ def readback_toolset(
         return await read_artifact_text(store, artifact_id, offset, limit, query, scope=scope_of(ctx))
 
     toolset.add_function(read_artifact, name=READ_ARTIFACT_TOOL)
-    return toolset
+    return toolset.prepared((gate if gate is not None else ReadbackGate()).prepare)

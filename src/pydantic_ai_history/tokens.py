@@ -482,10 +482,17 @@ class TokenCounter:
 
     # ---- anchoring --------------------------------------------------------------------------------------
 
-    def mark_sent(self, messages: Sequence[ModelMessage]) -> None:
-        """Remember that exactly these messages went to the model, so a later usage figure can be trusted."""
+    def mark_sent(
+        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[Any] | None = None
+    ) -> None:
+        """Remember that exactly these messages went to the model, so a later usage figure can be trusted.
+
+        With the request's `tool_definitions`, a later request that carries more tools (a tool offered from
+        then on) is estimated with what the new ones cost on top of the usage figure.
+        """
         if messages:
-            self._running.mark_sent(messages, self.count_message)
+            tools = self.count_tool_definitions(tool_definitions) if tool_definitions is not None else None
+            self._running.mark_sent(messages, self.count_message, tools)
 
     def estimate(
         self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[Any] = ()
@@ -521,7 +528,12 @@ class TokenCounter:
         if anchor_index in branch.sent:
             prefix_tokens = branch.cumulative[anchor_index]
             self._overhead = overhead = max(input_tokens - prefix_tokens, 0)
-            total = max(input_tokens, prefix_tokens) + tokenizer - prefix_tokens
+            # tools offered since that request (e.g. the read-back tool) are not in its usage figure
+            sent_tools = branch.sent[anchor_index]
+            added_tools = 0
+            if sent_tools is not None:
+                added_tools = max(self.count_tool_definitions(tool_definitions) - sent_tools, 0)
+            total = max(input_tokens, prefix_tokens) + tokenizer - prefix_tokens + added_tools
             return TokenEstimate(
                 total,
                 tokenizer,

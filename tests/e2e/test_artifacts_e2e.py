@@ -47,8 +47,13 @@ class _Reader:
         self.fetch_tokens: list[int] = []
         self.counter = TokenCounter('gpt-4o')
         self.reads = 0
+        self.waited = False
+        self.offered: list[list[str]] = []
+        """The function tools offered on each request."""
 
     def __call__(self, messages: list[ModelMessage], info: Any) -> ModelResponse:
+        offered = [t.name for t in info.function_tools]
+        self.offered.append(offered)
         returns = [
             p
             for m in messages
@@ -76,6 +81,8 @@ class _Reader:
             match = ART_ID.search(str(latest.content))
             assert match, 'the reduced tool return names its artifact id'
             self.artifact_id = match.group()
+        elif latest.tool_name == 'wait':
+            self.waited = True
         else:
             header, _, chunk = str(latest.content).partition('\n')
             found = re.match(r'\[art_\w+: characters ([\d,]+)-([\d,]+) of ([\d,]+)\.', header)
@@ -84,6 +91,9 @@ class _Reader:
             self.pieces.append(chunk)
             if int(found.group(2).replace(',', '')) >= self.total:
                 return ModelResponse(parts=[TextPart('I have read the whole page.')])
+        if 'read_artifact' not in offered:
+            # a real model calls only the tools it is offered: the read-back tool comes with the next request
+            return ModelResponse(parts=[ToolCallPart('wait', {}, tool_call_id='wait')])
         offset = sum(len(p) for p in self.pieces)
         self.reads += 1
         return ModelResponse(
@@ -124,15 +134,19 @@ async def test_500kb_tool_output_is_budgeted_and_read_back_exactly(fixtures_dir:
         """Fetch a web page."""
         return page
 
+    def wait() -> str:
+        """Do nothing."""
+        return 'ok'
+
     if pydantic_ai_version().startswith('1.'):
         agent: Agent[None, str] = Agent(
             provider.model(),
-            tools=[fetch_page],
+            tools=[fetch_page, wait],
             toolsets=[processor.readback_toolset()],
             history_processors=[processor],
         )
     else:
-        agent = Agent(provider.model(), tools=[fetch_page], capabilities=[processor.capability()])
+        agent = Agent(provider.model(), tools=[fetch_page, wait], capabilities=[processor.capability()])
     result = await agent.run('Read the New Zealand page completely.')
 
     assert result.output == 'I have read the whole page.'
@@ -147,3 +161,7 @@ async def test_500kb_tool_output_is_budgeted_and_read_back_exactly(fixtures_dir:
     assert processed[0].tokens_before > WINDOW
     for history in outputs.histories:
         assert_valid_history(history)
+    # the read-back tool is offered with the request that first carries the note, and from then on
+    assert reader.offered[0] == ['fetch_page', 'wait']
+    assert all('read_artifact' in offered for offered in reader.offered[1:])
+    assert not reader.waited

@@ -106,7 +106,8 @@ def _agent(processor: Any) -> Any:
     async def account_notes(ctx: RunContext[str]) -> str:
         """The account notes of the signed-in user."""
         captured[ctx.deps] = ctx
-        return statement(ALICE_CODE) if ctx.deps == 'alice' else 'No notes.'
+        # Mallory's own notes are long too: they are spilled, so her run is offered `read_artifact`.
+        return statement(ALICE_CODE) if ctx.deps == 'alice' else filler(40_000, seed=11)
 
     agent.captured = captured  # type: ignore[attr-defined]
     return agent
@@ -176,9 +177,10 @@ async def test_default_scope_is_the_conversation() -> None:
         f'Card PIN reset code: {ALICE_CODE:03d}'
         in _tool_returns(second.new_messages(), READ_ARTIFACT_TOOL)[0]
     )
-    # ...another conversation cannot.
-    fresh = Script([[(READ_ARTIFACT_TOOL, {'artifact_id': alice_id, 'query': 'PIN'})]])
-    other = await agent.run('Read it.', model=FunctionModel(fresh), deps='alice')
+    # ...another conversation cannot: once it has spilled notes of its own, so it is offered the tool.
+    probe = [(READ_ARTIFACT_TOOL, {'artifact_id': alice_id, 'query': 'PIN'})]
+    fresh = Script([[('account_notes', {})], probe])
+    other = await agent.run('Read it.', model=FunctionModel(fresh), deps='mallory')
     assert _tool_returns(other.all_messages(), READ_ARTIFACT_TOOL) == [missing(alice_id)]
 
 

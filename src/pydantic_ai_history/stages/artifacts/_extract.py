@@ -21,6 +21,7 @@ from ..._compat import (
     json_text,
     part_metadata,
 )
+from ..._context import ARTIFACT_MARKER
 from ..._marks import MARKER_KEY, marker_kind, part_kinds, sealed_kind, unseal
 from ...store import artifact_id
 from ._models import Artifact
@@ -34,11 +35,6 @@ __all__ = (
     'find_candidates',
     'latest_question',
 )
-
-ARTIFACT_MARKER = '[pydantic-ai-history: artifact'
-"""Opening of every text this stage writes in place of an artifact: what the model reads. Processed content is
-recognised by identity only (`_marks`): its metadata (tool returns), or the seal of the text that follows or
-replaces an attached file; a tool output that merely opens with this text is still reduced."""
 
 
 @dataclass

@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -23,6 +23,7 @@ from ..._compat import (
     ModelMessage,
     ModelRequest,
     ToolReturnPart,
+    file_input_profile,
     json_text,
     with_part_metadata,
 )
@@ -35,6 +36,7 @@ from ...retrieval import extract_passages
 from ...store import artifact_id
 from ...tokens import TokenCounter
 from ...windows import model_info, model_name_of
+from ._accepted import accepted_as_is, fits_as_is, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
     Attachment,
@@ -86,7 +88,7 @@ class ArtifactPlanner:
         start = 0 if over_limit else len(messages) - 1
         result = messages
         if settings.convert_attachments:
-            result = await self._attachments(result, context, start=start)
+            result = await self._attachments(result, context, start=start, over_limit=over_limit)
         candidates = find_candidates(
             result,
             count_tokens=context.counter.count_part,
@@ -112,6 +114,30 @@ class ArtifactPlanner:
         plan = await self._plan(planned, question, available, context)
         outcomes = await self._execute(plan, planned, question, available, context)
         return _apply(result, planned, outcomes)
+
+    def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
+        """Whether processing `messages` certainly reduces a tool return of the current request, leaving a
+        note that names `read_artifact`: one that alone is larger than the whole artifact budget.
+
+        Asked before the request's tools are prepared, so the tool comes with the request that first carries
+        the note. Only the current request is read, through the stage's memo (the stage reads it next anyway).
+        """
+        if not messages:
+            return False
+        settings = self.settings
+        budget = settings.resolve_budget(context.context_window)
+        candidates = find_candidates(
+            messages,
+            count_tokens=context.counter.count_part,
+            exempt_tools=settings.exempt_tools,
+            start=len(messages) - 1,
+            memo=self._examined,
+            make_id=context.artifact_id,  # the memo keeps the id it made: the stage reads these next
+        )
+        return any(
+            c.artifact.chars > settings.large_artifact_chars and c.artifact.tokens > budget
+            for c in candidates
+        )
 
     # ---- planning -------------------------------------------------------------------------------------
 
@@ -361,9 +387,13 @@ class ArtifactPlanner:
     # ---- attachments ----------------------------------------------------------------------------------
 
     async def _attachments(
-        self, messages: list[ModelMessage], context: HistoryContext, *, start: int
+        self, messages: list[ModelMessage], context: HistoryContext, *, start: int, over_limit: bool
     ) -> list[ModelMessage]:
+        """Convert or fit attached files; under the hard limit, those the model takes as they are stay."""
         attachments = find_attachments(messages, start=start)
+        if not over_limit and attachments:
+            profile = file_input_profile(context.model)
+            attachments = [a for a in attachments if not self._passes_as_is(a, profile)]
         if not attachments:
             return messages
         replaced: dict[tuple[int, int, int | None], list[Any]] = {}
@@ -391,6 +421,20 @@ class ArtifactPlanner:
             parts[p_index] = new_part
             result[m_index] = dataclasses.replace(message, parts=parts)
         return result
+
+    def _passes_as_is(self, attachment: Attachment, profile: Mapping[str, Any] | None) -> bool:
+        """A file the serving model accepts, within the file limits, that no check here must first read.
+
+        Documents (PDF, plain text) pass on their type and size. An image passes without reading only when no
+        decoder recognises it (the provider judges it, as it would without us); a recognised image is read
+        by the converter, which keeps it byte for byte when it is whole and within the limits, and replaces
+        it with a note only when it is broken (truncated, a decompression bomb) or must be fitted.
+        """
+        if not accepted_as_is(attachment.media_type, profile):
+            return False
+        if not fits_as_is(attachment.media_type, len(attachment.data), None, self.settings.file_settings):
+            return False
+        return not attachment.media_type.startswith('image/') or unidentified_image(attachment.data)
 
     async def _attachment_items(self, attachment: Attachment, context: HistoryContext) -> list[Any] | None:
         """What replaces one attached file, or None to keep it (already fits, or the store failed)."""
