@@ -87,7 +87,8 @@ class ZipReader(Reader):
         note = None
         if skipped:
             lines.extend(['', 'Not converted:', *[f'- {s}' for s in skipped[:MAX_LISTED]]])
-            note = f'{len(skipped)} of {len(entries)} entries not converted'
+            more = f' and {len(skipped) - 1:,} more' if len(skipped) > 1 else ''
+            note = f'{len(skipped)} of {len(entries)} entries not converted ({skipped[0]}{more})'
         truncations = (Truncation('items', converted, len(entries)),) if converted < len(entries) else ()
         return Extraction('\n'.join(lines), truncations, note=note)
 

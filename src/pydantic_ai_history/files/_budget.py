@@ -1,7 +1,7 @@
 """Checks made before a document is parsed, from what its container declares, inflating nothing.
 
 A ZIP-based document (DOCX, XLSX, PPTX, ODF, EPUB) is refused when its directory is too long, when it
-declares more uncompressed bytes than the limit, when a large member compressed suspiciously well (a zip
+declares more uncompressed bytes than the limit (XLSX sheets aside: they are streamed, up to a row limit), when a large member compressed suspiciously well (a zip
 bomb), or, for XLSX, when its shared strings (which readers load whole) are too large. Python's `zipfile`,
 which every reader here goes through, never inflates a member past the size its directory declares, so
 the declared sizes are a true bound on what parsing can inflate.
@@ -32,6 +32,8 @@ _CENTRAL_ENTRY = b'PK\x01\x02'
 _RATIO_FLOOR = 1024 * 1024
 """Members smaller than this are never called bombs, however well they compress."""
 _SHARED_STRINGS = 'xl/sharedStrings.xml'
+_XLSX = 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet'
+_XLSX_SHEET = 'xl/worksheets/'
 
 
 def zip_entry_bound(data: bytes) -> int:
@@ -72,7 +74,9 @@ def check_before_parse(data: bytes, media_type: str, settings: FileSettings) -> 
 def _declared_sizes_reason(
     infos: list[zipfile.ZipInfo], media_type: str, settings: FileSettings
 ) -> str | None:
-    total = sum(info.file_size for info in infos)
+    # XLSX sheets are streamed row by row up to `table_max_rows`: only what readers load whole counts.
+    streamed = _XLSX_SHEET if media_type == _XLSX else None
+    total = sum(info.file_size for info in infos if not (streamed and info.filename.startswith(streamed)))
     if total > settings.max_uncompressed_bytes:
         return (
             f'{human_size(total)} uncompressed > {human_size(settings.max_uncompressed_bytes)} limit; '

@@ -88,17 +88,18 @@ def render_table(table: Table, settings: FileSettings) -> tuple[str, tuple[Trunc
     lines = [line(table.header), '| ' + ' | '.join(['---'] * width) + ' |']
     lines.extend(line(row) for row in table.head)
     shown_rows = len(table.head) + len(table.tail)
-    if table.total_rows > shown_rows:
-        omitted = table.total_rows - shown_rows
+    # An incomplete table has at least one row more than was read, and maybe the count it declares.
+    total_rows = table.total_rows if table.complete else max(table.declared_rows or 0, table.total_rows + 1)
+    if total_rows > shown_rows:
+        omitted = total_rows - shown_rows
         lines.append('| ' + ' | '.join([f'… {omitted:,} rows omitted …'] + [''] * (width - 1)) + ' |')
     lines.extend(line(row) for row in table.tail)
 
     truncations: list[Truncation] = []
     summary: list[str] = []
     if not table.complete:
-        total = max(table.declared_rows or 0, table.total_rows + 1)
-        truncations.append(Truncation('rows', shown_rows, total))
-        of = f'{total:,} declared' if table.declared_rows else f'more than {table.total_rows:,}'
+        truncations.append(Truncation('rows', shown_rows, total_rows))
+        of = f'{total_rows:,} declared' if table.declared_rows else f'more than {table.total_rows:,}'
         summary.append(
             f'rows shown {shown_rows:,} of {of}; reading stopped at the {table.total_rows:,}-row limit, '
             'so the last rows shown are not the last of the table'
