@@ -197,13 +197,13 @@ def _wav_seconds(data: bytes) -> float | None:
         return None
     try:
         channels, rate = struct.unpack('<HI', data[22:28])
-        bits = struct.unpack('<H', data[34:36])[0]
+        (bits,) = struct.unpack('<H', data[34:36])
     except struct.error:
         return None
-    byte_rate = rate * channels * bits // 8
+    byte_rate: int = rate * channels * bits // 8
     if not (1 <= channels <= 64 and 8 <= bits <= 64 and 1_000 <= rate <= 768_000):
         return None
-    return (len(data) - 44) / max(byte_rate, _MIN_AUDIO_BYTE_RATE)
+    return float((len(data) - 44) / max(byte_rate, _MIN_AUDIO_BYTE_RATE))
 
 
 _EXACT_TEXT_BYTES = 256 * 1024
@@ -214,7 +214,11 @@ _TEXT_SAMPLE_BYTES = 32 * 1024
 def _text_samples(data: bytes) -> tuple[str, int]:
     """Head, middle and tail samples of a large text attachment, and how many bytes they stand for."""
     middle = len(data) // 2 - _TEXT_SAMPLE_BYTES // 2
-    parts = (data[:_TEXT_SAMPLE_BYTES], data[middle : middle + _TEXT_SAMPLE_BYTES], data[-_TEXT_SAMPLE_BYTES:])
+    parts = (
+        data[:_TEXT_SAMPLE_BYTES],
+        data[middle : middle + _TEXT_SAMPLE_BYTES],
+        data[-_TEXT_SAMPLE_BYTES:],
+    )
     return '\n'.join(p.decode('utf-8', errors='replace') for p in parts), sum(len(p) for p in parts)
 
 

@@ -135,7 +135,8 @@ def _xlsx(sheet: Iterator[bytes], shared_strings: Iterator[bytes] | None = None,
             '[Content_Types].xml',
             '<?xml version="1.0" encoding="UTF-8"?>'
             '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-            '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+            '<Default Extension="rels" '
+            'ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
             '<Default Extension="xml" ContentType="application/xml"/>'
             '<Override PartName="/xl/workbook.xml" '
             'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
@@ -197,14 +198,12 @@ def _rows(rows: int) -> Iterator[bytes]:
     step = 50_000
     row = '<row r="%d"><c r="A%d"><v>%d</v></c><c r="B%d"><v>%d</v></c></row>'
     for start in range(1, rows + 1, step):
-        yield ''.join(
-            [row % (i, i, i, i, i * 2) for i in range(start, min(start + step, rows + 1))]
-        ).encode()
+        yield ''.join([row % (i, i, i, i, i * 2) for i in range(start, min(start + step, rows + 1))]).encode()
     yield b'</sheetData></worksheet>'
 
 
 def xlsx_rows(rows: int) -> bytes:
-    """An XLSX of one sheet with `rows` rows of two numbers (fast compression: the rows are not repetitive)."""
+    """An XLSX of one sheet with `rows` rows of two numbers (fast compression: rows are not repetitive)."""
     return _xlsx(_rows(rows), level=1)
 
 
@@ -244,13 +243,23 @@ def pdf_pages(pages: int) -> bytes:
 def text_plain(size: int) -> bytes:
     """`size` bytes of ordinary English text lines."""
     line = b'The quick brown fox jumps over the lazy dog, line after line after line.\n'
-    return (line * (size // len(line) + 1))[:size]
+    return _filled(line, size)
+
+
+def _filled(unit: bytes, size: int) -> bytes:
+    """`unit` repeated to exactly `size` bytes, holding one copy only (BytesIO hands its buffer over)."""
+    out = io.BytesIO()
+    block = unit * max(1, MB // len(unit))
+    while out.tell() + len(block) <= size:
+        out.write(block)
+    rest = size - out.tell()
+    out.write((unit * (rest // len(unit) + 1))[:rest])
+    return out.getvalue()
 
 
 def csv_one_line(size: int) -> bytes:
     """A CSV of `size` bytes on a single line: a header of many short columns and no newline."""
-    unit = b'alpha,beta,gamma,'
-    return (unit * (size // len(unit) + 1))[:size]
+    return _filled(b'alpha,beta,gamma,', size)
 
 
 def lying_wav(size: int = 16 * 1024, byte_rate: int = 1) -> bytes:

@@ -17,10 +17,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _history import reply, user
 from hostile_files import MB, lying_wav
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
+from _history import reply, user
 from pydantic_ai_history import HistoryProcessor, SlidingWindow, WindowSettings
 from pydantic_ai_history._compat import BinaryContent
 from pydantic_ai_history.files import ConvertedDocument, FittedAudio, UnreadableFile, read_file
@@ -179,7 +179,7 @@ def test_xlsx_rows_stop_at_the_row_limit(reports: dict[str, dict[str, object]]) 
 @pytest.mark.slow
 @pytest.mark.skipif(
     not os.environ.get('HOSTILE_FULL_SIZE'),
-    reason='3M rows take ~10 s to generate; benchmarks/bench_hostile_files.py measures them (HOSTILE_FULL_SIZE=1)',
+    reason='3M rows take ~10 s to build; bench_hostile_files.py measures them (HOSTILE_FULL_SIZE=1 tests)',
 )
 def test_xlsx_three_million_rows() -> None:
     report = _run([('rows', 'xlsx_3m_rows', '')])['rows']
@@ -204,7 +204,9 @@ def test_pdf_of_a_hundred_thousand_pages() -> None:
     assert 'pages shown 100 of 100,000' in _note(report)
 
 
-def test_text_over_the_file_limit_is_refused_and_never_tokenized(reports: dict[str, dict[str, object]]) -> None:
+def test_text_over_the_file_limit_is_refused_and_never_tokenized(
+    reports: dict[str, dict[str, object]],
+) -> None:
     report = reports['text_60mb']
     note = _note(report)
     assert report['kind'] == 'unreadable'
@@ -262,7 +264,11 @@ async def test_lying_wav_does_not_wipe_the_conversation() -> None:
         history.append(reply(f'answer {i}: ' + 'reasoning ' * 60))
     history.append(
         ModelRequest(
-            parts=[UserPromptPart(['What is said in this clip?', BinaryContent(data=lying_wav(), media_type='audio/wav')])]
+            parts=[
+                UserPromptPart(
+                    ['What is said in this clip?', BinaryContent(data=lying_wav(), media_type='audio/wav')]
+                )
+            ]
         )
     )
     assert len(history) == 27

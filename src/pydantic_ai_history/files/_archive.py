@@ -45,9 +45,8 @@ class ZipReader(Reader):
         with archive:
             entries = [e for e in archive.infolist() if not e.is_dir()]
             if len(entries) > settings.max_archive_entries:
-                raise ReaderError(
-                    f'ZIP has {len(entries):,} entries (limit {settings.max_archive_entries:,}); possible zip bomb'
-                )
+                limit = settings.max_archive_entries
+                raise ReaderError(f'ZIP has {len(entries):,} entries (limit {limit:,}); possible zip bomb')
             declared = sum(e.file_size for e in entries)
             lines = [f'Archive with {len(entries):,} files, {_size(declared)} uncompressed:', '']
             lines.extend(f'- {e.filename} ({_size(e.file_size)})' for e in entries[:MAX_LISTED])

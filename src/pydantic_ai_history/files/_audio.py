@@ -9,7 +9,6 @@ from ._manifest import human_size, label
 from ._results import FittedAudio, UnreadableFile
 from ._settings import FileSettings
 
-
 MIN_RATE = 1_000
 MAX_RATE = 768_000
 """Sample rates outside this range are header lies, not audio."""

@@ -69,5 +69,7 @@ class FileSettings:
     def fingerprint(self) -> str:
         """A stable string of every setting (and the converter version), for callers' cache keys."""
         parts = [f'v={_CONVERTER_VERSION}']
-        parts.extend(f'{f.name}={getattr(self, f.name)!r}' for f in fields(self) if f.name not in _OPERATIONAL)
+        parts.extend(
+            f'{f.name}={getattr(self, f.name)!r}' for f in fields(self) if f.name not in _OPERATIONAL
+        )
         return ';'.join(parts)

@@ -7,7 +7,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ._base import Extraction, FileInfo, Reader
 from ._results import Truncation
@@ -185,8 +185,8 @@ class XmlReader(Reader):
     """
 
     format = 'XML'
-    media_types = ('application/xml', 'text/xml')
-    extensions = ('.xml', '.xsd', '.plist', '.csproj', '.xaml')
+    media_types: ClassVar[tuple[str, ...]] = ('application/xml', 'text/xml')
+    extensions: ClassVar[tuple[str, ...]] = ('.xml', '.xsd', '.plist', '.csproj', '.xaml')
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
         fmt = self.format
@@ -195,7 +195,9 @@ class XmlReader(Reader):
         try:
             root = _parse_xml(data)
         except _DefusedXmlException as e:
-            return _as_text(data, settings, fmt, f'{fmt} refers to entities or DTDs ({e}); shown as text, unresolved')
+            return _as_text(
+                data, settings, fmt, f'{fmt} refers to entities or DTDs ({e}); shown as text, unresolved'
+            )
         except (ET.ParseError, RecursionError) as e:
             return _as_text(data, settings, fmt, f'invalid {fmt} ({e}); shown as text')
         total = sum(1 for _ in root.iter())
@@ -213,8 +215,8 @@ class SvgReader(XmlReader):
     rendered, no external reference is resolved)."""
 
     format = 'SVG'
-    media_types = ('image/svg+xml',)
-    extensions = ('.svg',)
+    media_types: ClassVar[tuple[str, ...]] = ('image/svg+xml',)
+    extensions: ClassVar[tuple[str, ...]] = ('.svg',)
 
 
 def _parse_xml(data: bytes) -> ET.Element:

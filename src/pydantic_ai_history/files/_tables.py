@@ -138,15 +138,20 @@ class CsvReader(Reader):
         fmt = 'TSV' if dialect is csv.excel_tab else 'CSV'
         cut: list[int] = []
         try:
-            table = collect_table(csv.reader(_capped_lines(text, _line_cap(settings), cut), dialect), settings)
+            table = collect_table(
+                csv.reader(_capped_lines(text, _line_cap(settings), cut), dialect), settings
+            )
         except csv.Error as e:
             lines, truncations = cut_lines(text, settings)
-            return Extraction(lines, truncations, note=f'not read as a table ({e}); shown as text', format=fmt)
+            return Extraction(
+                lines, truncations, note=f'not read as a table ({e}); shown as text', format=fmt
+            )
         note = None
         if cut:
+            lines_cut = f'{len(cut):,} line{"s" if len(cut) != 1 else ""}'
             note = (
-                f'{len(cut):,} line{"s" if len(cut) != 1 else ""} longer than {_line_cap(settings):,} characters '
-                f'(up to {max(cut):,}) read only up to that length'
+                f'{lines_cut} longer than {_line_cap(settings):,} characters (up to {max(cut):,}) '
+                'read only up to that length'
             )
         if table is None:
             return Extraction('', note=note or 'empty table', format=fmt)

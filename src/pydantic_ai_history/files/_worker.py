@@ -12,6 +12,7 @@ size, polled from /proc on Linux; an address-space rlimit of twice that is the b
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import pickle
@@ -120,10 +121,9 @@ def _limit_address_space(max_bytes: int) -> None:
 
 
 def _preload() -> None:
-    try:
+    # A converter that cannot load fails later, in the reader that needs it, with its own message.
+    with contextlib.suppress(Exception):
         from markitdown import converters  # noqa: F401
-    except Exception:  # pragma: no cover - the reader that needs it reports the failure
-        pass
 
 
 # ---- the caller side ------------------------------------------------------------------------------------
@@ -147,34 +147,33 @@ class _Worker:
 
     @classmethod
     def start(cls, memory: int) -> _Worker:
-        errors = tempfile.TemporaryFile()
-        try:
-            process = subprocess.Popen(
-                [sys.executable, '-c', _BOOTSTRAP],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=errors,
-                env={**os.environ, **_ENV},
-            )
-        except OSError as e:
-            errors.close()
-            raise WorkerUnavailable(f'could not start {sys.executable}: {e}') from e
-        worker = cls(process, memory)
-        threading.Thread(target=worker._read_replies, daemon=True, name='file-converter-replies').start()
-        try:
-            assert process.stdin is not None
-            _send(process.stdin, [p for p in sys.path if isinstance(p, str)])
-            _send(process.stdin, 2 * memory)
-            reply = worker.replies.get(timeout=_STARTUP_SECONDS)
-        except (OSError, queue.Empty) as e:
-            reply = e
-        if reply != 'ready':
-            worker.kill()
-            errors.seek(0)
-            detail = errors.read()[-2000:].decode(errors='replace').strip()
-            errors.close()
-            raise WorkerUnavailable(f'converter worker did not start ({detail or reply!r})')
-        errors.close()
+        # stderr goes to a file, read back only to explain a worker that did not start.
+        with tempfile.TemporaryFile() as errors:
+            try:
+                process = subprocess.Popen(
+                    [sys.executable, '-c', _BOOTSTRAP],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=errors,
+                    env={**os.environ, **_ENV},
+                )
+            except OSError as e:
+                raise WorkerUnavailable(f'could not start {sys.executable}: {e}') from e
+            worker = cls(process, memory)
+            threading.Thread(target=worker._read_replies, daemon=True, name='file-converter-replies').start()
+            reply: object
+            try:
+                assert process.stdin is not None
+                _send(process.stdin, [p for p in sys.path if isinstance(p, str)])
+                _send(process.stdin, 2 * memory)
+                reply = worker.replies.get(timeout=_STARTUP_SECONDS)
+            except (OSError, queue.Empty) as e:
+                reply = e
+            if reply != 'ready':
+                worker.kill()
+                errors.seek(0)
+                detail = errors.read()[-2000:].decode(errors='replace').strip()
+                raise WorkerUnavailable(f'converter worker did not start ({detail or reply!r})')
         return worker
 
     def _read_replies(self) -> None:
@@ -204,7 +203,9 @@ class _Worker:
                 reply = None
             if isinstance(reply, tuple):
                 outcome, resident = reply
-                healthy = self.jobs < _MAX_JOBS and (resident or 0) < settings.conversion_max_memory_bytes // 2
+                healthy = (
+                    self.jobs < _MAX_JOBS and (resident or 0) < settings.conversion_max_memory_bytes // 2
+                )
                 return outcome, healthy
             if reply is not None:  # the reader thread saw the process die
                 code = self.kill()
@@ -221,10 +222,8 @@ class _Worker:
                 ), False
 
     def kill(self) -> int | None:
-        try:
+        with contextlib.suppress(OSError):  # already reaped
             self.process.kill()
-        except OSError:  # pragma: no cover - already reaped
-            pass
         try:
             return self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - a process that ignores SIGKILL
@@ -232,10 +231,8 @@ class _Worker:
         finally:
             for stream in (self.process.stdin, self.process.stdout):
                 if stream is not None:
-                    try:
+                    with contextlib.suppress(OSError):
                         stream.close()
-                    except OSError:  # pragma: no cover
-                        pass
 
 
 def _memory_reason(fmt: str, settings: FileSettings) -> str:
@@ -321,7 +318,9 @@ def _current_pool() -> _Pool:
         return _pool
 
 
-def convert_in_worker(data: bytes, media_type: str, name: str | None, settings: FileSettings, fmt: str) -> Outcome:
+def convert_in_worker(
+    data: bytes, media_type: str, name: str | None, settings: FileSettings, fmt: str
+) -> Outcome:
     """`extract` run in a worker process under the settings' time and memory limits.
 
     Raises `WorkerUnavailable` when no worker can be started on this platform.
