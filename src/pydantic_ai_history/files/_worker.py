@@ -6,7 +6,7 @@ subprocesses speaking length-prefixed pickles on stdin/stdout, not `multiprocess
 re-import the app's `__main__`, which breaks scripts without a main guard. A worker is started on first
 use (loading the converters once, before any deadline runs), kept for later conversions, and killed when a
 conversion runs past `conversion_timeout_seconds` or grows past `conversion_max_memory_bytes` (resident
-size, polled from /proc on Linux; an address-space rlimit of twice that is the backstop elsewhere).
+size, polled from /proc on Linux; an address-space rlimit 1 GiB above it is the backstop elsewhere).
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ _HEADER = struct.Struct('<Q')
 _POLL_SECONDS = 0.05
 _STARTUP_SECONDS = 120.0
 """Loading the converters takes seconds on a busy machine; it is not charged to any conversion."""
+_ADDRESS_SPACE_HEADROOM = 1024 * 1024 * 1024
+"""The address-space rlimit is the memory limit plus this: the interpreter and converters reserve far more
+address space than they touch, and the resident-size poll is what enforces the limit on Linux."""
 _MAX_JOBS = 200
 """A worker is replaced after this many conversions, so slow leaks in converters do not accumulate."""
 _BOOTSTRAP = (
@@ -165,7 +168,7 @@ class _Worker:
             try:
                 assert process.stdin is not None
                 _send(process.stdin, [p for p in sys.path if isinstance(p, str)])
-                _send(process.stdin, 2 * memory)
+                _send(process.stdin, memory + _ADDRESS_SPACE_HEADROOM)
                 reply = worker.replies.get(timeout=_STARTUP_SECONDS)
             except (OSError, queue.Empty) as e:
                 reply = e
