@@ -55,7 +55,9 @@ def test_inline_conversion_applies_the_same_format_limits() -> None:
 
 def test_operational_settings_do_not_change_cache_keys() -> None:
     base = FileSettings()
-    assert FileSettings(conversion_workers=7, conversion_isolation='inline').fingerprint() == base.fingerprint()
+    assert (
+        FileSettings(conversion_workers=7, conversion_isolation='inline').fingerprint() == base.fingerprint()
+    )
     assert FileSettings(pdf_max_pages=7).fingerprint() != base.fingerprint()
 
 
@@ -71,7 +73,9 @@ def test_zip_checks_follow_the_settings() -> None:
     docx = _zip({'[Content_Types].xml': b'<Types/>', 'word/document.xml': b'<w:p/>' * 400_000})
     assert check_before_parse(docx, DOCX, FileSettings()) is not None  # 2.4 MB at ~1000:1
     assert check_before_parse(docx, DOCX, FileSettings(max_compression_ratio=10_000)) is None
-    reason = check_before_parse(docx, DOCX, FileSettings(max_compression_ratio=10_000, max_uncompressed_bytes=10))
+    reason = check_before_parse(
+        docx, DOCX, FileSettings(max_compression_ratio=10_000, max_uncompressed_bytes=10)
+    )
     assert reason is not None
     assert 'uncompressed > 10 B limit' in reason
     many = _zip({f'f{i}.txt': b'x' for i in range(30)})

@@ -58,8 +58,10 @@ class FileSettings:
     xlsx_max_shared_strings_bytes: int = 32 * 1024 * 1024
     """XLSX workbooks whose shared-strings part is larger are not opened: readers load it whole."""
     table_max_rows: int = 50_000
-    """Rows read from a CSV or XLSX sheet; beyond it reading stops and the total is reported as a lower
-    bound (with the sheet's declared size when it has one)."""
+    """Rows read from a CSV; beyond it reading stops and the total is reported as a lower bound."""
+    xlsx_max_rows: int = 10_000
+    """Rows read from each XLSX sheet (parsing one costs some 50 times a CSV row); beyond it reading stops
+    and the sheet's declared size is reported."""
     pdf_max_pages: int = 100
     """Pages of a PDF that are converted; the page count of the rest is still reported."""
     max_extracted_chars: int = 2_000_000

@@ -34,11 +34,14 @@ class Table:
     """The row count the file itself declares (an XLSX sheet's dimension), when reading stopped."""
 
 
-def collect_table(rows: Iterable[Sequence[Any]], settings: FileSettings) -> Table | None:
+def collect_table(
+    rows: Iterable[Sequence[Any]], settings: FileSettings, max_rows: int | None = None
+) -> Table | None:
     """Stream `rows`, keeping the first as header, `table_head_rows` after it and a deque of the tail.
 
-    Stops after `table_max_rows` data rows: the rest is never read.
+    Stops after `max_rows` (default `table_max_rows`) data rows: the rest is never read.
     """
+    max_rows = settings.table_max_rows if max_rows is None else max_rows
     iterator = iter(rows)
     header: list[str] | None = None
     head: list[list[str]] = []
@@ -52,7 +55,7 @@ def collect_table(rows: Iterable[Sequence[Any]], settings: FileSettings) -> Tabl
         if header is None:
             header = row
             continue
-        if total >= settings.table_max_rows:
+        if total >= max_rows:
             return Table(header, head, list(tail), total, columns, complete=False)
         total += 1
         if len(head) < settings.table_head_rows:
@@ -226,7 +229,7 @@ class XlsxReader(Reader):
 
 
 def _sheet_table(sheet: Any, settings: FileSettings) -> Table | None:
-    """One sheet's table, reading at most `table_max_columns` cells of at most `table_max_rows` rows;
+    """One sheet's table, reading at most `table_max_columns` cells of at most `xlsx_max_rows` rows;
     the sheet's declared dimension gives the totals when reading stops early."""
     declared_rows: int | None = getattr(sheet, 'max_row', None)
     declared_columns: int | None = getattr(sheet, 'max_column', None)
@@ -235,7 +238,7 @@ def _sheet_table(sheet: Any, settings: FileSettings) -> Table | None:
     rows = (
         row for row in sheet.iter_rows(values_only=True, max_col=max_col) if any(v is not None for v in row)
     )
-    table = collect_table(rows, settings)
+    table = collect_table(rows, settings, settings.xlsx_max_rows)
     if table is None:
         return None
     columns = max(table.total_columns, declared_columns or 0)

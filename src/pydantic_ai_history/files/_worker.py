@@ -293,12 +293,32 @@ class _Pool:
                 self._condition.wait()
 
     def _checkin(self, worker: _Worker | None, healthy: bool) -> None:
+        if worker is not None and healthy:
+            with self._condition:
+                self._busy -= 1
+                self._idle.append(worker)
+                self._condition.notify()
+            return
+        if worker is None:  # it never started: free the slot
+            with self._condition:
+                self._busy -= 1
+                self._condition.notify()
+            return
+        if worker.process.poll() is None:
+            worker.kill()
+        # Retired or stopped: its replacement starts now, in the background, keeping the slot, so the
+        # next conversion does not pay for loading the converters.
+        threading.Thread(target=self._replace, args=(worker.memory,), daemon=True).start()
+
+    def _replace(self, memory: int) -> None:
+        try:
+            worker: _Worker | None = _Worker.start(memory)
+        except WorkerUnavailable:
+            worker = None
         with self._condition:
             self._busy -= 1
-            if worker is not None and healthy:
+            if worker is not None:
                 self._idle.append(worker)
-            elif worker is not None and worker.process.poll() is None:
-                worker.kill()
             self._condition.notify()
 
     def shutdown(self) -> None:
