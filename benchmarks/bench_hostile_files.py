@@ -5,8 +5,9 @@ Run from the repo root, with `PYTHONPATH=src`:
 Each case runs in its own fresh process: the file is built there (not timed), one small document is
 converted first (and again after each run) so the worker process has started and loaded its converters
 (its start is reported once, separately), then `read_file` plus the `TokenCounter` count of the raw
-attachment are timed `--runs` times (median reported). Peaks are the maximum resident sizes (ru_maxrss) of the reading process (which holds
-the file itself, size shown) and of the conversion worker(s), over all runs of the case.
+attachment are timed `--runs` times (median reported). Peaks are the maximum resident sizes (ru_maxrss)
+of the reading process (which holds the file itself, size shown) and of the conversion worker(s), over
+all runs of the case.
 Targets (issue 17): under 10 s and under 500 MB each.
 """
 
