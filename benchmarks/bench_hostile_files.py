@@ -5,7 +5,7 @@ Run from the repo root, with `PYTHONPATH=src`:
 Each case runs in its own fresh process: the file is built there (not timed), one small document is
 converted first (and again after each run) so the worker process has started and loaded its converters
 (its start is reported once, separately), then `read_file` plus the `TokenCounter` count of the raw
-attachment are timed `--runs` times (median reported). Peaks are the maximum resident sizes (ru_maxrss)
+attachment are timed `--runs` times (median reported). Peaks are the peak resident sizes (VmHWM)
 of the reading process (which holds the file itself, size shown) and of the conversion worker(s), over
 all runs of the case.
 Targets (issue 17): under 10 s and under 500 MB each.
@@ -25,11 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 _SCRIPT = textwrap.dedent(
     """
-    import json, resource, statistics, sys, time
+    import json, statistics, sys, time
     import hostile_files
     from pydantic_ai_history._compat import BinaryContent
     from pydantic_ai_history.files import read_file
-    from pydantic_ai_history.files._worker import shutdown_workers
+    from pydantic_ai_history.files import _worker
+    from pydantic_ai_history.files._worker import shutdown_workers, worker_peak_bytes
     from pydantic_ai_history.tokens import TokenCounter
 
     name, runs = sys.argv[1], int(sys.argv[2])
@@ -48,14 +49,16 @@ _SCRIPT = textwrap.dedent(
         times.append(time.monotonic() - start)
         # a worker retired after a large case is replaced in the background: wait for it, untimed
         read_file(hostile_files.pdf_pages(2), media_type='application/pdf', name='warm.pdf')
+    worker_peak = worker_peak_bytes()
     shutdown_workers()
     print(json.dumps({
         'case': name,
         'size': len(data),
         'seconds': statistics.median(times),
         'worker_start': worker_start,
-        'self_peak': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        'worker_peak': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+        # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the process that started this one
+        'self_peak': _worker.peak_resident_bytes_of_self(),
+        'worker_peak': worker_peak,
         'tokens': tokens,
         'manifest': result.manifest,
     }))

@@ -38,8 +38,10 @@ def test_a_conversion_over_the_time_limit_is_stopped_and_the_next_one_works() ->
 
 def test_a_conversion_over_the_memory_limit_is_stopped() -> None:
     # A limit below what the worker's converters alone occupy: the first poll stops it.
-    tight = FileSettings(conversion_max_memory_bytes=64 * 1024 * 1024, conversion_timeout_seconds=60)
-    result = read_file(_pdf(3), name='small.pdf', settings=tight)
+    tight = FileSettings(
+        conversion_max_memory_bytes=64 * 1024 * 1024, conversion_timeout_seconds=60, pdf_max_pages=10**6
+    )
+    result = read_file(_pdf(3_000), name='small.pdf', settings=tight)
     assert isinstance(result, UnreadableFile)
     assert 'PDF conversion stopped at the 64.0 MB memory limit; nothing shown' in result.manifest
 
@@ -51,6 +53,7 @@ def test_inline_conversion_applies_the_same_format_limits() -> None:
     assert 'pages shown 5 of 40' in result.manifest
     assert 'Page 5' in result.text
     assert 'Page 6' not in result.text
+    assert result.text.endswith('[... pages 6-40 not converted (the limit is 5 pages) ...]')
 
 
 def test_operational_settings_do_not_change_cache_keys() -> None:

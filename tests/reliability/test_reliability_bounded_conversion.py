@@ -38,11 +38,12 @@ WORKER_BOUND = 640 * MB
 
 _SCRIPT = textwrap.dedent(
     """
-    import json, resource, sys, time
+    import json, sys, time
     import hostile_files
     from pydantic_ai_history._compat import BinaryContent
     from pydantic_ai_history.files import read_file
-    from pydantic_ai_history.files._worker import shutdown_workers
+    from pydantic_ai_history.files import _worker
+    from pydantic_ai_history.files._worker import shutdown_workers, worker_peak_bytes
     from pydantic_ai_history.tokens import TokenCounter
 
     reports = {}
@@ -62,12 +63,14 @@ _SCRIPT = textwrap.dedent(
             'seconds': time.monotonic() - start,
         }
         del data, result
-    shutdown_workers()  # reaped, so the workers' peak shows in RUSAGE_CHILDREN
+    worker_peak = worker_peak_bytes()
+    shutdown_workers()
     print(json.dumps({
         'cases': reports,
         'largest': largest,
-        'self_peak': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        'worker_peak': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+        # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the process that started this one
+        'self_peak': _worker.peak_resident_bytes_of_self(),
+        'worker_peak': worker_peak,
     }))
     """
 )

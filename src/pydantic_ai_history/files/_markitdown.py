@@ -67,8 +67,10 @@ class PdfReader(MarkItDownReader):
         truncations: tuple[Truncation, ...] = ()
         if document is not None and seen > settings.pdf_max_pages:
             # markitdown opens every page (pdfplumber walks them all); this stops at the limit.
-            text = _first_pages_text(document, settings.pdf_max_pages)
-            truncations = (Truncation('pages', settings.pdf_max_pages, seen),)
+            limit = settings.pdf_max_pages
+            text = _first_pages_text(document, limit)
+            text += f'\n\n[... pages {limit + 1:,}-{seen:,} not converted (the limit is {limit:,} pages) ...]'
+            truncations = (Truncation('pages', limit, seen),)
         else:
             text = convert_with(self.converter, data, info)
         note = None

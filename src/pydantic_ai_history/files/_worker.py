@@ -111,7 +111,7 @@ def serve() -> None:
         except MemoryError:
             outcome = 'conversion ran out of memory'
         del data
-        _send(replies, (outcome, _resident_bytes(os.getpid())))
+        _send(replies, (outcome, _resident_bytes(os.getpid()), peak_resident_bytes_of_self()))
 
 
 def _limit_address_space(max_bytes: int) -> None:
@@ -139,6 +139,35 @@ def _resident_bytes(pid: int) -> int | None:
             return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
     except (OSError, ValueError, IndexError, AttributeError):
         return None
+
+
+def peak_resident_bytes_of_self() -> int | None:
+    """This process's own peak resident size (VmHWM, Linux): unlike `ru_maxrss`, not inherited from the
+    process that started it."""
+    try:
+        with open('/proc/self/status', 'rb') as f:
+            for line in f:
+                if line.startswith(b'VmHWM:'):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+_peak_lock = threading.Lock()
+_peak: int = 0
+
+
+def _record_peak(peak: int | None) -> None:
+    global _peak
+    with _peak_lock:
+        _peak = max(_peak, peak or 0)
+
+
+def worker_peak_bytes() -> int:
+    """The largest peak resident size a worker reported since the last `shutdown_workers()` (Linux; 0
+    elsewhere). Workers stopped at a limit report nothing: they were stopped at it."""
+    return _peak
 
 
 @dataclass
@@ -200,12 +229,17 @@ class _Worker:
             return f'{fmt} conversion failed: the converter process exited', False
         deadline = time.monotonic() + settings.conversion_timeout_seconds
         while True:
+            resident = _resident_bytes(self.process.pid)
+            if resident is not None and resident > settings.conversion_max_memory_bytes:
+                self.kill()
+                return _memory_reason(fmt, settings), False
             try:
                 reply = self.replies.get(timeout=_POLL_SECONDS)
             except queue.Empty:
                 reply = None
             if isinstance(reply, tuple):
-                outcome, resident = reply
+                outcome, resident, peak = reply
+                _record_peak(peak)
                 healthy = (
                     self.jobs < _MAX_JOBS and (resident or 0) < settings.conversion_max_memory_bytes // 2
                 )
@@ -213,10 +247,6 @@ class _Worker:
             if reply is not None:  # the reader thread saw the process die
                 code = self.kill()
                 return _crash_reason(fmt, code, settings), False
-            resident = _resident_bytes(self.process.pid)
-            if resident is not None and resident > settings.conversion_max_memory_bytes:
-                self.kill()
-                return _memory_reason(fmt, settings), False
             if time.monotonic() > deadline:
                 self.kill()
                 return (
@@ -353,9 +383,12 @@ def convert_in_worker(
 
 def shutdown_workers() -> None:
     """Stop the idle worker processes (they are also stopped at exit); new ones start on demand."""
+    global _peak
     pool = _pool
     if pool is not None and pool._pid == os.getpid():
         pool.shutdown()
+    with _peak_lock:
+        _peak = 0
 
 
 atexit.register(shutdown_workers)
