@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,27 @@ class StubSummarizer:
             usage=RequestUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens),
             model_name='stub-summarizer',
         )
+
+
+def prompt_block(prompt: str, name: str) -> str:
+    """The body of a summarizer prompt's `<name-NONCE ...>` block (`messages`, `previous_summary`, ...)."""
+    match = re.search(rf'<{name}-([0-9a-f]+)[^>\n]*>\n(.*?)\n</{name}-\1>', prompt, re.DOTALL)
+    assert match is not None, f'no {name} block in the prompt'
+    return match.group(2)
+
+
+def transcript_records(text: str) -> list[tuple[str, str | None, str]]:
+    """The `(role, tool, body)` of each framed record of a rendered transcript, in order.
+
+    Parsed the way the summarizer is told to read it: the transcript's nonce is the one its first record opens
+    with (content cannot come first), and a record ends only at the closing tag with that nonce.
+    """
+    first = re.match(r'\s*<msg-([0-9a-f]+) role=', text)
+    if first is None:
+        return []
+    nonce = first.group(1)
+    pattern = rf'<msg-{nonce} role="([a-z_]+)"(?: tool="([^"]*)")?>\n(.*?)\n</msg-{nonce}>'
+    return [(m.group(1), m.group(2), m.group(3)) for m in re.finditer(pattern, text, re.DOTALL)]
 
 
 def default_summary(prompt: str, number: int) -> str:

@@ -8,11 +8,11 @@ from typing import Any
 import anyio
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 
-import pydantic_ai_history.processor as processor_module
 from _history import call, reply, result, system_user, user
 from pydantic_ai_history import (
+    ContentLost,
     HistoryEvent,
     HistoryProcessor,
     HistoryWarning,
@@ -22,9 +22,11 @@ from pydantic_ai_history import (
     WindowApplied,
     WindowSettings,
     assert_valid_history,
+    validate_history,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES
 from pydantic_ai_history.testing import StrictProvider
+from pydantic_ai_history.validate import StructureCheck
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings('ignore::DeprecationWarning')]
 
@@ -175,13 +177,13 @@ async def test_idle_path_validates_only_the_new_messages_and_rebuilds_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ):
     validated: list[int] = []
-    real = processor_module.validate_history
+    real = StructureCheck.extend
 
-    def counting(messages: Any, *args: Any, **kwargs: Any) -> Any:
+    def counting(self: StructureCheck, messages: Any) -> None:
         validated.append(len(messages))
-        return real(messages, *args, **kwargs)
+        real(self, messages)
 
-    monkeypatch.setattr(processor_module, 'validate_history', counting)
+    monkeypatch.setattr(StructureCheck, 'extend', counting)
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
         [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
@@ -193,8 +195,8 @@ async def test_idle_path_validates_only_the_new_messages_and_rebuilds_nothing(
         assert all(a is b for a, b in zip(out, history, strict=False))
         assert len(out) == len(history)
         history = [*out, reply('more?'), user('yes')]
-    # the first input is checked whole; every later one only from the seam with the previous input on
-    assert validated == [3, 4, 4, 4, 4]
+    # the first input is checked whole; every later one only for the messages it adds
+    assert validated == [3, 2, 2, 2, 2]
     assert [type(e) for e in events] == [RequestProcessed] * 5
 
 
@@ -203,7 +205,13 @@ async def test_invalid_input_is_reported_even_when_no_stage_acts():
     processor = HistoryProcessor(
         [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
     )
-    history = [user('task'), call('fetch', 'c1'), user('the tool result never came')]
+    history = [
+        user('task'),
+        call('fetch', 'c1'),
+        user('the tool result never came'),
+        reply('ok'),
+        user('now'),
+    ]
     out = await processor.process(history)
     assert out == history
     warnings = [e for e in events if isinstance(e, HistoryWarning)]
@@ -213,7 +221,7 @@ async def test_invalid_input_is_reported_even_when_no_stage_acts():
     events.clear()
     valid = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'a page')]
     out = await processor.process(valid)
-    broken = [*out, call('fetch', 'c2'), user('no result for c2')]
+    broken = [*out, call('fetch', 'c2'), user('no result for c2'), reply('ok'), user('now')]
     await processor.process(broken)
     codes = [w.details['violations'] for w in events if isinstance(w, HistoryWarning)]
     assert len(codes) == 1
@@ -236,7 +244,9 @@ async def test_invalid_input_is_reported_when_a_stage_changes_it():
     ]
     out = await processor.process(history)
     assert_valid_history(out)  # the orphan was in the dropped part
-    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['invalid_input']
+    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['invalid_input', 'window_dropped']
+    [lost] = [e for e in events if isinstance(e, ContentLost)]
+    assert lost.tool_calls == ('fetch#orphan',), 'what the window dropped is named'
 
 
 async def test_window_decisions_are_logged(caplog: pytest.LogCaptureFixture):
@@ -403,3 +413,36 @@ async def test_manual_compaction_is_guarded_like_a_stage() -> None:
     out = await processor.compact(history, focus='the pages')
     assert out == history
     assert [e.stage for e in events if isinstance(e, StageFailed)] == ['compactor']
+
+
+async def test_incremental_input_check_sees_answers_and_frontiers_across_the_seam():
+    """A call left open by the previous input may be answered by a message this input adds (a deferred
+    result), or stop being the live frontier when a later response arrives: the incremental check agrees with
+    a full validation at every step."""
+    from pydantic_ai.messages import ToolReturnPart
+
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+    )
+    both = ModelResponse(
+        parts=[
+            ToolCallPart('delete_file', {'p': 'a'}, tool_call_id='a'),
+            ToolCallPart('delete_file', {'p': 'b'}, tool_call_id='b'),
+        ]
+    )
+    answer_a = ModelRequest(parts=[ToolReturnPart('delete_file', 'deleted a', 'a')])
+    answer_b = ModelRequest(parts=[ToolReturnPart('delete_file', 'deleted b', 'b')])
+    resumed = [user('task'), both, answer_a, answer_b]
+    pending = [user('task'), both, answer_a, user('never mind')]
+    for steps in (
+        [resumed[:3], resumed, [*resumed, reply('done'), user('thanks')]],
+        [pending, [*pending, reply('ok'), user('now')]],
+    ):
+        check = processor._input_check('incremental')
+        fresh = HistoryProcessor([], model='gpt-4o')
+        for messages in steps:
+            incremental = check.check(messages).violations
+            full = fresh._input_check('full-' + str(len(messages))).check(messages).violations
+            assert incremental == full == validate_history(messages)
+    assert [v.code for v in validate_history([*pending, reply('ok'), user('now')])] == ['dangling_tool_call']

@@ -22,9 +22,11 @@ from pydantic_ai.messages import (
 )
 
 from pydantic_ai_history.units import (
+    ToolPairing,
     Unit,
     fit_suffix,
     head_length,
+    pair_tool_calls,
     split_units,
     tool_call_ids,
 )
@@ -169,3 +171,117 @@ def test_every_unit_boundary_is_a_valid_cut(messages: list[ModelMessage]) -> Non
         assert not codes & {'dangling_tool_call', 'orphan_tool_return'}, (unit, codes)
         if unit.starts_with_request:
             assert validate_history(tail) == []
+
+
+# ---- pydantic-ai's shapes: pairing by call id -----------------------------------------------------------
+
+
+def _shapes() -> dict[str, list[ModelMessage]]:
+    from _pai_shapes import handbuilt
+
+    return handbuilt()
+
+
+def _valid() -> frozenset[str]:
+    from _pai_shapes import VALID
+
+    return VALID
+
+
+def _unit_of(units: list[Unit], index: int) -> Unit:
+    return next(u for u in units if u.start <= index < u.end)
+
+
+@pytest.mark.parametrize('name', sorted(_shapes()))
+def test_every_call_shares_its_unit_with_every_answer(name: str) -> None:
+    messages = _shapes()[name]
+    units = split_units(messages)
+    _assert_cover(units, len(messages))
+    pairing = pair_tool_calls(messages)
+    for response, last_answer in pairing.reach.items():
+        assert _unit_of(units, response) == _unit_of(units, last_answer), (name, response, last_answer)
+    for unit in units:
+        if unit.starts_with_request:
+            assert isinstance(messages[unit.start], ModelRequest)
+
+
+def test_split_returns_form_one_unit() -> None:
+    """Human approval resumed: the returns of one response come in two requests; all three are one unit."""
+    messages = _shapes()['hitl_resume_continued']
+    assert [(u.start, u.end) for u in split_units(messages)] == [(0, 1), (1, 4), (4, 5), (5, 6)]
+
+
+def test_a_return_across_an_intervening_response_binds_both_responses() -> None:
+    messages = _shapes()['across_intervening_response']
+    assert [(u.start, u.end) for u in split_units(messages)] == [(0, 1), (1, 4), (4, 5)]
+
+
+def test_a_duplicate_result_stays_with_the_call_it_repeats() -> None:
+    """pydantic-ai keeps a second result for an answered call (its id was called): so must its unit."""
+    messages = _shapes()['reused_id_answered_twice']
+    assert [(u.start, u.end) for u in split_units(messages)] == [(0, 1), (1, 3), (3, 5), (5, 6), (6, 7)]
+    pairing = pair_tool_calls(messages)
+    assert pairing.dangling() == []
+    assert pairing.orphans == []
+    assert pairing.repeated_returns == []
+
+
+def test_the_live_frontier_is_open_and_its_answered_part_is_a_unit() -> None:
+    messages = _shapes()['deferred_frontier']
+    pairing = pair_tool_calls(messages)
+    assert pairing.dangling() == [(1, 'call_file')]
+    assert pairing.last_response == 1
+    assert [(u.start, u.end, u.starts_with_request) for u in split_units(messages)] == [
+        (0, 1, True),
+        (1, 3, False),
+        (3, 4, True),
+    ]
+
+
+def test_pairing_matches_pydantic_ai_on_shadowed_and_early_results() -> None:
+    shadowed = pair_tool_calls(_shapes()['shadowed_open_call'])
+    assert shadowed.shadowed == [(1, 'call_1')]
+    assert shadowed.reach == {3: 4}
+    early = pair_tool_calls(_shapes()['result_before_call'])
+    assert early.orphans == [(1, 'call_1')]  # before its call: pydantic-ai drops it
+    assert early.dangling() == [(2, 'call_1')]
+
+
+def test_pairing_is_incremental() -> None:
+    messages = _shapes()['parallel_deferred_continued']
+    whole = pair_tool_calls(messages)
+    pieces = ToolPairing().extend(messages[:3]).extend(messages[3:])
+    assert pieces == whole
+
+
+@pytest.mark.parametrize('name', sorted(n for n in _shapes() if n.removesuffix('_long') in _valid()))
+def test_every_unit_boundary_of_a_shape_is_a_cut_pydantic_ai_accepts(name: str) -> None:
+    """Keeping the head and the units from any boundary on never needs pydantic-ai's repair where the
+    whole history did not (a kept return always has its call, a kept call all of its returns)."""
+    from _pai_shapes import repair_changes
+
+    messages = _shapes()[name]
+    units = split_units(messages)
+    head = head_length(messages, units, keep_first_user_message=True)
+    for unit in units:
+        if unit.start < head:
+            continue
+        cut = [*messages[:head], *messages[unit.start :]]
+        assert not repair_changes(cut), (name, unit)
+        assert [v for v in validate_history(cut) if v.severity == 'error'] == [], (name, unit)
+
+
+def test_head_keeps_the_first_user_message_after_a_malformed_start() -> None:
+    """A history that opens with a response and its returns (the request that asked is lost) still has an
+    original task: the first user message is the head."""
+    messages: list[ModelMessage] = [
+        ModelResponse(parts=[_call('a')]),
+        _req(ToolReturnPart(tool_name='lookup', content='found', tool_call_id='a')),
+        ModelResponse(parts=[TextPart(content='done')]),
+        _req(UserPromptPart(content='THE TASK')),
+        ModelResponse(parts=[TextPart(content='ok')]),
+        _req(UserPromptPart(content='now')),
+    ]
+    units = split_units(messages)
+    assert head_length(messages, units, keep_first_user_message=True) == 4
+    assert head_length(messages, units, keep_first_user_message=False) == 0

@@ -100,13 +100,24 @@ def test_empty_and_not_ending_with_request(tau: list[ModelMessage]) -> None:
 
 
 def test_duplicate_tool_call_id() -> None:
+    """Calls sharing an id are answered in order (pydantic-ai's FIFO): a warning while each has its return, an
+    error for the one left without."""
     call = ToolCallPart(tool_name='f', args='{}', tool_call_id='same')
-    messages: list[ModelMessage] = [
-        ModelRequest(parts=[UserPromptPart(content='go')]),
-        ModelResponse(parts=[call, dataclasses.replace(call, args='{"x":1}')]),
-        ModelRequest(parts=[ToolReturnPart(tool_name='f', content='ok', tool_call_id='same')]),
+    ret = ToolReturnPart(tool_name='f', content='ok', tool_call_id='same')
+    later = [
+        ModelResponse(parts=[TextPart(content='done')]),
+        ModelRequest(parts=[UserPromptPart(content='more')]),
     ]
-    assert _codes(validate_history(messages)) == [('duplicate_tool_call_id', 1)]
+    opening = ModelRequest(parts=[UserPromptPart(content='go')])
+    twice = ModelResponse(parts=[call, dataclasses.replace(call, args='{"x":1}')])
+    answered: list[ModelMessage] = [opening, twice, ModelRequest(parts=[ret, ret]), *later]
+    violations = validate_history(answered)
+    assert _codes(violations) == [('duplicate_tool_call_id', 1)]
+    assert violations[0].severity == 'warning'
+    assert violations[0].tool_call_id == 'same'
+    one_short: list[ModelMessage] = [opening, twice, ModelRequest(parts=[ret]), *later]
+    assert _codes(validate_history(one_short)) == [('dangling_tool_call', 1), ('duplicate_tool_call_id', 1)]
+    assert [v.severity for v in validate_history(one_short) if v.code == 'dangling_tool_call'] == ['error']
 
 
 def test_empty_message_is_a_warning() -> None:
@@ -166,3 +177,53 @@ def test_over_budget(tau: list[ModelMessage]) -> None:
     assert _codes(violations) == [('over_budget', -1)]
     assert f'{used:,}' in violations[0].reason
     assert 'over_budget' in str(violations[0])
+
+
+# ---- pydantic-ai's shapes: invalid exactly where its pre-send repair would change the history -------------
+
+
+def _shapes() -> dict[str, list[ModelMessage]]:
+    from _pai_shapes import agent_histories, handbuilt
+
+    return {**handbuilt(), **agent_histories()}
+
+
+@pytest.mark.parametrize('name', sorted(_shapes()))
+def test_errors_exactly_where_pydantic_ai_would_repair(name: str) -> None:
+    from _pai_shapes import VALID, repair_changes, repair_functions
+
+    messages = _shapes()[name]
+    errors = [v for v in validate_history(messages) if v.severity == 'error']
+    expected_valid = name.removesuffix('_long') in VALID or name.startswith('agent_')
+    assert (errors == []) == expected_valid, errors
+    if repair_functions() is not None:  # 2.x: the repair itself decides
+        assert (errors == []) == (not repair_changes(messages)), errors
+
+
+def test_split_returns_and_returns_across_a_response_are_valid() -> None:
+    shapes = _shapes()
+    for name in ('hitl_resume', 'parallel_deferred_resume', 'across_intervening_response'):
+        assert validate_history(shapes[name]) == [], name
+
+
+def test_the_live_frontier_is_a_warning_and_an_earlier_dangling_call_an_error() -> None:
+    frontier = validate_history(_shapes()['deferred_frontier'])
+    assert [(v.code, v.index, v.severity, v.tool_call_id) for v in frontier] == [
+        ('dangling_tool_call', 1, 'warning', 'call_file')
+    ]
+    assert_valid_history(_shapes()['deferred_frontier'])
+    mid = validate_history(_shapes()['dangling_mid_history'])
+    assert [(v.code, v.index, v.severity) for v in mid] == [('dangling_tool_call', 1, 'error')]
+
+
+def test_a_repeated_result_is_a_warning() -> None:
+    violations = validate_history(_shapes()['duplicate_result'])
+    assert [(v.code, v.index, v.severity) for v in violations] == [('duplicate_tool_return', 2, 'warning')]
+
+
+def test_shadowed_call_and_result_before_its_call_are_errors() -> None:
+    assert _codes(validate_history(_shapes()['shadowed_open_call'])) == [('dangling_tool_call', 1)]
+    assert _codes(validate_history(_shapes()['result_before_call'])) == [
+        ('dangling_tool_call', 2),
+        ('orphan_tool_return', 1),
+    ]

@@ -6,6 +6,7 @@ from ._context import HistoryContext, HistoryStage
 from .events import (
     ArtifactProcessed,
     CompactionResult,
+    ContentLost,
     HistoryEvent,
     HistoryWarning,
     RequestProcessed,
@@ -40,6 +41,7 @@ __all__ = (
     'CompactionResult',
     'CompactionSettings',
     'Compactor',
+    'ContentLost',
     'ContextWindowUnknownError',
     'FileSettings',
     'HistoryContext',

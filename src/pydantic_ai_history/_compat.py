@@ -39,6 +39,7 @@ __all__ = (
     'BinaryContent',
     'ModelMessage',
     'ModelRequest',
+    'ModelRequestPart',
     'ModelResponse',
     'RetryPromptPart',
     'SystemPromptPart',

@@ -9,6 +9,7 @@ from typing import Any, Literal
 __all__ = (
     'ArtifactProcessed',
     'CompactionResult',
+    'ContentLost',
     'HistoryEvent',
     'HistoryWarning',
     'RequestProcessed',
@@ -102,6 +103,23 @@ class HistoryWarning(HistoryEvent):
     code: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContentLost(HistoryWarning):
+    """Content left the history with no home: it is in neither the history nor the store (at most a summary
+    or a note stands for it). Logged at error level; `code` says why (`window_dropped`,
+    `transcript_not_stored`).
+    """
+
+    stage: str
+    """The stage that removed it."""
+    messages: int
+    """How many messages were removed."""
+    tool_calls: tuple[str, ...] = ()
+    """The tool calls (`name#tool_call_id`) whose calls or results were among them."""
+    user_prompts: int = 0
+    """How many user prompts were among them."""
 
 
 @dataclass(frozen=True, kw_only=True)

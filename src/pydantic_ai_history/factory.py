@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ._context import ScopeKey
 from .cache import SummaryCache
 from .events import CompactionResult
 from .pinning import PinPredicate
@@ -40,6 +41,7 @@ def create_history_processor(
     token_profile: TokenizerProfile | None = None,
     cache: SummaryCache | None = None,
     store: ArtifactStore | None = None,
+    scope: ScopeKey | None = None,
     on_event: EventHandler | None = None,
     on_compaction: Callable[[CompactionResult], None] | None = None,
 ) -> HistoryProcessor:
@@ -71,6 +73,9 @@ def create_history_processor(
         token_profile: overrides how tokens are counted (encoding, correction, image formula).
         cache: the shared cache for summaries and conversions (default: an in-memory LRU).
         store: where the full originals of reduced artifacts are kept (default: in memory, bounded).
+        scope: `ctx -> str`, the tenant or conversation whose artifacts a run may store and read back, e.g.
+            `lambda ctx: ctx.deps.tenant_id`. Default: pydantic-ai's conversation id (1.0: one shared scope).
+            Summarizer failures are also counted per scope.
         on_event: receives every `HistoryEvent`.
         on_compaction: receives every `CompactionResult`.
     """
@@ -128,6 +133,7 @@ def create_history_processor(
         cache=cache,
         store=store,
         on_event=on_event,
+        scope=scope,
     )
 
 

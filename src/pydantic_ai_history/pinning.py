@@ -18,18 +18,12 @@ from ._compat import (
     message_metadata,
     part_metadata,
 )
-from ._context import MARKER_KEY
+from ._marks import MARKER_KEY, marker_kind, own_metadata
 
-__all__ = ('PinPredicate', 'is_pinned', 'marker_kind', 'pin', 'pin_tool_errors')
+__all__ = ('PinPredicate', 'is_pinned', 'pin', 'pin_tool_errors')
 
 PinPredicate = Callable[[ModelMessage], bool]
 _T = TypeVar('_T')
-
-TEXT_MARKERS = {
-    'summary': '[pydantic-ai-history: summary of earlier conversation]',
-    'window': '[pydantic-ai-history: earlier messages removed]',
-}
-"""Opening lines of the messages we write; how we recognise them where messages have no metadata (1.0)."""
 
 
 def pin(item: _T) -> _T:
@@ -49,26 +43,6 @@ def pin(item: _T) -> _T:
     ours['pinned'] = True
     current[MARKER_KEY] = ours
     return dataclasses.replace(item, metadata=current)  # type: ignore[type-var]
-
-
-def _ours(metadata: Any) -> dict[str, Any]:
-    value = metadata.get(MARKER_KEY) if hasattr(metadata, 'get') else None
-    return value if isinstance(value, dict) else {}
-
-
-def marker_kind(message: ModelMessage) -> str | None:
-    """'summary' or 'window' for a request this package wrote, else None."""
-    kind = _ours(message_metadata(message)).get('kind')
-    if isinstance(kind, str):
-        return kind
-    if isinstance(message, ModelRequest):
-        for part in message.parts:
-            text = getattr(part, 'content', None)
-            if isinstance(text, str):
-                for name, opening in TEXT_MARKERS.items():
-                    if text.startswith(opening):
-                        return name
-    return None
 
 
 _ERROR_OUTCOMES = frozenset({'failed', 'retried', 'denied'})
@@ -94,9 +68,9 @@ def pin_tool_errors(message: ModelMessage) -> bool:
 def is_pinned(messages: Sequence[ModelMessage], predicate: PinPredicate | None = None) -> bool:
     """Whether any message of a unit is pinned: by a pin marker, as our summary, or by `predicate`."""
     for message in messages:
-        if _ours(message_metadata(message)).get('pinned') or marker_kind(message) == 'summary':
+        if own_metadata(message_metadata(message)).get('pinned') or marker_kind(message) == 'summary':
             return True
-        if any(_ours(part_metadata(p)).get('pinned') for p in message.parts):
+        if any(own_metadata(part_metadata(p)).get('pinned') for p in message.parts):
             return True
         if predicate is not None and predicate(message):
             return True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import operator
 import time
 import weakref
 from collections import Counter, OrderedDict
@@ -18,7 +19,7 @@ from typing import Any
 from pydantic_ai import RunContext
 
 from ._compat import HAS_CAPABILITIES, ModelMessage, run_id_of
-from ._context import HistoryContext, HistoryStage
+from ._context import HistoryContext, HistoryStage, ScopeKey, default_scope
 from .cache import MemoryCache, SummaryCache
 from .events import (
     ArtifactProcessed,
@@ -31,7 +32,7 @@ from .events import (
 )
 from .store import ArtifactStore, MemoryStore
 from .tokens import TokenCounter, TokenizerProfile
-from .validate import Violation, validate_history
+from .validate import PAIRING_CODES, StructureCheck, Violation
 from .windows import ContextWindowUnknownError, model_info, model_name_of
 
 __all__ = ('HistoryProcessor', 'HistoryStats', 'RunStats')
@@ -107,9 +108,12 @@ def _tracer() -> Any:
 class HistoryProcessor:
     """Runs the stages in order over each model request's history.
 
-    A stage that raises, or returns a history with more invariant violations than it was given, is skipped
-    for that request (a `StageFailed` event says why); the run goes on with the stage's input. Only a
-    configuration error (`ContextWindowUnknownError`) is raised.
+    A stage that raises, or returns a worse history than it was given, is skipped for that request (a
+    `StageFailed` event says why); the run goes on with the stage's input. Worse means: a tool call and its
+    return that were paired no longer are, or any other invariant violation where the input had none. And
+    the processed history is never bigger than the hard budget allows (the window's budget, else the context
+    window): when a history that fitted no longer does, or one already over grew, the input is returned.
+    Only a configuration error (`ContextWindowUnknownError`) is raised.
     """
 
     def __init__(
@@ -124,6 +128,7 @@ class HistoryProcessor:
         store: ArtifactStore | None = None,
         on_event: EventHandler | None = None,
         max_tracked_runs: int = 1_024,
+        scope: ScopeKey | None = None,
     ) -> None:
         if not 0 < context_utilization <= 1:
             raise ValueError('context_utilization must be in (0, 1]')
@@ -135,6 +140,7 @@ class HistoryProcessor:
         self.cache: SummaryCache = cache if cache is not None else MemoryCache()
         self.store: ArtifactStore = store if store is not None else MemoryStore()
         self.on_event = on_event
+        self.scope = scope
         self._counters: dict[str | None, TokenCounter] = {}
         self._overall = RunStats()
         self._runs: OrderedDict[str, RunStats] = OrderedDict()
@@ -164,7 +170,18 @@ class HistoryProcessor:
         """A toolset with `read_artifact` for what the artifact stage reduced (for `Agent(toolsets=...)`)."""
         from .readback import readback_toolset
 
-        return readback_toolset(self.store)
+        return readback_toolset(self.store, scope=self.scope_of)
+
+    def scope_of(self, ctx: RunContext[Any] | None) -> str:
+        """The scope a run's artifacts live in: the `scope` callable's answer, else `default_scope(ctx)`."""
+        if ctx is None or self.scope is None:
+            return default_scope(ctx)
+        try:
+            return str(self.scope(ctx))
+        except Exception:
+            # Never let a broken scope key widen access: the run gets a scope of its own.
+            logger.exception('the scope callable raised; this run reads back only what it stored itself')
+            return f'unscoped-run:{self._run_key(ctx) or id(ctx)}'
 
     # ---- processing -----------------------------------------------------------------------------------
 
@@ -203,6 +220,7 @@ class HistoryProcessor:
             emit_event=self._emit,
             usage=getattr(ctx, 'usage', None),
             tool_definitions=tuple(tool_definitions),
+            scope=self.scope_of(ctx),
         )
 
     async def compact(
@@ -222,11 +240,20 @@ class HistoryProcessor:
             compact = getattr(stage, 'compact', None)
             if compact is not None:
                 history = list(messages)
+                await self.store.prepare()
                 context = self.make_context(ctx=ctx, model=model)
-                validity = _Validity(len(self._input_check(context.run_id).errors(history)))
-                return await self._run_stage(
+                check = self._input_check(context.run_id)
+                validity = check.check(history)
+                result = await self._run_stage(
                     _OnDemand(stage.name, compact, focus), history, context, validity
                 )
+                if result is not history:
+                    problem = self._over_budget(result, context.estimate(history).total, context)
+                    if problem is not None:
+                        self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
+                        return history
+                check.adopt(validity)
+                return result
         raise RuntimeError(
             'this processor has no compaction stage (create_history_processor(compaction=False)?)'
         )
@@ -245,6 +272,7 @@ class HistoryProcessor:
         estimate until the provider's usage has shown what instructions and tools really cost.
         """
         started = time.perf_counter()
+        await self.store.prepare()  # a persisted id secret is loaded before the first id is made
         context = self.make_context(ctx=ctx, model=model, tool_definitions=tool_definitions)
         current = list(messages)
         if not current:
@@ -270,18 +298,26 @@ class HistoryProcessor:
         before = context.estimate(messages)
         current = messages
         check = self._input_check(context.run_id)
-        violations = check.errors(messages)
-        new_violations = check.unreported(violations)
+        validity = check.check(messages)
+        errors = [v for v in validity.violations if v.severity == 'error']
+        new_violations = check.unreported(errors)
         if new_violations:
             context.warn(
                 'invalid_input',
-                f'the history has {len(violations)} invariant violation(s) before processing; '
+                f'the history has {len(errors)} invariant violation(s) before processing; '
                 'no stage may add to them',
                 violations=[str(v) for v in new_violations[:20]],
             )
-        validity = _Validity(len(violations))
+        given = _Validity(messages, validity.structure, validity.violations)
         for stage in self.stages:
             current = await self._run_stage(stage, current, context, validity)
+        if current is not messages:
+            problem = self._over_budget(current, before.total, context)
+            if problem is not None:
+                logger.error('the processed history was worse than the input (%s); input kept', problem)
+                self._emit(StageFailed(run_id=context.run_id, stage='processor', error=problem))
+                current, validity = messages, given
+        check.adopt(validity)
         context.counter.mark_sent(current)
         # the idle path: nothing changed, so the estimate of the input stands
         after = before if current is messages else context.estimate(current)
@@ -316,16 +352,62 @@ class HistoryProcessor:
             return messages
         if result is messages:
             return result
-        errors = [v for v in validate_history(result) if v.severity == 'error']
-        if len(errors) > validity.errors:
-            shown = '; '.join(str(v) for v in errors[:5])
-            logger.error(
-                'stage %r produced an invalid history (%s); its output was discarded', stage.name, shown
-            )
-            self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error='invalid output: ' + shown))
+        problem = self._worse(result, messages, context, validity)
+        if problem is not None:
+            logger.error('stage %r made the history worse (%s); output discarded', stage.name, problem)
+            self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
             return messages
-        validity.accept(len(errors))
         return result
+
+    def _worse(
+        self,
+        result: list[ModelMessage],
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        validity: _Validity,
+    ) -> str | None:
+        """Why a stage's output is worse than its input, or None when it may replace it.
+
+        Worse: empty; a tool call and its return that were paired are no longer (or any other violation where
+        the input had none).
+        """
+        if not result:
+            return 'invalid output: the history is empty'
+        structure = StructureCheck()
+        structure.extend(result)
+        violations = structure.violations(result)
+        added = validity.added(violations, result)
+        if added:
+            return 'invalid output: ' + '; '.join(str(v) for v in added[:5])
+        validity.accept(result, structure, violations)
+        return None
+
+    def _over_budget(self, result: list[ModelMessage], before: int, context: HistoryContext) -> str | None:
+        """Why the processed history is bigger than the hard budget allows, or None.
+
+        Checked on the whole pipeline's output, not per stage: a stage may grow the history (a file converted
+        for a model that cannot read it) when a later one brings it back within the budget.
+        """
+        budget = self._hard_budget(context)
+        if budget is None:
+            return None
+        after = context.estimate(result).total
+        if after <= before or after <= budget:
+            return None
+        fitted = 'fitted' if before <= budget else 'was already over'
+        return (
+            f'the output is {after:,} tokens, the input {before:,}, which {fitted} the budget of {budget:,}'
+        )
+
+    def _hard_budget(self, context: HistoryContext) -> int | None:
+        """The limit no output may newly pass: the smallest stage budget (the window's), else the window."""
+        budgets: list[int] = []
+        for stage in self.stages:
+            hard_budget = getattr(stage, 'hard_budget', None)
+            value = hard_budget(context) if callable(hard_budget) else None
+            if isinstance(value, int):
+                budgets.append(value)
+        return min(budgets) if budgets else context.context_window
 
     def _input_check(self, run_id: str | None) -> _InputCheck:
         """The run's incremental input check: each run continues its own previous input."""
@@ -429,21 +511,75 @@ def _record(stats: RunStats, event: HistoryEvent) -> None:
         stats.stage_failures += 1
 
 
-_BOUNDARY_CODES = frozenset({'starts_with_response', 'starts_with_tool_return'})
+_HISTORY_CODES = frozenset(
+    {'empty', 'starts_with_response', 'starts_with_tool_return', 'not_ending_with_request'}
+)
+"""Violations about the history's ends: where they are is the history itself, whichever message is there."""
+
+_Key = tuple[str, object]
+
+
+class _Validity:
+    """What the next stage receives, and what was already wrong with it: no stage may add to that.
+
+    A violation is the same one when it has the same code and the same place: for pairing, the tool call id
+    (so a call and its return that were paired must stay paired, however messages move); for the ends, the
+    history; otherwise the message, by identity with the input (a message a stage wrote has no old place).
+    """
+
+    def __init__(
+        self, messages: list[ModelMessage], structure: StructureCheck, violations: list[Violation]
+    ) -> None:
+        self.messages = messages
+        self.structure = structure
+        self.violations = violations
+        self._keys: Counter[_Key] | None = None
+
+    def added(self, violations: Sequence[Violation], result: Sequence[ModelMessage]) -> list[Violation]:
+        """The violations of `result` (a stage's output) that its input did not have."""
+        if self._keys is None:
+            self._keys = Counter(_key(v, self.messages, None) for v in self.violations)
+        places = {id(m): i for i, m in enumerate(self.messages)}
+        remaining = Counter(self._keys)
+        added: list[Violation] = []
+        for violation in violations:
+            key = _key(violation, result, places)
+            if remaining[key] > 0:
+                remaining[key] -= 1
+            else:
+                added.append(violation)
+        return added
+
+    def accept(
+        self, messages: list[ModelMessage], structure: StructureCheck, violations: list[Violation]
+    ) -> None:
+        """A stage's output becomes the next stage's input."""
+        self.messages, self.structure, self.violations, self._keys = messages, structure, violations, None
+
+
+def _key(violation: Violation, messages: Sequence[ModelMessage], places: dict[int, int] | None) -> _Key:
+    if violation.code in PAIRING_CODES:
+        return violation.code, violation.tool_call_id
+    if violation.code in _HISTORY_CODES or violation.index < 0:
+        return violation.code, None
+    if places is None:
+        return violation.code, violation.index
+    return violation.code, places.get(id(messages[violation.index]), ('new', violation.index))
 
 
 class _InputCheck:
     """Validates each input history, incrementally.
 
-    Within a run every input is the previous output plus a response and a request (the same objects), and
-    every invariant is local (a message and its neighbours) or about the ends. So when the previous input
-    was valid, only the messages from the end of the shared prefix on need checking: the idle path stays
-    cheap on long histories while broken input is still reported on every request that brings it.
+    Within a run every input is the previous output plus a response and a request (the same objects). The
+    checks are not all local (a return may answer a call many messages back), so the check keeps the
+    pairing state of the history it last saw and, when the new input extends it, only feeds the new
+    messages: the idle path stays cheap on long histories while broken input is still reported on every
+    request that brings it. Any other input is checked from scratch.
     """
 
     def __init__(self) -> None:
-        self._last: tuple[ModelMessage, ...] = ()
-        self._last_errors = 0
+        self._last: Sequence[ModelMessage] = ()
+        self._structure = StructureCheck()
         self._reported: frozenset[str] = frozenset()
 
     def unreported(self, violations: Sequence[Violation]) -> list[Violation]:
@@ -452,23 +588,24 @@ class _InputCheck:
         self._reported = frozenset(str(v) for v in violations)
         return new
 
-    def errors(self, messages: Sequence[ModelMessage]) -> list[Violation]:
-        shared = 0
-        for old, new in zip(self._last, messages, strict=False):
-            if old is not new:
-                break
-            shared += 1
-        if shared >= 2 and self._last_errors == 0:
-            start = shared - 2  # the pair at the seam was checked with the previous input
-            found = [
-                dataclasses.replace(v, index=v.index + start)
-                for v in validate_history(messages[start:])
-                if v.severity == 'error' and v.index != 0 and v.code not in _BOUNDARY_CODES
-            ]
-        else:
-            found = [v for v in validate_history(messages) if v.severity == 'error']
-        self._last, self._last_errors = tuple(messages), len(found)
-        return found
+    def check(self, messages: list[ModelMessage]) -> _Validity:
+        """The validity of `messages`, from the state of the last history seen when it is a prefix."""
+        last = self._last
+        extends = (
+            0 < len(last) <= len(messages)
+            and self._structure.length == len(last)
+            and all(map(operator.is_, last, messages))
+        )
+        if not extends:
+            self._structure = StructureCheck()
+            last = ()
+        self._structure.extend(messages[len(last) :])
+        self._last = tuple(messages)  # our own copy: the caller may change the list it gets back
+        return _Validity(messages, self._structure, self._structure.violations(messages))
+
+    def adopt(self, validity: _Validity) -> None:
+        """Continue from the history the stages returned: the next input extends it."""
+        self._last, self._structure = tuple(validity.messages), validity.structure
 
 
 @dataclasses.dataclass
@@ -482,17 +619,6 @@ class _OnDemand:
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         result: list[ModelMessage] = await self.compact(messages, context, focus=self.focus)
         return result
-
-
-class _Validity:
-    """The error count of the history the next stage receives; no stage may add to it."""
-
-    def __init__(self, errors: int) -> None:
-        self.errors = errors
-
-    def accept(self, errors: int) -> None:
-        """A stage's output becomes the next stage's input."""
-        self.errors = errors
 
 
 def _span_attributes(event: RequestProcessed, context: HistoryContext) -> dict[str, Any]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import anyio.to_thread
+from pydantic_ai import RunContext
 from pydantic_ai.toolsets import FunctionToolset
 
+from ._context import default_scope
 from .files import ConvertedDocument, FileSettings, read_file
 from .store import ArtifactStore, InvalidArtifactId, StoreError
 
@@ -24,15 +27,18 @@ async def read_artifact_text(
     offset: int = 0,
     limit: int = DEFAULT_READ_LIMIT,
     query: str | None = None,
+    *,
+    scope: str = '',
 ) -> str:
-    """The text of a stored artifact from character `offset`, at most `limit` characters.
+    """The text of a stored artifact of `scope` from character `offset`, at most `limit` characters.
 
     With `query`, the passages most relevant to it are returned instead of a positional slice.
-    Errors come back as text the model can act on, never as exceptions that would end the run.
+    Errors come back as text the model can act on, never as exceptions that would end the run. An id
+    stored in another scope is answered exactly like a missing one.
     """
     try:
-        info = await store.info(artifact_id)
-        data = await store.get(artifact_id) if info is not None else None
+        info = await store.info(artifact_id, scope=scope)
+        data = await store.get(artifact_id, scope=scope) if info is not None else None
     except InvalidArtifactId:
         return f'Error: {artifact_id!r} is not a valid artifact id.'
     except StoreError as exc:
@@ -90,12 +96,19 @@ async def _whole_document(data: bytes, media_type: str) -> str | None:
     return result.text if isinstance(result, ConvertedDocument) else None
 
 
-def readback_toolset(store: ArtifactStore) -> FunctionToolset[Any]:
-    """A toolset with one tool, `read_artifact`, reading from `store`."""
+def readback_toolset(
+    store: ArtifactStore, *, scope: Callable[[RunContext[Any]], str] | None = None
+) -> FunctionToolset[Any]:
+    """A toolset with one tool, `read_artifact`, reading from `store` in the scope `scope(ctx)` names."""
     toolset: FunctionToolset[Any] = FunctionToolset()
+    scope_of = scope if scope is not None else default_scope
 
     async def read_artifact(
-        artifact_id: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT, query: str | None = None
+        ctx: RunContext[Any],
+        artifact_id: str,
+        offset: int = 0,
+        limit: int = DEFAULT_READ_LIMIT,
+        query: str | None = None,
     ) -> str:
         """Read back content that was shortened or removed from the conversation to save space.
 
@@ -105,7 +118,7 @@ def readback_toolset(store: ArtifactStore) -> FunctionToolset[Any]:
             limit: how many characters to return (at most 200,000).
             query: if given, return the passages most relevant to this question instead of a slice.
         """
-        return await read_artifact_text(store, artifact_id, offset, limit, query)
+        return await read_artifact_text(store, artifact_id, offset, limit, query, scope=scope_of(ctx))
 
     toolset.add_function(read_artifact, name=READ_ARTIFACT_TOOL)
     return toolset

@@ -2,12 +2,18 @@
 
 Every stage that drops or replaces messages works on units, never on single messages, so no tool call is
 separated from its return. This is the only module that pairs calls with returns.
+
+Pairing follows pydantic-ai's own pre-send repair (`pydantic_ai.messages._dangling_tool_calls_by_response`
+and `_drop_orphaned_tool_results` in 2.x), by call id rather than by adjacency: a tool result (a
+`ToolReturnPart`, or a `RetryPromptPart` naming a tool) answers the oldest still-open call with its id in any
+earlier response. So the returns of one response may be split over several requests (deferred tools, human
+approvals) and may come after an intervening response, and the history is still valid.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from ._compat import (
     ModelMessage,
@@ -19,16 +25,26 @@ from ._compat import (
     answered_call_id,
 )
 
-__all__ = ('Unit', 'fit_suffix', 'head_length', 'split_units', 'system_parts', 'tool_call_ids')
+__all__ = (
+    'ToolPairing',
+    'Unit',
+    'fit_suffix',
+    'head_length',
+    'pair_tool_calls',
+    'split_units',
+    'system_parts',
+    'tool_call_ids',
+)
 
 
 @dataclass(frozen=True)
 class Unit:
     """Messages `[start, end)` that must be kept or dropped together.
 
-    A response carrying tool calls forms one unit with the request that carries their returns (retries
-    included); every other message is a unit of its own. Native (builtin) tool calls and their returns
-    live in the same response, so they are atomic already.
+    A response carrying tool calls forms one unit with every request that answers them (returns, retry
+    prompts, deferred results, approvals), up to the last such request, with whatever lies between; units
+    that would overlap are merged. Every other message is a unit of its own. Native (builtin) tool calls and
+    their returns live in the same response, so they are atomic already.
     """
 
     start: int
@@ -45,26 +61,129 @@ def tool_call_ids(message: ModelResponse) -> list[str]:
     return [p.tool_call_id for p in message.parts if isinstance(p, ToolCallPart)]
 
 
-def _answers_calls(message: ModelRequest) -> bool:
-    return any(answered_call_id(p) is not None for p in message.parts)
+@dataclass
+class ToolPairing:
+    """pydantic-ai's ordered matching of tool results to tool calls, fed one message at a time.
+
+    `add` costs what the message holds, so a caller that keeps the pairing of a history and later sees the
+    same history grown by a few messages only feeds the new ones.
+    """
+
+    length: int = 0
+    """How many messages were fed."""
+    last_response: int | None = None
+    """Index of the newest `ModelResponse`: its open calls are the live frontier, still answerable."""
+    reach: dict[int, int] = field(default_factory=dict)
+    """Response index -> index of the last request holding a result for one of its calls."""
+    orphans: list[tuple[int, str]] = field(default_factory=list)
+    """(request index, call id) of results whose id no earlier response called: pydantic-ai drops them."""
+    repeated_returns: list[tuple[int, str]] = field(default_factory=list)
+    """(request index, call id) of results for a call that was already answered: pydantic-ai keeps them."""
+    repeated_calls: list[tuple[int, str]] = field(default_factory=list)
+    """(response index, call id) of an id called twice in one response (answered in order)."""
+    shadowed: list[tuple[int, str]] = field(default_factory=list)
+    """(response index, call id) of open calls whose id a later response called again: never answerable."""
+    open_calls: dict[str, list[int]] = field(default_factory=dict)
+    """Call id -> indices of the responses whose call with that id is not answered yet, oldest first."""
+    _latest_caller: dict[str, int] = field(default_factory=dict)
+
+    def add(self, message: ModelMessage) -> None:
+        """Feed the next message of the history."""
+        index = self.length
+        self.length += 1
+        if isinstance(message, ModelResponse):
+            self._open(message, index)
+        else:
+            self._answer(message, index)
+
+    def extend(self, messages: Iterable[ModelMessage]) -> ToolPairing:
+        for message in messages:
+            self.add(message)
+        return self
+
+    def _open(self, response: ModelResponse, index: int) -> None:
+        self.last_response = index
+        seen_here: set[str] = set()
+        for call_id in tool_call_ids(response):
+            if call_id in seen_here:
+                self.repeated_calls.append((index, call_id))
+            seen_here.add(call_id)
+            pending = self.open_calls.setdefault(call_id, [])
+            if pending and pending[-1] != index:
+                # a later result now answers this call, never the earlier ones (pydantic-ai's rule)
+                self.shadowed.extend((earlier, call_id) for earlier in pending)
+                pending.clear()
+            pending.append(index)
+            self._latest_caller[call_id] = index
+
+    def _answer(self, request: ModelRequest, index: int) -> None:
+        for part in request.parts:
+            call_id = answered_call_id(part)
+            if call_id is None:
+                continue
+            pending = self.open_calls.get(call_id)
+            if pending:
+                response = pending.pop(0)
+                if not pending:
+                    del self.open_calls[call_id]
+            elif call_id in self._latest_caller:
+                response = self._latest_caller[call_id]
+                self.repeated_returns.append((index, call_id))
+            else:
+                self.orphans.append((index, call_id))
+                continue
+            self.reach[response] = index
+
+    def dangling(self) -> list[tuple[int, str]]:
+        """(response index, call id) of every call with no result, in order: shadowed and still open."""
+        found = list(self.shadowed)
+        for call_id, responses in self.open_calls.items():
+            found.extend((response, call_id) for response in responses)
+        return sorted(found)
+
+
+def pair_tool_calls(messages: Sequence[ModelMessage]) -> ToolPairing:
+    """The pairing of every tool call and result of a history."""
+    return ToolPairing().extend(messages)
+
+
+def _answers_calls(message: ModelMessage) -> bool:
+    return isinstance(message, ModelRequest) and any(answered_call_id(p) is not None for p in message.parts)
 
 
 def split_units(messages: Sequence[ModelMessage]) -> list[Unit]:
     """Split a history into atomic units, in order, covering every message exactly once."""
+    reach = pair_tool_calls(messages).reach
     units: list[Unit] = []
     i, n = 0, len(messages)
     while i < n:
-        message = messages[i]
-        if isinstance(message, ModelResponse):
-            end = i + 1
-            if tool_call_ids(message) and end < n and isinstance(messages[end], ModelRequest):
-                end += 1
-            units.append(Unit(i, end, starts_with_request=False))
-            i = end
-        else:
-            units.append(Unit(i, i + 1, starts_with_request=not _answers_calls(message)))
-            i += 1
+        last = reach.get(i, i)
+        k = i + 1
+        while k <= last:  # a response inside the span may be answered later still: the unit grows
+            last = max(last, reach.get(k, k))
+            k += 1
+        first = messages[i]
+        starts_with_request = isinstance(first, ModelRequest) and not _answers_calls(first)
+        units.append(Unit(i, last + 1, starts_with_request=starts_with_request))
+        i = last + 1
     return units
+
+
+def _first_user_turn(messages: Sequence[ModelMessage]) -> int | None:
+    """Index of the request with the first user prompt, when it opens the conversation.
+
+    System-prompt-only requests may come before it; so may a malformed start (a response, or tool returns
+    whose calls are gone), which does not make the first user message any less the original task. Any other
+    request first (our summary on 2.x, say) means the first user turn is gone.
+    """
+    for index, message in enumerate(messages):
+        if not isinstance(message, ModelRequest):
+            continue
+        if any(isinstance(p, UserPromptPart) for p in message.parts):
+            return index
+        if not any(isinstance(p, SystemPromptPart) for p in message.parts) and not _answers_calls(message):
+            return None
+    return None
 
 
 def head_length(
@@ -78,18 +197,13 @@ def head_length(
     if not units:
         return 0
     wanted = 0
-    for index, message in enumerate(messages):
-        if not isinstance(message, ModelRequest):
-            continue
-        has_system = any(isinstance(p, SystemPromptPart) for p in message.parts)
-        has_user = any(isinstance(p, UserPromptPart) for p in message.parts)
-        if has_system and index == 0:
-            wanted = 1
-        if has_user and keep_first_user_message:
-            wanted = index + 1
-            break
-        if not has_system:
-            break
+    first = messages[0]
+    if isinstance(first, ModelRequest) and any(isinstance(p, SystemPromptPart) for p in first.parts):
+        wanted = 1
+    if keep_first_user_message:
+        user = _first_user_turn(messages)
+        if user is not None:
+            wanted = user + 1
     if wanted == 0:
         return 0
     for unit in units[:-1]:

@@ -18,9 +18,16 @@ from ._compat import (
     ThinkingPart,
     answered_call_id,
 )
-from .units import system_parts, tool_call_ids
+from .units import ToolPairing, system_parts
 
-__all__ = ('HistoryValidationError', 'Violation', 'assert_valid_history', 'validate_history')
+__all__ = (
+    'PAIRING_CODES',
+    'HistoryValidationError',
+    'StructureCheck',
+    'Violation',
+    'assert_valid_history',
+    'validate_history',
+)
 
 ViolationCode = Literal[
     'empty',
@@ -30,12 +37,18 @@ ViolationCode = Literal[
     'dangling_tool_call',
     'orphan_tool_return',
     'duplicate_tool_call_id',
+    'duplicate_tool_return',
     'empty_message',
     'system_prompt_lost',
     'current_request_changed',
     'signed_thinking_altered',
     'over_budget',
 ]
+
+PAIRING_CODES: frozenset[ViolationCode] = frozenset(
+    {'dangling_tool_call', 'orphan_tool_return', 'duplicate_tool_call_id', 'duplicate_tool_return'}
+)
+"""Codes about one tool call id; their `Violation.tool_call_id` says which."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,8 @@ class Violation:
     index: int
     reason: str
     severity: Literal['error', 'warning'] = 'error'
+    tool_call_id: str | None = None
+    """The tool call id a pairing violation is about; None for the others."""
 
     def __str__(self) -> str:
         where = f'message {self.index}' if self.index >= 0 else 'history'
@@ -69,38 +84,23 @@ def validate_history(
 ) -> list[Violation]:
     """Check a history against the invariants; return every violation found (empty when valid).
 
+    Tool pairing is pydantic-ai's: a result answers the oldest open call with its id in any earlier
+    response, so returns split over several requests or given after an intervening response are valid. A
+    history is an error exactly where pydantic-ai's pre-send repair would change it (an orphan result it
+    drops, a dangling call it answers as "interrupted"); the calls of the newest response that have no
+    result yet are only a warning, as they are the live frontier that deferred results may still answer.
+
     With `original` (the history before processing) it also checks that the current request is unchanged,
     system prompt parts survive and signed thinking parts are kept exactly or dropped with their response.
     With `budget` and `count_tokens` it checks the history fits.
     """
-    found: list[Violation] = []
     if not messages:
         return [
             Violation('empty', -1, 'the history is empty; pydantic-ai rejects an empty processed history')
         ]
-    if not isinstance(messages[-1], ModelRequest):
-        found.append(
-            Violation(
-                'not_ending_with_request',
-                len(messages) - 1,
-                'the last message must be the current ModelRequest',
-            )
-        )
-    first = messages[0]
-    if isinstance(first, ModelResponse):
-        found.append(Violation('starts_with_response', 0, 'the history opens with a model response'))
-    elif any(answered_call_id(p) is not None for p in first.parts):
-        found.append(
-            Violation(
-                'starts_with_tool_return', 0, 'the history opens with tool returns whose calls are gone'
-            )
-        )
-    found.extend(_pairing_violations(messages))
-    for index, message in enumerate(messages):
-        if not message.parts:
-            found.append(
-                Violation('empty_message', index, f'{type(message).__name__} has no parts', 'warning')
-            )
+    check = StructureCheck()
+    check.extend(messages)
+    found = check.violations(messages)
     if original is not None:
         found.extend(_preservation_violations(messages, original))
     if budget is not None and count_tokens is not None:
@@ -110,48 +110,111 @@ def validate_history(
     return found
 
 
-def _pairing_violations(messages: Sequence[ModelMessage]) -> list[Violation]:
+class StructureCheck:
+    """The structural checks of `validate_history` (ends, pairing, empty messages), fed incrementally.
+
+    Feeding costs what the new messages hold; `violations` costs what is wrong plus the calls still open. So
+    a caller that sees the same history grown by a few messages pays for those only.
+    """
+
+    def __init__(self) -> None:
+        self.pairing = ToolPairing()
+        self._empty: list[int] = []
+
+    @property
+    def length(self) -> int:
+        return self.pairing.length
+
+    def extend(self, messages: Sequence[ModelMessage]) -> None:
+        """Feed `messages`, the continuation of what was fed before."""
+        for message in messages:
+            if not message.parts:
+                self._empty.append(self.pairing.length)
+            self.pairing.add(message)
+
+    def violations(self, messages: Sequence[ModelMessage]) -> list[Violation]:
+        """Every structural violation of `messages`, which must be exactly what was fed."""
+        found = _end_violations(messages)
+        found.extend(_pairing_violations(self.pairing, starts_with_tool_return=_opens_with_returns(messages)))
+        found.extend(
+            Violation('empty_message', i, f'{type(messages[i]).__name__} has no parts', 'warning')
+            for i in self._empty
+        )
+        return found
+
+
+def _opens_with_returns(messages: Sequence[ModelMessage]) -> bool:
+    first = messages[0]
+    return isinstance(first, ModelRequest) and any(answered_call_id(p) is not None for p in first.parts)
+
+
+def _end_violations(messages: Sequence[ModelMessage]) -> list[Violation]:
     found: list[Violation] = []
-    for index, message in enumerate(messages):
-        if isinstance(message, ModelResponse):
-            calls = tool_call_ids(message)
-            duplicates = {c for c in calls if calls.count(c) > 1}
-            for call_id in sorted(duplicates):
-                found.append(
-                    Violation(
-                        'duplicate_tool_call_id',
-                        index,
-                        f'tool_call_id {call_id!r} appears twice in one response',
-                    )
-                )
-            following = messages[index + 1] if index + 1 < len(messages) else None
-            answered = (
-                {answered_call_id(p) for p in following.parts}
-                if isinstance(following, ModelRequest)
-                else set()
+    if not isinstance(messages[-1], ModelRequest):
+        found.append(
+            Violation(
+                'not_ending_with_request',
+                len(messages) - 1,
+                'the last message must be the current ModelRequest',
             )
-            for call_id in calls:
-                if call_id not in answered:
-                    found.append(
-                        Violation(
-                            'dangling_tool_call',
-                            index,
-                            f'tool call {call_id!r} has no return in the next request',
-                        )
-                    )
-        else:
-            previous = messages[index - 1] if index > 0 else None
-            called = set(tool_call_ids(previous)) if isinstance(previous, ModelResponse) else set()
-            for part in message.parts:
-                answered_id = answered_call_id(part)
-                if answered_id is not None and answered_id not in called and index > 0:
-                    found.append(
-                        Violation(
-                            'orphan_tool_return',
-                            index,
-                            f'tool return {answered_id!r} answers no call in the previous response',
-                        )
-                    )
+        )
+    if isinstance(messages[0], ModelResponse):
+        found.append(Violation('starts_with_response', 0, 'the history opens with a model response'))
+    elif _opens_with_returns(messages):
+        found.append(
+            Violation(
+                'starts_with_tool_return', 0, 'the history opens with tool returns whose calls are gone'
+            )
+        )
+    return found
+
+
+def _pairing_violations(pairing: ToolPairing, *, starts_with_tool_return: bool) -> list[Violation]:
+    found: list[Violation] = []
+    for index, call_id in pairing.repeated_calls:
+        found.append(
+            Violation(
+                'duplicate_tool_call_id',
+                index,
+                f'tool_call_id {call_id!r} appears twice in one response',
+                'warning',
+                call_id,
+            )
+        )
+    for index, call_id in pairing.dangling():
+        live = index == pairing.last_response
+        found.append(
+            Violation(
+                'dangling_tool_call',
+                index,
+                f'tool call {call_id!r} of the newest response has no return yet (a deferred result may come)'
+                if live
+                else f'tool call {call_id!r} has no return in any later request',
+                'warning' if live else 'error',
+                call_id,
+            )
+        )
+    for index, call_id in pairing.orphans:
+        if index == 0 and starts_with_tool_return:
+            continue  # reported as the history's opening
+        found.append(
+            Violation(
+                'orphan_tool_return',
+                index,
+                f'tool return {call_id!r} answers no call in an earlier response',
+                tool_call_id=call_id,
+            )
+        )
+    for index, call_id in pairing.repeated_returns:
+        found.append(
+            Violation(
+                'duplicate_tool_return',
+                index,
+                f'tool call {call_id!r} was already answered',
+                'warning',
+                call_id,
+            )
+        )
     return found
 
 

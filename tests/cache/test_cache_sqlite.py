@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 
@@ -123,9 +124,17 @@ async def test_reopens_after_close(tmp_path):
 
 
 @pytest.mark.skipif(os.name != 'posix', reason='uses a regular file as a parent directory')
-async def test_unwritable_path_raises(tmp_path):
+async def test_unwritable_path_degrades_to_memory(tmp_path, caplog):
+    # A cache never fails a run: the value is kept in memory, with one warning, and nothing is written.
     blocker = tmp_path / 'file'
     blocker.write_text('not a directory')
     cache = SQLiteCache(blocker / 'cache.sqlite')
-    with pytest.raises(OSError, match=r'Not a directory|File exists'):
-        await cache.set('a', '1')
+    with caplog.at_level(logging.WARNING, logger='pydantic_ai_history.cache'):
+        assert await cache.set('a', '1') is True
+        assert await cache.get('a') == '1'
+    assert cache.degraded
+    assert not cache.corrupt
+    assert blocker.read_text() == 'not a directory'
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert 'File exists' in warnings[0].getMessage()

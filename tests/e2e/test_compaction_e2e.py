@@ -35,7 +35,7 @@ from pydantic_ai_history import (
     assert_valid_history,
 )
 from pydantic_ai_history._compat import result_usage
-from pydantic_ai_history.pinning import marker_kind
+from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 from pydantic_ai_history.testing import StrictProvider
 

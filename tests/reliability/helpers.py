@@ -53,9 +53,15 @@ class RecordingStore(MemoryStore):
         self.puts: dict[str, bytes] = {}
 
     async def _put(
-        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: dict[str, str]
+        self,
+        artifact_id: str,
+        data: bytes,
+        media_type: str,
+        source: str,
+        metadata: dict[str, str],
+        scope: str,
     ) -> StoredArtifact:
-        info = await super()._put(artifact_id, data, media_type, source, metadata)
+        info = await super()._put(artifact_id, data, media_type, source, metadata, scope)
         if len(data) < 5_000_000:  # hostile-file tests put 100 MB here; their markers are not text
             self.puts[artifact_id] = data
         return info

@@ -3,9 +3,12 @@
 A valid history is built the way an agent run grows one: an opening request (system prompts, a user prompt,
 maybe a small image or PDF), then rounds of model responses (text, signed or unsigned thinking, native tool
 call + return pairs, 0-3 parallel function tool calls) each followed by the request that answers every call
-(tool returns or retry prompts naming the tool, in any order) or by a new user turn. It always ends with a
-request: the current one. Every user prompt and tool return carries a unique marker (`MARK-...`), so a test
-can check that content is kept or retrievable.
+(tool returns, approvals denied or granted, or retry prompts naming the tool, in any order) or by a new user
+turn. As in pydantic-ai's own tests, the returns of one response are sometimes split over two requests
+(deferred tools, a human-approval resume), sometimes come after an intervening text response, and the history
+sometimes ends on a live frontier: a response whose approval is still pending, then a new prompt. It always
+ends with a request: the current one. Every user prompt and tool return carries a unique marker
+(`MARK-...`), so a test can check that content is kept or retrievable.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ __all__ = (
     'errors',
     'histories',
     'markers_in',
+    'needs_repair',
     'text_of',
 )
 
@@ -190,12 +194,12 @@ def _returns(draw: st.DrawFn, ids: _Ids, response: ModelResponse) -> ModelReques
     for call in response.parts:
         if not isinstance(call, ToolCallPart):
             continue
-        outcome = draw(st.sampled_from(['text', 'text', 'dict', 'retry', 'retried']))
+        outcome = draw(st.sampled_from(['text', 'text', 'dict', 'retry', 'retried', 'denied']))
         body = draw(_body(ids, 't'))
-        if outcome == 'retried' and _RETRIED_OUTCOME:
+        if outcome in {'retried', 'denied'} and _RETRIED_OUTCOME:
             parts.append(
                 ToolReturnPart(
-                    tool_name=call.tool_name, content=body, tool_call_id=call.tool_call_id, outcome='retried'
+                    tool_name=call.tool_name, content=body, tool_call_id=call.tool_call_id, outcome=outcome
                 )
             )
         elif outcome in {'retry', 'retried'}:
@@ -257,10 +261,38 @@ def histories(
         response = draw(_response(ids, calls))
         messages.append(response)
         if calls:
-            messages.append(draw(_returns(ids, response)))
+            messages.extend(draw(_answers(ids, response)))
         else:
             messages.append(draw(_user_turn(ids, files, compaction)))
+    if draw(st.integers(0, 7)) == 0:
+        messages.extend(draw(_pending_approval(ids, files)))
     return messages
+
+
+@st.composite
+def _answers(draw: st.DrawFn, ids: _Ids, response: ModelResponse) -> list[ModelMessage]:
+    """The request(s) answering a response's calls: one request; or, as pydantic-ai writes them, the returns
+    split over two requests (a deferred-tool or approval resume), or given after an intervening response."""
+    returns = draw(_returns(ids, response))
+    shape = draw(st.sampled_from(['one'] * 6 + ['split', 'intervening']))
+    if shape == 'split' and len(returns.parts) >= 2:
+        k = draw(st.integers(1, len(returns.parts) - 1))
+        return [ModelRequest(parts=returns.parts[:k]), ModelRequest(parts=returns.parts[k:])]
+    if shape == 'intervening':
+        interim = ModelResponse(
+            parts=[TextPart(content=_text(draw(st.integers(0, 999)), 12))], model_name='gpt-4o'
+        )
+        return [interim, returns]
+    return [returns]
+
+
+@st.composite
+def _pending_approval(draw: st.DrawFn, ids: _Ids, files: bool) -> list[ModelMessage]:
+    """A run that ended with `DeferredToolRequests` (one call answered, one waiting for approval), then a new
+    prompt: the pending call is the live frontier pydantic-ai leaves open."""
+    response = draw(_response(ids, 2))
+    returns = draw(_returns(ids, response))
+    return [response, ModelRequest(parts=returns.parts[:1]), draw(_user_turn(ids, files, False))]
 
 
 # ---- broken input ------------------------------------------------------------------------------------------
@@ -333,6 +365,20 @@ def errors(messages: Sequence[ModelMessage], **kwargs: Any) -> list[str]:
 
 def error_count(messages: Sequence[ModelMessage]) -> int:
     return len(errors(messages))
+
+
+def needs_repair(messages: Sequence[ModelMessage]) -> bool:
+    """Whether pydantic-ai's pre-send repair (2.x: drop orphan results, answer dangling calls but the live
+    frontier's) would change `messages`; False on versions without it."""
+    import pydantic_ai.messages as pai_messages
+
+    drop = getattr(pai_messages, '_drop_orphaned_tool_results', None)
+    repair = getattr(pai_messages, '_repair_dangling_tool_calls', None)
+    if drop is None or repair is None:
+        return False
+    history = list(messages)
+    repaired = repair(drop(history), repair_last_response=False)
+    return len(repaired) != len(history) or any(a is not b for a, b in zip(repaired, history, strict=True))
 
 
 def text_of(value: Any) -> str:

@@ -26,6 +26,7 @@ from strategies import (
     errors,
     histories,
     markers_in,
+    needs_repair,
     text_of,
 )
 
@@ -70,9 +71,11 @@ def _check(
     *,
     artifacts: bool = False,
 ) -> None:
-    """Valid against the input, current request kept, input untouched. With `artifacts`, the current request
-    may differ only in parts the artifact planner replaced with its own note (a large fresh tool output or an
-    attached file is reduced before any provider sees it)."""
+    """Valid against the input, current request kept, input untouched, nothing pydantic-ai's pre-send
+    repair would change. With `artifacts`, the current request may differ only in parts the artifact planner
+    replaced with its own note (a large fresh tool output or an attached file is reduced before any provider
+    sees it)."""
+    assert not needs_repair(out)
     found = errors(out, original=inp)
     if artifacts:
         found = [e for e in found if 'current_request_changed' not in e]
@@ -101,8 +104,10 @@ def _budget(messages: list[ModelMessage], fraction: float) -> tuple[int, TokenCo
 @settings(RELIABILITY, max_examples=40)
 @given(histories())
 def test_generated_histories_are_valid(messages: list[ModelMessage]) -> None:
-    """The strategy itself: what it calls valid, the validator accepts (and the framework serializes)."""
+    """The strategy itself: what it calls valid, the validator and pydantic-ai's pre-send repair accept (and
+    the framework serializes)."""
     assert errors(messages) == []
+    assert not needs_repair(messages)
     assert dump(messages)
 
 
@@ -111,6 +116,20 @@ def test_generated_histories_are_valid(messages: list[ModelMessage]) -> None:
 def test_broken_histories_are_broken(messages: list[ModelMessage]) -> None:
     assert messages[-1].kind == 'request'
     assert error_count(messages) > 0
+    if _has_repair():  # what the validator calls broken, pydantic-ai's repair would change
+        assert needs_repair(messages) or _only_unrepaired_codes(messages)
+
+
+def _has_repair() -> bool:
+    import pydantic_ai.messages as pai_messages
+
+    return hasattr(pai_messages, '_drop_orphaned_tool_results')
+
+
+def _only_unrepaired_codes(messages: list[ModelMessage]) -> bool:
+    """Errors pydantic-ai's repair does not touch: the history's opening (a response, or returns first)."""
+    codes = {e.split('[')[1].split(']')[0] for e in errors(messages)}
+    return codes <= {'starts_with_response', 'starts_with_tool_return'}
 
 
 @settings(RELIABILITY, max_examples=60)

@@ -24,7 +24,7 @@ from pydantic_ai_history import (
     pin_tool_errors,
     validate_history,
 )
-from pydantic_ai_history.pinning import marker_kind
+from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.stages.window import dropped_count, window_note
 
 pytestmark = pytest.mark.anyio

@@ -22,7 +22,7 @@ from pydantic_ai_history import (
     WindowSettings,
     assert_valid_history,
 )
-from pydantic_ai_history.pinning import marker_kind
+from pydantic_ai_history._marks import SEAL_TOKENS, marker_kind
 from pydantic_ai_history.stages.window import select_window
 from pydantic_ai_history.units import split_units
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.anyio
 
 FRACTIONS = (0.02, 0.1, 0.25, 0.5, 0.8)
 """Budgets as fractions of each conversation's size: from 'head and current request barely fit' to mild."""
-NOTE_SLACK = 40  # the window reserves this much for its note; the note itself costs a little less
+NOTE_SLACK = 40 + SEAL_TOKENS  # the window reserves this much for its note (sealed); it costs a little less
 
 
 @pytest.fixture(scope='module')

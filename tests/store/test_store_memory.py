@@ -10,7 +10,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_evicts_oldest_with_a_warning(caplog):
-    store = MemoryStore(max_bytes=100)
+    store = MemoryStore(max_bytes=100, max_scope_bytes=100)
     for name in 'abcd':
         await store.put(f'art_{name}', name.encode() * 30, media_type='text/plain', source='t')
     # 'a' (oldest) made room for 'd'; 120 bytes never fit.
@@ -27,7 +27,7 @@ async def test_evicts_oldest_with_a_warning(caplog):
 
 
 async def test_evicts_as_many_as_needed():
-    store = MemoryStore(max_bytes=100)
+    store = MemoryStore(max_bytes=100, max_scope_bytes=100)
     for i in range(10):
         await store.put(f'art_{i}', b'x' * 10, media_type='text/plain', source='t')
     await store.put('art_big', b'y' * 95, media_type='text/plain', source='t')
@@ -36,7 +36,7 @@ async def test_evicts_as_many_as_needed():
 
 
 async def test_idempotent_put_does_not_evict_or_double_count():
-    store = MemoryStore(max_bytes=100)
+    store = MemoryStore(max_bytes=100, max_scope_bytes=100)
     await store.put('art_a', b'a' * 60, media_type='text/plain', source='t')
     await store.put('art_a', b'a' * 60, media_type='text/plain', source='t')
     assert store.size_bytes == 60
@@ -46,7 +46,7 @@ async def test_idempotent_put_does_not_evict_or_double_count():
 async def test_too_large_for_the_store():
     store = MemoryStore(max_bytes=10)
     await store.put('art_small', b'x', media_type='text/plain', source='t')
-    with pytest.raises(StoreError, match='more than the store holds'):
+    with pytest.raises(StoreError, match='more than one artifact may take'):
         await store.put('art_big', b'x' * 11, media_type='text/plain', source='t')
     assert await store.get('art_small') == b'x'  # nothing was evicted for it
 

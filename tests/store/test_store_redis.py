@@ -22,7 +22,13 @@ async def test_shared_between_two_instances_and_keys(redis_server):
         assert await reader.info(aid) == info
         assert await reader.read(aid, offset=100, limit=50) == data[100:150]
         client = writer._clients.get()
-        assert sorted(await client.keys('t:*')) == [f't:{aid}'.encode(), f't:{aid}:info'.encode()]
+        # the bytes, the info, and the default scope's byte count (for its budget)
+        assert sorted(await client.keys('t:*')) == [
+            b't::bytes:default',
+            f't:{aid}'.encode(),
+            f't:{aid}:info'.encode(),
+        ]
+        assert await client.get('t::bytes:default') == str(len(data)).encode()
         assert await client.ttl(f't:{aid}') == -1
     finally:
         await writer.aclose()
@@ -56,11 +62,12 @@ async def test_ttl_expires_both_keys(redis_server):
 
 
 async def test_unreachable_server_is_a_store_error(redis_server):
-    store = RedisStore(redis_server.url, socket_timeout=1.0)
+    # cooldown=0: every call tries the server (the breaker is tested in tests/reliability)
+    store = RedisStore(redis_server.url, socket_timeout=1.0, cooldown=0)
     try:
         await store.put('art_x', b'x', media_type='text/plain', source='t')
         redis_server.stop()
-        with pytest.raises(StoreError, match='redis store failed'):
+        with pytest.raises(StoreError, match='RedisStore failed'):
             await store.put('art_y', b'y', media_type='text/plain', source='t')
         with pytest.raises(StoreError):
             await store.get('art_x')

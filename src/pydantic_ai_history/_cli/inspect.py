@@ -21,8 +21,8 @@ from typing import Any
 
 from .._compat import BinaryContent, ModelMessage, part_metadata
 from .._context import MARKER_KEY
+from .._marks import marker_kind
 from ..events import HistoryEvent, RequestProcessed
-from ..pinning import marker_kind
 from ..stages.window import dropped_count
 from ..validate import validate_history
 from ..windows import ContextWindowUnknownError

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+
+logger = logging.getLogger('pydantic_ai_history.cache')
 
 
 @dataclass
@@ -13,6 +16,8 @@ class CacheStats:
 
     hits: int = 0
     misses: int = 0
+    errors: int = 0
+    """Calls the backend failed; each was answered as a miss (get) or dropped (set), never raised."""
 
     @property
     def hit_rate(self) -> float:
@@ -24,12 +29,50 @@ class SummaryCache(ABC):
     """A string key-value cache; values are text (summaries, JSON of conversions).
 
     Subclasses implement `_get`/`_set`; hit and miss counting lives here so every backend reports alike.
+    A cache is an optimisation, so `get`, `set` and `delete` never raise: a backend failure is logged
+    (a warning for the first of a series, then debug until a call succeeds), counted in `stats.errors`,
+    and answered as a miss. A summary that was paid for is returned to its caller even when caching it
+    failed. `get_or_raise`/`set_or_raise`/`delete_or_raise` raise, for wrappers such as `FallbackCache`.
     """
 
     def __init__(self) -> None:
         self.stats = CacheStats()
+        self._failing = False
 
     async def get(self, key: str) -> str | None:
+        try:
+            value = await self.get_or_raise(key)
+        except Exception as e:
+            self._report_failure('get', e)
+            self.stats.misses += 1
+            return None
+        self._recovered()
+        return value
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> bool:
+        """Store `value`; `ttl` is in seconds, `None` keeps it until evicted, `<= 0` removes the key.
+
+        Returns False when the backend failed (logged and counted, never raised).
+        """
+        try:
+            await self.set_or_raise(key, value, ttl=ttl)
+        except Exception as e:
+            self._report_failure('set', e)
+            return False
+        self._recovered()
+        return True
+
+    async def delete(self, key: str) -> None:
+        """Remove `key` if present."""
+        try:
+            await self.delete_or_raise(key)
+        except NotImplementedError:
+            raise
+        except Exception as e:
+            self._report_failure('delete', e)
+
+    async def get_or_raise(self, key: str) -> str | None:
+        """`get`, letting a backend failure raise."""
         value = await self._get(key)
         if value is None:
             self.stats.misses += 1
@@ -37,16 +80,34 @@ class SummaryCache(ABC):
             self.stats.hits += 1
         return value
 
-    async def set(self, key: str, value: str, *, ttl: float | None = None) -> None:
-        """Store `value`; `ttl` is in seconds, `None` keeps it until evicted, `<= 0` removes the key."""
+    async def set_or_raise(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        """`set`, letting a backend failure raise."""
         if ttl is not None and ttl <= 0:
             await self._delete(key)
         else:
             await self._set(key, value, ttl)
 
-    async def delete(self, key: str) -> None:
-        """Remove `key` if present."""
+    async def delete_or_raise(self, key: str) -> None:
+        """`delete`, letting a backend failure raise."""
         await self._delete(key)
+
+    def _report_failure(self, operation: str, error: Exception) -> None:
+        self.stats.errors += 1
+        level = logging.DEBUG if getattr(self, '_failing', False) else logging.WARNING
+        logger.log(
+            level,
+            'cache %s: %s failed (%s: %s); answered as a miss, the run goes on',
+            type(self).__name__,
+            operation,
+            type(error).__name__,
+            error,
+        )
+        self._failing = True
+
+    def _recovered(self) -> None:
+        if getattr(self, '_failing', False):
+            self._failing = False
+            logger.info('cache %s works again', type(self).__name__)
 
     @abstractmethod
     async def _get(self, key: str) -> str | None: ...

@@ -49,18 +49,18 @@ class FallbackCache(SummaryCache):
         return self._retry_at is not None
 
     async def _get(self, key: str) -> str | None:
-        ok, value = await self._try_primary(self.primary.get, key)
+        ok, value = await self._try_primary(self.primary.get_or_raise, key)
         if ok and value is not None:
             return value
         return await self.fallback.get(key)
 
     async def _set(self, key: str, value: str, ttl: float | None) -> None:
-        ok, _ = await self._try_primary(self.primary.set, key, value, ttl=ttl)
+        ok, _ = await self._try_primary(self.primary.set_or_raise, key, value, ttl=ttl)
         if not ok:
             await self.fallback.set(key, value, ttl=ttl)
 
     async def _delete(self, key: str) -> None:
-        await self._try_primary(self.primary.delete, key)
+        await self._try_primary(self.primary.delete_or_raise, key)
         await self.fallback.delete(key)
 
     async def _try_primary(

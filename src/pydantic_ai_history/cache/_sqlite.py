@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -13,8 +14,11 @@ from typing import TypeVar
 import anyio.to_thread
 
 from ._base import SummaryCache
+from ._memory import MemoryCache
 
 __all__ = ('SQLiteCache',)
+
+logger = logging.getLogger('pydantic_ai_history.cache')
 
 _T = TypeVar('_T')
 
@@ -29,34 +33,104 @@ class SQLiteCache(SummaryCache):
 
     Each instance holds one connection guarded by a lock; several instances on one file (several
     processors in one process, or several processes) coordinate through SQLite's own locking. Calls run
-    in a worker thread because a write may wait on another writer's lock (up to `busy_timeout` seconds).
-    Expiry uses wall-clock time, since entries outlive the process. SQLite writes only `path` and its
-    `-wal`/`-shm` companions next to it; missing parent directories are created.
+    in a worker thread because a write may wait on another writer's lock, for at most `busy_timeout`
+    seconds (100 ms by default). Expiry uses wall-clock time, since entries outlive the process. SQLite
+    writes only `path` and its `-wal`/`-shm` companions next to it; missing parent directories are created.
+
+    It never fails a run: when the file is locked past `busy_timeout` or cannot be written, calls go to
+    an in-memory `fallback` for `cooldown` seconds (one warning per outage); when the file is not a
+    database or is corrupt, it is left untouched, an error is logged once, and the cache stays in memory
+    for the life of this instance. `degraded` and `corrupt` say which.
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
-        busy_timeout: float = 5.0,
+        busy_timeout: float = 0.1,
+        cooldown: float = 30.0,
+        fallback: SummaryCache | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self.path = Path(path)
         self.busy_timeout = busy_timeout
+        self.cooldown = cooldown
+        self.fallback = fallback if fallback is not None else MemoryCache()
         self._clock = clock
+        self._monotonic = monotonic
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._writes = 0
+        self._retry_at: float | None = None
+        self.corrupt = False
+        """The file is not a usable SQLite database; this instance caches in memory only."""
+
+    @property
+    def degraded(self) -> bool:
+        """Whether calls currently go to the in-memory fallback."""
+        return self.corrupt or (self._retry_at is not None and self._monotonic() < self._retry_at)
 
     async def _get(self, key: str) -> str | None:
-        return await self._run(self._get_sync, key)
+        if not self.degraded:
+            try:
+                value = await self._run(self._get_sync, key)
+            except (sqlite3.Error, OSError) as e:
+                self._backend_failed(e)
+            else:
+                self._ok()
+                if value is not None:
+                    return value
+        # entries written while the file was unusable live in the fallback
+        return await self.fallback.get(key)
 
     async def _set(self, key: str, value: str, ttl: float | None) -> None:
-        await self._run(self._set_sync, key, value, ttl)
+        if not self.degraded:
+            try:
+                await self._run(self._set_sync, key, value, ttl)
+            except (sqlite3.Error, OSError) as e:
+                self._backend_failed(e)
+            else:
+                self._ok()
+                return
+        await self.fallback.set(key, value, ttl=ttl)
 
     async def _delete(self, key: str) -> None:
-        await self._run(self._delete_sync, key)
+        if not self.degraded:
+            try:
+                await self._run(self._delete_sync, key)
+            except (sqlite3.Error, OSError) as e:
+                self._backend_failed(e)
+            else:
+                self._ok()
+        await self.fallback.delete(key)
+
+    def _backend_failed(self, error: Exception) -> None:
+        if _is_corrupt(error):
+            self.corrupt = True
+            logger.error(
+                'SQLite cache %s is not a usable database (%s: %s); it is left untouched and this cache '
+                'keeps entries in memory from now on. Move or delete the file to cache on disk again.',
+                self.path,
+                type(error).__name__,
+                error,
+            )
+            return
+        if self._retry_at is None:
+            logger.warning(
+                'SQLite cache %s failed (%s: %s); caching in memory, retrying every %gs',
+                self.path,
+                type(error).__name__,
+                error,
+                self.cooldown,
+            )
+        self._retry_at = self._monotonic() + self.cooldown
+
+    def _ok(self) -> None:
+        if self._retry_at is not None:
+            self._retry_at = None
+            logger.info('SQLite cache %s works again', self.path)
 
     async def purge_expired(self) -> int:
         """Delete every expired row now; returns how many were removed."""
@@ -64,6 +138,7 @@ class SQLiteCache(SummaryCache):
 
     async def aclose(self) -> None:
         await anyio.to_thread.run_sync(self._close_sync)
+        await self.fallback.aclose()
 
     async def _run(self, func: Callable[..., _T], *args: object) -> _T:
         return await anyio.to_thread.run_sync(self._locked, func, *args)
@@ -79,6 +154,7 @@ class SQLiteCache(SummaryCache):
             conn = sqlite3.connect(
                 self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
             )
+            conn.execute(f'PRAGMA busy_timeout = {max(int(self.busy_timeout * 1000), 0)}')
             try:
                 self._initialise(conn)
             except BaseException:
@@ -134,3 +210,10 @@ class SQLiteCache(SummaryCache):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _is_corrupt(error: Exception) -> bool:
+    """Whether `error` says the file itself is unusable (as opposed to busy, locked or unwritable)."""
+    if isinstance(error, sqlite3.DatabaseError) and not isinstance(error, sqlite3.OperationalError):
+        return True  # 'file is not a database', 'database disk image is malformed'
+    return 'malformed' in str(error) or 'not a database' in str(error)

@@ -3,6 +3,10 @@
 It keeps the preserved head (system prompt, first user message), the pinned units, and the longest
 contiguous run of recent units that fits, stopping at the first unit that does not fit. Dropped messages
 are replaced by one short note, which also carries any system prompt parts they held.
+
+The window stores nothing: what it drops has no copy left (the compactor and the artifact stage store what
+they remove first). So every drop of content is also a `ContentLost` event, logged at error level, naming
+the tool calls and counting the user prompts that went; its own earlier notes are not content.
 """
 
 from __future__ import annotations
@@ -16,12 +20,21 @@ from .._compat import (
     ModelMessage,
     ModelRequest,
     UserPromptPart,
-    make_request,
     message_metadata,
 )
-from .._context import MARKER_KEY, HistoryContext
+from .._context import HistoryContext
+from .._marks import (
+    OPENINGS,
+    SEAL_TOKENS,
+    marker_kind,
+    own_metadata,
+    own_request,
+    part_kinds,
+    seal,
+    strip_seal,
+)
 from ..events import WindowApplied
-from ..pinning import TEXT_MARKERS, PinPredicate, is_pinned, marker_kind
+from ..pinning import PinPredicate, is_pinned
 from ..units import Unit, fit_suffix, head_length, split_units, system_parts
 from ..windows import ContextWindowUnknownError
 
@@ -29,8 +42,8 @@ __all__ = ('SlidingWindow', 'WindowSettings', 'dropped_count', 'select_window', 
 
 logger = logging.getLogger('pydantic_ai_history.window')
 
-_NOTE_COST = 40
-"""Tokens reserved for the note that replaces dropped messages (its text alone is about 30)."""
+_NOTE_COST = 40 + SEAL_TOKENS
+"""Tokens reserved for the note that replaces dropped messages (its text alone is about 30, plus its seal)."""
 _MAX_PASSES = 3
 
 
@@ -134,6 +147,13 @@ class SlidingWindow:
     settings: WindowSettings = WindowSettings()
     name: str = 'window'
 
+    def hard_budget(self, context: HistoryContext) -> int | None:
+        """The budget this window enforces for `context`, None when the context window is unknown."""
+        try:
+            return self.settings.resolve_budget(context.context_window, context.counter.model_name)
+        except ContextWindowUnknownError:
+            return None
+
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         budget = self.settings.resolve_budget(context.context_window, context.counter.model_name)
         estimate = context.estimate(messages)
@@ -144,6 +164,7 @@ class SlidingWindow:
         note_cost = _NOTE_COST
         result: list[ModelMessage] = messages
         selection: WindowSelection | None = None
+        candidate: WindowSelection | None = None
         after = estimate.total
         # The note's size is only known once the cut is chosen (it carries the system prompt parts of what
         # it replaces, and dropping more only adds to them): when the assembled history overshoots, choose
@@ -169,8 +190,12 @@ class SlidingWindow:
             if after <= budget or real_note_cost <= note_cost:
                 break
             note_cost = real_note_cost
-        if selection is None:
-            self._warn_over_budget(context, estimate.total, budget, messages, estimate.per_message, units)
+        mandatory = overhead + _mandatory_cost(estimate.per_message, units, candidate)
+        if selection is None or after >= estimate.total:
+            # nothing to drop, or the note costs what it would replace: the input is the best there is
+            self._warn_over_budget(
+                context, estimate.total, budget, mandatory, messages, estimate.per_message, units
+            )
             return messages
         context.emit_event(
             WindowApplied(
@@ -195,8 +220,18 @@ class SlidingWindow:
             len(selection.dropped_units),
             selection.pinned_kept,
         )
+        lost = [
+            m
+            for i in selection.dropped_units
+            for m in messages[units[i].start : units[i].end]
+            if not marker_kind(m)
+        ]
+        if lost:  # the window keeps no copy: what it drops is gone, and is named at error level
+            context.lost(
+                'window', 'window_dropped', 'the window keeps no copy; its note tells the model', lost
+            )
         if after > budget:
-            self._warn_over_budget(context, after, budget, messages, estimate.per_message, units)
+            self._warn_over_budget(context, after, budget, mandatory, messages, estimate.per_message, units)
         return result
 
     @staticmethod
@@ -204,20 +239,42 @@ class SlidingWindow:
         context: HistoryContext,
         tokens: int,
         budget: int,
+        mandatory: int,
         messages: Sequence[ModelMessage],
         per_message: Sequence[int],
         units: Sequence[Unit],
     ) -> None:
         current = sum(per_message[units[-1].start : units[-1].end]) if units else 0
+        if mandatory > budget:
+            why = (
+                f'the preserved head, the system prompt and the current request ({current:,} tokens) '
+                f'alone are {mandatory:,} tokens and do not fit'
+            )
+        else:
+            why = (
+                f'the preserved head and the current request ({mandatory:,} tokens) fit, but no cut at a '
+                'unit boundary, with the note that stands for what it drops, does'
+            )
         context.warn(
             'over_budget',
-            f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: the '
-            f'preserved head, the system prompt and the current request ({current:,} tokens) do not fit',
+            f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: {why}',
             tokens=tokens,
             budget=budget,
             current_request_tokens=current,
+            mandatory_tokens=mandatory,
             messages=len(messages),
         )
+
+
+def _mandatory_cost(
+    per_message: Sequence[int], units: Sequence[Unit], selection: WindowSelection | None
+) -> int:
+    """What the window can never drop: the preserved head and the last unit (the current request)."""
+    if not units:
+        return 0
+    head = selection.head if selection is not None else 0
+    last = units[-1]
+    return sum(per_message[: min(head, last.start)]) + sum(per_message[last.start : last.end])
 
 
 def _assemble(
@@ -249,33 +306,38 @@ def window_note(dropped: Sequence[ModelMessage], run_id: str | None) -> ModelReq
         noted = dropped_count(message)
         count += 1 if noted is None else noted
     text = (
-        f'{TEXT_MARKERS["window"]} {count} earlier messages were removed to fit the context window; '
+        f'{OPENINGS["window"]} {count} earlier messages were removed to fit the context window; '
         'the conversation continues below.'
     )
-    return make_request(
-        [*system_parts(dropped), UserPromptPart(content=text)],
+    return own_request(
+        [
+            *((p, None) for p in system_parts(dropped)),
+            (UserPromptPart(content=seal('window', text)), 'window'),
+        ],
+        details={'dropped_messages': count},
         run_id=run_id,
-        metadata={MARKER_KEY: {'kind': 'window', 'dropped_messages': count}},
     )
 
 
-_NOTE_COUNT = re.compile(re.escape(TEXT_MARKERS['window']) + r' (\d+) earlier messages were removed')
+_NOTE_COUNT = re.compile(re.escape(OPENINGS['window']) + r' (\d+) earlier messages were removed')
 
 
 def dropped_count(message: ModelMessage) -> int | None:
     """How many messages a window note of ours stands for; None for any other message.
 
-    Read from the note's metadata, or from its own text where messages have none (1.0): only the part that
-    opens with the note's marker is read, never the system prompts it carries or anybody else's text.
+    Read from the note's metadata, or from its own sealed text where messages have none (1.0): only the part
+    that is the note (by identity) is read, never the system prompts it carries or anybody else's text.
     """
     if marker_kind(message) != 'window':
         return None
-    ours = message_metadata(message).get(MARKER_KEY)
-    if isinstance(ours, dict) and isinstance(ours.get('dropped_messages'), int):
+    ours = own_metadata(message_metadata(message))
+    if isinstance(ours.get('dropped_messages'), int):
         return int(ours['dropped_messages'])
-    for part in message.parts:
+    for part, kind in zip(message.parts, part_kinds(message), strict=True):
         content = getattr(part, 'content', None)
-        match = _NOTE_COUNT.match(content) if isinstance(content, str) else None
+        match = (
+            _NOTE_COUNT.match(strip_seal(content)) if kind == 'window' and isinstance(content, str) else None
+        )
         if match:
             return int(match.group(1))
     return 0

@@ -1,13 +1,24 @@
 """The spill store: where the full original of anything the package reduced is kept for read-back.
 
-`MemoryStore` is bounded and evicts (losing read-back of what it evicts); `DirectoryStore` is durable;
-`RedisStore` is shared between processes. Ids are content hashes (`artifact_id(data)`), validated
-against `^[A-Za-z0-9_-]{1,128}$`.
+`MemoryStore` is bounded and evicts within a scope; `DirectoryStore` is durable; `RedisStore` is shared
+between processes. Every artifact belongs to a scope (a conversation or tenant key) and is read back only
+in it. Ids are keyed hashes (`store.artifact_id(data, scope=...)`), unguessable from the content, and
+validated against `^[A-Za-z0-9_-]{1,128}$`.
 """
 
 from __future__ import annotations
 
-from ._base import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError, artifact_id
+from ._base import (
+    ArtifactStore,
+    InvalidArtifactId,
+    StoredArtifact,
+    StoreError,
+    StoreQuotaExceeded,
+    artifact_id,
+    keyed_artifact_id,
+    scope_tag,
+)
+from ._breaker import StoreBreaker
 from ._directory import DirectoryStore
 from ._memory import MemoryStore
 from ._redis import RedisStore
@@ -18,7 +29,11 @@ __all__ = (
     'InvalidArtifactId',
     'MemoryStore',
     'RedisStore',
+    'StoreBreaker',
     'StoreError',
+    'StoreQuotaExceeded',
     'StoredArtifact',
     'artifact_id',
+    'keyed_artifact_id',
+    'scope_tag',
 )

@@ -4,17 +4,36 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import json
+import logging
+import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ('ArtifactStore', 'InvalidArtifactId', 'StoreError', 'StoredArtifact', 'artifact_id')
+__all__ = (
+    'ArtifactStore',
+    'InvalidArtifactId',
+    'StoreError',
+    'StoreQuotaExceeded',
+    'StoredArtifact',
+    'artifact_id',
+    'keyed_artifact_id',
+    'scope_tag',
+)
+
+logger = logging.getLogger('pydantic_ai_history.store')
 
 # Letters, digits, `_` and `-` only: no dots, separators, NUL or percent-escapes, so an id can never
 # name anything but a single entry inside a store, whatever the backend does with it.
 ARTIFACT_ID_PATTERN = re.compile(r'[A-Za-z0-9_-]{1,128}')
+
+SECRET_BYTES = 32
+"""Length of a generated id secret (256 bits)."""
+
+_ID_DOMAIN = b'pydantic-ai-history/artifact-id/v1\0'
 
 
 class StoreError(Exception):
@@ -23,6 +42,10 @@ class StoreError(Exception):
 
 class InvalidArtifactId(StoreError, ValueError):
     """The artifact id does not match `^[A-Za-z0-9_-]{1,128}$`."""
+
+
+class StoreQuotaExceeded(StoreError):
+    """The artifact does not fit the store's or its scope's budget; it was refused and nothing was evicted."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +83,29 @@ class StoredArtifact:
 
 
 def artifact_id(data: bytes, prefix: str = 'art_') -> str:
-    """The content-hash id of `data`: `prefix` + hex sha256, so equal content is stored once."""
+    """The plain content hash of `data` (`prefix` + hex sha256).
+
+    Anyone who knows the content can compute it, so the stages never show it to a model: they use
+    `ArtifactStore.artifact_id`, which is keyed with the store's secret and the run's scope.
+    """
     return prefix + hashlib.sha256(data).hexdigest()
+
+
+def keyed_artifact_id(secret: bytes, data: bytes, scope: str = '', prefix: str = 'art_') -> str:
+    """`prefix` + hex HMAC-SHA256(secret, scope, sha256(data)): unguessable without the secret.
+
+    Equal content gets the same id inside one scope (so it is stored once), a different id in another.
+    """
+    scope_bytes = scope.encode()
+    message = _ID_DOMAIN + len(scope_bytes).to_bytes(8, 'big') + scope_bytes + hashlib.sha256(data).digest()
+    return prefix + hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+
+def scope_tag(scope: str) -> str:
+    """A name for `scope` that is safe as a file or key component (`''`, the default scope, stays `''`)."""
+    if not scope:
+        return ''
+    return 'scope-' + hashlib.sha256(scope.encode()).hexdigest()[:40]
 
 
 def validate_artifact_id(artifact_id: str) -> str:
@@ -70,12 +114,64 @@ def validate_artifact_id(artifact_id: str) -> str:
     return artifact_id
 
 
-class ArtifactStore(ABC):
-    """Bytes by artifact id, with their `StoredArtifact` info.
+def _secret_bytes(secret: bytes | str | None) -> bytes | None:
+    if secret is None:
+        return None
+    value = secret.encode() if isinstance(secret, str) else bytes(secret)
+    if len(value) < 16:
+        raise ValueError('an artifact id secret needs at least 16 bytes')
+    return value
 
-    The public methods validate ids (raising `InvalidArtifactId`) before a backend sees them. Putting an
-    id that is already stored keeps the stored copy and returns its info: ids are content hashes.
+
+class ArtifactStore(ABC):
+    """Bytes by artifact id and scope, with their `StoredArtifact` info.
+
+    Every artifact belongs to a *scope* (a conversation or tenant key; `''` is the default scope): a read
+    in one scope never sees another scope's artifacts, and answers for them exactly as for a missing id.
+    Ids come from `artifact_id(data, scope=...)`, a keyed hash with the store's `secret`, so they cannot
+    be computed from the content. The public methods validate ids (raising `InvalidArtifactId`) before a
+    backend sees them. Putting an id that is already stored in the scope keeps the stored copy.
     """
+
+    def __init__(self, *, secret: bytes | str | None = None) -> None:
+        self._secret = _secret_bytes(secret)
+
+    # ---- ids --------------------------------------------------------------------------------------------
+
+    def artifact_id(self, data: bytes, *, scope: str = '') -> str:
+        """The id under which `data` is stored in `scope`: keyed with this store's secret."""
+        return keyed_artifact_id(self._id_secret(), data, scope)
+
+    async def prepare(self) -> None:
+        """Load (or create) the persisted id secret before the first id is made; the processor calls it.
+
+        Only needed by backends that keep their secret outside the process; a no-op once loaded.
+        """
+        if getattr(self, '_secret', None) is None:
+            try:
+                secret = await self._load_secret()
+            except Exception:
+                logger.exception(
+                    '%s: loading the id secret failed; using one for this process', type(self).__name__
+                )
+                secret = os.urandom(SECRET_BYTES)
+            if getattr(self, '_secret', None) is None:  # an id made meanwhile fixed it already
+                self._secret = secret
+
+    def _id_secret(self) -> bytes:
+        secret: bytes | None = getattr(self, '_secret', None)
+        if secret is None:
+            secret = self._secret = self._load_secret_sync()
+        return secret
+
+    async def _load_secret(self) -> bytes:
+        return self._load_secret_sync()
+
+    def _load_secret_sync(self) -> bytes:
+        # In-process stores (and subclasses written before secrets existed): a random secret per instance.
+        return os.urandom(SECRET_BYTES)
+
+    # ---- content ----------------------------------------------------------------------------------------
 
     async def put(
         self,
@@ -85,40 +181,50 @@ class ArtifactStore(ABC):
         media_type: str,
         source: str,
         metadata: Mapping[str, str] | None = None,
+        scope: str = '',
     ) -> StoredArtifact:
+        """Store `data` under `artifact_id` in `scope`; `StoreError` (content not stored) on any failure."""
         validate_artifact_id(artifact_id)
-        return await self._put(artifact_id, bytes(data), media_type, source, dict(metadata or {}))
+        return await self._put(artifact_id, bytes(data), media_type, source, dict(metadata or {}), scope)
 
-    async def get(self, artifact_id: str) -> bytes | None:
-        """All the bytes, or `None` if the id is not stored."""
-        return await self._get(validate_artifact_id(artifact_id))
+    async def get(self, artifact_id: str, *, scope: str = '') -> bytes | None:
+        """All the bytes, or `None` if the id is not stored in `scope`."""
+        return await self._get(validate_artifact_id(artifact_id), scope)
 
-    async def info(self, artifact_id: str) -> StoredArtifact | None:
-        return await self._info(validate_artifact_id(artifact_id))
+    async def info(self, artifact_id: str, *, scope: str = '') -> StoredArtifact | None:
+        return await self._info(validate_artifact_id(artifact_id), scope)
 
-    async def read(self, artifact_id: str, *, offset: int = 0, limit: int | None = None) -> bytes | None:
+    async def read(
+        self, artifact_id: str, *, offset: int = 0, limit: int | None = None, scope: str = ''
+    ) -> bytes | None:
         """At most `limit` bytes from `offset` (to the end when `limit` is `None`); `None` if missing."""
         if offset < 0 or (limit is not None and limit < 0):
             raise ValueError('offset and limit must not be negative')
-        return await self._read(validate_artifact_id(artifact_id), offset, limit)
+        return await self._read(validate_artifact_id(artifact_id), offset, limit, scope)
 
     async def aclose(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
         """Release connections; the default has none."""
 
     @abstractmethod
     async def _put(
-        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: dict[str, str]
+        self,
+        artifact_id: str,
+        data: bytes,
+        media_type: str,
+        source: str,
+        metadata: dict[str, str],
+        scope: str,
     ) -> StoredArtifact: ...
 
     @abstractmethod
-    async def _get(self, artifact_id: str) -> bytes | None: ...
+    async def _get(self, artifact_id: str, scope: str) -> bytes | None: ...
 
     @abstractmethod
-    async def _info(self, artifact_id: str) -> StoredArtifact | None: ...
+    async def _info(self, artifact_id: str, scope: str) -> StoredArtifact | None: ...
 
-    async def _read(self, artifact_id: str, offset: int, limit: int | None) -> bytes | None:
+    async def _read(self, artifact_id: str, offset: int, limit: int | None, scope: str) -> bytes | None:
         # Backends that can read a range without loading everything override this.
-        data = await self._get(artifact_id)
+        data = await self._get(artifact_id, scope)
         if data is None:
             return None
         return data[offset:] if limit is None else data[offset : offset + limit]

@@ -1,8 +1,10 @@
-"""A spill store in a directory: durable, one file per artifact, confined to its root."""
+"""A spill store in a directory: durable, a file per artifact, a folder per scope, confined to its root."""
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -11,26 +13,49 @@ from typing import TypeVar
 
 import anyio.to_thread
 
-from ._base import ArtifactStore, StoredArtifact, StoreError
+from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreError, StoreQuotaExceeded, scope_tag
+from ._breaker import StoreBreaker
 
 __all__ = ('DirectoryStore',)
 
 _T = TypeVar('_T')
 
+logger = logging.getLogger('pydantic_ai_history.store')
+
 # Refuse to follow a symlink in the last path component when opening; ids have no separators, so
-# the last component is the only one below the (already resolved) root.
+# the last component is the only one below the (already checked) scope folder.
 _O_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
+
+SECRET_FILE = '.artifact-id-secret'
+"""The id secret generated for a store that was given none, kept in its root (mode 0600)."""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 class DirectoryStore(ArtifactStore):
-    """Artifacts as `<root>/<id>.bin` with a `<root>/<id>.json` sidecar holding their `StoredArtifact` info.
+    """Artifacts as `<root>/<scope>/<id>.bin` with a `<id>.json` sidecar holding their `StoredArtifact` info.
 
-    Every path is checked to resolve to a direct child of the resolved root, and symlinks are never
-    followed, so neither an id nor a link planted inside the root can read or write outside it. Files are
-    written to a temporary name in the root and renamed into place, so a reader never sees half a file.
-    The root is created on first `put` when `create` is true; any failure to write (missing root with
-    `create=False`, read-only root, root that is a file) raises `StoreError`, so callers keep the
-    content inline. File IO runs in a worker thread.
+    The default scope `''` lives in the root itself; every other scope in a folder named after a hash of
+    it. Every path is checked to stay inside the resolved root, symlinks are never followed and files
+    with more than one hard link are refused, so neither an id nor a link planted inside the root can
+    read or write outside it. Files are written to a temporary name and renamed into place, so a reader
+    never sees half a file. The root is created on first write when `create` is true; any failure to
+    write (missing root with `create=False`, read-only or full disk) raises `StoreError`, so callers keep
+    the content inline, and opens the breaker: writes are refused at once for `cooldown` seconds.
+
+    `max_scope_bytes` and `max_artifact_bytes` (default: no limit) refuse an artifact that would take a
+    scope past its budget (`StoreQuotaExceeded`); nothing is ever deleted to make room.
+
+    Ids are keyed with `secret`. Without one, a secret is generated once and kept in
+    `<root>/.artifact-id-secret` (mode 0600), so ids stay stable across restarts and processes sharing
+    the root. Reading never needs the secret: stubs in saved histories stay readable whatever happens
+    to it. If it cannot be read or written, a per-process secret is used with a warning (equal content
+    is then stored again after a restart, and stored artifacts are not deduplicated across processes).
     """
 
     def __init__(
@@ -38,34 +63,110 @@ class DirectoryStore(ArtifactStore):
         root: str | os.PathLike[str],
         *,
         create: bool = True,
+        max_scope_bytes: int | None = None,
+        max_artifact_bytes: int | None = None,
+        secret: bytes | str | None = None,
+        cooldown: float = 30.0,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(secret=secret)
         self.root = Path(root).expanduser().resolve()
         self.create = create
+        self.max_scope_bytes = max_scope_bytes
+        self.max_artifact_bytes = max_artifact_bytes
         self._clock = clock
+        self.breaker = StoreBreaker(name=f'DirectoryStore({self.root})', cooldown=cooldown, clock=monotonic)
+        """Opened by a failed write; reads are not gated (a full disk still reads)."""
+
+    # ---- secret -------------------------------------------------------------------------------------------
+
+    async def _load_secret(self) -> bytes:
+        return await self._run(self._load_secret_sync)
+
+    def _load_secret_sync(self) -> bytes:
+        try:
+            return self._read_or_create_secret()
+        except (OSError, StoreError) as e:
+            logger.warning(
+                'DirectoryStore(%s): cannot keep an id secret in the root (%s); using one for this process '
+                'only. Pass `secret=` to keep ids stable across restarts.',
+                self.root,
+                e,
+            )
+            return os.urandom(SECRET_BYTES)
+
+    def _read_or_create_secret(self) -> bytes:
+        self._ensure_root()
+        path = self.root / SECRET_FILE
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            for _ in range(50):
+                secret = self._read_file(path)
+                if secret is not None and len(secret) >= SECRET_BYTES:
+                    return secret[:SECRET_BYTES]
+                time.sleep(0.01)  # another process created it a moment ago and is still writing it
+            raise StoreError(f'{path} is incomplete') from None
+        secret = os.urandom(SECRET_BYTES)
+        try:
+            _write_all(fd, secret)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return secret
+
+    # ---- operations ---------------------------------------------------------------------------------------
 
     async def _put(
-        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: dict[str, str]
+        self,
+        artifact_id: str,
+        data: bytes,
+        media_type: str,
+        source: str,
+        metadata: dict[str, str],
+        scope: str,
     ) -> StoredArtifact:
+        if self.max_artifact_bytes is not None and len(data) > self.max_artifact_bytes:
+            raise StoreQuotaExceeded(
+                f'artifact {artifact_id} is {len(data):,} bytes, more than one artifact may take '
+                f'({self.max_artifact_bytes:,})'
+            )
         info = StoredArtifact(artifact_id, media_type, len(data), source, self._clock(), metadata)
-        return await self._run(self._put_sync, info, data)
 
-    async def _get(self, artifact_id: str) -> bytes | None:
-        return await self._run(self._read_sync, artifact_id, 0, None)
+        async def write() -> StoredArtifact:
+            return await self._run(self._put_sync, info, data, scope)
 
-    async def _read(self, artifact_id: str, offset: int, limit: int | None) -> bytes | None:
-        return await self._run(self._read_sync, artifact_id, offset, limit)
+        return await self.breaker.call(write, (OSError, _WriteFailed))
 
-    async def _info(self, artifact_id: str) -> StoredArtifact | None:
-        return await self._run(self._info_sync, artifact_id)
+    async def _get(self, artifact_id: str, scope: str) -> bytes | None:
+        return await self._run(self._read_sync, artifact_id, 0, None, scope)
+
+    async def _read(self, artifact_id: str, offset: int, limit: int | None, scope: str) -> bytes | None:
+        return await self._run(self._read_sync, artifact_id, offset, limit, scope)
+
+    async def _info(self, artifact_id: str, scope: str) -> StoredArtifact | None:
+        return await self._run(self._info_sync, artifact_id, scope)
 
     async def _run(self, func: Callable[..., _T], *args: object) -> _T:
         return await anyio.to_thread.run_sync(func, *args)
 
-    def _path(self, artifact_id: str, suffix: str) -> Path:
-        path = self.root / f'{artifact_id}{suffix}'
+    # ---- paths --------------------------------------------------------------------------------------------
+
+    def _folder(self, scope: str) -> Path:
+        tag = scope_tag(scope)
+        return self.root / tag if tag else self.root
+
+    def _path(self, artifact_id: str, suffix: str, scope: str) -> Path:
+        folder = self._folder(scope)
+        path = folder / f'{artifact_id}{suffix}'
         # The id pattern already excludes separators and dots; this also catches a symlink planted in root.
-        if path.is_symlink() or not path.resolve().is_relative_to(self.root) or path.parent != self.root:
+        if (
+            folder.is_symlink()
+            or path.is_symlink()
+            or not path.resolve().is_relative_to(self.root)
+            or path.parent != folder
+        ):
             raise StoreError(f'refusing {path}: a symlink, or outside the store root {self.root}')
         return path
 
@@ -81,48 +182,89 @@ class DirectoryStore(ArtifactStore):
         except OSError as e:
             raise StoreError(f'cannot create store root {self.root}: {e}') from e
 
-    def _put_sync(self, info: StoredArtifact, data: bytes) -> StoredArtifact:
+    def _ensure_folder(self, scope: str) -> Path:
         self._ensure_root()
-        data_path = self._path(info.artifact_id, '.bin')
-        info_path = self._path(info.artifact_id, '.json')
+        folder = self._folder(scope)
+        if folder != self.root:
+            try:
+                folder.mkdir(mode=0o700, exist_ok=True)
+            except FileExistsError:
+                pass  # a file, or a symlink to one: refused just below
+            except OSError as e:
+                raise _WriteFailed(f'cannot create {folder}: {e}') from e
+            mode = os.lstat(folder).st_mode
+            if not stat.S_ISDIR(mode):
+                raise StoreError(f'refusing {folder}: not a directory (a symlink or a file)')
+        return folder
+
+    # ---- writing ------------------------------------------------------------------------------------------
+
+    def _put_sync(self, info: StoredArtifact, data: bytes, scope: str) -> StoredArtifact:
+        folder = self._ensure_folder(scope)
+        data_path = self._path(info.artifact_id, '.bin', scope)
+        info_path = self._path(info.artifact_id, '.json', scope)
         if data_path.exists():
-            existing = self._info_sync(info.artifact_id)
+            existing = self._info_sync(info.artifact_id, scope)
             if existing is not None:
                 return existing
+        if self.max_scope_bytes is not None:
+            held = self._folder_bytes(folder)
+            if held + len(data) > self.max_scope_bytes:
+                raise StoreQuotaExceeded(
+                    f'artifact {info.artifact_id} ({len(data):,} bytes) would take its scope past its budget '
+                    f'({held:,} of {self.max_scope_bytes:,} bytes held); not stored'
+                )
         # Data first, sidecar last: an artifact with a sidecar is always complete.
-        self._write_atomic(data_path, data)
-        self._write_atomic(info_path, info.to_json())
+        self._write_atomic(folder, data_path, data)
+        self._write_atomic(folder, info_path, info.to_json())
         return info
 
-    def _write_atomic(self, path: Path, data: bytes) -> None:
+    def _folder_bytes(self, folder: Path) -> int:
+        total = 0
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.endswith('.bin') and entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+        return total
+
+    def _write_atomic(self, folder: Path, path: Path, data: bytes) -> None:
         try:
             # Temporary names start with a dot and contain dots, so they can never collide with an id.
-            fd, tmp = tempfile.mkstemp(dir=self.root, prefix='.', suffix='.tmp')
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix='.', suffix='.tmp')
         except OSError as e:
-            raise StoreError(f'cannot write to store root {self.root}: {e}') from e
+            raise _WriteFailed(f'cannot write to store folder {folder}: {e}') from e
         try:
-            with os.fdopen(fd, 'wb') as f:
-                f.write(data)
-            # os.replace swaps the directory entry; it never writes through a symlink at `path`.
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+            # os.replace swaps the directory entry; it never writes through a symlink or hard link at `path`.
             os.replace(tmp, path)
         except OSError as e:
             Path(tmp).unlink(missing_ok=True)
-            raise StoreError(f'cannot write {path}: {e}') from e
+            raise _WriteFailed(f'cannot write {path}: {e}') from e
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
 
+    # ---- reading ------------------------------------------------------------------------------------------
+
     def _open(self, path: Path) -> int | None:
         try:
-            return os.open(path, os.O_RDONLY | _O_NOFOLLOW)
-        except FileNotFoundError:
+            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
             # ELOOP when a symlink appeared after the check in `_path`.
             raise StoreError(f'cannot read {path}: {e}') from e
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            os.close(fd)
+            # A hard link planted in the root would name a file that lives (also) somewhere else.
+            raise StoreError(f'refusing {path}: not a regular file with exactly one link')
+        return fd
 
-    def _read_sync(self, artifact_id: str, offset: int, limit: int | None) -> bytes | None:
-        path = self._path(artifact_id, '.bin')
+    def _read_file(self, path: Path, offset: int = 0, limit: int | None = None) -> bytes | None:
         fd = self._open(path)
         if fd is None:
             return None
@@ -133,14 +275,13 @@ class DirectoryStore(ArtifactStore):
         except OSError as e:
             raise StoreError(f'cannot read {path}: {e}') from e
 
-    def _info_sync(self, artifact_id: str) -> StoredArtifact | None:
-        path = self._path(artifact_id, '.json')
-        fd = self._open(path)
-        if fd is None:
-            return None
-        try:
-            with os.fdopen(fd, 'rb') as f:
-                raw = f.read()
-        except OSError as e:
-            raise StoreError(f'cannot read {path}: {e}') from e
-        return StoredArtifact.from_json(raw, artifact_id)
+    def _read_sync(self, artifact_id: str, offset: int, limit: int | None, scope: str) -> bytes | None:
+        return self._read_file(self._path(artifact_id, '.bin', scope), offset, limit)
+
+    def _info_sync(self, artifact_id: str, scope: str) -> StoredArtifact | None:
+        raw = self._read_file(self._path(artifact_id, '.json', scope))
+        return None if raw is None else StoredArtifact.from_json(raw, artifact_id)
+
+
+class _WriteFailed(StoreError):
+    """A write the disk refused (full, read-only, I/O error): opens the breaker."""

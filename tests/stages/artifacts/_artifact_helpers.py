@@ -26,6 +26,7 @@ from pydantic_ai_history.processor import HistoryProcessor
 from pydantic_ai_history.stages.artifacts import ArtifactPlanner, ArtifactSettings
 from pydantic_ai_history.store import MemoryStore
 
+TEST_SECRET = b'test-deployment-secret-0123456789'
 ART_ID = re.compile(r'art_[0-9a-f]{64}')
 
 
@@ -72,7 +73,8 @@ def make_processor(
         model=model,
         context_window=context_window,
         cache=cache if cache is not None else MemoryCache(),
-        store=store if store is not None else MemoryStore(),
+        # one secret for every processor of a test, as a deployment configures one: equal content, equal ids
+        store=store if store is not None else MemoryStore(secret=TEST_SECRET),
         on_event=recorder,
     )
     return processor, recorder

@@ -24,7 +24,6 @@ from pydantic_ai_history.stages.artifacts import (
     browser_snapshot_reducer,
     console_output_reducer,
 )
-from pydantic_ai_history.store import artifact_id
 from pydantic_ai_history.tokens import image_size
 
 pytestmark = pytest.mark.anyio
@@ -51,12 +50,12 @@ async def test_pdf_attachment_is_converted_and_original_stored(fixtures_dir: Pat
     assert content[0] == 'What is the invoice total?'
     text = content[1]
     assert isinstance(text, str)
-    assert text.startswith(f'{ARTIFACT_MARKER} {artifact_id(pdf)}')
+    assert text.startswith(f'{ARTIFACT_MARKER} {processor.store.artifact_id(pdf)}')
     assert 'converted to markdown' in text  # the manifest line
     # the text markitdown's own expected output has for this PDF
     assert 'ZAVA AUTO REPAIR' in text
     assert 'Certified Collision Repair' in text
-    assert await processor.store.get(artifact_id(pdf)) == pdf
+    assert await processor.store.get(processor.store.artifact_id(pdf)) == pdf
     assert [e.strategy for e in recorder.artifacts] == ['convert']
     # processed once: the marker text follows the converted file, so the next request leaves it alone
     again = await processor.process(out)
@@ -86,8 +85,8 @@ async def test_large_image_is_fitted(fixtures_dir: Path) -> None:
     width, height = image_size(image.data) or (0, 0)
     assert max(width, height) <= 8_000
     assert len(image.data) <= 2 * 1024 * 1024
-    assert note.startswith(f'{ARTIFACT_MARKER} {artifact_id(jpg)}')
-    assert await processor.store.get(artifact_id(jpg)) == jpg
+    assert note.startswith(f'{ARTIFACT_MARKER} {processor.store.artifact_id(jpg)}')
+    assert await processor.store.get(processor.store.artifact_id(jpg)) == jpg
     assert [e.strategy for e in recorder.artifacts] == ['fit']
 
 
@@ -108,7 +107,7 @@ async def test_data_url_document_and_remote_url(fixtures_dir: Path) -> None:
     assert content[1].startswith(ARTIFACT_MARKER)
     assert 'converted to markdown' in content[1]
     assert content[2] is remote  # remote URLs are never fetched
-    assert await processor.store.get(artifact_id(html)) == html
+    assert await processor.store.get(processor.store.artifact_id(html)) == html
 
 
 def test_console_output_reducer_keeps_errors_and_tail() -> None:
@@ -167,8 +166,8 @@ async def test_registered_reducer_runs_before_planning(fixtures_dir: Path) -> No
     part = tool_returns(out)[0]
     assert 'FAILED test_case_17 - AssertionError: 3 != 4' in part.content
     assert 'reduced by the run_tests reducer' in part.content
-    assert marker(part)['artifact_id'] == artifact_id(log.encode())
-    assert await processor.store.get(artifact_id(log.encode())) == log.encode()
+    assert marker(part)['artifact_id'] == processor.store.artifact_id(log.encode())
+    assert await processor.store.get(processor.store.artifact_id(log.encode())) == log.encode()
     assert len(part.content) < 2_000
 
 

@@ -19,7 +19,16 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RunUsage
 
-from _compaction import HAS_MESSAGE_METADATA, SYSTEM, TASK, StubSummarizer, context, text, tool_loop
+from _compaction import (
+    HAS_MESSAGE_METADATA,
+    SYSTEM,
+    TASK,
+    StubSummarizer,
+    context,
+    prompt_block,
+    text,
+    tool_loop,
+)
 from _history import call, is_suffix_by_identity, reply, result, system_user, user
 from pydantic_ai_history import (
     CompactionResult,
@@ -28,7 +37,7 @@ from pydantic_ai_history import (
 )
 from pydantic_ai_history._compat import COMPACTION_PART, COMPACTION_REQUEST_PART
 from pydantic_ai_history._context import MARKER_KEY, HistoryContext
-from pydantic_ai_history.pinning import TEXT_MARKERS, marker_kind
+from pydantic_ai_history._marks import OPENINGS, marker_kind
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor, summary_text
 from pydantic_ai_history.units import split_units
 
@@ -105,7 +114,7 @@ async def test_the_summary_message_per_version():
     else:  # 1.x (late 1.x has CompactionPart only as a response part)
         [part] = message.parts
         assert isinstance(part, UserPromptPart)
-        assert part.content.startswith(TEXT_MARKERS['summary'] + '\n## Goal and constraints')
+        assert part.content.startswith(OPENINGS['summary'] + '\n## Goal and constraints')
         if COMPACTION_PART is not None:
             assert not isinstance(part, COMPACTION_PART)
     if HAS_MESSAGE_METADATA:
@@ -178,7 +187,7 @@ async def test_manual_compaction_with_focus_below_the_trigger():
     assert_valid_history(out, original=messages)
     assert [marker_kind(m) for m in out] == [None, 'summary', None, None]
     assert out[-2:] == messages[-2:]
-    assert '<focus>\nGive the most room to: the replica cut-over date\n</focus>' in stub.prompts[0]
+    assert 'Give the most room to: the replica cut-over date' in stub.prompts[0]
     [event] = [e for e in events if isinstance(e, CompactionResult)]
     assert event.reason == 'manual'
     assert event.method == 'llm'
@@ -225,19 +234,19 @@ async def test_previous_summary_survives_two_compactions_and_is_updated_not_resu
     second = await compactor(grown, ctx)
     assert_valid_history(second, original=grown)
     assert stub.calls == 2
-    previous = stub.prompts[1].split('<previous_summary>')[1].split('</previous_summary>')[0]
+    previous = prompt_block(stub.prompts[1], 'previous_summary')
     assert facts[1] in previous, (
         'the first summary reached the second summarizer call as the previous summary'
     )
-    transcript = stub.prompts[1].split('<messages>')[1]
+    transcript = prompt_block(stub.prompts[1], 'messages')
     assert 'summary number' not in transcript
-    assert facts[1] not in transcript.split('</messages>')[0]
+    assert facts[1] not in transcript
     assert sum(1 for m in second if marker_kind(m) == 'summary') == 1
     final = summary_text(second[1]) or ''
     assert facts[1] in final
     assert facts[2] in final
     assert second[0] is first[0]
-    assert TASK in stub.prompts[1].split('<original_task>')[1]
+    assert TASK in prompt_block(stub.prompts[1], 'original_task')
     assert [e.method for e in events if isinstance(e, CompactionResult)] == ['llm', 'llm']
 
 
@@ -285,7 +294,7 @@ async def test_tool_results_are_capped_with_head_and_tail_and_the_task_is_in_the
     assert 'TAIL-OF-RESULT' in prompt
     assert 'tokens omitted' in prompt
     assert 0 < prompt.count('alpha beta gamma delta') < 200
-    assert f'<original_task>\n{TASK}\n</original_task>' in prompt
+    assert prompt_block(prompt, 'original_task') == TASK
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
-from _compaction import TASK, StubSummarizer, context, text, tool_loop
+from _compaction import TASK, StubSummarizer, context, prompt_block, text, tool_loop
 from _history import call, is_suffix_by_identity, result
 from pydantic_ai_history import CompactionResult, HistoryEvent, assert_valid_history
+from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.cache import MemoryCache
-from pydantic_ai_history.pinning import marker_kind
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor, summary_text
 
 pytestmark = pytest.mark.anyio
@@ -67,10 +67,8 @@ async def test_a_reloaded_uncompacted_history_reuses_the_recorded_prefix():
     third = await compactor(full3, ctx)
     assert_valid_history(third, original=full3)
     assert stub.calls == 2
-    assert (
-        'summary number 1' in stub.prompts[1].split('<previous_summary>')[1].split('</previous_summary>')[0]
-    )
-    transcript = stub.prompts[1].split('<messages>')[1]
+    assert 'summary number 1' in prompt_block(stub.prompts[1], 'previous_summary')
+    transcript = prompt_block(stub.prompts[1], 'messages')
     assert 'STEP-000' not in transcript, 'the prefix already summarized is not sent again'
     assert f'STEP-{(n - 1) // 2:03d}' in transcript, 'the summarizer sees the newly evicted messages'
     assert ctx.estimate(third).total <= 8_000

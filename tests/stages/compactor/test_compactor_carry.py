@@ -17,7 +17,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from _compaction import SYSTEM, StubSummarizer, context, tool_loop
+from _compaction import SYSTEM, StubSummarizer, context, prompt_block, tool_loop, transcript_records
 from pydantic_ai_history import (
     CompactionResult,
     CompactionSettings,
@@ -164,9 +164,9 @@ async def test_image_urls_without_a_file_extension_are_summarized_and_stored() -
     assert_valid_history(out, original=history)
     [event] = [e for e in events if isinstance(e, CompactionResult)]
     assert event.method == 'llm'
-    transcript = summarizer.prompts[0]
-    assert 'User: Here it is:\n[file]' in transcript
-    assert 'Tool result fetch: screenshot taken\n[file]' in transcript
+    records = transcript_records(prompt_block(summarizer.prompts[0], 'messages'))
+    assert ('user', None, 'Here it is:\n[file]') in records
+    assert ('tool_result', 'fetch', 'screenshot taken\n[file]') in records
     [stored] = _REFERENCE_ID.findall(summary_text(out[1]) or '')
     data = await store.get(stored)
     assert data is not None

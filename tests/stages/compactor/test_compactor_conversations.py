@@ -10,7 +10,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from _compaction import StubSummarizer, context, joined_conversations, user_texts
 from _history import is_suffix_by_identity
 from pydantic_ai_history import CompactionResult, assert_valid_history
-from pydantic_ai_history.pinning import marker_kind
+from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 
 pytestmark = pytest.mark.anyio

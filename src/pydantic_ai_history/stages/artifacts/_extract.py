@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +21,7 @@ from ..._compat import (
     json_text,
     part_metadata,
 )
-from ..._context import MARKER_KEY
-from ...pinning import TEXT_MARKERS
+from ..._marks import MARKER_KEY, marker_kind, part_kinds, sealed_kind, unseal
 from ...store import artifact_id
 from ._models import Artifact
 
@@ -37,8 +36,9 @@ __all__ = (
 )
 
 ARTIFACT_MARKER = '[pydantic-ai-history: artifact'
-"""Opening of every text this stage writes in place of an artifact; how processed content is recognised
-where there is no metadata (user prompt content)."""
+"""Opening of every text this stage writes in place of an artifact: what the model reads. Processed content is
+recognised by identity only (`_marks`): its metadata (tool returns), or the seal of the text that follows or
+replaces an attached file; a tool output that merely opens with this text is still reduced."""
 
 
 @dataclass
@@ -146,11 +146,9 @@ class Attachment:
 
 
 def is_processed(part: Any) -> bool:
+    """Whether this stage already replaced the part (recorded in its metadata, never read from its text)."""
     ours = part_metadata(part).get(MARKER_KEY)
-    if isinstance(ours, dict) and 'artifact_id' in ours:
-        return True
-    content = getattr(part, 'content', None)
-    return isinstance(content, str) and content.startswith(ARTIFACT_MARKER)
+    return isinstance(ours, dict) and 'artifact_id' in ours
 
 
 def tool_return_text(part: ToolReturnPart) -> tuple[str, str, tuple[Any, ...]]:
@@ -196,12 +194,14 @@ def find_candidates(
     exempt_tools: frozenset[str],
     start: int = 0,
     memo: CandidateMemo | None = None,
+    make_id: Callable[[bytes], str] = artifact_id,
 ) -> list[Candidate]:
     """Every unprocessed tool return from message `start` on, as a `Candidate`.
 
     `count_tokens(part)` prices the part as it stands. Only messages from `start` are read (the call hints
     from the response before it), so looking at the current request alone costs nothing per older message.
-    A part `memo` has seen is not examined again.
+    A part `memo` has seen is not examined again. `make_id` names the artifact (the store's keyed id for
+    the run's scope; a name only: what a run may read back is decided by the scope it is stored in).
     """
     last = len(messages) - 1
     hints: dict[str, str] | None = None
@@ -223,7 +223,7 @@ def find_candidates(
             if not text:
                 continue
             artifact = Artifact(
-                id=artifact_id(text.encode()),
+                id=make_id(text.encode()),
                 kind='tool_result',
                 source=f'tool {part.tool_name!r}',
                 chars=len(text),
@@ -269,7 +269,7 @@ def _name_of(item: Any) -> str | None:
 def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> list[Attachment]:
     """Files attached in user prompts or returned by tools, from message `start` on, not processed yet.
 
-    A processed file is followed by (or replaced with) a text item opening with `ARTIFACT_MARKER`.
+    A processed file is followed by (or replaced with) a text item of ours, sealed (`_marks.seal`).
     """
     last = len(messages) - 1
     found: list[Attachment] = []
@@ -292,7 +292,7 @@ def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> lis
                 if not is_media(item):
                     continue
                 following = items[position + 1][1] if position + 1 < len(items) else None
-                if isinstance(following, str) and following.startswith(ARTIFACT_MARKER):
+                if isinstance(following, str) and unseal('artifact', following) is not None:
                     continue
                 decoded = _decode(item)
                 if decoded is None:
@@ -306,22 +306,17 @@ def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> lis
     return found
 
 
-_OURS = (ARTIFACT_MARKER, *TEXT_MARKERS.values())
-
-
 def latest_question(messages: Sequence[ModelMessage]) -> str:
     """The text of the latest user prompt (what the current request is answering)."""
     for message in reversed(messages):
-        if not isinstance(message, ModelRequest):
+        if not isinstance(message, ModelRequest) or marker_kind(message) is not None:
             continue
-        for part in reversed(message.parts):
-            if isinstance(part, UserPromptPart):
+        for part, kind in zip(reversed(message.parts), reversed(part_kinds(message)), strict=True):
+            if isinstance(part, UserPromptPart) and kind is None:
                 content = part.content
                 if isinstance(content, str):
-                    if not content.startswith(_OURS):
-                        return content
-                    continue
-                texts = [c for c in content if isinstance(c, str) and not c.startswith(_OURS)]
+                    return content
+                texts = [c for c in content if isinstance(c, str) and sealed_kind(c) is None]
                 if texts:
                     return '\n'.join(texts)
     return ''

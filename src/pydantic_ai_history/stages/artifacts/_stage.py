@@ -27,10 +27,12 @@ from ..._compat import (
     with_part_metadata,
 )
 from ..._context import MARKER_KEY, HistoryContext
+from ..._marks import seal
 from ...cache import cache_key
 from ...events import ArtifactProcessed
 from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage, read_file
 from ...retrieval import extract_passages
+from ...store import artifact_id
 from ...tokens import TokenCounter
 from ...windows import model_info, model_name_of
 from ._extract import (
@@ -91,6 +93,7 @@ class ArtifactPlanner:
             exempt_tools=settings.exempt_tools,
             start=start,
             memo=self._examined,
+            make_id=context.artifact_id,
         )
         if not candidates:
             return result
@@ -281,7 +284,7 @@ class ArtifactPlanner:
             raise RuntimeError('no summarizer model: set ArtifactSettings.summarizer_model')
         key = cache_key(
             'artifact-summary',
-            candidate.id,
+            artifact_id(candidate.original.encode()),  # by content: the id is keyed per store and scope
             focus or '',
             model_name_of(model) or type(model).__name__,
             str(max_tokens),
@@ -392,11 +395,14 @@ class ArtifactPlanner:
     async def _attachment_items(self, attachment: Attachment, context: HistoryContext) -> list[Any] | None:
         """What replaces one attached file, or None to keep it (already fits, or the store failed)."""
         converted, hit = await self._read(attachment, context)
-        a_id = attachment.id
+        a_id = context.artifact_id(attachment.data)
         label = attachment.name or attachment.media_type
         if isinstance(converted, ConvertedDocument):
             items: list[Any] = [
-                f'{ARTIFACT_MARKER} {a_id} | attached file {converted.manifest}]\n{converted.text}'
+                seal(
+                    'artifact',
+                    f'{ARTIFACT_MARKER} {a_id} | attached file {converted.manifest}]\n{converted.text}',
+                )
             ]
             strategy, after_text = 'convert', items[0]
         elif isinstance(converted, (FittedImage, FittedAudio)):
@@ -407,18 +413,19 @@ class ArtifactPlanner:
             )
             if not changed:
                 return None
-            note = (
-                f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}; original ({attachment.media_type}) stored]'
-            )
+            stored = f'original ({attachment.media_type}) stored'
+            note = seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}; {stored}]')
             items = [BinaryContent(data=converted.data, media_type=converted.media_type), note]
             strategy, after_text = 'fit', note
         else:
-            items = [f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}]']
+            items = [seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}]')]
             strategy, after_text = 'convert', items[0]
         try:
             if context.store is None:
                 raise RuntimeError('no artifact store')
-            await context.store.put(a_id, attachment.data, media_type=attachment.media_type, source=label)
+            await context.store.put(
+                a_id, attachment.data, media_type=attachment.media_type, source=label, scope=context.scope
+            )
         except Exception as exc:
             context.warn(
                 'artifact_store_failed', f'could not store attachment {a_id[:16]} ({exc}); kept it as it was'
@@ -542,6 +549,7 @@ async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
                 'tool_name': candidate.artifact.tool_name or '',
                 'message': str(candidate.artifact.step),
             },
+            scope=context.scope,
         )
     except Exception as exc:  # StoreError, or a backend that raises something else: never lose the content
         context.warn(

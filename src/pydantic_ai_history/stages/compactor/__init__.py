@@ -1,8 +1,8 @@
 """The compactor stage: summarize the older part of a long history with an LLM, incrementally and cached.
 
 `Compactor(CompactionSettings(...))` is a `HistoryStage`; `await compactor.compact(messages, context,
-focus=...)` compacts on demand. Pinned units are never summarized: those evicted are carried verbatim in the
-summary under `PINNED_HEADING`.
+focus=...)` compacts on demand. Pinned units are never summarized: those evicted are carried verbatim in a
+part of the summary message of their own, under `PINNED_HEADING`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from __future__ import annotations
 from ._prompt import DEFAULT_INSTRUCTIONS, SECTIONS
 from ._settings import CompactionLimits, CompactionSettings
 from ._stage import Compactor
-from ._summary_message import PINNED_HEADING, build_summary_message, summary_text
+from ._summary_message import (
+    PINNED_HEADING,
+    SummarySections,
+    build_summary_message,
+    summary_sections,
+    summary_text,
+)
 
 __all__ = (
     'DEFAULT_INSTRUCTIONS',
@@ -19,6 +25,8 @@ __all__ = (
     'CompactionLimits',
     'CompactionSettings',
     'Compactor',
+    'SummarySections',
     'build_summary_message',
+    'summary_sections',
     'summary_text',
 )

@@ -9,8 +9,10 @@ Pinned units (`CompactionSettings.pin`, `pinning.pin()`) are never summarized: t
 the tail is chosen, so they never push the cut; those before the cut are carried verbatim in the summary's
 pinned section, which every later compaction carries forward without showing it to the summarizer.
 
-With a store, each compaction stores the full transcript of what it evicted; the pinned section names only
-the newest one, and each transcript opens with a line naming the one before it.
+With a store, each compaction stores the full transcript of what it evicted before it removes anything; the
+summary names only the newest one, and each transcript opens with a line naming the one before it. When the
+store fails, nothing is compacted while the history still fits the model's window; past that, the summary
+alone stands for what was evicted and a `ContentLost` event (error level) names it.
 """
 
 from __future__ import annotations
@@ -25,37 +27,50 @@ from typing import Literal
 
 from ..._compat import ModelMessage
 from ..._context import HistoryContext
+from ..._marks import SEAL_TOKENS, marker_kind
 from ...cache import SummaryCache, cache_key
 from ...events import CompactionResult
-from ...pinning import is_pinned, marker_kind
-from ...store import artifact_id
+from ...pinning import is_pinned
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units, system_parts
 from ...windows import model_name_of
-from ._breaker import Breaker
+from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionLimits, CompactionSettings
 from ._summarizer import SummarizerError, run_summarizer
-from ._summary_message import PINNED_HEADING, build_summary_message, join_pinned, split_pinned, summary_text
+from ._summary_message import (
+    PINNED_HEADING,
+    SummarySections,
+    build_summary_message,
+    decode_sections,
+    encode_sections,
+    summary_sections,
+    summary_text,
+)
 from ._transcript import TranscriptUnit, first_user_text, render_units
 
 __all__ = ('Compactor',)
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 
-_SUMMARY_FRAMING_TOKENS = 40
-"""Tokens reserved on top of the summary cap for its message, marker and the provider's framing."""
+_SUMMARY_FRAMING_TOKENS = 40 + SEAL_TOKENS
+"""Tokens reserved on top of the summary cap for its message, marker (a seal where parts have no metadata)
+and the provider's framing."""
 _PINNED_UNIT_FRAMING_TOKENS = 2
 """Tokens reserved per pinned unit for the blank line that separates it in the pinned section."""
 _TRANSCRIPT_REFERENCE_TOKENS = 100
 """The one line of the pinned section that names the stored transcript of the latest evicted messages."""
 TRANSCRIPT_REFERENCE_OPENING = 'The full transcript of the '
-"""The fixed opening of that line; how the next compaction finds and replaces it."""
+"""The fixed opening of that line (in the summary's own reference part), from which the next compaction reads
+the transcript id to chain it."""
 _REFERENCE = re.compile(
     re.escape(TRANSCRIPT_REFERENCE_OPENING)
     + r'\d+ messages summarized[^\n]*?read_artifact\(artifact_id="([^"\n]+)"[^\n]*'
 )
+
+_OUTPUT_RESERVE_TOKENS = 1_024
+"""Room left for the model's answer when deciding whether a history fits its window (the window's default)."""
 
 Method = Literal['llm', 'cache', 'digest', 'truncate']
 _FALLBACK_METHODS = frozenset({'digest', 'truncate'})
@@ -85,16 +100,50 @@ class _Plan:
 
 
 @dataclass
+class _Cut:
+    """Where a compaction cuts, and what the pinned section carries on."""
+
+    unit: int
+    """The first unit of the verbatim tail."""
+    body_first: int
+    """The first unit after the head and the previous summary."""
+    pins: dict[int, TranscriptUnit]
+    earlier: SummarySections
+    """The sections of the previous summary (empty when there is none)."""
+    previous_transcripts: list[str]
+    """Ids of the stored transcripts the previous summary names, chained from this one's first line."""
+    previous_text: str | None
+    """The previous summary's own text, for the summarizer to update."""
+
+    def evicted_pins(self) -> list[TranscriptUnit]:
+        """The pinned units before the cut, carried verbatim in the pinned section."""
+        return [self.pins[i] for i in sorted(self.pins) if i < self.unit]
+
+    def summarized(self, plan: _Plan) -> list[ModelMessage]:
+        """The messages the summarizer reads: those before the cut but the pinned units."""
+        return [
+            m
+            for i in range(self.body_first, self.unit)
+            if i not in self.pins
+            for m in plan.messages[plan.units[i].start : plan.units[i].end]
+        ]
+
+
+@dataclass
 class Compactor:
     """Summarize the older part of the history when it passes `max_tokens`, down to `target_tokens`."""
 
     settings: CompactionSettings = field(default_factory=CompactionSettings)
     name: str = 'compactor'
-    _breaker: Breaker = field(init=False, repr=False)
+    _breakers: ScopedBreakers = field(init=False, repr=False)
     _index: PrefixIndex = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._breaker = Breaker(self.settings.max_failures, self.settings.cooldown_seconds)
+        self._breakers = ScopedBreakers(
+            max_failures=self.settings.max_failures,
+            cooldown=self.settings.cooldown_seconds,
+            clock=self.settings.clock,
+        )
         self._index = PrefixIndex(ttl=self.settings.cache_ttl)
 
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
@@ -134,139 +183,66 @@ class Compactor:
         if len(units) < 2:
             return messages
         overhead = estimate.total - estimate.tokenizer
-        head = self._head(messages, units)
-        previous = head if head < len(messages) and marker_kind(messages[head]) == 'summary' else None
-        cache = context.cache
-        conversation = self._index.conversation_key(messages[:head]) if cache is not None else ''
-        plan = _Plan(messages, list(estimate.per_message), units, head, previous, None)
-        if cache is not None:
-            if previous is None:
-                plan.origin = Origin(head, conversation)
-                hit = await self._lookup(cache, conversation, plan, context)
-                if hit is not None:
-                    plan = hit
-                    total = overhead + sum(plan.per_message)
-                    if reason == 'trigger' and total <= limits.trigger:
-                        return self._finish(
-                            context,
-                            plan.messages,
-                            messages,
-                            estimate.total,
-                            total,
-                            reason,
-                            started,
-                            _Summary(summary_text(plan.messages[head]) or '', 'cache', 0, ''),
-                            evicted=plan.origin.length - head if plan.origin is not None else 0,
-                        )
-            else:
-                plan.origin = await self._index.origin(
-                    cache, conversation, summary_text(messages[previous]) or ''
+        plan, conversation = await self._prepare(messages, units, estimate, context)
+        head = plan.head
+        if plan.origin is not None and plan.previous is not None and plan.messages is not messages:
+            total = overhead + sum(plan.per_message)
+            if reason == 'trigger' and total <= limits.trigger and total < estimate.total:
+                return self._finish(
+                    context,
+                    plan.messages,
+                    messages,
+                    estimate.total,
+                    total,
+                    reason,
+                    started,
+                    _Summary(summary_text(plan.messages[head]) or '', 'cache', 0, ''),
+                    evicted=plan.origin.length - head,
                 )
-
-        body_first = next(
-            i for i, u in enumerate(plan.units) if u.start >= head + (plan.previous is not None)
-        )
-        last = len(plan.units) - 1
-        if body_first > last:
-            return plan.messages
-        counter = context.counter
-        previous_full = summary_text(plan.messages[plan.previous]) if plan.previous is not None else None
-        previous_text, previous_pinned = (
-            split_pinned(previous_full) if previous_full is not None else (None, '')
-        )
-        pins = self._pinned_units(plan, body_first, last, counter)
-        costs = [sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]]
-        # With a store, the previous compaction's transcript reference gives way to this one's (the new
-        # transcript names the previous one in its first line, so the model can walk back through them all).
-        carried_pinned, previous_transcripts = (
-            _strip_references(previous_pinned) if context.store is not None else (previous_pinned, [])
-        )
-        # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
-        # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
-        # they never push the cut.
-        pinned_cost = counter.count_text(carried_pinned)
-        for index, rendered in pins.items():
-            pinned_cost += max(costs[index - body_first], rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS)
-            costs[index - body_first] = 0
-        if context.store is not None:
-            pinned_cost += _TRANSCRIPT_REFERENCE_TOKENS
-        if pinned_cost:
-            pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS
-        head_cost = sum(plan.per_message[:head])
-        budget = (
-            limits.target
-            - overhead
-            - head_cost
-            - self.settings.summary_max_tokens
-            - _SUMMARY_FRAMING_TOKENS
-            - pinned_cost
-        )
-        cut_unit = body_first + fit_suffix(costs, budget, at_least=1)
-        if cut_unit == body_first:
-            if reason == 'manual' and last > body_first:
-                cut_unit = last
-            else:
-                context.warn(
-                    'compaction_impossible',
-                    'the history is over the compaction trigger but every unit after the preserved head is '
-                    'needed to reach the target; nothing was compacted',
-                    tokens=estimate.total,
-                    trigger=limits.trigger,
-                )
-                return plan.messages
-        cut = plan.units[cut_unit].start
+        # a cached prefix summary that made the history smaller stands even when nothing more is compacted
+        unchanged = plan.messages if overhead + sum(plan.per_message) < estimate.total else messages
+        cut = self._choose_cut(plan, limits, overhead, reason, context, estimate.total)
+        if cut is None:
+            return unchanged
+        cut_at = plan.units[cut.unit].start
+        if sum(plan.per_message[head:cut_at]) <= _SUMMARY_FRAMING_TOKENS:
+            return unchanged  # no summary can be smaller than what it would replace
         body_start = head + (plan.previous is not None)
-        evicted = plan.messages[body_start:cut]
-        evicted_pins = [pins[i] for i in sorted(pins) if i < cut_unit]
-        summarized = [
-            m
-            for i in range(body_first, cut_unit)
-            if i not in pins
-            for m in plan.messages[plan.units[i].start : plan.units[i].end]
-        ]
+        evicted = plan.messages[body_start:cut_at]
+        evicted_pins = cut.evicted_pins()
+        summarized = cut.summarized(plan)
 
-        summary = await self._summary(plan, summarized, previous_text, focus, context)
-        reference = await _spill_transcript(evicted, counter, context, previous_transcripts)
-        if not reference:  # nothing stored this time: the earlier reference still stands
-            carried_pinned = previous_pinned
-        # The summarizer's text (capped) + the pinned section: what it carried, where the full transcript of
-        # what was just evicted can be read back, and what was pinned just now.
-        final_text = join_pinned(summary.text, carried_pinned, reference, *(p.text for p in evicted_pins))
-        # System prompts survive compaction as parts: those of evicted messages (window notes included, which
-        # carry the ones the window dropped) and those the previous summary already carried.
-        carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
-        kept_system = system_parts([*carriers, *evicted])
+        counter = context.counter
+        # What is evicted is stored before anything is paid for or removed (see `_keeps_content`).
+        reference = await _spill_transcript(evicted, counter, context, cut.previous_transcripts)
+        if reference is None and self._keeps_content(plan, overhead, context):
+            return unchanged
+        summary = await self._summary(plan, summarized, cut.previous_text, focus, context)
         new_origin = None
         if plan.origin is not None:
             new_origin = Origin(
                 plan.origin.length + len(evicted), self._index.fold(plan.origin.chain, evicted)
             )
-        details = {'method': summary.method, 'evicted_messages': len(evicted)}
-        if evicted_pins:
-            details['pinned_units'] = len(evicted_pins)
+        final, message = _summary_message(plan, cut, evicted, evicted_pins, summary, reference, new_origin)
+        result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
+        summary_cost = counter.count_message(message)
+        after = overhead + sum(plan.per_message[:head]) + summary_cost + sum(plan.per_message[cut_at:])
+        if after >= estimate.total:
+            logger.info(
+                'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
+                estimate.total,
+                after,
+            )
+            return unchanged
         if new_origin is not None:
-            details['covers_messages'] = new_origin.length
-        message = build_summary_message(final_text, details=details, system_parts=kept_system)
-        result = [*plan.messages[:head], message, *plan.messages[cut:]]
-        after = overhead + head_cost + counter.count_message(message) + sum(plan.per_message[cut:])
-        if cache is not None and new_origin is not None:
-            if summary.key and summary.method not in _FALLBACK_METHODS:
-                # The prefix cache reuses the final text, pinned section included, so a reload keeps the pins.
-                # A fallback is never recorded: a reload after the summarizer recovers gets a real summary.
-                final_key = summary.key
-                if final_text != summary.text:
-                    final_key = cache_key('compactor-pinned', summary.key, final_text)
-                    await cache.set(final_key, final_text, ttl=self.settings.cache_ttl)
-                record = PrefixRecord(new_origin.length, new_origin.chain, final_key)
-                await self._index.add(cache, conversation, record)
-            # Where this summary stands in the original history, so the next compaction (which updates it)
-            # can record its own prefix.
-            await self._index.set_origin(cache, conversation, final_text, new_origin)
+            await self._remember(context, conversation, summary, final, new_origin)
+        _report_unstored(reference, summarized, context)
         if after > limits.target:
             context.warn(
                 'compaction_over_target',
-                f'the compacted history is {after:,} tokens, over the target of {limits.target:,}: '
-                'the preserved head, the pinned units and the current request alone are that large',
+                f'the compacted history is {after:,} tokens, over the target of {limits.target:,}: the '
+                f'summary takes {summary_cost:,}, the rest (preserved head, pinned units, the last unit with '
+                f'the current request, instructions and tools) {after - summary_cost:,}',
                 tokens=after,
                 target=limits.target,
             )
@@ -278,10 +254,142 @@ class Compactor:
             after,
             reason,
             started,
-            dataclasses.replace(summary, text=final_text),
+            dataclasses.replace(summary, text=final.text),
             len(evicted),
             pinned=len(evicted_pins),
         )
+
+    async def _prepare(
+        self,
+        messages: list[ModelMessage],
+        units: list[Unit],
+        estimate: TokenEstimate,
+        context: HistoryContext,
+    ) -> tuple[_Plan, str]:
+        """The plan to compact and the conversation key; after a prefix-cache hit, the substituted history."""
+        head = self._head(messages, units)
+        previous = head if head < len(messages) and marker_kind(messages[head]) == 'summary' else None
+        cache = context.cache
+        conversation = self._index.conversation_key(messages[:head]) if cache is not None else ''
+        plan = _Plan(messages, list(estimate.per_message), units, head, previous, None)
+        if cache is None:
+            return plan, conversation
+        if previous is not None:
+            plan.origin = await self._index.origin(
+                cache, conversation, summary_text(messages[previous]) or ''
+            )
+            return plan, conversation
+        plan.origin = Origin(head, conversation)
+        hit = await self._lookup(cache, conversation, plan, context)
+        return (hit if hit is not None else plan), conversation
+
+    def _choose_cut(
+        self,
+        plan: _Plan,
+        limits: CompactionLimits,
+        overhead: int,
+        reason: Literal['trigger', 'manual'],
+        context: HistoryContext,
+        tokens: int,
+    ) -> _Cut | None:
+        """Where the verbatim tail starts (a unit boundary), or None when nothing can be compacted."""
+        head = plan.head
+        body_first = next(
+            i for i, u in enumerate(plan.units) if u.start >= head + (plan.previous is not None)
+        )
+        last = len(plan.units) - 1
+        if body_first > last:
+            return None
+        counter = context.counter
+        earlier = _earlier_sections(plan)
+        previous_text = earlier.summary if plan.previous is not None else None
+        pins = self._pinned_units(plan, body_first, last, counter)
+        costs = [sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]]
+        # With a store, the previous compaction's transcript reference gives way to this one's (the new
+        # transcript names the previous one in its first line, so the model can walk back through them all).
+        previous_transcripts = _REFERENCE.findall(earlier.reference if context.store is not None else '')
+        # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
+        # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
+        # they never push the cut.
+        pinned_cost = counter.count_text(earlier.pinned)
+        for index, rendered in pins.items():
+            pinned_cost += max(costs[index - body_first], rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS)
+            costs[index - body_first] = 0
+        pinned_cost += _reference_cost(earlier, context)
+        if pinned_cost:
+            pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS + SEAL_TOKENS
+        budget = (
+            limits.target
+            - overhead
+            - sum(plan.per_message[:head])
+            - self.settings.summary_max_tokens
+            - _SUMMARY_FRAMING_TOKENS
+            - pinned_cost
+        )
+        cut_unit = body_first + fit_suffix(costs, budget, at_least=1)
+        if cut_unit == body_first:
+            if reason != 'manual' or last == body_first:
+                context.warn(
+                    'compaction_impossible',
+                    'the history is over the compaction trigger but every unit after the preserved head is '
+                    'needed to reach the target; nothing was compacted',
+                    tokens=tokens,
+                    trigger=limits.trigger,
+                )
+                return None
+            cut_unit = last
+        return _Cut(
+            unit=cut_unit,
+            body_first=body_first,
+            pins=pins,
+            earlier=earlier,
+            previous_transcripts=previous_transcripts,
+            previous_text=previous_text,
+        )
+
+    async def _remember(
+        self,
+        context: HistoryContext,
+        conversation: str,
+        summary: _Summary,
+        final: SummarySections,
+        origin: Origin,
+    ) -> None:
+        """Record the summary in the prefix index, so a reload of the uncompacted history reuses it."""
+        cache = context.cache
+        if cache is None:
+            return
+        if summary.key and summary.method not in _FALLBACK_METHODS:
+            # The prefix cache reuses every section (as structure, not text), so a reload keeps the pins.
+            # A fallback is never recorded: a reload after the summarizer recovers gets a real summary.
+            final_key = cache_key('compactor-sections', summary.key, final.summary, final.pinned)
+            await cache.set(final_key, encode_sections(final), ttl=self.settings.cache_ttl)
+            record = PrefixRecord(origin.length, origin.chain, final_key)
+            await self._index.add(cache, conversation, record)
+        # Where this summary stands in the original history, so the next compaction (which updates it) can
+        # record its own prefix.
+        await self._index.set_origin(cache, conversation, final.text, origin)
+
+    @staticmethod
+    def _keeps_content(plan: _Plan, overhead: int, context: HistoryContext) -> bool:
+        """When the transcript could not be stored: keep everything (no compaction) if the window allows it.
+
+        Nothing is paid for first (the transcript is stored before the summarizer runs); the next request
+        tries again. Only a history that no longer fits the model's window is compacted without its
+        transcript, and `ContentLost` then names what went.
+        """
+        window = context.context_window
+        total = overhead + sum(plan.per_message)
+        if window is None or total > window - _OUTPUT_RESERVE_TOKENS:
+            return False
+        context.warn(
+            'compaction_deferred',
+            f'the evicted messages could not be stored, and the history ({total:,} tokens) still fits the '
+            f'context window ({window:,}): nothing was compacted; the next request tries again',
+            tokens=total,
+            context_window=window,
+        )
+        return True
 
     def _pinned_units(
         self, plan: _Plan, body_first: int, last: int, counter: TokenCounter
@@ -335,7 +443,7 @@ class Compactor:
             if not text:
                 continue
             message = build_summary_message(
-                text,
+                decode_sections(text),
                 details={'method': 'cache', 'covers_messages': length},
                 system_parts=system_parts(plan.messages[head:length]),
             )
@@ -382,7 +490,7 @@ class Compactor:
         task = first_user_text(plan.messages[: plan.head])
         error: str | None
         calls = 0
-        if self._breaker.allows(settings.clock()):
+        if self._breakers.allows(context.scope):
             try:
                 outcome = await run_summarizer(
                     model=model,
@@ -395,16 +503,18 @@ class Compactor:
                     usage=context.usage,
                 )
             except SummarizerError as exc:
-                self._breaker.failure(settings.clock())
+                self._breakers.failure(context.scope)
                 error, calls = str(exc), exc.calls
                 logger.warning('compactor: summarizer failed (%s); using the deterministic fallback', error)
             else:
-                self._breaker.success()
+                self._breakers.success(context.scope)
                 if cache is not None:
                     await cache.set(key, outcome.text, ttl=settings.cache_ttl)
                 return _Summary(outcome.text, 'llm', outcome.calls, key)
         else:
-            error = f'summarizer cooling down after {self._breaker.failures} consecutive failures'
+            error = (
+                f'summarizer cooling down after {self._breakers.failures(context.scope)} consecutive failures'
+            )
         text: str | None = None
         method: Method = 'truncate'
         if settings.fallback == 'digest':
@@ -482,21 +592,62 @@ class Compactor:
         return result
 
 
-def _strip_references(pinned: str) -> tuple[str, list[str]]:
-    """The pinned section without its transcript reference line(s), and the transcript ids they named.
+def _summary_message(
+    plan: _Plan,
+    cut: _Cut,
+    evicted: Sequence[ModelMessage],
+    evicted_pins: Sequence[TranscriptUnit],
+    summary: _Summary,
+    reference: str | None,
+    origin: Origin | None,
+) -> tuple[SummarySections, ModelMessage]:
+    """The summary's sections and the message that carries them."""
+    final = _final_sections(summary.text, cut.earlier, reference, evicted_pins)
+    # System prompts survive compaction as parts: those of evicted messages (window notes included, which
+    # carry the ones the window dropped) and those the previous summary already carried.
+    carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
+    kept_system = system_parts([*carriers, *evicted])
+    details = {'method': summary.method, 'evicted_messages': len(evicted)}
+    if evicted_pins:
+        details['pinned_units'] = len(evicted_pins)
+    if origin is not None:
+        details['covers_messages'] = origin.length
+    return final, build_summary_message(final, details=details, system_parts=kept_system)
 
-    One line per compaction was carried before transcripts were chained; all are removed and linked.
-    """
-    pieces = pinned.split('\n\n') if pinned else []
-    kept: list[str] = []
-    ids: list[str] = []
-    for piece in pieces:
-        match = _REFERENCE.fullmatch(piece)
-        if match is None:
-            kept.append(piece)
-        else:
-            ids.append(match.group(1))
-    return '\n\n'.join(kept), ids
+
+def _earlier_sections(plan: _Plan) -> SummarySections:
+    """The sections of the previous summary (empty when there is none)."""
+    found = summary_sections(plan.messages[plan.previous]) if plan.previous is not None else None
+    return found or SummarySections('')
+
+
+def _reference_cost(earlier: SummarySections, context: HistoryContext) -> int:
+    """Room for the stored-transcript reference: this compaction's, or the earlier one carried on."""
+    return _TRANSCRIPT_REFERENCE_TOKENS if context.store is not None or earlier.reference else 0
+
+
+def _final_sections(
+    summary: str, earlier: SummarySections, reference: str | None, evicted_pins: Sequence[TranscriptUnit]
+) -> SummarySections:
+    """The summarizer's text (capped), where the full transcript of what was just evicted can be read back
+    (when nothing was stored this time the earlier reference still stands), and the pinned section: what it
+    carried and what was pinned just now. Three parts of the summary message, told apart by structure."""
+    pinned = '\n\n'.join(p for p in (earlier.pinned, *(u.text for u in evicted_pins)) if p)
+    return SummarySections(summary, pinned, reference or earlier.reference)
+
+
+def _report_unstored(
+    reference: str | None, summarized: Sequence[ModelMessage], context: HistoryContext
+) -> None:
+    """Name, at error level, what a compaction evicted when its transcript could not be stored."""
+    if reference is None:
+        context.lost(
+            'compactor',
+            'transcript_not_stored',
+            'the store failed and the history does not fit the context window without compaction; '
+            'only the summary stands for them',
+            summarized,
+        )
 
 
 async def _spill_transcript(
@@ -504,14 +655,14 @@ async def _spill_transcript(
     counter: TokenCounter,
     context: HistoryContext,
     previous: Sequence[str] = (),
-) -> str:
+) -> str | None:
     """Store the full transcript of the evicted messages; the line that tells the model how to read it.
 
     A summary, however good, loses detail; with the transcript in the spill store nothing the user or the
     tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. The transcript
     opens with a line naming the `previous` transcripts (those of earlier compactions), so the summary needs
-    only one reference line however many compactions there were. Empty when there is no store or it fails
-    (the summary still stands).
+    only one reference line however many compactions there were. Empty when there is no store (the summary
+    is then the only record, as the app chose); None when the store failed.
     """
     if context.store is None or not evicted:
         return ''
@@ -523,14 +674,18 @@ async def _spill_transcript(
         where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
         body = f'The messages before these are in {where}: {links}.\n\n{body}'
     data = body.encode()
-    key = artifact_id(data)
+    key = context.artifact_id(data)
     try:
         await context.store.put(
-            key, data, media_type='text/markdown', source=f'transcript of {len(evicted)} compacted messages'
+            key,
+            data,
+            media_type='text/markdown',
+            source=f'transcript of {len(evicted)} compacted messages',
+            scope=context.scope,
         )
-    except Exception as exc:  # the summary stands without it
+    except Exception as exc:
         context.warn('transcript_store_failed', f'the evicted transcript could not be stored ({exc})')
-        return ''
+        return None
     chain = '; its first line names the transcript of earlier messages' if previous else ''
     return (
         f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '

@@ -17,7 +17,7 @@ from ...windows import model_info
 from .._llm import run_text
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
 from ._settings import CompactionSettings
-from ._transcript import TranscriptUnit
+from ._transcript import TranscriptUnit, new_nonce
 
 __all__ = ('SummarizerError', 'SummarizerOutcome', 'chunk_transcript', 'run_summarizer')
 
@@ -97,6 +97,7 @@ async def run_summarizer(
     for number, chunk in enumerate(chunks, start=1):
         prompt = build_prompt(
             transcript=chunk,
+            nonce=(transcript[0].nonce if transcript else '') or new_nonce(),
             original_task=task,
             previous_summary=summary,
             focus=focus,

@@ -1,17 +1,20 @@
 """The request that carries a summary, and reading the summary back out of it.
 
 Where `CompactionPart` is a request part (2.x) the summary is one: every provider model sends it as framed
-user-voice text. Elsewhere it is a `UserPromptPart` opening with `TEXT_MARKERS['summary']`. Never a
-`SystemPromptPart` mid-history (providers have rejected that). The request is marked in its metadata
-(where messages have metadata) so the next compaction finds it; `pinning.marker_kind` also knows the text.
+user-voice text. Elsewhere it is a sealed `UserPromptPart` opening with `OPENINGS['summary']`. Never a
+`SystemPromptPart` mid-history (providers have rejected that). The request and its parts are marked as ours
+(`_marks`), so the next compaction finds it and no text can pose as it.
 
-Pinned units evicted by a compaction are carried verbatim after the summarizer's text, under
-`PINNED_HEADING`; the next compaction splits them off (`split_pinned`) so the summarizer never rewrites them.
+Pinned units evicted by a compaction are carried verbatim in a part of their own, after the summary, under
+`PINNED_HEADING`. The two are told apart by structure (which part holds what), never by searching the text
+for the heading: a summarizer that writes the heading cannot make its words pinned, nor hide what follows.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..._compat import (
@@ -21,60 +24,131 @@ from ..._compat import (
     ModelRequest,
     SystemPromptPart,
     UserPromptPart,
-    make_request,
 )
-from ..._context import MARKER_KEY
-from ...pinning import TEXT_MARKERS, marker_kind
+from ..._marks import MARKER_KEY, OPENINGS, marker_kind, own_request, part_kinds, seal, strip_seal
 
-__all__ = ('PINNED_HEADING', 'build_summary_message', 'join_pinned', 'split_pinned', 'summary_text')
+__all__ = (
+    'PINNED_HEADING',
+    'SummarySections',
+    'build_summary_message',
+    'decode_sections',
+    'encode_sections',
+    'summary_sections',
+    'summary_text',
+)
 
 PINNED_HEADING = '## Pinned (kept verbatim)'
-"""The heading of the pinned section of a summary; the summarizer never sees it, so never writes it."""
-_PINNED_SEPARATOR = f'\n\n{PINNED_HEADING}\n'
+"""The heading of the pinned part of a summary message; what the model reads, never how it is found."""
+
+_CACHE_FORMAT = 'pydantic-ai-history/summary-sections@1'
+
+
+@dataclass(frozen=True)
+class SummarySections:
+    """A summary message's two sections: the summarizer's text and the pinned section the package carries."""
+
+    summary: str
+    """The summarizer's (or the fallback's) text: what the next summarizer updates."""
+    pinned: str = ''
+    """Pinned units, verbatim; never shown to the summarizer."""
+    reference: str = ''
+    """The line naming the stored transcript of the latest evicted messages; never shown to the summarizer."""
+
+    @property
+    def text(self) -> str:
+        """All sections as the model reads them (for events and people, never parsed back)."""
+        carried = '\n\n'.join(p for p in (self.reference, self.pinned) if p)
+        return f'{self.summary}\n\n{PINNED_HEADING}\n{carried}' if carried else self.summary
 
 
 def build_summary_message(
-    text: str,
+    sections: SummarySections | str,
     *,
     details: Mapping[str, Any],
     system_parts: Sequence[SystemPromptPart] = (),
 ) -> ModelRequest:
-    """A new request holding `text` as the summary of the messages it replaces.
+    """A new request holding `sections` (or a plain summary text) as the summary of the messages it replaces.
 
     `system_parts` are system prompt parts found among the evicted messages: they are kept, not summarized.
     No `run_id` is set: the summary is not a message of this run, so `new_messages()` on 2.x starts at the
     run's own first message and apps that store it keep their full history.
     """
-    marker = {MARKER_KEY: {'kind': 'summary', **details}}
-    part: Any
+    if isinstance(sections, str):
+        sections = SummarySections(sections)
+    summary: Any
     if COMPACTION_REQUEST_PART is not None:
-        part = COMPACTION_REQUEST_PART(content=text, metadata={MARKER_KEY: {'kind': 'summary'}})
+        summary = COMPACTION_REQUEST_PART(
+            content=sections.summary, metadata={MARKER_KEY: {'kind': 'summary'}}
+        )
     else:
-        part = UserPromptPart(content=f'{TEXT_MARKERS["summary"]}\n{text}')
-    return make_request([*system_parts, part], metadata=marker)
+        summary = UserPromptPart(content=seal('summary', f'{OPENINGS["summary"]}\n{sections.summary}'))
+    parts: list[tuple[Any, str | None]] = [(p, None) for p in system_parts]
+    parts.append((summary, 'summary'))
+    if sections.reference or sections.pinned:
+        heading = UserPromptPart(
+            content=seal('transcript', f'{PINNED_HEADING}\n{sections.reference}'.rstrip())
+        )
+        parts.append((heading, 'transcript'))
+    if sections.pinned:
+        parts.append((UserPromptPart(content=seal('pinned', sections.pinned)), 'pinned'))
+    return own_request(parts, details=details)
+
+
+def _without_opening(text: str, opening: str) -> str:
+    return text[len(opening) :].lstrip('\n') if text.startswith(opening) else text
+
+
+def summary_sections(message: ModelMessage) -> SummarySections | None:
+    """The sections of a summary request of ours, read from its parts; None for any other message."""
+    if not isinstance(message, ModelRequest) or marker_kind(message) != 'summary':
+        return None
+    summary = ''
+    reference = ''
+    pinned: list[str] = []
+    for part, kind in zip(message.parts, part_kinds(message), strict=True):
+        if kind == 'summary':
+            if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
+                summary = part.content or ''
+            elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                summary = _without_opening(strip_seal(part.content), OPENINGS['summary'])
+        elif kind == 'transcript' and isinstance(part, UserPromptPart) and isinstance(part.content, str):
+            reference = _without_opening(strip_seal(part.content), PINNED_HEADING)
+        elif kind == 'pinned' and isinstance(part, UserPromptPart) and isinstance(part.content, str):
+            pinned.append(strip_seal(part.content))
+    return SummarySections(summary, '\n\n'.join(pinned), reference)
 
 
 def summary_text(message: ModelMessage) -> str | None:
-    """The summary a request of ours carries (without the text marker), or None if it is not one."""
-    if not isinstance(message, ModelRequest) or marker_kind(message) != 'summary':
-        return None
-    opening = TEXT_MARKERS['summary']
-    for part in message.parts:
-        if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
-            return part.content or ''
-        if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-            content = part.content
-            return content[len(opening) :].lstrip('\n') if content.startswith(opening) else content
-    return None
+    """The whole text of a summary request of ours (summary, then its pinned section), or None."""
+    sections = summary_sections(message)
+    return sections.text if sections is not None else None
 
 
-def split_pinned(text: str) -> tuple[str, str]:
-    """A summary's text split into the summarizer's part and the pinned section (without its heading)."""
-    summary, found, pinned = text.partition(_PINNED_SEPARATOR)
-    return (summary, pinned) if found else (text, '')
+def encode_sections(sections: SummarySections) -> str:
+    """The sections as one cache value, told apart by structure when read back."""
+    return json.dumps(
+        {
+            'format': _CACHE_FORMAT,
+            'summary': sections.summary,
+            'pinned': sections.pinned,
+            'reference': sections.reference,
+        }
+    )
 
 
-def join_pinned(summary: str, *pinned: str) -> str:
-    """The summary text with the non-empty `pinned` pieces appended, in order, under `PINNED_HEADING`."""
-    pieces = [p for p in pinned if p]
-    return f'{summary}{_PINNED_SEPARATOR}' + '\n\n'.join(pieces) if pieces else summary
+def decode_sections(value: str) -> SummarySections:
+    """Sections from `encode_sections`; any other value (a plain summarizer text) is a summary alone."""
+    if value.startswith('{'):
+        try:
+            data = json.loads(value)
+        except ValueError:
+            data = None
+        if (
+            isinstance(data, dict)
+            and data.get('format') == _CACHE_FORMAT
+            and isinstance(data.get('summary'), str)
+            and isinstance(data.get('pinned'), str)
+            and isinstance(data.get('reference'), str)
+        ):
+            return SummarySections(data['summary'], data['pinned'], data['reference'])
+    return SummarySections(value)

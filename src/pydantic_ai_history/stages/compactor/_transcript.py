@@ -1,12 +1,21 @@
-"""The evicted messages as the plain-text transcript the summarizer (or the fallback) reads.
+"""The evicted messages as the transcript the summarizer (or the fallback, or the store) reads.
+
+Every part becomes one framed record: `<msg-NONCE role="..." tool="...">` ... `</msg-NONCE>`, where NONCE is
+drawn afresh for each transcript and occurs in none of its content (it is drawn again in the rare case it
+does). Whatever a user or a tool wrote, `User:` lines, closing tags, instructions, stays inside its own
+record: only the summarizer, told the nonce, can see where a record ends. Roles and tool names are written
+by this module from the part's type, never copied from content.
 
 One `TranscriptUnit` per history unit, so chunks and cuts fall on unit boundaries. Token counts come from
 the counter's content memo (the strings were counted when the history was estimated), so rendering does
-not tokenize the history again; framing labels are estimated from their length.
+not tokenize the history again; framing is estimated from its length. Rendering is one pass over the parts.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,12 +38,14 @@ from ..._compat import (
     json_text,
     media_type_of,
 )
-from ...pinning import marker_kind
+from ..._marks import OPENINGS, marker_kind, part_kinds, strip_seal
 from ...tokens import TokenCounter
 from ...units import Unit
-from ._summary_message import summary_text
 
-__all__ = ('TranscriptUnit', 'content_text', 'first_user_text', 'render_units')
+__all__ = ('TranscriptUnit', 'content_text', 'first_user_text', 'new_nonce', 'render_units')
+
+_NONCE_BYTES = 4
+_TOOL_NAME = re.compile(r'[^A-Za-z0-9_.:-]')
 
 
 @dataclass(frozen=True)
@@ -44,69 +55,104 @@ class TranscriptUnit:
     text: str
     tokens: int
     messages: int
+    nonce: str = ''
+    """The nonce of the records in `text` (the same for every unit of one transcript)."""
+
+
+def new_nonce() -> str:
+    """A fresh random nonce for one transcript's record tags."""
+    return secrets.token_hex(_NONCE_BYTES)
+
+
+class _NonceInContent(Exception):
+    """The drawn nonce occurs in the content: draw another and render again."""
+
+
+@functools.lru_cache(maxsize=1_024)
+def _tool(name: str | None) -> str:
+    return f' tool="{_TOOL_NAME.sub("_", name)[:80]}"' if name else ''
 
 
 @dataclass(frozen=True)
 class _Renderer:
     counter: TokenCounter
     cap: int | None
+    nonce: str
     system_prompts: bool = True
 
-    def piece(self, label: str, body: str, *, capped: bool = True) -> tuple[str, int]:
+    def record(
+        self, role: str, body: str, *, tool: str | None = None, capped: bool = True
+    ) -> tuple[str, int]:
+        if self.nonce in body:
+            raise _NonceInContent
         tokens = self.counter.count_text(body)
         if capped and self.cap is not None and tokens > self.cap:
             body = self.counter.truncate_text(body, self.cap, head_fraction=0.5)
             tokens = self.cap
-        return f'{label}{body}', tokens + len(label) // 3 + 1
+        opening = f'<msg-{self.nonce} role="{role}"{_tool(tool)}>\n'
+        closing = f'\n</msg-{self.nonce}>'
+        return f'{opening}{body}{closing}', tokens + (len(opening) + len(closing)) // 3 + 1
 
     def message(self, message: ModelMessage) -> tuple[list[str], int]:
         lines: list[str] = []
         tokens = 0
-        kind = marker_kind(message)
-        if kind == 'summary':
-            text, n = self.piece('Earlier summary:\n', summary_text(message) or '', capped=False)
-            return [text], n
-        if kind == 'window':
-            return ['[some earlier messages had been removed to fit the context window]'], 12
-        for part in message.parts:
-            rendered = self.part(part) if isinstance(message, ModelRequest) else self.response_part(part)
+        if isinstance(message, ModelRequest):
+            rendered_parts = [
+                self.part(part) if kind is None else self.own_part(part, kind)
+                for part, kind in zip(message.parts, part_kinds(message), strict=True)
+            ]
+        else:
+            rendered_parts = [self.response_part(part) for part in message.parts]
+        for rendered in rendered_parts:
             if rendered is not None:
                 lines.append(rendered[0])
                 tokens += rendered[1]
         return lines, tokens
 
+    def own_part(self, part: Any, kind: str) -> tuple[str, int] | None:
+        """A part this package wrote (recognised by identity, never by its text)."""
+        if kind == 'window':
+            return self.record('note', 'some earlier messages had been removed to fit the context window')
+        content = getattr(part, 'content', None)
+        text = strip_seal(content) if isinstance(content, str) else content_text(content)
+        if kind == 'summary':
+            opening = OPENINGS['summary']
+            text = text[len(opening) :].lstrip('\n') if text.startswith(opening) else text
+            return self.record('earlier_summary', text, capped=False)
+        if kind in ('pinned', 'transcript'):
+            return self.record('earlier_summary_pinned', text, capped=False)
+        return self.part(part)  # an artifact's text stands for what the user or the tool sent
+
     def part(self, part: Any) -> tuple[str, int] | None:
         if isinstance(part, SystemPromptPart):
-            return self.piece('System: ', part.content, capped=False) if self.system_prompts else None
+            return self.record('system', part.content, capped=False) if self.system_prompts else None
         if isinstance(part, UserPromptPart):
-            return self.piece('User: ', content_text(part.content), capped=False)
+            return self.record('user', content_text(part.content), capped=False)
         if isinstance(part, ToolReturnPart):
             failed = getattr(part, 'outcome', 'success') not in (None, 'success')
-            label = f'Tool result {part.tool_name}{" [error]" if failed else ""}: '
-            return self.piece(label, content_text(part.content))
+            role = 'tool_error' if failed else 'tool_result'
+            return self.record(role, content_text(part.content), tool=part.tool_name)
         if isinstance(part, RetryPromptPart) or (
             RETRY_FEEDBACK_PART is not None and isinstance(part, RETRY_FEEDBACK_PART)
         ):
             name = getattr(part, 'tool_name', None)
-            return self.piece(
-                f'Error sent back to the model{f" ({name})" if name else ""}: ', part.model_response()
-            )
+            return self.record('error_sent_to_assistant', part.model_response(), tool=name)
         if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
-            return self.piece('Earlier summary:\n', part.content or '', capped=False)
+            return self.record('earlier_summary', part.content or '', capped=False)
         return None  # framework bookkeeping parts carry no conversation content
 
     def response_part(self, part: Any) -> tuple[str, int] | None:
         if isinstance(part, TextPart):
-            return self.piece('Assistant: ', part.content, capped=False)
+            return self.record('assistant', part.content, capped=False)
         if isinstance(part, ToolCallPart) or isinstance(part, NATIVE_TOOL_CALL_PARTS):  # noqa: SIM101
             args = part.args if isinstance(part.args, str) else content_text(part.args or {})
-            return self.piece(f'Assistant called {part.tool_name} with: ', args)
+            return self.record('assistant_tool_call', args, tool=part.tool_name)
         if isinstance(part, NATIVE_TOOL_RETURN_PARTS):
-            return self.piece(f'Built-in tool {part.tool_name} returned: ', content_text(part.content))
+            return self.record('builtin_tool_result', content_text(part.content), tool=part.tool_name)
         if FILE_PART is not None and isinstance(part, FILE_PART):
-            return f'[assistant produced a file: {media_type_of(part.content) or "?"}]', 10
+            return self.record('assistant_file', f'[a file: {media_type_of(part.content) or "?"}]')
         if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
-            return self.piece('Provider summary: ', part.content or '[opaque]')
+            return self.record('provider_summary', part.content or '[opaque]')
         return None  # thinking is the model's scratchpad; its conclusions are in the text and calls
 
 
@@ -118,12 +164,23 @@ def render_units(
     tool_result_max_tokens: int | None,
     system_prompts: bool = True,
 ) -> list[TranscriptUnit]:
-    """Render each unit's messages; tool results and call arguments are cut to `tool_result_max_tokens`.
+    """Render each unit's messages as framed records; tool results and call arguments are cut to
+    `tool_result_max_tokens`.
 
     `None` renders them whole (the pinned section of a summary); `system_prompts=False` leaves system prompt
-    parts out (the summary message keeps them as parts).
+    parts out (the summary message keeps them as parts). Every unit shares one nonce, found in no content.
     """
-    renderer = _Renderer(counter, tool_result_max_tokens, system_prompts)
+    while True:
+        renderer = _Renderer(counter, tool_result_max_tokens, new_nonce(), system_prompts)
+        try:
+            return _render(messages, units, renderer)
+        except _NonceInContent:
+            continue
+
+
+def _render(
+    messages: Sequence[ModelMessage], units: Sequence[Unit], renderer: _Renderer
+) -> list[TranscriptUnit]:
     rendered: list[TranscriptUnit] = []
     for unit in units:
         lines: list[str] = []
@@ -133,7 +190,7 @@ def render_units(
             lines.extend(message_lines)
             tokens += n
         if lines:
-            rendered.append(TranscriptUnit('\n'.join(lines), tokens, unit.end - unit.start))
+            rendered.append(TranscriptUnit('\n'.join(lines), tokens, unit.end - unit.start, renderer.nonce))
     return rendered
 
 
@@ -154,7 +211,12 @@ def first_user_text(messages: Sequence[ModelMessage]) -> str | None:
     """The text of the first user prompt that is not one of our own messages: the original task."""
     for message in messages:
         if isinstance(message, ModelRequest) and marker_kind(message) is None:
-            texts = [content_text(p.content) for p in message.parts if isinstance(p, UserPromptPart)]
+            kinds = part_kinds(message)
+            texts = [
+                content_text(p.content)
+                for p, kind in zip(message.parts, kinds, strict=True)
+                if isinstance(p, UserPromptPart) and kind is None
+            ]
             if texts:
                 return '\n'.join(texts)
     return None

@@ -1,0 +1,226 @@
+"""How this package marks the messages and parts it writes, and recognises them again: by identity, not text.
+
+A user or a tool can type any text, so no text prefix is trusted. Our own output is recognised by:
+
+- **metadata**: the dict under `MARKER_KEY` in the `metadata` of a message or a part, where its type has the
+  field (every message on late 1.x and 2.x; `ToolReturnPart` everywhere; `CompactionPart` and
+  `SystemPromptPart` on 2.x). Metadata is set by code and never sent to the model: a user or a tool's output
+  cannot write it. A message we write records the kind of each of its parts (`parts`), so a history reloaded
+  in another process still knows them.
+- **a seal**, for text we write where there is no metadata to hold the mark (a `UserPromptPart`, a text item
+  inside a user's attachment list, and every message on 1.0): its last line carries a keyed hash
+  (HMAC-SHA256) of its kind and of exactly the text before it. Forging one needs the secret: set
+  `PYDANTIC_AI_HISTORY_SECRET` to the same value in every process of a deployment, otherwise each process
+  draws its own and another process's seals read as plain text (the message is then treated as the user's:
+  summarized or kept, never silently dropped).
+
+A marker found inside foreign text is just text. A request is one of ours only when every part but its
+system prompts is ours: a request pydantic-ai merged with a user turn (`repair_messages`) counts as foreign,
+so nothing the user wrote is lost with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from ._compat import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    SystemPromptPart,
+    make_request,
+)
+
+__all__ = (
+    'MARKER_KEY',
+    'OPENINGS',
+    'SEAL_TOKENS',
+    'SECRET_ENV',
+    'Kind',
+    'marker_kind',
+    'own_metadata',
+    'own_request',
+    'part_kinds',
+    'seal',
+    'sealed_kind',
+    'set_mark_secret',
+    'strip_seal',
+    'unseal',
+)
+
+MARKER_KEY = 'pydantic_ai_history'
+"""Metadata key under which this package marks the messages and parts it wrote."""
+
+Kind = Literal['summary', 'pinned', 'transcript', 'window', 'artifact']
+"""What a part of ours is: a summary, the pinned section or the stored-transcript reference carried with it,
+a window note, or the text that stands for an artifact."""
+_KINDS: frozenset[str] = frozenset({'summary', 'pinned', 'transcript', 'window', 'artifact'})
+
+OPENINGS: Mapping[str, str] = {
+    'summary': '[pydantic-ai-history: summary of earlier conversation]',
+    'window': '[pydantic-ai-history: earlier messages removed]',
+}
+"""Opening lines of the user-voice texts we write: what the model reads, never how we recognise them."""
+
+SECRET_ENV = 'PYDANTIC_AI_HISTORY_SECRET'
+"""Environment variable holding the deployment's secret for seals (any string); else random per process."""
+
+_SEAL_OPENING = '\n[pydantic-ai-history '
+_SEAL = re.compile(
+    r'\n\[pydantic-ai-history (summary|pinned|transcript|window|artifact) mark ([0-9a-f]{24})\]\Z'
+)
+_SEAL_MAX = 64
+"""A seal line is shorter than this: only the tail of a text is searched for one."""
+SEAL_TOKENS = 24
+"""Tokens a seal line adds to a text (a 24-hex-digit tag is about 14 tokens; rounded up)."""
+
+_secret: bytes | None = None
+_verified: dict[str, tuple[str, str] | None] = {}
+_verified_chars = 0
+_VERIFIED_MAX_CHARS = 16_000_000
+"""Verdicts are remembered for texts up to this many characters in total (then forgotten all at once)."""
+
+
+def set_mark_secret(secret: str | bytes | None) -> None:
+    """Use `secret` for seals from now on (None: back to `PYDANTIC_AI_HISTORY_SECRET` or a random one)."""
+    global _secret, _verified_chars
+    _secret = secret.encode() if isinstance(secret, str) else secret
+    _verified.clear()
+    _verified_chars = 0
+
+
+def _key() -> bytes:
+    global _secret
+    if _secret is None:
+        configured = os.environ.get(SECRET_ENV)
+        _secret = configured.encode() if configured else secrets.token_bytes(32)
+    return _secret
+
+
+def _tag(kind: str, body: str) -> str:
+    mac = hmac.new(_key(), f'{kind}\x00'.encode(), hashlib.sha256)
+    mac.update(body.encode('utf-8', 'surrogatepass'))
+    return mac.hexdigest()[:24]
+
+
+def seal(kind: Kind, text: str) -> str:
+    """`text` with a last line that proves this package wrote it, as `kind`."""
+    return f'{text}\n[pydantic-ai-history {kind} mark {_tag(kind, text)}]'
+
+
+def sealed_kind(text: str) -> tuple[str, str] | None:
+    """`(kind, text without the seal)` when `text` carries a valid seal of ours, else None.
+
+    Cheap for foreign text: only a text whose last line looks like a seal is hashed, and each verdict is
+    remembered (a history is examined many times per request).
+    """
+    if _SEAL_OPENING not in text[-_SEAL_MAX:]:
+        return None
+    if text in _verified:
+        return _verified[text]
+    verdict: tuple[str, str] | None = None
+    match = _SEAL.search(text, max(len(text) - _SEAL_MAX, 0))
+    if match is not None:
+        kind, body = match.group(1), text[: match.start()]
+        if hmac.compare_digest(match.group(2), _tag(kind, body)):
+            verdict = (kind, body)
+    global _verified_chars
+    if _verified_chars + len(text) > _VERIFIED_MAX_CHARS:
+        _verified.clear()
+        _verified_chars = 0
+    _verified[text] = verdict
+    _verified_chars += len(text)
+    return verdict
+
+
+def strip_seal(text: str) -> str:
+    """A text of ours (known from metadata) without its seal line, which another process's secret made."""
+    match = _SEAL.search(text, max(len(text) - _SEAL_MAX, 0))
+    return text[: match.start()] if match is not None else text
+
+
+def unseal(kind: Kind, text: str) -> str | None:
+    """The text without its seal when it is a `kind` text of ours, else None."""
+    found = sealed_kind(text)
+    return found[1] if found is not None and found[0] == kind else None
+
+
+def own_metadata(metadata: Any) -> dict[str, Any]:
+    """Our dict in a message's or part's metadata (empty when there is none)."""
+    if not metadata:  # the common case, checked first: this runs for every part of every request
+        return {}
+    value = metadata.get(MARKER_KEY) if isinstance(metadata, (dict, Mapping)) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _part_kind(part: Any) -> str | None:
+    kind = own_metadata(getattr(part, 'metadata', None)).get('kind')
+    if kind in _KINDS:
+        return str(kind)
+    content = getattr(part, 'content', None)
+    if isinstance(content, str):
+        found = sealed_kind(content)
+        return found[0] if found is not None else None
+    return None
+
+
+def part_kinds(message: ModelMessage) -> list[str | None]:
+    """The kind of each part of a request that is ours, None for every other part (all None for a response).
+
+    The layout the message's metadata records is used when it matches the parts; each part's own metadata
+    or seal otherwise.
+    """
+    if not isinstance(message, ModelRequest):
+        return [None] * len(message.parts)
+    ours = own_metadata(getattr(message, 'metadata', None))
+    layout = ours.get('parts')
+    if isinstance(layout, list) and len(layout) == len(message.parts):
+        return [kind if kind in _KINDS else None for kind in layout]
+    legacy = ours.get('kind') if layout is None else None
+    if legacy in ('summary', 'window'):
+        # written before layouts were recorded: every part but the system prompts it carried is the note
+        return [None if isinstance(p, SystemPromptPart) else str(legacy) for p in message.parts]
+    return [_part_kind(part) for part in message.parts]
+
+
+def marker_kind(message: ModelMessage) -> str | None:
+    """'summary' or 'window' for a request this package wrote, else None.
+
+    Ours when every part but its system prompts is ours (recorded in its metadata, or each marked or sealed):
+    a request with any foreign part is foreign, whatever its text says.
+    """
+    if not isinstance(message, ModelRequest):
+        return None
+    kinds = part_kinds(message)
+    found: str | None = None
+    for part, kind in zip(message.parts, kinds, strict=True):
+        if kind is None:
+            if isinstance(part, SystemPromptPart):
+                continue
+            return None
+        if kind in ('summary', 'window'):
+            found = kind
+    return found
+
+
+def own_request(
+    parts: Sequence[tuple[ModelRequestPart, str | None]],
+    *,
+    details: Mapping[str, Any],
+    run_id: str | None = None,
+) -> ModelRequest:
+    """A request of ours: `(part, kind)` pairs (kind None for carried system prompts), marked in metadata.
+
+    The caller has already marked each part of ours itself (part metadata or `seal`); the message's metadata
+    adds the layout and `details` where messages have metadata.
+    """
+    layout = [kind for _, kind in parts]
+    kind = next((k for k in layout if k in ('summary', 'window')), None)
+    metadata = {MARKER_KEY: {'kind': kind, **details, 'parts': layout}}
+    return make_request([part for part, _ in parts], run_id=run_id, metadata=metadata)
