@@ -199,18 +199,24 @@ def media_type_of(item: object) -> str:
 
 
 def decode_data_url(url: str) -> tuple[bytes, str] | None:
-    """The bytes and media type of a `data:` URL; None for any other URL or undecodable data."""
+    """The bytes and media type of a `data:` URL; None for any other URL or undecodable data.
+
+    Decoded by its declared encoding (RFC 2397): base64 when the header ends in `;base64`, percent-encoding
+    otherwise (`data:text/plain,a%20b` is `a b`).
+    """
     import base64
     import binascii
+    from urllib.parse import unquote_to_bytes
 
     if not url.startswith('data:'):
         return None
     header, _, payload = url.partition(',')
-    media_type = header[5:].split(';', 1)[0] or 'application/octet-stream'
-    if ';base64' not in header:
-        return payload.encode(), media_type
+    params = [p.strip() for p in header[5:].split(';')]
+    media_type = params[0].lower() or 'application/octet-stream'  # sniffing decides what it is
+    if 'base64' not in (p.lower() for p in params[1:]):
+        return unquote_to_bytes(payload), media_type
     try:
-        return base64.b64decode(payload, validate=False), media_type
+        return base64.b64decode(unquote_to_bytes(payload), validate=False), media_type
     except (ValueError, binascii.Error):
         return None
 

@@ -87,7 +87,9 @@ async def read_artifact_text(
     return f'[{artifact_id}: characters {offset:,}-{end:,} of {len(text):,}.{more}]\n{chunk}'
 
 
-_TEXT_TYPES = frozenset({'application/json', 'application/xml', 'application/x-ndjson', 'application/yaml'})
+_TEXT_TYPES = frozenset(
+    {'application/json', 'application/xml', 'application/x-ndjson', 'application/yaml', 'image/svg+xml'}
+)
 
 _NO_CUTS = FileSettings(
     max_tokens=10**12,

@@ -159,6 +159,8 @@ def image_tokens(width: int, height: int, formula: ImageFormula) -> int:
 
 
 _DEFAULT_IMAGE_SIDE = 1024
+_SVG = 'image/svg+xml'
+_TEXT_MEDIA = frozenset({'application/json', 'application/xml', 'application/x-yaml', _SVG})
 """Assumed size of an image whose pixels we cannot see (a remote URL): a typical 1024x1024 upload."""
 
 
@@ -181,14 +183,44 @@ def _pdf_pages(data: bytes) -> int:
     return max(1, len(re.findall(rb'/Type\s*/Page(?!s)', data)))
 
 
+_MIN_AUDIO_BYTE_RATE = 1_000
+"""Bytes per second of the leanest audio taken seriously (8-bit mono at 1 kHz): the most seconds any
+`n` bytes of audio can hold is `n / 1000`, whatever a header claims."""
+
+
 def _wav_seconds(data: bytes) -> float | None:
+    """Duration of a PCM WAV from the bytes actually present and the sample format its header declares.
+
+    The header's own byte-rate field is ignored (a lying one turned 16 KB into 4.5 hours); the sample
+    rate, channels and sample width are taken only within sane ranges.
+    """
     if len(data) < 44 or data[:4] != b'RIFF' or data[8:12] != b'WAVE':
         return None
     try:
-        byte_rate = struct.unpack('<I', data[28:32])[0]
+        channels, rate = struct.unpack('<HI', data[22:28])
+        (bits,) = struct.unpack('<H', data[34:36])
     except struct.error:
         return None
-    return (len(data) - 44) / byte_rate if byte_rate else None
+    byte_rate: int = rate * channels * bits // 8
+    if not (1 <= channels <= 64 and 8 <= bits <= 64 and 1_000 <= rate <= 768_000):
+        return None
+    return float((len(data) - 44) / max(byte_rate, _MIN_AUDIO_BYTE_RATE))
+
+
+_EXACT_TEXT_BYTES = 256 * 1024
+"""Text attachments up to this size are tokenized whole; larger ones from three samples."""
+_TEXT_SAMPLE_BYTES = 32 * 1024
+
+
+def _text_samples(data: bytes) -> tuple[str, int]:
+    """Head, middle and tail samples of a large text attachment, and how many bytes they stand for."""
+    middle = len(data) // 2 - _TEXT_SAMPLE_BYTES // 2
+    parts = (
+        data[:_TEXT_SAMPLE_BYTES],
+        data[middle : middle + _TEXT_SAMPLE_BYTES],
+        data[-_TEXT_SAMPLE_BYTES:],
+    )
+    return '\n'.join(p.decode('utf-8', errors='replace') for p in parts), sum(len(p) for p in parts)
 
 
 @dataclass(frozen=True)
@@ -415,7 +447,11 @@ class TokenCounter:
         return self.count_text(json_text(content))
 
     def _count_media(self, item: Any) -> int:
-        """Images by pixels, PDFs by pages, audio/video by duration, text-like documents by their text."""
+        """Images by pixels, PDFs by pages, audio/video by duration, text-like documents by their text.
+
+        Bounded whatever the size: text over `_EXACT_TEXT_BYTES` is counted from samples and scaled by
+        its size, audio durations come from the bytes present. SVG is text, not pixels.
+        """
         profile = self.tokenizer_profile
         media_type = media_type_of(item)
         data = item.data if isinstance(item, BinaryContent) else None
@@ -424,7 +460,7 @@ class TokenCounter:
         if decoded is not None:
             data = decoded[0]
         kind = media_type.split('/', 1)[0]
-        if kind == 'image' or type(item).__name__ == 'ImageUrl':
+        if media_type != _SVG and (kind == 'image' or type(item).__name__ == 'ImageUrl'):
             size = self._image_dimensions(data) if data is not None else None
             width, height = size or (_DEFAULT_IMAGE_SIDE, _DEFAULT_IMAGE_SIDE)
             return image_tokens(width, height, profile.image_formula)
@@ -437,9 +473,15 @@ class TokenCounter:
             return math.ceil(seconds * profile.audio_tokens_per_second)
         if kind == 'video':
             return math.ceil(len(data) / 250_000 * profile.video_tokens_per_second)
-        if kind == 'text' or media_type in {'application/json', 'application/xml', 'application/x-yaml'}:
-            return self.count_text(data.decode('utf-8', errors='replace'))
+        if kind == 'text' or media_type in _TEXT_MEDIA:
+            return self._count_text_bytes(data)
         return math.ceil(len(data) / 4)
+
+    def _count_text_bytes(self, data: bytes) -> int:
+        if len(data) <= _EXACT_TEXT_BYTES:
+            return self.count_text(data.decode('utf-8', errors='replace'))
+        sample, sample_bytes = _text_samples(data)
+        return math.ceil(self._encoder()(sample) * len(data) / sample_bytes)
 
     def _image_dimensions(self, data: bytes) -> tuple[int, int] | None:
         key = (len(data), hash(data))

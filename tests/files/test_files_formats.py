@@ -166,7 +166,11 @@ def test_zip_bomb_entries_are_skipped() -> None:
     assert 'hello from inside' in result.text
     assert 'zeros.txt' in result.text
     assert 'possible zip bomb' in result.text
-    assert result.note == '1 of 2 entries not converted'
+    # the note says why, not only how many (issue 17: the model gets the reason)
+    assert result.note == (
+        '1 of 2 entries not converted (zeros.txt: 200.0 MB uncompressed exceeds the remaining limit; '
+        'possible zip bomb)'
+    )
 
 
 def test_zip_small_total_limit() -> None:

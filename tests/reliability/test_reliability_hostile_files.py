@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import Behaviour, RecordingStore, check_requests, fake_model, full_processor, make_agent
+from hostile_files import DOCX, MB, csv_one_line, docx_bomb, pdf_pages
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo
 from strategies import text_of
@@ -63,6 +64,15 @@ FILES: dict[str, Callable[[Path], tuple[bytes, str, str]]] = {
     # calloc'd zeros: no 100 MB is written before the run, and the bytes are allocated before tracing starts
     'hundred_mb': lambda _: (bytes(100 * 1024 * 1024), 'application/pdf', 'huge.pdf'),
     'nested_json': lambda _: (b'[' * 100_000 + b']' * 100_000, 'application/json', 'deep.json'),
+    # issue 17: refused before parsing, converted up to the page limit, read up to the line cap, SVG as text
+    'docx_zip_bomb': lambda _: (docx_bomb(10 * MB), DOCX, 'bomb.docx'),
+    'pdf_10k_pages': lambda _: (pdf_pages(10_000), 'application/pdf', 'pages.pdf'),
+    'csv_one_line': lambda _: (csv_one_line(8 * MB), 'text/csv', 'line.csv'),
+    'svg': lambda _: (
+        b'<svg xmlns="http://www.w3.org/2000/svg"><title>MARK-svg-title</title></svg>',
+        'image/svg+xml',
+        'chart.svg',
+    ),
 }
 
 

@@ -8,15 +8,12 @@ from dataclasses import replace
 from io import BytesIO
 
 from ._base import Extraction, FileInfo, Reader, ReaderError
+from ._budget import bomb_reason
 from ._results import Truncation
 from ._settings import FileSettings
 
-MAX_ENTRIES = 10_000
-"""Archives listing more entries are refused: the central directory alone could exhaust memory."""
 MAX_LISTED = 200
 MAX_CONVERTED = 50
-MAX_RATIO = 200
-"""Entries compressed better than 200:1 (and over 1 MiB) are skipped as likely bombs."""
 
 
 def _size(n: int) -> str:
@@ -28,8 +25,9 @@ def _size(n: int) -> str:
 class ZipReader(Reader):
     """Lists the archive and converts the documents inside it; nested archives are listed, not opened.
 
-    Guards: the entry count, the declared uncompressed total (capped at `max_file_bytes`), each entry's
-    compression ratio, and the bytes actually read, which are capped too in case the headers lie.
+    Guards (from `FileSettings`): the entry count (`max_archive_entries`, checked before the directory is
+    parsed), the declared uncompressed total (`max_uncompressed_bytes`), each entry's compression ratio
+    (`max_compression_ratio`), and the bytes actually read, capped too in case the headers lie.
     """
 
     format = 'ZIP'
@@ -46,23 +44,22 @@ class ZipReader(Reader):
             raise ReaderError(f'corrupt ZIP ({e})') from e
         with archive:
             entries = [e for e in archive.infolist() if not e.is_dir()]
-            if len(entries) > MAX_ENTRIES:
-                raise ReaderError(
-                    f'ZIP has {len(entries):,} entries (limit {MAX_ENTRIES:,}); possible zip bomb'
-                )
+            if len(entries) > settings.max_archive_entries:
+                limit = settings.max_archive_entries
+                raise ReaderError(f'ZIP has {len(entries):,} entries (limit {limit:,}); possible zip bomb')
             declared = sum(e.file_size for e in entries)
             lines = [f'Archive with {len(entries):,} files, {_size(declared)} uncompressed:', '']
             lines.extend(f'- {e.filename} ({_size(e.file_size)})' for e in entries[:MAX_LISTED])
             if len(entries) > MAX_LISTED:
                 lines.append(f'- … {len(entries) - MAX_LISTED:,} more files')
             skipped: list[str] = []
-            budget = settings.max_file_bytes
+            budget = min(settings.max_uncompressed_bytes, settings.max_file_bytes)
             converted = 0
             # Entries are converted with a smaller token budget each, so one file cannot crowd out the rest.
             entry_settings = replace(settings, max_tokens=max(settings.max_tokens // 2, 200))
             for entry in entries:
                 name = entry.filename
-                reason = self._skip_reason(entry, budget)
+                reason = self._skip_reason(entry, budget, settings)
                 if reason is None and converted >= MAX_CONVERTED:
                     reason = f'more than {MAX_CONVERTED} files'
                 if reason is not None:
@@ -89,17 +86,18 @@ class ZipReader(Reader):
         note = None
         if skipped:
             lines.extend(['', 'Not converted:', *[f'- {s}' for s in skipped[:MAX_LISTED]]])
-            note = f'{len(skipped)} of {len(entries)} entries not converted'
+            more = f' and {len(skipped) - 1:,} more' if len(skipped) > 1 else ''
+            note = f'{len(skipped)} of {len(entries)} entries not converted ({skipped[0]}{more})'
         truncations = (Truncation('items', converted, len(entries)),) if converted < len(entries) else ()
         return Extraction('\n'.join(lines), truncations, note=note)
 
     @staticmethod
-    def _skip_reason(entry: zipfile.ZipInfo, budget: int) -> str | None:
+    def _skip_reason(entry: zipfile.ZipInfo, budget: int, settings: FileSettings) -> str | None:
         if entry.flag_bits & 0x1:
             return 'encrypted'
         if entry.file_size > budget:
             return f'{_size(entry.file_size)} uncompressed exceeds the remaining limit; possible zip bomb'
-        if entry.file_size > 1024 * 1024 and entry.file_size > MAX_RATIO * max(entry.compress_size, 1):
+        if bomb_reason(entry, settings) is not None:
             ratio = entry.file_size // max(entry.compress_size, 1)
             return f'compression ratio {ratio:,}:1; possible zip bomb'
         if entry.compress_type not in (

@@ -9,6 +9,10 @@ from ._manifest import human_size, label
 from ._results import FittedAudio, UnreadableFile
 from ._settings import FileSettings
 
+MIN_RATE = 1_000
+MAX_RATE = 768_000
+"""Sample rates outside this range are header lies, not audio."""
+
 
 def fit_audio(
     data: bytes, media_type: str, name: str | None, settings: FileSettings
@@ -31,6 +35,9 @@ def _fit_wav(data: bytes, name: str | None, settings: FileSettings) -> FittedAud
     with wave.open(io.BytesIO(data), 'rb') as reader:
         params = reader.getparams()
         rate, channels = params.framerate, params.nchannels
+        if not MIN_RATE <= rate <= MAX_RATE:
+            # Durations follow from the rate: a header claiming 1 Hz turns 16 KB into hours.
+            raise ValueError(f'implausible sample rate in the header ({rate:,} Hz)')
         frame_bytes = params.sampwidth * channels
         # The header's frame count can lie; the data actually present is the bound.
         frames = min(params.nframes, max(len(data) - 44, 0) // max(frame_bytes, 1))

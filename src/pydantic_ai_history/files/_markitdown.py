@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 from ._base import Extraction, FileInfo, Reader, ReaderError
+from ._results import Truncation
 from ._settings import FileSettings
 
 _lock = threading.Lock()
@@ -51,36 +52,92 @@ class MarkItDownReader(Reader):
 
 
 class PdfReader(MarkItDownReader):
+    """PDFs: counted first, then converted by markitdown, or only their first `pdf_max_pages` by pdfminer."""
+
     format = 'PDF'
     media_types = ('application/pdf', 'application/x-pdf')
     extensions = ('.pdf',)
     converter = 'PdfConverter'
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
-        pages = _pdf_pages(data)
-        text = convert_with(self.converter, data, info)
+        document = _open_pdf(data)
+        pages = _pdf_pages(data, document)
+        # The page tree's /Count can lie; page objects in plain sight are a second opinion.
+        seen = max(pages or 0, len(_PAGE_OBJECT.findall(data)))
+        truncations: tuple[Truncation, ...] = ()
+        if document is not None and seen > settings.pdf_max_pages:
+            # markitdown opens every page (pdfplumber walks them all); this stops at the limit.
+            limit = settings.pdf_max_pages
+            text = _first_pages_text(document, limit)
+            text += f'\n\n[... pages {limit + 1:,}-{seen:,} not converted (the limit is {limit:,} pages) ...]'
+            truncations = (Truncation('pages', limit, seen),)
+        else:
+            text = convert_with(self.converter, data, info)
         note = None
         if not text.strip():
             count = 'unknown number of pages' if pages is None else f'{pages} page{"s" if pages != 1 else ""}'
             note = f'no extractable text; {count} (scanned or image-only PDF?)'
-        return Extraction(text, pages=pages, note=note)
+        return Extraction(text, truncations, pages=pages, note=note)
 
 
-def _pdf_pages(data: bytes) -> int | None:
-    """Page count from pdfminer (a markitdown `[pdf]` dependency); `/Type /Page` counting misses
-    pages in compressed object streams."""
+_PAGE_OBJECT = re.compile(rb'/Type\s*/Page(?!s)')
+_PAGES_NODE = re.compile(rb'<<[^<>]*/Type\s*/Pages\b[^<>]*>>')
+_COUNT = re.compile(rb'/Count\s+(\d{1,9})\b')
+
+
+def _first_pages_text(document: Any, max_pages: int) -> str:
+    """The text of the first `max_pages` pages, as pdfminer's `extract_text` gives it (same layout
+    analysis), from the document already parsed."""
+    from pdfminer.converter import TextConverter
+    from pdfminer.layout import LAParams
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
+
+    out = io.StringIO()
+    manager = PDFResourceManager(caching=True)
+    with TextConverter(manager, out, codec='utf-8', laparams=LAParams()) as device:
+        interpreter = PDFPageInterpreter(manager, device)
+        for number, page in enumerate(PDFPage.create_pages(document)):
+            if number >= max_pages:
+                break
+            interpreter.process_page(page)
+    text = out.getvalue()
+    return re.sub(r'\n{3,}', '\n\n', '\n'.join(line.rstrip() for line in text.splitlines()))
+
+
+def _open_pdf(data: bytes) -> Any:
+    """pdfminer's document (a markitdown `[pdf]` dependency); None when pdfminer is missing."""
     try:
         from pdfminer.pdfdocument import PDFDocument, PDFPasswordIncorrect
-        from pdfminer.pdfpage import PDFPage
         from pdfminer.pdfparser import PDFParser
     except ImportError:  # pragma: no cover - markitdown[pdf] installs it
         return None
     try:
-        document = PDFDocument(PDFParser(io.BytesIO(data)))
+        return PDFDocument(PDFParser(io.BytesIO(data)))
     except PDFPasswordIncorrect as e:
         raise ReaderError('encrypted PDF (password required)') from e
     except Exception as e:
         raise ReaderError(f'corrupt PDF ({type(e).__name__}: {e})') from e
+
+
+def _pdf_pages(data: bytes, document: Any) -> int | None:
+    """The page count: the root page-tree node's /Count, read with a regex (pdfminer would parse its
+    whole /Kids array, seconds for 100,000 pages, to read one number), else from pdfminer's tree;
+    `/Type /Page` counting alone misses pages in compressed object streams."""
+    counts = [int(c) for node in _PAGES_NODE.findall(data) for c in _COUNT.findall(node)]
+    if counts:
+        return max(counts)
+    if document is None:  # pragma: no cover - markitdown[pdf] installs pdfminer
+        return None
+    from pdfminer.pdfpage import PDFPage
+    from pdfminer.pdftypes import resolve1
+
+    try:
+        declared = resolve1(resolve1(document.catalog['Pages'])['Count'])
+        if isinstance(declared, int) and declared >= 0:
+            return declared
+    except Exception:
+        pass
     try:
         return sum(1 for _ in PDFPage.create_pages(document))
     except Exception:

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import replace
 
 from ._audio import fit_audio
-from ._base import Extraction, FileInfo, ReaderError
+from ._base import Extraction, FileInfo, Reader, ReaderError
+from ._budget import check_before_parse
 from ._images import fit_image
 from ._manifest import document_manifest, human_size, unreadable_manifest
 from ._registry import extension_of, format_name, reader_for, sniff_media_type
 from ._results import ConvertedDocument, FileResult, Truncation, UnreadableFile
 from ._settings import FileSettings
 from ._tokens import CountTokens, cut_tokens
+from ._worker import WorkerUnavailable, convert_in_worker
+
+logger = logging.getLogger('pydantic_ai_history.files')
 
 _DEFAULT_SETTINGS = FileSettings()
+_SVG = 'image/svg+xml'
+_INLINE_MAX_BYTES = 256 * 1024
+"""Text formats this small parse in linear time and memory: converted in the calling thread."""
+_INLINE_FORMATS = frozenset({'text', 'CSV', 'JSON', 'JSON Lines', 'XML', 'SVG', 'RTF'})
+_inline_warned = False
 
 
 def read_file(
@@ -28,8 +38,10 @@ def read_file(
 ) -> FileResult:
     """Convert a file's bytes into what a model can afford: markdown, a fitted image or audio clip.
 
-    Synchronous and CPU-bound (run it in a thread from async code). Never raises for bad input:
-    anything that cannot be read comes back as an `UnreadableFile` with a reason.
+    Synchronous (run it in a thread from async code). Never raises for bad input: anything that cannot be
+    read comes back as an `UnreadableFile` with a reason. Documents are checked before they are parsed
+    (declared sizes, compression ratios), then converted in a worker process under the time and memory
+    limits of `settings`; only what is shown is tokenized.
     """
     size = len(data)
     declared = media_type or 'application/octet-stream'
@@ -42,7 +54,7 @@ def read_file(
     except Exception:  # sniffing peeks into ZIP containers; a broken one must not escape
         sniffed = declared
     try:
-        if sniffed.startswith('image/'):
+        if sniffed.startswith('image/') and sniffed != _SVG:  # SVG is XML text, read as a document
             return fit_image(data, sniffed, name, settings)
         if sniffed.startswith('audio/'):
             return fit_audio(data, sniffed, name, settings)
@@ -83,18 +95,64 @@ def read_path(
 
 
 def extract(data: bytes, media_type: str, name: str | None, settings: FileSettings) -> Extraction | str:
-    """The reader's markdown before the final token cut, or the reason it could not be read."""
+    """The reader's markdown before the final token cut, or the reason it could not be read.
+
+    Runs the reader in the calling thread; its text is capped at `max_extracted_chars` (head and tail).
+    """
     reader = reader_for(media_type)
     if reader is None:
         return f'unsupported file type ({media_type})'
     info = FileInfo(media_type=media_type, name=name, extension=extension_of(name))
     try:
-        return reader.read(data, info, settings)
+        extraction = reader.read(data, info, settings)
     except ReaderError as e:
         return f'{reader.format} could not be read: {e}'
     except Exception as e:
         detail = str(e).strip().splitlines()[0][:300] if str(e).strip() else ''
         return f'{reader.format} could not be read: {type(e).__name__}' + (f': {detail}' if detail else '')
+    return cap_chars(extraction, settings.max_extracted_chars)
+
+
+def cap_chars(extraction: Extraction, max_chars: int) -> Extraction:
+    """Keep at most `max_chars` characters of the text, 70% head and 30% tail, so that nothing larger
+    than that ever reaches a tokenizer."""
+    text = extraction.text
+    if len(text) <= max_chars:
+        return extraction
+    head = int(max_chars * 0.7)
+    tail = max_chars - head
+    omitted = len(text) - head - tail
+    marker = f'\n\n[... {omitted:,} characters omitted ...]\n\n'
+    cut = text[:head] + marker + (text[-tail:] if tail else '')
+    truncation = Truncation('chars', head + tail, len(text))
+    return replace(extraction, text=cut, truncations=(*extraction.truncations, truncation))
+
+
+def _extract_bounded(
+    data: bytes, media_type: str, name: str | None, settings: FileSettings
+) -> Extraction | str:
+    """`extract` under the settings' limits: in a worker process unless the input is provably cheap."""
+    reader = reader_for(media_type)
+    if reader is None or settings.conversion_isolation == 'inline' or _cheap(reader, data):
+        return extract(data, media_type, name, settings)
+    try:
+        return convert_in_worker(data, media_type, name, settings, reader.format)
+    except WorkerUnavailable as e:
+        _warn_inline_once(e)
+        return extract(data, media_type, name, settings)
+
+
+def _cheap(reader: Reader, data: bytes) -> bool:
+    return len(data) <= _INLINE_MAX_BYTES and reader.format in _INLINE_FORMATS
+
+
+def _warn_inline_once(error: WorkerUnavailable) -> None:
+    global _inline_warned
+    if not _inline_warned:
+        _inline_warned = True
+        logger.warning(
+            'files: documents are converted inline, without the time and memory limits (%s)', error
+        )
 
 
 def convert_document(
@@ -114,7 +172,10 @@ def _convert(
     settings: FileSettings,
     count_tokens: CountTokens | None,
 ) -> ConvertedDocument | UnreadableFile:
-    extraction = extract(data, media_type, name, settings)
+    refusal = check_before_parse(data, media_type, settings)
+    if refusal is not None:
+        return _unreadable(name, media_type, len(data), f'{format_name(media_type)} not opened: {refusal}')
+    extraction = _extract_bounded(data, media_type, name, settings)
     if isinstance(extraction, str):
         return _unreadable(name, media_type, len(data), extraction)
     cut = cut_tokens(extraction.text, settings.max_tokens, count_tokens)

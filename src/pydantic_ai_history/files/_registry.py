@@ -8,6 +8,7 @@ from io import BytesIO
 
 from ._archive import ZipReader
 from ._base import Reader
+from ._budget import zip_entry_bound
 from ._markitdown import (
     DocxReader,
     EpubReader,
@@ -18,7 +19,7 @@ from ._markitdown import (
     PptxReader,
     RssReader,
 )
-from ._structured import JsonLinesReader, JsonReader, XmlReader, YamlReader
+from ._structured import JsonLinesReader, JsonReader, SvgReader, XmlReader, YamlReader
 from ._tables import CsvReader, XlsReader, XlsxReader
 from ._text import RtfReader, TextReader, looks_like_text
 
@@ -34,6 +35,7 @@ READERS: tuple[Reader, ...] = (
     OutlookMsgReader(),
     RtfReader(),
     RssReader(),
+    SvgReader(),
     XmlReader(),
     JsonReader(),
     JsonLinesReader(),
@@ -42,6 +44,9 @@ READERS: tuple[Reader, ...] = (
     ZipReader(),
     TextReader(),
 )
+
+_SNIFF_MAX_ENTRIES = 100_000
+"""Beyond this many members the directory is not even parsed to tell the format: it is refused later."""
 
 IMAGE_TYPES = {
     '.png': 'image/png',
@@ -162,6 +167,7 @@ def _is_text_type(media_type: str) -> bool:
         'application/x-ipynb+json',
         'application/rss+xml',
         'application/xhtml+xml',
+        'image/svg+xml',
     )
 
 
@@ -172,6 +178,8 @@ def _sniff_text(data: bytes) -> str | None:
     if head.startswith((b'<!doctype html', b'<html')) or b'<html' in head[:1024]:
         return 'text/html'
     if head.startswith(b'<?xml') or head.startswith(b'<'):
+        if b'<svg' in head:
+            return 'image/svg+xml'
         if b'<rss' in head or b'<feed' in head:
             return 'application/rss+xml'
         return 'application/xml' if head.startswith(b'<?xml') else None
@@ -224,12 +232,19 @@ def _magic(data: bytes, extension: str | None) -> str | None:
 
 
 def _zip_type(data: bytes) -> str:
-    """Office documents and EPUB are ZIPs; their member names tell them apart."""
+    """Office documents and EPUB are ZIPs; their member names tell them apart.
+
+    Only the directory is read (and 64 bytes of `mimetype`), and only when it is not absurdly long.
+    """
+    if zip_entry_bound(data) > _SNIFF_MAX_ENTRIES:
+        return 'application/zip'
     try:
         with zipfile.ZipFile(BytesIO(data)) as archive:
             names = archive.namelist()
-            if 'mimetype' in names and archive.read('mimetype')[:64].strip() == b'application/epub+zip':
-                return 'application/epub+zip'
+            if 'mimetype' in names:
+                with archive.open('mimetype') as f:
+                    if f.read(64).strip() == b'application/epub+zip':
+                        return 'application/epub+zip'
     except Exception:
         return 'application/zip'
     if '[Content_Types].xml' in names:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Literal
 
 __all__ = ('FileSettings',)
 
 # Bumped when conversion output changes for the same settings, so cached conversions are not reused.
-_CONVERTER_VERSION = 1
+_CONVERTER_VERSION = 2
+# Settings that change how a conversion runs, never what it produces: left out of cache keys.
+_OPERATIONAL = frozenset({'conversion_isolation', 'conversion_workers'})
 
 
 @dataclass(frozen=True)
@@ -34,9 +37,41 @@ class FileSettings:
     """Decompression-bomb guard: images with more pixels are never decoded."""
     audio_max_seconds: float = 30.0
     audio_max_bytes: int = 10 * 1024 * 1024
+    conversion_timeout_seconds: float = 10.0
+    """Wall-clock limit of one document conversion; the worker converting it is killed when it runs over."""
+    conversion_max_memory_bytes: int = 512 * 1024 * 1024
+    """Memory limit of the worker process converting a document (its resident size, about 150 MB of which
+    are the converters themselves); a conversion that needs more is stopped."""
+    conversion_isolation: Literal['process', 'inline'] = 'process'
+    """'process' converts documents in a separate worker process under the time and memory limits;
+    'inline' converts in the calling thread with only the format limits below (for platforms without
+    subprocesses). When a worker cannot be started, conversion falls back to inline with a warning."""
+    conversion_workers: int = 2
+    """Worker processes converting documents at the same time; further conversions wait for one."""
+    max_uncompressed_bytes: int = 100 * 1024 * 1024
+    """ZIP-based documents (DOCX, XLSX, PPTX, ODF, EPUB, ZIP) declaring more uncompressed bytes than this
+    are not opened."""
+    max_compression_ratio: int = 100
+    """A ZIP member over 1 MiB that compressed better than this many to one is taken for a zip bomb."""
+    max_archive_entries: int = 10_000
+    """ZIP-based documents with more members are not opened (the directory alone can exhaust memory)."""
+    xlsx_max_shared_strings_bytes: int = 32 * 1024 * 1024
+    """XLSX workbooks whose shared-strings part is larger are not opened: readers load it whole."""
+    table_max_rows: int = 50_000
+    """Rows read from a CSV; beyond it reading stops and the total is reported as a lower bound."""
+    xlsx_max_rows: int = 10_000
+    """Rows read from each XLSX sheet (parsing one costs some 50 times a CSV row); beyond it reading stops
+    and the sheet's declared size is reported."""
+    pdf_max_pages: int = 100
+    """Pages of a PDF that are converted; the page count of the rest is still reported."""
+    max_extracted_chars: int = 2_000_000
+    """Characters of converted text kept (head and tail) before the token cut: nothing larger is ever
+    tokenized."""
 
     def fingerprint(self) -> str:
         """A stable string of every setting (and the converter version), for callers' cache keys."""
         parts = [f'v={_CONVERTER_VERSION}']
-        parts.extend(f'{f.name}={getattr(self, f.name)!r}' for f in fields(self))
+        parts.extend(
+            f'{f.name}={getattr(self, f.name)!r}' for f in fields(self) if f.name not in _OPERATIONAL
+        )
         return ';'.join(parts)

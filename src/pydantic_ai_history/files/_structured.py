@@ -7,7 +7,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ._base import Extraction, FileInfo, Reader
 from ._results import Truncation
@@ -165,30 +165,65 @@ class YamlReader(Reader):
         return _structured(documents[0] if len(documents) == 1 else documents, settings, 'YAML')
 
 
+try:
+    from defusedxml import DefusedXmlException as _DefusedXmlException
+except ImportError:  # pragma: no cover - a markitdown dependency
+
+    class _DefusedXmlException(ValueError):  # type: ignore[no-redef]
+        pass
+
+
 # Entity declarations are how XML expands a few bytes into gigabytes ("billion laughs"); refuse them.
 _ENTITY = re.compile(rb'<!ENTITY', re.I)
 
 
 class XmlReader(Reader):
-    """Generic XML, shown as indented XML within the depth, children and text limits."""
+    """Generic XML, shown as indented XML within the depth, children and text limits.
+
+    Parsed with defusedxml: a document declaring entities or referring to external ones (DTDs, files,
+    URLs) is shown as text, unexpanded and unresolved; nothing is ever fetched.
+    """
 
     format = 'XML'
-    media_types = ('application/xml', 'text/xml')
-    extensions = ('.xml', '.xsd', '.svg', '.plist', '.csproj', '.xaml')
+    media_types: ClassVar[tuple[str, ...]] = ('application/xml', 'text/xml')
+    extensions: ClassVar[tuple[str, ...]] = ('.xml', '.xsd', '.plist', '.csproj', '.xaml')
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        fmt = self.format
         if _ENTITY.search(data[:65536]):
-            return _as_text(data, settings, 'XML', 'XML declares entities; shown as text, unexpanded')
+            return _as_text(data, settings, fmt, f'{fmt} declares entities; shown as text, unexpanded')
         try:
-            root = ET.fromstring(data)
+            root = _parse_xml(data)
+        except _DefusedXmlException as e:
+            return _as_text(
+                data, settings, fmt, f'{fmt} refers to entities or DTDs ({e}); shown as text, unresolved'
+            )
         except (ET.ParseError, RecursionError) as e:
-            return _as_text(data, settings, 'XML', f'invalid XML ({e}); shown as text')
+            return _as_text(data, settings, fmt, f'invalid {fmt} ({e}); shown as text')
         total = sum(1 for _ in root.iter())
         counter = _Counter()
         lines: list[str] = []
         _render_xml(root, settings, counter, lines, 0)
         truncations = (Truncation('items', counter.shown, total),) if counter.shown < total else ()
-        return Extraction('```xml\n' + '\n'.join(lines) + '\n```', truncations, note=_describe(counter))
+        return Extraction(
+            '```xml\n' + '\n'.join(lines) + '\n```', truncations, note=_describe(counter), format=fmt
+        )
+
+
+class SvgReader(XmlReader):
+    """SVG is XML text: its elements, attributes and text are what a model can read of it (no image is
+    rendered, no external reference is resolved)."""
+
+    format = 'SVG'
+    media_types: ClassVar[tuple[str, ...]] = ('image/svg+xml',)
+    extensions: ClassVar[tuple[str, ...]] = ('.svg',)
+
+
+def _parse_xml(data: bytes) -> ET.Element:
+    from defusedxml.ElementTree import fromstring
+
+    root: ET.Element = fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+    return root
 
 
 def _tag(name: str) -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import csv
 import io
 from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ._base import Extraction, FileInfo, Reader, ReaderError
 from ._results import Truncation
 from ._settings import FileSettings
-from ._text import decode_text
+from ._text import cut_lines, decode_text
 
 # Some CSVs hold whole documents in a cell; the csv module's 128 KiB default would reject them.
 csv.field_size_limit(64 * 1024 * 1024)
@@ -26,12 +26,22 @@ class Table:
     head: list[list[str]]
     tail: list[list[str]]
     total_rows: int
-    """Data rows, excluding the header."""
+    """Data rows, excluding the header (those read, when `complete` is false)."""
     total_columns: int
+    complete: bool = True
+    """False when reading stopped at `table_max_rows`: the tail rows are then the last ones read."""
+    declared_rows: int | None = None
+    """The row count the file itself declares (an XLSX sheet's dimension), when reading stopped."""
 
 
-def collect_table(rows: Iterable[Sequence[Any]], settings: FileSettings) -> Table | None:
-    """Stream `rows`, keeping the first as header, `table_head_rows` after it and a deque of the tail."""
+def collect_table(
+    rows: Iterable[Sequence[Any]], settings: FileSettings, max_rows: int | None = None
+) -> Table | None:
+    """Stream `rows`, keeping the first as header, `table_head_rows` after it and a deque of the tail.
+
+    Stops after `max_rows` (default `table_max_rows`) data rows: the rest is never read.
+    """
+    max_rows = settings.table_max_rows if max_rows is None else max_rows
     iterator = iter(rows)
     header: list[str] | None = None
     head: list[list[str]] = []
@@ -45,6 +55,8 @@ def collect_table(rows: Iterable[Sequence[Any]], settings: FileSettings) -> Tabl
         if header is None:
             header = row
             continue
+        if total >= max_rows:
+            return Table(header, head, list(tail), total, columns, complete=False)
         total += 1
         if len(head) < settings.table_head_rows:
             head.append(row)
@@ -79,14 +91,23 @@ def render_table(table: Table, settings: FileSettings) -> tuple[str, tuple[Trunc
     lines = [line(table.header), '| ' + ' | '.join(['---'] * width) + ' |']
     lines.extend(line(row) for row in table.head)
     shown_rows = len(table.head) + len(table.tail)
-    if table.total_rows > shown_rows:
-        omitted = table.total_rows - shown_rows
+    # An incomplete table has at least one row more than was read, and maybe the count it declares.
+    total_rows = table.total_rows if table.complete else max(table.declared_rows or 0, table.total_rows + 1)
+    if total_rows > shown_rows:
+        omitted = total_rows - shown_rows
         lines.append('| ' + ' | '.join([f'… {omitted:,} rows omitted …'] + [''] * (width - 1)) + ' |')
     lines.extend(line(row) for row in table.tail)
 
     truncations: list[Truncation] = []
     summary: list[str] = []
-    if table.total_rows > shown_rows:
+    if not table.complete:
+        truncations.append(Truncation('rows', shown_rows, total_rows))
+        of = f'{total_rows:,} declared' if table.declared_rows else f'more than {table.total_rows:,}'
+        summary.append(
+            f'rows shown {shown_rows:,} of {of}; reading stopped at the {table.total_rows:,}-row limit, '
+            'so the last rows shown are not the last of the table'
+        )
+    elif table.total_rows > shown_rows:
         truncations.append(Truncation('rows', shown_rows, table.total_rows))
         summary.append(f'rows shown {shown_rows:,} of {table.total_rows:,}')
     if table.total_columns > width:
@@ -117,12 +138,52 @@ class CsvReader(Reader):
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
         text = decode_text(data)
         dialect = _dialect(text[:16384], info)
-        table = collect_table(csv.reader(io.StringIO(text, newline=''), dialect), settings)
         fmt = 'TSV' if dialect is csv.excel_tab else 'CSV'
+        cut: list[int] = []
+        try:
+            table = collect_table(
+                csv.reader(_capped_lines(text, _line_cap(settings), cut), dialect), settings
+            )
+        except csv.Error as e:
+            lines, truncations = cut_lines(text, settings)
+            return Extraction(
+                lines, truncations, note=f'not read as a table ({e}); shown as text', format=fmt
+            )
+        note = None
+        if cut:
+            lines_cut = f'{len(cut):,} line{"s" if len(cut) != 1 else ""}'
+            note = (
+                f'{lines_cut} longer than {_line_cap(settings):,} characters (up to {max(cut):,}) '
+                'read only up to that length'
+            )
         if table is None:
-            return Extraction('', note='empty table', format=fmt)
+            return Extraction('', note=note or 'empty table', format=fmt)
         markdown, truncations = render_table(table, settings)
-        return Extraction(markdown, truncations, format=fmt)
+        return Extraction(markdown, truncations, note=note, format=fmt)
+
+
+def _line_cap(settings: FileSettings) -> int:
+    """Characters of one physical line fed to the CSV parser: far more than any shown row needs."""
+    return max(256 * 1024, settings.table_max_columns * (settings.table_max_cell_chars + 3) * 4)
+
+
+def _capped_lines(text: str, max_chars: int, cut: list[int]) -> Iterator[str]:
+    """The lines of `text` with their endings, each cut to `max_chars` (lengths of cut ones go to `cut`).
+
+    Slices of `text`, not a `StringIO` (which would copy it at four bytes a character): a 48 MB line
+    costs its own slice of `max_chars`, never a list of millions of cells.
+    """
+    newline = '\n' if '\n' in text[:65536] or '\r' not in text[:65536] else '\r'
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find(newline, start)
+        end = size if end < 0 else end + 1
+        if end - start > max_chars:
+            cut.append(end - start)
+            yield text[start : start + max_chars] + newline
+        else:
+            yield text[start:end]
+        start = end
 
 
 def _merge(truncations: list[Truncation]) -> tuple[Truncation, ...]:
@@ -154,8 +215,7 @@ class XlsxReader(Reader):
             parts: list[str] = []
             truncations: list[Truncation] = []
             for sheet in workbook.worksheets:
-                rows = (row for row in sheet.iter_rows(values_only=True) if any(v is not None for v in row))
-                table = collect_table(rows, settings)
+                table = _sheet_table(sheet, settings)
                 parts.append(f'## {sheet.title}')
                 if table is None:
                     parts.append('(empty sheet)')
@@ -166,6 +226,24 @@ class XlsxReader(Reader):
         finally:
             workbook.close()
         return Extraction('\n\n'.join(parts), _merge(truncations), pages=len(parts) // 2)
+
+
+def _sheet_table(sheet: Any, settings: FileSettings) -> Table | None:
+    """One sheet's table, reading at most `table_max_columns` cells of at most `xlsx_max_rows` rows;
+    the sheet's declared dimension gives the totals when reading stops early."""
+    declared_rows: int | None = getattr(sheet, 'max_row', None)
+    declared_columns: int | None = getattr(sheet, 'max_column', None)
+    limit = settings.table_max_columns
+    max_col = min(declared_columns, limit) if declared_columns else limit
+    rows = (
+        row for row in sheet.iter_rows(values_only=True, max_col=max_col) if any(v is not None for v in row)
+    )
+    table = collect_table(rows, settings, settings.xlsx_max_rows)
+    if table is None:
+        return None
+    columns = max(table.total_columns, declared_columns or 0)
+    declared_data_rows = declared_rows - 1 if declared_rows else None  # the first row is the header
+    return replace(table, total_columns=columns, declared_rows=None if table.complete else declared_data_rows)
 
 
 def truncate_markdown_tables(markdown: str, settings: FileSettings) -> tuple[str, tuple[Truncation, ...]]:

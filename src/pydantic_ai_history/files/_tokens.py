@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -11,6 +12,8 @@ CountTokens = Callable[[str], int]
 
 _HEAD_SHARE = 0.7
 _MARKER_TOKENS = 16
+_EXACT_CHARS_PER_TOKEN = 12
+"""A text with more characters than this per allowed token is cut without being tokenized whole."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,17 @@ def _snap(part: str, *, suffix: bool) -> str:
 
 
 def cut_tokens(text: str, max_tokens: int, count: CountTokens | None = None) -> TokenCut:
-    """Cut `text` to at most `max_tokens` by `count`: 70% head and 30% tail around an omission marker."""
+    """Cut `text` to at most `max_tokens` by `count`: 70% head and 30% tail around an omission marker.
+
+    Only what is shown is tokenized: a text longer than `_EXACT_CHARS_PER_TOKEN` characters per allowed
+    token cannot fit, so its full count is estimated from its length at the rate measured on the head.
+    """
     count = count or estimate_tokens_offline
-    full = count(text)
-    if full <= max_tokens:
-        return TokenCut(text, full, full, cut=False)
+    full: int | None = None
+    if len(text) <= max_tokens * _EXACT_CHARS_PER_TOKEN:
+        full = count(text)
+        if full <= max_tokens:
+            return TokenCut(text, full, full, cut=False)
     budget = max(max_tokens - _MARKER_TOKENS, 2)
     head_budget = max(int(budget * _HEAD_SHARE), 1)
     tail_budget = max(budget - head_budget, 1)
@@ -59,5 +68,9 @@ def cut_tokens(text: str, max_tokens: int, count: CountTokens | None = None) -> 
     if len(head) + len(tail) > len(text):
         tail = tail[len(head) + len(tail) - len(text) :]
     shown = count(head) + count(tail)
+    if full is None:
+        sampled = len(head) + len(tail)
+        rate = shown / sampled if sampled else 1 / 3
+        full = max(math.ceil(len(text) * rate), shown + 1)
     marker = f'\n\n[... {max(full - shown, 0):,} tokens omitted ...]\n\n'
     return TokenCut(head.rstrip('\n') + marker + tail.lstrip('\n'), full, shown, cut=True)
