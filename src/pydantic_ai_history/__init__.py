@@ -30,7 +30,7 @@ from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow, WindowSettings
 from .tokens import TokenCounter, TokenEstimate, TokenizerProfile
 from .validate import HistoryValidationError, Violation, assert_valid_history, validate_history
-from .windows import ContextWindowUnknownError
+from .model_info import ContextWindowUnknownError
 
 __all__ = (
     'ArtifactDecision',

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from pydantic_ai import messages as _m
 from pydantic_ai.messages import (
@@ -28,8 +28,11 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+_DepsT = TypeVar('_DepsT')
+
 __all__ = (
     'COMPACTION_PART',
+    'CapabilityBase',
     'COMPACTION_REQUEST_PART',
     'FILE_PART',
     'HAS_CAPABILITIES',
@@ -106,6 +109,17 @@ except ImportError:  # pydantic-ai < 1.7x: no capabilities, only history_process
 HAS_CAPABILITIES = _ProcessHistory is not None
 ProcessHistory: Any = _ProcessHistory
 AbstractCapability: Any = _AbstractCapability
+
+
+@dataclasses.dataclass(init=False)
+class _NoCapability(Generic[_DepsT]):
+    """The capability base on versions without capabilities: the processor is then a history processor only."""
+
+
+if TYPE_CHECKING:
+    from pydantic_ai.capabilities import AbstractCapability as CapabilityBase
+else:
+    CapabilityBase = _AbstractCapability if _AbstractCapability is not None else _NoCapability
 
 _REQUEST_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelRequest))
 _HAS_REQUEST_METADATA = 'metadata' in _REQUEST_FIELDS

@@ -9,13 +9,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ._compat import ModelMessage
 from ._marks import MARKER_KEY
+from ._policy import ContextLimits, ContextPolicy
+from ._summarizer_settings import ModelRef, SummarizerSettings
 from .events import ContentLost, HistoryEvent, HistoryWarning
+from .model_info import ModelInfo
 from .tokens import TokenCounter, TokenEstimate
 
 if TYPE_CHECKING:
     from pydantic_ai import RunContext
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.usage import RunUsage
 
     from .cache import SummaryCache
+    from .pinning import PinPredicate
     from .store import ArtifactStore
 
 __all__ = ('ARTIFACT_MARKER', 'MARKER_KEY', 'HistoryContext', 'HistoryStage', 'ScopeKey', 'default_scope')
@@ -54,26 +60,57 @@ metadata, or the seal of the text that replaces an attached file; a tool output 
 text is still reduced."""
 
 
-@dataclass
+def _unknown_model_limits() -> ContextLimits:
+    return ContextPolicy().resolve(ModelInfo(None, None, 'unknown'))
+
+
+@dataclass(kw_only=True)
 class HistoryContext:
-    """Per-call context shared by the stages: counting, window, cache, store, events."""
+    """What every stage receives for one processing call: the resolved limits, counting, cache, store, events.
+
+    The processor builds one per request. A custom stage reads what it needs from it (see the README's
+    "A custom stage" recipe); tests of a single stage build one directly.
+    """
 
     counter: TokenCounter
-    context_window: int | None
-    model: Any = None
-    """The run's model (a pydantic-ai `Model`), used as the default summarizer and planner."""
-    run_context: Any = None
+    """Counts tokens the way the serving model does (anchored on the provider's reported usage)."""
+    limits: ContextLimits = field(default_factory=_unknown_model_limits)
+    """The context policy resolved for the serving model: budget, trigger, target. Every stage plans against
+    these same numbers. Default: an unknown model's (the fallback window)."""
+    summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
+    """The model and limits of every LLM call a stage makes."""
+    pin: PinPredicate | None = None
+    """Units with a message this accepts (or with a `pin()` marker) are kept by the compactor and the window."""
+    keep_first_user_message: bool = True
+    """Keep the first user turn (the original task) verbatim, ahead of everything the stages drop."""
+    model: ModelRef | None = None
+    """The run's model, used when `summarizer.model` is not set."""
+    run_context: RunContext[Any] | None = None
     """The `RunContext` of the request (None outside a run), for custom stages that need the run's deps."""
     run_id: str | None = None
+    """The run's id (a stable per-run key on pydantic-ai 1.0); None outside a run."""
     cache: SummaryCache | None = None
+    """The shared cache for summaries, conversions and prefix records."""
     store: ArtifactStore | None = None
+    """Where originals and transcripts are kept for `read_artifact`."""
     emit_event: Callable[[HistoryEvent], None] = field(default=lambda event: None)
-    usage: Any = None
+    """Receives every event a stage emits (the processor records, logs and forwards them)."""
+    usage: RunUsage | None = None
     """The run's `RunUsage`, to which LLM calls made by stages add their own usage."""
-    tool_definitions: tuple[Any, ...] = ()
+    tool_definitions: tuple[ToolDefinition, ...] = ()
     """The request's tool definitions, where known (the capability passes them); counted in estimates."""
     scope: str = ''
     """The scope (conversation or tenant) this run's artifacts are stored and read back in."""
+
+    @property
+    def context_window(self) -> int:
+        """The usable context window (`limits.context_window`)."""
+        return self.limits.context_window
+
+    @property
+    def summarizer_model(self) -> ModelRef | None:
+        """The model every LLM call of the stages goes to: `summarizer.model`, else the run's."""
+        return self.summarizer.model if self.summarizer.model is not None else self.model
 
     _last_estimate: tuple[Sequence[ModelMessage], int, TokenEstimate] | None = field(
         default=None, init=False, repr=False

@@ -1,143 +1,136 @@
-"""`create_history_processor()`: the three stages composed with their defaults."""
+"""`create_history_processor()`: the processor with its defaults, and the 0.1.0 keywords mapped to their homes."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._context import ScopeKey
-from .cache import SummaryCache
-from .events import CompactionResult
+from ._context import HistoryStage, ScopeKey
+from ._policy import ContextPolicy
+from ._summarizer_settings import ModelRef, SummarizerSettings
+from .cache import MemoryCache, SummaryCache
 from .pinning import PinPredicate
-from .processor import EventHandler, HistoryProcessor
-from .stages.artifacts import ArtifactPlanner, ArtifactSettings
-from .stages.compactor import CompactionSettings, Compactor
-from .stages.window import SlidingWindow, WindowSettings
-from .store import ArtifactStore
+from .processor import DEFAULT_ID, EventHandler, HistoryProcessor
+from .stages.artifacts import ArtifactSettings
+from .stages.compactor import CompactionSettings
+from .store import ArtifactStore, MemoryStore
 from .tokens import TokenizerProfile
 
 __all__ = ('create_history_processor',)
 
+_LEGACY_HOMES: Mapping[str, tuple[str, str]] = {
+    # 0.1.0 keyword: (new home, its field)
+    'context_window': ('policy', 'context_window'),
+    'context_utilization': ('policy', 'utilization'),
+    'max_tokens': ('policy', 'max_tokens'),
+    'target_tokens': ('policy', 'target_tokens'),
+    'reserve_tokens': ('policy', 'reserve_tokens'),
+    'summarizer_model': ('summarizer', 'model'),
+    'summarizer_settings': ('summarizer', 'model_settings'),
+    'summarizer_instructions': ('summarizer', 'instructions'),
+    'summarizer_timeout': ('summarizer', 'timeout'),
+    'planner_model': ('artifacts', 'planner_model'),
+    'llm_planning': ('artifacts', 'llm_planning'),
+    'on_compaction': ('compaction', 'on_compaction'),
+}
+"""Where each keyword of 0.1.0's factory lives now. They still work, with a `DeprecationWarning`."""
+
 
 def create_history_processor(
     *,
-    model: Any = None,
-    context_window: int | None = None,
-    context_utilization: float = 1.0,
-    max_tokens: int | None = None,
-    target_tokens: int | None = None,
-    reserve_tokens: int | None = None,
-    summarizer_model: Any = None,
-    summarizer_settings: Any = None,
-    summarizer_instructions: str | None = None,
-    summarizer_timeout: float | None = None,
-    planner_model: Any = None,
-    llm_planning: bool | None = None,
-    pin: PinPredicate | None = None,
+    id: str | None = DEFAULT_ID,
+    model: ModelRef | None = None,
+    policy: ContextPolicy | None = None,
+    summarizer: SummarizerSettings | None = None,
     artifacts: ArtifactSettings | bool = True,
     compaction: CompactionSettings | bool = True,
-    window: WindowSettings | bool = True,
+    window: bool = True,
+    stages: Sequence[HistoryStage] | None = None,
+    pin: PinPredicate | None = None,
+    keep_first_user_message: bool = True,
     token_profile: TokenizerProfile | None = None,
     cache: SummaryCache | None = None,
     store: ArtifactStore | None = None,
     scope: ScopeKey | None = None,
     on_event: EventHandler | None = None,
-    on_compaction: Callable[[CompactionResult], None] | None = None,
+    **legacy: Any,
 ) -> HistoryProcessor:
-    """Build the processor: artifact planner, then compactor, then sliding window.
+    """The history processor: artifact planner, then compactor, then sliding window.
 
-    Each stage can be switched off (`artifacts=False`, ...) or configured in full with its settings object;
-    the keyword shortcuts below override the matching field of those settings.
+    The result is a pydantic-ai capability where pydantic-ai has them (`Agent(capabilities=[processor])`)
+    and a history processor everywhere (`Agent(history_processors=[processor])` on early 1.x). Every argument
+    is a field of `HistoryProcessor`, documented there; each setting has one home:
 
-    Args:
-        model: the serving model (name or `Model`) when it is not the run's; decides token counting and the
-            context window. Default: the run's model, read from `RunContext` on every request.
-        context_window: overrides the model's context window (needed where pydantic-ai does not know it).
-        context_utilization: the fraction of the window every stage may use (e.g. 0.33 for cheap requests on
-            an expensive model): the compaction trigger and target, the artifact budget and the window's
-            budget all follow the reduced window. Default 1.0.
-        max_tokens: the compaction trigger, default 120,000 (80% of a smaller known window).
-        target_tokens: the size after compaction, default 40,000 (a third of a window-lowered trigger).
-        reserve_tokens: room kept for the answer below the window, default 1,024.
-        summarizer_model: the model that writes summaries (compactions and artifacts); default the run's.
-        summarizer_settings: `ModelSettings` for the summarizer.
-        summarizer_instructions: replaces the compaction summary instructions.
-        summarizer_timeout: seconds before a summary falls back to the deterministic digest, default 60.
-        planner_model: the model that plans large artifacts; setting it turns LLM planning on.
-        llm_planning: force LLM artifact planning on (with the run's model) or off.
-        pin: a predicate; units it accepts are kept by the compactor and the window (e.g. `pin_tool_errors`).
-        artifacts: `ArtifactSettings`, or False to switch the artifact planner off.
-        compaction: `CompactionSettings`, or False to switch the compactor off.
-        window: `WindowSettings`, or False to switch the sliding window off.
-        token_profile: overrides how tokens are counted (encoding, correction, image formula).
-        cache: the shared cache for summaries and conversions (default: an in-memory LRU).
-        store: where the full originals of reduced artifacts are kept (default: in memory, bounded).
-        scope: `ctx -> str`, the tenant or conversation whose artifacts a run may store and read back, e.g.
-            `lambda ctx: ctx.deps.tenant_id`. Default: pydantic-ai's conversation id (1.0: one shared scope).
-            Summarizer failures are also counted per scope.
-        on_event: receives every `HistoryEvent`.
-        on_compaction: receives every `CompactionResult`.
+    - `policy`: window, utilization, reserve, budget, compaction trigger (`max_tokens`) and target;
+    - `summarizer`: model, model settings, instructions, timeout and input cap of every LLM call;
+    - `artifacts` / `compaction`: each stage's own knobs, or False to switch it off; `window=False` switches
+      the sliding window off.
+
+    The 0.1.0 keywords (`max_tokens=`, `summarizer_model=`, ...) still work and warn with their new home.
     """
-    compaction_settings = compaction if isinstance(compaction, CompactionSettings) else CompactionSettings()
-    # the artifact stage plans against the compactor's trigger: from the keyword or the settings object
-    trigger = max_tokens if max_tokens is not None else compaction_settings.max_tokens
-    stages: list[Any] = []
-    if artifacts:
-        stages.append(
-            ArtifactPlanner(
-                _override(
-                    artifacts if isinstance(artifacts, ArtifactSettings) else ArtifactSettings(),
-                    planner_model=planner_model,
-                    llm_planning=llm_planning,
-                    summarizer_model=summarizer_model,
-                    summarizer_settings=summarizer_settings,
-                    summarizer_timeout=summarizer_timeout,
-                    max_history_tokens=trigger,
-                    reserve_tokens=reserve_tokens,
-                )
-            )
-        )
-    if compaction:
-        stages.append(
-            Compactor(
-                _override(
-                    compaction_settings,
-                    max_tokens=max_tokens,
-                    target_tokens=target_tokens,
-                    summarizer_model=summarizer_model,
-                    summarizer_settings=summarizer_settings,
-                    summarizer_instructions=summarizer_instructions,
-                    summarizer_timeout=summarizer_timeout,
-                    on_compaction=on_compaction,
-                    pin=pin,
-                )
-            )
-        )
-    if window:
-        stages.append(
-            SlidingWindow(
-                _override(
-                    window if isinstance(window, WindowSettings) else WindowSettings(),
-                    reserve_tokens=reserve_tokens,
-                    pin=pin,
-                )
-            )
-        )
+    policy, summarizer, artifacts, compaction = _legacy(legacy, policy, summarizer, artifacts, compaction)
     return HistoryProcessor(
-        stages,
+        id=id,
         model=model,
-        context_window=context_window,
-        context_utilization=context_utilization,
+        policy=policy,
+        summarizer=summarizer,
+        artifacts=artifacts,
+        compaction=compaction,
+        window=window,
+        stages=stages,
+        pin=pin,
+        keep_first_user_message=keep_first_user_message,
         token_profile=token_profile,
-        cache=cache,
-        store=store,
-        on_event=on_event,
+        cache=cache if cache is not None else MemoryCache(),
+        store=store if store is not None else MemoryStore(),
         scope=scope,
+        on_event=on_event,
     )
 
 
-def _override(settings: Any, **values: Any) -> Any:
-    """`settings` with the given fields replaced, skipping those left at None."""
-    chosen = {name: value for name, value in values.items() if value is not None}
-    return dataclasses.replace(settings, **chosen) if chosen else settings
+def _legacy(
+    keywords: Mapping[str, Any],
+    policy: ContextPolicy | None,
+    summarizer: SummarizerSettings | None,
+    artifacts: ArtifactSettings | bool,
+    compaction: CompactionSettings | bool,
+) -> tuple[ContextPolicy, SummarizerSettings, ArtifactSettings | bool, CompactionSettings | bool]:
+    """The settings with the 0.1.0 keywords moved to their homes (a keyword overrides the object's field)."""
+    unknown = sorted(set(keywords) - set(_LEGACY_HOMES))
+    if unknown:
+        raise TypeError(f'create_history_processor() got unexpected keyword argument(s): {", ".join(unknown)}')
+    moved: dict[str, dict[str, Any]] = {}
+    for name, value in keywords.items():
+        if value is None:
+            continue
+        home, field_name = _LEGACY_HOMES[name]
+        warnings.warn(
+            f'create_history_processor({name}=...) is deprecated: use {_spelling(home)}({field_name}=...)',
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        moved.setdefault(home, {})[field_name] = value
+    policy = _with(policy if policy is not None else ContextPolicy(), moved.get('policy'))
+    summarizer = _with(summarizer if summarizer is not None else SummarizerSettings(), moved.get('summarizer'))
+    if artifacts is not False and 'artifacts' in moved:
+        base = artifacts if isinstance(artifacts, ArtifactSettings) else ArtifactSettings()
+        artifacts = _with(base, moved['artifacts'])
+    if compaction is not False and 'compaction' in moved:
+        base_compaction = compaction if isinstance(compaction, CompactionSettings) else CompactionSettings()
+        compaction = _with(base_compaction, moved['compaction'])
+    return policy, summarizer, artifacts, compaction
+
+
+def _with(settings: Any, values: Mapping[str, Any] | None) -> Any:
+    return dataclasses.replace(settings, **values) if values else settings
+
+
+def _spelling(home: str) -> str:
+    return {
+        'policy': 'policy=ContextPolicy',
+        'summarizer': 'summarizer=SummarizerSettings',
+        'artifacts': 'artifacts=ArtifactSettings',
+        'compaction': 'compaction=CompactionSettings',
+    }[home]

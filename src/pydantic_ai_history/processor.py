@@ -1,7 +1,8 @@
-"""Composes the stages; keeps per-run stats; turns every decision into an event, a log line and a span.
+"""The processor: the one object users hand to pydantic-ai, a capability where pydantic-ai has them.
 
-`HistoryProcessor` is the one object users hand to pydantic-ai: `history_processors=[processor]` on 1.x,
-`capabilities=[processor.capability()]` (or `ProcessHistory(processor)`) on versions with capabilities.
+It composes the stages, resolves the context policy once per request, keeps per-run stats and turns every
+decision into an event, a log line and a span: `Agent(capabilities=[processor])` on versions with
+capabilities, `Agent(history_processors=[processor])` on early 1.x.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_ai import RunContext
 
-from ._compat import HAS_CAPABILITIES, ModelMessage, run_id_of
+from ._compat import HAS_CAPABILITIES, CapabilityBase, ModelMessage, run_id_of
 from ._context import HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._policy import ContextLimits, ContextPolicy
+from ._summarizer_settings import ModelRef, SummarizerSettings
 from .cache import MemoryCache, SummaryCache
 from .events import (
     ArtifactProcessed,
@@ -30,13 +33,24 @@ from .events import (
     StageFailed,
     WindowApplied,
 )
-from .readback import ReadbackGate
+from .model_info import ContextWindowUnknownError, model_info, model_name_of, profile_window
+from .pinning import PinPredicate
+from .readback import ReadbackGate, readback_toolset_id
+from .stages.artifacts import ArtifactPlanner, ArtifactSettings
+from .stages.compactor import CompactionSettings, Compactor
+from .stages.window import SlidingWindow
 from .store import ArtifactStore, MemoryStore
 from .tokens import TokenCounter, TokenizerProfile
 from .validate import PAIRING_CODES, StructureCheck, Violation
-from .windows import ContextWindowUnknownError, model_info, model_name_of
 
-__all__ = ('HistoryProcessor', 'HistoryStats', 'RunStats')
+if TYPE_CHECKING:
+    from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.toolsets import AbstractToolset
+
+__all__ = ('DEFAULT_ID', 'SERIALIZATION_NAME', 'EventHandler', 'HistoryProcessor', 'HistoryStats', 'RunStats')
+
+_SettingsT = TypeVar('_SettingsT')
 
 logger = logging.getLogger('pydantic_ai_history')
 
@@ -106,79 +120,174 @@ def _tracer() -> Any:
     return trace.get_tracer('pydantic_ai_history')
 
 
-class HistoryProcessor:
-    """Runs the stages in order over each model request's history.
+DEFAULT_ID = 'pydantic_ai_history'
+"""The capability's default `id`: stable, so durable engines and message history can name it."""
+
+SERIALIZATION_NAME = 'PydanticAIHistory'
+"""The name that builds the processor from an agent spec (`Agent.from_spec(..., custom_capability_types=...)`)."""
+
+
+@dataclass(kw_only=True, eq=False)
+class HistoryProcessor(CapabilityBase[Any]):
+    """Keeps an agent's history inside its context window: artifacts, then compaction, then the sliding window.
+
+    One object serves every pydantic-ai version: `Agent(capabilities=[processor])` where pydantic-ai has
+    capabilities (late 1.x, 2.x), `Agent(history_processors=[processor])` on early 1.x. Build it with
+    `create_history_processor(...)` or directly; every argument is keyword-only.
 
     A stage that raises, or returns a worse history than it was given, is skipped for that request (a
     `StageFailed` event says why); the run goes on with the stage's input. Worse means: a tool call and its
     return that were paired no longer are, or any other invariant violation where the input had none. And
-    the processed history is never bigger than the hard budget allows (the window's budget, else the context
-    window): when a history that fitted no longer does, or one already over grew, the input is returned.
-    Only a configuration error (`ContextWindowUnknownError`) is raised.
+    the processed history is never bigger than the budget allows: when a history that fitted no longer does,
+    or one already over grew, the input is returned. Nothing is raised except a configuration error
+    (`ContextWindowUnknownError` under `ContextPolicy(strict=True)`).
     """
 
-    def __init__(
-        self,
-        stages: Sequence[HistoryStage],
-        *,
-        model: Any = None,
-        context_window: int | None = None,
-        context_utilization: float = 1.0,
-        token_profile: TokenizerProfile | None = None,
-        cache: SummaryCache | None = None,
-        store: ArtifactStore | None = None,
-        on_event: EventHandler | None = None,
-        max_tracked_runs: int = 1_024,
-        scope: ScopeKey | None = None,
-    ) -> None:
-        if not 0 < context_utilization <= 1:
-            raise ValueError('context_utilization must be in (0, 1]')
-        self.stages = list(stages)
-        self.model = model
-        self.context_window = context_window
-        self.context_utilization = context_utilization
-        self.token_profile = token_profile
-        self.cache: SummaryCache = cache if cache is not None else MemoryCache()
-        self.store: ArtifactStore = store if store is not None else MemoryStore()
-        self.on_event = on_event
-        self.scope = scope
+    id: str | None = DEFAULT_ID
+    """The capability's id, stable across runs and processes (durable execution names its operations after
+    it); the read-back toolset's id is derived from it. An agent holds one history processor."""
+    model: ModelRef | None = None
+    """The serving model (name or `Model`) when it is not the run's: decides token counting and the limits.
+    Default: the run's model, read on every request."""
+    policy: ContextPolicy = field(default_factory=ContextPolicy)
+    """Window, utilization, reserve, budget, compaction trigger and target: resolved once per request and
+    shared by every stage."""
+    summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
+    """The model and limits of every LLM call the stages make (compaction and artifact summaries, plans)."""
+    artifacts: ArtifactSettings | bool = True
+    """The artifact planner's settings, or False to switch it off."""
+    compaction: CompactionSettings | bool = True
+    """The compactor's settings, or False to switch it off."""
+    window: bool = True
+    """The sliding window (the last line of defence that makes a history fit the budget); False switches it
+    off."""
+    stages: Sequence[HistoryStage] | None = None
+    """Replaces the built-in stages (`artifacts`, `compaction`, `window` are then ignored): the stages to run
+    in order, built-in or custom (see the README's "A custom stage")."""
+    pin: PinPredicate | None = None
+    """Units with a message this accepts are kept by the compactor and the window (e.g. `pin_tool_errors`);
+    `pin()` markers are honoured regardless."""
+    keep_first_user_message: bool = True
+    """Keep the first user turn (the original task) verbatim through compactions and windowing."""
+    token_profile: TokenizerProfile | None = None
+    """Overrides how tokens are counted (encoding, correction, image formula). Default: by model family."""
+    cache: SummaryCache = field(default_factory=MemoryCache)
+    """The cache for summaries, conversions and prefix records. Default: an in-memory LRU."""
+    store: ArtifactStore = field(default_factory=MemoryStore)
+    """Where originals of reduced artifacts and evicted transcripts are kept for `read_artifact`. Default: in
+    memory, bounded; a history persisted between processes needs `DirectoryStore` or `RedisStore`."""
+    scope: ScopeKey | None = None
+    """`ctx -> str`: the tenant or conversation whose artifacts a run may store and read back, e.g.
+    `lambda ctx: ctx.deps.tenant_id`. Default: pydantic-ai's conversation id (1.0: one shared scope)."""
+    on_event: EventHandler | None = None
+    """Receives every `HistoryEvent` (they are also logged)."""
+    max_tracked_runs: int = 1_024
+    """Per-run statistics and incremental checks are kept for this many runs, least recently active dropped."""
+
+    # pydantic-ai compares capabilities by identity; the processor's state makes it one of a kind.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __post_init__(self) -> None:
+        self.policy = _coerce(ContextPolicy, self.policy, 'policy')
+        self.summarizer = _coerce(SummarizerSettings, self.summarizer, 'summarizer')
+        if not isinstance(self.artifacts, bool):
+            self.artifacts = _coerce(ArtifactSettings, self.artifacts, 'artifacts')
+        if not isinstance(self.compaction, bool):
+            self.compaction = _coerce(CompactionSettings, self.compaction, 'compaction')
+        if self.max_tracked_runs < 1:
+            raise ValueError(f'max_tracked_runs must be positive, got {self.max_tracked_runs!r}')
+        self._stages: list[HistoryStage] = list(self.stages) if self.stages is not None else self._builtin_stages()
         self._counters: dict[str | None, TokenCounter] = {}
+        self._limits: dict[tuple[str | None, int | None], ContextLimits] = {}
         self._overall = RunStats()
         self._runs: OrderedDict[str, RunStats] = OrderedDict()
-        self._max_tracked_runs = max_tracked_runs
         self._legacy_runs: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
         self._legacy_seq = 0
         self._tracer = _tracer()
         self._input_checks: OrderedDict[str | None, _InputCheck] = OrderedDict()
         self.readback_gate = ReadbackGate(run_key=self._run_key, predict=self._will_name_readback)
         """Decides when `read_artifact` is offered: once a run's history holds something to read."""
+        if self.policy.strict and self.model is not None:
+            self.limits_for(self.model)  # an unknown window fails here, at construction
+
+    def _builtin_stages(self) -> list[HistoryStage]:
+        stages: list[HistoryStage] = []
+        if self.artifacts is not False:
+            stages.append(ArtifactPlanner(self.artifacts if isinstance(self.artifacts, ArtifactSettings) else None))
+        if self.compaction is not False:
+            stages.append(
+                Compactor(self.compaction if isinstance(self.compaction, CompactionSettings) else None)
+            )
+        if self.window:
+            stages.append(SlidingWindow())
+        return stages
 
     # ---- pydantic-ai entry points -------------------------------------------------------------------
 
     async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
-        """The history processor pydantic-ai calls before every model request."""
+        """The history processor pydantic-ai calls before every model request (`history_processors=`)."""
         processed = await self.process(messages, ctx=ctx)
         self.readback_gate.observe(ctx, messages, processed)
         return processed
 
-    def capability(self) -> Any:
-        """A capability for `Agent(capabilities=[...])` with the read-back tool (versions that have them)."""
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """The capability hook: process the history once per request step, and persist the result."""
+        parameters = request_context.model_request_parameters
+        tools = [*parameters.function_tools, *parameters.output_tools]
+        before = request_context.messages
+        messages = await self.process(before, ctx=ctx, tool_definitions=tools)
+        self.readback_gate.observe(ctx, before, messages)
+        request_context.messages = messages.copy()
+        ctx.messages[:] = messages
+        return request_context
+
+    def get_toolset(self) -> AbstractToolset[Any] | None:
+        """`read_artifact`, offered only once the run's history holds a note that names it."""
+        return self.readback_toolset()
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return SERIALIZATION_NAME
+
+    @classmethod
+    def combine(cls, capabilities: Sequence[Any]) -> Any:
+        """Two history processors under one id on one agent: refused, since each keeps its own state."""
+        raise _duplicate_error(capabilities)
+
+    def for_agent(self, agent: Any) -> Any:
+        """Refuses a second history processor on the same agent, at construction."""
+        others = [c for c in _agent_capabilities(agent) if isinstance(c, HistoryProcessor) and c is not self]
+        if others:
+            raise _duplicate_error([*others, self])
+        return self
+
+    def capability(self) -> HistoryProcessor:
+        """The processor itself, which is a capability (kept for 0.1.0 code: `capabilities=[p.capability()]`)."""
         if not HAS_CAPABILITIES:
             raise RuntimeError(
                 'this pydantic-ai version has no capabilities: use Agent(history_processors=[processor])'
             )
-        from .capability import HistoryCapability
+        return self
 
-        return HistoryCapability(self)
+    def readback_toolset(self) -> AbstractToolset[Any]:
+        """A toolset with `read_artifact` for what the stages reduced (for `Agent(toolsets=...)` on 1.x).
 
-    def readback_toolset(self) -> Any:
-        """A toolset with `read_artifact` for what the stages reduced (for `Agent(toolsets=...)`).
-
-        The tool is offered only once the run's history holds a note that names it (see `ReadbackGate`).
+        The tool is offered only once the run's history holds a note that names it (see `ReadbackGate`). The
+        toolset's id is derived from the processor's `id`.
         """
         from .readback import readback_toolset
 
-        return readback_toolset(self.store, scope=self.scope_of, gate=self.readback_gate)
+        return readback_toolset(
+            self.store, scope=self.scope_of, gate=self.readback_gate, toolset_id=readback_toolset_id(self.id)
+        )
+
+    @property
+    def history_stages(self) -> list[HistoryStage]:
+        """The stages in the order they run."""
+        return self._stages
 
     def scope_of(self, ctx: RunContext[Any] | None) -> str:
         """The scope a run's artifacts live in: the `scope` callable's answer, else `default_scope(ctx)`."""
@@ -193,7 +302,7 @@ class HistoryProcessor:
 
     def _will_name_readback(self, ctx: Any, messages: Sequence[ModelMessage]) -> bool:
         """Whether a stage will certainly write a note naming `read_artifact` into this history."""
-        stages = [s for s in self.stages if hasattr(s, 'will_name_readback')]
+        stages = [s for s in self._stages if hasattr(s, 'will_name_readback')]
         if not stages or not messages:
             return False
         try:
@@ -205,7 +314,7 @@ class HistoryProcessor:
 
     # ---- processing -----------------------------------------------------------------------------------
 
-    def counter_for(self, model: Any) -> TokenCounter:
+    def counter_for(self, model: ModelRef | None) -> TokenCounter:
         """The shared token counter for a model (memoization is per model family)."""
         name = model_name_of(model)
         counter = self._counters.get(name)
@@ -214,31 +323,56 @@ class HistoryProcessor:
             self._counters[name] = counter
         return counter
 
+    def limits_for(self, model: ModelRef | None) -> ContextLimits:
+        """The context policy resolved for `model`: what every stage plans against on its requests.
+
+        Resolved once per model (a profile-less `Model` and its name resolve alike); an unknown window
+        falls back to `ContextPolicy.fallback_context_window` with one `context_window_fallback` warning.
+        """
+        key = (model_name_of(model), _profile_window_key(model))
+        limits = self._limits.get(key)
+        if limits is None:
+            limits = self.policy.resolve(model_info(model))
+            self._limits[key] = limits
+            if limits.window_source == 'fallback':
+                message = (
+                    f'the context window of {limits.model_name!r} is unknown: assuming {limits.model_window:,} '
+                    'tokens. Set ContextPolicy(context_window=...) (or the model profile\'s context_window), or '
+                    'ContextPolicy(strict=True) to make this an error.'
+                )
+                logger.warning('context_window_fallback: %s', message)
+                self._emit(
+                    HistoryWarning(
+                        code='context_window_fallback',
+                        message=message,
+                        details={'model': limits.model_name, 'assumed_context_window': limits.model_window},
+                    )
+                )
+        return limits
+
     def make_context(
-        self, *, ctx: Any = None, model: Any = None, tool_definitions: Sequence[Any] = ()
+        self,
+        *,
+        ctx: RunContext[Any] | None = None,
+        model: ModelRef | None = None,
+        tool_definitions: Sequence[ToolDefinition] = (),
     ) -> HistoryContext:
-        """The per-call context the stages receive."""
-        model = (
-            model
-            if model is not None
-            else (self.model if self.model is not None else getattr(ctx, 'model', None))
-        )
-        info = model_info(model, context_window=self.context_window)
-        window = info.context_window
-        if window is not None and self.context_utilization < 1:
-            # every stage sees the used part of the window only: trigger, target and budgets all follow it
-            window = int(window * self.context_utilization)
-        run_key = self._run_key(ctx)
+        """The per-call context the stages receive, with the limits resolved for the serving model."""
+        if model is None:
+            model = self.model if self.model is not None else (ctx.model if ctx is not None else None)
         return HistoryContext(
             counter=self.counter_for(model),
-            context_window=window,
+            limits=self.limits_for(model),
+            summarizer=self.summarizer,
+            pin=self.pin,
+            keep_first_user_message=self.keep_first_user_message,
             model=model,
             run_context=ctx,
-            run_id=run_key,
+            run_id=self._run_key(ctx),
             cache=self.cache,
             store=self.store,
             emit_event=self._emit,
-            usage=getattr(ctx, 'usage', None),
+            usage=ctx.usage if ctx is not None else None,
             tool_definitions=tuple(tool_definitions),
             scope=self.scope_of(ctx),
         )
@@ -256,7 +390,7 @@ class HistoryProcessor:
         Guarded like every stage: if it raises or breaks the history, the history comes back unchanged and a
         `StageFailed` event says why. Raises `RuntimeError` when the processor has no compaction stage.
         """
-        for stage in self.stages:
+        for stage in self._stages:
             compact = getattr(stage, 'compact', None)
             if compact is not None:
                 history = list(messages)
@@ -329,7 +463,7 @@ class HistoryProcessor:
                 violations=[str(v) for v in new_violations[:20]],
             )
         given = _Validity(messages, validity.structure, validity.violations)
-        for stage in self.stages:
+        for stage in self._stages:
             current = await self._run_stage(stage, current, context, validity)
         if current is not messages:
             problem = self._over_budget(current, before.total, context)
@@ -409,8 +543,6 @@ class HistoryProcessor:
         for a model that cannot read it) when a later one brings it back within the budget.
         """
         budget = self._hard_budget(context)
-        if budget is None:
-            return None
         after = context.estimate(result).total
         if after <= before or after <= budget:
             return None
@@ -419,15 +551,9 @@ class HistoryProcessor:
             f'the output is {after:,} tokens, the input {before:,}, which {fitted} the budget of {budget:,}'
         )
 
-    def _hard_budget(self, context: HistoryContext) -> int | None:
-        """The limit no output may newly pass: the smallest stage budget (the window's), else the window."""
-        budgets: list[int] = []
-        for stage in self.stages:
-            hard_budget = getattr(stage, 'hard_budget', None)
-            value = hard_budget(context) if callable(hard_budget) else None
-            if isinstance(value, int):
-                budgets.append(value)
-        return min(budgets) if budgets else context.context_window
+    def _hard_budget(self, context: HistoryContext) -> int:
+        """The limit no output may newly pass: the policy's budget, which the window enforces."""
+        return context.limits.budget
 
     def _input_check(self, run_id: str | None) -> _InputCheck:
         """The run's incremental input check: each run continues its own previous input."""
@@ -503,6 +629,41 @@ class HistoryProcessor:
             cache_hits=self.cache.stats.hits,
             cache_misses=self.cache.stats.misses,
         )
+
+
+def _coerce(kind: type[_SettingsT], value: object, name: str) -> _SettingsT:
+    """A settings object from itself or from a mapping of its fields (an agent spec's YAML or JSON)."""
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, dict):
+        return kind(**value)
+    raise TypeError(f'{name} must be a {kind.__name__} or a mapping of its fields, got {type(value).__name__}')
+
+
+def _profile_window_key(model: object) -> int | None:
+    """Part of the limits cache key: two `Model`s with one name may carry different profile windows."""
+    return None if model is None or isinstance(model, str) else profile_window(model)
+
+
+def _agent_capabilities(agent: object) -> list[object]:
+    """The capabilities an agent was built with, flattened (best effort across pydantic-ai versions)."""
+    found: list[object] = []
+    root = getattr(agent, '_root_capability', None) or getattr(agent, 'root_capability', None)
+    apply = getattr(root, 'apply', None)
+    if callable(apply):
+        apply(found.append)
+    return found
+
+
+def _duplicate_error(capabilities: Sequence[object]) -> Exception:
+    from pydantic_ai.exceptions import UserError
+
+    ids = ', '.join(repr(getattr(c, 'id', None)) for c in capabilities)
+    return UserError(
+        f'An agent takes one history processor, but it was given {len(capabilities)} (ids {ids}). Each keeps '
+        'its own state and would rewrite the history the other just processed; configure one processor '
+        '(its stages, policy and summarizer cover every combination) and remove the others.'
+    )
 
 
 def _record(stats: RunStats, event: HistoryEvent) -> None:
@@ -659,6 +820,8 @@ def _span_attributes(event: RequestProcessed, context: HistoryContext) -> dict[s
     return attributes
 
 
-# pydantic-ai 1.0 decides whether to pass `ctx` from the callable's own `__annotations__`, which an instance
-# only has through its class; later versions read `__call__`'s signature. Expose `__call__`'s to both.
-HistoryProcessor.__annotations__ = dict(HistoryProcessor.__call__.__annotations__)
+if not HAS_CAPABILITIES:
+    # pydantic-ai 1.0 decides whether to pass `ctx` from the callable's own `__annotations__`, which an
+    # instance only has through its class; later versions read `__call__`'s signature. There the dataclass
+    # field annotations are not needed once the class is built, so `__call__`'s stand in for them.
+    HistoryProcessor.__annotations__ = dict(HistoryProcessor.__call__.__annotations__)

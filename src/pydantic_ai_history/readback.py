@@ -27,6 +27,7 @@ from .store import ArtifactStore, InvalidArtifactId, StoreError
 
 __all__ = (
     'READBACK_TOOLSET_ID',
+    'readback_toolset_id',
     'READ_ARTIFACT_TOOL',
     'ReadbackGate',
     'names_readback',
@@ -36,6 +37,12 @@ __all__ = (
 
 READ_ARTIFACT_TOOL = 'read_artifact'
 READBACK_TOOLSET_ID = 'pydantic_ai_history_readback'
+"""The read-back toolset's id for the processor's default id (durable engines name its activities after it)."""
+
+
+def readback_toolset_id(capability_id: str | None) -> str:
+    """The read-back toolset's id for a processor with `capability_id`: stable, and distinct per processor."""
+    return f'{capability_id}_readback' if capability_id else READBACK_TOOLSET_ID
 """The toolset's stable id: durable execution (Temporal, DBOS, Prefect) needs one on every leaf toolset."""
 DEFAULT_READ_LIMIT = 20_000
 """Characters returned per call unless the model asks for fewer: a page or so, cheap enough to afford."""
@@ -249,14 +256,16 @@ def readback_toolset(
     *,
     scope: Callable[[RunContext[Any]], str] | None = None,
     gate: ReadbackGate | None = None,
+    toolset_id: str = READBACK_TOOLSET_ID,
 ) -> AbstractToolset[Any]:
     """A toolset with one tool, `read_artifact`, reading from `store` in the scope `scope(ctx)` names (by
     default `default_scope`), offered only while `gate` says so.
 
-    The function toolset inside has the stable id `READBACK_TOOLSET_ID`. Without a gate, a new one is made:
+    The function toolset inside has the stable id `toolset_id` (`readback_toolset_id(processor.id)` for a
+    processor's own; `READBACK_TOOLSET_ID` by default). Without a gate, a new one is made:
     pass one gate to every toolset that serves the same runs to share what was read.
     """
-    toolset: FunctionToolset[Any] = FunctionToolset(id=READBACK_TOOLSET_ID)
+    toolset: FunctionToolset[Any] = FunctionToolset(id=toolset_id)
     scope_of = scope if scope is not None else default_scope
 
     async def read_artifact(

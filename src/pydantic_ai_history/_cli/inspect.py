@@ -25,7 +25,7 @@ from .._marks import marker_kind
 from ..events import HistoryEvent, RequestProcessed
 from ..stages.window import dropped_count
 from ..validate import validate_history
-from ..windows import ContextWindowUnknownError
+from ..model_info import ContextWindowUnknownError
 from .common import (
     EXIT_PROCESSING,
     CliError,

@@ -38,7 +38,7 @@ from .._marks import (
 from ..events import WindowApplied
 from ..pinning import PinPredicate, is_pinned
 from ..units import Unit, fit_suffix, head_length, split_units, system_parts
-from ..windows import ContextWindowUnknownError
+from ..model_info import ContextWindowUnknownError
 from ._spill import Transcript, render_transcript, store_transcript
 from ._transcript import named_transcripts, read_call
 

@@ -35,7 +35,7 @@ from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage, re
 from ...retrieval import extract_passages
 from ...store import artifact_id
 from ...tokens import TokenCounter
-from ...windows import model_info, model_name_of
+from ...model_info import model_info, model_name_of
 from ._accepted import accepted_as_is, fits_as_is, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,

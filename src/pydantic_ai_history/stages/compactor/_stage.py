@@ -33,7 +33,7 @@ from ...events import CompactionResult
 from ...pinning import is_pinned
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units, system_parts
-from ...windows import model_name_of
+from ...model_info import model_name_of
 from .._spill import spill_transcript
 from .._transcript import TranscriptUnit, first_user_text, read_call, render_units
 from ._breaker import ScopedBreakers

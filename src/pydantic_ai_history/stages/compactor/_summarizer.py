@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...tokens import TokenCounter
-from ...windows import model_info
+from ...model_info import model_info
 from .._llm import run_text
 from .._transcript import TranscriptUnit, new_nonce
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt

@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ('KNOWN_CONTEXT_WINDOWS', 'ContextWindowUnknownError', 'ModelInfo', 'model_info', 'model_name_of')
 
-logger = logging.getLogger('pydantic_ai_history.windows')
+logger = logging.getLogger('pydantic_ai_history.model_info')
 
 
 class ContextWindowUnknownError(LookupError):
@@ -54,9 +54,15 @@ class ModelInfo:
     """What we know about a model: its window (and where it came from) and its input price."""
 
     name: str | None
+    """`provider:model` as given or read from the `Model`; None when there is no model."""
     context_window: int | None
+    """The model's whole context window in tokens; None when nothing knows it."""
     source: str
+    """Where the window came from: 'override', 'profile', 'genai-prices', 'table' or 'unknown'."""
     input_price_per_mtok: float | None = None
+    """USD per million input tokens (genai-prices), when known."""
+    max_output_tokens: int | None = None
+    """The most tokens the model may answer with, when known: kept free below the window."""
 
     def require_context_window(self) -> int:
         if self.context_window is None:
@@ -77,7 +83,7 @@ def model_name_of(model: Any) -> str | None:
     return None
 
 
-def _profile_window(model: Any) -> int | None:
+def profile_window(model: Any) -> int | None:
     profile = getattr(model, 'profile', None)
     value = (
         profile.get('context_window')
@@ -122,7 +128,7 @@ def model_info(model: Any, *, context_window: int | None = None) -> ModelInfo:
     price = window_prices[1]
     if context_window is not None:
         return ModelInfo(name, context_window, 'override', price)
-    window = _profile_window(model)
+    window = profile_window(model)
     if window is not None:
         return ModelInfo(name, window, 'profile', price)
     if window_prices[0] is not None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pytest
 from pydantic_ai.models.test import TestModel
 
-from pydantic_ai_history import windows
-from pydantic_ai_history.windows import (
+from pydantic_ai_history import model_info as windows
+from pydantic_ai_history.model_info import (
     KNOWN_CONTEXT_WINDOWS,
     ContextWindowUnknownError,
     model_info,
@@ -21,7 +21,7 @@ def _profile_supports_window() -> bool:
         model = TestModel(profile={'context_window': 12_345})  # type: ignore[typeddict-unknown-key]
     except TypeError:  # pydantic-ai 1.0: TestModel takes no profile
         return False
-    return windows._profile_window(model) == 12_345
+    return windows.profile_window(model) == 12_345
 
 
 def test_override_wins_over_everything() -> None:

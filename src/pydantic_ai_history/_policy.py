@@ -1,0 +1,174 @@
+"""The context policy: one home for the window, utilization, reserve, budget, trigger and target.
+
+The processor resolves it once per request into `ContextLimits` and hands the same limits to every stage, so
+no stage can disagree with another about when to compact or how much fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model_info import ContextWindowUnknownError, ModelInfo
+
+__all__ = (
+    'DEFAULT_FALLBACK_CONTEXT_WINDOW',
+    'DEFAULT_MAX_TOKENS',
+    'DEFAULT_RESERVE_TOKENS',
+    'DEFAULT_TARGET_TOKENS',
+    'ContextLimits',
+    'ContextPolicy',
+)
+
+DEFAULT_MAX_TOKENS = 120_000
+"""The compaction trigger when neither `max_tokens` nor a smaller window decides it."""
+DEFAULT_TARGET_TOKENS = 40_000
+"""The size after compaction, at most; a third of a lower trigger."""
+DEFAULT_RESERVE_TOKENS = 1_024
+"""Room kept for the answer when the model's own output cap is unknown (or the window was set by hand)."""
+DEFAULT_FALLBACK_CONTEXT_WINDOW = 128_000
+"""The window assumed for a model nobody knows (a local Ollama model, a new id): the size most models served
+today accept. A `HistoryWarning` (`context_window_fallback`) says so on the first request of each model."""
+TRIGGER_FRACTION_OF_WINDOW = 0.8
+"""Without `max_tokens`, compaction starts at 80% of the usable window when that is below 120,000."""
+TARGET_FRACTION_OF_TRIGGER = 1 / 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextLimits:
+    """The policy resolved for one model: what every stage plans against on one request."""
+
+    model_name: str | None
+    """The serving model's `provider:model` name, when known."""
+    model_window: int
+    """The model's whole context window (from `window_source`)."""
+    window_source: str
+    """Where the window came from: 'override', 'profile', 'genai-prices', 'table' or 'fallback'."""
+    context_window: int
+    """The part of the window the processor may use: `model_window * utilization`."""
+    reserve_tokens: int
+    """Tokens kept free for the model's answer."""
+    budget: int
+    """The hard limit for the history sent (instructions, tools and messages): the sliding window's budget."""
+    trigger: int
+    """Compact when the history's estimate exceeds this."""
+    target: int
+    """The history's size after a compaction (head, summary and verbatim tail)."""
+
+    @classmethod
+    def fixed(
+        cls,
+        *,
+        budget: int,
+        trigger: int | None = None,
+        target: int | None = None,
+        context_window: int | None = None,
+        model_name: str | None = None,
+    ) -> ContextLimits:
+        """Limits given outright (custom stages, tests): the trigger defaults to the budget, the target to a
+        third of the trigger."""
+        trigger = min(trigger if trigger is not None else budget, budget)
+        target = target if target is not None and target < trigger else max(int(trigger / 3), 1)
+        window = context_window if context_window is not None else budget
+        return cls(
+            model_name=model_name,
+            model_window=window,
+            window_source='override',
+            context_window=window,
+            reserve_tokens=max(window - budget, 0),
+            budget=budget,
+            trigger=trigger,
+            target=target,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextPolicy:
+    """How much of the model's context window the history may use, and when and how far to compact.
+
+    Every default follows the serving model (its window and output cap), so one policy serves an agent whose
+    model changes between requests.
+    """
+
+    context_window: int | None = None
+    """The model's context window in tokens. Default: the model profile (pydantic-ai 2.x), genai-prices, the
+    built-in table (`model_info.KNOWN_CONTEXT_WINDOWS`), then `fallback_context_window`."""
+    utilization: float = 1.0
+    """The fraction of the window the processor may use, in (0, 1]: 0.33 keeps requests to an expensive model
+    cheap. The budget, trigger and target all follow the reduced window."""
+    reserve_tokens: int | None = None
+    """Tokens kept free for the answer. Default: the model's maximum output where the built-in table knows it
+    and the window was not set by hand (gpt-5: 128,000, so 272,000 of its 400,000 are input), else 1,024."""
+    budget_tokens: int | None = None
+    """The hard limit for the history sent. Default: the usable window minus the reserve."""
+    max_tokens: int | None = None
+    """The compaction trigger. Default: 120,000, or 80% of the usable window when that is smaller, and never
+    above the budget."""
+    target_tokens: int | None = None
+    """The history's size after a compaction. Default: a third of the trigger, at most 40,000. A target not
+    below the trigger gets that default too (compacting to just under the trigger would compact again on every
+    request)."""
+    fallback_context_window: int = DEFAULT_FALLBACK_CONTEXT_WINDOW
+    """The window assumed for an unknown model (128,000), with a `context_window_fallback` warning."""
+    strict: bool = False
+    """Raise `ContextWindowUnknownError` for an unknown model instead of assuming `fallback_context_window`:
+    at construction when the processor is given its model, else at the model's first request."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.utilization <= 1:
+            raise ValueError(f'ContextPolicy.utilization must be in (0, 1], got {self.utilization!r}')
+        for name in ('context_window', 'budget_tokens', 'max_tokens', 'target_tokens', 'fallback_context_window'):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f'ContextPolicy.{name} must be positive, got {value!r}')
+        if self.reserve_tokens is not None and self.reserve_tokens < 0:
+            raise ValueError(f'ContextPolicy.reserve_tokens must not be negative, got {self.reserve_tokens!r}')
+        if self.max_tokens is not None and self.target_tokens is not None and self.target_tokens >= self.max_tokens:
+            raise ValueError(
+                f'ContextPolicy.target_tokens ({self.target_tokens:,}) must be below max_tokens ({self.max_tokens:,})'
+            )
+
+    def resolve(self, info: ModelInfo) -> ContextLimits:
+        """The limits for one model. Raises `ContextWindowUnknownError` only when `strict` and nothing knows
+        the window."""
+        model_window, source = self._window(info)
+        window = max(int(model_window * self.utilization), 1)
+        reserve = self._reserve(info, model_window, source)
+        budget = self.budget_tokens
+        if budget is None:
+            budget = max(min(window, model_window - reserve), 1)
+        trigger = self.max_tokens
+        if trigger is None:
+            trigger = min(DEFAULT_MAX_TOKENS, int(window * TRIGGER_FRACTION_OF_WINDOW), budget)
+        trigger = max(trigger, 2)
+        target = self.target_tokens
+        if target is None or target >= trigger:
+            target = min(DEFAULT_TARGET_TOKENS, int(trigger * TARGET_FRACTION_OF_TRIGGER))
+        return ContextLimits(
+            model_name=info.name,
+            model_window=model_window,
+            window_source=source,
+            context_window=window,
+            reserve_tokens=reserve,
+            budget=budget,
+            trigger=trigger,
+            target=max(min(target, trigger - 1), 1),
+        )
+
+    def _window(self, info: ModelInfo) -> tuple[int, str]:
+        if self.context_window is not None:
+            return self.context_window, 'override'
+        if info.context_window is not None:
+            return info.context_window, info.source
+        if self.strict:
+            raise ContextWindowUnknownError(info.name)
+        return self.fallback_context_window, 'fallback'
+
+    def _reserve(self, info: ModelInfo, model_window: int, source: str) -> int:
+        if self.reserve_tokens is not None:
+            return self.reserve_tokens
+        output = info.max_output_tokens
+        # A window set by hand is the input room the user means; the model's output cap is only trusted
+        # beside a window from the same model's metadata.
+        if output is not None and source not in ('override', 'fallback') and output < model_window // 2:
+            return output
+        return DEFAULT_RESERVE_TOKENS
