@@ -68,6 +68,8 @@ def create_history_processor(
     - `artifacts` / `compaction`: each stage's own knobs, or False to switch it off; `window=False` switches
       the sliding window off.
 
+    `on_event` receives every `HistoryEvent` (the processor's `on_history_event` field).
+
     The 0.1.0 keywords (`max_tokens=`, `summarizer_model=`, ...) still work and warn with their new home.
     """
     policy, summarizer, artifacts, compaction = _legacy(legacy, policy, summarizer, artifacts, compaction)
@@ -86,7 +88,7 @@ def create_history_processor(
         cache=cache if cache is not None else MemoryCache(),
         store=store if store is not None else MemoryStore(),
         scope=scope,
-        on_event=on_event,
+        on_history_event=on_event,
     )
 
 

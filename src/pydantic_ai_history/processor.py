@@ -179,8 +179,9 @@ class HistoryProcessor(CapabilityBase[Any]):
     scope: ScopeKey | None = None
     """`ctx -> str`: the tenant or conversation whose artifacts a run may store and read back, e.g.
     `lambda ctx: ctx.deps.tenant_id`. Default: pydantic-ai's conversation id (1.0: one shared scope)."""
-    on_event: EventHandler | None = None
-    """Receives every `HistoryEvent` (they are also logged)."""
+    on_history_event: EventHandler | None = None
+    """Receives every `HistoryEvent` (they are also logged). `create_history_processor(on_event=...)` sets it;
+    the field has its own name because `on_event` is pydantic-ai's hook for the run's stream events."""
     max_tracked_runs: int = 1_024
     """Per-run statistics and incremental checks are kept for this many runs, least recently active dropped."""
 
@@ -214,11 +215,11 @@ class HistoryProcessor(CapabilityBase[Any]):
     def _builtin_stages(self) -> list[HistoryStage]:
         stages: list[HistoryStage] = []
         if self.artifacts is not False:
-            stages.append(ArtifactPlanner(self.artifacts if isinstance(self.artifacts, ArtifactSettings) else None))
+            artifacts = self.artifacts if isinstance(self.artifacts, ArtifactSettings) else ArtifactSettings()
+            stages.append(ArtifactPlanner(artifacts))
         if self.compaction is not False:
-            stages.append(
-                Compactor(self.compaction if isinstance(self.compaction, CompactionSettings) else None)
-            )
+            compaction = self.compaction if isinstance(self.compaction, CompactionSettings) else CompactionSettings()
+            stages.append(Compactor(compaction))
         if self.window:
             stages.append(SlidingWindow())
         return stages
@@ -559,7 +560,7 @@ class HistoryProcessor(CapabilityBase[Any]):
         """The run's incremental input check: each run continues its own previous input."""
         check = self._input_checks.pop(run_id, None) or _InputCheck()
         self._input_checks[run_id] = check
-        while len(self._input_checks) > self._max_tracked_runs:
+        while len(self._input_checks) > self.max_tracked_runs:
             self._input_checks.popitem(last=False)
         return check
 
@@ -601,7 +602,7 @@ class HistoryProcessor(CapabilityBase[Any]):
         stats = self._runs.get(run_id)
         if stats is None:
             stats = self._runs[run_id] = RunStats()
-            while len(self._runs) > self._max_tracked_runs:
+            while len(self._runs) > self.max_tracked_runs:
                 self._runs.popitem(last=False)
         else:
             self._runs.move_to_end(run_id)
@@ -615,9 +616,9 @@ class HistoryProcessor(CapabilityBase[Any]):
             pass  # already logged at warning/error level where raised
         else:
             logger.debug('%s', event)
-        if self.on_event is not None:
+        if self.on_history_event is not None:
             try:
-                self.on_event(event)
+                self.on_history_event(event)
             except Exception:
                 logger.exception('on_event callback raised; ignored')
 
