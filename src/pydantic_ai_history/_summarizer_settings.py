@@ -6,13 +6,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias, Union
 
 if TYPE_CHECKING:
-    from pydantic_ai.models import Model
+    from pydantic_ai.models import AbstractModel
     from pydantic_ai.settings import ModelSettings
 
 __all__ = ('DEFAULT_SUMMARIZER_INPUT_TOKENS', 'ModelRef', 'SummarizerSettings')
 
-ModelRef: TypeAlias = Union['Model', str]
-"""A pydantic-ai `Model`, or a model name such as `'openai:gpt-4.1-mini'`."""
+ModelRef: TypeAlias = Union['AbstractModel', str]
+"""A pydantic-ai model (`Model`, or a wrapper such as `FallbackModel`), or a name such as
+`'openai:gpt-4.1-mini'`."""
 
 DEFAULT_SUMMARIZER_INPUT_TOKENS = 180_000
 """The summarizer's input cap when neither `max_input_tokens` nor a smaller summarizer window decides it."""
