@@ -9,7 +9,7 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 
-from pydantic_ai_history import HistoryProcessor, SlidingWindow, assert_valid_history
+from pydantic_ai_history import ContextPolicy, HistoryProcessor, SlidingWindow, assert_valid_history
 from pydantic_ai_history._compat import HAS_CAPABILITIES, ProcessHistory
 from pydantic_ai_history.testing import StrictProvider
 
@@ -64,39 +64,39 @@ async def _run(**agent_kwargs: Any) -> tuple[StrictProvider, HistoryProcessor]:
 
 @pytest.mark.skipif(not _history_processors_supported(), reason='2.x removed history_processors=')
 async def test_history_processors():
-    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW)
+    processor = HistoryProcessor(stages=[SlidingWindow()], policy=ContextPolicy(context_window=WINDOW))
     await _run(processor=processor, history_processors=[processor])
 
 
 @pytest.mark.skipif(_history_processors_supported(), reason='only 2.x rejects history_processors=')
 def test_history_processors_is_a_type_error_on_2x():
-    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW)
+    processor = HistoryProcessor(stages=[SlidingWindow()], policy=ContextPolicy(context_window=WINDOW))
     with pytest.raises(TypeError):
         Agent('test', history_processors=[processor])
 
 
 @pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
 async def test_process_history_capability():
-    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW)
+    processor = HistoryProcessor(stages=[SlidingWindow()], policy=ContextPolicy(context_window=WINDOW))
     await _run(processor=processor, capabilities=[ProcessHistory(processor)])
 
 
 @pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
 async def test_own_capability():
-    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW)
+    processor = HistoryProcessor(stages=[SlidingWindow()], policy=ContextPolicy(context_window=WINDOW))
     _provider, _ = await _run(processor=processor, capabilities=[processor.capability()])
 
 
 @pytest.mark.skipif(HAS_CAPABILITIES, reason='this version has capabilities')
 def test_capability_explains_itself_on_1_0():
     with pytest.raises(RuntimeError, match='history_processors'):
-        HistoryProcessor([SlidingWindow()]).capability()
+        HistoryProcessor(stages=[SlidingWindow()]).capability()
 
 
 @pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
 async def test_context_window_from_the_model_profile_where_it_has_one():
     """On 2.x the StrictProvider's model carries `context_window` in its profile: no override needed."""
-    processor = HistoryProcessor([SlidingWindow()])
+    processor = HistoryProcessor(stages=[SlidingWindow()])
     provider = StrictProvider(_respond(12), context_window=WINDOW)
     if not isinstance(provider.model().profile, dict):
         pytest.skip('1.x profiles have no context window')
@@ -110,9 +110,9 @@ async def test_the_capability_counts_tool_definitions_before_any_usage_is_known(
 
     events: list[RequestProcessed] = []
     processor = HistoryProcessor(
-        [],
-        context_window=WINDOW,
-        on_event=lambda e: events.append(e) if isinstance(e, RequestProcessed) else None,
+        stages=[],
+        on_history_event=lambda e: events.append(e) if isinstance(e, RequestProcessed) else None,
+        policy=ContextPolicy(context_window=WINDOW),
     )
     provider = StrictProvider(_respond(0), context_window=WINDOW)
     agent: Agent[None, str] = Agent(provider.model(), capabilities=[processor.capability()])
@@ -163,7 +163,7 @@ async def test_a_run_that_never_spills_sends_the_tool_lists_it_would_without_us(
     from pydantic_ai_history import create_history_processor
 
     for page in (PAGE, PAGE * 30):  # small returns, and large ones (~150,000 characters) that fit
-        processor = create_history_processor(context_window=1_000_000, compaction=False)
+        processor = create_history_processor(policy=ContextPolicy(context_window=1_000_000), compaction=False)
         with_us = await _tool_lists([processor.capability()], calls=3, page=page)
         without = await _tool_lists([], calls=3, page=page)
         assert with_us == without == [['page']] * 4
@@ -177,6 +177,6 @@ async def test_a_run_that_spills_is_offered_read_artifact_with_the_first_note() 
     (tests/e2e/test_artifacts_e2e.py reads an original back through it.)"""
     from pydantic_ai_history import create_history_processor
 
-    processor = create_history_processor(context_window=20_000, compaction=False)
+    processor = create_history_processor(policy=ContextPolicy(context_window=20_000), compaction=False)
     seen = await _tool_lists([processor.capability()], calls=3, page=PAGE * 30, window=20_000)
     assert seen == [['page'], *[['page', 'read_artifact']] * 3]

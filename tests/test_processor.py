@@ -21,7 +21,7 @@ from pydantic_ai_history import (
     SlidingWindow,
     StageFailed,
     WindowApplied,
-    WindowSettings,
+    ContextPolicy,
     assert_valid_history,
     validate_history,
 )
@@ -91,7 +91,9 @@ class Breaking:
 async def test_a_raising_stage_is_skipped_and_the_run_continues():
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [Exploding(), SlidingWindow()], context_window=WINDOW, on_event=events.append
+        stages=[Exploding(), SlidingWindow()],
+        on_history_event=events.append,
+        policy=ContextPolicy(context_window=WINDOW),
     )
     provider = StrictProvider(_tool_loop(8), context_window=WINDOW)
     out = await _agent(provider, processor).run('go')
@@ -107,7 +109,9 @@ async def test_a_raising_stage_is_skipped_and_the_run_continues():
 
 async def test_a_stage_that_breaks_the_history_is_discarded():
     events: list[HistoryEvent] = []
-    processor = HistoryProcessor([Breaking()], context_window=WINDOW, on_event=events.append)
+    processor = HistoryProcessor(
+        stages=[Breaking()], on_history_event=events.append, policy=ContextPolicy(context_window=WINDOW)
+    )
     history = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'page')]
     out = await processor.process(history)
     assert out == history
@@ -120,7 +124,9 @@ async def test_an_on_event_callback_that_raises_does_not_break_the_run(caplog: p
     def bad_handler(event: HistoryEvent) -> None:
         raise ValueError('handler bug')
 
-    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW, on_event=bad_handler)
+    processor = HistoryProcessor(
+        stages=[SlidingWindow()], on_history_event=bad_handler, policy=ContextPolicy(context_window=WINDOW)
+    )
     provider = StrictProvider(_tool_loop(8), context_window=WINDOW)
     with caplog.at_level(logging.ERROR, logger='pydantic_ai_history'):
         out = await _agent(provider, processor).run('go')
@@ -130,7 +136,7 @@ async def test_an_on_event_callback_that_raises_does_not_break_the_run(caplog: p
 
 
 async def test_twenty_concurrent_runs_have_separate_stats():
-    processor = HistoryProcessor([SlidingWindow()], context_window=WINDOW)
+    processor = HistoryProcessor(stages=[SlidingWindow()], policy=ContextPolicy(context_window=WINDOW))
     providers: dict[int, StrictProvider] = {}
     outputs: dict[int, str] = {}
 
@@ -160,7 +166,9 @@ async def test_twenty_concurrent_runs_have_separate_stats():
 
 async def test_stats_are_snapshots_with_utilization_and_reduction():
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings(budget=1_000))], model='gpt-4o', context_window=10_000
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        policy=ContextPolicy(context_window=10_000, budget_tokens=1_000),
     )
     history = [user('task'), reply(FILLER), user(FILLER), reply('ok'), user('now')]
     out = await processor.process(history)
@@ -190,7 +198,10 @@ async def test_idle_path_validates_only_the_new_messages_and_rebuilds_nothing(
     monkeypatch.setattr(StructureCheck, 'extend', counting)
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        on_history_event=events.append,
+        policy=ContextPolicy(context_window=WINDOW),
     )
     history = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'a page')]
     for _ in range(5):
@@ -207,7 +218,10 @@ async def test_idle_path_validates_only_the_new_messages_and_rebuilds_nothing(
 async def test_invalid_input_is_reported_even_when_no_stage_acts():
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        on_history_event=events.append,
+        policy=ContextPolicy(context_window=WINDOW),
     )
     history = [
         user('task'),
@@ -245,7 +259,11 @@ async def test_invalid_input_is_reported_when_a_stage_changes_it(full: bool):
     events: list[HistoryEvent] = []
     store = _FullStore() if full else MemoryStore()
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings(budget=300))], model='gpt-4o', on_event=events.append, store=store
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        on_history_event=events.append,
+        store=store,
+        policy=ContextPolicy(budget_tokens=300),
     )
     history = [
         user('task'),
@@ -269,7 +287,9 @@ async def test_invalid_input_is_reported_when_a_stage_changes_it(full: bool):
 
 
 async def test_window_decisions_are_logged(caplog: pytest.LogCaptureFixture):
-    processor = HistoryProcessor([SlidingWindow(WindowSettings(budget=600))], model='gpt-4o')
+    processor = HistoryProcessor(
+        stages=[SlidingWindow()], model='gpt-4o', policy=ContextPolicy(budget_tokens=600)
+    )
     with caplog.at_level(logging.INFO, logger='pydantic_ai_history'):
         await processor.process([user('task'), reply(FILLER), user(FILLER), reply('ok'), user('now')])
     assert any(
@@ -280,7 +300,10 @@ async def test_window_decisions_are_logged(caplog: pytest.LogCaptureFixture):
 async def test_empty_history_is_returned_with_a_warning():
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        on_history_event=events.append,
+        policy=ContextPolicy(context_window=WINDOW),
     )
     assert await processor.process([]) == []
     assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['empty_history']
@@ -316,7 +339,9 @@ class _FakeTracer:
 async def test_a_span_per_request_carries_the_numbers():
     """The contract with the OpenTelemetry API, without the SDK (see the next test for a real exporter)."""
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings(budget=600))], model='gpt-4o', context_window=WINDOW
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        policy=ContextPolicy(context_window=WINDOW, budget_tokens=600),
     )
     tracer = processor._tracer = _FakeTracer()
     await processor.process([user('task'), reply(FILLER), user(FILLER), reply('ok'), user('now')])
@@ -340,7 +365,9 @@ async def test_span_with_the_opentelemetry_sdk():
     exporter = InMemorySpanExporter()
     provider = sdk.TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    processor = HistoryProcessor([SlidingWindow(WindowSettings(budget=600))], model='gpt-4o')
+    processor = HistoryProcessor(
+        stages=[SlidingWindow()], model='gpt-4o', policy=ContextPolicy(budget_tokens=600)
+    )
     processor._tracer = provider.get_tracer('test')
     await processor.process([user('task'), reply(FILLER), user(FILLER), reply('ok'), user('now')])
     [span] = exporter.get_finished_spans()
@@ -355,7 +382,7 @@ async def test_a_link_without_a_file_extension_does_not_break_the_run() -> None:
     from pydantic_ai_history import create_history_processor
 
     events: list[HistoryEvent] = []
-    processor = create_history_processor(context_window=WINDOW, on_event=events.append)
+    processor = create_history_processor(policy=ContextPolicy(context_window=WINDOW), on_event=events.append)
     provider = StrictProvider(_tool_loop(2), context_window=WINDOW)
     agent = _agent(provider, processor)
     result = await agent.run(['What is in this picture?', ImageUrl('https://cdn.example.com/i/abc123')])
@@ -367,7 +394,10 @@ async def test_a_link_without_a_file_extension_does_not_break_the_run() -> None:
 async def test_an_unexpected_error_outside_the_stages_passes_the_history_on(monkeypatch: pytest.MonkeyPatch):
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        on_history_event=events.append,
+        policy=ContextPolicy(context_window=WINDOW),
     )
     counter = processor.counter_for('gpt-4o')
 
@@ -386,7 +416,7 @@ async def test_an_unexpected_error_outside_the_stages_passes_the_history_on(monk
 async def test_context_utilization_applies_to_every_stage() -> None:
     """A third of a 30K window: the compactor triggers at 80% of 10K, not of 30K, so the window never has to
     drop what the compactor would have summarized."""
-    from pydantic_ai_history import CompactionResult, create_history_processor
+    from pydantic_ai_history import CompactionResult, SummarizerSettings, create_history_processor
 
     events: list[HistoryEvent] = []
     summaries: list[str] = []
@@ -398,9 +428,8 @@ async def test_context_utilization_applies_to_every_stage() -> None:
     from pydantic_ai.models.function import FunctionModel
 
     processor = create_history_processor(
-        context_window=30_000,
-        context_utilization=1 / 3,
-        summarizer_model=FunctionModel(summarize),
+        policy=ContextPolicy(context_window=30_000, utilization=1 / 3),
+        summarizer=SummarizerSettings(model=FunctionModel(summarize)),
         on_event=events.append,
     )
     provider = StrictProvider(_tool_loop(25), context_window=30_000)
@@ -426,7 +455,10 @@ async def test_manual_compaction_is_guarded_like_a_stage() -> None:
 
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [BrokenCompactor()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+        stages=[BrokenCompactor()],
+        model='gpt-4o',
+        on_history_event=events.append,
+        policy=ContextPolicy(context_window=WINDOW),
     )
     history = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'a page')]
     out = await processor.compact(history, focus='the pages')
@@ -442,7 +474,10 @@ async def test_incremental_input_check_sees_answers_and_frontiers_across_the_sea
 
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow()], model='gpt-4o', context_window=WINDOW, on_event=events.append
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        on_history_event=events.append,
+        policy=ContextPolicy(context_window=WINDOW),
     )
     both = ModelResponse(
         parts=[
@@ -459,7 +494,7 @@ async def test_incremental_input_check_sees_answers_and_frontiers_across_the_sea
         [pending, [*pending, reply('ok'), user('now')]],
     ):
         check = processor._input_check('incremental')
-        fresh = HistoryProcessor([], model='gpt-4o')
+        fresh = HistoryProcessor(stages=[], model='gpt-4o')
         for messages in steps:
             incremental = check.check(messages).violations
             full = fresh._input_check('full-' + str(len(messages))).check(messages).violations

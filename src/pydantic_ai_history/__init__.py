@@ -1,8 +1,17 @@
-"""Keep PydanticAI agents inside their context window without breaking their conversations."""
+"""Keep PydanticAI agents inside their context window without breaking their conversations.
+
+`create_history_processor()` returns the processor: a pydantic-ai capability (`Agent(capabilities=[...])`)
+and a history processor (`Agent(history_processors=[...])` on early 1.x). Its settings have one home each:
+`ContextPolicy` (window, budget, trigger, target), `SummarizerSettings` (every LLM call), and the stages' own
+`ArtifactSettings` and `CompactionSettings`. `HistoryStage`, `HistoryContext` and `ContextLimits` are for
+custom stages (see the README's "A custom stage").
+"""
 
 from __future__ import annotations
 
 from ._context import HistoryContext, HistoryStage
+from ._policy import ContextLimits, ContextPolicy
+from ._summarizer_settings import SummarizerSettings
 from .events import (
     ArtifactProcessed,
     CompactionResult,
@@ -15,26 +24,16 @@ from .events import (
 )
 from .factory import create_history_processor
 from .files import FileSettings
-from .pinning import PinPredicate, pin, pin_tool_errors
-from .processor import HistoryProcessor, HistoryStats, RunStats
-from .stages.artifacts import (
-    ArtifactDecision,
-    ArtifactPlan,
-    ArtifactPlanner,
-    ArtifactSettings,
-    ProcessingStrategy,
-    browser_snapshot_reducer,
-    console_output_reducer,
-)
-from .stages.compactor import CompactionSettings, Compactor
-from .stages.window import SlidingWindow, WindowSettings
-from .tokens import TokenCounter, TokenEstimate, TokenizerProfile
-from .validate import HistoryValidationError, Violation, assert_valid_history, validate_history
 from .model_info import ContextWindowUnknownError
+from .pinning import PinPredicate, pin, pin_tool_errors
+from .processor import HistoryProcessor
+from .stages.artifacts import ArtifactPlanner, ArtifactSettings
+from .stages.compactor import CompactionSettings, Compactor
+from .stages.window import SlidingWindow
+from .tokens import TokenizerProfile
+from .validate import HistoryValidationError, Violation, assert_valid_history, validate_history
 
 __all__ = (
-    'ArtifactDecision',
-    'ArtifactPlan',
     'ArtifactPlanner',
     'ArtifactProcessed',
     'ArtifactSettings',
@@ -42,30 +41,25 @@ __all__ = (
     'CompactionSettings',
     'Compactor',
     'ContentLost',
+    'ContextLimits',
+    'ContextPolicy',
     'ContextWindowUnknownError',
     'FileSettings',
     'HistoryContext',
     'HistoryEvent',
     'HistoryProcessor',
     'HistoryStage',
-    'HistoryStats',
     'HistoryValidationError',
     'HistoryWarning',
     'PinPredicate',
-    'ProcessingStrategy',
     'RequestProcessed',
-    'RunStats',
     'SlidingWindow',
     'StageFailed',
-    'TokenCounter',
-    'TokenEstimate',
+    'SummarizerSettings',
     'TokenizerProfile',
     'Violation',
     'WindowApplied',
-    'WindowSettings',
     'assert_valid_history',
-    'browser_snapshot_reducer',
-    'console_output_reducer',
     'create_history_processor',
     'pin',
     'pin_tool_errors',

@@ -81,6 +81,7 @@ def validate_history(
     original: Sequence[ModelMessage] | None = None,
     budget: int | None = None,
     count_tokens: Callable[[Sequence[ModelMessage]], int] | None = None,
+    finished: bool = False,
 ) -> list[Violation]:
     """Check a history against the invariants; return every violation found (empty when valid).
 
@@ -92,7 +93,9 @@ def validate_history(
 
     With `original` (the history before processing) it also checks that the current request is unchanged,
     system prompt parts survive and signed thinking parts are kept exactly or dropped with their response.
-    With `budget` and `count_tokens` it checks the history fits.
+    With `budget` and `count_tokens` it checks the history fits. With `finished=True` it checks a finished
+    run's history (`result.all_messages()`), which may end with the final response instead of the request a
+    history processor sees.
     """
     if not messages:
         return [
@@ -101,6 +104,8 @@ def validate_history(
     check = StructureCheck()
     check.extend(messages)
     found = check.violations(messages)
+    if finished and isinstance(messages[-1], ModelResponse):
+        found = [v for v in found if v.code != 'not_ending_with_request']
     if original is not None:
         found.extend(_preservation_violations(messages, original))
     if budget is not None and count_tokens is not None:
@@ -256,9 +261,15 @@ def assert_valid_history(
     budget: int | None = None,
     count_tokens: Callable[[Sequence[ModelMessage]], int] | None = None,
     allow_warnings: bool = True,
+    finished: bool = False,
 ) -> None:
-    """Raise `HistoryValidationError` listing every violation; warnings pass unless `allow_warnings=False`."""
-    violations = validate_history(messages, original=original, budget=budget, count_tokens=count_tokens)
+    """Raise `HistoryValidationError` listing every violation; warnings pass unless `allow_warnings=False`.
+
+    `finished=True` checks a finished run's history: `assert_valid_history(result.all_messages(), finished=True)`.
+    """
+    violations = validate_history(
+        messages, original=original, budget=budget, count_tokens=count_tokens, finished=finished
+    )
     bad = violations if not allow_warnings else [v for v in violations if v.severity == 'error']
     if bad:
         raise HistoryValidationError(bad)
