@@ -1,4 +1,4 @@
-"""The public API: one processor object for every pydantic-ai version, one home per setting, windows never fatal."""
+"""The public API: one processor for every pydantic-ai version, one home per setting, windows never fatal."""
 
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ def test_the_processor_is_itself_a_capability_with_a_stable_id() -> None:
     toolset.apply(lambda t: ids.append(t.id))
     assert READBACK_TOOLSET_ID in ids
     custom: list[str | None] = []
-    assert (other := create_history_processor(id='support_history').get_toolset()) is not None
+    other = create_history_processor(id='support_history').get_toolset()
+    assert other is not None
     other.apply(lambda t: custom.append(t.id))
     assert 'support_history_readback' in custom
 
@@ -90,7 +91,9 @@ def test_a_second_processor_on_one_agent_fails_at_construction_saying_what_to_do
     from pydantic_ai.exceptions import UserError
 
     if not hasattr(AbstractCapability, 'for_agent'):
-        pytest.skip('this pydantic-ai has no for_agent hook: two processors clash on read_artifact at run time')
+        pytest.skip(
+            'this pydantic-ai has no for_agent hook: two processors clash on read_artifact at run time'
+        )
     first = create_history_processor()
     for second in (create_history_processor(), create_history_processor(id='other')):
         with pytest.raises(UserError, match='one history processor'):
@@ -118,7 +121,12 @@ def test_an_agent_spec_builds_the_processor_from_a_dict_and_from_yaml(tmp_path: 
     spec = {
         'model': 'test',
         'capabilities': [
-            {'PydanticAIHistory': {'policy': {'max_tokens': 50_000, 'target_tokens': 10_000}, 'window': False}}
+            {
+                'PydanticAIHistory': {
+                    'policy': {'max_tokens': 50_000, 'target_tokens': 10_000},
+                    'window': False,
+                }
+            }
         ],
     }
     agent = Agent.from_spec(spec, custom_capability_types=[HistoryProcessor])
@@ -257,7 +265,8 @@ async def test_local_and_bedrock_model_ids_run_without_an_exception(name: str) -
     fallbacks = [e for e in events if isinstance(e, HistoryWarning) and e.code == 'context_window_fallback']
     limits = processor.limits_for(name)
     if name.startswith('bedrock:'):
-        assert limits.window_source != 'fallback' and limits.model_window == 200_000
+        assert limits.window_source != 'fallback'
+        assert limits.model_window == 200_000
         assert not fallbacks
     else:
         assert limits.window_source == 'fallback'

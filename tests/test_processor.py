@@ -14,6 +14,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from _history import call, reply, result, system_user, user
 from pydantic_ai_history import (
     ContentLost,
+    ContextPolicy,
     HistoryEvent,
     HistoryProcessor,
     HistoryWarning,
@@ -21,7 +22,6 @@ from pydantic_ai_history import (
     SlidingWindow,
     StageFailed,
     WindowApplied,
-    ContextPolicy,
     assert_valid_history,
     validate_history,
 )

@@ -32,7 +32,6 @@ _DepsT = TypeVar('_DepsT')
 
 __all__ = (
     'COMPACTION_PART',
-    'CapabilityBase',
     'COMPACTION_REQUEST_PART',
     'FILE_PART',
     'HAS_CAPABILITIES',
@@ -40,6 +39,7 @@ __all__ = (
     'NATIVE_TOOL_RETURN_PARTS',
     'RETRY_FEEDBACK_PART',
     'BinaryContent',
+    'CapabilityBase',
     'ModelMessage',
     'ModelRequest',
     'ModelRequestPart',
@@ -113,7 +113,7 @@ AbstractCapability: Any = _AbstractCapability
 
 @dataclasses.dataclass(init=False)
 class _NoCapability(Generic[_DepsT]):
-    """The capability base on versions without capabilities: the processor is then a history processor only."""
+    """The capability base on versions without capabilities: the processor is a history processor only."""
 
 
 if TYPE_CHECKING:

@@ -80,7 +80,7 @@ class HistoryContext:
     summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
     """The model and limits of every LLM call a stage makes."""
     pin: PinPredicate | None = None
-    """Units with a message this accepts (or with a `pin()` marker) are kept by the compactor and the window."""
+    """Units with a message this accepts (or a `pin()` marker) are kept by the compactor and the window."""
     keep_first_user_message: bool = True
     """Keep the first user turn (the original task) verbatim, ahead of everything the stages drop."""
     model: ModelRef | None = None

@@ -116,15 +116,28 @@ class ContextPolicy:
     def __post_init__(self) -> None:
         if not 0 < self.utilization <= 1:
             raise ValueError(f'ContextPolicy.utilization must be in (0, 1], got {self.utilization!r}')
-        for name in ('context_window', 'budget_tokens', 'max_tokens', 'target_tokens', 'fallback_context_window'):
+        for name in (
+            'context_window',
+            'budget_tokens',
+            'max_tokens',
+            'target_tokens',
+            'fallback_context_window',
+        ):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f'ContextPolicy.{name} must be positive, got {value!r}')
         if self.reserve_tokens is not None and self.reserve_tokens < 0:
-            raise ValueError(f'ContextPolicy.reserve_tokens must not be negative, got {self.reserve_tokens!r}')
-        if self.max_tokens is not None and self.target_tokens is not None and self.target_tokens >= self.max_tokens:
             raise ValueError(
-                f'ContextPolicy.target_tokens ({self.target_tokens:,}) must be below max_tokens ({self.max_tokens:,})'
+                f'ContextPolicy.reserve_tokens must not be negative, got {self.reserve_tokens!r}'
+            )
+        if (
+            self.max_tokens is not None
+            and self.target_tokens is not None
+            and self.target_tokens >= self.max_tokens
+        ):
+            raise ValueError(
+                f'ContextPolicy.target_tokens ({self.target_tokens:,}) must be below '
+                f'max_tokens ({self.max_tokens:,})'
             )
 
     def resolve(self, info: ModelInfo) -> ContextLimits:

@@ -1,4 +1,4 @@
-"""`create_history_processor()`: the processor with its defaults, and the 0.1.0 keywords mapped to their homes."""
+"""`create_history_processor()`: the processor with its defaults; the 0.1.0 keywords mapped to their homes."""
 
 from __future__ import annotations
 
@@ -102,7 +102,9 @@ def _legacy(
     """The settings with the 0.1.0 keywords moved to their homes (a keyword overrides the object's field)."""
     unknown = sorted(set(keywords) - set(_LEGACY_HOMES))
     if unknown:
-        raise TypeError(f'create_history_processor() got unexpected keyword argument(s): {", ".join(unknown)}')
+        raise TypeError(
+            f'create_history_processor() got unexpected keyword argument(s): {", ".join(unknown)}'
+        )
     moved: dict[str, dict[str, Any]] = {}
     for name, value in keywords.items():
         if value is None:
@@ -115,7 +117,9 @@ def _legacy(
         )
         moved.setdefault(home, {})[field_name] = value
     policy = _with(policy if policy is not None else ContextPolicy(), moved.get('policy'))
-    summarizer = _with(summarizer if summarizer is not None else SummarizerSettings(), moved.get('summarizer'))
+    summarizer = _with(
+        summarizer if summarizer is not None else SummarizerSettings(), moved.get('summarizer')
+    )
     if artifacts is not False and 'artifacts' in moved:
         base = artifacts if isinstance(artifacts, ArtifactSettings) else ArtifactSettings()
         artifacts = _with(base, moved['artifacts'])

@@ -198,7 +198,9 @@ class HistoryProcessor(CapabilityBase[Any]):
             self.compaction = _coerce(CompactionSettings, self.compaction, 'compaction')
         if self.max_tracked_runs < 1:
             raise ValueError(f'max_tracked_runs must be positive, got {self.max_tracked_runs!r}')
-        self._stages: list[HistoryStage] = list(self.stages) if self.stages is not None else self._builtin_stages()
+        self._stages: list[HistoryStage] = (
+            list(self.stages) if self.stages is not None else self._builtin_stages()
+        )
         self._counters: dict[str | None, TokenCounter] = {}
         self._limits: dict[tuple[str | None, int | None], ContextLimits] = {}
         self._overall = RunStats()
@@ -218,7 +220,9 @@ class HistoryProcessor(CapabilityBase[Any]):
             artifacts = self.artifacts if isinstance(self.artifacts, ArtifactSettings) else ArtifactSettings()
             stages.append(ArtifactPlanner(artifacts))
         if self.compaction is not False:
-            compaction = self.compaction if isinstance(self.compaction, CompactionSettings) else CompactionSettings()
+            compaction = (
+                self.compaction if isinstance(self.compaction, CompactionSettings) else CompactionSettings()
+            )
             stages.append(Compactor(compaction))
         if self.window:
             stages.append(SlidingWindow())
@@ -337,9 +341,9 @@ class HistoryProcessor(CapabilityBase[Any]):
             self._limits[key] = limits
             if limits.window_source == 'fallback':
                 message = (
-                    f'the context window of {limits.model_name!r} is unknown: assuming {limits.model_window:,} '
-                    'tokens. Set ContextPolicy(context_window=...) (or the model profile\'s context_window), or '
-                    'ContextPolicy(strict=True) to make this an error.'
+                    f'the context window of {limits.model_name!r} is unknown: assuming '
+                    f'{limits.model_window:,} tokens. Set ContextPolicy(context_window=...) (or the model '
+                    "profile's context_window), or ContextPolicy(strict=True) to make this an error."
                 )
                 logger.warning('context_window_fallback: %s', message)
                 self._emit(
@@ -638,7 +642,9 @@ def _coerce(kind: type[_SettingsT], value: object, name: str) -> _SettingsT:
         return value
     if isinstance(value, dict):
         return kind(**value)
-    raise TypeError(f'{name} must be a {kind.__name__} or a mapping of its fields, got {type(value).__name__}')
+    raise TypeError(
+        f'{name} must be a {kind.__name__} or a mapping of its fields, got {type(value).__name__}'
+    )
 
 
 def _profile_window_key(model: object) -> int | None:

@@ -27,22 +27,24 @@ from .store import ArtifactStore, InvalidArtifactId, StoreError
 
 __all__ = (
     'READBACK_TOOLSET_ID',
-    'readback_toolset_id',
     'READ_ARTIFACT_TOOL',
     'ReadbackGate',
     'names_readback',
     'read_artifact_text',
     'readback_toolset',
+    'readback_toolset_id',
 )
 
 READ_ARTIFACT_TOOL = 'read_artifact'
 READBACK_TOOLSET_ID = 'pydantic_ai_history_readback'
-"""The read-back toolset's id for the processor's default id (durable engines name its activities after it)."""
+"""The read-back toolset's id under the processor's default id (durable engines name activities after it)."""
 
 
 def readback_toolset_id(capability_id: str | None) -> str:
     """The read-back toolset's id for a processor with `capability_id`: stable, and distinct per processor."""
     return f'{capability_id}_readback' if capability_id else READBACK_TOOLSET_ID
+
+
 """The toolset's stable id: durable execution (Temporal, DBOS, Prefect) needs one on every leaf toolset."""
 DEFAULT_READ_LIMIT = 20_000
 """Characters returned per call unless the model asks for fewer: a page or so, cheap enough to afford."""

@@ -23,9 +23,9 @@ from .._compat import BinaryContent, ModelMessage, part_metadata
 from .._context import MARKER_KEY
 from .._marks import marker_kind
 from ..events import HistoryEvent, RequestProcessed
+from ..model_info import ContextWindowUnknownError
 from ..stages.window import dropped_count
 from ..validate import validate_history
-from ..model_info import ContextWindowUnknownError
 from .common import (
     EXIT_PROCESSING,
     CliError,

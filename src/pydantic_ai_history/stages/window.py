@@ -36,9 +36,9 @@ from .._marks import (
     strip_seal,
 )
 from ..events import WindowApplied
+from ..model_info import ContextWindowUnknownError
 from ..pinning import PinPredicate, is_pinned
 from ..units import Unit, fit_suffix, head_length, split_units, system_parts
-from ..model_info import ContextWindowUnknownError
 from ._spill import Transcript, render_transcript, store_transcript
 from ._transcript import named_transcripts, read_call
 

@@ -32,10 +32,10 @@ from ..._marks import seal
 from ...cache import cache_key
 from ...events import ArtifactProcessed
 from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage, read_file
+from ...model_info import model_info, model_name_of
 from ...retrieval import extract_passages
 from ...store import artifact_id
 from ...tokens import TokenCounter
-from ...model_info import model_info, model_name_of
 from ._accepted import accepted_as_is, fits_as_is, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,

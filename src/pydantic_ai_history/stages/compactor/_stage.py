@@ -30,10 +30,10 @@ from ..._context import HistoryContext
 from ..._marks import SEAL_TOKENS, marker_kind
 from ...cache import SummaryCache, cache_key
 from ...events import CompactionResult
+from ...model_info import model_name_of
 from ...pinning import is_pinned
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units, system_parts
-from ...model_info import model_name_of
 from .._spill import spill_transcript
 from .._transcript import TranscriptUnit, first_user_text, read_call, render_units
 from ._breaker import ScopedBreakers

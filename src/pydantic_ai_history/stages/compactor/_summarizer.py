@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...tokens import TokenCounter
 from ...model_info import model_info
+from ...tokens import TokenCounter
 from .._llm import run_text
 from .._transcript import TranscriptUnit, new_nonce
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
