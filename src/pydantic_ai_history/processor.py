@@ -124,12 +124,12 @@ DEFAULT_ID = 'pydantic_ai_history'
 """The capability's default `id`: stable, so durable engines and message history can name it."""
 
 SERIALIZATION_NAME = 'PydanticAIHistory'
-"""The name that builds the processor from an agent spec (`Agent.from_spec(..., custom_capability_types=...)`)."""
+"""The name an agent spec builds the processor by (`Agent.from_spec(..., custom_capability_types=...)`)."""
 
 
 @dataclass(kw_only=True, eq=False)
 class HistoryProcessor(CapabilityBase[Any]):
-    """Keeps an agent's history inside its context window: artifacts, then compaction, then the sliding window.
+    """Keeps an agent's history inside its context window: artifacts, compaction, then the sliding window.
 
     One object serves every pydantic-ai version: `Agent(capabilities=[processor])` where pydantic-ai has
     capabilities (late 1.x, 2.x), `Agent(history_processors=[processor])` on early 1.x. Build it with
@@ -183,7 +183,7 @@ class HistoryProcessor(CapabilityBase[Any]):
     """Receives every `HistoryEvent` (they are also logged). `create_history_processor(on_event=...)` sets it;
     the field has its own name because `on_event` is pydantic-ai's hook for the run's stream events."""
     max_tracked_runs: int = 1_024
-    """Per-run statistics and incremental checks are kept for this many runs, least recently active dropped."""
+    """Per-run stats and incremental checks are kept for this many runs, least recently active dropped."""
 
     # pydantic-ai compares capabilities by identity; the processor's state makes it one of a kind.
     __eq__ = object.__eq__
@@ -270,7 +270,7 @@ class HistoryProcessor(CapabilityBase[Any]):
         return self
 
     def capability(self) -> HistoryProcessor:
-        """The processor itself, which is a capability (kept for 0.1.0 code: `capabilities=[p.capability()]`)."""
+        """The processor itself, a capability (kept for 0.1.0 code: `capabilities=[p.capability()]`)."""
         if not HAS_CAPABILITIES:
             raise RuntimeError(
                 'this pydantic-ai version has no capabilities: use Agent(history_processors=[processor])'
