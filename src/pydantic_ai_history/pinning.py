@@ -31,7 +31,7 @@ def pin(item: _T) -> _T:
 
     Messages have metadata on late 1.x and 2.x; `ToolReturnPart` on every version (and `SystemPromptPart`
     on 2.x). Where the item has no metadata field this raises `TypeError`: use a pin predicate instead
-    (`WindowSettings(pin=...)`).
+    (`create_history_processor(pin=...)`).
     """
     fields = {f.name for f in dataclasses.fields(item)}  # type: ignore[arg-type]
     if 'metadata' not in fields:

@@ -1,0 +1,97 @@
+"""The note that stands for the messages the window dropped, and how to read one back."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..._compat import ModelMessage, ModelRequest, UserPromptPart, message_metadata
+from ..._marks import OPENINGS, marker_kind, own_metadata, own_request, part_kinds, seal, strip_seal
+from ...units import system_parts
+from .._transcript import named_transcripts, read_call
+
+__all__ = ('dropped_count', 'note_transcript', 'window_note')
+
+
+def window_note(
+    dropped: Sequence[ModelMessage],
+    run_id: str | None,
+    *,
+    transcript: str | None = None,
+    complete: bool = True,
+) -> ModelRequest:
+    """The request that stands for dropped messages; it keeps their system prompt parts.
+
+    Earlier notes of ours among the dropped messages are folded in: their counts add up, their own text is
+    not repeated. `transcript` is the id of the stored transcript the note names: of all the dropped
+    messages when `complete`, else only of those an earlier note stood for.
+    """
+    count = 0
+    for message in dropped:
+        noted = dropped_count(message)
+        count += 1 if noted is None else noted
+    text = f'{OPENINGS["window"]} {count} earlier messages were removed to fit the context window; '
+    details: dict[str, object] = {'dropped_messages': count}
+    if transcript is None:
+        text += 'the conversation continues below.'
+    else:
+        which = 'their transcript' if complete else 'the transcript of the earliest of them'
+        text += f'{which}: {read_call(transcript)} finds any detail. The conversation continues below.'
+        details['transcript'] = transcript
+    return own_request(
+        [
+            *((p, None) for p in system_parts(dropped)),
+            (UserPromptPart(content=seal('window', text)), 'window'),
+        ],
+        details=details,
+        run_id=run_id,
+    )
+
+
+_NOTE_COUNT = re.compile(re.escape(OPENINGS['window']) + r' (\d+) earlier messages were removed')
+
+
+def dropped_count(message: ModelMessage) -> int | None:
+    """How many messages a window note of ours stands for; None for any other message.
+
+    Read from the note's metadata, or from its own sealed text where messages have none (1.0): only the part
+    that is the note (by identity) is read, never the system prompts it carries or anybody else's text.
+    """
+    found = _note_detail(message, 'dropped_messages')
+    if found is None:
+        return None
+    detail, text = found
+    if isinstance(detail, int):
+        return detail
+    match = _NOTE_COUNT.match(text)
+    return int(match.group(1)) if match else 0
+
+
+def note_transcript(message: ModelMessage) -> str | None:
+    """The id of the stored transcript a window note of ours names; None for any other message (or none).
+
+    Read, like `dropped_count`, from the note's metadata or from its own sealed text.
+    """
+    found = _note_detail(message, 'transcript')
+    if found is None:
+        return None
+    detail, text = found
+    if isinstance(detail, str):
+        return detail
+    named = named_transcripts(text)
+    return named[0] if named else None
+
+
+def _note_detail(message: ModelMessage, key: str) -> tuple[object, str] | None:
+    """None for anything but a window note of ours; else its metadata value for `key` (None when it has
+    none) and, only when that is missing, the note's own text without its seal."""
+    if marker_kind(message) != 'window':
+        return None
+    detail = own_metadata(message_metadata(message)).get(key)
+    if detail is not None:
+        return detail, ''
+    for part, kind in zip(message.parts, part_kinds(message), strict=True):
+        content = getattr(part, 'content', None)
+        if kind == 'window' and isinstance(content, str):
+            return None, strip_seal(content)
+    return None, ''

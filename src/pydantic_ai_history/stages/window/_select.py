@@ -1,0 +1,108 @@
+"""Which units the window keeps: a pure function of the history, each message's cost and the budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..._compat import ModelMessage, ModelRequest, UserPromptPart
+from ..._marks import marker_kind
+from ...pinning import PinPredicate, is_pinned
+from ...units import Unit, fit_suffix, head_length
+
+__all__ = ('WindowSelection', 'mandatory_cost', 'select_window')
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowSelection:
+    """Which units to keep: indices into the unit list, in order."""
+
+    head: int
+    """Messages `[0, head)` are the preserved head."""
+    kept_units: tuple[int, ...]
+    """The units kept, in order: the head's, the pinned ones and the recent run that fits, and the last."""
+    dropped_units: tuple[int, ...]
+    """The units the note stands for, in order (earlier window notes of ours among them)."""
+    pinned_kept: int
+    """How many of the kept units were kept for being pinned (ahead of newer unpinned ones)."""
+
+
+def select_window(
+    messages: Sequence[ModelMessage],
+    units: Sequence[Unit],
+    per_message: Sequence[int],
+    budget: int,
+    *,
+    keep_first_user_message: bool = True,
+    pin: PinPredicate | None = None,
+    fixed_cost: int = 0,
+) -> WindowSelection:
+    """Choose the units to keep within `budget` (tokens), given each message's cost.
+
+    Mandatory: the head and the last unit (the current request). Then pinned units, newest first, as long
+    as they fit. Then the contiguous suffix of the rest, stopping at the first unit that does not fit: a
+    large unit is never skipped to keep older ones. Our own earlier window notes are always dropped (the
+    new note supersedes them). `fixed_cost` is what the request costs on top of the units kept (provider
+    overhead, the note).
+    """
+    head = _head(messages, units, keep_first_user_message)
+    first_body = next((i for i, u in enumerate(units) if u.start >= head), len(units))
+    last = len(units) - 1
+    costs = [sum(per_message[u.start : u.end]) for u in units]
+    used = fixed_cost + sum(costs[:first_body]) + costs[last]
+    body = range(first_body, last)
+    own_markers = {i for i in body if marker_kind(messages[units[i].start]) == 'window'}
+    pinned = _pinned(messages, units, costs, [i for i in body if i not in own_markers], budget - used, pin)
+    used += sum(costs[i] for i in pinned)
+    free = [0 if i in pinned or i in own_markers else costs[i] for i in body]
+    start = first_body + fit_suffix(free, budget - used, at_least=0) if free else first_body
+    kept = sorted((set(range(first_body)) | pinned | set(range(start, last)) | {last}) - own_markers)
+    kept_set = set(kept)
+    dropped = tuple(i for i in range(len(units)) if i not in kept_set)
+    return WindowSelection(head=head, kept_units=tuple(kept), dropped_units=dropped, pinned_kept=len(pinned))
+
+
+def _head(messages: Sequence[ModelMessage], units: Sequence[Unit], keep_first_user_message: bool) -> int:
+    """How many leading messages are the preserved head."""
+    head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
+    if not keep_first_user_message and head and _has_user_prompt(messages[:head]):
+        # The system prompt shares its request with the first user turn: dropping that request is allowed,
+        # and the note that replaces it carries the system prompt parts.
+        return 0
+    return head
+
+
+def _pinned(
+    messages: Sequence[ModelMessage],
+    units: Sequence[Unit],
+    costs: Sequence[int],
+    candidates: Sequence[int],
+    room: int,
+    pin: PinPredicate | None,
+) -> set[int]:
+    """The pinned units among `candidates` kept within `room` tokens, newest first (a pinned unit that does
+    not fit is passed over for an older one that does)."""
+    pinned: set[int] = set()
+    for index in reversed(candidates):
+        unit = units[index]
+        if costs[index] <= room and is_pinned(messages[unit.start : unit.end], pin):
+            pinned.add(index)
+            room -= costs[index]
+    return pinned
+
+
+def _has_user_prompt(messages: Sequence[ModelMessage]) -> bool:
+    return any(
+        isinstance(p, UserPromptPart) for m in messages if isinstance(m, ModelRequest) for p in m.parts
+    )
+
+
+def mandatory_cost(
+    per_message: Sequence[int], units: Sequence[Unit], selection: WindowSelection | None
+) -> int:
+    """What the window can never drop: the preserved head and the last unit (the current request)."""
+    if not units:
+        return 0
+    head = selection.head if selection is not None else 0
+    last = units[-1]
+    return sum(per_message[: min(head, last.start)]) + sum(per_message[last.start : last.end])

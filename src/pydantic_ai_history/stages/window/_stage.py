@@ -1,0 +1,192 @@
+"""The sliding window stage: drop the oldest units until the history fits the policy's budget."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..._compat import ModelMessage
+from ..._context import HistoryContext
+from ..._marks import SEAL_TOKENS, marker_kind
+from ...events import WindowApplied
+from ...units import Unit, split_units
+from .._spill import store_transcript
+from ._draft import Draft, Layout, plain_if_it_fits
+from ._select import WindowSelection, mandatory_cost, select_window
+
+__all__ = ('SlidingWindow',)
+
+logger = logging.getLogger('pydantic_ai_history.window')
+
+_NOTE_COST = 40 + SEAL_TOKENS
+"""Tokens reserved for the note that replaces dropped messages (its text alone is about 30, plus its seal)."""
+_REFERENCE_COST = 64
+"""Tokens the note adds when it names the stored transcript (`read_artifact(...)` with a 68-character id)."""
+_MAX_PASSES = 3
+
+
+@dataclass(kw_only=True)
+class SlidingWindow:
+    """Keep the longest run of recent units that fits; never skip a unit to keep older ones.
+
+    The budget is the context policy's (`context.limits.budget`); `pin` and `keep_first_user_message` are the
+    processor's (`context.pin`, `context.keep_first_user_message`): the window has no settings of its own.
+    """
+
+    name: str = 'window'
+    """The stage's name in events and logs."""
+
+    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        budget = context.limits.budget
+        estimate = context.estimate(messages)
+        if estimate.total <= budget:
+            return messages  # the idle path: no unit split, no copy
+        units = split_units(messages)
+        layout = Layout(
+            messages=messages, units=units, overhead=estimate.total - estimate.tokenizer, context=context
+        )
+        draft, candidate = self._choose(layout, estimate.per_message, budget)
+        if draft is not None and draft.transcript is not None and draft.after > budget:
+            draft = plain_if_it_fits(layout, draft, budget, estimate.total)
+        mandatory = layout.overhead + mandatory_cost(estimate.per_message, units, candidate)
+        if draft is None or draft.after >= estimate.total:
+            # nothing to drop, or the note costs what it would replace: the input is the best there is
+            self._warn_over_budget(
+                context, estimate.total, budget, mandatory, messages, estimate.per_message, units
+            )
+            return messages
+        draft = await _give_a_home(layout, draft)
+        _report(context, len(messages), estimate.total, budget, draft)
+        if draft.after > budget:
+            self._warn_over_budget(
+                context, draft.after, budget, mandatory, messages, estimate.per_message, units
+            )
+        return draft.result
+
+    def _choose(
+        self, layout: Layout, per_message: Sequence[int], budget: int
+    ) -> tuple[Draft | None, WindowSelection | None]:
+        """The history to return (None when nothing can be dropped), and the last selection considered.
+
+        The note's size is only known once the cut is chosen (it carries the system prompt parts of what it
+        replaces, and dropping more only adds to them; it names the transcript of what it replaces): when the
+        assembled history overshoots, choose again with the note's real cost. A note that names its
+        transcript may so cost one more unit than a plain one: that unit is stored, not lost.
+        """
+        spill = layout.context.store is not None
+        note_cost = _NOTE_COST + (_REFERENCE_COST if spill else 0)
+        draft: Draft | None = None
+        candidate: WindowSelection | None = None
+        for _ in range(_MAX_PASSES):
+            candidate = select_window(
+                layout.messages,
+                layout.units,
+                per_message,
+                budget,
+                keep_first_user_message=layout.context.keep_first_user_message,
+                pin=layout.context.pin,
+                fixed_cost=layout.overhead + note_cost,
+            )
+            if not candidate.dropped_units or (
+                draft is not None and candidate.dropped_units == draft.selection.dropped_units
+            ):
+                break
+            draft = layout.draft(candidate, spill=spill)
+            real_note_cost = layout.context.counter.count_message(draft.note)
+            if draft.after <= budget or real_note_cost <= note_cost:
+                break
+            note_cost = real_note_cost
+        return draft, candidate
+
+    @staticmethod
+    def _warn_over_budget(
+        context: HistoryContext,
+        tokens: int,
+        budget: int,
+        mandatory: int,
+        messages: Sequence[ModelMessage],
+        per_message: Sequence[int],
+        units: Sequence[Unit],
+    ) -> None:
+        current = sum(per_message[units[-1].start : units[-1].end]) if units else 0
+        if mandatory > budget:
+            why = (
+                f'the preserved head, the system prompt and the current request ({current:,} tokens) '
+                f'alone are {mandatory:,} tokens and do not fit'
+            )
+        else:
+            why = (
+                f'the preserved head and the current request ({mandatory:,} tokens) fit, but no cut at a '
+                'unit boundary, with the note that stands for what it drops, does'
+            )
+        context.warn(
+            'over_budget',
+            f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: {why}',
+            tokens=tokens,
+            budget=budget,
+            current_request_tokens=current,
+            mandatory_tokens=mandatory,
+            messages=len(messages),
+        )
+
+
+def _report(
+    context: HistoryContext, messages_before: int, tokens_before: int, budget: int, draft: Draft
+) -> None:
+    """The `WindowApplied` event and its log line."""
+    selection = draft.selection
+    context.emit_event(
+        WindowApplied(
+            run_id=context.run_id,
+            messages_before=messages_before,
+            messages_after=len(draft.result),
+            tokens_before=tokens_before,
+            tokens_after=draft.after,
+            budget=budget,
+            units_dropped=len(selection.dropped_units),
+            pinned_kept=selection.pinned_kept,
+            reason=f'{tokens_before:,} tokens over the window budget of {budget:,}',
+        )
+    )
+    logger.info(
+        'window: %d -> %d messages, %d -> %d tokens (budget %d, %d units dropped, %d pinned kept)',
+        messages_before,
+        len(draft.result),
+        tokens_before,
+        draft.after,
+        budget,
+        len(selection.dropped_units),
+        selection.pinned_kept,
+    )
+
+
+async def _give_a_home(layout: Layout, draft: Draft) -> Draft:
+    """Store the transcript of what `draft` drops; when the store fails (or there is none), drop it anyway
+    and name the loss.
+
+    The window is the last line of defence: the request must fit, so a failed store never keeps content in.
+    The note then names no new transcript (it costs less than the one priced), and `ContentLost` names, at
+    error level, what went.
+    """
+    context = layout.context
+    transcript = draft.transcript
+    if transcript is not None and await store_transcript(
+        transcript, context, source=f'transcript of {transcript.messages} messages the window removed'
+    ):
+        if not draft.named:
+            # The app can still find the transcript by the id in this warning.
+            context.warn(
+                'window_reference_omitted',
+                f'the note naming the stored transcript {transcript.artifact_id} does not fit the budget; '
+                'the window wrote a note without it',
+                artifact_id=transcript.artifact_id,
+            )
+        return draft
+    if draft.named:
+        draft = layout.plain(draft.selection, draft.dropped, None)
+    lost = [m for m in draft.dropped if not marker_kind(m)]
+    if lost:
+        why = 'the store failed' if context.store is not None else 'there is no store'
+        context.lost('window', 'window_dropped', f'{why}; the window note tells the model', lost)
+    return draft
