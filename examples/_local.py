@@ -92,4 +92,4 @@ def wire(processor: Any) -> dict[str, Any]:
         from pydantic_ai.capabilities import ProcessHistory  # noqa: F401
     except ImportError:  # pydantic-ai 1.0
         return {'history_processors': [processor], 'toolsets': [processor.readback_toolset()]}
-    return {'capabilities': [processor.capability()]}
+    return {'capabilities': [processor]}

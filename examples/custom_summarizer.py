@@ -1,8 +1,8 @@
 """A custom summarizer: a separate (usually cheaper) model, with your own instructions.
 
-`summarizer_model` takes a model name or any pydantic-ai `Model`; here a local `FunctionModel` that
-writes a ticket-style summary (or `EXAMPLE_SUMMARIZER`, default `openai:gpt-4o-mini`, when
-`OPENAI_API_KEY` is set). `summarizer_instructions` replaces the default section list and rules.
+`SummarizerSettings(model=...)` takes a model name or any pydantic-ai `Model`; here a local `FunctionModel`
+that writes a ticket-style summary (or `EXAMPLE_SUMMARIZER`, default `openai:gpt-4o-mini`, when
+`OPENAI_API_KEY` is set). `SummarizerSettings(instructions=...)` replaces the default section list and rules.
 
 Run: python examples/custom_summarizer.py
 """
@@ -17,7 +17,13 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_history import CompactionResult, create_history_processor
+from pydantic_ai_history import (
+    CompactionResult,
+    CompactionSettings,
+    ContextPolicy,
+    SummarizerSettings,
+    create_history_processor,
+)
 
 INSTRUCTIONS = (
     'Summarize the support session as a ticket: a one-line title, then "Customer facts", "Actions taken" and '
@@ -55,12 +61,12 @@ def main() -> None:
     model = name or local_agent_model(tool_loop('lookup_customers', lambda i: {'page': i}, rounds=8), 16_000)
     summaries: list[CompactionResult] = []
     processor = create_history_processor(
-        context_window=16_000,
-        max_tokens=6_000,
-        target_tokens=2_000,
-        summarizer_model=summarizer or FunctionModel(ticket_summarizer, model_name='ticket-summarizer'),
-        summarizer_instructions=INSTRUCTIONS,
-        on_compaction=summaries.append,
+        policy=ContextPolicy(context_window=16_000, max_tokens=6_000, target_tokens=2_000),
+        summarizer=SummarizerSettings(
+            model=summarizer or FunctionModel(ticket_summarizer, model_name='ticket-summarizer'),
+            instructions=INSTRUCTIONS,
+        ),
+        compaction=CompactionSettings(on_compaction=summaries.append),
     )
     agent = Agent(model, **wire(processor))
 

@@ -1,4 +1,4 @@
-"""Log every compaction with `on_compaction` (and every other decision with `on_event`).
+"""Log every compaction (`CompactionSettings(on_compaction=...)`) and every other decision (`on_event`).
 
 `on_compaction` receives each `CompactionResult`: how many messages and tokens went in and out, how the
 summary was made (`llm`, `cache`, or a deterministic fallback) and the summary itself. The package also
@@ -14,7 +14,14 @@ import logging
 from _local import local_agent_model, local_summarizer, real_model_name, records, tool_loop, wire
 from pydantic_ai import Agent
 
-from pydantic_ai_history import CompactionResult, HistoryEvent, create_history_processor
+from pydantic_ai_history import (
+    CompactionResult,
+    CompactionSettings,
+    ContextPolicy,
+    HistoryEvent,
+    SummarizerSettings,
+    create_history_processor,
+)
 
 logger = logging.getLogger('myapp.history')
 
@@ -42,11 +49,9 @@ def main() -> None:
     name = real_model_name()
     model = name or local_agent_model(tool_loop('lookup_customers', lambda i: {'page': i}, rounds=12), 16_000)
     processor = create_history_processor(
-        context_window=16_000,
-        max_tokens=5_000,
-        target_tokens=1_500,
-        summarizer_model=name or local_summarizer(),
-        on_compaction=log_compaction,
+        policy=ContextPolicy(context_window=16_000, max_tokens=5_000, target_tokens=1_500),
+        summarizer=SummarizerSettings(model=name or local_summarizer()),
+        compaction=CompactionSettings(on_compaction=log_compaction),
         on_event=log_event,
     )
     agent = Agent(model, **wire(processor))

@@ -24,7 +24,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo
 
-from pydantic_ai_history import create_history_processor
+from pydantic_ai_history import ContextPolicy, SummarizerSettings, create_history_processor
 
 NEEDLE = 'ERROR node-17: disk full on /var/lib/postgres (write of 8192 bytes failed)'
 
@@ -77,10 +77,8 @@ def main() -> None:
     name = real_model_name()
     model = name or local_agent_model(scripted, 16_000)
     processor = create_history_processor(
-        context_window=16_000,
-        max_tokens=12_000,
-        target_tokens=4_000,
-        summarizer_model=name or local_summarizer(),
+        policy=ContextPolicy(context_window=16_000, max_tokens=12_000, target_tokens=4_000),
+        summarizer=SummarizerSettings(model=name or local_summarizer()),
     )
     agent = Agent(model, **wire(processor))  # the capability (or, on 1.0, the toolset) brings `read_artifact`
 

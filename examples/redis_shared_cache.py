@@ -26,7 +26,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import FunctionModel
 
-from pydantic_ai_history import create_history_processor
+from pydantic_ai_history import ContextPolicy, SummarizerSettings, create_history_processor
 from pydantic_ai_history.cache import redis_cache
 
 URL = os.environ.get('REDIS_URL', 'redis://localhost:6379/0')
@@ -51,17 +51,13 @@ def saved_conversation() -> list[ModelMessage]:
 async def worker(number: int, history: list[ModelMessage], prefix: str) -> tuple[str, int, bool]:
     cache = redis_cache(URL, prefix=prefix, socket_timeout=0.5)
     name = real_model_name()
+    methods: list[str] = []
     processor = create_history_processor(
         model=FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('unused')]), model_name='gpt-4o'),
-        context_window=16_000,
-        max_tokens=6_000,
-        target_tokens=2_000,
-        summarizer_model=name or local_summarizer(),
+        policy=ContextPolicy(context_window=16_000, max_tokens=6_000, target_tokens=2_000),
+        summarizer=SummarizerSettings(model=name or local_summarizer()),
         cache=cache,
-    )
-    methods: list[str] = []
-    processor.on_event = lambda e: (
-        methods.append(getattr(e, 'method', '')) if e.kind == 'CompactionResult' else None
+        on_event=lambda e: methods.append(getattr(e, 'method', '')) if e.kind == 'CompactionResult' else None,
     )
     await processor.process(history)
     stats = processor.stats().overall

@@ -1,4 +1,4 @@
-"""pydantic-ai 2.x (and late 1.x): the processor as a capability, `capabilities=[processor.capability()]`.
+"""pydantic-ai 2.x (and late 1.x): the processor is a capability, `Agent(capabilities=[processor])`.
 
 The capability runs the processor before every model request and adds the `read_artifact` tool. The
 generic `pydantic_ai.capabilities.ProcessHistory(processor)` works too, without the read-back tool.
@@ -14,7 +14,7 @@ from importlib.metadata import version
 from _local import local_agent_model, local_summarizer, real_model_name, records, tool_loop
 from pydantic_ai import Agent
 
-from pydantic_ai_history import create_history_processor
+from pydantic_ai_history import ContextPolicy, SummarizerSettings, create_history_processor
 
 PYDANTIC_AI = version('pydantic-ai-slim')
 
@@ -31,12 +31,10 @@ def main() -> None:
     name = real_model_name()
     model = name or local_agent_model(tool_loop('lookup_customers', lambda i: {'page': i}, rounds=6), 16_000)
     processor = create_history_processor(
-        context_window=16_000,
-        max_tokens=6_000,
-        target_tokens=2_000,
-        summarizer_model=name or local_summarizer(),
+        policy=ContextPolicy(context_window=16_000, max_tokens=6_000, target_tokens=2_000),
+        summarizer=SummarizerSettings(model=name or local_summarizer()),
     )
-    agent = Agent(model, capabilities=[processor.capability()])
+    agent = Agent(model, capabilities=[processor])
 
     @agent.tool_plain
     def lookup_customers(page: int) -> str:

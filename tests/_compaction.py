@@ -22,10 +22,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from _history import call, conversations, load_conversation, result, system_user
-from pydantic_ai_history import HistoryEvent, TokenCounter
+from pydantic_ai_history import HistoryEvent
 from pydantic_ai_history._compat import pydantic_ai_version
 from pydantic_ai_history._context import HistoryContext
 from pydantic_ai_history.cache import MemoryCache
+from pydantic_ai_history.tokens import TokenCounter
 
 MAJOR = int(pydantic_ai_version().split('.')[0])
 HAS_MESSAGE_METADATA = 'metadata' in {f.name for f in dataclasses.fields(ModelRequest)}

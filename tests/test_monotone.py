@@ -12,18 +12,20 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from _history import call, reply, result, system_user, user
 from pydantic_ai_history import (
     CompactionResult,
+    ContextLimits,
+    ContextPolicy,
     HistoryContext,
     HistoryEvent,
     HistoryProcessor,
     HistoryWarning,
     SlidingWindow,
     StageFailed,
-    TokenCounter,
+    SummarizerSettings,
     WindowApplied,
-    WindowSettings,
     create_history_processor,
     validate_history,
 )
+from pydantic_ai_history.tokens import TokenCounter
 
 pytestmark = pytest.mark.anyio
 
@@ -59,10 +61,8 @@ async def test_issue_example_a_fitting_history_comes_out_unchanged() -> None:
     events: list[HistoryEvent] = []
     processor = create_history_processor(
         model='gpt-4o',
-        context_window=100_000,
-        max_tokens=int(budget * 0.8),
-        summarizer_model=long_summarizer(900),
-        window=WindowSettings(budget=budget),
+        policy=ContextPolicy(context_window=100_000, budget_tokens=budget, max_tokens=int(budget * 0.8)),
+        summarizer=SummarizerSettings(model=long_summarizer(900)),
         artifacts=False,
         on_event=events.append,
     )
@@ -79,22 +79,25 @@ async def test_a_compaction_that_would_not_shrink_is_skipped_before_any_guard() 
 
     history = _fitting_history()
     size = tokens(history)
-    stage = Compactor(
-        CompactionSettings(
-            max_tokens=size // 2, target_tokens=size // 4, summarizer_model=long_summarizer(900)
-        )
-    )
+    limits = ContextLimits.fixed(budget=100_000, trigger=size // 2, target=size // 4)
+    stage = Compactor(CompactionSettings())
     events: list[HistoryEvent] = []
-    context = HistoryContext(counter=COUNTER, context_window=None, emit_event=events.append)
+    context = HistoryContext(
+        counter=COUNTER,
+        limits=limits,
+        summarizer=SummarizerSettings(model=long_summarizer(900)),
+        emit_event=events.append,
+    )
     out = await stage(history, context)
     assert out is history
     assert not [e for e in events if isinstance(e, CompactionResult)]
     # a short summary does shrink it: the same stage compacts
-    stage = Compactor(
-        CompactionSettings(max_tokens=size // 2, target_tokens=size // 4, summarizer_model=long_summarizer(5))
-    )
+    stage = Compactor(CompactionSettings())
     longer = [*history, reply(text(300)), user('and then?')]
-    out = await stage(longer, HistoryContext(counter=COUNTER, context_window=None))
+    context = HistoryContext(
+        counter=COUNTER, limits=limits, summarizer=SummarizerSettings(model=long_summarizer(5))
+    )
+    out = await stage(longer, context)
     assert out is not longer
     assert tokens(out) < tokens(longer)
 
@@ -107,7 +110,10 @@ async def test_the_window_never_grows_an_over_budget_history() -> None:
     budget = tokens([history[0], history[-1]]) - 20
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings(budget=budget))], model='gpt-4o', on_event=events.append
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        policy=ContextPolicy(budget_tokens=budget),
+        on_history_event=events.append,
     )
     out = await processor.process(history)
     assert tokens(out) <= size
@@ -124,7 +130,10 @@ async def test_the_over_budget_warning_does_not_claim_the_mandatory_part_is_too_
     budget = head_and_current + 3  # the head and the current request fit; with any note they do not
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings(budget=budget))], model='gpt-4o', on_event=events.append
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        policy=ContextPolicy(budget_tokens=budget),
+        on_history_event=events.append,
     )
     out = await processor.process(history)
     assert tokens(out) <= tokens(history)
@@ -163,7 +172,7 @@ async def test_the_guard_rejects_a_broken_pair_even_when_the_violation_count_goe
     broken = [opening, reply('hm'), result('f', 'c1', 'data'), reply('ok'), history[-1]]
     assert len([v for v in validate_history(broken) if v.severity == 'error']) == 1
     events: list[HistoryEvent] = []
-    processor = HistoryProcessor([_Stage(broken)], model='gpt-4o', on_event=events.append)
+    processor = HistoryProcessor(stages=[_Stage(broken)], model='gpt-4o', on_history_event=events.append)
     out = await processor.process(history)
     assert all(a is b for a, b in zip(out, history, strict=True))
     [failed] = [e for e in events if isinstance(e, StageFailed)]
@@ -171,7 +180,7 @@ async def test_the_guard_rejects_a_broken_pair_even_when_the_violation_count_goe
 
     # dropping the orphans alone (no pair broken) is accepted
     fixed = [opening, reply('hm'), *history[3:]]
-    processor = HistoryProcessor([_Stage(fixed)], model='gpt-4o')
+    processor = HistoryProcessor(stages=[_Stage(fixed)], model='gpt-4o')
     assert await processor.process(history) == fixed
 
 
@@ -181,7 +190,10 @@ async def test_the_processor_never_turns_a_fitting_history_into_one_that_does_no
     budget = tokens(history) + 50
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [_Stage(bigger)], model='gpt-4o', context_window=budget, on_event=events.append
+        stages=[_Stage(bigger)],
+        model='gpt-4o',
+        policy=ContextPolicy(budget_tokens=budget),
+        on_history_event=events.append,
     )
     out = await processor.process(history)
     assert all(a is b for a, b in zip(out, history, strict=True))
@@ -198,7 +210,10 @@ async def test_a_stage_may_grow_the_history_when_a_later_one_brings_it_within_bu
     budget = tokens(history) + 20
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [_Stage(bigger), SlidingWindow(WindowSettings(budget=budget))], model='gpt-4o', on_event=events.append
+        stages=[_Stage(bigger), SlidingWindow()],
+        model='gpt-4o',
+        policy=ContextPolicy(budget_tokens=budget),
+        on_history_event=events.append,
     )
     out = await processor.process(history)
     assert tokens(out) <= budget
@@ -210,7 +225,7 @@ async def test_a_stage_may_not_add_a_violation_where_there_was_none() -> None:
     history = [system_user('sys', 'task'), reply('ok'), user('now')]
     with_empty = [history[0], ModelResponse(parts=[]), history[-1]]
     events: list[HistoryEvent] = []
-    processor = HistoryProcessor([_Stage(with_empty)], model='gpt-4o', on_event=events.append)
+    processor = HistoryProcessor(stages=[_Stage(with_empty)], model='gpt-4o', on_history_event=events.append)
     out = await processor.process(history)
     assert all(a is b for a, b in zip(out, history, strict=True))
     [failed] = [e for e in events if isinstance(e, StageFailed)]
@@ -233,7 +248,10 @@ async def test_a_history_starting_with_a_response_keeps_its_first_user_message()
     budget = tokens([*history[:4], *history[-2:]]) + 60
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings(budget=budget))], model='gpt-4o', on_event=events.append
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        policy=ContextPolicy(budget_tokens=budget),
+        on_history_event=events.append,
     )
     out = await processor.process(history)
     assert history[3] in out

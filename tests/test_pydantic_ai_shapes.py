@@ -20,14 +20,15 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from _pai_shapes import VALID, agent_histories, handbuilt, repair_changes, repair_functions
 from pydantic_ai_history import (
+    ContextPolicy,
     HistoryProcessor,
     SlidingWindow,
     StageFailed,
-    TokenCounter,
-    WindowSettings,
+    SummarizerSettings,
     create_history_processor,
 )
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
+from pydantic_ai_history.tokens import TokenCounter
 
 pytestmark = pytest.mark.filterwarnings('ignore:`RetryPromptPart` is deprecated')
 
@@ -64,23 +65,28 @@ def _tokens(messages: list[ModelMessage]) -> int:
 
 
 def _window_only(budget: int, _: int) -> HistoryProcessor:
-    return HistoryProcessor([SlidingWindow(WindowSettings(budget=budget))], model='gpt-4o')
+    return HistoryProcessor(
+        stages=[SlidingWindow()], model='gpt-4o', policy=ContextPolicy(budget_tokens=budget)
+    )
 
 
 def _compaction_only(budget: int, words: int) -> HistoryProcessor:
-    settings = CompactionSettings(
-        max_tokens=max(budget, 4), target_tokens=max(budget // 3, 1), summarizer_model=_summarizer(words)
+    policy = ContextPolicy(budget_tokens=budget, max_tokens=max(budget, 4), target_tokens=max(budget // 3, 1))
+    return HistoryProcessor(
+        stages=[Compactor(CompactionSettings())],
+        model='gpt-4o',
+        policy=policy,
+        summarizer=SummarizerSettings(model=_summarizer(words)),
     )
-    return HistoryProcessor([Compactor(settings)], model='gpt-4o', context_window=budget)
 
 
 def _full(budget: int, words: int) -> HistoryProcessor:
     return create_history_processor(
         model='gpt-4o',
-        context_window=10_000_000,
-        max_tokens=max(int(budget * 0.8), 1),
-        summarizer_model=_summarizer(words),
-        window=WindowSettings(budget=budget),
+        policy=ContextPolicy(
+            context_window=10_000_000, budget_tokens=budget, max_tokens=max(int(budget * 0.8), 1)
+        ),
+        summarizer=SummarizerSettings(model=_summarizer(words)),
     )
 
 
@@ -106,7 +112,7 @@ def test_harvest_at_a_ladder_of_budgets(pipeline: str) -> None:
                 budget = max(int(size * fraction), 1)
                 events: list[Any] = []
                 processor = PIPELINES[pipeline](budget, words)
-                processor.on_event = events.append
+                processor.on_history_event = events.append
                 before = ModelMessagesTypeAdapter.dump_json(messages)
                 snapshot = copy.deepcopy(messages)
                 out = asyncio.run(processor.process(messages))
@@ -139,7 +145,9 @@ def test_the_pre_send_repair_check_can_fail() -> None:
 def test_output_is_the_input_under_a_huge_window(name: str) -> None:
     messages = HISTORIES[name]
     processor = create_history_processor(
-        model='gpt-4o', context_window=10_000_000, summarizer_model=_summarizer(5)
+        model='gpt-4o',
+        policy=ContextPolicy(context_window=10_000_000),
+        summarizer=SummarizerSettings(model=_summarizer(5)),
     )
     out = asyncio.run(processor.process(messages))
     assert len(out) == len(messages)

@@ -23,7 +23,14 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_history import CompactionResult, HistoryEvent, create_history_processor, validate_history
+from pydantic_ai_history import (
+    CompactionResult,
+    ContextPolicy,
+    HistoryEvent,
+    SummarizerSettings,
+    create_history_processor,
+    validate_history,
+)
 from pydantic_ai_history._compat import HAS_CAPABILITIES, ProcessHistory
 
 pytestmark = [
@@ -97,10 +104,8 @@ def test_approved_tool_result_survives_compaction() -> None:
     summaries: list[str] = []
     events: list[HistoryEvent] = []
     processor = create_history_processor(
-        context_window=20_000,
-        max_tokens=3_000,
-        target_tokens=2_400,
-        summarizer_model=_summarizer(summaries),
+        policy=ContextPolicy(context_window=20_000, max_tokens=3_000, target_tokens=2_400),
+        summarizer=SummarizerSettings(model=_summarizer(summaries)),
         artifacts=False,
         on_event=events.append,
     )

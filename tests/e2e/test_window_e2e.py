@@ -24,11 +24,11 @@ from pydantic_ai.messages import (
 )
 
 from pydantic_ai_history import (
+    ContextPolicy,
     HistoryEvent,
     HistoryProcessor,
     SlidingWindow,
     WindowApplied,
-    WindowSettings,
     assert_valid_history,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES, ProcessHistory
@@ -94,7 +94,7 @@ def _responder() -> Callable[[list[ModelMessage], Any], ModelResponse]:
 def _integrations() -> list[str]:
     ways = ['history_processors'] if not HAS_CAPABILITIES or _history_processors_allowed() else []
     if HAS_CAPABILITIES:
-        ways += ['ProcessHistory', 'capability']
+        ways += ['ProcessHistory', 'capability()', 'processor']
     return ways
 
 
@@ -112,8 +112,10 @@ def _agent(provider: StrictProvider, processor: HistoryProcessor, way: str) -> A
         agent: Agent[None, str] = Agent(model, system_prompt=SYSTEM, history_processors=[processor])
     elif way == 'ProcessHistory':
         agent = Agent(model, system_prompt=SYSTEM, capabilities=[ProcessHistory(processor)])
-    else:
+    elif way == 'capability()':  # the 0.1.0 spelling, kept working
         agent = Agent(model, system_prompt=SYSTEM, capabilities=[processor.capability()])
+    else:  # the processor is itself the capability
+        agent = Agent(model, system_prompt=SYSTEM, capabilities=[processor])
     return agent
 
 
@@ -126,7 +128,9 @@ async def test_long_tool_loop_stays_valid_and_inside_the_window(fixtures_dir: Pa
     events: list[HistoryEvent] = []
     recorder = _Recorder()
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings()), recorder], context_window=WINDOW, on_event=events.append
+        stages=[SlidingWindow(), recorder],
+        policy=ContextPolicy(context_window=WINDOW),
+        on_history_event=events.append,
     )
     agent = _agent(provider, processor, way)
 

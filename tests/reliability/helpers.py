@@ -1,7 +1,8 @@
 """Agents, models and processors for the reliability suite, on every supported pydantic-ai version.
 
 `full_processor` composes the three stages in the documented order (artifact planner, compactor, sliding
-window) from their public settings, as `create_history_processor` does once the lead wires them there.
+window) from their public settings, under one context policy and one summarizer, as
+`create_history_processor` does.
 """
 
 from __future__ import annotations
@@ -18,9 +19,15 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 from strategies import MARKER, errors, text_of
 
-from pydantic_ai_history import HistoryEvent, HistoryProcessor, SlidingWindow, WindowSettings
+from pydantic_ai_history import (
+    ContextPolicy,
+    HistoryEvent,
+    HistoryProcessor,
+    SlidingWindow,
+    SummarizerSettings,
+)
 from pydantic_ai_history._compat import HAS_CAPABILITIES
-from pydantic_ai_history.cache import SummaryCache
+from pydantic_ai_history.cache import MemoryCache, SummaryCache
 from pydantic_ai_history.stages.artifacts import ArtifactPlanner, ArtifactSettings
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 from pydantic_ai_history.store import ArtifactStore, MemoryStore, StoredArtifact
@@ -102,22 +109,24 @@ def full_processor(
         summary_max_tokens=400,
     )
     return HistoryProcessor(
-        [
-            ArtifactPlanner(artifacts),
-            Compactor(compaction),
-            SlidingWindow(WindowSettings(budget=window_budget)),
-        ],
-        context_window=context_window,
-        cache=cache,
-        store=store,
-        on_event=on_event,
+        stages=[ArtifactPlanner(artifacts), Compactor(compaction), SlidingWindow()],
+        policy=ContextPolicy(
+            context_window=context_window,
+            max_tokens=max_tokens,
+            target_tokens=target_tokens,
+            budget_tokens=window_budget,
+        ),
+        summarizer=SummarizerSettings(model=summarizer, timeout=summarizer_timeout),
+        cache=cache if cache is not None else MemoryCache(),
+        store=store if store is not None else MemoryStore(),
+        on_history_event=on_event,
     )
 
 
 def make_agent(model: Any, processor: HistoryProcessor, **kwargs: Any) -> Agent[None, str]:
     """An agent with the processor plugged in the way this pydantic-ai version supports."""
     if HAS_CAPABILITIES:
-        return Agent(model, capabilities=[processor.capability()], **kwargs)
+        return Agent(model, capabilities=[processor], **kwargs)
     return Agent(model, history_processors=[processor], toolsets=[processor.readback_toolset()], **kwargs)
 
 

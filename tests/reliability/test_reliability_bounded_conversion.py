@@ -23,7 +23,7 @@ from hostile_files import MB, lying_wav
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
 from _history import reply, user
-from pydantic_ai_history import HistoryProcessor, SlidingWindow, WindowSettings
+from pydantic_ai_history import ContextPolicy, HistoryProcessor, SlidingWindow
 from pydantic_ai_history._compat import BinaryContent
 from pydantic_ai_history.files import ConvertedDocument, FittedAudio, UnreadableFile, read_file
 from pydantic_ai_history.tokens import TokenCounter
@@ -283,7 +283,7 @@ async def test_lying_wav_does_not_wipe_the_conversation() -> None:
         )
     )
     assert len(history) == 27
-    processor = HistoryProcessor([SlidingWindow(WindowSettings())], context_window=32_000)
+    processor = HistoryProcessor(stages=[SlidingWindow()], policy=ContextPolicy(context_window=32_000))
     out = await processor.process(history)
     assert out == history
     assert not validate_history(out)

@@ -30,12 +30,12 @@ from pydantic_ai_history import (
     HistoryProcessor,
     HistoryWarning,
     StageFailed,
-    TokenCounter,
     assert_valid_history,
 )
 from pydantic_ai_history.cache import FallbackCache, redis_cache
 from pydantic_ai_history.store import ArtifactStore, DirectoryStore
 from pydantic_ai_history.testing import StrictProvider
+from pydantic_ai_history.tokens import TokenCounter
 
 pytestmark = pytest.mark.anyio
 

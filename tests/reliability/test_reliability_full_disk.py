@@ -35,11 +35,11 @@ from pydantic_ai_history import (
     HistoryEvent,
     HistoryWarning,
     StageFailed,
-    TokenCounter,
     assert_valid_history,
 )
 from pydantic_ai_history.store import DirectoryStore, StoredArtifact
 from pydantic_ai_history.testing import StrictProvider
+from pydantic_ai_history.tokens import TokenCounter
 
 pytestmark = pytest.mark.anyio
 

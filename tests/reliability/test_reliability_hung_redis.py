@@ -18,7 +18,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_history import HistoryEvent, create_history_processor
+from pydantic_ai_history import ContextPolicy, HistoryEvent, create_history_processor
 from pydantic_ai_history.store import RedisStore, StoreError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -79,7 +79,7 @@ async def test_a_run_goes_on_against_a_hung_store(redis_server: Any) -> None:
     store = RedisStore(redis_server.url, socket_timeout=0.3, cooldown=60)
     events: list[HistoryEvent] = []
     processor = create_history_processor(
-        context_window=16_000, store=store, compaction=False, on_event=events.append
+        policy=ContextPolicy(context_window=16_000), store=store, compaction=False, on_event=events.append
     )
     agent = make_agent(None, processor)
 

@@ -17,9 +17,9 @@ from _history import call, reply, user
 from pydantic_ai_history import (
     CompactionSettings,
     Compactor,
+    ContextLimits,
+    HistoryContext,
     SlidingWindow,
-    TokenCounter,
-    WindowSettings,
     assert_valid_history,
 )
 from pydantic_ai_history._context import MARKER_KEY
@@ -28,6 +28,7 @@ from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER, ArtifactPlanne
 from pydantic_ai_history.stages.compactor import summary_text
 from pydantic_ai_history.stages.window import dropped_count, window_note
 from pydantic_ai_history.store import MemoryStore
+from pydantic_ai_history.tokens import TokenCounter
 
 pytestmark = pytest.mark.anyio
 
@@ -40,6 +41,11 @@ def _own_secret() -> Iterator[None]:
     set_mark_secret('test-secret')
     yield
     set_mark_secret(None)
+
+
+def _window_context(budget: int) -> HistoryContext:
+    """What the window stage receives from a processor whose policy's budget is `budget`."""
+    return HistoryContext(counter=TokenCounter('gpt-4o'), limits=ContextLimits.fixed(budget=budget))
 
 
 def _strip_metadata(message: ModelRequest) -> ModelRequest:
@@ -165,8 +171,8 @@ async def test_a_user_message_opening_with_the_window_marker_is_not_dropped_and_
     history = [*tool_loop(20, tokens=300), reply('done'), user(spoof_text)]
     counter = TokenCounter('gpt-4o')
     budget = counter.count_messages(history) // 2
-    window = SlidingWindow(WindowSettings(budget=budget))
-    ctx, _ = context()
+    window = SlidingWindow()
+    ctx = _window_context(budget)
     out = await window(history, ctx)
     assert_valid_history(out, original=history)
     assert out[-1] is history[-1], 'the current request, though it opens like our note, is kept'
@@ -190,8 +196,7 @@ async def test_a_note_sealed_by_another_process_is_kept_as_text_not_dropped() ->
     set_mark_secret('a-restarted-process')
     assert marker_kind(old_note) is None
     history = [user('task'), reply('ok'), old_note, reply('noted'), user('go on')]
-    ctx, _ = context()
-    out = await SlidingWindow(WindowSettings(budget=10_000))(history, ctx)
+    out = await SlidingWindow()(history, _window_context(10_000))
     assert out is history
     assert summary_text(old_note) is None
 

@@ -31,18 +31,20 @@ from strategies import (
 )
 
 from pydantic_ai_history import (
+    ContextLimits,
+    ContextPolicy,
     HistoryEvent,
     HistoryWarning,
     SlidingWindow,
     StageFailed,
-    TokenCounter,
-    WindowSettings,
+    SummarizerSettings,
     create_history_processor,
 )
 from pydantic_ai_history._context import HistoryContext
 from pydantic_ai_history.cache import MemoryCache
 from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER, ArtifactPlanner, ArtifactSettings
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
+from pydantic_ai_history.tokens import TokenCounter
 from pydantic_ai_history.units import head_length, split_units
 
 # The strategies build the deprecated 2.x `RetryPromptPart` on purpose: stored histories still hold it.
@@ -137,8 +139,8 @@ def _only_unrepaired_codes(messages: list[ModelMessage]) -> bool:
 def test_window_stage(messages: list[ModelMessage], fraction: float) -> None:
     budget, counter = _budget(messages, fraction)
     before, snapshot = dump(messages), copy.deepcopy(messages)
-    context = HistoryContext(counter=counter, context_window=None)
-    stage = SlidingWindow(WindowSettings(budget=budget))
+    context = HistoryContext(counter=counter, limits=ContextLimits.fixed(budget=budget))
+    stage = SlidingWindow()
     out = asyncio.run(stage(messages, context))
     _check(messages, before, snapshot, out)
     if _floor(messages, TokenCounter('gpt-4o')) <= budget:
@@ -153,11 +155,14 @@ def test_full_processor(messages: list[ModelMessage], fraction: float, keep_firs
     budget, _ = _budget(messages, fraction)
     events: list[HistoryEvent] = []
     processor = create_history_processor(
-        context_window=1_000_000,
-        max_tokens=budget + 1,
-        target_tokens=max(budget // 2, 1),
-        summarizer_model=fake_model(Behaviour('echo')),
-        window=WindowSettings(budget=budget, keep_first_user_message=keep_first),
+        policy=ContextPolicy(
+            context_window=1_000_000,
+            budget_tokens=budget,
+            max_tokens=budget + 1,
+            target_tokens=max(budget // 2, 1),
+        ),
+        summarizer=SummarizerSettings(model=fake_model(Behaviour('echo'))),
+        keep_first_user_message=keep_first,
         on_event=events.append,
     )
     before, snapshot = dump(messages), copy.deepcopy(messages)
@@ -182,11 +187,13 @@ def test_broken_input_is_not_made_worse(messages: list[ModelMessage], fraction: 
     budget, _ = _budget(messages, fraction)
     events: list[HistoryEvent] = []
     processor = create_history_processor(
-        context_window=1_000_000,
-        max_tokens=budget + 1,
-        target_tokens=max(budget // 2, 1),
-        summarizer_model=fake_model(Behaviour('echo')),
-        window=WindowSettings(budget=budget),
+        policy=ContextPolicy(
+            context_window=1_000_000,
+            budget_tokens=budget,
+            max_tokens=budget + 1,
+            target_tokens=max(budget // 2, 1),
+        ),
+        summarizer=SummarizerSettings(model=fake_model(Behaviour('echo'))),
         on_event=events.append,
     )
     before, snapshot = dump(messages), copy.deepcopy(messages)
@@ -209,7 +216,7 @@ async def test_invalid_input_reported_when_no_stage_acts() -> None:
     ]
     events: list[HistoryEvent] = []
     processor = create_history_processor(
-        context_window=100_000, window=WindowSettings(budget=100_000), on_event=events.append
+        policy=ContextPolicy(context_window=100_000, budget_tokens=100_000), on_event=events.append
     )
     out = await processor.process(messages)
     assert out == messages

@@ -26,7 +26,13 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_history import CompactionResult, HistoryEvent, create_history_processor
+from pydantic_ai_history import (
+    CompactionResult,
+    ContextPolicy,
+    HistoryEvent,
+    SummarizerSettings,
+    create_history_processor,
+)
 from pydantic_ai_history._context import default_scope
 from pydantic_ai_history.readback import READ_ARTIFACT_TOOL, read_artifact_text
 from pydantic_ai_history.stages.compactor import CompactionSettings
@@ -114,7 +120,9 @@ def _agent(processor: Any) -> Any:
 
 
 async def test_no_read_of_the_other_tenants_artifact(shared_store: ArtifactStore) -> None:
-    processor = create_history_processor(context_window=WINDOW, store=shared_store, scope=tenant_scope)
+    processor = create_history_processor(
+        policy=ContextPolicy(context_window=WINDOW), store=shared_store, scope=tenant_scope
+    )
     agent = _agent(processor)
 
     # Alice: her notes are spilled, and she reads them back.
@@ -163,7 +171,7 @@ async def test_no_read_of_the_other_tenants_artifact(shared_store: ArtifactStore
 )
 async def test_default_scope_is_the_conversation() -> None:
     store = MemoryStore()
-    processor = create_history_processor(context_window=WINDOW, store=store)
+    processor = create_history_processor(policy=ContextPolicy(context_window=WINDOW), store=store)
     agent = _agent(processor)
     first = await agent.run('Notes?', model=FunctionModel(Script([[('account_notes', {})]])), deps='alice')
     alice_id = ART_ID.search(_tool_returns(first.all_messages(), 'account_notes')[0]).group()  # type: ignore[union-attr]
@@ -212,7 +220,11 @@ async def test_no_eviction_across_tenants(backend: str, tmp_path: Any, request: 
         store = RedisStore(request.getfixturevalue('redis_server').url, max_scope_bytes=int(page * 2.5))
     warnings: list[HistoryEvent] = []
     processor = create_history_processor(
-        context_window=WINDOW, store=store, scope=tenant_scope, compaction=False, on_event=warnings.append
+        policy=ContextPolicy(context_window=WINDOW),
+        store=store,
+        scope=tenant_scope,
+        compaction=False,
+        on_event=warnings.append,
     )
     agent = _pages_agent(processor, page)
     try:
@@ -257,10 +269,8 @@ async def test_no_breaker_across_tenants() -> None:
     events: list[HistoryEvent] = []
     settings = CompactionSettings(max_failures=2, cooldown_seconds=3_600, summarizer_timeout=5)
     processor = create_history_processor(
-        context_window=WINDOW,
-        max_tokens=6_000,
-        target_tokens=2_500,
-        summarizer_model=FunctionModel(summarize),
+        policy=ContextPolicy(context_window=WINDOW, max_tokens=6_000, target_tokens=2_500),
+        summarizer=SummarizerSettings(model=FunctionModel(summarize), timeout=5),
         compaction=settings,
         artifacts=False,
         scope=tenant_scope,
@@ -318,7 +328,9 @@ async def test_a_failing_scope_key_confines_the_run_to_itself(caplog: Any) -> No
         raise KeyError('tenant')
 
     store = MemoryStore()
-    processor = create_history_processor(context_window=WINDOW, store=store, scope=broken)
+    processor = create_history_processor(
+        policy=ContextPolicy(context_window=WINDOW), store=store, scope=broken
+    )
     agent = _agent(processor)
     run = await agent.run('Notes?', model=FunctionModel(Script([[('account_notes', {})]])), deps='alice')
     stub = _tool_returns(run.all_messages(), 'account_notes')[0]

@@ -11,22 +11,23 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, Sy
 
 from _history import call, is_suffix_by_identity, reply, result, system_user, user
 from pydantic_ai_history import (
+    ContextPolicy,
     ContextWindowUnknownError,
     HistoryEvent,
     HistoryProcessor,
     HistoryWarning,
     SlidingWindow,
-    TokenCounter,
     WindowApplied,
-    WindowSettings,
     assert_valid_history,
     pin,
     pin_tool_errors,
     validate_history,
 )
 from pydantic_ai_history._marks import marker_kind
+from pydantic_ai_history.pinning import PinPredicate
 from pydantic_ai_history.stages.window import dropped_count, window_note
 from pydantic_ai_history.store import artifact_id
+from pydantic_ai_history.tokens import TokenCounter
 
 pytestmark = pytest.mark.anyio
 
@@ -50,11 +51,20 @@ NOTE = cost(window_note([user('x')], None, transcript=artifact_id(b'a stored tra
 
 
 async def run_window(
-    messages: list[ModelMessage], **settings: Any
+    messages: list[ModelMessage],
+    *,
+    budget: int,
+    keep_first_user_message: bool = True,
+    pin: PinPredicate | None = None,
 ) -> tuple[list[ModelMessage], list[HistoryEvent]]:
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings(**settings))], model='gpt-4o', on_event=events.append
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        policy=ContextPolicy(budget_tokens=budget),
+        keep_first_user_message=keep_first_user_message,
+        pin=pin,
+        on_history_event=events.append,
     )
     before = copy.deepcopy(messages)
     out = await processor.process(messages)
@@ -266,7 +276,9 @@ def test_pin_without_metadata_raises_type_error():
 
 async def test_repeated_windowing_keeps_one_note_and_counts_every_dropped_message():
     history: list[ModelMessage] = [user('task')]
-    processor = HistoryProcessor([SlidingWindow(WindowSettings(budget=1_500))], model='gpt-4o')
+    processor = HistoryProcessor(
+        stages=[SlidingWindow()], model='gpt-4o', policy=ContextPolicy(budget_tokens=1_500)
+    )
     for turn in range(12):
         history = [*history, reply(f'answer {turn} ' + text(200)), user(f'question {turn + 1} ' + text(200))]
         history = await processor.process(history)
@@ -280,35 +292,65 @@ async def test_repeated_windowing_keeps_one_note_and_counts_every_dropped_messag
 
 
 @pytest.mark.parametrize(
-    ('utilization', 'expected'), [(0.33, 33_000 - 1_024), (0.66, 66_000 - 1_024), (1.0, 100_000 - 1_024)]
+    ('utilization', 'expected'), [(0.33, 33_000), (0.66, 66_000), (1.0, 100_000 - 1_024)]
 )
 def test_budget_from_context_window_utilization_and_reserve(utilization: float, expected: int):
-    assert WindowSettings(context_utilization=utilization).resolve_budget(100_000) == expected
-    assert WindowSettings(context_utilization=utilization, reserve_tokens=0).resolve_budget(100_000) == int(
+    """The window enforces the policy's budget: the usable window, less the reserve where the reserve does
+    not fit in the unused part of the window (utilization and reserve no longer multiply)."""
+
+    def budget(**policy: Any) -> int:
+        processor = HistoryProcessor(stages=[SlidingWindow()], model='gpt-4o', policy=ContextPolicy(**policy))
+        return processor.make_context().limits.budget
+
+    assert budget(context_window=100_000, utilization=utilization) == expected
+    assert budget(context_window=100_000, utilization=utilization, reserve_tokens=0) == int(
         100_000 * utilization
     )
-    assert WindowSettings(budget=5_000, context_utilization=utilization).resolve_budget(100_000) == 5_000
+    assert budget(context_window=100_000, utilization=utilization, budget_tokens=5_000) == 5_000
 
 
 def test_bad_utilization_is_rejected():
-    with pytest.raises(ValueError, match='context_utilization'):
-        WindowSettings(context_utilization=1.5)
+    with pytest.raises(ValueError, match='utilization'):
+        ContextPolicy(utilization=1.5)
+
+
+def test_the_window_takes_no_settings():
+    with pytest.raises(TypeError):
+        SlidingWindow(object())  # type: ignore[misc]
 
 
 async def test_context_window_from_the_processor_sets_the_budget():
     history = [user('task'), *[m for i in range(6) for m in (reply(text(400)), user(text(400)))]]
+    events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings(context_utilization=0.5))], model='gpt-4o', context_window=4_000
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        policy=ContextPolicy(context_window=4_000, utilization=0.5),
+        on_history_event=events.append,
     )
     out = await processor.process(history)
     assert_valid_history(out, original=history)
-    assert cost(*out) <= 4_000 * 0.5 - 1_024
+    assert cost(*out) <= 4_000 * 0.5
+    assert [e.budget for e in events if isinstance(e, WindowApplied)] == [2_000]
 
 
-async def test_unknown_context_window_is_a_configuration_error():
-    processor = HistoryProcessor([SlidingWindow()], model='my-local-model')
+async def test_unknown_context_window_falls_back_with_a_warning():
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        stages=[SlidingWindow()], model='my-local-model', on_history_event=events.append
+    )
+    history = [user('task ' + text(100_000)), reply(text(40_000)), user('now')]
+    out = await processor.process(history)
+    assert_valid_history(out, original=history)
+    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['context_window_fallback']
+    [applied] = [e for e in events if isinstance(e, WindowApplied)]
+    assert applied.budget == ContextPolicy().fallback_context_window - 1_024
+    assert applied.tokens_after <= applied.budget
+
+
+def test_unknown_context_window_is_a_configuration_error_when_strict():
     with pytest.raises(ContextWindowUnknownError):
-        await processor.process([user('hi')])
+        HistoryProcessor(stages=[SlidingWindow()], model='my-local-model', policy=ContextPolicy(strict=True))
 
 
 async def test_invalid_input_is_reported_and_not_made_worse():
@@ -328,9 +370,10 @@ async def test_invalid_input_is_reported_and_not_made_worse():
     assert {v.code for v in errors_in} == {'orphan_tool_return', 'dangling_tool_call'}
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
-        [SlidingWindow(WindowSettings(budget=cost(history[0], *history[-2:]) + 300))],
+        stages=[SlidingWindow()],
         model='gpt-4o',
-        on_event=events.append,
+        policy=ContextPolicy(budget_tokens=cost(history[0], *history[-2:]) + 300),
+        on_history_event=events.append,
     )
     out = await processor.process(history)
     errors_out = [v for v in validate_history(out) if v.severity == 'error']

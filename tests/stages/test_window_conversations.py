@@ -13,17 +13,17 @@ from pydantic_ai.messages import ModelRequest, SystemPromptPart
 
 from _history import conversations, is_suffix_by_identity, load_conversation
 from pydantic_ai_history import (
+    ContextPolicy,
     HistoryEvent,
     HistoryProcessor,
     HistoryWarning,
     SlidingWindow,
-    TokenCounter,
     WindowApplied,
-    WindowSettings,
     assert_valid_history,
 )
 from pydantic_ai_history._marks import SEAL_TOKENS, marker_kind
 from pydantic_ai_history.stages.window import select_window
+from pydantic_ai_history.tokens import TokenCounter
 from pydantic_ai_history.units import split_units
 
 pytestmark = pytest.mark.anyio
@@ -56,8 +56,13 @@ async def test_window_on_real_conversations(
         total = counter.count_messages(history)
         budget = max(int(total * fraction), 50)
         events: list[HistoryEvent] = []
-        settings = WindowSettings(budget=budget, keep_first_user_message=keep_first)
-        processor = HistoryProcessor([SlidingWindow(settings)], model='gpt-4o', on_event=events.append)
+        processor = HistoryProcessor(
+            stages=[SlidingWindow()],
+            model='gpt-4o',
+            policy=ContextPolicy(budget_tokens=budget),
+            keep_first_user_message=keep_first,
+            on_history_event=events.append,
+        )
         out = await processor.process(history)
 
         assert_valid_history(out, original=history)

@@ -14,13 +14,13 @@ from pydantic_ai.messages import ModelMessage, ModelRequest
 from _history import call, reply, result, user
 from pydantic_ai_history import (
     ContentLost,
+    ContextLimits,
     HistoryContext,
     HistoryEvent,
     HistoryWarning,
     SlidingWindow,
-    TokenCounter,
+    SummarizerSettings,
     WindowApplied,
-    WindowSettings,
     assert_valid_history,
 )
 from pydantic_ai_history._compat import message_metadata
@@ -29,6 +29,7 @@ from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages._transcript import named_transcripts
 from pydantic_ai_history.stages.window import note_transcript, window_note
 from pydantic_ai_history.store import MemoryStore, StoredArtifact, artifact_id
+from pydantic_ai_history.tokens import TokenCounter
 
 pytestmark = pytest.mark.anyio
 
@@ -53,12 +54,15 @@ def cost(*messages: ModelMessage) -> int:
     return COUNTER.count_messages(messages)
 
 
-def context(store: MemoryStore | None) -> tuple[HistoryContext, list[HistoryEvent]]:
+def context(
+    store: MemoryStore | None, limits: ContextLimits, summarizer: SummarizerSettings | None = None
+) -> tuple[HistoryContext, list[HistoryEvent]]:
     events: list[HistoryEvent] = []
     return (
         HistoryContext(
             counter=TokenCounter('gpt-4o'),
-            context_window=None,
+            limits=limits,
+            summarizer=summarizer or SummarizerSettings(),
             store=store,
             emit_event=events.append,
             scope=SCOPE,
@@ -92,8 +96,8 @@ def note_text(note: ModelMessage) -> str:
 async def window(
     messages: list[ModelMessage], budget: int, store: MemoryStore | None
 ) -> tuple[list[ModelMessage], list[HistoryEvent]]:
-    ctx, events = context(store)
-    out = await SlidingWindow(WindowSettings(budget=budget))(messages, ctx)
+    ctx, events = context(store, ContextLimits.fixed(budget=budget))
+    out = await SlidingWindow()(messages, ctx)
     assert_valid_history(out, original=messages)
     assert cost(*out) <= budget
     return out, events
@@ -232,8 +236,8 @@ async def test_a_reference_that_would_grow_the_history_gives_way_to_the_plain_no
     assert cost(window_note(dropped, None)) < cost(*dropped)
     assert cost(window_note(dropped, None, transcript=artifact_id(b'x'))) > cost(*dropped)
     budget = cost(*history) - 40
-    ctx, events = context(store)
-    out = await SlidingWindow(WindowSettings(budget=budget))(history, ctx)
+    ctx, events = context(store, ContextLimits.fixed(budget=budget))
+    out = await SlidingWindow()(history, ctx)
     assert_valid_history(out, original=history)
     assert cost(history[0], window_note(dropped, None), history[-1]) <= cost(*out) < cost(*history)
     codes = [e.code for e in events if isinstance(e, HistoryWarning)]
@@ -255,11 +259,13 @@ async def test_a_compaction_that_evicts_a_window_note_keeps_its_transcript_reach
     window_id = note_transcript(note_of(windowed))
     assert window_id is not None
     grown = [*windowed, reply('ok'), *tool_turns(8, 12), user('and now')]
-    ctx, _ = context(store)
     summarizer = StubSummarizer(behaviour=lambda prompt, n: 'Work is progressing.')
-    out = await Compactor(
-        CompactionSettings(max_tokens=3_000, target_tokens=1_500, summarizer_model=summarizer.model())
-    )(grown, ctx)
+    ctx, _ = context(
+        store,
+        ContextLimits.fixed(budget=128_000, trigger=3_000, target=1_500),
+        SummarizerSettings(model=summarizer.model()),
+    )
+    out = await Compactor(CompactionSettings())(grown, ctx)
     assert not [m for m in out if marker_kind(m) == 'window'], 'the note was compacted'
     [sections] = [s for s in map(summary_sections, out) if s is not None]
     [compaction_id] = named_transcripts(sections.reference)
