@@ -26,7 +26,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-from pydantic_ai_history import TokenCounter
+from pydantic_ai_history.tokens import TokenCounter
 
 SHARED = Path(__file__).resolve().parents[1].parent / 'shared'
 CONVERSATIONS = SHARED / 'fixtures' / 'conversations'

@@ -39,10 +39,16 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from pydantic_ai_history import HistoryProcessor, TokenCounter
-from pydantic_ai_history._context import HistoryContext
+from pydantic_ai_history import (
+    ContextLimits,
+    ContextPolicy,
+    HistoryContext,
+    HistoryProcessor,
+    SummarizerSettings,
+)
 from pydantic_ai_history.cache import MemoryCache
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
+from pydantic_ai_history.tokens import TokenCounter
 
 SHARED = Path(__file__).resolve().parents[1].parent / 'shared'
 os.environ.setdefault('TIKTOKEN_CACHE_DIR', str(SHARED / 'tiktoken-cache'))
@@ -109,7 +115,16 @@ async def stub(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 def compactor() -> Compactor:
-    return Compactor(CompactionSettings(summarizer_model=FunctionModel(stub, model_name='stub')))
+    return Compactor(CompactionSettings())
+
+
+SUMMARIZER = SummarizerSettings(model=FunctionModel(stub, model_name='stub'))
+LIMITS = ContextLimits.fixed(budget=200_000, trigger=120_000, target=40_000)
+"""The compactor's 0.1.0 defaults (120K trigger, 40K target) under a 200K window."""
+
+
+def context(counter: TokenCounter, cache: MemoryCache) -> HistoryContext:
+    return HistoryContext(counter=counter, limits=LIMITS, summarizer=SUMMARIZER, cache=cache)
 
 
 async def median_ms(run: Callable[[], Coroutine[Any, Any, object]]) -> float:
@@ -136,12 +151,17 @@ async def main() -> None:
     stage = compactor()  # one long-lived stage, as in an app; a fresh cache each time so it really compacts
 
     async def stage_memoized() -> object:
-        ctx = HistoryContext(counter=counter, context_window=None, cache=MemoryCache())
+        ctx = context(counter, MemoryCache())
         return await stage(messages, ctx)  # the processor's `before` estimate memoized every count
 
     def processor(fresh_counter: bool) -> Callable[[], Coroutine[Any, Any, object]]:
         async def run() -> object:
-            p = HistoryProcessor([stage], model='gpt-4o', context_window=200_000)
+            p = HistoryProcessor(
+                stages=[stage],
+                model='gpt-4o',
+                policy=ContextPolicy(context_window=200_000, max_tokens=120_000, target_tokens=40_000),
+                summarizer=SUMMARIZER,
+            )
             if not fresh_counter:
                 p._counters[p.counter_for('gpt-4o').model_name] = counter
             return await p.process(messages)
@@ -165,13 +185,13 @@ async def main() -> None:
     # the reload path: the prefix is recorded once, then every reload finds it
     shared_cache = MemoryCache()
     recorder = compactor()
-    await recorder(messages, HistoryContext(counter=counter, context_window=None, cache=shared_cache))
+    await recorder(messages, context(counter, shared_cache))
     reloaded = list(ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(messages)))
     reloaded.append(ModelResponse(parts=[TextPart('one more')]))
     reloaded.append(ModelRequest(parts=[UserPromptPart('and one more question')]))
 
     async def reload_hit() -> object:
-        ctx = HistoryContext(counter=counter, context_window=None, cache=shared_cache)
+        ctx = context(counter, shared_cache)
         counter.estimate(reloaded)
         return await recorder(reloaded, ctx)
 
@@ -180,7 +200,7 @@ async def main() -> None:
     with Instrumented() as memo:
         await stage_memoized()
     with Instrumented() as cold:
-        ctx = HistoryContext(counter=TokenCounter('gpt-4o'), context_window=None, cache=MemoryCache())
+        ctx = context(TokenCounter('gpt-4o'), MemoryCache())
         out = await compactor()(messages, ctx)
     parts = sum(len(m.parts) for m in messages)
 

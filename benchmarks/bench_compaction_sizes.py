@@ -32,7 +32,14 @@ from pydantic_ai.usage import RequestUsage
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _sizes
 
-from pydantic_ai_history import CompactionResult, HistoryProcessor, TokenCounter, create_history_processor
+from pydantic_ai_history import (
+    CompactionResult,
+    ContextPolicy,
+    HistoryProcessor,
+    SummarizerSettings,
+    create_history_processor,
+)
+from pydantic_ai_history.tokens import TokenCounter
 
 SUMMARY = '\n'.join(
     f'## {s}\nnothing of note' for s in ('Goal and constraints', 'Decisions', 'Current state')
@@ -72,10 +79,12 @@ def processor(summarizer: Summarizer, tokens: int, events: list[Any]) -> History
     trigger = max(tokens // 2, 2_000)
     return create_history_processor(
         model='openai:gpt-4o',
-        context_window=max(tokens * 2, 200_000),
-        max_tokens=trigger,
-        target_tokens=min(40_000, trigger // 3),
-        summarizer_model=summarizer.model(),
+        policy=ContextPolicy(
+            context_window=max(tokens * 2, 200_000),
+            max_tokens=trigger,
+            target_tokens=min(40_000, trigger // 3),
+        ),
+        summarizer=SummarizerSettings(model=summarizer.model()),
         on_event=events.append,
     )
 

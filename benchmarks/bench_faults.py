@@ -36,12 +36,18 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_history import TokenCounter, create_history_processor
+from pydantic_ai_history import (
+    ContextLimits,
+    ContextPolicy,
+    HistoryContext,
+    SummarizerSettings,
+    create_history_processor,
+)
 from pydantic_ai_history._compat import HAS_CAPABILITIES
-from pydantic_ai_history._context import HistoryContext
 from pydantic_ai_history.cache import SQLiteCache
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 from pydantic_ai_history.store import RedisStore
+from pydantic_ai_history.tokens import TokenCounter
 
 PAGE = 'The service handled the request and wrote a log line with the latency and the status. ' * 350
 
@@ -66,9 +72,11 @@ def _loop(steps: int) -> FunctionModel:
 
 async def _hung_run(url: str, **store_kwargs: Any) -> float:
     store = RedisStore(url, **store_kwargs)
-    processor = create_history_processor(context_window=16_000, store=store, compaction=False)
+    processor = create_history_processor(
+        policy=ContextPolicy(context_window=16_000), store=store, compaction=False
+    )
     kwargs: dict[str, Any] = (
-        {'capabilities': [processor.capability()]}
+        {'capabilities': [processor]}
         if HAS_CAPABILITIES
         else {'history_processors': [processor], 'toolsets': [processor.readback_toolset()]}
     )
@@ -132,12 +140,14 @@ async def _locked_compactions(path: Path, busy_timeout: float) -> float:
         return ModelResponse(parts=[TextPart('## Goal and constraints\nmigrate\n')])
 
     cache = SQLiteCache(path, busy_timeout=busy_timeout)
-    compactor = Compactor(
-        CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=FunctionModel(summarize))
-    )
+    compactor = Compactor(CompactionSettings())
+    limits = ContextLimits.fixed(budget=128_000, trigger=20_000, target=8_000)
+    summarizer = SummarizerSettings(model=FunctionModel(summarize))
     started = time.perf_counter()
     for n in (40, 41):
-        context = HistoryContext(counter=TokenCounter('gpt-4o'), context_window=None, cache=cache)
+        context = HistoryContext(
+            counter=TokenCounter('gpt-4o'), limits=limits, summarizer=summarizer, cache=cache
+        )
         await compactor(_history(n), context)
     return time.perf_counter() - started
 

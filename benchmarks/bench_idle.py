@@ -31,7 +31,7 @@ from pydantic_ai.usage import RequestUsage
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _sizes
 
-from pydantic_ai_history import HistoryProcessor, create_history_processor
+from pydantic_ai_history import ContextPolicy, HistoryProcessor, create_history_processor
 
 try:
     from pydantic_ai_history._encodings import load_encoding
@@ -47,7 +47,8 @@ STEPS = 30
 def processor() -> HistoryProcessor:
     # a window far beyond the history: every stage has nothing to do
     return create_history_processor(
-        model='openai:gpt-4o', context_window=100_000_000, max_tokens=90_000_000, target_tokens=1_000_000
+        model='openai:gpt-4o',
+        policy=ContextPolicy(context_window=100_000_000, max_tokens=90_000_000, target_tokens=1_000_000),
     )
 
 
@@ -78,7 +79,7 @@ def first_call(history: list[ModelMessage]) -> tuple[float, HistoryProcessor, li
 def idle(p: HistoryProcessor, history: list[ModelMessage]) -> float:
     times: list[float] = []
     sizes: list[int] = []
-    p.on_event = lambda event: sizes.append(getattr(event, 'tokenizer_tokens_after', 0))
+    p.on_history_event = lambda event: sizes.append(getattr(event, 'tokenizer_tokens_after', 0))
 
     async def run(history: list[ModelMessage]) -> None:
         for step in range(STEPS):
@@ -97,7 +98,7 @@ def idle(p: HistoryProcessor, history: list[ModelMessage]) -> float:
             assert all(map(operator.is_, history, grown))
 
     asyncio.run(run(history))
-    p.on_event = None
+    p.on_history_event = None
     return statistics.median(times[2:])
 
 

@@ -24,8 +24,9 @@ import _sizes
 from bench_compaction_sizes import Summarizer, processor
 from pydantic_ai_history.stages.compactor._transcript import content_text
 
-from pydantic_ai_history import CompactionResult, TokenCounter
+from pydantic_ai_history import CompactionResult
 from pydantic_ai_history.stages.compactor import _stage
+from pydantic_ai_history.tokens import TokenCounter
 
 
 def texts(message: ModelMessage) -> list[str]:

@@ -34,11 +34,11 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_history import TokenCounter
-from pydantic_ai_history._context import HistoryContext
+from pydantic_ai_history import ContextLimits, HistoryContext, SummarizerSettings
 from pydantic_ai_history.stages._transcript import render_units
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 from pydantic_ai_history.store import MemoryStore
+from pydantic_ai_history.tokens import TokenCounter
 from pydantic_ai_history.units import split_units
 
 SHARED = Path(__file__).resolve().parents[1].parent / 'shared'
@@ -90,16 +90,12 @@ def main() -> None:
     async def summarize(history: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[TextPart('## Goal and constraints\nanalyse the logs')])
 
-    settings = CompactionSettings(
-        max_tokens=total // 2,
-        target_tokens=total // 4,
-        summarizer_model=FunctionModel(summarize),
-        summarizer_input_tokens=10_000_000,
-    )
+    limits = ContextLimits.fixed(budget=total, trigger=total // 2, target=total // 4)
+    summarizer = SummarizerSettings(model=FunctionModel(summarize), max_input_tokens=10_000_000)
 
     def compact() -> object:
-        context = HistoryContext(counter=counter, context_window=None, store=MemoryStore())
-        return asyncio.run(Compactor(settings)(messages, context))
+        context = HistoryContext(counter=counter, limits=limits, summarizer=summarizer, store=MemoryStore())
+        return asyncio.run(Compactor(CompactionSettings())(messages, context))
 
     timed('whole compaction', compact)
 

@@ -21,13 +21,8 @@ from pathlib import Path
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 from pydantic_ai.usage import RequestUsage
 
-from pydantic_ai_history import (
-    HistoryProcessor,
-    SlidingWindow,
-    TokenCounter,
-    WindowSettings,
-    validate_history,
-)
+from pydantic_ai_history import ContextPolicy, HistoryProcessor, SlidingWindow, validate_history
+from pydantic_ai_history.tokens import TokenCounter
 
 SHARED = Path(__file__).resolve().parents[1].parent / 'shared'
 os.environ.setdefault('TIKTOKEN_CACHE_DIR', str(SHARED / 'tiktoken-cache'))
@@ -63,8 +58,11 @@ def joined_history() -> list[ModelMessage]:
 
 
 async def simulate(pool: list[ModelMessage], budget: int | None) -> tuple[list[float], int]:
-    settings = WindowSettings(budget=budget) if budget else WindowSettings()
-    processor = HistoryProcessor([SlidingWindow(settings)], model='openai:gpt-4o', context_window=200_000)
+    processor = HistoryProcessor(
+        stages=[SlidingWindow()],
+        model='openai:gpt-4o',
+        policy=ContextPolicy(context_window=200_000, budget_tokens=budget),
+    )
     provider = TokenCounter('gpt-4o')  # counts what was sent, as the provider's usage would report it
     history: list[ModelMessage] = []
     timings: list[float] = []

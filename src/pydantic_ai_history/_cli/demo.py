@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .._compat import HAS_CAPABILITIES, BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
+from .._policy import ContextPolicy
+from .._summarizer_settings import SummarizerSettings
 from ..events import (
     ArtifactProcessed,
     CompactionResult,
@@ -270,7 +272,7 @@ def _build_agent(model: Any, processor: HistoryProcessor, seed: int) -> Any:
 
     kwargs: dict[str, Any] = {}
     if HAS_CAPABILITIES:
-        kwargs['capabilities'] = [processor.capability()]
+        kwargs['capabilities'] = [processor]
     else:  # pydantic-ai 1.0: the processor and its read-back tool are wired separately
         kwargs['history_processors'] = [processor]
         kwargs['toolsets'] = [processor.readback_toolset()]
@@ -445,10 +447,12 @@ async def run_demo_async(
 
     processor = create_history_processor(
         model=agent_model,
-        context_window=settings.context_window,
-        max_tokens=settings.max_tokens,
-        target_tokens=settings.target_tokens,
-        summarizer_model=helper,
+        policy=ContextPolicy(
+            context_window=settings.context_window,
+            max_tokens=settings.max_tokens,
+            target_tokens=settings.target_tokens,
+        ),
+        summarizer=SummarizerSettings(model=helper),
         on_event=on_event,
     )
     agent = _build_agent(agent_model, processor, settings.seed)
