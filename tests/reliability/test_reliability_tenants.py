@@ -287,7 +287,7 @@ async def test_no_breaker_across_tenants() -> None:
     # Mallory's content makes the summarizer fail until her breaker opens.
     for _ in range(4):
         await agent.run('Read all pages.', model=FunctionModel(_fetches(6)), deps='mallory')
-    (compactor,) = [stage for stage in processor.stages if stage.name == 'compactor']
+    (compactor,) = [stage for stage in processor.history_stages if stage.name == 'compactor']
     breakers = compactor._breakers  # type: ignore[attr-defined]
     assert breakers.failures('tenant:mallory') == 2
     assert not breakers.allows('tenant:mallory')
