@@ -22,9 +22,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _sizes
 from bench_compaction_sizes import Summarizer, processor
-from pydantic_ai_history.stages.compactor._transcript import content_text
 
 from pydantic_ai_history import CompactionResult
+from pydantic_ai_history.stages._transcript import content_text
 from pydantic_ai_history.stages.compactor import _stage
 from pydantic_ai_history.tokens import TokenCounter
 
