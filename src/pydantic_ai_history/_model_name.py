@@ -16,7 +16,17 @@ from typing import Literal
 __all__ = ('KNOWN_PROVIDERS', 'ModelFamily', 'ModelName', 'family_of', 'parse_model_name')
 
 ModelFamily = Literal[
-    'openai', 'anthropic', 'google', 'meta', 'mistral', 'deepseek', 'amazon', 'cohere', 'xai', 'qwen', 'microsoft'
+    'openai',
+    'anthropic',
+    'google',
+    'meta',
+    'mistral',
+    'deepseek',
+    'amazon',
+    'cohere',
+    'xai',
+    'qwen',
+    'microsoft',
 ]
 """Who made the model (not who serves it): decides the token profile and which table entries apply."""
 
@@ -24,9 +34,10 @@ KNOWN_PROVIDERS: frozenset[str] = frozenset(
     {
         # pydantic-ai's provider names (`infer_provider`, 1.0 to 2.68) and model `system` values
         *('openai', 'openai-chat', 'openai-responses', 'openai-chatgpt', 'openai-codex', 'openai-decisions'),
-        *('azure', 'azure-responses', 'anthropic', 'bedrock', 'bedrock-mantle', 'cohere', 'deepseek', 'mistral'),
+        *('azure', 'azure-responses', 'anthropic', 'bedrock', 'bedrock-mantle', 'cohere', 'deepseek'),
         *('google', 'google-gla', 'google-vertex', 'google-cloud', 'google-decisions', 'vertexai', 'gemini'),
-        *('groq', 'grok', 'xai', 'cerebras', 'fireworks', 'together', 'openrouter', 'ollama', 'litellm', 'vllm'),
+        *('mistral', 'groq', 'grok', 'xai', 'cerebras', 'fireworks', 'together', 'openrouter', 'ollama'),
+        *('litellm', 'vllm'),
         *('huggingface', 'heroku', 'github', 'github-copilot', 'moonshotai', 'nebius', 'ovhcloud', 'vercel'),
         *('alibaba', 'sambanova', 'crusoe', 'meta', 'zai', 'snowflake', 'typesafe', 'system-one', 'outlines'),
     }
@@ -75,7 +86,7 @@ _VENDOR_FAMILY: dict[str, ModelFamily] = {
     'qwen': 'qwen',
     'microsoft': 'microsoft',
 }
-"""Vendor prefixes (`anthropic/` on OpenRouter, `anthropic.` on Bedrock, `publishers/anthropic/` on Vertex)."""
+"""Vendor prefixes: `anthropic/` on OpenRouter, `anthropic.` on Bedrock, `publishers/anthropic/` on Vertex."""
 
 _FAMILY_PREFIXES: tuple[tuple[str, ModelFamily], ...] = (
     (r'claude', 'anthropic'),
@@ -137,8 +148,8 @@ class ModelName:
     model_id: str
     """What the provider calls the model: the name without the provider (`us.anthropic.claude-...-v2:0`)."""
     vendor: str | None
-    """The vendor or publisher prefix of the id, when it has one (`anthropic` in `anthropic/claude-3.5-sonnet`,
-    `us.anthropic.claude-...` and `publishers/anthropic/models/claude-...`)."""
+    """The vendor or publisher prefix of the id, when it has one: `anthropic` in
+    `anthropic/claude-3.5-sonnet`, `us.anthropic.claude-...` and `publishers/anthropic/models/claude-...`."""
     ref: str
     """The bare model, lower case, without provider, vendor, region, version suffix or tag: what the built-in
     tables are matched against (`claude-3-5-sonnet-20241022`, `llama-3.1-70b-instruct`, `gemini-2.5-pro`)."""
@@ -205,7 +216,8 @@ def _split_vendor(model_id: str) -> tuple[str | None, str, bool]:
         return None, model_id, False
     if 'publishers' in parts[:-1]:  # Vertex: projects/p/locations/l/publishers/anthropic/models/claude-...
         return parts[parts.index('publishers') + 1].lower(), parts[-1], False
-    vendor = parts[-2].lower()  # OpenRouter, Together, Hugging Face: vendor/model; Fireworks: .../models/model
+    # OpenRouter, Together, Hugging Face: vendor/model; Fireworks: accounts/fireworks/models/model
+    vendor = parts[-2].lower()
     return (vendor if vendor != 'models' else None), parts[-1], False
 
 

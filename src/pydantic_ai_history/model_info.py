@@ -1,9 +1,9 @@
-"""Context window, output cap and price per model: explicit override, model profile, genai-prices, small tables.
+"""Context window, output cap and price per model: override, model profile, genai-prices, small tables.
 
-Nothing here raises for an unknown model: `model_info` says `source='unknown'` and the context policy decides
-(it assumes `ContextPolicy.fallback_context_window` with a warning, or raises `ContextWindowUnknownError` under
-`ContextPolicy(strict=True)`). Names are parsed first (`parse_model_name`), so a Bedrock, OpenRouter, Vertex or
-Ollama id is looked up as the model it names.
+Nothing here raises for an unknown model: `model_info` says `source='unknown'` and the context policy
+decides (it assumes `ContextPolicy.fallback_context_window` with a warning, or raises
+`ContextWindowUnknownError` under `ContextPolicy(strict=True)`). Names are parsed first
+(`parse_model_name`), so a Bedrock, OpenRouter, Vertex or Ollama id is looked up as the model it names.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ class ContextWindowUnknownError(LookupError):
     def __init__(self, model_name: str | None) -> None:
         super().__init__(
             f'The context window of model {model_name!r} is unknown. Set it with '
-            '`ContextPolicy(context_window=...)` (or give the model a profile with `context_window`, pydantic-ai '
-            '2.x); without `ContextPolicy(strict=True)` the processor assumes `fallback_context_window` instead.'
+            '`ContextPolicy(context_window=...)` (or give the model a profile with `context_window`, '
+            'pydantic-ai 2.x); without `ContextPolicy(strict=True)` the processor assumes '
+            '`fallback_context_window` instead.'
         )
         self.model_name = model_name
 
@@ -169,7 +170,7 @@ class ModelInfo:
 
 
 def model_name_of(model: object) -> str | None:
-    """`provider:name` for a pydantic-ai `Model` (`bedrock:us.anthropic.claude-...-v2:0`), or the string itself.
+    """`provider:name` for a pydantic-ai `Model` (`bedrock:us.anthropic.claude-...-v2:0`), or the string.
 
     A `Model` whose name already starts with a known provider (a `FunctionModel` named `anthropic:claude-...`)
     keeps it; a Bedrock id's `:0` or an Ollama tag (`llama3.1:8b`) is not taken for one.
