@@ -150,6 +150,13 @@ def test_correction_applies_to_whole_message(fixtures_dir: Path) -> None:
         ('gpt-3.5-turbo', 'cl100k_base', False),
         ('anthropic:claude-sonnet-4-5', 'cl100k_base', True),
         ('bedrock:us.anthropic.claude-3-5-sonnet', 'cl100k_base', True),
+        # a full Bedrock id: the `:0` is a version, the model is Claude (the Anthropic profile)
+        ('bedrock:us.anthropic.claude-3-5-sonnet-20241022-v2:0', 'cl100k_base', True),
+        ('openrouter:anthropic/claude-3.5-sonnet', 'cl100k_base', True),
+        ('google-vertex:claude-sonnet-4@20250514', 'cl100k_base', True),
+        ('openrouter:google/gemini-2.5-pro', 'o200k_base', True),
+        ('openrouter:openai/gpt-4o', 'o200k_base', False),
+        ('ollama:llama3.1:8b', 'cl100k_base', True),
         ('google-gla:gemini-2.5-pro', 'o200k_base', True),
         ('mistral:mistral-large-latest', 'cl100k_base', True),
         (None, 'cl100k_base', True),
@@ -159,6 +166,16 @@ def test_profile_for_model(model: str | None, encoding: str, correction_above_on
     profile = profile_for_model(model)
     assert profile.encoding == encoding
     assert (profile.correction > 1) is correction_above_one
+
+
+def test_a_bedrock_claude_id_is_counted_as_anthropic_offline() -> None:
+    bedrock = TokenCounter('bedrock:us.anthropic.claude-3-5-sonnet-20241022-v2:0')
+    direct = TokenCounter('anthropic:claude-3-5-sonnet-20241022')
+    assert bedrock.tokenizer_profile == direct.tokenizer_profile
+    assert bedrock.tokenizer_profile.name == 'anthropic'
+    text = 'Bedrock serves Claude under an id whose last colon is a version.'
+    assert bedrock.count_text(text) == direct.count_text(text) > 0
+    assert not bedrock.offline  # the packaged encoding, no network
 
 
 # ---- every part type ------------------------------------------------------------------------------------

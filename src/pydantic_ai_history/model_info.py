@@ -1,7 +1,9 @@
-"""Context window and price per model: explicit override, model profile, genai-prices, a small table.
+"""Context window, output cap and price per model: override, model profile, genai-prices, small tables.
 
-There is no silent default: a setting that needs a window and cannot find one raises
-`ContextWindowUnknownError` saying how to set it.
+Nothing here raises for an unknown model: `model_info` says `source='unknown'` and the context policy
+decides (it assumes `ContextPolicy.fallback_context_window` with a warning, or raises
+`ContextWindowUnknownError` under `ContextPolicy(strict=True)`). Names are parsed first
+(`parse_model_name`), so a Bedrock, OpenRouter, Vertex or Ollama id is looked up as the model it names.
 """
 
 from __future__ import annotations
@@ -10,26 +12,43 @@ import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-__all__ = ('KNOWN_CONTEXT_WINDOWS', 'ContextWindowUnknownError', 'ModelInfo', 'model_info', 'model_name_of')
+from ._model_name import KNOWN_PROVIDERS, ModelFamily, ModelName, family_of, parse_model_name
+
+__all__ = (
+    'KNOWN_CONTEXT_WINDOWS',
+    'KNOWN_MAX_OUTPUT_TOKENS',
+    'ContextWindowUnknownError',
+    'ModelFamily',
+    'ModelInfo',
+    'ModelName',
+    'model_info',
+    'model_name_of',
+    'parse_model_name',
+)
 
 logger = logging.getLogger('pydantic_ai_history.model_info')
 
 
 class ContextWindowUnknownError(LookupError):
-    """No context window could be found for a model and a setting needs one."""
+    """No context window could be found for a model and `ContextPolicy(strict=True)` asked for an error."""
 
     def __init__(self, model_name: str | None) -> None:
         super().__init__(
-            f'The context window of model {model_name!r} is unknown. Pass `context_window=...` to '
-            'create_history_processor(), or give the model a profile with `context_window` (pydantic-ai 2.x).'
+            f'The context window of model {model_name!r} is unknown. Set it with '
+            '`ContextPolicy(context_window=...)` (or give the model a profile with `context_window`, '
+            'pydantic-ai 2.x); without `ContextPolicy(strict=True)` the processor assumes '
+            '`fallback_context_window` instead.'
         )
         self.model_name = model_name
 
 
 KNOWN_CONTEXT_WINDOWS: Mapping[str, int] = {
-    # Used only when neither the model profile nor genai-prices knows the model. Longest prefix wins.
+    # Used only when neither the model profile nor genai-prices knows the model. Matched against the bare
+    # model (`ModelName.ref`: no provider, vendor, region, version or tag) of the same family; longest
+    # prefix wins. Sources: the vendors' model pages (platform.openai.com/docs/models,
+    # docs.anthropic.com/en/docs/about-claude/models, ai.google.dev/gemini-api/docs/models,
+    # docs.mistral.ai, llama.com model cards).
     'gpt-4o': 128_000,
     'gpt-4.1': 1_047_576,
     'gpt-4-turbo': 128_000,
@@ -44,14 +63,93 @@ KNOWN_CONTEXT_WINDOWS: Mapping[str, int] = {
     'gemini-2': 1_048_576,
     'gemini-3': 1_048_576,
     'mistral-large': 128_000,
-    'llama-3': 128_000,
+    'llama-3': 8_192,  # Llama 3.0 (8B, 70B); 3.1 and later below
+    'llama-3.1': 128_000,
+    'llama-3.2': 128_000,
+    'llama-3.3': 128_000,
     'deepseek': 128_000,
 }
+
+KNOWN_MAX_OUTPUT_TOKENS: Mapping[str, int] = {
+    # The most tokens a model answers with, kept free below its window (`ContextPolicy.reserve_tokens`).
+    # genai-prices records no output cap and pydantic-ai's `ModelProfile` has none either (2.68's Anthropic
+    # profile has `anthropic_max_output_tokens`, read first). Matched like `KNOWN_CONTEXT_WINDOWS`.
+    # OpenAI (platform.openai.com/docs/models, "Max output tokens"):
+    'gpt-5': 128_000,  # gpt-5, -mini, -nano, -codex, 5.1: 400K window, 272K input
+    'gpt-5-chat': 16_384,
+    'gpt-4.5': 16_384,
+    'gpt-4.1': 32_768,
+    'gpt-4o': 16_384,
+    'gpt-4o-2024-05-13': 4_096,
+    'chatgpt-4o': 16_384,
+    'gpt-4-turbo': 4_096,
+    'gpt-4-1106': 4_096,
+    'gpt-4-0125': 4_096,
+    'gpt-4': 8_192,
+    'gpt-3.5-turbo': 4_096,
+    'o1': 100_000,
+    'o1-mini': 65_536,
+    'o1-preview': 32_768,
+    'o3': 100_000,
+    'o4-mini': 100_000,
+    'codex-mini': 100_000,
+    # Anthropic (docs.anthropic.com/en/docs/about-claude/models, "Max output"; 4.6 and later: the list in
+    # pydantic-ai 2.68's Anthropic profile, from Anthropic's Models API):
+    'claude-3': 4_096,
+    'claude-3-5-sonnet': 8_192,
+    'claude-3-5-haiku': 8_192,
+    'claude-3-7-sonnet': 64_000,
+    'claude-opus-4': 32_000,
+    'claude-opus-4-1': 32_000,
+    'claude-opus-4-5': 64_000,
+    'claude-opus-4-6': 128_000,
+    'claude-opus-4-7': 128_000,
+    'claude-opus-4-8': 128_000,
+    'claude-sonnet-4': 64_000,
+    'claude-sonnet-4-5': 64_000,
+    'claude-sonnet-4-6': 128_000,
+    'claude-haiku-4-5': 64_000,
+    'claude-opus-5': 128_000,
+    'claude-sonnet-5': 128_000,
+    'claude-haiku-5-5': 128_000,
+    'claude-fable-5': 128_000,
+    'claude-mythos-5': 128_000,
+    # Google (ai.google.dev/gemini-api/docs/models, "Output token limit"):
+    'gemini-1.5': 8_192,
+    'gemini-2.0': 8_192,
+    'gemini-2.5': 65_536,
+    'gemini-3': 65_536,
+    # Llama, Mistral and DeepSeek: the output cap is set per provider (Bedrock, Groq, Ollama), not by the
+    # model, so none is assumed.
+}
+
+_GENAI_PRICES_PROVIDERS: Mapping[str, str] = {
+    'bedrock': 'aws',
+    'bedrock-mantle': 'aws',
+    'google-gla': 'google',
+    'google-vertex': 'google',
+    'google-cloud': 'google',
+    'vertexai': 'google',
+    'gemini': 'google',
+    'grok': 'x-ai',
+    'xai': 'x-ai',
+    'openai-chat': 'openai',
+    'openai-responses': 'openai',
+    'openai-chatgpt': 'openai',
+    'openai-codex': 'openai',
+    'azure-responses': 'azure',
+}
+"""pydantic-ai provider names that genai-prices knows by another id; the rest are the same (`openai`,
+`anthropic`, `openrouter`, `groq`, ...) or unknown to it (`ollama`: no lookup)."""
+
+_SERVER_SET_WINDOW = frozenset({'ollama'})
+"""Providers whose window is a server setting (Ollama's `num_ctx`), not the model's: the tables would claim a
+window the server does not give, so these stay unknown and the policy's fallback warning asks for it."""
 
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What we know about a model: its window (and where it came from) and its input price."""
+    """What we know about a model: its window (and where it came from), its output cap and its input price."""
 
     name: str | None
     """`provider:model` as given or read from the `Model`; None when there is no model."""
@@ -62,7 +160,8 @@ class ModelInfo:
     input_price_per_mtok: float | None = None
     """USD per million input tokens (genai-prices), when known."""
     max_output_tokens: int | None = None
-    """The most tokens the model may answer with, when known: kept free below the window."""
+    """The most tokens the model may answer with, when known (the model profile, else
+    `KNOWN_MAX_OUTPUT_TOKENS`): the policy keeps it free below the window."""
 
     def require_context_window(self) -> int:
         if self.context_window is None:
@@ -70,38 +169,68 @@ class ModelInfo:
         return self.context_window
 
 
-def model_name_of(model: Any) -> str | None:
-    """`provider:name` for a pydantic-ai `Model`, or the string itself."""
+def model_name_of(model: object) -> str | None:
+    """`provider:name` for a pydantic-ai `Model` (`bedrock:us.anthropic.claude-...-v2:0`), or the string.
+
+    A `Model` whose name already starts with a known provider (a `FunctionModel` named `anthropic:claude-...`)
+    keeps it; a Bedrock id's `:0` or an Ollama tag (`llama3.1:8b`) is not taken for one.
+    """
     if model is None:
         return None
     if isinstance(model, str):
         return model
     name = getattr(model, 'model_name', None)
     system = getattr(model, 'system', None)
-    if isinstance(name, str):
-        return f'{system}:{name}' if isinstance(system, str) and ':' not in name else name
-    return None
+    if not isinstance(name, str):
+        return None
+    if not isinstance(system, str) or _has_known_provider(name):
+        return name
+    return f'{system}:{name}'
 
 
-def profile_window(model: Any) -> int | None:
+def _has_known_provider(name: str) -> bool:
+    provider = parse_model_name(name).provider
+    return provider is not None and (provider in KNOWN_PROVIDERS or provider.startswith('gateway/'))
+
+
+def _profile_value(model: object, key: str) -> int | None:
     profile = getattr(model, 'profile', None)
-    value = (
-        profile.get('context_window')
-        if isinstance(profile, Mapping)
-        else getattr(profile, 'context_window', None)
-    )
-    return value if isinstance(value, int) and value > 0 else None
+    value = profile.get(key) if isinstance(profile, Mapping) else getattr(profile, key, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def profile_window(model: object) -> int | None:
+    """The `context_window` of the model's profile (pydantic-ai 2.x), when set."""
+    return _profile_value(model, 'context_window')
+
+
+def profile_max_output_tokens(model: object) -> int | None:
+    """The output cap in the model's profile: pydantic-ai 2.68 has it for Claude only
+    (`anthropic_max_output_tokens`, on Anthropic and Bedrock models); `ModelProfile` has no general one."""
+    return _profile_value(model, 'anthropic_max_output_tokens')
+
+
+def genai_prices_provider(parsed: ModelName) -> str | None:
+    """The genai-prices provider id for a pydantic-ai provider (`bedrock` -> `aws`), None for a bare name."""
+    provider = parsed.provider
+    if provider is None:
+        return None
+    if provider.startswith('gateway/'):
+        provider = provider.partition('/')[2]
+    return _GENAI_PRICES_PROVIDERS.get(provider, provider)
 
 
 @functools.lru_cache(maxsize=256)
 def _genai_prices(name: str) -> tuple[int | None, float | None]:
-    provider, _, ref = name.rpartition(':')
+    parsed = parse_model_name(name)
+    if parsed.provider in _SERVER_SET_WINDOW:
+        return None, None
     try:
         from genai_prices import data_snapshot
 
         snapshot = data_snapshot.get_snapshot()
-        _, info = snapshot.find_provider_model(ref, None, provider or None, None)
-    except Exception:  # unknown model, or a genai-prices version with another API
+        _, info = snapshot.find_provider_model(parsed.model_id, None, genai_prices_provider(parsed), None)
+    except Exception:  # unknown model or provider, or a genai-prices version with another API
         return None, None
     window = getattr(info, 'context_window', None)
     price: float | None = None
@@ -115,25 +244,55 @@ def _genai_prices(name: str) -> tuple[int | None, float | None]:
     return (window if isinstance(window, int) else None), price
 
 
+def _table_lookup(table: Mapping[str, int], parsed: ModelName) -> int | None:
+    """The entry for the longest prefix of the bare model among entries of the model's own family."""
+    if parsed.provider in _SERVER_SET_WINDOW:
+        return None
+    ref = parsed.ref
+    best = max(
+        (k for k in table if ref.startswith(k) and _same_family(family_of(k), parsed.family)),
+        key=len,
+        default=None,
+    )
+    return table[best] if best else None
+
+
+def _same_family(entry: ModelFamily | None, model: ModelFamily | None) -> bool:
+    return model is None or entry == model
+
+
 def _table_window(name: str) -> int | None:
-    ref = name.rpartition(':')[2].lower().rsplit('/', 1)[-1]
-    best = max((k for k in KNOWN_CONTEXT_WINDOWS if ref.startswith(k)), key=len, default=None)
-    return KNOWN_CONTEXT_WINDOWS[best] if best else None
+    return _table_lookup(KNOWN_CONTEXT_WINDOWS, parse_model_name(name))
 
 
-def model_info(model: Any, *, context_window: int | None = None) -> ModelInfo:
-    """Resolve a model's window: override, then profile (2.x), then genai-prices, then the table."""
+def known_max_output_tokens(name: str) -> int | None:
+    """The output cap the built-in table records for a model name, or None."""
+    return _table_lookup(KNOWN_MAX_OUTPUT_TOKENS, parse_model_name(name))
+
+
+def model_info(model: object, *, context_window: int | None = None) -> ModelInfo:
+    """What is known of a model; never raises. The window: override, then the profile (2.x), then
+    genai-prices, then `KNOWN_CONTEXT_WINDOWS`, else `source='unknown'` (the policy's fallback applies). The
+    output cap: the profile, then `KNOWN_MAX_OUTPUT_TOKENS`."""
     name = model_name_of(model)
     window_prices = _genai_prices(name) if name else (None, None)
     price = window_prices[1]
-    if context_window is not None:
-        return ModelInfo(name, context_window, 'override', price)
+    max_output = profile_max_output_tokens(model) or (known_max_output_tokens(name) if name else None)
+    window, source = _window(model, name, context_window, window_prices[0])
+    return ModelInfo(name, window, source, price, max_output)
+
+
+def _window(
+    model: object, name: str | None, override: int | None, genai_prices_window: int | None
+) -> tuple[int | None, str]:
+    if override is not None:
+        return override, 'override'
     window = profile_window(model)
     if window is not None:
-        return ModelInfo(name, window, 'profile', price)
-    if window_prices[0] is not None:
-        return ModelInfo(name, window_prices[0], 'genai-prices', price)
+        return window, 'profile'
+    if genai_prices_window is not None:
+        return genai_prices_window, 'genai-prices'
     window = _table_window(name) if name else None
     if window is not None:
-        return ModelInfo(name, window, 'table', price)
-    return ModelInfo(name, None, 'unknown', price)
+        return window, 'table'
+    return None, 'unknown'

@@ -42,6 +42,7 @@ from ._compat import (
 from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
 from ._identity_memo import IdentityMemo
+from ._model_name import parse_model_name
 from ._running_counts import CountsView, RunningCounts
 
 __all__ = (
@@ -104,31 +105,35 @@ OTHER = TokenizerProfile('other', encoding='cl100k_base', correction=1.15, image
 
 _LEGACY_OPENAI = re.compile(r'^(gpt-4(?!o|\.)|gpt-3\.5|text-|davinci|babbage)')
 _REASONING_OPENAI = re.compile(r'^(o\d|gpt-5|gpt-oss|codex)')
-_MODERN_OPENAI = re.compile(r'^(gpt-|o\d|chatgpt|codex)')
 
 
 def profile_for_model(model_name: str | None) -> TokenizerProfile:
     """The tokenizer profile for a model name such as `openai:gpt-4o`, `claude-sonnet-4-5`, `gemini-2.5-pro`.
 
-    `o200k_base` for the gpt-4o/4.1/5 and o-series family, `cl100k_base` for older OpenAI models and as the
-    estimate for other providers, with the documented correction factor.
+    Chosen by the model's family (`parse_model_name`), not by who serves it: Claude on Bedrock
+    (`bedrock:us.anthropic.claude-...-v2:0`), OpenRouter (`anthropic/claude-3.5-sonnet`) or Vertex is counted
+    as Anthropic's, Gemini and Gemma anywhere as Google's. `o200k_base` for the gpt-4o/4.1/5 and o-series
+    family, `cl100k_base` for older OpenAI models; every other family (Llama, Mistral, DeepSeek, Qwen, ...)
+    and an unknown model get the generic `other` profile: `cl100k_base` with a correction that errs high.
     """
     if not model_name:
         return OTHER
-    provider, _, name = model_name.rpartition(':')
-    name = name.lower().rsplit('/', 1)[-1]
-    provider = provider.lower()
-    if 'claude' in name or (provider in {'anthropic', 'bedrock'} and 'claude' in model_name.lower()):
+    parsed = parse_model_name(model_name)
+    if parsed.family == 'anthropic':
         return ANTHROPIC
-    if 'gemini' in name or 'gemma' in name or provider in {'google-gla', 'google-vertex', 'google'}:
+    if parsed.family == 'google':
         return GOOGLE
-    if _LEGACY_OPENAI.match(name):
-        return OPENAI_LEGACY
-    if _REASONING_OPENAI.match(name):
-        return OPENAI_REASONING
-    if _MODERN_OPENAI.match(name) or provider in {'openai', 'openai-responses', 'azure'}:
-        return OPENAI
+    if parsed.family == 'openai':
+        return _openai_profile(parsed.ref)
     return OTHER
+
+
+def _openai_profile(ref: str) -> TokenizerProfile:
+    if _LEGACY_OPENAI.match(ref):
+        return OPENAI_LEGACY
+    if _REASONING_OPENAI.match(ref):
+        return OPENAI_REASONING
+    return OPENAI
 
 
 def image_tokens(width: int, height: int, formula: ImageFormula) -> int:
