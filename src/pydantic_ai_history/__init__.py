@@ -30,7 +30,7 @@ from .processor import HistoryProcessor
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
-from .tokens import TokenizerProfile
+from .tokens import TokenCounter, TokenizerProfile
 from .validate import HistoryValidationError, Violation, assert_valid_history, validate_history
 
 __all__ = (
@@ -56,6 +56,7 @@ __all__ = (
     'SlidingWindow',
     'StageFailed',
     'SummarizerSettings',
+    'TokenCounter',
     'TokenizerProfile',
     'Violation',
     'WindowApplied',
