@@ -8,7 +8,7 @@ part of the summary message of their own, under `PINNED_HEADING`.
 from __future__ import annotations
 
 from ._prompt import DEFAULT_INSTRUCTIONS, SECTIONS
-from ._settings import CompactionLimits, CompactionSettings
+from ._settings import CompactionSettings
 from ._stage import Compactor
 from ._summary_message import (
     PINNED_HEADING,
@@ -22,7 +22,6 @@ __all__ = (
     'DEFAULT_INSTRUCTIONS',
     'PINNED_HEADING',
     'SECTIONS',
-    'CompactionLimits',
     'CompactionSettings',
     'Compactor',
     'SummarySections',

@@ -1,125 +1,58 @@
-"""Settings of the compactor, and the trigger and target they resolve to for one model."""
+"""The compactor's own settings. The trigger and target are the context policy's (`ContextPolicy`), the
+summarizer's model and limits are `SummarizerSettings`, and `pin` / `keep_first_user_message` are the
+processor's: one home each."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-from ...pinning import PinPredicate
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from ...events import CompactionResult
 
-__all__ = ('CompactionLimits', 'CompactionSettings')
-
-DEFAULT_MAX_TOKENS = 120_000
-DEFAULT_TARGET_TOKENS = 40_000
-DEFAULT_SUMMARIZER_INPUT_TOKENS = 180_000
-TRIGGER_FRACTION_OF_WINDOW = 0.8
-TARGET_FRACTION_OF_TRIGGER = 1 / 3
+__all__ = ('CompactionSettings',)
 
 
-@dataclass(frozen=True)
-class CompactionLimits:
-    """The resolved token limits for one model: compact above `trigger`, down to `target`."""
-
-    trigger: int
-    target: int
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CompactionSettings:
-    """Settings of the compactor. Every default is overridable.
+    """How the compactor summarizes: summary size, transcript cuts, failure handling and fallback."""
 
-    Args:
-        max_tokens: the trigger: compact when the history's anchored estimate exceeds it. Default 120,000,
-            or 80% of the model's context window when that is known and smaller.
-        target_tokens: the whole history after compaction (preserved head + summary + verbatim tail).
-            Default a third of the trigger, at most 40,000: the target follows the trigger alone, whether
-            the trigger was set or came from the window (`max_tokens=50_000` gives 16,666 with or without a
-            known window). A `target_tokens` that is not below the resolved trigger (possible when the window
-            lowers the trigger under it) gets that default too: compacting to just under the trigger would
-            compact again on every request.
-        summarizer_model: a `Model` or a model name; default the run's own model.
-        summarizer_settings: `ModelSettings` for the summarizer's request.
-        summarizer_instructions: replaces the default instructions of the summarizer (the section list and
-            the rules); the prompt still carries the original task, previous summary and transcript.
-        summarizer_timeout: seconds before a summarizer call counts as failed (default 60).
-        summarizer_input_tokens: the summarizer's input cap (default 180,000, or its own context window when
-            known and smaller); a longer transcript is summarized in chunks cut at unit boundaries.
-        summary_max_tokens: the cap on a summary (default 2,000); a longer summarizer answer is a failure.
-        tool_result_max_tokens: each tool result is cut to this many tokens (head + tail) in the transcript
-            the summarizer sees (default 2,000).
-        task_max_tokens: the original task (first user message) is cut to this in the prompt (default 4,000).
-        max_failures: consecutive summarizer failures before the cool-down (default 3).
-        cooldown_seconds: how long the summarizer is not called after `max_failures` failures (default 300);
-            the deterministic fallback is used meanwhile.
-        fallback: the deterministic stand-in for a failed summary: 'digest' (user messages, tool calls and
-            outcomes, errors, last assistant text; the head/tail cut if the digest fails) or 'truncate'
-            (the head 25% / tail 75% cut of the transcript, at unit boundaries).
-        keep_first_user_message: keep the first user turn verbatim (the original task).
-        pin: a predicate (e.g. `pinning.pin_tool_errors`); units with a message it accepts, or with a `pin()`
-            marker, are never summarized: they are kept ahead of older unpinned ones (their cost is reserved
-            before the tail is chosen), and those before the cut are carried verbatim in the summary's
-            pinned section (`PINNED_HEADING`) through every later compaction. Default None: markers only.
-        cache_ttl: seconds summaries and prefix records live in the cache; None keeps them until evicted.
-        on_compaction: called with every `CompactionResult` (also emitted as an event).
-        clock: monotonic seconds, for the cool-down (injectable for tests).
-    """
-
-    max_tokens: int | None = None
-    target_tokens: int | None = None
-    summarizer_model: Any = None
-    summarizer_settings: Any = None
-    summarizer_instructions: str | None = None
-    summarizer_timeout: float = 60.0
-    summarizer_input_tokens: int | None = None
     summary_max_tokens: int = 2_000
+    """The cap on a summary; a longer summarizer answer counts as a failure (and the fallback is used)."""
     tool_result_max_tokens: int = 2_000
+    """Each tool result is cut to this many tokens (head + tail) in the transcript the summarizer sees; the
+    full transcript is stored for `read_artifact`."""
     task_max_tokens: int = 4_000
+    """The original task (first user message) is cut to this in the summarizer's prompt."""
     max_failures: int = 3
+    """Consecutive summarizer failures (per scope) before the cool-down."""
     cooldown_seconds: float = 300.0
+    """How long the summarizer is not called after `max_failures` failures; the fallback is used meanwhile."""
     fallback: Literal['digest', 'truncate'] = 'digest'
-    keep_first_user_message: bool = True
-    pin: PinPredicate | None = None
+    """The deterministic stand-in for a failed summary: 'digest' (user messages, tool calls and outcomes,
+    errors, last assistant text; the head/tail cut if the digest fails) or 'truncate' (the head 25% / tail
+    75% cut of the transcript, at unit boundaries)."""
     cache_ttl: float | None = None
+    """Seconds summaries and prefix records live in the cache; None keeps them until evicted."""
     on_compaction: Callable[[CompactionResult], None] | None = None
+    """Called with every `CompactionResult` (also emitted as an event to `on_event`)."""
     clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+    """Monotonic seconds, for the cool-down (injectable for tests)."""
 
     def __post_init__(self) -> None:
-        if (
-            self.max_tokens is not None
-            and self.target_tokens is not None
-            and self.target_tokens >= self.max_tokens
-        ):
-            raise ValueError('target_tokens must be below max_tokens')
-        if self.summary_max_tokens <= 0 or self.tool_result_max_tokens <= 0:
-            raise ValueError('summary_max_tokens and tool_result_max_tokens must be positive')
-
-    def resolve(self, context_window: int | None) -> CompactionLimits:
-        """The trigger and target for a model with `context_window` (None when unknown).
-
-        Trigger: `max_tokens`, else 120,000 capped at 80% of a known window. Target: `target_tokens` when it
-        is below the trigger, else `min(40,000, trigger / 3)`; the window only matters through the trigger.
-        """
-        trigger = self.max_tokens
-        if trigger is None:
-            trigger = DEFAULT_MAX_TOKENS
-            if context_window is not None:
-                trigger = min(trigger, int(context_window * TRIGGER_FRACTION_OF_WINDOW))
-        trigger = max(trigger, 1)
-        target = self.target_tokens
-        if target is None or target >= trigger:
-            target = min(DEFAULT_TARGET_TOKENS, int(trigger * TARGET_FRACTION_OF_TRIGGER))
-        return CompactionLimits(trigger=trigger, target=max(min(target, trigger - 1), 1))
-
-    def summarizer_input_cap(self, summarizer_window: int | None) -> int:
-        """The summarizer's input cap: the setting, else 180,000 or its own window when smaller."""
-        if self.summarizer_input_tokens is not None:
-            return self.summarizer_input_tokens
-        cap = DEFAULT_SUMMARIZER_INPUT_TOKENS
-        if summarizer_window is not None:
-            cap = min(cap, summarizer_window - self.summary_max_tokens)
-        return max(cap, 1_000)
+        for name in ('summary_max_tokens', 'tool_result_max_tokens', 'task_max_tokens', 'max_failures'):
+            value = getattr(self, name)
+            if value <= 0:
+                raise ValueError(f'CompactionSettings.{name} must be positive, got {value!r}')
+        if self.cooldown_seconds < 0:
+            raise ValueError(
+                f'CompactionSettings.cooldown_seconds must not be negative, got {self.cooldown_seconds!r}'
+            )
+        if self.cache_ttl is not None and self.cache_ttl <= 0:
+            raise ValueError(f'CompactionSettings.cache_ttl must be positive or None, got {self.cache_ttl!r}')
+        if self.fallback not in ('digest', 'truncate'):
+            raise ValueError(
+                f"CompactionSettings.fallback must be 'digest' or 'truncate', got {self.fallback!r}"
+            )

@@ -31,7 +31,8 @@ from ..._marks import SEAL_TOKENS, marker_kind
 from ...cache import SummaryCache, cache_key
 from ...events import CompactionResult
 from ...model_info import model_name_of
-from ...pinning import is_pinned
+from ..._summarizer_settings import SummarizerSettings
+from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units, system_parts
 from .._spill import spill_transcript
@@ -39,7 +40,8 @@ from .._transcript import TranscriptUnit, first_user_text, read_call, render_uni
 from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
-from ._settings import CompactionLimits, CompactionSettings
+from ..._policy import ContextLimits
+from ._settings import CompactionSettings
 from ._summarizer import SummarizerError, run_summarizer
 from ._summary_message import (
     PINNED_HEADING,
@@ -148,7 +150,7 @@ class Compactor:
         self._index = PrefixIndex(ttl=self.settings.cache_ttl)
 
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
-        limits = self.settings.resolve(context.context_window)
+        limits = context.limits
         estimate = context.estimate(messages)
         if estimate.total <= limits.trigger:
             return messages
@@ -162,7 +164,7 @@ class Compactor:
         When everything already fits the target, all units but the last are summarized.
         """
         history = list(messages)
-        limits = self.settings.resolve(context.context_window)
+        limits = context.limits
         return await self._compact(
             history, context, context.estimate(history), limits, reason='manual', focus=focus
         )
@@ -174,7 +176,7 @@ class Compactor:
         messages: list[ModelMessage],
         context: HistoryContext,
         estimate: TokenEstimate,
-        limits: CompactionLimits,
+        limits: ContextLimits,
         *,
         reason: Literal['trigger', 'manual'],
         focus: str | None,
@@ -268,7 +270,7 @@ class Compactor:
         context: HistoryContext,
     ) -> tuple[_Plan, str]:
         """The plan to compact and the conversation key; after a prefix-cache hit, the substituted history."""
-        head = self._head(messages, units)
+        head = self._head(messages, units, context.keep_first_user_message)
         previous = head if head < len(messages) and marker_kind(messages[head]) == 'summary' else None
         cache = context.cache
         conversation = self._index.conversation_key(messages[:head]) if cache is not None else ''
@@ -287,7 +289,7 @@ class Compactor:
     def _choose_cut(
         self,
         plan: _Plan,
-        limits: CompactionLimits,
+        limits: ContextLimits,
         overhead: int,
         reason: Literal['trigger', 'manual'],
         context: HistoryContext,
@@ -304,7 +306,7 @@ class Compactor:
         counter = context.counter
         earlier = _earlier_sections(plan)
         previous_text = earlier.summary if plan.previous is not None else None
-        pins = self._pinned_units(plan, body_first, last, counter)
+        pins = self._pinned_units(plan, body_first, last, counter, context.pin)
         costs = [sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]]
         # With a store, the previous compaction's transcript reference gives way to this one's (the new
         # transcript names the previous one in its first line, so the model can walk back through them all).
@@ -393,16 +395,14 @@ class Compactor:
         return True
 
     def _pinned_units(
-        self, plan: _Plan, body_first: int, last: int, counter: TokenCounter
+        self, plan: _Plan, body_first: int, last: int, counter: TokenCounter, pin: PinPredicate | None
     ) -> dict[int, TranscriptUnit]:
         """The pinned units of the body (not our own summaries or notes), each rendered in full."""
         pins: dict[int, TranscriptUnit] = {}
         for index in range(body_first, last):
             unit = plan.units[index]
             messages = plan.messages[unit.start : unit.end]
-            if any(marker_kind(m) is not None for m in messages) or not is_pinned(
-                messages, self.settings.pin
-            ):
+            if any(marker_kind(m) is not None for m in messages) or not is_pinned(messages, pin):
                 continue
             rendered = render_units(
                 messages,
@@ -414,8 +414,10 @@ class Compactor:
             pins[index] = rendered[0] if rendered else TranscriptUnit('', 0, len(messages))
         return pins
 
-    def _head(self, messages: Sequence[ModelMessage], units: Sequence[Unit]) -> int:
-        head = head_length(messages, units, keep_first_user_message=self.settings.keep_first_user_message)
+    def _head(
+        self, messages: Sequence[ModelMessage], units: Sequence[Unit], keep_first_user_message: bool
+    ) -> int:
+        head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
         # Where the first user message is gone (1.x renders our summary as user text), our own summary is
         # not the head: it is the previous summary, to be updated.
         while head > 0 and marker_kind(messages[head - 1]) is not None:
@@ -471,11 +473,11 @@ class Compactor:
         """The summarizer's text for `summarized` (the evicted messages but the pinned units)."""
         settings = self.settings
         counter = context.counter
-        model = settings.summarizer_model if settings.summarizer_model is not None else context.model
+        model = context.summarizer_model
         key = cache_key(
             'compactor-summary',
             self._index.span_key(summarized),
-            self._settings_fingerprint(model),
+            self._settings_fingerprint(model, context.summarizer),
             previous or '',
             focus or '',
         )
@@ -496,6 +498,7 @@ class Compactor:
                 outcome = await run_summarizer(
                     model=model,
                     settings=settings,
+                    summarizer=context.summarizer,
                     counter=counter,
                     transcript=transcript,
                     original_task=task,
@@ -530,13 +533,13 @@ class Compactor:
         # Not cached: a fallback stands only until the summarizer answers again.
         return _Summary(text, method, calls, '', error)
 
-    def _settings_fingerprint(self, model: object) -> str:
+    def _settings_fingerprint(self, model: object, summarizer: SummarizerSettings) -> str:
         s = self.settings
         return repr(
             (
                 model_name_of(model),
-                s.summarizer_settings,
-                s.summarizer_instructions,
+                summarizer.model_settings,
+                summarizer.instructions,
                 s.summary_max_tokens,
                 s.tool_result_max_tokens,
             )

@@ -17,6 +17,7 @@ from ...tokens import TokenCounter
 from .._llm import run_text
 from .._transcript import TranscriptUnit, new_nonce
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
+from ..._summarizer_settings import SummarizerSettings
 from ._settings import CompactionSettings
 
 __all__ = ('SummarizerError', 'SummarizerOutcome', 'chunk_transcript', 'run_summarizer')
@@ -64,6 +65,7 @@ async def run_summarizer(
     *,
     model: Any,
     settings: CompactionSettings,
+    summarizer: SummarizerSettings,
     counter: TokenCounter,
     transcript: Sequence[TranscriptUnit],
     original_task: str | None,
@@ -73,11 +75,13 @@ async def run_summarizer(
 ) -> SummarizerOutcome:
     """Summarize `transcript` into an update of `previous_summary`; raise `SummarizerError` on any failure."""
     if model is None:
-        raise SummarizerError('no summarizer model: the run has no model and summarizer_model is not set', 0)
-    instructions = settings.summarizer_instructions or DEFAULT_INSTRUCTIONS
+        raise SummarizerError(
+            'no summarizer model: the run has no model and SummarizerSettings.model is not set', 0
+        )
+    instructions = summarizer.instructions or DEFAULT_INSTRUCTIONS
     cap = settings.summary_max_tokens
     task = counter.truncate_text(original_task, settings.task_max_tokens) if original_task else None
-    input_cap = settings.summarizer_input_cap(model_info(model).context_window)
+    input_cap = summarizer.input_cap(model_info(model).context_window, answer_tokens=cap)
     fixed = (
         counter.count_text(instructions)
         + (min(counter.count_text(task), settings.task_max_tokens) if task else 0)
@@ -111,12 +115,12 @@ async def run_summarizer(
                 model,
                 prompt,
                 instructions=instructions,
-                timeout=settings.summarizer_timeout,
+                timeout=summarizer.timeout,
                 usage=usage,
-                model_settings=settings.summarizer_settings,
+                model_settings=summarizer.model_settings,
             )
         except TimeoutError:
-            raise SummarizerError(f'timed out after {settings.summarizer_timeout:g} s', calls) from None
+            raise SummarizerError(f'timed out after {summarizer.timeout:g} s', calls) from None
         except Exception as exc:
             raise SummarizerError(f'{type(exc).__name__}: {exc}', calls) from exc
         text = output.strip() if isinstance(output, str) else ''
