@@ -212,6 +212,7 @@ async def llm_plan(
     model: Any,
     settings: ArtifactSettings = _DEFAULT_SETTINGS,
     usage: Any = None,
+    model_settings: Any = None,
 ) -> tuple[ArtifactPlan, str | None]:
     """One call to the planner model; returns the plan and None, or the heuristic plan and why it was used."""
     fallback = heuristic_plan(candidates, question=question, budget_tokens=budget_tokens, settings=settings)
@@ -229,6 +230,7 @@ async def llm_plan(
             output_type=ArtifactPlan,
             timeout=settings.planner_timeout,
             usage=usage,
+            model_settings=model_settings,
         )
         return validate_plan(plan, candidates, fallback), None
     # garbage, unknown ids, provider errors, timeouts: the heuristic plan is always valid

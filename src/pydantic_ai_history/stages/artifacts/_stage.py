@@ -79,8 +79,8 @@ class ArtifactPlanner:
 
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         settings = self.settings
-        hard_limit = settings.hard_limit(context.context_window)
-        budget = settings.resolve_budget(context.context_window)
+        hard_limit = settings.hard_limit(context.limits)
+        budget = settings.resolve_budget(context.limits)
         estimate = context.estimate(messages)
         over_limit = estimate.total > hard_limit
         # Under the limit only the current request can hold new work; reading older messages would cost
@@ -125,7 +125,7 @@ class ArtifactPlanner:
         if not messages:
             return False
         settings = self.settings
-        budget = settings.resolve_budget(context.context_window)
+        budget = settings.resolve_budget(context.limits)
         candidates = find_candidates(
             messages,
             count_tokens=context.counter.count_part,
@@ -153,7 +153,7 @@ class ArtifactPlanner:
                 input_price_per_mtok=price,
                 settings=settings,
             )
-            model = settings.planner_model if settings.planner_model is not None else context.model
+            model = settings.planner_model if settings.planner_model is not None else context.summarizer_model
             if choice and model is not None:
                 plan, failure = await llm_plan(
                     candidates,
@@ -162,6 +162,7 @@ class ArtifactPlanner:
                     model=model,
                     settings=settings,
                     usage=context.usage,
+                    model_settings=context.summarizer.model_settings,
                 )
                 if failure is not None:
                     context.warn(
@@ -305,16 +306,17 @@ class ArtifactPlanner:
         self, candidate: Candidate, focus: str | None, max_tokens: int, context: HistoryContext
     ) -> tuple[str, bool]:
         settings = self.settings
-        model = settings.summarizer_model if settings.summarizer_model is not None else context.model
+        summarizer = context.summarizer
+        model = context.summarizer_model
         if model is None:
-            raise RuntimeError('no summarizer model: set ArtifactSettings.summarizer_model')
+            raise RuntimeError('no summarizer model: set SummarizerSettings.model')
         key = cache_key(
             'artifact-summary',
             artifact_id(candidate.original.encode()),  # by content: the id is keyed per store and scope
             focus or '',
             model_name_of(model) or type(model).__name__,
             str(max_tokens),
-            *((repr(settings.summarizer_settings),) if settings.summarizer_settings is not None else ()),
+            *((repr(summarizer.model_settings),) if summarizer.model_settings is not None else ()),
         )
         if context.cache is not None:
             cached = await context.cache.get(key)
@@ -322,17 +324,18 @@ class ArtifactPlanner:
                 return cached, True
         counter = context.counter
         text = candidate.text
-        if counter.count_text(text) > settings.summarizer_max_input_tokens:
-            chars = int(settings.summarizer_max_input_tokens * len(text) / max(counter.count_text(text), 1))
+        input_cap = summarizer.input_cap(model_info(model).context_window, answer_tokens=max_tokens)
+        if counter.count_text(text) > input_cap:
+            chars = int(input_cap * len(text) / max(counter.count_text(text), 1))
             text = extract_passages(text, focus, chars, chunk_chars=settings.chunk_chars).text
         summary = await summarize_text(
             text,
             focus=focus,
             model=model,
             max_tokens=max_tokens,
-            timeout=settings.summarizer_timeout,
+            timeout=summarizer.timeout,
             usage=context.usage,
-            model_settings=settings.summarizer_settings,
+            model_settings=summarizer.model_settings,
         )
         if counter.count_text(summary) > max_tokens:
             summary = counter.truncate_text(summary, max_tokens)

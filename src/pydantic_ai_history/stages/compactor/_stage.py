@@ -28,10 +28,11 @@ from typing import Literal
 from ..._compat import ModelMessage
 from ..._context import HistoryContext
 from ..._marks import SEAL_TOKENS, marker_kind
+from ..._policy import ContextLimits
+from ..._summarizer_settings import SummarizerSettings
 from ...cache import SummaryCache, cache_key
 from ...events import CompactionResult
 from ...model_info import model_name_of
-from ..._summarizer_settings import SummarizerSettings
 from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, fit_suffix, head_length, split_units, system_parts
@@ -40,7 +41,6 @@ from .._transcript import TranscriptUnit, first_user_text, read_call, render_uni
 from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
-from ..._policy import ContextLimits
 from ._settings import CompactionSettings
 from ._summarizer import SummarizerError, run_summarizer
 from ._summary_message import (

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._summarizer_settings import SummarizerSettings
 from ...model_info import model_info
 from ...tokens import TokenCounter
 from .._llm import run_text
 from .._transcript import TranscriptUnit, new_nonce
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
-from ..._summarizer_settings import SummarizerSettings
 from ._settings import CompactionSettings
 
 __all__ = ('SummarizerError', 'SummarizerOutcome', 'chunk_transcript', 'run_summarizer')
