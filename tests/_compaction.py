@@ -22,10 +22,19 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from _history import call, conversations, load_conversation, result, system_user
-from pydantic_ai_history import HistoryEvent
+from pydantic_ai_history import (
+    CompactionSettings,
+    Compactor,
+    ContextLimits,
+    ContextPolicy,
+    HistoryContext,
+    HistoryEvent,
+    PinPredicate,
+    SummarizerSettings,
+)
 from pydantic_ai_history._compat import pydantic_ai_version
-from pydantic_ai_history._context import HistoryContext
 from pydantic_ai_history.cache import MemoryCache
+from pydantic_ai_history.model_info import ModelInfo
 from pydantic_ai_history.tokens import TokenCounter
 
 MAJOR = int(pydantic_ai_version().split('.')[0])
@@ -52,7 +61,10 @@ def tool_loop(units: int, tokens: int = 1_000, *, task: str = TASK, tag: str = '
 def context(**kwargs: Any) -> tuple[HistoryContext, list[HistoryEvent]]:
     events: list[HistoryEvent] = []
     kwargs.setdefault('cache', MemoryCache())
-    kwargs.setdefault('context_window', None)
+    window = kwargs.pop('context_window', None)
+    if 'limits' not in kwargs:
+        policy = ContextPolicy(context_window=window or UNBOUNDED_WINDOW)
+        kwargs['limits'] = policy.resolve(ModelInfo('openai:gpt-4o', None, 'unknown'))
     return HistoryContext(counter=TokenCounter('gpt-4o'), emit_event=events.append, **kwargs), events
 
 
@@ -171,3 +183,92 @@ def user_texts(messages: Sequence[ModelMessage]) -> list[str]:
         for p in m.parts
         if isinstance(p, UserPromptPart) and isinstance(p.content, str)
     ]
+
+
+# ---- stage-level setup: the compactor's own settings plus what its context supplies ----------------------
+
+_CONTEXT_SIDE = {
+    'max_tokens': ('policy', 'max_tokens'),
+    'target_tokens': ('policy', 'target_tokens'),
+    'summarizer_model': ('summarizer', 'model'),
+    'summarizer_settings': ('summarizer', 'model_settings'),
+    'summarizer_instructions': ('summarizer', 'instructions'),
+    'summarizer_timeout': ('summarizer', 'timeout'),
+    'summarizer_input_tokens': ('summarizer', 'max_input_tokens'),
+}
+UNBOUNDED_WINDOW = 1_000_000_000
+"""The window of a test context that sets none: the policy defaults then give the 120,000 / 40,000 limits."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CompactorSetup:
+    """A stage-level compactor test's configuration in one call: the compactor's own `CompactionSettings`,
+    and the context policy, summarizer settings and pin rules its `HistoryContext` carries."""
+
+    settings: CompactionSettings
+    policy: ContextPolicy
+    summarizer: SummarizerSettings
+    pin: PinPredicate | None = None
+    keep_first_user_message: bool = True
+
+    def __getattr__(self, name: str) -> Any:
+        for part in ('settings', 'policy', 'summarizer'):
+            target = object.__getattribute__(self, part)
+            if hasattr(target, name):
+                return getattr(target, name)
+        raise AttributeError(name)
+
+    def resolve(self, context_window: int | None) -> ContextLimits:
+        """The limits a context with `context_window` (None: unknown) gets under this setup's policy."""
+        policy = dataclasses.replace(self.policy, context_window=context_window or UNBOUNDED_WINDOW)
+        return policy.resolve(ModelInfo('openai:gpt-4o', None, 'unknown'))
+
+    def configure(self, context: HistoryContext) -> HistoryContext:
+        window = context.limits.model_window
+        return dataclasses.replace(
+            context,
+            limits=self.resolve(None if window >= UNBOUNDED_WINDOW else window),
+            summarizer=self.summarizer,
+            pin=self.pin,
+            keep_first_user_message=self.keep_first_user_message,
+        )
+
+
+def compaction_setup(
+    *, pin: PinPredicate | None = None, keep_first_user_message: bool = True, **kwargs: Any
+) -> CompactorSetup:
+    """`CompactorSetup` from one keyword list: trigger/target and summarizer keywords go to their homes."""
+    homes: dict[str, dict[str, Any]] = {'policy': {}, 'summarizer': {}, 'settings': {}}
+    for name, value in kwargs.items():
+        home, field_name = _CONTEXT_SIDE.get(name, ('settings', name))
+        homes[home][field_name] = value
+    return CompactorSetup(
+        CompactionSettings(**homes['settings']),
+        ContextPolicy(**homes['policy']),
+        SummarizerSettings(**homes['summarizer']),
+        pin,
+        keep_first_user_message,
+    )
+
+
+class SetupCompactor:
+    """A `Compactor` whose context is configured by a `CompactorSetup` (stage-level tests)."""
+
+    name = 'compactor'
+
+    def __init__(self, setup: CompactorSetup | CompactionSettings | None = None) -> None:
+        if setup is None or isinstance(setup, CompactionSettings):
+            setup = CompactorSetup(setup or CompactionSettings(), ContextPolicy(), SummarizerSettings())
+        self.setup = setup
+        self.compactor = Compactor(setup.settings)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.compactor, name)
+
+    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        return await self.compactor(messages, self.setup.configure(context))
+
+    async def compact(
+        self, messages: Sequence[ModelMessage], context: HistoryContext, *, focus: str | None = None
+    ) -> list[ModelMessage]:
+        return await self.compactor.compact(messages, self.setup.configure(context), focus=focus)

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from _compaction import StubSummarizer, context, tool_loop
+from _compaction import SetupCompactor, StubSummarizer, compaction_setup, context, tool_loop
 from pydantic_ai_history import CompactionResult, HistoryEvent, assert_valid_history
 from pydantic_ai_history.cache import MemoryCache, SQLiteCache, SummaryCache
-from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor, summary_text
+from pydantic_ai_history.stages.compactor import Compactor, summary_text
 
 pytestmark = pytest.mark.anyio
 
 
 def compactor_for(stub: StubSummarizer) -> Compactor:
-    return Compactor(
-        CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
+    return SetupCompactor(
+        compaction_setup(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
     )
 
 

@@ -26,17 +26,16 @@ from pydantic_ai.usage import UsageLimits
 from _compaction import StubSummarizer, agent_with
 from pydantic_ai_history import (
     CompactionResult,
+    ContextPolicy,
     HistoryEvent,
     HistoryProcessor,
     RequestProcessed,
-    SlidingWindow,
     StageFailed,
-    WindowSettings,
+    SummarizerSettings,
     assert_valid_history,
 )
 from pydantic_ai_history._compat import result_usage
 from pydantic_ai_history._marks import marker_kind
-from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 from pydantic_ai_history.testing import StrictProvider
 
 pytestmark = [
@@ -82,12 +81,12 @@ assert RunContext
 
 
 def build_processor(summarizer: StubSummarizer) -> CheckedProcessor:
-    settings = CompactionSettings(
-        max_tokens=TRIGGER, target_tokens=TARGET, summarizer_model=summarizer.model()
-    )
     events: list[HistoryEvent] = []
     processor = CheckedProcessor(
-        [Compactor(settings), SlidingWindow(WindowSettings())], context_window=WINDOW, on_event=events.append
+        artifacts=False,
+        policy=ContextPolicy(context_window=WINDOW, max_tokens=TRIGGER, target_tokens=TARGET),
+        summarizer=SummarizerSettings(model=summarizer.model()),
+        on_history_event=events.append,
     )
     processor.events = events
     return processor

@@ -8,6 +8,7 @@ window) from their public settings, under one context policy and one summarizer,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from strategies import MARKER, errors, text_of
 
 from pydantic_ai_history import (
     ContextPolicy,
+    HistoryContext,
     HistoryEvent,
     HistoryProcessor,
     SlidingWindow,
@@ -92,24 +94,24 @@ def full_processor(
     store: ArtifactStore | None = None,
     on_event: Callable[[HistoryEvent], None] | None = None,
     window_budget: int | None = None,
+    artifact_budget: int | None = None,
 ) -> HistoryProcessor:
     artifacts = ArtifactSettings(
         llm_planning=planner is not None,
         planner_model=planner,
         planner_timeout=planner_timeout,
-        summarizer_model=artifact_summarizer,
-        summarizer_timeout=summarizer_timeout,
         default_reduction=default_reduction,  # type: ignore[arg-type]
+        budget_tokens=artifact_budget,
     )
-    compaction = CompactionSettings(
-        max_tokens=max_tokens,
-        target_tokens=target_tokens,
-        summarizer_model=summarizer,
-        summarizer_timeout=summarizer_timeout,
-        summary_max_tokens=400,
-    )
+    compaction = CompactionSettings(summary_max_tokens=400)
+    artifact_stage: Any = ArtifactPlanner(artifacts)
+    if artifact_summarizer is not None and artifact_summarizer is not summarizer:
+        # One summarizer serves every stage; these tests make the artifact summaries fail on their own.
+        artifact_stage = WithSummarizer(
+            artifact_stage, SummarizerSettings(model=artifact_summarizer, timeout=summarizer_timeout)
+        )
     return HistoryProcessor(
-        stages=[ArtifactPlanner(artifacts), Compactor(compaction), SlidingWindow()],
+        stages=[artifact_stage, Compactor(compaction), SlidingWindow()],
         policy=ContextPolicy(
             context_window=context_window,
             max_tokens=max_tokens,
@@ -121,6 +123,22 @@ def full_processor(
         store=store if store is not None else MemoryStore(),
         on_history_event=on_event,
     )
+
+
+class WithSummarizer:
+    """A stage run with its own `SummarizerSettings` (the processor's serve every other stage)."""
+
+    def __init__(self, stage: Any, summarizer: SummarizerSettings) -> None:
+        self.stage, self.summarizer, self.name = stage, summarizer, stage.name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stage, name)
+
+    async def __call__(self, messages: list[Any], context: HistoryContext) -> list[Any]:
+        result: list[Any] = await self.stage(
+            messages, dataclasses.replace(context, summarizer=self.summarizer)
+        )
+        return result
 
 
 def make_agent(model: Any, processor: HistoryProcessor, **kwargs: Any) -> Agent[None, str]:

@@ -96,6 +96,9 @@ def _processor(summarizer: Any, events: list[HistoryEvent], store: Any, **extra:
         context_window=WINDOW,
         max_tokens=8_000,
         target_tokens=3_000,
+        # Most of the trigger for artifacts: they are reduced, and the history still grows past the trigger,
+        # so both stages act within a few turns.
+        artifact_budget=7_000,
         summarizer=summarizer,
         store=store,
         on_event=events.append,

@@ -26,11 +26,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo
 from strategies import text_of
 
-from _compaction import StubSummarizer, context, text, tool_loop
+from _compaction import SetupCompactor, StubSummarizer, compaction_setup, context, text, tool_loop
 from pydantic_ai_history import (
     CompactionResult,
-    CompactionSettings,
-    Compactor,
     ContentLost,
     HistoryEvent,
     HistoryWarning,
@@ -68,8 +66,8 @@ async def test_a_full_disk_defers_compaction_while_the_history_fits_the_window(t
     stub = StubSummarizer()
     ctx, events = context(context_window=128_000, store=FullDirectoryStore(tmp_path))
     messages = tool_loop(30)  # about 31K tokens: over the trigger, well inside the window
-    out = await Compactor(
-        CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
+    out = await SetupCompactor(
+        compaction_setup(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
     )(messages, ctx)
     assert out is messages, 'nothing was evicted'
     assert stub.calls == 0, 'no summary was paid for and thrown away'
@@ -85,8 +83,8 @@ async def test_a_full_disk_past_the_window_names_every_evicted_tool_call(
     ctx, events = context(context_window=24_000, store=FullDirectoryStore(tmp_path))
     messages = tool_loop(30)  # about 31K tokens: past the window, so the compaction must go ahead
     with caplog.at_level(logging.ERROR, logger='pydantic_ai_history'):
-        out = await Compactor(
-            CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
+        out = await SetupCompactor(
+            compaction_setup(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
         )(messages, ctx)
     assert_valid_history(out, original=messages)
     assert TokenCounter('gpt-4o').count_messages(out) < 24_000
@@ -108,8 +106,8 @@ async def test_a_working_store_holds_every_evicted_fact(tmp_path: Path) -> None:
     store = DirectoryStore(tmp_path)
     ctx, events = context(context_window=24_000, store=store)
     messages = tool_loop(30)
-    out = await Compactor(
-        CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
+    out = await SetupCompactor(
+        compaction_setup(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
     )(messages, ctx)
     stored = ''.join(p.read_text() for p in tmp_path.glob('*.bin'))
     kept = text_of(out)

@@ -12,11 +12,18 @@ import pytest
 from helpers import RecordingStore
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
 
-from _compaction import StubSummarizer, context, prompt_block, text, tool_loop, transcript_records
+from _compaction import (
+    SetupCompactor,
+    StubSummarizer,
+    compaction_setup,
+    context,
+    prompt_block,
+    text,
+    tool_loop,
+    transcript_records,
+)
 from _history import call, reply, user
 from pydantic_ai_history import (
-    CompactionSettings,
-    Compactor,
     ContextLimits,
     HistoryContext,
     SlidingWindow,
@@ -147,8 +154,8 @@ async def test_a_request_part_opening_with_our_marker_keeps_every_part_in_the_tr
     stub = StubSummarizer()
     store = RecordingStore()
     ctx, _ = context(store=store)
-    settings = CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
-    out = await Compactor(settings)(messages, ctx)
+    settings = compaction_setup(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
+    out = await SetupCompactor(settings)(messages, ctx)
     assert_valid_history(out, original=messages)
     assert marker_kind(out[1]) == 'summary'
     records = transcript_records(prompt_block(stub.prompts[0], 'messages'))

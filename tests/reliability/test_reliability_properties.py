@@ -232,15 +232,13 @@ def test_compactor_stage(messages: list[ModelMessage], fraction: float, mode: st
     trigger, counter = _budget(messages, fraction)
     target = max(trigger // 2, 1)
     summary_cap = 400
-    stage = Compactor(
-        CompactionSettings(
-            max_tokens=trigger + 1,
-            target_tokens=target,
-            summarizer_model=fake_model(Behaviour(mode)),
-            summary_max_tokens=summary_cap,
-        )
+    stage = Compactor(CompactionSettings(summary_max_tokens=summary_cap))
+    context = HistoryContext(
+        counter=counter,
+        limits=ContextLimits.fixed(budget=10**9, trigger=trigger + 1, target=target),
+        summarizer=SummarizerSettings(model=fake_model(Behaviour(mode))),
+        cache=MemoryCache(),
     )
-    context = HistoryContext(counter=counter, context_window=None, cache=MemoryCache())
     before, snapshot = dump(messages), copy.deepcopy(messages)
     out = asyncio.run(stage(messages, context))
     _check(messages, before, snapshot, out)
@@ -256,8 +254,10 @@ def test_artifact_stage(messages: list[ModelMessage], fraction: float) -> None:
     every reduced original is in the store."""
     budget, counter = _budget(messages, fraction)
     store = RecordingStore()
-    context = HistoryContext(counter=counter, context_window=None, cache=MemoryCache(), store=store)
-    stage = ArtifactPlanner(ArtifactSettings(budget_tokens=budget, max_history_tokens=budget * 2))
+    context = HistoryContext(
+        counter=counter, limits=ContextLimits.fixed(budget=budget * 2), cache=MemoryCache(), store=store
+    )
+    stage = ArtifactPlanner(ArtifactSettings(budget_tokens=budget))
     before, snapshot = dump(messages), copy.deepcopy(messages)
     out = asyncio.run(stage(messages, context))
     assert errors(out) == []

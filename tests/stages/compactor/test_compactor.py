@@ -23,7 +23,9 @@ from _compaction import (
     HAS_MESSAGE_METADATA,
     SYSTEM,
     TASK,
+    SetupCompactor,
     StubSummarizer,
+    compaction_setup,
     context,
     prompt_block,
     text,
@@ -38,7 +40,7 @@ from pydantic_ai_history import (
 from pydantic_ai_history._compat import COMPACTION_PART, COMPACTION_REQUEST_PART
 from pydantic_ai_history._context import MARKER_KEY, HistoryContext
 from pydantic_ai_history._marks import OPENINGS, marker_kind
-from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor, summary_text
+from pydantic_ai_history.stages.compactor import CompactionSettings, summary_text
 from pydantic_ai_history.units import split_units
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +51,7 @@ async def compact(
 ) -> tuple[list[ModelMessage], list[CompactionResult], HistoryContext]:
     ctx, events = context(**kwargs)
     before = copy.deepcopy(messages)
-    out = await Compactor(settings)(messages, ctx)
+    out = await SetupCompactor(settings)(messages, ctx)
     assert messages == before, 'the input was mutated'
     assert_valid_history(out, original=messages)
     return out, [e for e in events if isinstance(e, CompactionResult)], ctx
@@ -58,7 +60,7 @@ async def compact(
 def settings(stub: StubSummarizer, **kwargs: Any) -> CompactionSettings:
     kwargs.setdefault('max_tokens', 20_000)
     kwargs.setdefault('target_tokens', 8_000)
-    return CompactionSettings(summarizer_model=stub.model(), **kwargs)
+    return compaction_setup(summarizer_model=stub.model(), **kwargs)
 
 
 async def test_below_the_trigger_the_input_is_returned_as_is():
@@ -143,7 +145,7 @@ async def test_over_target_warning_is_emitted():
     stub = StubSummarizer()
     messages = [*tool_loop(25), call('fetch', 'big', {}), result('fetch', 'big', text(12_000, 'BIG'))]
     ctx, events = context()
-    out = await Compactor(settings(stub))(messages, ctx)
+    out = await SetupCompactor(settings(stub))(messages, ctx)
     assert_valid_history(out, original=messages)
     assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['compaction_over_target']
 
@@ -181,7 +183,7 @@ async def test_manual_compaction_with_focus_below_the_trigger():
     stub = StubSummarizer()
     messages = tool_loop(3)  # everything fits the target: all units but the last are summarized
     ctx, events = context()
-    compactor = Compactor(settings(stub))
+    compactor = SetupCompactor(settings(stub))
     assert await compactor(messages, ctx) is messages
     out = await compactor.compact(messages, ctx, focus='the replica cut-over date')
     assert_valid_history(out, original=messages)
@@ -197,7 +199,7 @@ async def test_manual_compaction_evicts_down_to_the_target():
     stub = StubSummarizer()
     messages = tool_loop(12)  # about 12K tokens: below the 20K trigger, above the 8K target
     ctx, _ = context()
-    out = await Compactor(settings(stub)).compact(messages, ctx)
+    out = await SetupCompactor(settings(stub)).compact(messages, ctx)
     assert_valid_history(out, original=messages)
     assert 4 < len(out) < len(messages)
     assert ctx.estimate(out).total <= 8_000
@@ -223,7 +225,7 @@ async def test_previous_summary_survives_two_compactions_and_is_updated_not_resu
     stub = StubSummarizer(behaviour)
     cfg = settings(stub)
     ctx, events = context()
-    compactor = Compactor(cfg)
+    compactor = SetupCompactor(cfg)
     first = await compactor(tool_loop(40), ctx)
     grown = list(first)
     for i in range(40, 70):
@@ -265,7 +267,7 @@ async def test_default_and_custom_instructions():
 async def test_the_summarizer_defaults_to_the_run_model():
     stub = StubSummarizer()
     out, events, _ = await compact(
-        tool_loop(40), CompactionSettings(max_tokens=20_000, target_tokens=8_000), model=stub.model()
+        tool_loop(40), compaction_setup(max_tokens=20_000, target_tokens=8_000), model=stub.model()
     )
     assert stub.calls == 1
     assert events[0].method == 'llm'
@@ -273,7 +275,7 @@ async def test_the_summarizer_defaults_to_the_run_model():
 
 
 async def test_no_model_at_all_falls_back_to_the_digest():
-    out, events, _ = await compact(tool_loop(40), CompactionSettings(max_tokens=20_000, target_tokens=8_000))
+    out, events, _ = await compact(tool_loop(40), compaction_setup(max_tokens=20_000, target_tokens=8_000))
     assert events[0].method == 'digest'
     assert 'no summarizer model' in (events[0].error or '')
     assert 'Automatic digest' in (summary_text(out[1]) or '')
@@ -307,14 +309,14 @@ async def test_tool_results_are_capped_with_head_and_tail_and_the_task_is_in_the
     ],
 )
 def test_limits_from_the_context_window(window: int | None, expected: tuple[int, int]):
-    limits = CompactionSettings().resolve(window)
+    limits = compaction_setup().resolve(window)
     assert (limits.trigger, limits.target) == expected
 
 
 def test_explicit_limits_win_and_must_be_ordered():
-    assert CompactionSettings(max_tokens=16_000, target_tokens=6_000).resolve(8_000).trigger == 16_000
-    with pytest.raises(ValueError, match='target_tokens must be below'):
-        CompactionSettings(max_tokens=10_000, target_tokens=10_000)
+    assert compaction_setup(max_tokens=16_000, target_tokens=6_000).resolve(8_000).trigger == 16_000
+    with pytest.raises(ValueError, match=r'target_tokens \(10,000\) must be below'):
+        compaction_setup(max_tokens=10_000, target_tokens=10_000)
 
 
 async def test_a_history_ending_mid_turn_after_user_reply():
@@ -347,5 +349,5 @@ async def test_a_history_ending_mid_turn_after_user_reply():
 def test_the_default_target_depends_on_the_trigger_alone(
     max_tokens: int | None, target_tokens: int | None, window: int | None, expected: tuple[int, int]
 ):
-    limits = CompactionSettings(max_tokens=max_tokens, target_tokens=target_tokens).resolve(window)
+    limits = compaction_setup(max_tokens=max_tokens, target_tokens=target_tokens).resolve(window)
     assert (limits.trigger, limits.target) == expected

@@ -7,18 +7,27 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
-from _compaction import TASK, StubSummarizer, context, prompt_block, text, tool_loop
+from _compaction import (
+    TASK,
+    SetupCompactor,
+    StubSummarizer,
+    compaction_setup,
+    context,
+    prompt_block,
+    text,
+    tool_loop,
+)
 from _history import call, is_suffix_by_identity, result
 from pydantic_ai_history import CompactionResult, HistoryEvent, assert_valid_history
 from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.cache import MemoryCache
-from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor, summary_text
+from pydantic_ai_history.stages.compactor import CompactionSettings, summary_text
 
 pytestmark = pytest.mark.anyio
 
 
 def settings(stub: StubSummarizer, **kwargs: Any) -> CompactionSettings:
-    return CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model(), **kwargs)
+    return compaction_setup(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model(), **kwargs)
 
 
 def grow(messages: list[ModelMessage], start: int, count: int) -> list[ModelMessage]:
@@ -42,7 +51,7 @@ def reload(messages: list[ModelMessage]) -> list[ModelMessage]:
 
 async def test_a_reloaded_uncompacted_history_reuses_the_recorded_prefix():
     stub = StubSummarizer()
-    compactor = Compactor(settings(stub))
+    compactor = SetupCompactor(settings(stub))
     ctx, events = context()
     full = tool_loop(40)
     first = await compactor(full, ctx)
@@ -86,9 +95,9 @@ async def test_a_new_processor_with_the_same_cache_does_not_summarize_again():
     cache = MemoryCache()
     messages = tool_loop(40)
     ctx1, _ = context(cache=cache)
-    first = await Compactor(settings(stub))(messages, ctx1)
+    first = await SetupCompactor(settings(stub))(messages, ctx1)
     ctx2, events = context(cache=cache)
-    second = await Compactor(settings(stub))(reload(messages), ctx2)
+    second = await SetupCompactor(settings(stub))(reload(messages), ctx2)
     assert stub.calls == 1
     assert compactions(events)[0].method == 'cache'
     assert summary_text(second[1]) == summary_text(first[1])
@@ -99,7 +108,7 @@ async def test_within_a_run_the_compacted_history_is_updated_incrementally_and_r
     """A run's compacted history (stored by pydantic-ai) compacts again from its summary; an app that reloads
     the uncompacted history afterwards still finds the prefix the in-run compaction recorded."""
     stub = StubSummarizer()
-    compactor = Compactor(settings(stub))
+    compactor = SetupCompactor(settings(stub))
     ctx, events = context()
     full = tool_loop(40)
     in_run = await compactor(full, ctx)
@@ -117,7 +126,7 @@ async def test_within_a_run_the_compacted_history_is_updated_incrementally_and_r
 
 async def test_a_changed_prefix_is_not_mistaken_for_a_recorded_one():
     stub = StubSummarizer()
-    compactor = Compactor(settings(stub))
+    compactor = SetupCompactor(settings(stub))
     ctx, events = context()
     full = tool_loop(40)
     await compactor(full, ctx)
@@ -133,12 +142,12 @@ async def test_same_evicted_span_and_previous_summary_hits_the_content_cache():
     cache = MemoryCache()
     messages = tool_loop(40)
     ctx1, _ = context(cache=cache)
-    await Compactor(settings(stub))(messages, ctx1)
+    await SetupCompactor(settings(stub))(messages, ctx1)
     # a different conversation head (another system prompt) with the same evicted span: no prefix record,
     # but the summary is keyed by the exact evicted content, settings, previous summary and focus
     other = [ModelRequest(parts=[UserPromptPart(TASK)]), *messages[1:]]  # no system prompt: another head
     ctx2, events = context(cache=cache)
-    out = await Compactor(settings(stub))(other, ctx2)
+    out = await SetupCompactor(settings(stub))(other, ctx2)
     assert_valid_history(out, original=other)
     assert stub.calls == 1
     assert compactions(events)[0].method == 'cache'

@@ -17,13 +17,20 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from _compaction import SYSTEM, StubSummarizer, context, prompt_block, tool_loop, transcript_records
+from _compaction import (
+    SYSTEM,
+    SetupCompactor,
+    StubSummarizer,
+    compaction_setup,
+    context,
+    prompt_block,
+    tool_loop,
+    transcript_records,
+)
 from pydantic_ai_history import (
     CompactionResult,
-    CompactionSettings,
-    Compactor,
+    ContextLimits,
     SlidingWindow,
-    WindowSettings,
     assert_valid_history,
 )
 from pydantic_ai_history.readback import read_artifact_text
@@ -48,16 +55,18 @@ async def test_system_prompt_moved_into_a_window_note_survives_the_next_compacti
     """keep_first_user_message=False lets the window drop the first request; its system prompt moves into the
     window's note. A later compaction evicts that note and must carry the system prompt on."""
     history = tool_loop(30, tokens=400)
-    ctx, _ = context(context_window=None, store=MemoryStore())
-    window = SlidingWindow(WindowSettings(budget=6_000, keep_first_user_message=False))
+    ctx, _ = context(
+        store=MemoryStore(), limits=ContextLimits.fixed(budget=6_000), keep_first_user_message=False
+    )
+    window = SlidingWindow()
     windowed = await window(history, ctx)
     assert windowed[0] is not history[0], 'the first request was dropped'
     assert _system_prompts(windowed) == [SYSTEM]
 
     grown = [*windowed, *tool_loop(12, tokens=400, tag='more')[1:]]
     summarizer = StubSummarizer()
-    compactor = Compactor(
-        CompactionSettings(
+    compactor = SetupCompactor(
+        compaction_setup(
             max_tokens=6_000,
             target_tokens=3_000,
             summarizer_model=summarizer.model(),
@@ -79,8 +88,8 @@ async def test_the_full_transcript_of_what_was_summarized_can_be_read_back() -> 
     summarizer = StubSummarizer(
         behaviour=lambda prompt, n: 'Work is progressing.'
     )  # a summary that says little
-    out = await Compactor(
-        CompactionSettings(max_tokens=12_000, target_tokens=5_000, summarizer_model=summarizer.model())
+    out = await SetupCompactor(
+        compaction_setup(max_tokens=12_000, target_tokens=5_000, summarizer_model=summarizer.model())
     )(history, ctx)
     summary = next(m for m in out if m is not history[0] and isinstance(m, ModelRequest))
     text = ModelMessagesTypeAdapter.dump_json([summary]).decode()
@@ -106,8 +115,8 @@ async def test_repeated_compactions_keep_one_transcript_reference_and_chain_the_
     transcript's first line names the one before, so the model can walk back through every evicted message."""
     store = MemoryStore()
     ctx, events = context(context_window=None, store=store)
-    compactor = Compactor(
-        CompactionSettings(max_tokens=12_000, target_tokens=5_000, summarizer_model=StubSummarizer().model())
+    compactor = SetupCompactor(
+        compaction_setup(max_tokens=12_000, target_tokens=5_000, summarizer_model=StubSummarizer().model())
     )
     history = tool_loop(30, tokens=500, tag='r0')
     tags = [f'R0-{i:03d}' for i in range(30)]
@@ -158,8 +167,8 @@ async def test_image_urls_without_a_file_extension_are_summarized_and_stored() -
     store = MemoryStore()
     ctx, events = context(context_window=None, store=store)
     summarizer = StubSummarizer()
-    out = await Compactor(
-        CompactionSettings(max_tokens=12_000, target_tokens=5_000, summarizer_model=summarizer.model())
+    out = await SetupCompactor(
+        compaction_setup(max_tokens=12_000, target_tokens=5_000, summarizer_model=summarizer.model())
     )(history, ctx)
     assert_valid_history(out, original=history)
     [event] = [e for e in events if isinstance(e, CompactionResult)]

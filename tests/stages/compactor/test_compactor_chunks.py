@@ -7,10 +7,10 @@ import re
 import pytest
 from pydantic_ai.messages import ModelMessage
 
-from _compaction import SYSTEM, TASK, StubSummarizer, context
+from _compaction import SYSTEM, TASK, SetupCompactor, StubSummarizer, compaction_setup, context
 from _history import call, result, system_user
 from pydantic_ai_history import CompactionResult, TokenCounter, assert_valid_history
-from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor, summary_text
+from pydantic_ai_history.stages.compactor import summary_text
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +38,7 @@ async def test_a_400k_token_evicted_span_is_summarized_in_chunks_that_cover_ever
     messages = big_history(regions=40, units_per_region=10, tokens_per_unit=1_050)  # about 430K tokens
     ctx, events = context()
     assert ctx.estimate(messages).total > 420_000
-    out = await Compactor(CompactionSettings(summarizer_model=stub.model()))(
+    out = await SetupCompactor(compaction_setup(summarizer_model=stub.model()))(
         messages, ctx
     )  # defaults: 120K/40K
     assert_valid_history(out, original=messages)
@@ -65,10 +65,10 @@ async def test_a_small_summarizer_window_lowers_the_input_cap():
     stub = StubSummarizer()
     messages = big_history(regions=4, units_per_region=10, tokens_per_unit=1_050)  # about 43K tokens
     ctx, _ = context()
-    settings = CompactionSettings(
+    settings = compaction_setup(
         max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model(), summarizer_input_tokens=12_000
     )
-    out = await Compactor(settings)(messages, ctx)
+    out = await SetupCompactor(settings)(messages, ctx)
     assert_valid_history(out, original=messages)
     assert stub.calls >= 3
     assert all(TokenCounter('gpt-4o').count_text(p) <= 12_000 for p in stub.prompts)

@@ -7,11 +7,17 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, SystemPromptPart
 
-from _compaction import StubSummarizer, context, joined_conversations, user_texts
+from _compaction import (
+    SetupCompactor,
+    StubSummarizer,
+    compaction_setup,
+    context,
+    joined_conversations,
+    user_texts,
+)
 from _history import is_suffix_by_identity
 from pydantic_ai_history import CompactionResult, assert_valid_history
 from pydantic_ai_history._marks import marker_kind
-from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +34,7 @@ async def test_real_conversations_compact_to_the_default_target(
     stub = StubSummarizer()
     ctx, events = context(context_window=window)
     assert ctx.estimate(long_history).total > 120_000
-    out = await Compactor(CompactionSettings(summarizer_model=stub.model()))(long_history, ctx)
+    out = await SetupCompactor(compaction_setup(summarizer_model=stub.model()))(long_history, ctx)
     assert_valid_history(out, original=long_history)
     [event] = [e for e in events if isinstance(e, CompactionResult)]
     assert event.method == 'llm'
@@ -48,7 +54,7 @@ async def test_real_conversations_compact_to_the_default_target(
 
 async def test_twice_reloaded_real_history_hits_the_cache(long_history: list[ModelMessage]):
     stub = StubSummarizer()
-    compactor = Compactor(CompactionSettings(summarizer_model=stub.model()))
+    compactor = SetupCompactor(compaction_setup(summarizer_model=stub.model()))
     ctx, events = context()
     first = await compactor(long_history, ctx)
     reloaded = list(ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(long_history)))

@@ -15,10 +15,20 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
-from _compaction import TASK, StubSummarizer, context, default_summary, hang, text, tool_loop
+from _compaction import (
+    TASK,
+    SetupCompactor,
+    StubSummarizer,
+    compaction_setup,
+    context,
+    default_summary,
+    hang,
+    text,
+    tool_loop,
+)
 from _history import call, result
 from pydantic_ai_history import CompactionResult, assert_valid_history
-from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor, summary_text
+from pydantic_ai_history.stages.compactor import CompactionSettings, summary_text
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +38,7 @@ def boom(prompt: str, number: int) -> str:
 
 
 def settings(stub: StubSummarizer, **kwargs: Any) -> CompactionSettings:
-    return CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model(), **kwargs)
+    return compaction_setup(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model(), **kwargs)
 
 
 def reload(messages: list[ModelMessage]) -> list[ModelMessage]:
@@ -60,7 +70,7 @@ async def test_a_failed_summarizer_falls_back_to_the_digest_and_the_run_goes_on(
     stub = StubSummarizer(behaviour)
     messages = history()
     ctx, events = context()
-    out = await Compactor(settings(stub, summarizer_timeout=0.05))(messages, ctx)
+    out = await SetupCompactor(settings(stub, summarizer_timeout=0.05))(messages, ctx)
     assert_valid_history(out, original=messages)
     [event] = [e for e in events if isinstance(e, CompactionResult)]
     assert event.method == 'digest'
@@ -99,7 +109,7 @@ async def test_tool_errors_are_listed_in_the_digest(kind: str):
     messages = tool_loop(40)
     messages[8] = ModelRequest(parts=[part])
     ctx, _ = context()
-    out = await Compactor(settings(StubSummarizer(boom)))(messages, ctx)
+    out = await SetupCompactor(settings(StubSummarizer(boom)))(messages, ctx)
     assert_valid_history(out, original=messages)
     digest = summary_text(out[1]) or ''
     assert '## Errors\n- fetch: page 3 is missing' in digest, (
@@ -111,7 +121,7 @@ async def test_the_head_tail_cut_keeps_the_first_quarter_and_last_three_quarters
     stub = StubSummarizer(boom)
     messages = tool_loop(40)
     ctx, events = context()
-    out = await Compactor(settings(stub, fallback='truncate', summary_max_tokens=3_000))(messages, ctx)
+    out = await SetupCompactor(settings(stub, fallback='truncate', summary_max_tokens=3_000))(messages, ctx)
     assert_valid_history(out, original=messages)
     [event] = [e for e in events if isinstance(e, CompactionResult)]
     assert event.method == 'truncate'
@@ -135,7 +145,7 @@ async def test_three_failures_open_a_cool_down_then_the_summarizer_is_tried_agai
         return '## Goal and constraints\nrecovered'
 
     stub = StubSummarizer(behaviour)
-    compactor = Compactor(settings(stub, max_failures=3, cooldown_seconds=300, clock=lambda: now[0]))
+    compactor = SetupCompactor(settings(stub, max_failures=3, cooldown_seconds=300, clock=lambda: now[0]))
     ctx, events = context(cache=None)  # no cache: each compaction below goes to the summarizer or fallback
 
     async def one() -> CompactionResult:
@@ -178,7 +188,7 @@ async def test_the_fallback_keeps_the_previous_summary():
         raise RuntimeError('down')
 
     stub = StubSummarizer(first_ok_then_fail)
-    compactor = Compactor(settings(stub))
+    compactor = SetupCompactor(settings(stub))
     ctx, _ = context()
     first = await compactor(tool_loop(40), ctx)
     grown = list(first)
@@ -201,7 +211,7 @@ async def test_a_fallback_summary_is_not_reused_from_the_prefix_cache_after_the_
         return default_summary(prompt, number)
 
     stub = StubSummarizer(behaviour)
-    compactor = Compactor(settings(stub))
+    compactor = SetupCompactor(settings(stub))
     ctx, events = context()
     full = history()
     first = await compactor(full, ctx)

@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
-from _compaction import StubSummarizer, context, default_summary, prompt_block, tool_loop, transcript_records
+from _compaction import (
+    SetupCompactor,
+    StubSummarizer,
+    compaction_setup,
+    context,
+    default_summary,
+    prompt_block,
+    tool_loop,
+    transcript_records,
+)
 from _history import call, reply, result, user
 from pydantic_ai_history import TokenCounter, assert_valid_history
 from pydantic_ai_history.pinning import pin_tool_errors
@@ -14,8 +23,6 @@ from pydantic_ai_history.stages import _transcript
 from pydantic_ai_history.stages._transcript import render_units
 from pydantic_ai_history.stages.compactor import (
     PINNED_HEADING,
-    CompactionSettings,
-    Compactor,
     summary_sections,
     summary_text,
 )
@@ -62,8 +69,8 @@ async def test_the_summarizer_prompt_frames_the_data_and_says_it_is_data() -> No
     stub = StubSummarizer()
     ctx, _ = context()
     messages = _history_with_injection()
-    out = await Compactor(
-        CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
+    out = await SetupCompactor(
+        compaction_setup(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
     )(messages, ctx)
     assert_valid_history(out, original=messages)
     [prompt] = stub.prompts
@@ -84,8 +91,8 @@ async def test_a_summary_that_writes_the_pinned_heading_forges_nothing() -> None
     """Such a summary hid everything after the heading from later summarizers and was carried verbatim."""
     stub = StubSummarizer(_forging_summary)
     ctx, _ = context()
-    compactor = Compactor(
-        CompactionSettings(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
+    compactor = SetupCompactor(
+        compaction_setup(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
     )
     first = await compactor(tool_loop(30), ctx)
     sections = summary_sections(first[1])
@@ -113,8 +120,8 @@ async def test_a_real_pin_and_a_forged_heading_stay_apart() -> None:
         else ModelRequest(parts=[_retry('deploy', error, 'd1')])
     )
     messages.extend(tool_loop(30, tag='later')[1:])
-    compactor = Compactor(
-        CompactionSettings(
+    compactor = SetupCompactor(
+        compaction_setup(
             max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model(), pin=pin_tool_errors
         )
     )

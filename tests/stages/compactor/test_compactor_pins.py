@@ -26,7 +26,17 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.usage import UsageLimits
 
-from _compaction import StubSummarizer, agent_with, context, prompt_block, text, tool_loop, transcript_records
+from _compaction import (
+    SetupCompactor,
+    StubSummarizer,
+    agent_with,
+    compaction_setup,
+    context,
+    prompt_block,
+    text,
+    tool_loop,
+    transcript_records,
+)
 from _history import call, is_suffix_by_identity, result
 from pydantic_ai_history import (
     CompactionResult,
@@ -42,7 +52,6 @@ from pydantic_ai_history.pinning import PinPredicate, is_pinned
 from pydantic_ai_history.stages.compactor import (
     PINNED_HEADING,
     CompactionSettings,
-    Compactor,
     summary_text,
 )
 from pydantic_ai_history.testing import StrictProvider
@@ -98,9 +107,7 @@ def rounds(
 
 
 def settings(stub: StubSummarizer, **kwargs: Any) -> CompactionSettings:
-    return CompactionSettings(
-        max_tokens=TRIGGER, target_tokens=TARGET, summarizer_model=stub.model(), **kwargs
-    )
+    return compaction_setup(max_tokens=TRIGGER, target_tokens=TARGET, summarizer_model=stub.model(), **kwargs)
 
 
 def reload(messages: list[ModelMessage]) -> list[ModelMessage]:
@@ -133,7 +140,7 @@ def compactions(events: list[HistoryEvent]) -> list[CompactionResult]:
 async def test_a_pinned_tool_error_survives_two_compactions_and_a_reload(way: str):
     make, predicate = WAYS[way]
     stub = StubSummarizer()
-    compactor = Compactor(settings(stub, pin=predicate))
+    compactor = SetupCompactor(settings(stub, pin=predicate))
     ctx, events = context()
     full = [*tool_loop(0), *rounds(0, 40, {2: ERROR}, make)]  # the error is deep in the evicted region
 
@@ -188,7 +195,7 @@ async def test_without_a_pin_the_same_error_is_summarized_away():
     stub = StubSummarizer()
     full = [*tool_loop(0), *rounds(0, 40, {2: ERROR})]
     ctx, _ = context()
-    out = await Compactor(settings(stub))(full, ctx)
+    out = await SetupCompactor(settings(stub))(full, ctx)
     assert_valid_history(out, original=full)
     assert ERROR not in texts(out)
     assert ERROR in stub.prompts[0], 'the summarizer was given the error to summarize'
@@ -199,7 +206,7 @@ async def test_pinned_units_are_reserved_and_never_push_the_cut():
     errors = {i: f'ERROR-{i}: deploy to shard {i} refused' for i in range(0, 40, 4)}
     full = [*tool_loop(0), *rounds(0, 40, errors)]
     ctx, _ = context()
-    out = await Compactor(settings(stub, pin=pin_tool_errors))(full, ctx)
+    out = await SetupCompactor(settings(stub, pin=pin_tool_errors))(full, ctx)
     assert_valid_history(out, original=full)
     assert ctx.estimate(out).total <= TARGET
     tail = out[2:]
@@ -223,7 +230,7 @@ async def test_pins_alone_over_the_target_are_kept_whole_with_a_warning():
     big = {i: f'ERROR-{i}-START ' + text(2_500) + f' ERROR-{i}-END' for i in (3, 9, 15, 21)}
     full = [*tool_loop(0), *rounds(0, 40, big)]
     ctx, events = context()
-    out = await Compactor(settings(stub, pin=pin_tool_errors))(full, ctx)
+    out = await SetupCompactor(settings(stub, pin=pin_tool_errors))(full, ctx)
     assert_valid_history(out, original=full)
     final = texts(out)
     for message in big.values():
@@ -241,7 +248,7 @@ def boom(prompt: str, number: int) -> str:
 @pytest.mark.parametrize('fallback', ['digest', 'truncate'])
 async def test_the_fallbacks_carry_the_pinned_section_once(fallback: Any):
     stub = StubSummarizer(boom)
-    compactor = Compactor(settings(stub, pin=pin_tool_errors, fallback=fallback))
+    compactor = SetupCompactor(settings(stub, pin=pin_tool_errors, fallback=fallback))
     ctx, events = context()
     full = [*tool_loop(0), *rounds(0, 40, {2: ERROR})]
     first = await compactor(full, ctx)
