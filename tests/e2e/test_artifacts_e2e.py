@@ -18,6 +18,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
+from _limits import artifact_limits, artifact_policy
 from pydantic_ai_history import HistoryEvent, HistoryProcessor, SlidingWindow, assert_valid_history
 from pydantic_ai_history._compat import pydantic_ai_version
 from pydantic_ai_history.events import ArtifactProcessed
@@ -33,7 +34,7 @@ pytestmark = [
 
 WINDOW = 24_000
 READ_LIMIT = 25_000
-BUDGET = ArtifactSettings().resolve_budget(WINDOW)
+BUDGET = ArtifactSettings().resolve_budget(artifact_limits(WINDOW))
 ART_ID = re.compile(r'art_[0-9a-f]{64}')
 
 
@@ -127,7 +128,9 @@ async def test_500kb_tool_output_is_budgeted_and_read_back_exactly(fixtures_dir:
     events: list[HistoryEvent] = []
     outputs = _Outputs()
     processor = HistoryProcessor(
-        [ArtifactPlanner(), SlidingWindow(), outputs], context_window=WINDOW, on_event=events.append
+        stages=[ArtifactPlanner(), SlidingWindow(), outputs],
+        policy=artifact_policy(WINDOW),
+        on_history_event=events.append,
     )
 
     def fetch_page(url: str) -> str:

@@ -101,7 +101,7 @@ def full_processor(
         planner_model=planner,
         planner_timeout=planner_timeout,
         default_reduction=default_reduction,  # type: ignore[arg-type]
-        budget_tokens=artifact_budget,
+        artifact_budget_tokens=artifact_budget,
     )
     compaction = CompactionSettings(summary_max_tokens=400)
     artifact_stage: Any = ArtifactPlanner(artifacts)

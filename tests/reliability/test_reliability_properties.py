@@ -257,7 +257,7 @@ def test_artifact_stage(messages: list[ModelMessage], fraction: float) -> None:
     context = HistoryContext(
         counter=counter, limits=ContextLimits.fixed(budget=budget * 2), cache=MemoryCache(), store=store
     )
-    stage = ArtifactPlanner(ArtifactSettings(budget_tokens=budget))
+    stage = ArtifactPlanner(ArtifactSettings(artifact_budget_tokens=budget))
     before, snapshot = dump(messages), copy.deepcopy(messages)
     out = asyncio.run(stage(messages, context))
     assert errors(out) == []

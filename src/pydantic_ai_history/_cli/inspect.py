@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .._compat import BinaryContent, ModelMessage, part_metadata
 from .._context import MARKER_KEY
@@ -114,6 +114,15 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def _unknown_window(model: str | None) -> NoReturn:
+    if model is None:
+        fail(
+            'the history names no model, so its context window is unknown: '
+            'pass --model NAME or --context-window N'
+        )
+    fail(f'the context window of model {model!r} is unknown: pass --context-window N')
+
+
 async def inspect_messages(
     messages: Sequence[ModelMessage],
     *,
@@ -129,6 +138,8 @@ async def inspect_messages(
     window; `max_tokens`/`target_tokens` default to `create_history_processor()`'s. Only with
     `summarizer_model` is an LLM called.
     """
+    from .._policy import ContextPolicy
+    from .._summarizer_settings import SummarizerSettings
     from ..factory import create_history_processor
 
     model = model or history_model_name(messages)
@@ -139,29 +150,30 @@ async def inspect_messages(
         settings['max_tokens'] = max_tokens
     if target_tokens is not None:
         settings['target_tokens'] = target_tokens
-    kwargs: dict[str, Any] = dict(settings)
+    summarizer = SummarizerSettings()
     if summarizer_model is not None:
         settings['summarizer_model'] = summarizer_model
-        kwargs['summarizer_model'] = build_model(summarizer_model)
+        summarizer = SummarizerSettings(model=build_model(summarizer_model))
     try:
-        processor = create_history_processor(
-            model=dry, context_window=context_window, on_event=events.append, **kwargs
+        # strict: a report on an assumed window would describe a processor nobody runs
+        policy = ContextPolicy(
+            context_window=context_window, max_tokens=max_tokens, target_tokens=target_tokens, strict=True
         )
+        processor = create_history_processor(
+            model=dry, policy=policy, summarizer=summarizer, on_event=events.append
+        )
+    except ContextWindowUnknownError:
+        _unknown_window(model)
     except ValueError as exc:
         fail(f'invalid settings: {exc}')
     counter = processor.counter_for(dry)
-    context = processor.make_context(model=dry)
     before = list(messages)
     per_before = [counter.count_message(m) for m in before]
     try:
+        context = processor.make_context(model=dry)
         output = await processor.process(before, model=dry)
     except ContextWindowUnknownError:
-        if model is None:
-            fail(
-                'the history names no model, so its context window is unknown: '
-                'pass --model NAME or --context-window N'
-            )
-        fail(f'the context window of model {model!r} is unknown: pass --context-window N')
+        _unknown_window(model)
     except Exception as exc:
         raise CliError(f'processing failed: {type(exc).__name__}: {exc}', EXIT_PROCESSING) from exc
     per_after = [counter.count_message(m) for m in output]

@@ -19,6 +19,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
+from _limits import artifact_policy
+from pydantic_ai_history import SummarizerSettings
 from pydantic_ai_history._context import MARKER_KEY
 from pydantic_ai_history.cache import MemoryCache
 from pydantic_ai_history.events import ArtifactProcessed, HistoryEvent
@@ -66,16 +68,18 @@ def make_processor(
     model: Any = 'gpt-4o',
     cache: Any = None,
     store: Any = None,
+    summarizer: SummarizerSettings | None = None,
 ) -> tuple[HistoryProcessor, Recorder]:
     recorder = Recorder()
     processor = HistoryProcessor(
-        [ArtifactPlanner(settings or ArtifactSettings())],
+        stages=[ArtifactPlanner(settings or ArtifactSettings())],
         model=model,
-        context_window=context_window,
+        policy=artifact_policy(context_window),
+        summarizer=summarizer or SummarizerSettings(),
         cache=cache if cache is not None else MemoryCache(),
         # one secret for every processor of a test, as a deployment configures one: equal content, equal ids
         store=store if store is not None else MemoryStore(secret=TEST_SECRET),
-        on_event=recorder,
+        on_history_event=recorder,
     )
     return processor, recorder
 

@@ -22,7 +22,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, RunUsage
 
-from pydantic_ai_history import TokenCounter, assert_valid_history
+from _limits import artifact_limits
+from pydantic_ai_history import SummarizerSettings, TokenCounter, assert_valid_history
 from pydantic_ai_history._context import HistoryContext
 from pydantic_ai_history.cache import MemoryCache
 from pydantic_ai_history.events import StageFailed
@@ -57,15 +58,15 @@ async def test_planner_and_summarizer_usage_is_added_to_the_run_usage_without_wa
         )
 
     content = (fixtures_dir / 'tool_outputs' / 'vega_datasets' / 'airports.csv').read_text()
-    settings = ArtifactSettings(
-        planner_model=planner_model(_summarize_all),
-        summarizer_model=FunctionModel(summarize, model_name='summarizer'),
-        summarizer_settings={'temperature': 0.0, 'max_tokens': 321},
-    )
+    settings = ArtifactSettings(planner_model=planner_model(_summarize_all))
     usage = RunUsage()
     ctx = HistoryContext(
         counter=TokenCounter('gpt-4o'),
-        context_window=16_000,
+        limits=artifact_limits(16_000),
+        summarizer=SummarizerSettings(
+            model=FunctionModel(summarize, model_name='summarizer'),
+            model_settings={'temperature': 0.0, 'max_tokens': 321},
+        ),
         model='gpt-4o',
         cache=MemoryCache(),
         store=MemoryStore(),
@@ -120,7 +121,9 @@ async def test_tool_returns_that_can_never_be_reduced_are_not_examined_again(
         *_small_rounds(40),
     ]
     counter = processor.counter_for('gpt-4o')
-    assert counter.count_messages(history) > ArtifactSettings().hard_limit(16_000), 'over the hard limit'
+    assert counter.count_messages(history) > ArtifactSettings().hard_limit(artifact_limits(16_000)), (
+        'over the hard limit'
+    )
 
     out = await processor.process(history)
     assert out == history, 'nothing is reducible'
@@ -156,7 +159,9 @@ async def test_a_remembered_return_is_replanned_where_it_now_stands(fixtures_dir
         ModelResponse(parts=[TextPart('Here they are.')]),
         ModelRequest(parts=[UserPromptPart(f'Which of these is also in this list? {pasted}')]),
     ]
-    assert processor.counter_for('gpt-4o').count_messages(later) > ArtifactSettings().hard_limit(64_000)
+    assert processor.counter_for('gpt-4o').count_messages(later) > ArtifactSettings().hard_limit(
+        artifact_limits(64_000)
+    )
     out = await processor.process(later)
     assert_valid_history(out, original=later)
     index = next(i for i, m in enumerate(later) if m is first[-1])

@@ -12,6 +12,7 @@ from _artifact_helpers import make_processor, marker, planner_model, tool_histor
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
 from pydantic_ai.usage import RequestUsage
 
+from _limits import artifact_limits
 from pydantic_ai_history import assert_valid_history
 from pydantic_ai_history.stages.artifacts import (
     Artifact,
@@ -119,7 +120,7 @@ async def test_heuristic_plan_smallest_first_and_budgeted(fixtures_dir: Path) ->
     counter = processor.counter_for('gpt-4o')
     assert (
         sum(counter.count_part(p) for p in by_tool.values())
-        <= S.resolve_budget(16_000) + 2 * S.min_preview_tokens
+        <= S.resolve_budget(artifact_limits(16_000)) + 2 * S.min_preview_tokens
     )
 
 

@@ -17,6 +17,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
+from _limits import artifact_limits
 from pydantic_ai_history import assert_valid_history
 from pydantic_ai_history.stages.artifacts import (
     ARTIFACT_MARKER,
@@ -205,7 +206,7 @@ async def test_older_artifact_replanned_when_over_budget(fixtures_dir: Path) -> 
     strategies = {p.tool_name: marker(p).get('strategy') for p in tool_returns(out)}
     assert strategies['airports'] == 'extract'
     assert strategies['products'] in {'extract', 'exclude'}
-    budget = ArtifactSettings().resolve_budget(64_000)
+    budget = ArtifactSettings().resolve_budget(artifact_limits(64_000))
     counter = processor.counter_for('gpt-4o')
     assert sum(counter.count_part(p) for p in tool_returns(out)) <= budget
     assert recorder.artifacts[-2].source == "tool 'airports'"  # the newest is served first

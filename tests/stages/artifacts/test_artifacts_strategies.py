@@ -19,7 +19,8 @@ from _artifact_helpers import (
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.usage import RequestUsage
 
-from pydantic_ai_history import assert_valid_history
+from _limits import artifact_limits
+from pydantic_ai_history import SummarizerSettings, assert_valid_history
 from pydantic_ai_history.cache import MemoryCache
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER, ArtifactSettings
@@ -28,7 +29,7 @@ from pydantic_ai_history.store import MemoryStore, StoreError
 pytestmark = pytest.mark.anyio
 
 WINDOW = 16_000
-BUDGET = ArtifactSettings().resolve_budget(WINDOW)  # 0.5 * (16,000 - 1,024)
+BUDGET = ArtifactSettings().resolve_budget(artifact_limits(WINDOW))  # 0.5 * (16,000 - 1,024)
 
 
 def _fixture(fixtures_dir: Path, name: str) -> tuple[str, Any]:
@@ -77,10 +78,10 @@ async def _stored_text(processor: Any, artifact_id: str) -> str:
 async def test_strategy_gives_valid_budgeted_history(fixtures_dir: Path, name: str, strategy: str) -> None:
     tool, content = _fixture(fixtures_dir, name)
     summaries: list[str] = []
-    settings = ArtifactSettings(
-        planner_model=planner_model(_plan_all(strategy)), summarizer_model=summarizer_model(summaries)
+    settings = ArtifactSettings(planner_model=planner_model(_plan_all(strategy)))
+    processor, recorder = make_processor(
+        settings, context_window=WINDOW, summarizer=SummarizerSettings(model=summarizer_model(summaries))
     )
-    processor, recorder = make_processor(settings, context_window=WINDOW)
     history = tool_history('Which items are listed, and what do they cost?', tool, content)
     out = await processor.process(history)
 
@@ -162,21 +163,22 @@ async def test_extract_finds_airport_city(fixtures_dir: Path) -> None:
 async def test_second_identical_run_hits_cache_for_every_summary(fixtures_dir: Path) -> None:
     cache = MemoryCache()
     summaries: list[str] = []
-    settings = ArtifactSettings(
-        planner_model=planner_model(_plan_all('summarize')), summarizer_model=summarizer_model(summaries)
-    )
+    settings = ArtifactSettings(planner_model=planner_model(_plan_all('summarize')))
+    summarizer = SummarizerSettings(model=summarizer_model(summaries))
     histories = []
     for name in ('tau-bench_retail_products.json', 'vega_datasets/airports.csv'):
         tool, content = _fixture(fixtures_dir, name)
         histories.append(tool_history('Summarize it', tool, content))
     first_outputs = []
     for history in histories:
-        processor, _ = make_processor(settings, cache=cache)
+        processor, _ = make_processor(settings, cache=cache, summarizer=summarizer)
         first_outputs.append(await processor.process(history))
     assert len(summaries) == 2
     hits_before = cache.stats.hits
     for history, first in zip(histories, first_outputs, strict=True):
-        processor, recorder = make_processor(settings, cache=cache)  # a new process, the same shared cache
+        processor, recorder = make_processor(
+            settings, cache=cache, summarizer=summarizer
+        )  # a new process, the same shared cache
         out = await processor.process(history)
         assert_valid_history(out)
         assert tool_returns(out)[0].content == tool_returns(first)[0].content
@@ -188,11 +190,10 @@ async def test_second_identical_run_hits_cache_for_every_summary(fixtures_dir: P
 async def test_failing_summarizer_falls_back_to_extract(fixtures_dir: Path) -> None:
     tool, content = _fixture(fixtures_dir, 'vega_datasets/airports.csv')
     calls: list[str] = []
-    settings = ArtifactSettings(
-        planner_model=planner_model(_plan_all('summarize')),
-        summarizer_model=summarizer_model(calls, fail=True),
+    settings = ArtifactSettings(planner_model=planner_model(_plan_all('summarize')))
+    processor, recorder = make_processor(
+        settings, summarizer=SummarizerSettings(model=summarizer_model(calls, fail=True))
     )
-    processor, recorder = make_processor(settings)
     out = await processor.process(tool_history('Where is Willow Run airport?', tool, content))
     assert_valid_history(out)
     assert len(calls) == 1

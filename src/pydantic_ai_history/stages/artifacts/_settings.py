@@ -24,7 +24,7 @@ class ArtifactSettings:
     Remote `ImageUrl`/`DocumentUrl` attachments are never fetched: they are left for the provider to read.
     """
 
-    budget_tokens: int | None = None
+    artifact_budget_tokens: int | None = None
     """Tokens for all artifacts together. Default: `budget_fraction` of the hard limit, which is the policy's
     budget capped at its compaction trigger (so this stage and the compactor agree on "too long")."""
     budget_fraction: float = 0.5
@@ -48,7 +48,7 @@ class ArtifactSettings:
     default_reduction: Literal['extract', 'summarize'] = 'extract'
     """What the heuristic planner does with a large artifact that does not fit: `extract` (deterministic and
     free) or `summarize` (an LLM call, cached)."""
-    summary_max_tokens: int = 1_000
+    artifact_summary_max_tokens: int = 1_000
     """The cap on one artifact summary (less when the budget is short)."""
     min_extract_tokens: int = 300
     """With less budget left than this, an artifact is excluded (a stub) rather than extracted."""
@@ -82,7 +82,7 @@ class ArtifactSettings:
             raise ValueError(f'ArtifactSettings.margin must be in [0, 1), got {self.margin!r}')
         positive = (
             'large_artifact_chars',
-            'summary_max_tokens',
+            'artifact_summary_max_tokens',
             'chunk_chars',
             'planner_timeout',
             'planner_preview_chars',
@@ -91,8 +91,10 @@ class ArtifactSettings:
             value = getattr(self, name)
             if value <= 0:
                 raise ValueError(f'ArtifactSettings.{name} must be positive, got {value!r}')
-        if self.budget_tokens is not None and self.budget_tokens <= 0:
-            raise ValueError(f'ArtifactSettings.budget_tokens must be positive, got {self.budget_tokens!r}')
+        if self.artifact_budget_tokens is not None and self.artifact_budget_tokens <= 0:
+            raise ValueError(
+                f'ArtifactSettings.artifact_budget_tokens must be positive, got {self.artifact_budget_tokens!r}'
+            )
 
     @property
     def uses_llm_planning(self) -> bool:
@@ -104,6 +106,6 @@ class ArtifactSettings:
 
     def resolve_budget(self, limits: ContextLimits) -> int:
         """Tokens for all artifacts together."""
-        if self.budget_tokens is not None:
-            return self.budget_tokens
+        if self.artifact_budget_tokens is not None:
+            return self.artifact_budget_tokens
         return max(int(self.hard_limit(limits) * self.budget_fraction), 1)

@@ -275,7 +275,7 @@ class ArtifactPlanner:
             focus = decision.summarization_focus or default_query or None
             try:
                 summary, hit = await self._summary(
-                    candidate, focus, min(settings.summary_max_tokens, room), context
+                    candidate, focus, min(settings.artifact_summary_max_tokens, room), context
                 )
             except Exception as exc:
                 reason = f'{type(exc).__name__}: {exc}'[:200]

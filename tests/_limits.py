@@ -1,0 +1,17 @@
+"""The policy artifact-stage tests plan against: the window less the 1,024 reserve, trigger at that budget."""
+
+from __future__ import annotations
+
+from pydantic_ai_history import ContextLimits, ContextPolicy
+from pydantic_ai_history.model_info import ModelInfo
+
+
+def artifact_policy(context_window: int) -> ContextPolicy:
+    """The whole window less the 1,024 reserve, with the compaction trigger at that budget: the artifact
+    stage's hard limit is then `context_window - 1,024`."""
+    return ContextPolicy(context_window=context_window, max_tokens=context_window - 1_024)
+
+
+def artifact_limits(context_window: int) -> ContextLimits:
+    """`artifact_policy(context_window)` resolved (the model does not matter: the window is given)."""
+    return artifact_policy(context_window).resolve(ModelInfo('openai:gpt-4o', None, 'unknown'))
