@@ -230,6 +230,10 @@ def summarize_prompt(messages: list[ModelMessage], info: Any) -> ModelResponse:
     return ModelResponse(parts=[TextPart(summary)], model_name='demo-summarizer')
 
 
+_SCALARS: dict[str, Any] = {'array': [], 'boolean': False, 'string': 'demo'}
+"""The value each scalar JSON-schema type gets (numbers take their minimum)."""
+
+
 def _fill_schema(schema: Any, root: Any, depth: int) -> Any:
     """A minimal valid value for a JSON schema (first enum value, required fields only)."""
     if not isinstance(schema, dict) or depth > 8:
@@ -247,21 +251,18 @@ def _fill_schema(schema: Any, root: Any, depth: int) -> Any:
         if key in schema:
             options = [o for o in schema[key] if o.get('type') != 'null'] or schema[key]
             return _fill_schema(options[0], root, depth + 1)
+    return _fill_typed(schema, root, depth)
+
+
+def _fill_typed(schema: dict[str, Any], root: Any, depth: int) -> Any:
     kind = schema.get('type')
     if kind == 'object' or 'properties' in schema:
         props = schema.get('properties', {})
         return {k: _fill_schema(props[k], root, depth + 1) for k in schema.get('required', []) if k in props}
-    if kind == 'array':
-        return []
-    if kind == 'integer':
-        return int(schema.get('minimum', 0))
-    if kind == 'number':
-        return float(schema.get('minimum', 0))
-    if kind == 'boolean':
-        return False
-    if kind == 'string':
-        return 'demo'
-    return None
+    if kind in ('integer', 'number'):
+        minimum = schema.get('minimum', 0)
+        return int(minimum) if kind == 'integer' else float(minimum)
+    return _SCALARS.get(str(kind))
 
 
 # ---- the session ----------------------------------------------------------------------------------------

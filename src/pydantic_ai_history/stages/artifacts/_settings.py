@@ -93,7 +93,8 @@ class ArtifactSettings:
                 raise ValueError(f'ArtifactSettings.{name} must be positive, got {value!r}')
         if self.artifact_budget_tokens is not None and self.artifact_budget_tokens <= 0:
             raise ValueError(
-                f'ArtifactSettings.artifact_budget_tokens must be positive, got {self.artifact_budget_tokens!r}'
+                'ArtifactSettings.artifact_budget_tokens must be positive, '
+                f'got {self.artifact_budget_tokens!r}'
             )
 
     @property

@@ -69,6 +69,36 @@ class _Outcome:
     cache_hit: bool = False
 
 
+def _fitted_strategy(
+    decision: ArtifactDecision,
+    candidate: Candidate,
+    remaining: int,
+    large_left: int,
+    settings: ArtifactSettings,
+) -> tuple[ProcessingStrategy, str, int]:
+    """The planned strategy fitted to what is left of the budget: the strategy, its rationale and the tokens
+    the artifact may use. `large_left` counts the large artifacts still to come after this one."""
+    a = candidate.artifact
+    large = a.chars > settings.large_artifact_chars
+    strategy = decision.strategy if large else ProcessingStrategy.INCLUDE_FULL
+    rationale = decision.rationale
+    allowance = remaining // (large_left + 1) if large else remaining
+    if candidate.in_current_request:
+        allowance = max(allowance, settings.min_preview_tokens)
+    if strategy is ProcessingStrategy.INCLUDE_FULL and large and a.tokens > remaining:
+        strategy = (
+            ProcessingStrategy.EXTRACT
+            if allowance >= settings.min_extract_tokens
+            else ProcessingStrategy.EXCLUDE
+        )
+        rationale += f'; {a.tokens:,} tokens do not fit the {remaining:,} left'
+    reducing = strategy in (ProcessingStrategy.SUMMARIZE, ProcessingStrategy.EXTRACT)
+    if reducing and allowance < settings.min_extract_tokens:
+        strategy = ProcessingStrategy.EXCLUDE
+        rationale += f'; budget spent ({remaining:,} tokens left)'
+    return strategy, rationale, allowance
+
+
 @dataclass
 class ArtifactPlanner:
     """Plans and applies a strategy to every large tool output and attached file; see `ArtifactSettings`."""
@@ -195,27 +225,11 @@ class ArtifactPlanner:
             if candidate is None or candidate.id in outcomes:
                 continue
             a = candidate.artifact
-            large = a.chars > settings.large_artifact_chars
-            strategy = decision.strategy if large else ProcessingStrategy.INCLUDE_FULL
-            rationale = decision.rationale
-            if large:
+            if a.chars > settings.large_artifact_chars:
                 large_left -= 1
-            allowance = remaining // (large_left + 1) if large else remaining
-            if candidate.in_current_request:
-                allowance = max(allowance, settings.min_preview_tokens)
-            if strategy is ProcessingStrategy.INCLUDE_FULL and large and a.tokens > remaining:
-                strategy = (
-                    ProcessingStrategy.EXTRACT
-                    if allowance >= settings.min_extract_tokens
-                    else ProcessingStrategy.EXCLUDE
-                )
-                rationale += f'; {a.tokens:,} tokens do not fit the {remaining:,} left'
-            if (
-                strategy in (ProcessingStrategy.SUMMARIZE, ProcessingStrategy.EXTRACT)
-                and allowance < settings.min_extract_tokens
-            ):
-                strategy = ProcessingStrategy.EXCLUDE
-                rationale += f'; budget spent ({remaining:,} tokens left)'
+            strategy, rationale, allowance = _fitted_strategy(
+                decision, candidate, remaining, large_left, settings
+            )
             outcome = await self._apply_strategy(
                 candidate, strategy, decision, question, allowance, rationale, context
             )
