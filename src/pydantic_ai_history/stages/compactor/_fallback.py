@@ -35,44 +35,61 @@ _SHARES = {'previous': 0.35, 'user': 0.2, 'tools': 0.25, 'errors': 0.1, 'last': 
 """Each digest section's share of the summary cap."""
 
 
+class _DigestNotes:
+    """What the digest keeps of the evicted messages, collected one part at a time."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.user: list[str] = []
+        self.tools: list[str] = []
+        self.errors: list[str] = []
+        self.last_text = ''
+        self.calls: dict[str, str] = {}
+
+    def add(self, message: ModelMessage) -> None:
+        if marker_kind(message) is not None:
+            return
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                self._request_part(part)
+        else:
+            for response_part in message.parts:
+                self._response_part(response_part)
+
+    def _request_part(self, part: Any) -> None:
+        counter = self.counter
+        if isinstance(part, UserPromptPart):
+            self.user.append(_trim(counter, content_text(part.content)))
+        elif isinstance(part, ToolReturnPart):
+            call = self.calls.pop(part.tool_call_id, part.tool_name)
+            outcome = getattr(part, 'outcome', 'success')
+            result = _trim(counter, content_text(part.content), 60)
+            if outcome not in (None, 'success'):
+                self.errors.append(f'{part.tool_name}: {_trim(counter, content_text(part.content))}')
+            self.tools.append(f'{call} -> {outcome or "success"}: {result}')
+        elif isinstance(part, RetryPromptPart) or (
+            RETRY_FEEDBACK_PART is not None and isinstance(part, RETRY_FEEDBACK_PART)
+        ):
+            name = getattr(part, 'tool_name', None) or 'output'
+            self.errors.append(f'{name}: {_trim(counter, part.model_response())}')
+            self.calls.pop(getattr(part, 'tool_call_id', ''), None)
+
+    def _response_part(self, item: Any) -> None:
+        if isinstance(item, TextPart) and item.content.strip():
+            self.last_text = item.content
+        elif isinstance(item, ToolCallPart) or isinstance(item, NATIVE_TOOL_CALL_PARTS):  # noqa: SIM101
+            args = item.args if isinstance(item.args, str) else content_text(item.args or {})
+            self.calls[item.tool_call_id] = f'{item.tool_name}({_trim(self.counter, args, 40)})'
+
+
 def digest(
     messages: Sequence[ModelMessage], previous_summary: str | None, counter: TokenCounter, max_tokens: int
 ) -> str:
     """The digest of `messages` (the evicted ones, without our previous summary), within `max_tokens`."""
-    user: list[str] = []
-    tools: list[str] = []
-    errors: list[str] = []
-    last_text = ''
-    calls: dict[str, str] = {}
+    notes = _DigestNotes(counter)
     for message in messages:
-        if marker_kind(message) is not None:
-            continue
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart):
-                    user.append(_trim(counter, content_text(part.content)))
-                elif isinstance(part, ToolReturnPart):
-                    call = calls.pop(part.tool_call_id, part.tool_name)
-                    outcome = getattr(part, 'outcome', 'success')
-                    result = _trim(counter, content_text(part.content), 60)
-                    if outcome not in (None, 'success'):
-                        errors.append(f'{part.tool_name}: {_trim(counter, content_text(part.content))}')
-                    tools.append(f'{call} -> {outcome or "success"}: {result}')
-                elif isinstance(part, RetryPromptPart) or (
-                    RETRY_FEEDBACK_PART is not None and isinstance(part, RETRY_FEEDBACK_PART)
-                ):
-                    name = getattr(part, 'tool_name', None) or 'output'
-                    errors.append(f'{name}: {_trim(counter, part.model_response())}')
-                    calls.pop(getattr(part, 'tool_call_id', ''), None)
-        else:
-            for response_part in message.parts:
-                item: Any = response_part
-                if isinstance(response_part, TextPart) and response_part.content.strip():
-                    last_text = response_part.content
-                elif isinstance(item, ToolCallPart) or isinstance(item, NATIVE_TOOL_CALL_PARTS):  # noqa: SIM101
-                    args = item.args if isinstance(item.args, str) else content_text(item.args or {})
-                    calls[item.tool_call_id] = f'{item.tool_name}({_trim(counter, args, 40)})'
-    tools.extend(f'{call} -> no result recorded' for call in calls.values())
+        notes.add(message)
+    tools = [*notes.tools, *(f'{call} -> no result recorded' for call in notes.calls.values())]
     sections: list[tuple[str, str]] = []
     if previous_summary:
         sections.append(
@@ -81,12 +98,11 @@ def digest(
                 counter.truncate_text(previous_summary, int(max_tokens * _SHARES['previous'])),
             )
         )
-    sections.append(('User messages', _fit(counter, user, int(max_tokens * _SHARES['user']))))
+    sections.append(('User messages', _fit(counter, notes.user, int(max_tokens * _SHARES['user']))))
     sections.append(('Tool calls and outcomes', _fit(counter, tools, int(max_tokens * _SHARES['tools']))))
-    sections.append(('Errors', _fit(counter, errors, int(max_tokens * _SHARES['errors']))))
-    sections.append(
-        ('Last assistant text', counter.truncate_text(last_text, int(max_tokens * _SHARES['last'])) or 'none')
-    )
+    sections.append(('Errors', _fit(counter, notes.errors, int(max_tokens * _SHARES['errors']))))
+    last = counter.truncate_text(notes.last_text, int(max_tokens * _SHARES['last']))
+    sections.append(('Last assistant text', last or 'none'))
     body = '\n\n'.join(f'## {title}\n{text}' for title, text in sections)
     text = f'Automatic digest of {len(messages)} earlier messages (the summarizer was unavailable).\n\n{body}'
     return counter.truncate_text(text, max_tokens)
