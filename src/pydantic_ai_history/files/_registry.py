@@ -190,44 +190,54 @@ def _sniff_text(data: bytes) -> str | None:
     return None
 
 
+_PREFIXES: tuple[tuple[tuple[bytes, ...], str], ...] = (
+    ((b'\x89PNG\r\n\x1a\n',), 'image/png'),
+    ((b'\xff\xd8\xff',), 'image/jpeg'),
+    ((b'GIF87a', b'GIF89a'), 'image/gif'),
+    ((b'II*\x00', b'MM\x00*'), 'image/tiff'),
+    ((b'OggS',), 'audio/ogg'),
+    ((b'fLaC',), 'audio/flac'),
+    ((b'ID3', b'\xff\xfb', b'\xff\xf3', b'\xff\xf2'), 'audio/mpeg'),
+    ((b'{\\rtf',), 'application/rtf'),
+)
+"""Formats a fixed opening identifies, checked in order."""
+_RIFF_KINDS = {b'WEBP': 'image/webp', b'WAVE': 'audio/wav'}
+_FTYP_BRANDS = {
+    **dict.fromkeys((b'avif', b'avis'), 'image/avif'),
+    **dict.fromkeys((b'heic', b'heix', b'hevc', b'heim', b'heis', b'mif1', b'msf1'), 'image/heic'),
+    **dict.fromkeys((b'M4A ', b'M4B '), 'audio/mp4'),
+}
+"""ISO media files (`....ftyp<brand>`): the brand says which."""
+_BMP_HEADER_SIZES = (12, 40, 52, 56, 64, 108, 124)
+
+
 def _magic(data: bytes, extension: str | None) -> str | None:
     head = data[:64]
     if b'%PDF-' in data[:1024]:
         return 'application/pdf'
-    if head.startswith(b'\x89PNG\r\n\x1a\n'):
-        return 'image/png'
-    if head.startswith(b'\xff\xd8\xff'):
-        return 'image/jpeg'
-    if head.startswith((b'GIF87a', b'GIF89a')):
-        return 'image/gif'
-    if head.startswith(b'RIFF') and head[8:12] == b'WEBP':
-        return 'image/webp'
-    if head.startswith(b'RIFF') and head[8:12] == b'WAVE':
-        return 'audio/wav'
-    if head.startswith((b'II*\x00', b'MM\x00*')):
-        return 'image/tiff'
-    if head.startswith(b'BM') and len(data) > 18 and data[14] in (12, 40, 52, 56, 64, 108, 124):
-        return 'image/bmp'
-    if head[4:8] == b'ftyp':
-        brand = head[8:12]
-        if brand in (b'avif', b'avis'):
-            return 'image/avif'
-        if brand in (b'heic', b'heix', b'hevc', b'heim', b'heis', b'mif1', b'msf1'):
-            return 'image/heic'
-        if brand in (b'M4A ', b'M4B '):
-            return 'audio/mp4'
-    if head.startswith(b'OggS'):
-        return 'audio/ogg'
-    if head.startswith(b'fLaC'):
-        return 'audio/flac'
-    if head.startswith(b'ID3') or head[:2] in (b'\xff\xfb', b'\xff\xf3', b'\xff\xf2'):
-        return 'audio/mpeg'
-    if head.startswith(b'{\\rtf'):
-        return 'application/rtf'
-    if head.startswith(b'PK\x03\x04') or head.startswith(b'PK\x05\x06'):
+    kind = _container_kind(data, head)
+    if kind is not None:
+        return kind
+    for prefixes, media_type in _PREFIXES:
+        if head.startswith(prefixes):
+            return media_type
+    if head.startswith((b'PK\x03\x04', b'PK\x05\x06')):
         return _zip_type(data)
     if head.startswith(b'\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1'):
         return _ole_type(data, extension)
+    return None
+
+
+def _container_kind(data: bytes, head: bytes) -> str | None:
+    """RIFF, BMP and ISO media files: a signature plus a field further in."""
+    if head.startswith(b'RIFF'):
+        kind = _RIFF_KINDS.get(head[8:12])
+        if kind is not None:
+            return kind
+    if head.startswith(b'BM') and len(data) > 18 and data[14] in _BMP_HEADER_SIZES:
+        return 'image/bmp'
+    if head[4:8] == b'ftyp':
+        return _FTYP_BRANDS.get(head[8:12])
     return None
 
 
