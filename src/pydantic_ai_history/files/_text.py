@@ -192,77 +192,96 @@ _RTF_SPECIAL = {
 }
 
 
-def rtf_to_text(rtf: str) -> str:
-    """Strip RTF to its text; markitdown has no RTF converter and would return the raw control words.
+class _RtfState:
+    """The tokenizer's state: the group stack, whether the current destination is skipped, the `\\ucN`
+    fallback count, the bytes awaiting decoding and the text so far."""
 
-    The classic destination-skipping tokenizer: groups push state, `\\*` and known destinations are
-    skipped, `\\'hh` bytes decode with the document's code page, `\\uN` with `\\ucN` fallback skipping.
-    """
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self.stack: list[tuple[int, bool]] = []
+        self.ignorable = False
+        self.uc_skip = 1
+        self.skip = 0
+        self.out: list[str] = []
+        self.pending = bytearray()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.out.append(self.pending.decode(self.encoding, errors='replace'))
+            self.pending.clear()
+
+    def brace(self, brace: str) -> None:
+        self.skip = 0
+        if brace == '{':
+            self.stack.append((self.uc_skip, self.ignorable))
+        elif self.stack:
+            self.uc_skip, self.ignorable = self.stack.pop()
+
+    def symbol(self, symbol: str) -> None:
+        self.skip = 0
+        if symbol == '*':
+            self.ignorable = True
+        elif not self.ignorable and (symbol == '~' or symbol in '{}\\'):
+            self.out.append('\xa0' if symbol == '~' else symbol)
+
+    def word(self, word: str, arg: str | None) -> None:
+        self.skip = 0
+        if word in _RTF_SKIP:
+            self.ignorable = True
+        elif self.ignorable:
+            return
+        elif word in _RTF_SPECIAL:
+            self.out.append(_RTF_SPECIAL[word])
+        elif word == 'uc':
+            self.uc_skip = int(arg or 1)
+        elif word == 'u' and arg is not None:
+            code = int(arg)
+            self.out.append(chr(code + 0x10000 if code < 0 else code))
+            self.skip = self.uc_skip
+
+    def data(self, hex_byte: str | None, char: str | None) -> None:
+        """A `\\'hh` byte or a plain character: skipped after `\\uN`, dropped in a skipped destination."""
+        if self.skip > 0:
+            self.skip -= 1
+        elif self.ignorable:
+            return
+        elif hex_byte is not None:
+            self.pending.append(int(hex_byte, 16))
+        elif char is not None:
+            self.out.append(char)
+
+
+def _rtf_encoding(rtf: str) -> str:
     encoding_match = re.search(r'\\ansicpg(\d+)', rtf[:2000])
     encoding = f'cp{encoding_match.group(1)}' if encoding_match else 'cp1252'
     try:
         codecs.lookup(encoding)
     except LookupError:
         encoding = 'cp1252'
-    stack: list[tuple[int, bool]] = []
-    ignorable = False
-    uc_skip = 1
-    skip = 0
-    out: list[str] = []
-    pending = bytearray()
+    return encoding
 
-    def flush() -> None:
-        if pending:
-            out.append(pending.decode(encoding, errors='replace'))
-            pending.clear()
 
+def rtf_to_text(rtf: str) -> str:
+    """Strip RTF to its text; markitdown has no RTF converter and would return the raw control words.
+
+    The classic destination-skipping tokenizer: groups push state, `\\*` and known destinations are
+    skipped, `\\'hh` bytes decode with the document's code page, `\\uN` with `\\ucN` fallback skipping.
+    """
+    state = _RtfState(_rtf_encoding(rtf))
     for match in _RTF_TOKEN.finditer(rtf):
         word, arg, hex_byte, symbol, brace, char = match.groups()
         if hex_byte is None:
-            flush()
-        if brace == '{':
-            skip = 0
-            stack.append((uc_skip, ignorable))
-        elif brace == '}':
-            skip = 0
-            if stack:
-                uc_skip, ignorable = stack.pop()
+            state.flush()
+        if brace is not None:
+            state.brace(brace)
         elif symbol is not None:
-            skip = 0
-            if symbol == '~':
-                if not ignorable:
-                    out.append('\xa0')
-            elif symbol in '{}\\':
-                if not ignorable:
-                    out.append(symbol)
-            elif symbol == '*':
-                ignorable = True
+            state.symbol(symbol)
         elif word is not None:
-            skip = 0
-            if word in _RTF_SKIP:
-                ignorable = True
-            elif ignorable:
-                pass
-            elif word in _RTF_SPECIAL:
-                out.append(_RTF_SPECIAL[word])
-            elif word == 'uc':
-                uc_skip = int(arg or 1)
-            elif word == 'u' and arg is not None:
-                code = int(arg)
-                out.append(chr(code + 0x10000 if code < 0 else code))
-                skip = uc_skip
-        elif hex_byte is not None:
-            if skip > 0:
-                skip -= 1
-            elif not ignorable:
-                pending.append(int(hex_byte, 16))
-        elif char is not None:
-            if skip > 0:
-                skip -= 1
-            elif not ignorable:
-                out.append(char)
-    flush()
-    text = ''.join(out)
+            state.word(word, arg)
+        elif hex_byte is not None or char is not None:  # line breaks in the source are not text
+            state.data(hex_byte, char)
+    state.flush()
+    text = ''.join(state.out)
     return re.sub(r'\n{3,}', '\n\n', '\n'.join(line.rstrip() for line in text.splitlines())).strip()
 
 
