@@ -220,6 +220,23 @@ def _shape(message: ModelMessage) -> tuple[Any, ...]:
 
 def align(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> list[int | None]:
     """For each output message, the input message it is (or was made from), or None for a new one."""
+    match = _exact_matches(before, after)
+    # Changed messages sit between exact matches; a stage keeps a suffix of each gap, so align to its end.
+    k = 0
+    while k < len(after):
+        if match[k] is not None:
+            k += 1
+            continue
+        run_end = k
+        while run_end < len(after) and match[run_end] is None:
+            run_end += 1
+        _align_gap(before, after, match, k, run_end)
+        k = run_end
+    return match
+
+
+def _exact_matches(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> list[int | None]:
+    """Output messages that are input messages (the same object, or equal), in order."""
     by_id = {id(m): i for i, m in enumerate(before)}
     match: list[int | None] = [None] * len(after)
     cursor = 0
@@ -230,30 +247,29 @@ def align(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> list
         if i is not None:
             match[k] = i
             cursor = i + 1
-    # Changed messages sit between exact matches; a stage keeps a suffix of each gap, so align to its end.
-    k = 0
-    while k < len(after):
-        if match[k] is not None:
-            k += 1
-            continue
-        run_end = k
-        while run_end < len(after) and match[run_end] is None:
-            run_end += 1
-        previous = [i for i in match[:k] if i is not None]
-        lo = previous[-1] + 1 if previous else 0
-        following = match[run_end] if run_end < len(after) else None
-        hi = following if following is not None else len(before)
-        j = hi
-        for out in range(run_end - 1, k - 1, -1):
-            if marker_kind(after[out]) is not None:
-                continue
-            shape = _shape(after[out])
-            found = next((c for c in range(j - 1, lo - 1, -1) if _shape(before[c]) == shape), None)
-            if found is not None:
-                match[out] = found
-                j = found
-        k = run_end
     return match
+
+
+def _align_gap(
+    before: Sequence[ModelMessage],
+    after: Sequence[ModelMessage],
+    match: list[int | None],
+    k: int,
+    run_end: int,
+) -> None:
+    """Match the changed outputs `[k, run_end)` to same-shaped inputs of their gap, from its end."""
+    previous = [i for i in match[:k] if i is not None]
+    lo = previous[-1] + 1 if previous else 0
+    following = match[run_end] if run_end < len(after) else None
+    j = following if following is not None else len(before)
+    for out in range(run_end - 1, k - 1, -1):
+        if marker_kind(after[out]) is not None:
+            continue
+        shape = _shape(after[out])
+        found = next((c for c in range(j - 1, lo - 1, -1) if _shape(before[c]) == shape), None)
+        if found is not None:
+            match[out] = found
+            j = found
 
 
 def _strategy_action(strategy: str) -> str:
@@ -309,13 +325,7 @@ def _rows(
     source = {i: k for k, i in enumerate(match) if i is not None}
     added = [k for k, i in enumerate(match) if i is None]
     new_kinds = {marker_kind(after[k]) for k in added}
-    removed = [i for i in range(len(before)) if i not in source]
-    dropped: set[int] = set()
-    if 'window' in new_kinds and 'summary' not in new_kinds:
-        dropped = set(removed)
-    elif 'window' in new_kinds:
-        count = sum(dropped_count(after[k]) or 0 for k in added)
-        dropped = set(removed[len(removed) - count :]) if count else set()
+    dropped = _dropped(before, after, source, added, new_kinds)
     keyed: list[tuple[float, int, MessageRow]] = []
     for i, message in enumerate(before):
         k = source.get(i)
@@ -323,46 +333,76 @@ def _rows(
             action = 'dropped' if i in dropped or not new_kinds else 'summarized'
             row = MessageRow(i, None, message_role(message), part_summary(message), per_before[i], 0, action)
         else:
-            new = after[k]
-            action, detail = ('kept', '') if new is message or new == message else _change(message, new)
-            row = MessageRow(
-                i,
-                k,
-                message_role(message),
-                part_summary(message),
-                per_before[i],
-                per_after[k],
-                action,
-                detail,
-            )
+            row = _kept_row(i, k, message, after[k], per_before[i], per_after[k])
         keyed.append((float(i), 0, row))
     for k in added:
         anchor = max((i for i in match[:k] if i is not None), default=-1)
-        kind = marker_kind(after[k])
-        detail = {'summary': 'summary of earlier messages', 'window': 'note for dropped messages'}.get(
-            kind or '', 'new'
-        )
-        row = MessageRow(
-            None, k, message_role(after[k]), part_summary(after[k]), 0, per_after[k], 'added', detail
-        )
-        keyed.append((anchor + 0.5, k, row))
+        keyed.append((anchor + 0.5, k, _added_row(k, after[k], per_after[k])))
     keyed.sort(key=lambda item: (item[0], item[1]))
     return [row for _, _, row in keyed]
 
 
+def _dropped(
+    before: Sequence[ModelMessage],
+    after: Sequence[ModelMessage],
+    source: Mapping[int, int],
+    added: Sequence[int],
+    new_kinds: set[str | None],
+) -> set[int]:
+    """The removed inputs the window dropped (the rest of the removed ones were summarized)."""
+    removed = [i for i in range(len(before)) if i not in source]
+    if 'window' in new_kinds and 'summary' not in new_kinds:
+        return set(removed)
+    if 'window' in new_kinds:
+        count = sum(dropped_count(after[k]) or 0 for k in added)
+        return set(removed[len(removed) - count :]) if count else set()
+    return set()
+
+
+def _kept_row(
+    i: int, k: int, message: ModelMessage, new: ModelMessage, tokens: int, after: int
+) -> MessageRow:
+    action, detail = ('kept', '') if new is message or new == message else _change(message, new)
+    return MessageRow(i, k, message_role(message), part_summary(message), tokens, after, action, detail)
+
+
+def _added_row(k: int, message: ModelMessage, tokens: int) -> MessageRow:
+    kind = marker_kind(message)
+    detail = {'summary': 'summary of earlier messages', 'window': 'note for dropped messages'}.get(
+        kind or '', 'new'
+    )
+    return MessageRow(None, k, message_role(message), part_summary(message), 0, tokens, 'added', detail)
+
+
 def render_inspect(report: InspectReport) -> str:
     """The report as text: settings, the per-message table with totals, actions, violations, events."""
+    lines = [*_header(report), _table(report), '']
+    saved = report.tokens_before - report.tokens_after
+    pct = 100 * saved / report.tokens_before if report.tokens_before else 0.0
+    lines.append(f'tokens: {report.tokens_before:,} -> {report.tokens_after:,} ({pct:.1f}% less)')
+    if report.anchored_before is not None and report.anchored_after is not None:
+        lines.append(f'anchored estimate: {report.anchored_before:,} -> {report.anchored_after:,}')
+    lines.append('actions: ' + ', '.join(f'{a} {n}' for a, n in report.actions.items()))
+    lines.extend(f'event: {_describe(e)}' for e in report.events if e.kind != 'RequestProcessed')
+    lines.extend(_violation_lines(report))
+    return '\n'.join(lines)
+
+
+def _header(report: InspectReport) -> list[str]:
     settings = ', '.join(
         f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}' for k, v in report.settings.items()
     )
-    lines = [
+    window = f'{report.context_window:,}' if report.context_window else 'unknown'
+    return [
         f'file: {report.file or "-"}',
-        f'model: {report.model or "(unknown)"}  context window: '
-        f'{f"{report.context_window:,}" if report.context_window else "unknown"}'
+        f'model: {report.model or "(unknown)"}  context window: {window}'
         + (f'  settings: {settings}' if settings else '')
         + '  (dry run)' * ('summarizer_model' not in report.settings),
         '',
     ]
+
+
+def _table(report: InspectReport) -> str:
     rows = [
         (
             '' if r.index is None else r.index,
@@ -376,35 +416,17 @@ def render_inspect(report: InspectReport) -> str:
         )
         for r in report.rows
     ]
-    lines.append(
-        format_table(
-            ['#', 'out', 'role', 'parts', 'tokens', 'after', 'action', 'detail'],
-            rows,
-            align='rrllrrll',
-            footer=[
-                (
-                    '',
-                    '',
-                    'total',
-                    f'{report.messages_before} -> {report.messages_after} messages',
-                    report.tokens_before,
-                    report.tokens_after,
-                    '',
-                    '',
-                )
-            ],
-        )
+    total = f'{report.messages_before} -> {report.messages_after} messages'
+    return format_table(
+        ['#', 'out', 'role', 'parts', 'tokens', 'after', 'action', 'detail'],
+        rows,
+        align='rrllrrll',
+        footer=[('', '', 'total', total, report.tokens_before, report.tokens_after, '', '')],
     )
-    lines.append('')
-    saved = report.tokens_before - report.tokens_after
-    pct = 100 * saved / report.tokens_before if report.tokens_before else 0.0
-    lines.append(f'tokens: {report.tokens_before:,} -> {report.tokens_after:,} ({pct:.1f}% less)')
-    if report.anchored_before is not None and report.anchored_after is not None:
-        lines.append(f'anchored estimate: {report.anchored_before:,} -> {report.anchored_after:,}')
-    lines.append('actions: ' + ', '.join(f'{a} {n}' for a, n in report.actions.items()))
-    for event in report.events:
-        if event.kind != 'RequestProcessed':
-            lines.append(f'event: {_describe(event)}')
+
+
+def _violation_lines(report: InspectReport) -> list[str]:
+    lines: list[str] = []
     if report.input_violations:
         lines.append(f'input violations ({len(report.input_violations)}):')
         lines.extend(f'  {v}' for v in report.input_violations)
@@ -414,7 +436,7 @@ def render_inspect(report: InspectReport) -> str:
     if new:
         lines.append(f'output violations ({len(new)}):')
         lines.extend(f'  {v}' for v in new)
-    return '\n'.join(lines)
+    return lines
 
 
 def _describe(event: HistoryEvent) -> str:
