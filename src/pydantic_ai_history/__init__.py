@@ -20,6 +20,7 @@ from .events import (
     HistoryWarning,
     RequestProcessed,
     StageFailed,
+    WarningKind,
     WindowApplied,
 )
 from .factory import create_history_processor
@@ -59,6 +60,7 @@ __all__ = (
     'TokenCounter',
     'TokenizerProfile',
     'Violation',
+    'WarningKind',
     'WindowApplied',
     'assert_valid_history',
     'create_history_processor',

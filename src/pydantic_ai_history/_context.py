@@ -11,7 +11,7 @@ from ._compat import ModelMessage
 from ._marks import MARKER_KEY
 from ._policy import ContextLimits, ContextPolicy
 from ._summarizer_settings import ModelRef, SummarizerSettings
-from .events import ContentLost, HistoryEvent, HistoryWarning
+from .events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
 from .model_info import ModelInfo
 from .tokens import TokenCounter, TokenEstimate
 
@@ -133,11 +133,11 @@ class HistoryContext:
             return artifact_id(data)
         return self.store.artifact_id(data, scope=self.scope)
 
-    def warn(self, code: str, message: str, **details: Any) -> None:
+    def warn(self, code: WarningKind, message: str, **details: Any) -> None:
         logger.warning('%s: %s', code, message)
         self.emit_event(HistoryWarning(run_id=self.run_id, code=code, message=message, details=details))
 
-    def lost(self, stage: str, code: str, reason: str, messages: Sequence[ModelMessage]) -> None:
+    def lost(self, stage: str, code: WarningKind, reason: str, messages: Sequence[ModelMessage]) -> None:
         """Say at error level (log and `ContentLost` event) that `messages` left the history with no home."""
         calls, prompts = _contents(messages)
         shown = ', '.join(calls[:20]) + (f' and {len(calls) - 20} more' if len(calls) > 20 else '')

@@ -40,6 +40,7 @@ from ._compat import (
 __all__ = (
     'MARKER_KEY',
     'OPENINGS',
+    'READ_ARTIFACT_TOOL',
     'SEAL_TOKENS',
     'SECRET_ENV',
     'Kind',
@@ -56,6 +57,9 @@ __all__ = (
 
 MARKER_KEY = 'pydantic_ai_history'
 """Metadata key under which this package marks the messages and parts it wrote."""
+
+READ_ARTIFACT_TOOL = 'read_artifact'
+"""The read-back tool every note, stub and summary of ours names (the tool itself is in `readback`)."""
 
 Kind = Literal['summary', 'pinned', 'transcript', 'window', 'artifact']
 """What a part of ours is: a summary, the pinned section or the stored-transcript reference carried with it,

@@ -14,8 +14,50 @@ __all__ = (
     'HistoryWarning',
     'RequestProcessed',
     'StageFailed',
+    'WarningKind',
     'WindowApplied',
 )
+
+
+WarningKind = Literal[
+    'empty_history',
+    'invalid_input',
+    'context_window_fallback',
+    'over_budget',
+    'window_reference_omitted',
+    'window_dropped',
+    'compaction_over_target',
+    'compaction_impossible',
+    'compaction_deferred',
+    'transcript_store_failed',
+    'transcript_not_stored',
+    'artifact_planner_failed',
+    'artifact_summary_failed',
+    'artifact_reducer_failed',
+    'artifact_store_missing',
+    'artifact_store_failed',
+]
+"""Every `HistoryWarning.code` (and `ContentLost.code`) the package emits:
+
+- `empty_history`: the processor was given no messages; they are returned as they are.
+- `invalid_input`: the input already breaks an invariant (listed in `details`); no stage may add to it.
+- `context_window_fallback`: nothing knows the model's window; `ContextPolicy.fallback_context_window` is
+  assumed. Set `ContextPolicy(context_window=...)`.
+- `over_budget`: even the preserved head and the current request (or every cut with its note) exceed the
+  budget; the request is sent as it is and the provider may refuse it.
+- `window_reference_omitted`: the window's note could not name a stored transcript (no room or no store).
+- `window_dropped` (`ContentLost`): the window dropped messages whose transcript could not be stored.
+- `compaction_over_target`: the compacted history is still above the target (a large unfinished turn).
+- `compaction_impossible`: nothing could be evicted (the head and the current turn are all there is).
+- `compaction_deferred`: the transcript could not be stored and the history still fits: compaction waits.
+- `transcript_store_failed`: storing an evicted transcript failed (the store's error is in `details`).
+- `transcript_not_stored` (`ContentLost`): the compactor had to compact without storing the transcript.
+- `artifact_planner_failed`: the LLM planner failed; the heuristic plan was used.
+- `artifact_summary_failed`: an artifact summary failed; the artifact was extracted instead.
+- `artifact_reducer_failed`: a per-tool reducer raised; the output was planned as it is.
+- `artifact_store_missing`: there is no store, so a large artifact stays inline.
+- `artifact_store_failed`: storing an original failed, so it stays inline.
+"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,9 +142,12 @@ class ArtifactProcessed(HistoryEvent):
 class HistoryWarning(HistoryEvent):
     """Something the user should know: the current request alone is over budget, input was invalid, ..."""
 
-    code: str
+    code: WarningKind
+    """What happened (see `WarningKind` for each value and what to do)."""
     message: str
+    """The same in words, with the numbers."""
     details: dict[str, Any] = field(default_factory=dict)
+    """Machine-readable specifics (model, tokens, violations, the store's error)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,6 +22,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from ._compat import ModelMessage, ModelRequest, part_metadata, run_id_of
 from ._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
+from ._marks import READ_ARTIFACT_TOOL
 from .files import ConvertedDocument, FileSettings, read_file
 from .store import ArtifactStore, InvalidArtifactId, StoreError
 
@@ -35,7 +36,6 @@ __all__ = (
     'readback_toolset_id',
 )
 
-READ_ARTIFACT_TOOL = 'read_artifact'
 READBACK_TOOLSET_ID = 'pydantic_ai_history_readback'
 """The read-back toolset's id under the processor's default id (durable engines name activities after it)."""
 

@@ -38,7 +38,7 @@ from .._compat import (
     json_text,
     media_type_of,
 )
-from .._marks import OPENINGS, marker_kind, part_kinds, strip_seal
+from .._marks import OPENINGS, READ_ARTIFACT_TOOL, marker_kind, part_kinds, strip_seal
 from ..tokens import TokenCounter
 from ..units import Unit
 
@@ -53,7 +53,7 @@ __all__ = (
 )
 
 _NONCE_BYTES = 4
-_READ_CALL = re.compile(r'read_artifact\(artifact_id="([^"\n]+)"')
+_READ_CALL = re.compile(re.escape(READ_ARTIFACT_TOOL) + r'\(artifact_id="([^"\n]+)"')
 _TOOL_NAME = re.compile(r'[^A-Za-z0-9_.:-]')
 
 
@@ -222,7 +222,7 @@ def content_text(content: Any) -> str:
 
 def read_call(artifact_id: str) -> str:
     """How a reference line tells the model to read a stored transcript back."""
-    return f'read_artifact(artifact_id="{artifact_id}", query=...)'
+    return f'{READ_ARTIFACT_TOOL}(artifact_id="{artifact_id}", query=...)'
 
 
 def named_transcripts(text: str) -> list[str]:

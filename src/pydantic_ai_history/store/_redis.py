@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ..cache._redis import DEFAULT_REDIS_URL, RedisClients
+from .._redis_client import DEFAULT_REDIS_URL, RedisClients
 from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreQuotaExceeded, scope_tag
 from ._breaker import StoreBreaker
 

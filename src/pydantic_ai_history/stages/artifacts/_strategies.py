@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...readback import READ_ARTIFACT_TOOL
+from ..._marks import READ_ARTIFACT_TOOL
 from ...retrieval import extract_passages
 from ...tokens import TokenCounter
 from .._llm import run_text

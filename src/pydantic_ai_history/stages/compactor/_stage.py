@@ -72,8 +72,6 @@ _REFERENCE = re.compile(
     + r'\d+ messages summarized[^\n]*?read_artifact\(artifact_id="([^"\n]+)"[^\n]*'
 )
 
-_OUTPUT_RESERVE_TOKENS = 1_024
-"""Room left for the model's answer when deciding whether a history fits its window (the window's default)."""
 
 Method = Literal['llm', 'cache', 'digest', 'truncate']
 _FALLBACK_METHODS = frozenset({'digest', 'truncate'})
@@ -381,16 +379,16 @@ class Compactor:
         tries again. Only a history that no longer fits the model's window is compacted without its
         transcript, and `ContentLost` then names what went.
         """
-        window = context.context_window
+        budget = context.limits.budget
         total = overhead + sum(plan.per_message)
-        if window is None or total > window - _OUTPUT_RESERVE_TOKENS:
+        if total > budget:
             return False
         context.warn(
             'compaction_deferred',
             f'the evicted messages could not be stored, and the history ({total:,} tokens) still fits the '
-            f'context window ({window:,}): nothing was compacted; the next request tries again',
+            f'budget ({budget:,}): nothing was compacted; the next request tries again',
             tokens=total,
-            context_window=window,
+            budget=budget,
         )
         return True
 
