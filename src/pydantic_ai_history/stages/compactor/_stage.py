@@ -35,11 +35,12 @@ from ...events import CompactionResult
 from ...model_info import model_name_of
 from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
-from ...units import Unit, fit_suffix, head_length, split_units, system_parts
+from ...units import Unit, head_length, split_units, system_parts
 from .._spill import spill_transcript
 from .._transcript import TranscriptUnit, first_user_text, read_call, render_units
 from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
+from ._plan import plan_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionSettings
 from ._summarizer import SummarizerError, run_summarizer
@@ -312,33 +313,29 @@ class Compactor:
         # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
         # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
         # they never push the cut.
-        pinned_cost = counter.count_text(earlier.pinned)
-        for index, rendered in pins.items():
-            pinned_cost += max(costs[index - body_first], rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS)
-            costs[index - body_first] = 0
-        pinned_cost += _reference_cost(earlier, context)
-        if pinned_cost:
-            pinned_cost += counter.count_text(PINNED_HEADING) + _PINNED_UNIT_FRAMING_TOKENS + SEAL_TOKENS
-        budget = (
-            limits.target
-            - overhead
-            - sum(plan.per_message[:head])
-            - self.settings.summary_max_tokens
-            - _SUMMARY_FRAMING_TOKENS
-            - pinned_cost
+        cut = plan_cut(
+            unit_costs=costs,
+            body_first=body_first,
+            target=limits.target,
+            fixed_cost=overhead + sum(plan.per_message[:head]),
+            summary_reserve=self.settings.summary_max_tokens + _SUMMARY_FRAMING_TOKENS,
+            pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
+            pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
+            pinned_section_cost=counter.count_text(PINNED_HEADING)
+            + _PINNED_UNIT_FRAMING_TOKENS
+            + SEAL_TOKENS,
+            manual=reason == 'manual',
         )
-        cut_unit = body_first + fit_suffix(costs, budget, at_least=1)
-        if cut_unit == body_first:
-            if reason != 'manual' or last == body_first:
-                context.warn(
-                    'compaction_impossible',
-                    'the history is over the compaction trigger but every unit after the preserved head is '
-                    'needed to reach the target; nothing was compacted',
-                    tokens=tokens,
-                    trigger=limits.trigger,
-                )
-                return None
-            cut_unit = last
+        if cut.unit is None:
+            context.warn(
+                'compaction_impossible',
+                'the history is over the compaction trigger but every unit after the preserved head is '
+                'needed to reach the target; nothing was compacted',
+                tokens=tokens,
+                trigger=limits.trigger,
+            )
+            return None
+        cut_unit = cut.unit
         return _Cut(
             unit=cut_unit,
             body_first=body_first,
