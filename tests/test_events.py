@@ -1,61 +1,121 @@
-"""`WarningKind` lists every warning code the package emits, and runs emit nothing else."""
+"""`WarningKind` lists every warning code the package emits, and runs emit no other."""
 
 from __future__ import annotations
 
-import re
+import ast
+import dataclasses
 from pathlib import Path
 from typing import get_args
 
 import pytest
 
-from _history import user
-from pydantic_ai_history import (
-    ContextPolicy,
-    HistoryEvent,
-    HistoryWarning,
-    WarningKind,
-    create_history_processor,
-)
+import pydantic_ai_history
+from _history import reply, user
+from pydantic_ai_history import ContextPolicy, HistoryEvent, HistoryProcessor, HistoryWarning, SlidingWindow
+from pydantic_ai_history import events as events_module
+from pydantic_ai_history.events import WarningKind
 
 pytestmark = pytest.mark.anyio
 
-PACKAGE = Path(__file__).resolve().parent.parent / 'src' / 'pydantic_ai_history'
-_EMITTED = re.compile(r"(?:\.warn\(|\.lost\(\s*'[a-z]+',|code=)\s*'([a-z_]+)'")
-"""A code as the package passes it: `context.warn('code', ...)`, `context.lost('stage', 'code', ...)`,
-`HistoryWarning(code='code', ...)`."""
+PACKAGE = Path(pydantic_ai_history.__file__).parent
 
 
-def _emitted_codes() -> set[str]:
+def _literal(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _emitted_codes(tree: ast.AST) -> set[str]:
+    """The string literals passed as a warning code: `x.warn(code, ...)`, `x.lost(stage, code, ...)` and
+    `HistoryWarning(code=...)` / `ContentLost(code=...)` (`warnings.warn` is Python's, not ours)."""
     codes: set[str] = set()
-    for path in PACKAGE.rglob('*.py'):
-        codes.update(_EMITTED.findall(path.read_text(encoding='utf-8')))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ''
+        receiver = (
+            func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ''
+        )
+        found: list[str | None] = []
+        if name == 'warn' and receiver not in ('warnings', 'logger', 'logging') and node.args:
+            found.append(_literal(node.args[0]))
+        if name == 'lost' and len(node.args) >= 2:
+            found.append(_literal(node.args[1]))
+        if name in ('HistoryWarning', 'ContentLost'):
+            found.extend(_literal(k.value) for k in node.keywords if k.arg == 'code')
+        codes.update(code for code in found if code is not None)
     return codes
 
 
-def test_warning_kind_is_exactly_what_the_package_emits() -> None:
-    emitted = _emitted_codes()
-    assert len(emitted) >= 10, 'the source scan found too few codes: the pattern is broken'
-    assert emitted == set(get_args(WarningKind))
+def test_warning_kind_lists_exactly_the_codes_the_source_emits():
+    emitted: set[str] = set()
+    for path in PACKAGE.rglob('*.py'):
+        emitted |= _emitted_codes(ast.parse(path.read_text(encoding='utf-8')))
+    assert 'empty_history' in emitted
+    assert 'window_dropped' in emitted
+    assert set(get_args(WarningKind)) == emitted
+    assert len(get_args(WarningKind)) == len(set(get_args(WarningKind)))
 
 
-def test_every_warning_kind_is_documented() -> None:
-    from pydantic_ai_history import events
-
-    source = Path(events.__file__).read_text(encoding='utf-8')
-    doc = source.split('WarningKind = Literal[', 1)[1].split('"""', 2)[1]
-    for code in get_args(WarningKind):
-        assert f'- `{code}`' in doc, code
+def test_the_warning_kind_docstring_explains_every_code():
+    doc = _docstring_of_warning_kind()
+    assert [code for code in get_args(WarningKind) if f'- `{code}`' not in doc] == []
 
 
-async def test_runs_emit_only_listed_codes() -> None:
+def _docstring_of_warning_kind() -> str:
+    tree = ast.parse(Path(events_module.__file__).read_text(encoding='utf-8'))
+    body = tree.body
+    for i, node in enumerate(body):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == 'WarningKind' for t in node.targets
+        ):
+            return _literal(getattr(body[i + 1], 'value', None)) or ''
+    raise AssertionError('WarningKind is not assigned in events.py')
+
+
+def test_every_event_field_has_a_docstring():
+    tree = ast.parse(Path(events_module.__file__).read_text(encoding='utf-8'))
+    missing = []
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        for i, node in enumerate(cls.body):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                following = cls.body[i + 1] if i + 1 < len(cls.body) else None
+                if not (isinstance(following, ast.Expr) and _literal(following.value)):
+                    missing.append(f'{cls.name}.{node.target.id}')
+    assert missing == []
+
+
+def test_events_are_keyword_only():
+    for name in events_module.__all__:
+        obj = getattr(events_module, name)
+        if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+            assert all(f.kw_only for f in dataclasses.fields(obj)), name
+
+
+def test_warning_kind_is_exported():
+    assert pydantic_ai_history.WarningKind is WarningKind
+    assert 'WarningKind' in pydantic_ai_history.__all__
+
+
+async def test_a_processor_run_emits_only_listed_codes():
     events: list[HistoryEvent] = []
-    processor = create_history_processor(on_event=events.append)
-    await processor.process([])  # empty_history
-    await processor.process([user('hello')], model='acme:unknown-model')  # context_window_fallback
-    tiny = create_history_processor(
-        policy=ContextPolicy(context_window=50, budget_tokens=5), on_event=events.append
+    processor = HistoryProcessor(
+        stages=[SlidingWindow()], model='my-local-model', on_history_event=events.append
     )
-    await tiny.process([user('a long request ' * 50)], model='openai:gpt-4o')  # over_budget
-    codes = {e.code for e in events if isinstance(e, HistoryWarning)}
-    assert {'empty_history', 'context_window_fallback', 'over_budget'} <= codes
-    assert codes <= set(get_args(WarningKind))
+    assert await processor.process([]) == []
+    await processor.process([user('task ' + 'word ' * 40_000), reply('ok ' * 20_000), user('now')])
+    codes = [e.code for e in events if isinstance(e, HistoryWarning)]
+    assert 'empty_history' in codes
+    assert 'context_window_fallback' in codes
+    assert set(codes) <= set(get_args(WarningKind))
+
+
+async def test_an_over_budget_request_warns_with_a_listed_code():
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        stages=[SlidingWindow()], policy=ContextPolicy(budget_tokens=50), on_history_event=events.append
+    )
+    await processor.process([user('word ' * 500)])
+    codes = [e.code for e in events if isinstance(e, HistoryWarning)]
+    assert codes
+    assert set(codes) <= set(get_args(WarningKind))

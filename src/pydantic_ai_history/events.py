@@ -18,45 +18,53 @@ __all__ = (
     'WindowApplied',
 )
 
-
 WarningKind = Literal[
+    'context_window_fallback',
     'empty_history',
     'invalid_input',
-    'context_window_fallback',
     'over_budget',
     'window_reference_omitted',
     'window_dropped',
     'compaction_over_target',
     'compaction_impossible',
     'compaction_deferred',
-    'transcript_store_failed',
     'transcript_not_stored',
+    'transcript_store_failed',
     'artifact_planner_failed',
     'artifact_summary_failed',
     'artifact_reducer_failed',
-    'artifact_store_missing',
     'artifact_store_failed',
+    'artifact_store_missing',
 ]
-"""Every `HistoryWarning.code` (and `ContentLost.code`) the package emits:
+"""The `code` of a `HistoryWarning` (and of `ContentLost`, its error-level kind). Per value: when, what to do:
 
-- `empty_history`: the processor was given no messages; they are returned as they are.
-- `invalid_input`: the input already breaks an invariant (listed in `details`); no stage may add to it.
-- `context_window_fallback`: nothing knows the model's window; `ContextPolicy.fallback_context_window` is
-  assumed. Set `ContextPolicy(context_window=...)`.
-- `over_budget`: even the preserved head and the current request (or every cut with its note) exceed the
-  budget; the request is sent as it is and the provider may refuse it.
-- `window_reference_omitted`: the window's note could not name a stored transcript (no room or no store).
-- `window_dropped` (`ContentLost`): the window dropped messages whose transcript could not be stored.
-- `compaction_over_target`: the compacted history is still above the target (a large unfinished turn).
-- `compaction_impossible`: nothing could be evicted (the head and the current turn are all there is).
-- `compaction_deferred`: the transcript could not be stored and the history still fits: compaction waits.
-- `transcript_store_failed`: storing an evicted transcript failed (the store's error is in `details`).
-- `transcript_not_stored` (`ContentLost`): the compactor had to compact without storing the transcript.
-- `artifact_planner_failed`: the LLM planner failed; the heuristic plan was used.
-- `artifact_summary_failed`: an artifact summary failed; the artifact was extracted instead.
-- `artifact_reducer_failed`: a per-tool reducer raised; the output was planned as it is.
-- `artifact_store_missing`: there is no store, so a large artifact stays inline.
-- `artifact_store_failed`: storing an original failed, so it stays inline.
+- `context_window_fallback`: the model's context window is unknown; `policy.fallback_context_window` was
+  assumed. Set `ContextPolicy(context_window=...)` for the model.
+- `empty_history`: the processor was given no messages; they were returned unchanged. Nothing, unless your
+  own code calls the processor directly.
+- `invalid_input`: the history already broke an invariant (e.g. an orphan tool return) before processing;
+  the stages were kept from adding to it. Find what built or edited that history.
+- `over_budget`: even after the window the history is over its budget (the current request alone is too
+  large). Raise the budget, shrink the tool returns (artifacts), or split the request.
+- `window_reference_omitted`: the window's note could not name the stored transcript within the budget; the
+  dropped messages are stored but the model is not told the id. Raise the budget.
+- `window_dropped` (`ContentLost`): the window dropped messages whose transcript could not be stored. Fix or
+  configure the store.
+- `compaction_over_target`: the compacted history is still over the target (the summary or what is kept
+  verbatim is large). Lower `summary_max_tokens` or the pins, or raise the target.
+- `compaction_impossible`: over the trigger, but every unit after the preserved head is needed; nothing was
+  compacted and the window takes over. Raise the budget or shorten the head/pins.
+- `compaction_deferred`: the evicted messages could not be stored and the history still fits, so compaction
+  waits for the next request. Check the store.
+- `transcript_not_stored` (`ContentLost`): the compactor had to compact although the store failed.
+  Fix the store.
+- `transcript_store_failed`: storing the transcript of removed messages failed. Check the store.
+- `artifact_planner_failed`: the LLM planner failed; the heuristic plan was used. Check the planner model.
+- `artifact_summary_failed`: summarizing an artifact failed; it was extracted instead. Check the summarizer.
+- `artifact_reducer_failed`: a tool's reducer raised; the unreduced result went on. Fix the reducer.
+- `artifact_store_failed`: storing an artifact or attachment failed; it stays inline. Check the store.
+- `artifact_store_missing`: an artifact should be stored but no store is configured; it stays inline. Pass
+  `store=`.
 """
 
 
@@ -65,7 +73,9 @@ class HistoryEvent:
     """Base of all events. `run_id` is None on pydantic-ai versions without run ids."""
 
     run_id: str | None = None
+    """The pydantic-ai run this request belongs to; None on versions without run ids."""
     at: float = field(default_factory=time.time)
+    """When the event was made (`time.time()`)."""
 
     @property
     def kind(self) -> str:
@@ -77,13 +87,21 @@ class RequestProcessed(HistoryEvent):
     """One model request went through the processor."""
 
     messages_before: int
+    """Messages given to the processor."""
     messages_after: int
+    """Messages it returned."""
     tokens_before: int
+    """Estimated tokens of the input (anchored to the last reported usage)."""
     tokens_after: int
+    """Estimated tokens of the output, the same way."""
     tokenizer_tokens_after: int
+    """Tokens of the output by the token profile alone, without the usage anchor."""
     context_window: int | None
+    """The usable context window (`limits.context_window`); None when unknown."""
     duration_ms: float
+    """Wall time the processor took, in milliseconds."""
     anchored: bool
+    """Whether the estimates were anchored to usage the provider reported."""
 
     @property
     def utilization(self) -> float | None:
@@ -95,13 +113,21 @@ class WindowApplied(HistoryEvent):
     """The sliding window dropped older units to fit its budget."""
 
     messages_before: int
+    """Messages before the window."""
     messages_after: int
+    """Messages after it, its note included."""
     tokens_before: int
+    """Estimated tokens before."""
     tokens_after: int
+    """Estimated tokens after."""
     budget: int
+    """The budget the window fitted to (`limits.budget`)."""
     units_dropped: int
+    """Units (a request with its answer and tool results) dropped."""
     pinned_kept: int
+    """Pinned units kept although older than the cut."""
     reason: str
+    """Why the window cut, for a human."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,18 +135,28 @@ class CompactionResult(HistoryEvent):
     """What one compaction did (also passed to `on_compaction`)."""
 
     messages_before: int
+    """Messages before compaction."""
     messages_after: int
+    """Messages after it, the summary included."""
     tokens_before: int
+    """Estimated tokens before."""
     tokens_after: int
+    """Estimated tokens after."""
     summary: str
+    """The summary text that now stands for the evicted messages."""
     reason: Literal['trigger', 'manual']
+    """`trigger`: the history passed `limits.trigger`; `manual`: compaction was asked for."""
     method: Literal['llm', 'cache', 'digest', 'truncate']
     """`llm`: the summarizer wrote it; `cache`: an identical evicted span was summarized before;
     `digest`/`truncate`: the deterministic fallbacks after a summarizer failure or during its cool-down."""
     evicted_messages: int
+    """Messages the summary replaced."""
     summarizer_calls: int
+    """LLM calls made (0 for cache, digest and truncate)."""
     duration_ms: float
+    """Wall time of the compaction, in milliseconds."""
     error: str | None = None
+    """The summarizer failure that led to a fallback method; None otherwise."""
     pinned_units: int = 0
     """Pinned units among the evicted ones, carried verbatim in the summary's pinned section."""
 
@@ -130,12 +166,19 @@ class ArtifactProcessed(HistoryEvent):
     """A large tool return or attached file was handled by one strategy."""
 
     artifact_id: str
+    """The id the content is (or would be) stored under."""
     source: str
+    """Where it came from: the tool return or attachment it was in."""
     strategy: str
+    """What was done with it (e.g. kept, extracted, summarized, stored)."""
     tokens_before: int
+    """Estimated tokens of the content as it was."""
     tokens_after: int
+    """Estimated tokens of what now stands in the history."""
     cache_hit: bool
+    """Whether the result came from the cache of an earlier request."""
     rationale: str
+    """Why this strategy, for a human."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,11 +186,11 @@ class HistoryWarning(HistoryEvent):
     """Something the user should know: the current request alone is over budget, input was invalid, ..."""
 
     code: WarningKind
-    """What happened (see `WarningKind` for each value and what to do)."""
+    """What happened: one `WarningKind` value (see it for what to do)."""
     message: str
-    """The same in words, with the numbers."""
+    """The same, for a human: figures included."""
     details: dict[str, Any] = field(default_factory=dict)
-    """Machine-readable specifics (model, tokens, violations, the store's error)."""
+    """The figures behind the message (tokens, budget, ids), keyed by name; empty when there are none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,4 +216,6 @@ class StageFailed(HistoryEvent):
     """A stage raised or produced a worse history; its input was kept and the run went on."""
 
     stage: str
+    """The name of the stage that failed."""
     error: str
+    """What went wrong: the exception or the invariant the output broke."""
