@@ -8,7 +8,7 @@ version numbers.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from pydantic_ai import messages as _m
@@ -40,6 +40,7 @@ __all__ = (
     'RETRY_FEEDBACK_PART',
     'BinaryContent',
     'CapabilityBase',
+    'DurabilityBase',
     'ModelMessage',
     'ModelRequest',
     'ModelRequestPart',
@@ -53,6 +54,7 @@ __all__ = (
     'UserPromptPart',
     'answered_call_id',
     'decode_data_url',
+    'durable_operation',
     'is_media',
     'json_text',
     'make_request',
@@ -120,6 +122,27 @@ if TYPE_CHECKING:
     from pydantic_ai.capabilities import AbstractCapability as CapabilityBase
 else:
     CapabilityBase = _AbstractCapability if _AbstractCapability is not None else _NoCapability
+
+try:
+    from pydantic_ai.capabilities import durable_operation as _durable_operation
+    from pydantic_ai.durable_exec import BaseDurabilityCapability as _BaseDurability
+except ImportError:  # before pydantic-ai 2.x: no durable operations, every call runs where it is made
+    _durable_operation = None  # type: ignore[assignment]
+    _BaseDurability = None  # type: ignore[assignment,misc]
+
+DurabilityBase: type[Any] | None = _BaseDurability
+"""pydantic-ai's durability capability base (Temporal, DBOS, Prefect), where the version has one."""
+
+_OperationT = TypeVar('_OperationT', bound=Callable[..., Awaitable[Any]])
+
+
+def durable_operation(name: str) -> Callable[[_OperationT], _OperationT]:
+    """pydantic-ai's `@durable_operation(name=...)` where it exists; elsewhere the method is left as it is."""
+    if _durable_operation is None:
+        return lambda method: method
+    decorate: Callable[[_OperationT], _OperationT] = _durable_operation(name)  # type: ignore[assignment]
+    return decorate
+
 
 _REQUEST_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelRequest))
 _HAS_REQUEST_METADATA = 'metadata' in _REQUEST_FIELDS

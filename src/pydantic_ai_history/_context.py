@@ -20,11 +20,22 @@ if TYPE_CHECKING:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.usage import RunUsage
 
+    from ._operations import TextPurpose
     from .cache import SummaryCache
+    from .files import FileResult, FileSettings
     from .pinning import PinPredicate
+    from .stages.artifacts import ArtifactPlan
     from .store import ArtifactStore
 
-__all__ = ('ARTIFACT_MARKER', 'MARKER_KEY', 'HistoryContext', 'HistoryStage', 'ScopeKey', 'default_scope')
+__all__ = (
+    'ARTIFACT_MARKER',
+    'MARKER_KEY',
+    'HistoryContext',
+    'HistoryStage',
+    'ScopeKey',
+    'StageOperations',
+    'default_scope',
+)
 
 logger = logging.getLogger('pydantic_ai_history')
 
@@ -101,6 +112,9 @@ class HistoryContext:
     """The request's tool definitions, where known (the capability passes them); counted in estimates."""
     scope: str = ''
     """The scope (conversation or tenant) this run's artifacts are stored and read back in."""
+    operations: StageOperations | None = None
+    """Where LLM calls and file conversions run: the processor's durable operations within a run; None runs
+    them in place (a stage used on its own)."""
 
     @property
     def context_window(self) -> int:
@@ -173,6 +187,32 @@ def _contents(messages: Sequence[ModelMessage]) -> tuple[list[str], int]:
             elif getattr(part, 'part_kind', '') == 'user-prompt':
                 prompts += 1
     return list(calls), prompts
+
+
+class StageOperations(Protocol):
+    """The side effects a stage asks for, which the processor runs as durable operations within a run.
+
+    `model` is the model the stage resolved; the processor's operations resolve the same one on the side
+    that runs them (a worker, under durable execution), from the same settings.
+    """
+
+    async def request_text(
+        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: float
+    ) -> str: ...
+
+    async def request_plan(
+        self, prompt: str, *, model: ModelRef, instructions: str, timeout: float
+    ) -> ArtifactPlan: ...
+
+    async def convert_file(
+        self,
+        data: bytes,
+        *,
+        media_type: str,
+        name: str | None,
+        model_name: str | None,
+        settings: FileSettings,
+    ) -> FileResult: ...
 
 
 class HistoryStage(Protocol):

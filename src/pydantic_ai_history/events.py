@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from ._clock import wall
 
 __all__ = (
     'ArtifactProcessed',
@@ -74,8 +75,8 @@ class HistoryEvent:
 
     run_id: str | None = None
     """The pydantic-ai run this request belongs to; None on versions without run ids."""
-    at: float = field(default_factory=time.time)
-    """When the event was made (`time.time()`)."""
+    at: float = field(default_factory=wall)
+    """When the event was made (`time.time()`; inside a durable workflow, the newest message's timestamp)."""
 
     @property
     def kind(self) -> str:

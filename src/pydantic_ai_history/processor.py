@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import operator
-import time
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
@@ -19,8 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_ai import RunContext
 
+from ._clock import message_time, perf, replay_safe
 from ._compat import HAS_CAPABILITIES, CapabilityBase, ModelMessage, run_id_of
 from ._context import HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._policy import ContextLimits, ContextPolicy
 from ._summarizer_settings import ModelRef, SummarizerSettings
 from .cache import MemoryCache, SummaryCache
@@ -128,7 +129,7 @@ SERIALIZATION_NAME = 'PydanticAIHistory'
 
 
 @dataclass(kw_only=True, eq=False)
-class HistoryProcessor(CapabilityBase[Any]):
+class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     """Keeps an agent's history inside its context window: artifacts, compaction, then the sliding window.
 
     One object serves every pydantic-ai version: `Agent(capabilities=[processor])` where pydantic-ai has
@@ -365,6 +366,8 @@ class HistoryProcessor(CapabilityBase[Any]):
         """The per-call context the stages receive, with the limits resolved for the serving model."""
         if model is None:
             model = self.model if self.model is not None else (ctx.model if ctx is not None else None)
+        # Under durable execution every side effect is a journaled operation; elsewhere stages run them in place.
+        operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
         return HistoryContext(
             counter=self.counter_for(model),
             limits=self.limits_for(model),
@@ -374,8 +377,9 @@ class HistoryProcessor(CapabilityBase[Any]):
             model=model,
             run_context=ctx,
             run_id=self._run_key(ctx),
-            cache=self.cache,
-            store=self.store,
+            cache=JournaledCache(operations) if operations is not None else self.cache,
+            store=JournaledStore(operations, self.store) if operations is not None else self.store,
+            operations=operations,
             emit_event=self._emit,
             usage=ctx.usage if ctx is not None else None,
             tool_definitions=tuple(tool_definitions),
@@ -399,7 +403,8 @@ class HistoryProcessor(CapabilityBase[Any]):
             compact = getattr(stage, 'compact', None)
             if compact is not None:
                 history = list(messages)
-                await self.store.prepare()
+                if not self.journaled(ctx):
+                    await self.store.prepare()
                 context = self.make_context(ctx=ctx, model=model)
                 check = self._input_check(context.run_id)
                 validity = check.check(history)
@@ -430,17 +435,36 @@ class HistoryProcessor(CapabilityBase[Any]):
         `tool_definitions` (the request's `ToolDefinition`s, which the capability passes) are counted in the
         estimate until the provider's usage has shown what instructions and tools really cost.
         """
-        started = time.perf_counter()
+        if self.journaled(ctx):
+            # workflow code: no clock, no I/O (the store's secret is explicit under durability)
+            with replay_safe(message_time(messages)):
+                return await self._process_traced(messages, ctx, model, tool_definitions)
         await self.store.prepare()  # a persisted id secret is loaded before the first id is made
+        return await self._process_traced(messages, ctx, model, tool_definitions)
+
+    def journaled(self, ctx: object) -> bool:
+        """Whether this run journals the processor's operations: a durability capability bound them."""
+        operations = getattr(ctx, '_durable_operations', None)
+        return operations is not None and (self.id, 'store_write') in operations
+
+    async def _process_traced(
+        self,
+        messages: Sequence[ModelMessage],
+        ctx: Any,
+        model: Any,
+        tool_definitions: Sequence[Any],
+    ) -> list[ModelMessage]:
+        started = perf()
         context = self.make_context(ctx=ctx, model=model, tool_definitions=tool_definitions)
         current = list(messages)
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
             return current
+        tracer = self._tracer_for(ctx)
         try:
-            if self._tracer is None:
+            if tracer is None:
                 return await self._process(current, context, started)
-            with self._tracer.start_as_current_span('pydantic_ai_history.process') as span:
+            with tracer.start_as_current_span('pydantic_ai_history.process') as span:
                 return await self._process(current, context, started, span)
         except ContextWindowUnknownError:
             raise
@@ -450,6 +474,12 @@ class HistoryProcessor(CapabilityBase[Any]):
                 StageFailed(run_id=context.run_id, stage='processor', error=f'{type(exc).__name__}: {exc}')
             )
             return current
+
+    def _tracer_for(self, ctx: object) -> Any:
+        """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines),
+        else OpenTelemetry's global one."""
+        tracer = getattr(ctx, 'tracer', None)
+        return tracer if tracer is not None else self._tracer
 
     async def _process(
         self, messages: list[ModelMessage], context: HistoryContext, started: float, span: Any = None
@@ -488,7 +518,7 @@ class HistoryProcessor(CapabilityBase[Any]):
             tokens_after=after.total,
             tokenizer_tokens_after=after.tokenizer,
             context_window=context.context_window,
-            duration_ms=(time.perf_counter() - started) * 1000,
+            duration_ms=(perf() - started) * 1000,
             anchored=after.anchor_verified,
         )
         if span is not None and span.is_recording():

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = ('ConvertedDocument', 'FileResult', 'FittedAudio', 'FittedImage', 'Truncation', 'UnreadableFile')
+__all__ = (
+    'ConvertedDocument',
+    'FileResult',
+    'FittedAudio',
+    'FittedImage',
+    'Truncation',
+    'UnreadableFile',
+    'file_result_from_json',
+    'file_result_to_json',
+)
 
 
 @dataclass(frozen=True)
@@ -100,3 +110,32 @@ class UnreadableFile:
 
 
 FileResult = ConvertedDocument | FittedImage | FittedAudio | UnreadableFile
+
+
+_RESULT_KINDS: dict[str, type[Any]] = {
+    'text': ConvertedDocument,
+    'image': FittedImage,
+    'audio': FittedAudio,
+    'unreadable': UnreadableFile,
+}
+
+
+def file_result_to_json(result: FileResult) -> str:
+    """Serialize any `FileResult` as JSON text (bytes as base64), e.g. to cross a durable boundary."""
+    data = asdict(result)
+    if isinstance(data.get('data'), bytes):
+        data['data'] = base64.b64encode(data['data']).decode()
+    return json.dumps(data, ensure_ascii=False)
+
+
+def file_result_from_json(text: str) -> FileResult:
+    """The `FileResult` that `file_result_to_json` serialized."""
+    data: dict[str, Any] = json.loads(text)
+    if data['kind'] == 'text':
+        return ConvertedDocument.from_json(text)
+    if 'data' in data:
+        data['data'] = base64.b64decode(data['data'])
+    if 'changes' in data:
+        data['changes'] = tuple(data['changes'])
+    result: FileResult = _RESULT_KINDS[data['kind']](**data)
+    return result

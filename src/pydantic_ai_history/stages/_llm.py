@@ -9,14 +9,23 @@ costs about ten times the request itself; a structured answer (the artifact plan
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.to_thread
 
 from .._compat import result_usage
 
-__all__ = ('add_usage', 'run_agent', 'run_text')
+if TYPE_CHECKING:
+    from .._context import HistoryContext, StageOperations
+    from .._operations import TextPurpose
+    from .._summarizer_settings import ModelRef
+    from ..files import FileResult, FileSettings
+    from .artifacts._models import ArtifactPlan
+
+__all__ = ('InlineOperations', 'add_usage', 'operations_of', 'run_agent', 'run_text')
 
 logger = logging.getLogger('pydantic_ai_history.stages')
 
@@ -85,3 +94,69 @@ def add_usage(usage: Any, extra: Any, *, requests: int = 0) -> None:
             usage.requests += requests
     except Exception:  # a usage object of another shape: accounting is best effort, the stage goes on
         logger.debug('could not add a sub-call usage to the run usage', exc_info=True)
+
+
+class InlineOperations:
+    """A stage's side effects run in place with the models the stage resolved: for a stage used on its own."""
+
+    def __init__(self, context: HistoryContext) -> None:
+        self._context = context
+
+    async def request_text(
+        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: float
+    ) -> str:
+        summarizer = self._context.summarizer
+        return await run_text(
+            model,
+            prompt,
+            instructions=instructions,
+            timeout=timeout,
+            usage=self._context.usage,
+            model_settings=summarizer.model_settings,
+        )
+
+    async def request_plan(
+        self, prompt: str, *, model: ModelRef, instructions: str, timeout: float
+    ) -> ArtifactPlan:
+        from .artifacts._models import ArtifactPlan
+
+        plan, _ = await run_agent(
+            model,
+            prompt,
+            instructions=instructions,
+            output_type=ArtifactPlan,
+            timeout=timeout,
+            usage=self._context.usage,
+            model_settings=self._context.summarizer.model_settings,
+        )
+        return plan
+
+    async def convert_file(
+        self,
+        data: bytes,
+        *,
+        media_type: str,
+        name: str | None,
+        model_name: str | None,
+        settings: FileSettings,
+    ) -> FileResult:
+        from ..files import read_file
+        from ..tokens import TokenCounter
+
+        # a counter of its own: the conversion runs in a thread
+        counter = TokenCounter(model_name, profile=self._context.counter.profile)
+        read = functools.partial(
+            read_file,
+            data,
+            media_type=media_type,
+            name=name,
+            settings=settings,
+            count_tokens=counter.count_text,
+        )
+        result: FileResult = await anyio.to_thread.run_sync(read)
+        return result
+
+
+def operations_of(context: HistoryContext) -> StageOperations:
+    """Where the stage's side effects run: the processor's operations within a run, else in place."""
+    return context.operations if context.operations is not None else InlineOperations(context)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._clock import replay_safe_token
 from .._compat import (
     COMPACTION_PART,
     FILE_PART,
@@ -69,8 +70,8 @@ class TranscriptUnit:
 
 
 def new_nonce() -> str:
-    """A fresh random nonce for one transcript's record tags."""
-    return secrets.token_hex(_NONCE_BYTES)
+    """A fresh random nonce for one transcript's record tags (a replay-safe one inside a durable workflow)."""
+    return replay_safe_token(_NONCE_BYTES) or secrets.token_hex(_NONCE_BYTES)
 
 
 class _NonceInContent(Exception):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from .._clock import monotonic
 from ._base import StoreError
 
 __all__ = ('StoreBreaker',)
@@ -30,7 +30,7 @@ class StoreBreaker:
     """The backend, for log lines."""
     cooldown: float = 30.0
     """Seconds during which calls are refused after a failure."""
-    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
+    clock: Callable[[], float] = field(default=monotonic, repr=False)
     """Monotonic seconds (injectable, e.g. for tests or a journaled clock)."""
     attempts: int = 0
     """Calls that reached the backend."""

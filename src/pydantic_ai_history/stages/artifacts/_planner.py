@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._llm import run_agent
+from ..._context import StageOperations
 from ._extract import Candidate
 from ._models import Artifact, ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from ._settings import ArtifactSettings
@@ -211,8 +211,7 @@ async def llm_plan(
     budget_tokens: int,
     model: Any,
     settings: ArtifactSettings = _DEFAULT_SETTINGS,
-    usage: Any = None,
-    model_settings: Any = None,
+    operations: StageOperations,
 ) -> tuple[ArtifactPlan, str | None]:
     """One call to the planner model; returns the plan and None, or the heuristic plan and why it was used."""
     fallback = heuristic_plan(candidates, question=question, budget_tokens=budget_tokens, settings=settings)
@@ -223,14 +222,8 @@ async def llm_plan(
         preview_chars=settings.planner_preview_chars,
     )
     try:
-        plan, _ = await run_agent(
-            model,
-            prompt,
-            instructions=PLANNER_INSTRUCTIONS,
-            output_type=ArtifactPlan,
-            timeout=settings.planner_timeout,
-            usage=usage,
-            model_settings=model_settings,
+        plan = await operations.request_plan(
+            prompt, model=model, instructions=PLANNER_INSTRUCTIONS, timeout=settings.planner_timeout
         )
         return validate_plan(plan, candidates, fallback), None
     # garbage, unknown ids, provider errors, timeouts: the heuristic plan is always valid

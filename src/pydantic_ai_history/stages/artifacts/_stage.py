@@ -9,14 +9,11 @@ spill store, so `read_artifact` can return it exactly; when the store fails the 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
-
-import anyio.to_thread
 
 from ..._compat import (
     BinaryContent,
@@ -31,11 +28,12 @@ from ..._context import MARKER_KEY, HistoryContext
 from ..._marks import seal
 from ...cache import cache_key
 from ...events import ArtifactProcessed
-from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage, read_file
+from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage
 from ...model_info import model_info, model_name_of
 from ...retrieval import extract_passages
 from ...store import artifact_id
 from ...tokens import TokenCounter
+from .._llm import operations_of
 from ._accepted import accepted_as_is, fits_as_is, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
@@ -191,8 +189,7 @@ class ArtifactPlanner:
                     budget_tokens=budget,
                     model=model,
                     settings=settings,
-                    usage=context.usage,
-                    model_settings=context.summarizer.model_settings,
+                    operations=operations_of(context),
                 )
                 if failure is not None:
                     context.warn(
@@ -348,8 +345,7 @@ class ArtifactPlanner:
             model=model,
             max_tokens=max_tokens,
             timeout=summarizer.timeout,
-            usage=context.usage,
-            model_settings=summarizer.model_settings,
+            operations=operations_of(context),
         )
         if counter.count_text(summary) > max_tokens:
             summary = counter.truncate_text(summary, max_tokens)
@@ -523,16 +519,13 @@ class ArtifactPlanner:
                     return ConvertedDocument.from_json(cached), True
                 except Exception:
                     pass
-        counter = TokenCounter(context.counter.model_name, profile=context.counter.profile)
-        read = functools.partial(
-            read_file,
+        result = await operations_of(context).convert_file(
             attachment.data,
             media_type=attachment.media_type,
             name=attachment.name,
+            model_name=context.counter.model_name,
             settings=settings,
-            count_tokens=counter.count_text,
         )
-        result: FileResult = await anyio.to_thread.run_sync(read)
         if isinstance(result, ConvertedDocument) and context.cache is not None:
             await context.cache.set(key, result.to_json())
         return result, False

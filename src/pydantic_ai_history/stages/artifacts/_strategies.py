@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..._context import StageOperations
 from ..._marks import READ_ARTIFACT_TOOL
 from ...retrieval import extract_passages
 from ...tokens import TokenCounter
-from .._llm import run_text
 from ._extract import ARTIFACT_MARKER, Candidate
 
 __all__ = ('exclude_stub', 'extract_text', 'reduced_text', 'summarize_text', 'summary_text')
@@ -96,20 +96,14 @@ async def summarize_text(
     model: Any,
     max_tokens: int,
     timeout: float,
-    usage: Any = None,
-    model_settings: Any = None,
+    operations: StageOperations,
 ) -> str:
     """One summarizer call; raises on failure (the caller falls back to `extract`)."""
     prompt = (
         f'Focus on: {focus}\n' if focus else ''
     ) + f'Write at most about {max_tokens} tokens.\n\n<content>\n{text}\n</content>'
-    output = await run_text(
-        model,
-        prompt,
-        instructions=SUMMARY_INSTRUCTIONS,
-        timeout=timeout,
-        usage=usage,
-        model_settings=model_settings,
+    output = await operations.request_text(
+        'artifact_summary', prompt, model=model, instructions=SUMMARY_INSTRUCTIONS, timeout=timeout
     )
     summary = output.strip()
     if not summary:

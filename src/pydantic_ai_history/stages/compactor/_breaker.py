@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from ..._clock import monotonic
 
 __all__ = ('Breaker', 'ScopedBreakers')
 
@@ -50,7 +51,7 @@ class ScopedBreakers:
     """Consecutive failures in one scope before its cool-down."""
     cooldown: float
     """Seconds a scope's summarizer is not called after `max_failures` failures."""
-    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
+    clock: Callable[[], float] = field(default=monotonic, repr=False)
     """Monotonic seconds; injectable (tests, or a clock a durable engine journals)."""
     max_scopes: int = 4_096
     """Breakers kept at most."""

@@ -4,10 +4,11 @@ processor's: one home each."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
+
+from ..._clock import monotonic
 
 if TYPE_CHECKING:
     from ...events import CompactionResult
@@ -38,7 +39,7 @@ class CompactionSettings:
     """Seconds summaries and prefix records live in the cache; None keeps them until evicted."""
     on_compaction: Callable[[CompactionResult], None] | None = None
     """Called with every `CompactionResult` (also emitted as an event to `on_event`)."""
-    clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+    clock: Callable[[], float] = field(default=monotonic, compare=False)
     """Monotonic seconds, for the cool-down (injectable for tests)."""
 
     def __post_init__(self) -> None:

@@ -20,11 +20,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..._clock import perf
 from ..._compat import ModelMessage
 from ..._context import HistoryContext
 from ..._marks import SEAL_TOKENS, marker_kind
@@ -36,6 +36,7 @@ from ...model_info import model_name_of
 from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, head_length, split_units, system_parts
+from .._llm import operations_of
 from .._spill import spill_transcript
 from .._transcript import TranscriptUnit, first_user_text, read_call, render_units
 from ._breaker import ScopedBreakers
@@ -180,7 +181,7 @@ class Compactor:
         reason: Literal['trigger', 'manual'],
         focus: str | None,
     ) -> list[ModelMessage]:
-        started = time.perf_counter()
+        started = perf()
         units = split_units(messages)
         if len(units) < 2:
             return messages
@@ -499,7 +500,7 @@ class Compactor:
                     original_task=task,
                     previous_summary=previous,
                     focus=focus,
-                    usage=context.usage,
+                    operations=operations_of(context),
                 )
             except SummarizerError as exc:
                 self._breakers.failure(context.scope)
@@ -565,7 +566,7 @@ class Compactor:
             method=summary.method,
             evicted_messages=evicted,
             summarizer_calls=summary.calls,
-            duration_ms=(time.perf_counter() - started) * 1000,
+            duration_ms=(perf() - started) * 1000,
             error=summary.error,
             pinned_units=pinned,
         )

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._context import StageOperations
 from ..._summarizer_settings import SummarizerSettings
 from ...model_info import model_info
 from ...tokens import TokenCounter
-from .._llm import run_text
 from .._transcript import TranscriptUnit, new_nonce
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
 from ._settings import CompactionSettings
@@ -71,7 +71,7 @@ async def run_summarizer(
     original_task: str | None,
     previous_summary: str | None,
     focus: str | None,
-    usage: Any,
+    operations: StageOperations,
 ) -> SummarizerOutcome:
     """Summarize `transcript` into an update of `previous_summary`; raise `SummarizerError` on any failure."""
     if model is None:
@@ -111,13 +111,12 @@ async def run_summarizer(
         )
         calls += 1
         try:
-            output = await run_text(
-                model,
+            output = await operations.request_text(
+                'compaction_summary' if number == 1 else 'chunk_merge',
                 prompt,
+                model=model,
                 instructions=instructions,
                 timeout=summarizer.timeout,
-                usage=usage,
-                model_settings=summarizer.model_settings,
             )
         except TimeoutError:
             raise SummarizerError(f'timed out after {summarizer.timeout:g} s', calls) from None

@@ -1,0 +1,80 @@
+"""Clocks that are replay-safe inside a durable workflow.
+
+Workflow code must be deterministic (Temporal replays it, DBOS re-runs it on recovery), so inside a durable
+run the processor reads no clock: `replay_safe(at)` pins every reading to `at`, the timestamp of the newest
+message of the request, which the durable engine itself recorded. Timing that is only for stats then reads
+zero; breakers and TTLs see time move from one request to the next, as the messages do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = ('message_time', 'monotonic', 'perf', 'replay_safe', 'replay_safe_token', 'wall')
+
+
+@dataclass
+class _Pinned:
+    at: float
+    """The time every clock reads in this scope."""
+    draws: int = field(default=0)
+    """How many replay-safe tokens were drawn, so each one differs from the last."""
+
+
+_pinned: ContextVar[_Pinned | None] = ContextVar('pydantic_ai_history_pinned_clock', default=None)
+
+
+def wall() -> float:
+    """`time.time()`, or the pinned time inside a durable workflow."""
+    pinned = _pinned.get()
+    return time.time() if pinned is None else pinned.at
+
+
+def monotonic() -> float:
+    """`time.monotonic()`, or the pinned time inside a durable workflow (breakers, cooldowns)."""
+    pinned = _pinned.get()
+    return time.monotonic() if pinned is None else pinned.at
+
+
+def perf() -> float:
+    """`time.perf_counter()` for stats, or the pinned time (durations then read 0) inside a workflow."""
+    pinned = _pinned.get()
+    return time.perf_counter() if pinned is None else pinned.at
+
+
+def replay_safe_token(nbytes: int) -> str | None:
+    """Inside a durable workflow, a hex token derived from the pinned time and a draw count; None outside.
+
+    Same on every replay of the same request, different on every draw and request.
+    """
+    pinned = _pinned.get()
+    if pinned is None:
+        return None
+    pinned.draws += 1
+    return hashlib.sha256(f'{pinned.at!r}:{pinned.draws}'.encode()).hexdigest()[: nbytes * 2]
+
+
+def message_time(messages: Sequence[Any]) -> float:
+    """The timestamp of the newest message that has one (seconds since the epoch); 0 when none has."""
+    for message in reversed(messages):
+        stamp = getattr(message, 'timestamp', None)
+        if isinstance(stamp, datetime):
+            return stamp.timestamp()
+    return 0.0
+
+
+@contextmanager
+def replay_safe(at: float) -> Iterator[None]:
+    """Pin every clock of this package to `at` for the duration of the block."""
+    token = _pinned.set(_Pinned(at))
+    try:
+        yield
+    finally:
+        _pinned.reset(token)

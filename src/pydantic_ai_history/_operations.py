@@ -1,0 +1,312 @@
+"""The processor's side effects as durable operations: LLM calls, file conversion, store writes, cache access.
+
+Each is an async method of the capability marked with pydantic-ai's `@durable_operation(name=...)`. Under a
+durability capability (`TemporalDurability`, `DBOSDurability`, `PrefectDurability`) pydantic-ai runs it as an
+activity, step or task, journals its result and adds its usage to the run's; a replay or a recovery reads the
+journal instead of calling again. Without one, and on pydantic-ai 1.x, each is a plain method call.
+
+The names in `OPERATION_NAMES` are persisted by the engines (for example the Temporal activity
+`agent__<agent>__capability__pydantic_ai_history__compaction_summary`): they never change once released.
+
+Arguments and results cross the boundary, so they are plain data: text, `BinaryContent`, `ArtifactPlan`,
+`StoredArtifact`. Models, settings and the store are read from the capability itself, which the engine
+recovers on the worker by its `id`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio.to_thread
+from pydantic_ai import RunContext
+
+from ._compat import BinaryContent, durable_operation
+from .cache import SummaryCache
+from .files import FileResult, read_file
+from .files._results import file_result_from_json, file_result_to_json
+from .stages._llm import run_agent, run_text
+from .stages.artifacts import ArtifactPlanner, ArtifactSettings
+from .stages.artifacts._models import ArtifactPlan
+from .store import ArtifactStore, StoredArtifact
+from .tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from ._summarizer_settings import ModelRef, SummarizerSettings
+    from .files import FileSettings
+    from .tokens import TokenizerProfile
+
+__all__ = (
+    'OPERATION_NAMES',
+    'HistoryOperations',
+    'JournaledCache',
+    'JournaledStore',
+    'RunOperations',
+    'TextPurpose',
+)
+
+TextPurpose = Literal['compaction_summary', 'chunk_merge', 'artifact_summary']
+"""What a text request is for; also the name of the durable operation that makes it."""
+
+OPERATION_NAMES = (
+    'compaction_summary',
+    'chunk_merge',
+    'artifact_summary',
+    'artifact_plan',
+    'file_conversion',
+    'store_write',
+    'cache_read',
+    'cache_write',
+)
+"""Every durable operation of the processor, by its persisted name."""
+
+
+class HistoryOperations:
+    """The durable operations, mixed into `HistoryProcessor`: pydantic-ai collects them from there."""
+
+    if TYPE_CHECKING:
+        model: ModelRef | None
+        summarizer: SummarizerSettings
+        store: ArtifactStore
+        cache: SummaryCache
+
+        token_profile: TokenizerProfile | None
+
+        @property
+        def history_stages(self) -> list[Any]: ...
+
+    @durable_operation(name='compaction_summary')
+    async def summarize_history(
+        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
+    ) -> str:
+        """The compaction summary of a transcript (its first or only chunk)."""
+        return await self._request_text(ctx, prompt, instructions, timeout, model_name)
+
+    @durable_operation(name='chunk_merge')
+    async def merge_summary_chunk(
+        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
+    ) -> str:
+        """The running compaction summary updated with the next chunk of a transcript over the input cap."""
+        return await self._request_text(ctx, prompt, instructions, timeout, model_name)
+
+    @durable_operation(name='artifact_summary')
+    async def summarize_artifact(
+        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
+    ) -> str:
+        """The summary of one large tool return or document."""
+        return await self._request_text(ctx, prompt, instructions, timeout, model_name)
+
+    @durable_operation(name='artifact_plan')
+    async def plan_artifacts(
+        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
+    ) -> ArtifactPlan:
+        """The planner model's decision for every large artifact of a request."""
+        plan, _ = await run_agent(
+            model_name or self._planner_model(ctx),
+            prompt,
+            instructions=instructions,
+            output_type=ArtifactPlan,
+            timeout=timeout,
+            usage=ctx.usage,
+            model_settings=self.summarizer.model_settings,
+        )
+        return plan
+
+    @durable_operation(name='file_conversion')
+    async def convert_file(
+        self, ctx: RunContext[Any], file: BinaryContent, name: str | None, model_name: str | None
+    ) -> str:
+        """An attached file read into markdown, a fitted image or audio clip (`file_result_to_json` text).
+
+        Runs in a thread and a worker process, under the file settings' time and memory limits.
+        """
+        counter = TokenCounter(model_name, profile=self.token_profile)  # its own: it runs in a thread
+        read = functools.partial(
+            read_file,
+            file.data,
+            media_type=file.media_type,
+            name=name,
+            settings=self._artifact_settings().file_settings,
+            count_tokens=counter.count_text,
+        )
+        result: FileResult = await anyio.to_thread.run_sync(read)
+        return file_result_to_json(result)
+
+    @durable_operation(name='store_write')
+    async def write_artifact(
+        self,
+        ctx: RunContext[Any],
+        artifact_id: str,
+        content: BinaryContent,
+        source: str,
+        metadata: dict[str, str],
+        scope: str,
+    ) -> StoredArtifact:
+        """Store an original (a reduced artifact, an evicted transcript) for `read_artifact`."""
+        return await self.store.put(
+            artifact_id,
+            content.data,
+            media_type=content.media_type,
+            source=source,
+            metadata=metadata,
+            scope=scope,
+        )
+
+    @durable_operation(name='cache_read')
+    async def read_cache(self, ctx: RunContext[Any], key: str) -> str | None:
+        """A cached summary, conversion or prefix record; None when absent (or the cache is down)."""
+        return await self.cache.get(key)
+
+    @durable_operation(name='cache_write')
+    async def write_cache(self, ctx: RunContext[Any], key: str, value: str, ttl: float | None) -> bool:
+        """Cache a summary, conversion or prefix record; False when the cache is down."""
+        return await self.cache.set(key, value, ttl=ttl)
+
+    # ---- resolution on the side that runs the operation --------------------------------------------------
+
+    async def _request_text(
+        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float
+    ) -> str:
+        return await run_text(
+            self._summarizer_model(ctx),
+            prompt,
+            instructions=instructions,
+            timeout=timeout,
+            usage=ctx.usage,
+            model_settings=self.summarizer.model_settings,
+        )
+
+    def _summarizer_model(self, ctx: RunContext[Any]) -> ModelRef:
+        """`SummarizerSettings.model`, else the processor's `model`, else the run's (on a worker, its own)."""
+        for model in (self.summarizer.model, self.model):
+            if model is not None:
+                return model
+        return ctx.model
+
+    def _planner_model(self, ctx: RunContext[Any]) -> ModelRef:
+        planner = self._artifact_settings().planner_model
+        return planner if planner is not None else self._summarizer_model(ctx)
+
+    def _artifact_settings(self) -> ArtifactSettings:
+        for stage in self.history_stages:
+            if isinstance(stage, ArtifactPlanner):
+                return stage.settings
+        return ArtifactSettings()
+
+
+def _name(model: ModelRef) -> str | None:
+    """A model crosses a durable boundary by name; a `Model` object is the processor's, found there again."""
+    return model if isinstance(model, str) else None
+
+
+@dataclass(frozen=True)
+class RunOperations:
+    """The durable operations bound to one request's `RunContext`: what stages call under durable execution.
+
+    A model the stage resolved crosses by name; a `Model` object is resolved again on the worker from the
+    processor's settings (`SummarizerSettings.model`, `ArtifactSettings.planner_model`, `model`, the run's).
+    """
+
+    processor: HistoryOperations
+    ctx: RunContext[Any]
+
+    async def request_text(
+        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: float
+    ) -> str:
+        operation = {
+            'compaction_summary': self.processor.summarize_history,
+            'chunk_merge': self.processor.merge_summary_chunk,
+            'artifact_summary': self.processor.summarize_artifact,
+        }[purpose]
+        return await operation(self.ctx, prompt, instructions, timeout, _name(model))
+
+    async def request_plan(
+        self, prompt: str, *, model: ModelRef, instructions: str, timeout: float
+    ) -> ArtifactPlan:
+        return await self.processor.plan_artifacts(self.ctx, prompt, instructions, timeout, _name(model))
+
+    async def convert_file(
+        self,
+        data: bytes,
+        *,
+        media_type: str,
+        name: str | None,
+        model_name: str | None,
+        settings: FileSettings,
+    ) -> FileResult:
+        file = BinaryContent(data=data, media_type=media_type)
+        return file_result_from_json(await self.processor.convert_file(self.ctx, file, name, model_name))
+
+
+class JournaledStore(ArtifactStore):
+    """The processor's store as workflow code sees it: ids made here, every write a durable operation.
+
+    Ids need the store's secret with no I/O, so under durability the store is given one explicitly (checked
+    when the agent is built). Reads happen in `read_artifact`, a tool the engine already runs durably.
+    """
+
+    def __init__(self, operations: RunOperations, store: ArtifactStore) -> None:
+        super().__init__()
+        self._operations = operations
+        self._store = store
+
+    def artifact_id(self, data: bytes, *, scope: str = '') -> str:
+        return self._store.artifact_id(data, scope=scope)
+
+    async def prepare(self) -> None:
+        """Nothing to load: the secret is explicit under durability."""
+
+    async def put(
+        self,
+        artifact_id: str,
+        data: bytes,
+        *,
+        media_type: str,
+        source: str,
+        metadata: Mapping[str, str] | None = None,
+        scope: str = '',
+    ) -> StoredArtifact:
+        return await self._operations.processor.write_artifact(
+            self._operations.ctx,
+            artifact_id,
+            BinaryContent(data=bytes(data), media_type=media_type),
+            source,
+            dict(metadata or {}),
+            scope,
+        )
+
+    async def _put(
+        self,
+        artifact_id: str,
+        data: bytes,
+        media_type: str,
+        source: str,
+        metadata: dict[str, str],
+        scope: str,
+    ) -> StoredArtifact:  # pragma: no cover - `put` is overridden
+        raise NotImplementedError
+
+    async def _get(self, artifact_id: str, scope: str) -> bytes | None:
+        return await self._store.get(artifact_id, scope=scope)
+
+    async def _info(self, artifact_id: str, scope: str) -> StoredArtifact | None:
+        return await self._store.info(artifact_id, scope=scope)
+
+
+class JournaledCache(SummaryCache):
+    """The processor's cache as workflow code sees it: every read and write a durable operation.
+
+    A replay or a recovery then sees the same hits and misses as the original run, whichever worker it is on.
+    """
+
+    def __init__(self, operations: RunOperations) -> None:
+        super().__init__()
+        self._operations = operations
+
+    async def _get(self, key: str) -> str | None:
+        return await self._operations.processor.read_cache(self._operations.ctx, key)
+
+    async def _set(self, key: str, value: str, ttl: float | None) -> None:
+        await self._operations.processor.write_cache(self._operations.ctx, key, value, ttl)
