@@ -167,10 +167,10 @@ class HistoryOperations:
     # ---- resolution on the side that runs the operation --------------------------------------------------
 
     async def _request_text(
-        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float
+        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
     ) -> str:
         return await run_text(
-            self._summarizer_model(ctx),
+            model_name or self._summarizer_model(ctx),
             prompt,
             instructions=instructions,
             timeout=timeout,

@@ -366,7 +366,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         """The per-call context the stages receive, with the limits resolved for the serving model."""
         if model is None:
             model = self.model if self.model is not None else (ctx.model if ctx is not None else None)
-        # Under durable execution every side effect is a journaled operation; elsewhere stages run them in place.
+        # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
         operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
         return HistoryContext(
             counter=self.counter_for(model),
