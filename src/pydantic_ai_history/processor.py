@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic_ai import RunContext
 
 from ._clock import message_time, perf, replay_safe
-from ._compat import HAS_CAPABILITIES, CapabilityBase, ModelMessage, run_id_of
+from ._compat import HAS_CAPABILITIES, CapabilityBase, DurabilityBase, ModelMessage, run_id_of
 from ._context import HistoryContext, HistoryStage, ScopeKey, default_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._policy import ContextLimits, ContextPolicy
@@ -264,10 +264,16 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         raise _duplicate_error(capabilities)
 
     def for_agent(self, agent: Any) -> Any:
-        """Refuses a second history processor on the same agent, at construction."""
-        others = [c for c in _agent_capabilities(agent) if isinstance(c, HistoryProcessor) and c is not self]
+        """Checked when the agent is built: one history processor per agent, and under a durability
+        capability a store that every worker sees."""
+        capabilities = _agent_capabilities(agent)
+        others = [c for c in capabilities if isinstance(c, HistoryProcessor) and c is not self]
         if others:
             raise _duplicate_error([*others, self])
+        if DurabilityBase is not None and any(isinstance(c, DurabilityBase) for c in capabilities):
+            problem = durable_store_problem(self.store)
+            if problem is not None:
+                raise _user_error(problem)
         return self
 
     def capability(self) -> HistoryProcessor:
@@ -690,6 +696,35 @@ def _agent_capabilities(agent: object) -> list[object]:
     if callable(apply):
         apply(found.append)
     return found
+
+
+def _user_error(message: str) -> Exception:
+    from pydantic_ai.exceptions import UserError
+
+    return UserError(message)
+
+
+def durable_store_problem(store: ArtifactStore) -> str | None:
+    """Why `store` cannot serve a durable agent, or None.
+
+    Workers run the operations that write the store and the `read_artifact` tool that reads it, each on any
+    worker, so the store must be one they all see. Workflow code makes artifact ids without I/O, so the
+    store's id secret must be given, the same on every worker.
+    """
+    name = type(store).__name__
+    if isinstance(store, MemoryStore):
+        return (
+            'Under durable execution (Temporal, DBOS, Prefect) the artifact store must be one every worker '
+            f'sees, but this processor has a {name}: its originals would be written on one worker and read '
+            "back on another. Use DirectoryStore('/shared/path', secret=...) or RedisStore(url, secret=...)."
+        )
+    if getattr(store, '_secret', None) is None:
+        return (
+            f'Under durable execution the {name} needs an explicit id secret, the same on every worker '
+            f'(workflow code makes artifact ids and must not read it from storage): {name}(..., secret=...), '
+            'for example from an environment variable.'
+        )
+    return None
 
 
 def _duplicate_error(capabilities: Sequence[object]) -> Exception:
