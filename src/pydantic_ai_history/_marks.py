@@ -21,6 +21,7 @@ so nothing the user wrote is lost with it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import os
@@ -228,3 +229,47 @@ def own_request(
     kind = next((k for k in layout if k in ('summary', 'window')), None)
     metadata = {MARKER_KEY: {'kind': kind, **details, 'parts': layout}}
     return make_request([part for part, _ in parts], run_id=run_id, metadata=metadata)
+
+
+def separate_own_parts(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """`messages` with every request that mixes our summary or window parts with foreign ones split in two.
+
+    pydantic-ai merges consecutive requests when a run starts on a saved history, so the summary request that
+    followed the kept first user turn arrives inside it. Split back, the summary is ours again: the next
+    compaction updates it instead of keeping it as foreign content beside a second summary. Returns
+    `messages` itself when no request mixes them.
+    """
+    result: list[ModelMessage] | None = None
+    for index, message in enumerate(messages):
+        pieces = _separated(message)
+        if pieces is None:
+            if result is not None:
+                result.append(message)
+            continue
+        if result is None:
+            result = list(messages[:index])
+        result.extend(pieces)
+    return messages if result is None else result
+
+
+def _separated(message: ModelMessage) -> list[ModelMessage] | None:
+    """A mixed request as consecutive requests, each all ours or all foreign; None when it is not mixed."""
+    if not isinstance(message, ModelRequest):
+        return None
+    kinds = part_kinds(message)
+    if not any(kind in ('summary', 'window') for kind in kinds) or all(kinds):
+        return None
+    runs: list[tuple[bool, list[tuple[ModelRequestPart, str | None]]]] = []
+    for part, kind in zip(message.parts, kinds, strict=True):
+        ours = kind is not None
+        if runs and runs[-1][0] == ours:
+            runs[-1][1].append((part, kind))
+        else:
+            runs.append((ours, [(part, kind)]))
+    run_id = getattr(message, 'run_id', None)
+    return [
+        own_request(parts, details={}, run_id=run_id)
+        if ours
+        else dataclasses.replace(message, parts=[part for part, _ in parts])
+        for ours, parts in runs
+    ]

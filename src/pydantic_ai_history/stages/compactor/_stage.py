@@ -27,7 +27,7 @@ from typing import Literal
 from ..._clock import perf
 from ..._compat import ModelMessage
 from ..._context import HistoryContext
-from ..._marks import SEAL_TOKENS, marker_kind
+from ..._marks import SEAL_TOKENS, marker_kind, separate_own_parts
 from ..._policy import ContextLimits
 from ..._summarizer_settings import SummarizerSettings
 from ...cache import SummaryCache, cache_key
@@ -182,6 +182,11 @@ class Compactor:
         focus: str | None,
     ) -> list[ModelMessage]:
         started = perf()
+        separated = separate_own_parts(messages)
+        if separated is not messages:
+            # pydantic-ai merged our summary request into the user's request it followed (a new run on a
+            # saved history): the old summary is found again, and updated rather than summarized as content.
+            messages, estimate = separated, context.estimate(separated)
         units = split_units(messages)
         if len(units) < 2:
             return messages
