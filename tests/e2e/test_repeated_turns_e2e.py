@@ -56,9 +56,13 @@ async def test_each_turn_carries_one_summary() -> None:
     check_requests(provider)
     for record in provider.requests[-3:]:
         assert _summaries(record.history) <= 1
-    fused = [m for r in provider.requests for m in r.history if _summary_parts([m]) and marker_kind(m) is None]
+    fused = [
+        m for r in provider.requests for m in r.history if _summary_parts([m]) and marker_kind(m) is None
+    ]
     if HAS_CAPABILITIES:  # pydantic-ai 1.0 sends the saved requests as they are: nothing is fused there
-        assert fused, 'no request arrived with the summary fused into a user turn: the shape was not exercised'
+        assert fused, (
+            'no request arrived with the summary fused into a user turn: the shape was not exercised'
+        )
     assert summarizer.calls >= 3
 
 
