@@ -27,7 +27,9 @@ import hmac
 import os
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from ._compat import (
@@ -100,8 +102,28 @@ def set_mark_secret(secret: str | bytes | None) -> None:
     _verified_chars = 0
 
 
+_scoped_key: ContextVar[bytes | None] = ContextVar('pydantic_ai_history_seal_key', default=None)
+
+
+@contextmanager
+def seal_key_scope(secret: bytes) -> Iterator[None]:
+    """Seal and verify with a key derived from `secret` within the block, with no environment or randomness.
+
+    Durable workflow code uses the store's id secret (explicit, the same on every worker): seals then read
+    the same on every worker and every replay.
+    """
+    token = _scoped_key.set(hmac.new(secret, b'pydantic-ai-history seal', hashlib.sha256).digest())
+    try:
+        yield
+    finally:
+        _scoped_key.reset(token)
+
+
 def _key() -> bytes:
     global _secret
+    scoped = _scoped_key.get()
+    if scoped is not None:
+        return scoped
     if _secret is None:
         configured = os.environ.get(SECRET_ENV)
         _secret = configured.encode() if configured else secrets.token_bytes(32)
@@ -127,14 +149,11 @@ def sealed_kind(text: str) -> tuple[str, str] | None:
     """
     if _SEAL_OPENING not in text[-_SEAL_MAX:]:
         return None
+    if _scoped_key.get() is not None:
+        return _verify(text)  # verdicts are remembered for the process-wide key only
     if text in _verified:
         return _verified[text]
-    verdict: tuple[str, str] | None = None
-    match = _SEAL.search(text, max(len(text) - _SEAL_MAX, 0))
-    if match is not None:
-        kind, body = match.group(1), text[: match.start()]
-        if hmac.compare_digest(match.group(2), _tag(kind, body)):
-            verdict = (kind, body)
+    verdict = _verify(text)
     global _verified_chars
     if _verified_chars + len(text) > _VERIFIED_MAX_CHARS:
         _verified.clear()
@@ -142,6 +161,15 @@ def sealed_kind(text: str) -> tuple[str, str] | None:
     _verified[text] = verdict
     _verified_chars += len(text)
     return verdict
+
+
+def _verify(text: str) -> tuple[str, str] | None:
+    match = _SEAL.search(text, max(len(text) - _SEAL_MAX, 0))
+    if match is not None:
+        kind, body = match.group(1), text[: match.start()]
+        if hmac.compare_digest(match.group(2), _tag(kind, body)):
+            return kind, body
+    return None
 
 
 def strip_seal(text: str) -> str:

@@ -7,12 +7,13 @@ capabilities, `Agent(history_processors=[processor])` on early 1.x.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import operator
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,6 +22,7 @@ from pydantic_ai import RunContext
 from ._clock import message_time, perf, replay_safe
 from ._compat import HAS_CAPABILITIES, CapabilityBase, DurabilityBase, ModelMessage, run_id_of
 from ._context import HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._marks import seal_key_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._policy import ContextLimits, ContextPolicy
 from ._summarizer_settings import ModelRef, SummarizerSettings
@@ -409,24 +411,35 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             compact = getattr(stage, 'compact', None)
             if compact is not None:
                 history = list(messages)
-                if not self.journaled(ctx):
-                    await self.store.prepare()
-                context = self.make_context(ctx=ctx, model=model)
-                check = self._input_check(context.run_id)
-                validity = check.check(history)
-                result = await self._run_stage(
-                    _OnDemand(stage.name, compact, focus), history, context, validity
-                )
-                if result is not history:
-                    problem = self._over_budget(result, context.estimate(history).total, context)
-                    if problem is not None:
-                        self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
-                        return history
-                check.adopt(validity)
-                return result
+                if self.journaled(ctx):
+                    with self._workflow_scope(history):
+                        return await self._compact_with(stage, compact, history, focus, ctx, model)
+                await self.store.prepare()
+                return await self._compact_with(stage, compact, history, focus, ctx, model)
         raise RuntimeError(
             'this processor has no compaction stage (create_history_processor(compaction=False)?)'
         )
+
+    async def _compact_with(
+        self,
+        stage: HistoryStage,
+        compact: Any,
+        history: list[ModelMessage],
+        focus: str | None,
+        ctx: Any,
+        model: Any,
+    ) -> list[ModelMessage]:
+        context = self.make_context(ctx=ctx, model=model)
+        check = self._input_check(context.run_id)
+        validity = check.check(history)
+        result = await self._run_stage(_OnDemand(stage.name, compact, focus), history, context, validity)
+        if result is not history:
+            problem = self._over_budget(result, context.estimate(history).total, context)
+            if problem is not None:
+                self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
+                return history
+        check.adopt(validity)
+        return result
 
     async def process(
         self,
@@ -443,10 +456,17 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         """
         if self.journaled(ctx):
             # workflow code: no clock, no I/O (the store's secret is explicit under durability)
-            with replay_safe(message_time(messages)):
+            with self._workflow_scope(messages):
                 return await self._process_traced(messages, ctx, model, tool_definitions)
         await self.store.prepare()  # a persisted id secret is loaded before the first id is made
         return await self._process_traced(messages, ctx, model, tool_definitions)
+
+    @contextlib.contextmanager
+    def _workflow_scope(self, messages: Sequence[ModelMessage]) -> Iterator[None]:
+        """Workflow code: clocks pinned to the newest message, seals keyed by the store's explicit secret."""
+        # the secret is explicit under durability (checked in `for_agent`), so reading it does no I/O
+        with replay_safe(message_time(messages)), seal_key_scope(self.store._id_secret()):
+            yield
 
     def journaled(self, ctx: object) -> bool:
         """Whether this run journals the processor's operations: a durability capability bound them."""

@@ -71,13 +71,22 @@ class DirectoryStore(ArtifactStore):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(secret=secret)
-        self.root = Path(root).expanduser().resolve()
+        self._given_root = root
+        self._root: Path | None = None
         self.create = create
         self.max_scope_bytes = max_scope_bytes
         self.max_artifact_bytes = max_artifact_bytes
         self._clock = clock
-        self.breaker = StoreBreaker(name=f'DirectoryStore({self.root})', cooldown=cooldown, clock=monotonic)
+        self.breaker = StoreBreaker(name=f'DirectoryStore({root})', cooldown=cooldown, clock=monotonic)
         """Opened by a failed write; reads are not gated (a full disk still reads)."""
+
+    @property
+    def root(self) -> Path:
+        """The directory, resolved on first use: building the store touches no file system (workflow code
+        may build it, as a durable agent's module does)."""
+        if self._root is None:
+            self._root = Path(self._given_root).expanduser().resolve()
+        return self._root
 
     # ---- secret -------------------------------------------------------------------------------------------
 
