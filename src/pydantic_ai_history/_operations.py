@@ -15,23 +15,20 @@ recovers on the worker by its `id`.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import anyio.to_thread
 from pydantic_ai import RunContext
 
 from ._compat import BinaryContent, durable_operation
 from .cache import SummaryCache
-from .files import FileResult, read_file
+from .files import FileResult
 from .files._results import file_result_from_json, file_result_to_json
-from .stages._llm import run_agent, run_text
+from .stages._llm import convert_in_thread, run_plan, run_text
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.artifacts._models import ArtifactPlan
 from .store import ArtifactStore, StoredArtifact
-from .tokens import TokenCounter
 
 if TYPE_CHECKING:
     from ._summarizer_settings import ModelRef, SummarizerSettings
@@ -103,16 +100,14 @@ class HistoryOperations:
         self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
     ) -> ArtifactPlan:
         """The planner model's decision for every large artifact of a request."""
-        plan, _ = await run_agent(
+        return await run_plan(
             model_name or self._planner_model(ctx),
             prompt,
             instructions=instructions,
-            output_type=ArtifactPlan,
             timeout=timeout,
             usage=ctx.usage,
             model_settings=self.summarizer.model_settings,
         )
-        return plan
 
     @durable_operation(name='file_conversion')
     async def convert_file(
@@ -122,16 +117,14 @@ class HistoryOperations:
 
         Runs in a thread and a worker process, under the file settings' time and memory limits.
         """
-        counter = TokenCounter(model_name, profile=self.token_profile)  # its own: it runs in a thread
-        read = functools.partial(
-            read_file,
+        result = await convert_in_thread(
             file.data,
             media_type=file.media_type,
             name=name,
+            model_name=model_name,
+            profile=self.token_profile,
             settings=self._artifact_settings().file_settings,
-            count_tokens=counter.count_text,
         )
-        result: FileResult = await anyio.to_thread.run_sync(read)
         return file_result_to_json(result)
 
     @durable_operation(name='store_write')

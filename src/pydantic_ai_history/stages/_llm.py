@@ -23,9 +23,18 @@ if TYPE_CHECKING:
     from .._operations import TextPurpose
     from .._summarizer_settings import ModelRef
     from ..files import FileResult, FileSettings
+    from ..tokens import TokenizerProfile
     from .artifacts._models import ArtifactPlan
 
-__all__ = ('InlineOperations', 'add_usage', 'operations_of', 'run_agent', 'run_text')
+__all__ = (
+    'InlineOperations',
+    'add_usage',
+    'convert_in_thread',
+    'operations_of',
+    'run_agent',
+    'run_plan',
+    'run_text',
+)
 
 logger = logging.getLogger('pydantic_ai_history.stages')
 
@@ -118,18 +127,15 @@ class InlineOperations:
     async def request_plan(
         self, prompt: str, *, model: ModelRef, instructions: str, timeout: float
     ) -> ArtifactPlan:
-        from .artifacts._models import ArtifactPlan
-
-        plan, _ = await run_agent(
+        summarizer = self._context.summarizer
+        return await run_plan(
             model,
             prompt,
             instructions=instructions,
-            output_type=ArtifactPlan,
             timeout=timeout,
             usage=self._context.usage,
-            model_settings=self._context.summarizer.model_settings,
+            model_settings=summarizer.model_settings,
         )
-        return plan
 
     async def convert_file(
         self,
@@ -140,21 +146,53 @@ class InlineOperations:
         model_name: str | None,
         settings: FileSettings,
     ) -> FileResult:
-        from ..files import read_file
-        from ..tokens import TokenCounter
-
-        # a counter of its own: the conversion runs in a thread
-        counter = TokenCounter(model_name, profile=self._context.counter.profile)
-        read = functools.partial(
-            read_file,
+        return await convert_in_thread(
             data,
             media_type=media_type,
             name=name,
+            model_name=model_name,
+            profile=self._context.counter.profile,
             settings=settings,
-            count_tokens=counter.count_text,
         )
-        result: FileResult = await anyio.to_thread.run_sync(read)
-        return result
+
+
+async def run_plan(
+    model: Any, prompt: str, *, instructions: str, timeout: float, usage: Any, model_settings: Any
+) -> ArtifactPlan:
+    """The artifact planner's one structured call: its `ArtifactPlan`."""
+    from .artifacts._models import ArtifactPlan
+
+    plan, _ = await run_agent(
+        model,
+        prompt,
+        instructions=instructions,
+        output_type=ArtifactPlan,
+        timeout=timeout,
+        usage=usage,
+        model_settings=model_settings,
+    )
+    return plan
+
+
+async def convert_in_thread(
+    data: bytes,
+    *,
+    media_type: str,
+    name: str | None,
+    model_name: str | None,
+    profile: TokenizerProfile | None,
+    settings: FileSettings,
+) -> FileResult:
+    """Read an attached file in a worker thread (and, for documents, a worker process under its limits)."""
+    from ..files import read_file
+    from ..tokens import TokenCounter
+
+    counter = TokenCounter(model_name, profile=profile)  # a counter of its own: it is used in the thread
+    read = functools.partial(
+        read_file, data, media_type=media_type, name=name, settings=settings, count_tokens=counter.count_text
+    )
+    result: FileResult = await anyio.to_thread.run_sync(read)
+    return result
 
 
 def operations_of(context: HistoryContext) -> StageOperations:
