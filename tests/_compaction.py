@@ -171,7 +171,8 @@ def joined_conversations(fixtures_dir: Path, *, min_tokens: int) -> list[ModelMe
 def agent_with(model: Any, processor: Any, **kwargs: Any) -> Agent[None, str]:
     """An `Agent` using `processor`: a capability on 2.x, a history processor on 1.x."""
     if MAJOR >= 2:
-        return Agent(model, capabilities=[processor.capability()], **kwargs)
+        capabilities = [processor.capability(), *kwargs.pop('capabilities', ())]
+        return Agent(model, capabilities=capabilities, **kwargs)
     return Agent(model, history_processors=[processor], **kwargs)
 
 

@@ -13,6 +13,8 @@ import pydantic_ai_history
 from _history import reply, user
 from pydantic_ai_history import ContextPolicy, HistoryEvent, HistoryProcessor, HistoryWarning, SlidingWindow
 from pydantic_ai_history import events as events_module
+from pydantic_ai_history import stream_events
+from pydantic_ai_history._compat import HAS_CAPABILITY_EVENTS
 from pydantic_ai_history.events import WarningKind
 
 pytestmark = pytest.mark.anyio
@@ -73,8 +75,9 @@ def _docstring_of_warning_kind() -> str:
     raise AssertionError('WarningKind is not assigned in events.py')
 
 
-def test_every_event_field_has_a_docstring():
-    tree = ast.parse(Path(events_module.__file__).read_text(encoding='utf-8'))
+@pytest.mark.parametrize('module', [events_module, stream_events], ids=['events', 'stream_events'])
+def test_every_event_field_has_a_docstring(module: object) -> None:
+    tree = ast.parse(Path(module.__file__).read_text(encoding='utf-8'))  # type: ignore[attr-defined]
     missing = []
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
         for i, node in enumerate(cls.body):
@@ -119,3 +122,58 @@ async def test_an_over_budget_request_warns_with_a_listed_code():
     codes = [e.code for e in events if isinstance(e, HistoryWarning)]
     assert codes
     assert set(codes) <= set(get_args(WarningKind))
+
+
+def _concrete_events() -> list[type[HistoryEvent]]:
+    found, pending = [], [HistoryEvent]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls is not HistoryEvent and cls.__module__ == events_module.__name__:
+            found.append(cls)
+    return found
+
+
+def _example(cls: type[HistoryEvent]) -> HistoryEvent:
+    """An instance with every required field filled by its type (the values do not matter here)."""
+    values = {'int': 7, 'str': 'x', 'float': 1.5, 'bool': True}
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            annotation = str(f.type)
+            if annotation.startswith('Literal'):
+                kwargs[f.name] = annotation.split("'")[1]
+            elif annotation == 'WarningKind':
+                kwargs[f.name] = 'over_budget'
+            else:
+                kwargs[f.name] = values[annotation.split(' ')[0]]
+    return cls(run_id='run-1', **kwargs)
+
+
+def test_every_history_event_kind_has_its_stream_event() -> None:
+    """The run's event stream shows every decision `on_event` receives, under the package's namespace."""
+    kinds = _concrete_events()
+    assert len(kinds) >= 8
+    for cls in kinds:
+        event = _example(cls)
+        streamed = stream_events.stream_event_for(event)
+        assert streamed is not None, cls.__name__
+        assert streamed.run_id == 'run-1'
+        if HAS_CAPABILITY_EVENTS:
+            assert streamed.kind.startswith('pydantic_ai_history.'), streamed.kind
+    lost = stream_events.stream_event_for(_example(events_module.ContentLost))
+    assert isinstance(lost, stream_events.HistoryWarningEvent)
+    assert lost.level == 'error'
+
+
+@pytest.mark.skipif(not HAS_CAPABILITY_EVENTS, reason='capability events arrived with pydantic-ai 2.x')
+def test_stream_events_round_trip_through_pydantic_ais_event_schema() -> None:
+    """What a durable engine or a UI adapter serializes comes back as the same typed event."""
+    from pydantic import TypeAdapter
+    from pydantic_ai.messages import CapabilityEvent
+
+    adapter = TypeAdapter(CapabilityEvent)
+    for cls in _concrete_events():
+        event = stream_events.stream_event_for(_example(cls))
+        assert event is not None
+        assert adapter.validate_json(adapter.dump_json(event)) == event

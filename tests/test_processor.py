@@ -330,7 +330,7 @@ class _FakeTracer:
     def __init__(self) -> None:
         self.spans: list[tuple[str, _FakeSpan]] = []
 
-    def start_as_current_span(self, name: str) -> _FakeSpan:
+    def start_as_current_span(self, name: str, attributes: Any = None) -> _FakeSpan:
         span = _FakeSpan()
         self.spans.append((name, span))
         return span
@@ -345,8 +345,9 @@ async def test_a_span_per_request_carries_the_numbers():
     )
     tracer = processor._tracer = _FakeTracer()
     await processor.process([user('task'), reply(FILLER), user(FILLER), reply('ok'), user('now')])
-    [(name, span)] = tracer.spans
-    assert name == 'pydantic_ai_history.process'
+    # the request's span, and within it one per stage
+    assert [name for name, _ in tracer.spans] == ['pydantic_ai_history.process', 'pydantic_ai_history.window']
+    span = tracer.spans[0][1]
     assert span.attributes['pydantic_ai_history.messages_before'] == 5
     assert (
         span.attributes['pydantic_ai_history.tokens_after']
@@ -357,7 +358,7 @@ async def test_a_span_per_request_carries_the_numbers():
 
 async def test_span_with_the_opentelemetry_sdk():
     sdk = pytest.importorskip(
-        'opentelemetry.sdk.trace', reason='opentelemetry-sdk is not installed (not a dependency)'
+        'opentelemetry.sdk.trace', reason='opentelemetry-sdk is not installed (the dev extra has it)'
     )
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -370,8 +371,10 @@ async def test_span_with_the_opentelemetry_sdk():
     )
     processor._tracer = provider.get_tracer('test')
     await processor.process([user('task'), reply(FILLER), user(FILLER), reply('ok'), user('now')])
-    [span] = exporter.get_finished_spans()
+    stage, span = exporter.get_finished_spans()
     assert span.name == 'pydantic_ai_history.process'
+    assert stage.name == 'pydantic_ai_history.window'
+    assert stage.parent.span_id == span.context.span_id
     assert span.attributes['pydantic_ai_history.messages_before'] == 5
 
 

@@ -27,6 +27,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models.instrumented import InstrumentationSettings
 
 _DepsT = TypeVar('_DepsT')
 
@@ -35,11 +36,13 @@ __all__ = (
     'COMPACTION_REQUEST_PART',
     'FILE_PART',
     'HAS_CAPABILITIES',
+    'HAS_CAPABILITY_EVENTS',
     'NATIVE_TOOL_CALL_PARTS',
     'NATIVE_TOOL_RETURN_PARTS',
     'RETRY_FEEDBACK_PART',
     'BinaryContent',
     'CapabilityBase',
+    'CapabilityEventBase',
     'DurabilityBase',
     'ModelMessage',
     'ModelRequest',
@@ -55,6 +58,8 @@ __all__ = (
     'answered_call_id',
     'decode_data_url',
     'durable_operation',
+    'instrumentation_of',
+    'instrumented_agent_options',
     'is_media',
     'json_text',
     'make_request',
@@ -142,6 +147,61 @@ def durable_operation(name: str) -> Callable[[_OperationT], _OperationT]:
         return lambda method: method
     decorate: Callable[[_OperationT], _OperationT] = _durable_operation(name)  # type: ignore[assignment]
     return decorate
+
+
+try:
+    from pydantic_ai.messages import CapabilityEvent as _CapabilityEvent
+except ImportError:  # before pydantic-ai 2.x: no capability events in the run's stream
+    _CapabilityEvent = None  # type: ignore[assignment,misc]
+
+HAS_CAPABILITY_EVENTS = _CapabilityEvent is not None
+"""Whether capabilities can emit typed events into the run's stream (`RunContext.emit`)."""
+
+
+@dataclasses.dataclass(repr=False, kw_only=True)
+class _NoCapabilityEvent:
+    """The stream events' base on versions without `CapabilityEvent`: they are defined, never emitted."""
+
+    kind: str = ''
+    capability_id: str | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__()
+
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import CapabilityEvent as CapabilityEventBase
+else:
+    CapabilityEventBase = _CapabilityEvent if _CapabilityEvent is not None else _NoCapabilityEvent
+
+
+try:
+    from pydantic_ai.capabilities.instrumentation import Instrumentation as _Instrumentation
+except ImportError:  # pydantic-ai 1.0: an agent is instrumented by `Agent(instrument=...)`
+    _Instrumentation = None  # type: ignore[assignment,misc]
+
+
+def instrumented_agent_options(settings: InstrumentationSettings | None) -> dict[str, Any]:
+    """`Agent(...)` keywords that instrument a one-off agent with `settings` (none for None): the
+    `Instrumentation` capability where pydantic-ai has it, `instrument=` before."""
+    if settings is None:
+        return {}
+    if _Instrumentation is not None:
+        return {'capabilities': [_Instrumentation(settings=settings)]}
+    return {'instrument': settings}
+
+
+def instrumentation_of(ctx: object) -> InstrumentationSettings | None:
+    """The run's instrumentation settings: its `Instrumentation` capability's (2.x), else its instrumented
+    model's (1.x); None when the run is not instrumented."""
+    capabilities = getattr(ctx, 'capabilities', None)
+    if isinstance(capabilities, Mapping):
+        for capability in capabilities.values():
+            settings = getattr(capability, 'settings', None)
+            if isinstance(settings, InstrumentationSettings):
+                return settings
+    settings = getattr(getattr(ctx, 'model', None), 'instrumentation_settings', None)
+    return settings if isinstance(settings, InstrumentationSettings) else None
 
 
 _REQUEST_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelRequest))

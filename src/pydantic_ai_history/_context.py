@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -16,6 +17,8 @@ from .model_info import ModelInfo
 from .tokens import TokenCounter, TokenEstimate
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.util.types import AttributeValue
     from pydantic_ai import RunContext
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.usage import RunUsage
@@ -115,6 +118,9 @@ class HistoryContext:
     operations: StageOperations | None = None
     """Where LLM calls and file conversions run: the processor's durable operations within a run; None runs
     them in place (a stage used on its own)."""
+    tracer: Tracer | None = None
+    """The run's tracer while the processor's span is recording, for the stages' own spans (`span`); None
+    when nothing records them."""
 
     @property
     def context_window(self) -> int:
@@ -146,6 +152,25 @@ class HistoryContext:
 
             return artifact_id(data)
         return self.store.artifact_id(data, scope=self.scope)
+
+    @contextlib.contextmanager
+    def span(
+        self, name: str, attributes: Mapping[str, AttributeValue] | None = None
+    ) -> Iterator[Span | None]:
+        """A child span of the processor's on the run's tracer (the current span inside), or None when spans
+        are not recorded."""
+        if self.tracer is None:
+            yield None
+            return
+        with self.tracer.start_as_current_span(name, attributes=attributes) as span:
+            yield span
+
+    def annotate_span(self, attributes: Mapping[str, AttributeValue]) -> None:
+        """Add `attributes` to the innermost span a stage opened with `span` (nothing when none records)."""
+        if self.tracer is not None:
+            from opentelemetry.trace import get_current_span
+
+            get_current_span().set_attributes(attributes)
 
     def warn(self, code: WarningKind, message: str, **details: Any) -> None:
         logger.warning('%s: %s', code, message)

@@ -10,6 +10,7 @@ from ._clock import wall
 __all__ = (
     'ArtifactProcessed',
     'CompactionResult',
+    'CompactionStarted',
     'ContentLost',
     'HistoryEvent',
     'HistoryWarning',
@@ -129,6 +130,23 @@ class WindowApplied(HistoryEvent):
     """Pinned units kept although older than the cut."""
     reason: str
     """Why the window cut, for a human."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionStarted(HistoryEvent):
+    """A compaction is under way: the cut is chosen and the evicted messages are stored; the summary (an LLM
+    call, unless a cached one stands) comes next. A `CompactionResult` follows it."""
+
+    messages_before: int
+    """Messages before compaction."""
+    tokens_before: int
+    """Estimated tokens before."""
+    evicted_messages: int
+    """Messages the summary will replace."""
+    target_tokens: int
+    """The size the compaction aims for (`limits.target`)."""
+    reason: Literal['trigger', 'manual']
+    """`trigger`: the history passed `limits.trigger`; `manual`: compaction was asked for."""
 
 
 @dataclass(frozen=True, kw_only=True)

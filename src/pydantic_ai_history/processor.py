@@ -17,10 +17,18 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from opentelemetry.trace import NoOpTracer
 from pydantic_ai import RunContext
 
 from ._clock import message_time, perf, replay_safe
-from ._compat import HAS_CAPABILITIES, CapabilityBase, DurabilityBase, ModelMessage, run_id_of
+from ._compat import (
+    HAS_CAPABILITIES,
+    CapabilityBase,
+    DurabilityBase,
+    ModelMessage,
+    instrumentation_of,
+    run_id_of,
+)
 from ._context import HistoryContext, HistoryStage, ScopeKey, default_scope
 from ._marks import seal_key_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
@@ -43,6 +51,7 @@ from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
 from .store import ArtifactStore, MemoryStore
+from .stream_events import gather, gathering, publish
 from .tokens import TokenCounter, TokenizerProfile
 from .validate import PAIRING_CODES, StructureCheck, Violation
 
@@ -246,10 +255,12 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         parameters = request_context.model_request_parameters
         tools = [*parameters.function_tools, *parameters.output_tools]
         before = request_context.messages
-        messages = await self.process(before, ctx=ctx, tool_definitions=tools)
+        with gathering() as stream_events:
+            messages = await self.process(before, ctx=ctx, tool_definitions=tools)
         self.readback_gate.observe(ctx, before, messages)
         request_context.messages = messages.copy()
         ctx.messages[:] = messages
+        await publish(ctx, stream_events)
         return request_context
 
     def get_toolset(self) -> AbstractToolset[Any] | None:
@@ -491,6 +502,8 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             if tracer is None:
                 return await self._process(current, context, started)
             with tracer.start_as_current_span('pydantic_ai_history.process') as span:
+                if span.is_recording():
+                    context.tracer = tracer
                 return await self._process(current, context, started, span)
         except ContextWindowUnknownError:
             raise
@@ -505,6 +518,12 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines),
         else OpenTelemetry's global one."""
         tracer = getattr(ctx, 'tracer', None)
+        if tracer is None or isinstance(tracer, NoOpTracer):
+            # late 1.x runs history processors with a no-op tracer on the context even when the run is
+            # instrumented by its `Instrumentation` capability
+            settings = instrumentation_of(ctx)
+            if settings is not None:
+                return settings.tracer
         return tracer if tracer is not None else self._tracer
 
     async def _process(
@@ -556,7 +575,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         self, stage: HistoryStage, messages: list[ModelMessage], context: HistoryContext, validity: _Validity
     ) -> list[ModelMessage]:
         try:
-            result = await stage(messages, context)
+            if context.tracer is None:
+                result = await stage(messages, context)
+            else:
+                with context.span(f'pydantic_ai_history.{stage.name}'):
+                    result = await stage(messages, context)
         except ContextWindowUnknownError:
             raise
         except Exception as exc:
@@ -681,6 +704,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 self.on_history_event(event)
             except Exception:
                 logger.exception('on_event callback raised; ignored')
+        gather(event)
 
     def stats(self) -> HistoryStats:
         """Running totals per run and overall, plus the shared cache's hits and misses."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from ._compat import (
@@ -23,6 +23,7 @@ from ._compat import (
     NATIVE_TOOL_RETURN_PARTS,
     BinaryContent,
     RetryPromptPart,
+    TextPart,
     ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
@@ -88,8 +89,10 @@ class StrictProvider:
         # a bound method: pydantic-ai 1.x names the model after the function's `__name__`
         if _PROFILE_HAS_CONTEXT_WINDOW:
             profile: Any = {'context_window': self.context_window}
-            return FunctionModel(self.__call__, model_name=self.model_name, profile=profile)
-        return FunctionModel(self.__call__, model_name=self.model_name)
+            return FunctionModel(
+                self.__call__, stream_function=self.stream, model_name=self.model_name, profile=profile
+            )
+        return FunctionModel(self.__call__, stream_function=self.stream, model_name=self.model_name)
 
     @property
     def peak_input_tokens(self) -> int:
@@ -138,6 +141,20 @@ class StrictProvider:
                 logger.warning('%s is unavailable (%s); the simulated provider estimates', self.encoding, exc)
                 self._count_text = estimate_tokens_offline
         return self._count_text
+
+    async def stream(
+        self, messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
+        """The same answer streamed (`run_stream`, `run_stream_events`): checked and recorded alike. The
+        streamed usage is `FunctionModel`'s own estimate: a stream cannot carry the provider's count."""
+        for index, part in enumerate(self(messages, info).parts):
+            if isinstance(part, ToolCallPart):
+                args = part.args_as_json_str()
+                yield {
+                    index: DeltaToolCall(name=part.tool_name, json_args=args, tool_call_id=part.tool_call_id)
+                }
+            elif isinstance(part, TextPart):
+                yield part.content
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         tokens = self.count(messages, info)

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from .._compat import result_usage
+from .._compat import instrumentation_of, instrumented_agent_options, result_usage
 
 if TYPE_CHECKING:
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
     from .._context import HistoryContext, StageOperations
     from .._operations import TextPurpose
     from .._summarizer_settings import ModelRef
@@ -50,15 +52,19 @@ async def run_agent(
     timeout: float,
     usage: Any = None,
     model_settings: Any = None,
+    instrument: InstrumentationSettings | None = None,
 ) -> tuple[OutputT, Any]:
     """Run a one-off `Agent(model, output_type=, instructions=)` on `prompt`: its output and its `RunUsage`.
 
     Raises `TimeoutError` after `timeout` seconds and whatever the run raises; the call's usage is added to
-    `usage` (the outer run's, when there is one) only when it succeeds.
+    `usage` (the outer run's, when there is one) only when it succeeds. `instrument`: the outer run's
+    instrumentation, so the call's spans join its trace (None: pydantic-ai's default).
     """
     from pydantic_ai import Agent
 
-    agent: Agent[None, OutputT] = Agent(model, output_type=output_type, instructions=instructions)
+    agent: Agent[None, OutputT] = Agent(
+        model, output_type=output_type, instructions=instructions, **instrumented_agent_options(instrument)
+    )
     with anyio.fail_after(timeout):
         result = await agent.run(prompt, model_settings=model_settings)
     run_usage = result_usage(result)
@@ -74,18 +80,20 @@ async def run_text(
     timeout: float,
     usage: Any = None,
     model_settings: Any = None,
+    instrument: InstrumentationSettings | None = None,
 ) -> str:
     """One model request (`prompt` with `instructions`) answered in text: the text of its answer.
 
     Raises `TimeoutError` after `timeout` seconds and whatever the request raises; its usage is added to
-    `usage` (the outer run's, when there is one) when it succeeds.
+    `usage` (the outer run's, when there is one) when it succeeds. `instrument`: the outer run's
+    instrumentation, so the request is a chat span in its trace (None: pydantic-ai's default).
     """
     from pydantic_ai.direct import model_request
     from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 
     request = ModelRequest(parts=[UserPromptPart(content=prompt)], instructions=instructions)
     with anyio.fail_after(timeout):
-        response = await model_request(model, [request], model_settings=model_settings)
+        response = await model_request(model, [request], model_settings=model_settings, instrument=instrument)
     add_usage(usage, response.usage, requests=1)
     return ''.join(p.content for p in response.parts if isinstance(p, TextPart))
 
@@ -122,6 +130,7 @@ class InlineOperations:
             timeout=timeout,
             usage=self._context.usage,
             model_settings=summarizer.model_settings,
+            instrument=instrumentation_of(self._context.run_context),
         )
 
     async def request_plan(
@@ -135,6 +144,7 @@ class InlineOperations:
             timeout=timeout,
             usage=self._context.usage,
             model_settings=summarizer.model_settings,
+            instrument=instrumentation_of(self._context.run_context),
         )
 
     async def convert_file(
@@ -157,7 +167,14 @@ class InlineOperations:
 
 
 async def run_plan(
-    model: Any, prompt: str, *, instructions: str, timeout: float, usage: Any, model_settings: Any
+    model: Any,
+    prompt: str,
+    *,
+    instructions: str,
+    timeout: float,
+    usage: Any,
+    model_settings: Any,
+    instrument: InstrumentationSettings | None = None,
 ) -> ArtifactPlan:
     """The artifact planner's one structured call: its `ArtifactPlan`."""
     from .artifacts._models import ArtifactPlan
@@ -170,6 +187,7 @@ async def run_plan(
         timeout=timeout,
         usage=usage,
         model_settings=model_settings,
+        instrument=instrument,
     )
     return plan
 

@@ -31,7 +31,7 @@ from ..._marks import SEAL_TOKENS, marker_kind, separate_own_parts
 from ..._policy import ContextLimits
 from ..._summarizer_settings import SummarizerSettings
 from ...cache import SummaryCache, cache_key
-from ...events import CompactionResult
+from ...events import CompactionResult, CompactionStarted
 from ...model_info import model_name_of
 from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
@@ -154,7 +154,8 @@ class Compactor:
         estimate = context.estimate(messages)
         if estimate.total <= limits.trigger:
             return messages
-        return await self._compact(messages, context, estimate, limits, reason='trigger', focus=None)
+        with context.span(COMPACTION_SPAN, {'pydantic_ai_history.compaction.reason': 'trigger'}):
+            return await self._compact(messages, context, estimate, limits, reason='trigger', focus=None)
 
     async def compact(
         self, messages: Sequence[ModelMessage], context: HistoryContext, *, focus: str | None = None
@@ -165,9 +166,10 @@ class Compactor:
         """
         history = list(messages)
         limits = context.limits
-        return await self._compact(
-            history, context, context.estimate(history), limits, reason='manual', focus=focus
-        )
+        with context.span(COMPACTION_SPAN, {'pydantic_ai_history.compaction.reason': 'manual'}):
+            return await self._compact(
+                history, context, context.estimate(history), limits, reason='manual', focus=focus
+            )
 
     # ---- the steps ------------------------------------------------------------------------------------
 
@@ -196,6 +198,7 @@ class Compactor:
         if plan.origin is not None and plan.previous is not None and plan.messages is not messages:
             total = overhead + sum(plan.per_message)
             if reason == 'trigger' and total <= limits.trigger and total < estimate.total:
+                _announce(context, messages, estimate.total, plan.origin.length - head, reason)
                 return self._finish(
                     context,
                     plan.messages,
@@ -225,6 +228,7 @@ class Compactor:
         reference = await _spill_transcript(evicted, context, cut.previous_transcripts)
         if reference is None and self._keeps_content(plan, overhead, context):
             return unchanged
+        _announce(context, messages, estimate.total, len(evicted), reason)
         summary = await self._summary(plan, summarized, cut.previous_text, focus, context)
         new_origin = None
         if plan.origin is not None:
@@ -576,6 +580,7 @@ class Compactor:
             pinned_units=pinned,
         )
         context.emit_event(event)
+        context.annotate_span(_span_attributes(event))
         if self.settings.on_compaction is not None:
             try:
                 self.settings.on_compaction(event)
@@ -595,6 +600,43 @@ class Compactor:
             f', error: {summary.error}' if summary.error else '',
         )
         return result
+
+
+COMPACTION_SPAN = 'compact_messages'
+"""The span around a compaction, named like pydantic-ai-harness's so trace views group them; the summarizer's
+chat spans are its children."""
+
+
+def _span_attributes(event: CompactionResult) -> dict[str, str | int | bool]:
+    return {
+        'gen_ai.conversation.compacted': True,
+        'pydantic_ai_history.compaction.method': event.method,
+        'pydantic_ai_history.tokens_before': event.tokens_before,
+        'pydantic_ai_history.tokens_after': event.tokens_after,
+        'pydantic_ai_history.messages_before': event.messages_before,
+        'pydantic_ai_history.messages_after': event.messages_after,
+        'pydantic_ai_history.compaction.evicted_messages': event.evicted_messages,
+        'pydantic_ai_history.compaction.summarizer_calls': event.summarizer_calls,
+    }
+
+
+def _announce(
+    context: HistoryContext,
+    messages: Sequence[ModelMessage],
+    tokens: int,
+    evicted: int,
+    reason: Literal['trigger', 'manual'],
+) -> None:
+    context.emit_event(
+        CompactionStarted(
+            run_id=context.run_id,
+            messages_before=len(messages),
+            tokens_before=tokens,
+            evicted_messages=evicted,
+            target_tokens=context.limits.target,
+            reason=reason,
+        )
+    )
 
 
 def _summary_message(

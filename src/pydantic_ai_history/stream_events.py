@@ -1,0 +1,287 @@
+"""The processor's decisions as pydantic-ai `CapabilityEvent`s in the run's own event stream.
+
+Where pydantic-ai has capability events (2.x), the capability emits these from its request hook, so
+`run_stream_events()`, `agent.iter()`, an `event_stream_handler` and the UI adapters (Vercel AI's
+`data-pydantic_ai_history.<name>` chunks, AG-UI custom events) show them next to the model's own events.
+Each is the stream's view of a `HistoryEvent` that `on_event` also receives; `stream_event_for` is the
+mapping. Every kind is `pydantic_ai_history.<name>`, e.g. `pydantic_ai_history.context_usage`.
+
+On versions without capability events the classes exist (so imports work everywhere) but are never emitted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._compat import HAS_CAPABILITY_EVENTS, CapabilityEventBase
+from .events import (
+    ArtifactProcessed,
+    CompactionResult,
+    CompactionStarted,
+    ContentLost,
+    HistoryEvent,
+    HistoryWarning,
+    RequestProcessed,
+    StageFailed,
+    WindowApplied,
+)
+
+__all__ = (
+    'ArtifactProcessedEvent',
+    'CompactionFinishedEvent',
+    'CompactionStartedEvent',
+    'ContextUsageEvent',
+    'HistoryStreamEvent',
+    'HistoryWarningEvent',
+    'WindowAppliedEvent',
+    'stream_event_for',
+)
+
+NAMESPACE = 'pydantic_ai_history'
+"""The namespace of every kind this package emits."""
+
+logger = logging.getLogger('pydantic_ai_history')
+
+
+@dataclass(repr=False, kw_only=True)
+class HistoryStreamEvent(CapabilityEventBase, namespace=NAMESPACE, abstract=True):
+    """Base of the package's stream events: which run they belong to."""
+
+    run_id: str | None = None
+    """The pydantic-ai run the request belongs to."""
+
+
+@dataclass(repr=False, kw_only=True)
+class ContextUsageEvent(HistoryStreamEvent, name='context_usage'):
+    """One per model request: how full the context is after processing (a `RequestProcessed`)."""
+
+    tokens: int
+    """Estimated tokens of the history sent, instructions and tools included."""
+    context_window: int | None
+    """The usable context window; None when unknown."""
+    utilization: float | None
+    """`tokens / context_window`; None when the window is unknown."""
+    messages: int
+    """Messages sent."""
+    tokens_before: int
+    """Estimated tokens of the history before processing."""
+    messages_before: int
+    """Messages before processing."""
+    anchored: bool
+    """Whether the estimate is anchored to usage the provider reported."""
+
+
+@dataclass(repr=False, kw_only=True)
+class CompactionStartedEvent(HistoryStreamEvent, name='compaction_started'):
+    """A compaction is under way (a `CompactionStarted`); a `CompactionFinishedEvent` follows."""
+
+    tokens_before: int
+    """Estimated tokens before."""
+    messages_before: int
+    """Messages before."""
+    evicted_messages: int
+    """Messages the summary will replace."""
+    target_tokens: int
+    """The size the compaction aims for."""
+    reason: Literal['trigger', 'manual']
+    """`trigger`: the history passed the trigger; `manual`: compaction was asked for."""
+
+
+@dataclass(repr=False, kw_only=True)
+class CompactionFinishedEvent(HistoryStreamEvent, name='compaction_finished'):
+    """A compaction is done (a `CompactionResult`)."""
+
+    tokens_before: int
+    """Estimated tokens before."""
+    tokens_after: int
+    """Estimated tokens after."""
+    messages_before: int
+    """Messages before."""
+    messages_after: int
+    """Messages after, the summary included."""
+    evicted_messages: int
+    """Messages the summary replaced."""
+    method: str
+    """How the summary was made: `llm`, `cache`, or a deterministic fallback (`digest`, `truncate`)."""
+    summarizer_calls: int
+    """LLM calls made."""
+    summary: str
+    """The summary that now stands for the evicted messages."""
+    error: str | None = None
+    """The summarizer failure behind a fallback method; None otherwise."""
+
+
+@dataclass(repr=False, kw_only=True)
+class ArtifactProcessedEvent(HistoryStreamEvent, name='artifact_processed'):
+    """A large tool return or attached file was handled (an `ArtifactProcessed`)."""
+
+    artifact_id: str
+    """The id the original is (or would be) stored under, for `read_artifact`."""
+    source: str
+    """The tool return or attachment it was in."""
+    strategy: str
+    """What was done with it (kept, extracted, summarized, stored)."""
+    tokens_before: int
+    """Estimated tokens of the content as it was."""
+    tokens_after: int
+    """Estimated tokens of what now stands in the history."""
+
+
+@dataclass(repr=False, kw_only=True)
+class WindowAppliedEvent(HistoryStreamEvent, name='window_applied'):
+    """The sliding window dropped older messages to fit the budget (a `WindowApplied`)."""
+
+    tokens_before: int
+    """Estimated tokens before."""
+    tokens_after: int
+    """Estimated tokens after."""
+    messages_before: int
+    """Messages before."""
+    messages_after: int
+    """Messages after, the window's note included."""
+    budget: int
+    """The budget the window fitted to."""
+
+
+@dataclass(repr=False, kw_only=True)
+class HistoryWarningEvent(HistoryStreamEvent, name='warning'):
+    """Something the user should know (a `HistoryWarning`, `ContentLost` or `StageFailed`)."""
+
+    code: str
+    """A `WarningKind` value, or `stage_failed` when a stage was skipped for this request."""
+    message: str
+    """The same, for a human."""
+    level: Literal['warning', 'error']
+    """`error` when content left the history with no copy in the store (`ContentLost`)."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """The figures behind the message."""
+
+
+def stream_event_for(event: HistoryEvent) -> HistoryStreamEvent | None:
+    """The stream event that shows `event`, or None for a kind the stream does not carry."""
+    if isinstance(event, RequestProcessed):
+        return ContextUsageEvent(
+            run_id=event.run_id,
+            tokens=event.tokens_after,
+            context_window=event.context_window,
+            utilization=event.utilization,
+            messages=event.messages_after,
+            tokens_before=event.tokens_before,
+            messages_before=event.messages_before,
+            anchored=event.anchored,
+        )
+    if isinstance(event, (CompactionStarted, CompactionResult)):
+        return _compaction_event(event)
+    if isinstance(event, ArtifactProcessed):
+        return ArtifactProcessedEvent(
+            run_id=event.run_id,
+            artifact_id=event.artifact_id,
+            source=event.source,
+            strategy=event.strategy,
+            tokens_before=event.tokens_before,
+            tokens_after=event.tokens_after,
+        )
+    if isinstance(event, WindowApplied):
+        return WindowAppliedEvent(
+            run_id=event.run_id,
+            tokens_before=event.tokens_before,
+            tokens_after=event.tokens_after,
+            messages_before=event.messages_before,
+            messages_after=event.messages_after,
+            budget=event.budget,
+        )
+    return _warning_event(event)
+
+
+def _compaction_event(event: CompactionStarted | CompactionResult) -> HistoryStreamEvent:
+    if isinstance(event, CompactionStarted):
+        return CompactionStartedEvent(
+            run_id=event.run_id,
+            tokens_before=event.tokens_before,
+            messages_before=event.messages_before,
+            evicted_messages=event.evicted_messages,
+            target_tokens=event.target_tokens,
+            reason=event.reason,
+        )
+    return CompactionFinishedEvent(
+        run_id=event.run_id,
+        tokens_before=event.tokens_before,
+        tokens_after=event.tokens_after,
+        messages_before=event.messages_before,
+        messages_after=event.messages_after,
+        evicted_messages=event.evicted_messages,
+        method=event.method,
+        summarizer_calls=event.summarizer_calls,
+        summary=event.summary,
+        error=event.error,
+    )
+
+
+def _warning_event(event: HistoryEvent) -> HistoryStreamEvent | None:
+    if isinstance(event, ContentLost):
+        lost = {'stage': event.stage, 'messages': event.messages, 'tool_calls': list(event.tool_calls)}
+        return HistoryWarningEvent(
+            run_id=event.run_id, code=event.code, message=event.message, level='error', details=lost
+        )
+    if isinstance(event, HistoryWarning):
+        return HistoryWarningEvent(
+            run_id=event.run_id,
+            code=event.code,
+            message=event.message,
+            level='warning',
+            details=dict(event.details),
+        )
+    if isinstance(event, StageFailed):
+        return HistoryWarningEvent(
+            run_id=event.run_id,
+            code='stage_failed',
+            message=f'the {event.stage} stage was skipped for this request: {event.error}',
+            level='warning',
+            details={'stage': event.stage},
+        )
+    return None
+
+
+_PENDING: ContextVar[list[HistoryStreamEvent] | None] = ContextVar('pydantic_ai_history_stream', default=None)
+"""The stream events of the request being processed, gathered for the hook to emit once it is done."""
+
+
+@contextlib.contextmanager
+def gathering() -> Iterator[list[HistoryStreamEvent]]:
+    """Gather the stream events of what runs inside (see `gather`) into the list it yields."""
+    pending: list[HistoryStreamEvent] = []
+    if not HAS_CAPABILITY_EVENTS:
+        yield pending
+        return
+    token = _PENDING.set(pending)
+    try:
+        yield pending
+    finally:
+        _PENDING.reset(token)
+
+
+def gather(event: HistoryEvent) -> None:
+    """Keep `event`'s stream event for the request being processed, when one is gathering them."""
+    pending = _PENDING.get()
+    if pending is not None and (stream_event := stream_event_for(event)) is not None:
+        pending.append(stream_event)
+
+
+async def publish(ctx: Any, events: list[HistoryStreamEvent]) -> None:
+    """Emit `events` into the run's stream from the capability's hook.
+
+    Events are gathered and emitted once processing is done because the stages report synchronously; the
+    stream delivers what a request hook emits when the request begins either way. A run without an event
+    stream (or an emit that fails) costs the stream its events, never the run.
+    """
+    for event in events:
+        try:
+            await ctx.emit(event)
+        except Exception:
+            logger.debug("could not emit %s into the run's event stream", event.kind, exc_info=True)
+            return
