@@ -11,9 +11,15 @@ import pytest
 
 import pydantic_ai_history
 from _history import reply, user
-from pydantic_ai_history import ContextPolicy, HistoryEvent, HistoryProcessor, HistoryWarning, SlidingWindow
+from pydantic_ai_history import (
+    ContextPolicy,
+    HistoryEvent,
+    HistoryProcessor,
+    HistoryWarning,
+    SlidingWindow,
+    stream_events,
+)
 from pydantic_ai_history import events as events_module
-from pydantic_ai_history import stream_events
 from pydantic_ai_history._compat import HAS_CAPABILITY_EVENTS
 from pydantic_ai_history.events import WarningKind
 
