@@ -6,6 +6,10 @@ Where pydantic-ai has capability events (2.x), the capability emits these from i
 Each is the stream's view of a `HistoryEvent` that `on_event` also receives; `stream_event_for` is the
 mapping. Every kind is `pydantic_ai_history.<name>`, e.g. `pydantic_ai_history.context_usage`.
 
+pydantic-ai's UI adapters do not forward capability events to a frontend (they are the agent's own signals);
+an app that wants them there adds `ui_forwarding()` to its agent, which re-emits each as the application
+event `pydantic_ai_history` (Vercel AI: a `data-pydantic_ai_history` chunk).
+
 On versions without capability events the classes exist (so imports work everywhere) but are never emitted.
 """
 
@@ -15,10 +19,16 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._compat import HAS_CAPABILITY_EVENTS, CapabilityEventBase
+
+if TYPE_CHECKING:
+    from pydantic_ai import RunContext
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.messages import AgentStreamEvent
+
 from .events import (
     ArtifactProcessed,
     CompactionResult,
@@ -40,6 +50,7 @@ __all__ = (
     'HistoryWarningEvent',
     'WindowAppliedEvent',
     'stream_event_for',
+    'ui_forwarding',
 )
 
 NAMESPACE = 'pydantic_ai_history'
@@ -285,3 +296,52 @@ async def publish(ctx: Any, events: list[HistoryStreamEvent]) -> None:
         except Exception:
             logger.debug("could not emit %s into the run's event stream", event.kind, exc_info=True)
             return
+
+
+def ui_forwarding() -> AbstractCapability[Any]:
+    """A capability for the app's agent that re-emits the package's stream events as the application event
+    `pydantic_ai_history`, which pydantic-ai's UI adapters forward to the frontend: Vercel AI as a
+    `data-pydantic_ai_history` chunk, AG-UI as a custom event. Its payload is the stream event's fields
+    (`kind`, e.g. `pydantic_ai_history.compaction_finished`, then the rest).
+
+    `Agent(..., capabilities=[processor, ui_forwarding()])`. pydantic-ai 2.x only.
+    """
+    if _UI_EVENT is None:
+        raise RuntimeError('this pydantic-ai version has no capability events to forward (2.x has)')
+    from pydantic_ai.capabilities import Hooks
+
+    ui_event = _UI_EVENT
+
+    async def forward(ctx: RunContext[Any], event: AgentStreamEvent) -> None:
+        if isinstance(event, HistoryStreamEvent):
+            await ctx.emit(ui_event(kind=event.kind, payload=_payload(event)))
+
+    return Hooks(event=forward)
+
+
+def _payload(event: HistoryStreamEvent) -> dict[str, Any]:
+    envelope = {'kind', 'capability_id', 'tool_call_id', 'tool_name', 'event_kind'}
+    return {f.name: getattr(event, f.name) for f in fields(event) if f.name not in envelope}
+
+
+def _ui_event_class() -> type[Any] | None:
+    if not HAS_CAPABILITY_EVENTS:
+        return None
+    from pydantic_ai.messages import CustomEvent
+
+    @dataclass(repr=False, kw_only=True)
+    class HistoryUIEvent(CustomEvent, name=NAMESPACE):
+        """A stream event of the package, re-emitted for the frontend by `ui_forwarding()`."""
+
+        kind: str
+        """The stream event's kind, e.g. `pydantic_ai_history.context_usage`."""
+        payload: dict[str, Any]
+        """Its fields."""
+
+        def to_payload(self) -> dict[str, Any]:
+            return {'kind': self.kind, **self.payload}
+
+    return HistoryUIEvent
+
+
+_UI_EVENT = _ui_event_class()

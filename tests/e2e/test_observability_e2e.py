@@ -7,7 +7,7 @@ with an OpenTelemetry SDK tracer provider of its own (not the global one), the w
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -59,7 +59,7 @@ def exporter() -> Iterator[tuple[InMemorySpanExporter, Any]]:
 
 
 def _run_setup(
-    tracer_provider: Any,
+    tracer_provider: Any, capabilities: Sequence[Any] = ()
 ) -> tuple[Agent[None, str], StrictProvider, StubSummarizer, list[HistoryEvent]]:
     from pydantic_ai.models.instrumented import InstrumentationSettings
 
@@ -78,8 +78,10 @@ def _run_setup(
         summarizer=SummarizerSettings(model=summarizer.model()),
         on_history_event=events.append,
     )
-    settings = InstrumentationSettings(tracer_provider=tracer_provider)
-    agent = agent_with(provider.model(), processor, **instrumented_agent_options(settings))
+    options = instrumented_agent_options(InstrumentationSettings(tracer_provider=tracer_provider))
+    if capabilities:
+        options['capabilities'] = [*options.get('capabilities', ()), *capabilities]
+    agent = agent_with(provider.model(), processor, **options)
 
     @agent.tool_plain
     def fetch(page: int) -> str:
@@ -181,3 +183,27 @@ async def test_the_runs_trace_holds_the_compaction_and_the_summarizer_request(ex
     assert len(chats) == len(provider.requests) + summarizer.calls
     traced_input = sum(int(s.attributes.get('gen_ai.usage.input_tokens', 0)) for s in chats)
     assert traced_input == result_usage(result).input_tokens
+
+
+@pytest.mark.skipif(MAJOR < 2, reason='capability events arrived with pydantic-ai 2.x')
+async def test_ui_forwarding_puts_the_events_in_the_vercel_ai_stream(exporter: Any) -> None:
+    """pydantic-ai's UI adapters keep capability events to the agent; `ui_forwarding()` hands them on."""
+    from pydantic_ai.ui.vercel_ai import VercelAIEventStream
+
+    from pydantic_ai_history.stream_events import ui_forwarding
+
+    async def chunks(forward: bool) -> list[Any]:
+        agent, _, _, _ = _run_setup(exporter[1], [ui_forwarding()] if forward else [])
+        async with agent.run_stream_events(
+            'Analyse every page.', usage_limits=UsageLimits(request_limit=None)
+        ) as events:
+            return [c async for c in VercelAIEventStream().transform_stream(events)]
+
+    without = [c for c in await chunks(False) if 'pydantic_ai_history' in getattr(c, 'type', '')]
+    assert without == [], 'the adapter forwards no capability event by itself'
+    data = [c for c in await chunks(True) if getattr(c, 'type', '') == 'data-pydantic_ai_history']
+    kinds = [c.data['kind'] for c in data]
+    assert kinds.count('pydantic_ai_history.context_usage') == STEPS
+    finished = [c.data for c in data if c.data['kind'] == 'pydantic_ai_history.compaction_finished']
+    assert finished
+    assert all(f['tokens_after'] < f['tokens_before'] and f['method'] == 'llm' for f in finished)
