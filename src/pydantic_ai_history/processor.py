@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import operator
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -257,9 +256,10 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         before = request_context.messages
         with gathering() as stream_events:
             messages = await self.process(before, ctx=ctx, tool_definitions=tools)
-        self.readback_gate.observe(ctx, before, messages)
-        request_context.messages = messages.copy()
-        ctx.messages[:] = messages
+        if messages is not before:  # the idle path leaves pydantic-ai's lists as they are
+            self.readback_gate.observe(ctx, before, messages)
+            request_context.messages = messages.copy()
+            ctx.messages[:] = messages
         await publish(ctx, stream_events)
         return request_context
 
@@ -460,11 +460,14 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         model: Any = None,
         tool_definitions: Sequence[Any] = (),
     ) -> list[ModelMessage]:
-        """Run every stage over `messages` and return the new history (the input list is never changed).
+        """Run every stage over `messages` and return the history to send; the input list is never changed.
 
-        `tool_definitions` (the request's `ToolDefinition`s, which the capability passes) are counted in the
-        estimate until the provider's usage has shown what instructions and tools really cost.
+        A list that needs no change comes back itself (the idle path copies nothing); otherwise the result is
+        a new list. `tool_definitions` (the request's `ToolDefinition`s, which the capability passes) are
+        counted in the estimate until the provider's usage has shown what instructions and tools really cost.
         """
+        if not isinstance(messages, list):
+            messages = list(messages)
         if self.journaled(ctx):
             # workflow code: no clock, no I/O (the store's secret is explicit under durability)
             with self._workflow_scope(messages):
@@ -486,14 +489,13 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
 
     async def _process_traced(
         self,
-        messages: Sequence[ModelMessage],
+        current: list[ModelMessage],
         ctx: Any,
         model: Any,
         tool_definitions: Sequence[Any],
     ) -> list[ModelMessage]:
         started = perf()
         context = self.make_context(ctx=ctx, model=model, tool_definitions=tool_definitions)
-        current = list(messages)
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
             return current
@@ -875,7 +877,8 @@ class _InputCheck:
     """
 
     def __init__(self) -> None:
-        self._last: Sequence[ModelMessage] = ()
+        self._last: list[ModelMessage] = []
+        self._checked: list[ModelMessage] | None = None
         self._structure = StructureCheck()
         self._reported: frozenset[str] = frozenset()
 
@@ -888,21 +891,27 @@ class _InputCheck:
     def check(self, messages: list[ModelMessage]) -> _Validity:
         """The validity of `messages`, from the state of the last history seen when it is a prefix."""
         last = self._last
-        extends = (
-            0 < len(last) <= len(messages)
-            and self._structure.length == len(last)
-            and all(map(operator.is_, last, messages))
-        )
+        known = len(last)
+        extends = False
+        if 0 < known <= len(messages) and self._structure.length == known:
+            last.extend(messages[known:])
+            # One comparison in C: identical messages never reach `__eq__`, and equal ones pair alike.
+            extends = last == messages
         if not extends:
             self._structure = StructureCheck()
-            last = ()
-        self._structure.extend(messages[len(last) :])
-        self._last = tuple(messages)  # our own copy: the caller may change the list it gets back
+            known = 0
+        self._structure.extend(messages[known:])
+        # `_last` now copies `messages` when they extend it; until `adopt`, no input extends anything
+        self._checked, self._last = (messages, last) if extends else (None, [])
         return _Validity(messages, self._structure, self._structure.violations(messages))
 
     def adopt(self, validity: _Validity) -> None:
         """Continue from the history the stages returned: the next input extends it."""
-        self._last, self._structure = tuple(validity.messages), validity.structure
+        if validity.messages is not self._checked or not self._last:
+            # our own copy: the caller may change the list it gets back
+            self._last = list(validity.messages)
+        self._checked = None
+        self._structure = validity.structure
 
 
 @dataclasses.dataclass
