@@ -926,3 +926,19 @@ def test_a_history_compacted_away_is_released_after_a_few_requests() -> None:
     del compacted
     gc.collect()
     assert evicted() is None
+
+
+@pytest.mark.parametrize('tokenizer', ['tiktoken', 'offline'])
+@pytest.mark.parametrize('text', [CHINESE * 40, 'emoji 🧪🔬 and ascii ' * 300, 'x'], ids=['cjk', 'emoji', 'tiny'])
+def test_split_text_loses_nothing_and_every_piece_fits(
+    text: str, tokenizer: str, request: pytest.FixtureRequest
+) -> None:
+    if tokenizer == 'offline':
+        request.getfixturevalue('no_tiktoken')
+    counter = TokenCounter('openai:gpt-4o')
+    assert counter.offline == (tokenizer == 'offline')
+    pieces = counter.split_text(text, 100)
+    assert ''.join(pieces) == text
+    assert all(counter.count_text(p) <= 100 for p in pieces)
+    if counter.count_text(text) > 100:
+        assert len(pieces) > 1

@@ -8,6 +8,7 @@ strings). Binary content is never stringified.
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import math
 import re
@@ -352,6 +353,34 @@ class TokenCounter:
                 return result
             chars = int(chars * 0.9)
 
+    def split_text(self, text: str, max_tokens: int, *, first_max_tokens: int | None = None) -> list[str]:
+        """`text` in consecutive pieces of at most `max_tokens` (corrected) each, nothing left out; the first
+        piece at most `first_max_tokens` when given (the room left where it goes).
+
+        With tiktoken the pieces end on token boundaries; offline, on characters, each shrunk until its
+        estimate fits.
+        """
+        correction = self.tokenizer_profile.correction
+        limit = max(int(max_tokens / correction) - 2, 1)  # 2: merges at the seams
+        first = (
+            limit if first_max_tokens is None else min(max(int(first_max_tokens / correction) - 2, 1), limit)
+        )
+        if self.count_text(text) <= first:
+            return [text]
+        self._encoder()
+        encoding = self._encoding
+        if encoding is not None:
+            return _split_on_tokens(encoding, text, first, limit)
+        pieces: list[str] = []
+        rest, room = text, first
+        while rest:
+            chars = max(int(room * len(rest) / max(self.count_text(rest), 1)), 1)
+            while chars > 1 and self.count_text(rest[:chars]) > room:
+                chars = int(chars * 0.9)
+            pieces.append(rest[:chars])
+            rest, room = rest[chars:], limit
+        return pieces
+
     # ---- parts and messages ---------------------------------------------------------------------------
 
     def count_message(self, message: ModelMessage) -> int:
@@ -634,3 +663,30 @@ def _warn_offline_once(encoding: str, exc: Exception) -> None:
         encoding,
         exc,
     )
+
+
+def _split_on_tokens(encoding: Any, text: str, first: int, limit: int) -> list[str]:
+    """`text` in pieces of `first`, then `limit` tokens; a character whose bytes two pieces would share goes
+    to the later one."""
+    ids = encoding.encode_ordinary(text)
+    bounds = [0, *range(first, len(ids), limit), len(ids)]
+    pieces: list[str] = []
+    carry = b''
+    for start, end in itertools.pairwise(bounds):
+        data = carry + encoding.decode_bytes(ids[start:end])
+        piece, carry = _utf8_prefix(data)
+        if piece:
+            pieces.append(piece)
+    if carry:
+        pieces.append(carry.decode('utf-8', errors='replace'))
+    return pieces
+
+
+def _utf8_prefix(data: bytes) -> tuple[str, bytes]:
+    """The longest prefix of `data` that decodes, and the bytes after it (at most 3: a cut character)."""
+    for cut in range(len(data), max(len(data) - 4, 0) - 1, -1):
+        try:
+            return data[:cut].decode('utf-8'), data[cut:]
+        except UnicodeDecodeError:
+            continue
+    return data.decode('utf-8', errors='replace'), b''  # not UTF-8 at all: keep every byte anyway

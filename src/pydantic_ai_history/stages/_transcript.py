@@ -50,7 +50,9 @@ __all__ = (
     'named_transcripts',
     'new_nonce',
     'read_call',
+    'record_body',
     'render_units',
+    'split_record',
 )
 
 _NONCE_BYTES = 4
@@ -67,6 +69,9 @@ class TranscriptUnit:
     messages: int
     nonce: str = ''
     """The nonce of the records in `text` (the same for every unit of one transcript)."""
+    records: tuple[tuple[str, int], ...] = ()
+    """Each record of `text` with its size, in order: where a unit too large for one summarizer request is
+    divided."""
 
 
 def new_nonce() -> str:
@@ -103,9 +108,7 @@ class _Renderer:
         closing = f'\n</msg-{self.nonce}>'
         return f'{opening}{body}{closing}', tokens + (len(opening) + len(closing)) // 3 + 1
 
-    def message(self, message: ModelMessage) -> tuple[list[str], int]:
-        lines: list[str] = []
-        tokens = 0
+    def message(self, message: ModelMessage) -> list[tuple[str, int]]:
         if isinstance(message, ModelRequest):
             rendered_parts = [
                 self.part(part) if kind is None else self.own_part(part, kind)
@@ -113,11 +116,7 @@ class _Renderer:
             ]
         else:
             rendered_parts = [self.response_part(part) for part in message.parts]
-        for rendered in rendered_parts:
-            if rendered is not None:
-                lines.append(rendered[0])
-                tokens += rendered[1]
-        return lines, tokens
+        return [rendered for rendered in rendered_parts if rendered is not None]
 
     def own_part(self, part: Any, kind: str) -> tuple[str, int] | None:
         """A part this package wrote (recognised by identity, never by its text)."""
@@ -197,15 +196,32 @@ def _render(
 ) -> list[TranscriptUnit]:
     rendered: list[TranscriptUnit] = []
     for unit in units:
-        lines: list[str] = []
-        tokens = 0
-        for message in messages[unit.start : unit.end]:
-            message_lines, n = renderer.message(message)
-            lines.extend(message_lines)
-            tokens += n
-        if lines:
-            rendered.append(TranscriptUnit('\n'.join(lines), tokens, unit.end - unit.start, renderer.nonce))
+        records = [
+            record for message in messages[unit.start : unit.end] for record in renderer.message(message)
+        ]
+        if records:
+            text = '\n'.join(text for text, _ in records)
+            tokens = sum(n for _, n in records)
+            rendered.append(
+                TranscriptUnit(text, tokens, unit.end - unit.start, renderer.nonce, tuple(records))
+            )
     return rendered
+
+
+def split_record(record: str, pieces: Sequence[str]) -> list[str]:
+    """`record` (one framed record) again as one record per piece of its body, each marked `part="i/n"`."""
+    opening, _, rest = record.partition('\n')
+    _, _, closing = rest.rpartition('\n')
+    opening = opening[:-1]  # the closing '>' of the opening tag
+    count = len(pieces)
+    return [f'{opening} part="{i}/{count}">\n{piece}\n{closing}' for i, piece in enumerate(pieces, start=1)]
+
+
+def record_body(record: str) -> str:
+    """The body of one framed record."""
+    _, _, rest = record.partition('\n')
+    body, _, _ = rest.rpartition('\n')
+    return body
 
 
 def content_text(content: Any) -> str:

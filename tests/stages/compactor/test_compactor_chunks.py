@@ -72,3 +72,30 @@ async def test_a_small_summarizer_window_lowers_the_input_cap():
     assert_valid_history(out, original=messages)
     assert stub.calls >= 3
     assert all(TokenCounter('gpt-4o').count_text(p) <= 12_000 for p in stub.prompts)
+
+
+async def test_a_tool_result_larger_than_a_summarizer_request_is_seen_whole_across_calls():
+    """Nothing the summary replaces is cut: one 300K-token tool result goes to the summarizer in pieces."""
+    stub = StubSummarizer()
+    words = [f'w{i:06d}' for i in range(150_000)]
+    messages = [
+        system_user(SYSTEM, TASK),
+        call('export', 'big', {'table': 'ledger'}),
+        result('export', 'big', ' '.join(words)),
+        call('query', 'next', {'q': 1}),
+        result('query', 'next', 'ok'),
+    ]
+    ctx, events = context()
+    assert ctx.estimate(messages).total > 250_000
+    out = await SetupCompactor(compaction_setup(summarizer_model=stub.model()))(messages, ctx)
+    assert_valid_history(out, original=messages)
+    [event] = [e for e in events if isinstance(e, CompactionResult)]
+    assert event.method == 'llm'
+    assert stub.calls >= 2
+    counter = TokenCounter('gpt-4o')
+    assert all(counter.count_text(p) <= 180_000 for p in stub.prompts), 'each call stays inside the input cap'
+    sent = ' '.join(stub.prompts)
+    assert all(w in sent for w in words[::97]), 'every word of the evicted result reached the summarizer'
+    assert words[-1] in sent and words[0] in sent
+    assert 'omitted' not in sent
+    assert "part=\"1/" in stub.prompts[0], re.findall(r"<msg-[^>]*>", stub.prompts[0])[:5]

@@ -22,9 +22,11 @@ class CompactionSettings:
 
     summary_max_tokens: int = 2_000
     """The cap on a summary; a longer summarizer answer counts as a failure (and the fallback is used)."""
-    tool_result_max_tokens: int = 2_000
-    """Each tool result is cut to this many tokens (head + tail) in the transcript the summarizer sees; the
-    full transcript is stored for `read_artifact`."""
+    tool_result_max_tokens: int | None = None
+    """Cuts each tool result and tool-call argument to this many tokens (head + tail) in the transcript the
+    summarizer sees. Default None: the summarizer sees everything it replaces, a transcript over its input cap
+    in several calls; a cap spends fewer summarizer tokens on large tool outputs, whose full text stays in the
+    store for `read_artifact` either way."""
     task_max_tokens: int = 4_000
     """The original task (first user message) is cut to this in the summarizer's prompt."""
     max_failures: int = 3
@@ -45,7 +47,7 @@ class CompactionSettings:
     def __post_init__(self) -> None:
         for name in ('summary_max_tokens', 'tool_result_max_tokens', 'task_max_tokens', 'max_failures'):
             value = getattr(self, name)
-            if value <= 0:
+            if value is not None and value <= 0:
                 raise ValueError(f'CompactionSettings.{name} must be positive, got {value!r}')
         if self.cooldown_seconds < 0:
             raise ValueError(

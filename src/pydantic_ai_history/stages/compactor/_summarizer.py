@@ -1,22 +1,23 @@
 """The LLM summarizer: a plain pydantic-ai `Agent` run per call, chunked when the transcript is too long.
 
-A transcript over the summarizer's input cap is split at unit boundaries into chunks; each call updates the
-running summary with the next chunk, so every chunk is seen and the chunk summaries are merged as they go
-(nothing is silently cut off). Each call's usage is added to the run's usage.
+A transcript over the summarizer's input cap is split at unit boundaries into chunks (a unit larger than a
+chunk between its records, a record larger than a chunk between pieces of its body); each call updates the
+running summary with the next chunk, so every token is seen and the chunk summaries are merged as they go
+(nothing is cut off). Each call's usage is added to the run's usage.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..._context import StageOperations
 from ..._summarizer_settings import SummarizerSettings
 from ...model_info import model_info
 from ...tokens import TokenCounter
-from .._transcript import TranscriptUnit, new_nonce
+from .._transcript import TranscriptUnit, new_nonce, record_body, split_record
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
 from ._settings import CompactionSettings
 
@@ -26,6 +27,9 @@ logger = logging.getLogger('pydantic_ai_history.compactor')
 
 _PROMPT_FRAMING_TOKENS = 200
 """Room for the prompt's tags and closing line."""
+
+_RECORD_FRAMING_TOKENS = 40
+"""Room for a record's tags (role, tool name, part number) around a piece of its body."""
 
 
 class SummarizerError(Exception):
@@ -43,22 +47,52 @@ class SummarizerOutcome:
 
 
 def chunk_transcript(units: Sequence[TranscriptUnit], available: int, counter: TokenCounter) -> list[str]:
-    """Pack units in order into chunks of at most `available` tokens; a larger unit is cut, with a marker."""
-    chunks: list[str] = []
-    current: list[str] = []
-    used = 0
+    """Pack units in order into chunks of at most `available` tokens.
+
+    A unit too large for one chunk is divided between its records, and a record too large between pieces of
+    its body (each a record marked `part="i/n"`, the first filling the chunk it starts in), so the summarizer
+    sees every token across the chunks.
+    """
+    packer = _Packer(available)
     for unit in units:
-        text, tokens = unit.text, unit.tokens
-        if tokens > available:
-            text, tokens = counter.truncate_text(text, available, head_fraction=0.5), available
-        if current and used + tokens > available:
-            chunks.append('\n\n'.join(current))
-            current, used = [], 0
-        current.append(text)
-        used += tokens
-    if current:
-        chunks.append('\n\n'.join(current))
-    return chunks
+        if unit.tokens <= available:
+            packer.add(unit.text, unit.tokens)
+        elif not unit.records:  # a unit rendered without its records: only a cut can make it fit
+            packer.add(counter.truncate_text(unit.text, available, head_fraction=0.5), available)
+        else:
+            for record, tokens in unit.records:
+                if tokens <= available:
+                    packer.add(record, tokens)
+                else:
+                    packer.add_split(record, counter)
+    return packer.finish()
+
+
+@dataclass
+class _Packer:
+    available: int
+    chunks: list[str] = field(default_factory=list)
+    current: list[str] = field(default_factory=list)
+    used: int = 0
+
+    def add(self, text: str, tokens: int) -> None:
+        if self.current and self.used + tokens > self.available:
+            self.chunks.append('\n\n'.join(self.current))
+            self.current, self.used = [], 0
+        self.current.append(text)
+        self.used += tokens
+
+    def add_split(self, record: str, counter: TokenCounter) -> None:
+        room = self.available - self.used - _RECORD_FRAMING_TOKENS
+        size = self.available - _RECORD_FRAMING_TOKENS
+        body = counter.split_text(record_body(record), size, first_max_tokens=room if room >= 1_000 else None)
+        for piece in split_record(record, body):
+            self.add(piece, counter.count_text(piece))
+
+    def finish(self) -> list[str]:
+        if self.current:
+            self.chunks.append('\n\n'.join(self.current))
+        return self.chunks
 
 
 async def run_summarizer(
