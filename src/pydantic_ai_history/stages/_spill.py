@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .._compat import ModelMessage
 from .._context import HistoryContext
 from ..units import split_units
-from ._transcript import render_units
+from ._transcript import TranscriptUnit, render_units
 
 __all__ = ('Transcript', 'render_transcript', 'spill_transcript', 'store_transcript')
 
@@ -34,11 +34,16 @@ class Transcript:
 
 
 def render_transcript(
-    messages: Sequence[ModelMessage], context: HistoryContext, previous: Sequence[str] = ()
+    messages: Sequence[ModelMessage],
+    context: HistoryContext,
+    previous: Sequence[str] = (),
+    rendered: Sequence[TranscriptUnit] | None = None,
 ) -> Transcript:
-    """The transcript of `messages`, opening with a line that names the `previous` transcripts (oldest first
-    in `previous`, named newest first); its id in the run's scope."""
-    rendered = render_units(messages, split_units(messages), context.counter, tool_result_max_tokens=None)
+    """The transcript of `messages` (`rendered`, when the caller already rendered them whole), opening with a
+    line that names the `previous` transcripts (oldest first in `previous`, named newest first); its id in the
+    run's scope."""
+    if rendered is None:
+        rendered = render_units(messages, split_units(messages), context.counter, tool_result_max_tokens=None)
     body = '\n\n'.join(unit.text for unit in rendered)
     if previous:
         # more than one only for a history written before transcripts were chained, or with several notes
@@ -78,10 +83,11 @@ async def spill_transcript(
     *,
     previous: Sequence[str] = (),
     source: str,
+    rendered: Sequence[TranscriptUnit] | None = None,
 ) -> str | None:
-    """Render and store the transcript of `messages`: its id; `''` when there is no store or nothing to
-    store; None when the store failed."""
+    """Render (unless `rendered`) and store the transcript of `messages`: its id; `''` when there is no store
+    or nothing to store; None when the store failed."""
     if context.store is None or not messages:
         return ''
-    transcript = render_transcript(messages, context, previous)
+    transcript = render_transcript(messages, context, previous, rendered)
     return transcript.artifact_id if await store_transcript(transcript, context, source=source) else None

@@ -51,6 +51,7 @@ __all__ = (
     'new_nonce',
     'read_call',
     'record_body',
+    'render_each_unit',
     'render_units',
     'split_record',
 )
@@ -182,7 +183,23 @@ def render_units(
 
     `None` renders them whole (the pinned section of a summary); `system_prompts=False` leaves system prompt
     parts out (the summary message keeps them as parts). Every unit shares one nonce, found in no content.
+    A unit with nothing to render is left out (see `render_each_unit`).
     """
+    rendered = render_each_unit(
+        messages, units, counter, tool_result_max_tokens=tool_result_max_tokens, system_prompts=system_prompts
+    )
+    return [unit for unit in rendered if unit is not None]
+
+
+def render_each_unit(
+    messages: Sequence[ModelMessage],
+    units: Sequence[Unit],
+    counter: TokenCounter,
+    *,
+    tool_result_max_tokens: int | None,
+    system_prompts: bool = True,
+) -> list[TranscriptUnit | None]:
+    """`render_units`, one entry per unit of `units`: None for a unit with nothing to render."""
     while True:
         renderer = _Renderer(counter, tool_result_max_tokens, new_nonce(), system_prompts)
         try:
@@ -193,18 +210,18 @@ def render_units(
 
 def _render(
     messages: Sequence[ModelMessage], units: Sequence[Unit], renderer: _Renderer
-) -> list[TranscriptUnit]:
-    rendered: list[TranscriptUnit] = []
+) -> list[TranscriptUnit | None]:
+    rendered: list[TranscriptUnit | None] = []
     for unit in units:
         records = [
             record for message in messages[unit.start : unit.end] for record in renderer.message(message)
         ]
-        if records:
-            text = '\n'.join(text for text, _ in records)
-            tokens = sum(n for _, n in records)
-            rendered.append(
-                TranscriptUnit(text, tokens, unit.end - unit.start, renderer.nonce, tuple(records))
-            )
+        if not records:
+            rendered.append(None)
+            continue
+        text = '\n'.join(text for text, _ in records)
+        tokens = sum(n for _, n in records)
+        rendered.append(TranscriptUnit(text, tokens, unit.end - unit.start, renderer.nonce, tuple(records)))
     return rendered
 
 

@@ -38,7 +38,7 @@ from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, head_length, split_units, system_parts
 from .._llm import operations_of
 from .._spill import spill_transcript
-from .._transcript import TranscriptUnit, first_user_text, read_call, render_units
+from .._transcript import TranscriptUnit, first_user_text, read_call, render_each_unit, render_units
 from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
 from ._plan import plan_cut
@@ -100,6 +100,15 @@ class _Plan:
     """Index of our previous summary (always `head`) when the history has one."""
     origin: Origin | None
     """Where the body after `head` (after the previous summary, if any) starts in the original history."""
+
+
+@dataclass
+class _Rendered:
+    """The evicted units rendered once: all of them for the stored transcript, and those the summarizer
+    reads (all but the pinned ones, which the summary carries verbatim)."""
+
+    whole: list[TranscriptUnit]
+    summarized: list[TranscriptUnit]
 
 
 @dataclass
@@ -224,12 +233,16 @@ class Compactor:
         summarized = cut.summarized(plan)
 
         counter = context.counter
+        rendered = self._render_evicted(plan, cut, body_start, counter)
         # What is evicted is stored before anything is paid for or removed (see `_keeps_content`).
-        reference = await _spill_transcript(evicted, context, cut.previous_transcripts)
+        reference = await _spill_transcript(
+            evicted, context, cut.previous_transcripts, None if rendered is None else rendered.whole
+        )
         if reference is None and self._keeps_content(plan, overhead, context):
             return unchanged
         _announce(context, messages, estimate.total, len(evicted), reason)
-        summary = await self._summary(plan, summarized, cut.previous_text, focus, context)
+        transcript = None if rendered is None else rendered.summarized
+        summary = await self._summary(plan, summarized, cut.previous_text, focus, context, transcript)
         new_origin = None
         if plan.origin is not None:
             new_origin = Origin(
@@ -467,6 +480,20 @@ class Compactor:
             )
         return None
 
+    def _render_evicted(
+        self, plan: _Plan, cut: _Cut, body_start: int, counter: TokenCounter
+    ) -> _Rendered | None:
+        """The evicted units rendered once for both the stored transcript and the summarizer, where both read
+        them whole (no `tool_result_max_tokens` cut); None where the summarizer reads a cut rendering."""
+        units = plan.units[cut.body_first : cut.unit]
+        if self.settings.tool_result_max_tokens is not None or not units or units[0].start != body_start:
+            return None
+        each = render_each_unit(plan.messages, units, counter, tool_result_max_tokens=None)
+        return _Rendered(
+            whole=[u for u in each if u is not None],
+            summarized=[u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],
+        )
+
     async def _summary(
         self,
         plan: _Plan,
@@ -474,8 +501,10 @@ class Compactor:
         previous: str | None,
         focus: str | None,
         context: HistoryContext,
+        transcript: list[TranscriptUnit] | None = None,
     ) -> _Summary:
-        """The summarizer's text for `summarized` (the evicted messages but the pinned units)."""
+        """The summarizer's text for `summarized` (the evicted messages but the pinned units), rendered as
+        `transcript` when the caller has it."""
         settings = self.settings
         counter = context.counter
         model = context.summarizer_model
@@ -491,10 +520,13 @@ class Compactor:
             cached = await cache.get(key)
             if cached:
                 return _Summary(cached, 'cache', 0, key)
-        summarized_units = split_units(summarized)
-        transcript = render_units(
-            summarized, summarized_units, counter, tool_result_max_tokens=settings.tool_result_max_tokens
-        )
+        if transcript is None:
+            transcript = render_units(
+                summarized,
+                split_units(summarized),
+                counter,
+                tool_result_max_tokens=settings.tool_result_max_tokens,
+            )
         task = first_user_text(plan.messages[: plan.head])
         error: str | None
         calls = 0
@@ -698,7 +730,10 @@ def _report_unstored(
 
 
 async def _spill_transcript(
-    evicted: Sequence[ModelMessage], context: HistoryContext, previous: Sequence[str] = ()
+    evicted: Sequence[ModelMessage],
+    context: HistoryContext,
+    previous: Sequence[str] = (),
+    rendered: Sequence[TranscriptUnit] | None = None,
 ) -> str | None:
     """Store the full transcript of the evicted messages; the line that tells the model how to read it.
 
@@ -709,7 +744,11 @@ async def _spill_transcript(
     is then the only record, as the app chose); None when the store failed.
     """
     key = await spill_transcript(
-        evicted, context, previous=previous, source=f'transcript of {len(evicted)} compacted messages'
+        evicted,
+        context,
+        previous=previous,
+        source=f'transcript of {len(evicted)} compacted messages',
+        rendered=rendered,
     )
     if not key:
         return key
