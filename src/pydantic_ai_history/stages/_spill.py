@@ -10,7 +10,8 @@ stores); storing is the one effect, and its failure is reported, never raised.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .._compat import ModelMessage
@@ -44,13 +45,13 @@ def render_transcript(
     run's scope."""
     if rendered is None:
         rendered = render_units(messages, split_units(messages), context.counter, tool_result_max_tokens=None)
-    body = '\n\n'.join(unit.text for unit in rendered)
+    texts: Iterable[str] = (unit.text for unit in rendered)
     if previous:
         # more than one only for a history written before transcripts were chained, or with several notes
         links = ', '.join(f'read_artifact(artifact_id="{p}")' for p in reversed(previous))
         where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
-        body = f'The messages before these are in {where}: {links}.\n\n{body}'
-    data = body.encode()
+        texts = itertools.chain([f'The messages before these are in {where}: {links}.'], texts)
+    data = b'\n\n'.join(text.encode() for text in texts)  # never the whole text twice: a unit at a time
     return Transcript(data=data, artifact_id=context.artifact_id(data), messages=len(messages))
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,9 +70,14 @@ class TranscriptUnit:
     messages: int
     nonce: str = ''
     """The nonce of the records in `text` (the same for every unit of one transcript)."""
-    records: tuple[tuple[str, int], ...] = ()
-    """Each record of `text` with its size, in order: where a unit too large for one summarizer request is
-    divided."""
+    records: tuple[tuple[int, int, int], ...] = ()
+    """Where each record of `text` starts and ends, and its size, in order: where a unit too large for one
+    summarizer request is divided."""
+
+    def record_texts(self) -> Iterator[tuple[str, int]]:
+        """Each record of `text` and its size."""
+        for start, end, tokens in self.records:
+            yield self.text[start:end], tokens
 
 
 def new_nonce() -> str:
@@ -221,8 +226,20 @@ def _render(
             continue
         text = '\n'.join(text for text, _ in records)
         tokens = sum(n for _, n in records)
-        rendered.append(TranscriptUnit(text, tokens, unit.end - unit.start, renderer.nonce, tuple(records)))
+        rendered.append(
+            TranscriptUnit(text, tokens, unit.end - unit.start, renderer.nonce, _offsets(records))
+        )
     return rendered
+
+
+def _offsets(records: Sequence[tuple[str, int]]) -> tuple[tuple[int, int, int], ...]:
+    """Where each record sits in the records joined by newlines, and its size."""
+    offsets: list[tuple[int, int, int]] = []
+    start = 0
+    for text, tokens in records:
+        offsets.append((start, start + len(text), tokens))
+        start += len(text) + 1
+    return tuple(offsets)
 
 
 def split_record(record: str, pieces: Sequence[str]) -> list[str]:

@@ -46,8 +46,11 @@ class SummarizerOutcome:
     calls: int
 
 
-def chunk_transcript(units: Sequence[TranscriptUnit], available: int, counter: TokenCounter) -> list[str]:
-    """Pack units in order into chunks of at most `available` tokens.
+def chunk_transcript(
+    units: Sequence[TranscriptUnit], available: int, counter: TokenCounter
+) -> list[list[str]]:
+    """Pack units in order into chunks of at most `available` tokens: each the texts to join for one call
+    (joined only then, so a long transcript is never held twice).
 
     A unit too large for one chunk is divided between its records, and a record too large between pieces of
     its body (each a record marked `part="i/n"`, the first filling the chunk it starts in), so the summarizer
@@ -60,7 +63,7 @@ def chunk_transcript(units: Sequence[TranscriptUnit], available: int, counter: T
         elif not unit.records:  # a unit rendered without its records: only a cut can make it fit
             packer.add(counter.truncate_text(unit.text, available, head_fraction=0.5), available)
         else:
-            for record, tokens in unit.records:
+            for record, tokens in unit.record_texts():
                 if tokens <= available:
                     packer.add(record, tokens)
                 else:
@@ -71,13 +74,13 @@ def chunk_transcript(units: Sequence[TranscriptUnit], available: int, counter: T
 @dataclass
 class _Packer:
     available: int
-    chunks: list[str] = field(default_factory=list)
+    chunks: list[list[str]] = field(default_factory=list)
     current: list[str] = field(default_factory=list)
     used: int = 0
 
     def add(self, text: str, tokens: int) -> None:
         if self.current and self.used + tokens > self.available:
-            self.chunks.append('\n\n'.join(self.current))
+            self.chunks.append(self.current)
             self.current, self.used = [], 0
         self.current.append(text)
         self.used += tokens
@@ -89,9 +92,9 @@ class _Packer:
         for piece in split_record(record, body):
             self.add(piece, counter.count_text(piece))
 
-    def finish(self) -> list[str]:
+    def finish(self) -> list[list[str]]:
         if self.current:
-            self.chunks.append('\n\n'.join(self.current))
+            self.chunks.append(self.current)
         return self.chunks
 
 
@@ -123,7 +126,7 @@ async def run_summarizer(
         + _PROMPT_FRAMING_TOKENS
     )
     available = max(input_cap - fixed, 1_000)
-    chunks = chunk_transcript(transcript, available, counter) or ['(no messages)']
+    chunks = chunk_transcript(transcript, available, counter) or [['(no messages)']]
     if len(chunks) > 1:
         logger.info(
             'compactor: transcript over the summarizer input cap (%d tokens): %d chunks',
@@ -134,7 +137,7 @@ async def run_summarizer(
     calls = 0
     for number, chunk in enumerate(chunks, start=1):
         prompt = build_prompt(
-            transcript=chunk,
+            transcript='\n\n'.join(chunk),
             nonce=(transcript[0].nonce if transcript else '') or new_nonce(),
             original_task=task,
             previous_summary=summary,
