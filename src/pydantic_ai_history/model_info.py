@@ -188,6 +188,7 @@ def model_name_of(model: object) -> str | None:
     return f'{system}:{name}'
 
 
+@functools.lru_cache(maxsize=256)  # asked on every request for the run's model; the answer never changes
 def _has_known_provider(name: str) -> bool:
     provider = parse_model_name(name).provider
     return provider is not None and (provider in KNOWN_PROVIDERS or provider.startswith('gateway/'))

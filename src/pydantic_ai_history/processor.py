@@ -517,15 +517,14 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             return current
 
     def _tracer_for(self, ctx: object) -> Any:
-        """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines),
-        else OpenTelemetry's global one."""
+        """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines);
+        None for a run that is not instrumented; OpenTelemetry's global one outside a run."""
         tracer = getattr(ctx, 'tracer', None)
-        if tracer is None or isinstance(tracer, NoOpTracer):
+        if isinstance(tracer, NoOpTracer):
             # late 1.x runs history processors with a no-op tracer on the context even when the run is
-            # instrumented by its `Instrumentation` capability
+            # instrumented by its `Instrumentation` capability; otherwise nothing records: no span at all
             settings = instrumentation_of(ctx)
-            if settings is not None:
-                return settings.tracer
+            return settings.tracer if settings is not None else None
         return tracer if tracer is not None else self._tracer
 
     async def _process(

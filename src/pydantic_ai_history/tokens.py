@@ -250,6 +250,10 @@ class TokenEstimate:
     verified usage, else the documented default (see `TokenCounter.estimate`)."""
 
 
+_TOOL_MEMO_SIZE = 1_024
+"""Tool definitions whose counts a counter keeps (oldest forgotten first)."""
+
+
 @dataclass
 class TokenCounter:
     """Counts tokens of PydanticAI messages for one model family.
@@ -276,6 +280,7 @@ class TokenCounter:
     _running: RunningCounts = field(default_factory=RunningCounts, init=False, repr=False)
     _overhead: int | None = field(default=None, init=False, repr=False)
     _last_tools: tuple[tuple[Any, ...], int] = field(default=((), 0), init=False, repr=False)
+    _tool_memo: dict[tuple[str, str], tuple[Any, int]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         base = self.profile or profile_for_model(self.model_name)
@@ -545,16 +550,27 @@ class TokenCounter:
         any_tool = False
         for tool in tools:
             any_tool = True
-            schema = getattr(tool, 'parameters_json_schema', None)
-            raw += (
-                profile.tool_definition_overhead
-                + self.count_text(getattr(tool, 'name', '') or '')
-                + self.count_text(getattr(tool, 'description', None) or '')
-                + (self.count_text(json_text(schema)) if schema else 0)
-            )
+            raw += profile.tool_definition_overhead + self._count_tool(tool)
         if not any_tool:
             return 0
         return math.ceil(raw * profile.correction) + profile.tools_overhead
+
+    def _count_tool(self, tool: Any) -> int:
+        """A tool's name, description and schema; pydantic-ai builds new definitions on every step, usually
+        around the same schema, so the count is kept per name and description while the schema is equal."""
+        name = getattr(tool, 'name', '') or ''
+        description = getattr(tool, 'description', None) or ''
+        schema = getattr(tool, 'parameters_json_schema', None)
+        known = self._tool_memo.get((name, description))
+        if known is not None and (known[0] is schema or known[0] == schema):
+            return known[1]
+        count = self.count_text(name) + self.count_text(description)
+        if schema:
+            count += self.count_text(json_text(schema))
+        if len(self._tool_memo) >= _TOOL_MEMO_SIZE:
+            self._tool_memo.pop(next(iter(self._tool_memo)))
+        self._tool_memo[(name, description)] = (schema, count)
+        return count
 
     # ---- anchoring --------------------------------------------------------------------------------------
 
