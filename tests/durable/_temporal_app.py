@@ -159,12 +159,16 @@ def tool_loop_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRespo
     return ModelResponse(parts=[TextPart(f'done without read-back; offered={offered} ids={found[:3]}')])
 
 
-async def tool_loop_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+async def tool_loop_stream(
+    messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | DeltaToolCalls]:
     """`tool_loop_model` streamed: a run with an event stream handler streams its model requests."""
     response = tool_loop_model(messages, info)
     for index, part in enumerate(response.parts):
         if isinstance(part, ToolCallPart):
-            yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+            yield {
+                index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)
+            }
         elif isinstance(part, TextPart):
             yield part.content
 

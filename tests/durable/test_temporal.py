@@ -37,7 +37,7 @@ pytest.importorskip(
 
 import anyio
 from pydantic_ai import BinaryContent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
@@ -366,13 +366,15 @@ async def test_capability_events_reach_the_event_stream_handler(
 ) -> None:
     """The processor's `CapabilityEvent`s are emitted in workflow code; pydantic-ai hands each to the
     `event_stream_handler` in an activity, so they cross the payload converter both ways."""
-    messages, handle = await _run(
+    _, handle = await _run(
         temporal_client, runner, app.EventsWorkflow.run, 'Find the routes that return 503.'
     )
     trouble = _processor_trouble(caplog)
     assert not trouble, 'in workflow code:\n' + '\n'.join(trouble)
     handled = app.HANDLED.by_workflow.get(handle.id, [])
-    ours = [e for e in handled if isinstance(e, CapabilityEvent) and e.kind.startswith('pydantic_ai_history.')]
+    ours = [
+        e for e in handled if isinstance(e, CapabilityEvent) and e.kind.startswith('pydantic_ai_history.')
+    ]
     kinds = [e.kind for e in ours]
     activities = await _activity_types(handle)
     print('activity types:', sorted(set(activities)))
@@ -383,13 +385,16 @@ async def test_capability_events_reach_the_event_stream_handler(
     assert len(requests) >= app.FETCHES + 1, sorted(set(activities))
     assert len(usage) == len(requests), (kinds, len(requests))
     assert all(e.tokens > 0 and e.messages >= 1 for e in usage), usage
-    assert len({e.run_id for e in usage}) == 1 and usage[0].run_id is not None, [e.run_id for e in usage]
+    assert len({e.run_id for e in usage}) == 1, [e.run_id for e in usage]
+    assert usage[0].run_id is not None
     started = [e for e in ours if isinstance(e, CompactionStartedEvent)]
     finished = [e for e in ours if isinstance(e, CompactionFinishedEvent)]
-    assert started and len(started) == len(finished), kinds
+    assert started, kinds
+    assert len(started) == len(finished), kinds
     assert kinds.index(started[0].kind) < kinds.index(finished[0].kind), kinds
     compaction = finished[0]
-    assert compaction.method == 'llm' and compaction.summary.startswith('SUMMARY #'), compaction
+    assert compaction.method == 'llm', compaction
+    assert compaction.summary.startswith('SUMMARY #'), compaction
     assert compaction.tokens_after < compaction.tokens_before, compaction
     # the handler ran as an activity of the agent, one per event
     handler_runs = [a for a in activities if a.endswith('__event_stream_handler')]
