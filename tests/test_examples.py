@@ -195,3 +195,34 @@ def test_durable_temporal():
     assert len(returned) == summaries
     assert all('## Progress' in text and int(tokens.replace(',', '')) > 0 for tokens, text in returned)
     assert 'the answer: Done: called lookup_customers 8 times' in out
+
+
+@pytest.mark.slow
+def test_durable_dbos():
+    if _major() < 2:
+        out = run_example('durable_dbos.py')
+        assert 'This example needs pydantic-ai 2.x' in out
+        return
+    missing = _durable_engine_missing('dbos', 'pydantic_ai.durable_exec.dbos')
+    if missing:
+        pytest.skip(missing)
+    out = run_example('durable_dbos.py', env={'HISTORY_STORE': '', 'DBOS_SYSTEM_DATABASE_URL': ''})
+    assert re.search(r'DBOS launched on sqlite:///\S+/dbos\.sqlite', out)
+    assert 'the answer: Done: called lookup_customers 8 times' in out
+    # DBOS's own step list: the table, the totals derived from it, the summaries as their steps returned them
+    recorded = {
+        name: int(count) for count, name in re.findall(r'^\s+(\d+)\s+(durable_dbos__\S+)$', out, re.MULTILINE)
+    }
+    prefix = 'durable_dbos__capability__pydantic_ai_history.'
+    requests, summaries, stored = map(
+        int,
+        re.search(r'(\d+) model requests, (\d+) compaction summaries, (\d+) originals stored', out).groups(),
+    )
+    assert requests == recorded['durable_dbos__model.request'] == 9  # 8 tool rounds and the answer
+    assert summaries == recorded[f'{prefix}compaction_summary'] >= 1
+    assert stored == recorded.get(f'{prefix}store_write', 0)
+    returned = re.findall(
+        r'Summary \d+, as its step \d+ returned it \(([\d,]+) tokens in.*\): (.+)$', out, re.M
+    )
+    assert len(returned) == summaries
+    assert all('## Progress' in text and int(tokens.replace(',', '')) > 0 for tokens, text in returned)
