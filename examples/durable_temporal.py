@@ -59,12 +59,12 @@ PAGES = 8
 # The worker's copy of this module and the copy Temporal's sandbox re-imports for the workflow build the same
 # agent: the host's first import picks the store and secret and leaves them in the environment for the other.
 # In a deployment, point HISTORY_STORE at a directory every worker sees and set one HISTORY_SECRET for all.
-TEMPORARY_STORE = not os.environ.get('HISTORY_STORE')
+TEMPORARY_STORE = UNAVAILABLE is None and not os.environ.get('HISTORY_STORE')
 if TEMPORARY_STORE:
     os.environ['HISTORY_STORE'] = tempfile.mkdtemp(prefix='history-temporal-')
 if not os.environ.get('HISTORY_SECRET'):
     os.environ['HISTORY_SECRET'] = secrets.token_hex(32)
-STORE, SECRET = os.environ['HISTORY_STORE'], os.environ['HISTORY_SECRET']
+STORE, SECRET = os.environ.get('HISTORY_STORE', ''), os.environ['HISTORY_SECRET']
 
 if UNAVAILABLE is None:
     model_name = real_model_name()
