@@ -6,7 +6,9 @@ compacted by a `FunctionModel` summarizer.
 - a process that dies mid-run (`os._exit` inside the main model) is recovered by a second process on the
   same SQLite file without repeating one recorded model or summarizer call, keeping the recorded summary;
 - `read_artifact` reads back the original of a spilled tool return inside the workflow;
-- an attached CSV (`BinaryContent`) is converted and the workflow completes in time.
+- an attached CSV (`BinaryContent`) is converted and the workflow completes in time;
+- with an `event_stream_handler` on `DBOSDurability`, the processor's `CapabilityEvent`s reach it, each
+  handed over in a step.
 
 The app (agent, workflow, scripted models, the call log shared across processes) is `_dbos_app.py`.
 """

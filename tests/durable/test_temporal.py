@@ -9,7 +9,9 @@ through the sandbox (`passthrough`), which checks determinism only by replay and
   after the capability id (`pydantic_ai_history`);
 - replaying the recorded history calls neither the model nor the summarizer again;
 - `read_artifact`, run as an activity, returns the stored original;
-- a CSV and a PDF attached to the prompt do not hang the workflow.
+- a CSV and a PDF attached to the prompt do not hang the workflow;
+- with an `event_stream_handler` on `TemporalDurability`, the processor's `CapabilityEvent`s (emitted in
+  workflow code) reach the handler in its activity, decoded into the package's own classes.
 """
 
 from __future__ import annotations
