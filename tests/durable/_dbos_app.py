@@ -18,7 +18,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from dbos import DBOS, DBOSConfig, SetWorkflowID
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSDurability
 from pydantic_ai.messages import (
+    AgentStreamEvent,
     BinaryContent,
     ModelMessage,
     ModelRequest,
@@ -36,7 +37,8 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import UsageLimits
 
 from pydantic_ai_history import ContextPolicy, HistoryEvent, SummarizerSettings, create_history_processor
@@ -155,6 +157,20 @@ class MainModel:
         )
         return response
 
+    async def stream(
+        self, messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
+        """The same answers streamed: a run with an event stream handler streams its model requests."""
+        for index, part in enumerate(self(messages, info).parts):
+            if isinstance(part, ToolCallPart):
+                yield {
+                    index: DeltaToolCall(
+                        part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id
+                    )
+                }
+            elif isinstance(part, TextPart):
+                yield part.content
+
     def _loop(self, n: int, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if n <= PAGES:
             return ModelResponse(
@@ -218,6 +234,8 @@ class App:
     log: CallLog
     workflow: Any
     events: list[HistoryEvent] = field(default_factory=list)
+    streamed: list[AgentStreamEvent] = field(default_factory=list)
+    """What the agent's `event_stream_handler` received (with `build(..., stream_events=True)`)."""
 
     @property
     def db_path(self) -> Path:
@@ -235,8 +253,11 @@ def dbos_config(workdir: Path) -> DBOSConfig:
     }
 
 
-def build(workdir: Path, scenario: str = 'loop', *, crash_at: int | None = None) -> App:
-    """Construct DBOS on `workdir/dbos.sqlite`, the agent and the workflow (not launched yet)."""
+def build(
+    workdir: Path, scenario: str = 'loop', *, crash_at: int | None = None, stream_events: bool = False
+) -> App:
+    """Construct DBOS on `workdir/dbos.sqlite`, the agent and the workflow (not launched yet). With
+    `stream_events`, the agent has an `event_stream_handler` that keeps every event in `App.streamed`."""
     workdir.mkdir(parents=True, exist_ok=True)
     DBOS(config=dbos_config(workdir))
     log = CallLog(workdir / 'calls.jsonl')
@@ -249,10 +270,17 @@ def build(workdir: Path, scenario: str = 'loop', *, crash_at: int | None = None)
         store=DirectoryStore(workdir / 'artifacts', secret=SECRET),
         on_event=events.append,
     )
+    streamed: list[AgentStreamEvent] = []
+
+    async def keep_events(ctx: RunContext[None], stream: AsyncIterable[AgentStreamEvent]) -> None:
+        async for event in stream:
+            streamed.append(event)
+
+    main_model = MainModel(log, scenario, crash_at)
     agent: Agent[None, str] = Agent(
-        FunctionModel(MainModel(log, scenario, crash_at), model_name='main'),
+        FunctionModel(main_model, stream_function=main_model.stream, model_name='main'),
         name=AGENT_NAME,
-        capabilities=[processor, DBOSDurability()],
+        capabilities=[processor, DBOSDurability(event_stream_handler=keep_events if stream_events else None)],
     )
 
     @agent.tool_plain
@@ -265,7 +293,7 @@ def build(workdir: Path, scenario: str = 'loop', *, crash_at: int | None = None)
         result = await agent.run(prompt, usage_limits=UsageLimits(request_limit=50))
         return result.all_messages_json().decode()
 
-    return App(workdir=workdir, agent=agent, log=log, workflow=run_agent, events=events)
+    return App(workdir=workdir, agent=agent, log=log, workflow=run_agent, events=events, streamed=streamed)
 
 
 async def start(app: App, workflow_id: str, prompt: str | list[str | BinaryContent] = PROMPT) -> str:

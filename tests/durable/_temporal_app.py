@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from pydantic_ai import Agent, BinaryContent
+from pydantic_ai import Agent, BinaryContent, RunContext
 from pydantic_ai.durable_exec.temporal import PydanticAIWorkflow, TemporalDurability
 from pydantic_ai.messages import (
+    AgentStreamEvent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -28,9 +30,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.usage import UsageLimits
-from temporalio import workflow
+from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig
 
@@ -70,6 +72,23 @@ class Calls:
 
 
 CALLS = Calls()
+
+
+@dataclass
+class HandledEvents:
+    """What the event stream handler received, per workflow id: it runs as an activity, so in this copy."""
+
+    by_workflow: dict[str, list[AgentStreamEvent]] = field(default_factory=dict)
+
+
+HANDLED = HandledEvents()
+
+
+async def record_events(ctx: RunContext[None], stream: AsyncIterable[AgentStreamEvent]) -> None:
+    """The agent's event stream handler: keep every event it is handed, under the workflow that ran it."""
+    workflow_id = (activity.info().workflow_id or '') if activity.in_activity() else ''
+    async for event in stream:
+        HANDLED.by_workflow.setdefault(workflow_id, []).append(event)
 
 
 def log_page(page: int) -> str:
@@ -140,6 +159,20 @@ def tool_loop_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRespo
     return ModelResponse(parts=[TextPart(f'done without read-back; offered={offered} ids={found[:3]}')])
 
 
+async def tool_loop_stream(
+    messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | DeltaToolCalls]:
+    """`tool_loop_model` streamed: a run with an event stream handler streams its model requests."""
+    response = tool_loop_model(messages, info)
+    for index, part in enumerate(response.parts):
+        if isinstance(part, ToolCallPart):
+            yield {
+                index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)
+            }
+        elif isinstance(part, TextPart):
+            yield part.content
+
+
 def summarizer_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     CALLS.summarizer += 1
     return ModelResponse(
@@ -187,6 +220,24 @@ attachments_agent: Agent[None, str] = Agent(
 )
 
 
+events_agent: Agent[None, str] = Agent(
+    FunctionModel(
+        tool_loop_model,
+        stream_function=tool_loop_stream,
+        model_name='tool-loop',
+        profile={'context_window': WINDOW},
+    ),
+    name='history_events',
+    instructions='Read the billing logs page by page with fetch_logs.',
+    tools=[fetch_logs],
+    capabilities=[
+        _processor(),
+        TemporalDurability(activity_config=ONE_ATTEMPT, event_stream_handler=record_events),
+    ],
+)
+"""The tool loop again, with an `event_stream_handler`: pydantic-ai runs it as an activity per event."""
+
+
 @workflow.defn
 class ToolLoopWorkflow(PydanticAIWorkflow):
     __pydantic_ai_agents__ = (tool_loop_agent,)
@@ -207,4 +258,14 @@ class AttachmentsWorkflow(PydanticAIWorkflow):
         return result.output
 
 
-WORKFLOWS = (ToolLoopWorkflow, AttachmentsWorkflow)
+@workflow.defn
+class EventsWorkflow(PydanticAIWorkflow):
+    __pydantic_ai_agents__ = (events_agent,)
+
+    @workflow.run
+    async def run(self, prompt: str) -> list[ModelMessage]:
+        result = await events_agent.run(prompt, usage_limits=UsageLimits(request_limit=50))
+        return result.all_messages()
+
+
+WORKFLOWS = (ToolLoopWorkflow, AttachmentsWorkflow, EventsWorkflow)

@@ -6,7 +6,9 @@ compacted by a `FunctionModel` summarizer.
 - a process that dies mid-run (`os._exit` inside the main model) is recovered by a second process on the
   same SQLite file without repeating one recorded model or summarizer call, keeping the recorded summary;
 - `read_artifact` reads back the original of a spilled tool return inside the workflow;
-- an attached CSV (`BinaryContent`) is converted and the workflow completes in time.
+- an attached CSV (`BinaryContent`) is converted and the workflow completes in time;
+- with an `event_stream_handler` on `DBOSDurability`, the processor's `CapabilityEvent`s reach it, each
+  handed over in a step.
 
 The app (agent, workflow, scripted models, the call log shared across processes) is `_dbos_app.py`.
 """
@@ -23,6 +25,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,8 +37,14 @@ from dbos import DBOS
 sys.path.insert(0, str(Path(__file__).parent))
 import _dbos_app as app_module
 from _dbos_app import CAPABILITY_ID, PAGES, App, build, fetch_logs_text, prompt_for, start
+from pydantic_ai import CapabilityEvent
 
 from pydantic_ai_history import ArtifactProcessed, CompactionResult
+from pydantic_ai_history.stream_events import (
+    CompactionFinishedEvent,
+    CompactionStartedEvent,
+    ContextUsageEvent,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -52,8 +61,8 @@ async def launched(tmp_path: Path) -> AsyncIterator[Callable[..., App]]:
     """`launched(scenario, folder)`: DBOS on `tmp_path/<folder>/dbos.sqlite` with the app registered, launched."""
     built: list[App] = []
 
-    def launch(scenario: str = 'loop', folder: str | None = None) -> App:
-        app = build(tmp_path / (folder or scenario), scenario)
+    def launch(scenario: str = 'loop', folder: str | None = None, **options: Any) -> App:
+        app = build(tmp_path / (folder or scenario), scenario, **options)
         DBOS.launch()
         built.append(app)
         return app
@@ -122,6 +131,36 @@ async def test_tool_loop_spills_compacts_and_summarizes_in_dbos_steps(launched: 
     assert any(summaries[0]['text'] in out for out in outputs.values()), (
         f'no {CAPABILITY_ID} step recorded the summary {summaries[0]["text"]!r}: {sorted(outputs)}'
     )
+
+
+# ---- events: the processor's capability events reach the event stream handler, through a step -----------
+
+
+async def test_capability_events_reach_the_event_stream_handler(launched: Callable[..., App]) -> None:
+    app = launched('loop', 'events', stream_events=True)
+    messages = await run_workflow(app, 'events-1')
+    assert final_text(messages) == 'Root cause: the ledger service timed out.'
+
+    ours = [
+        e for e in app.streamed if isinstance(e, CapabilityEvent) and e.kind.startswith(f'{CAPABILITY_ID}.')
+    ]
+    kinds = [e.kind for e in ours]
+    usage = [e for e in ours if isinstance(e, ContextUsageEvent)]
+    model_calls = len(app.log.records('model'))
+    assert model_calls == PAGES + 1
+    assert len(usage) == model_calls, kinds
+    assert len({e.run_id for e in usage}) == 1, [e.run_id for e in usage]
+    started = [e for e in ours if isinstance(e, CompactionStartedEvent)]
+    finished = [e for e in ours if isinstance(e, CompactionFinishedEvent)]
+    compactions = [e for e in app.events if isinstance(e, CompactionResult)]
+    assert started, kinds
+    assert len(started) == len(finished) == len(compactions), kinds
+    assert kinds.index(started[0].kind) < kinds.index(finished[0].kind), kinds
+    assert [e.summary for e in finished] == [c.summary for c in compactions]
+    # each event was handed to the handler inside a DBOS step of the agent
+    steps = await step_names('events-1')
+    handler_steps = [name for name in steps if 'event_stream_handler' in name]
+    assert len(handler_steps) >= len(ours), sorted(set(steps))
 
 
 # ---- 3: crash recovery in a second process -------------------------------------------------------------------

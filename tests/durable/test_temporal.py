@@ -9,7 +9,9 @@ through the sandbox (`passthrough`), which checks determinism only by replay and
   after the capability id (`pydantic_ai_history`);
 - replaying the recorded history calls neither the model nor the summarizer again;
 - `read_artifact`, run as an activity, returns the stored original;
-- a CSV and a PDF attached to the prompt do not hang the workflow.
+- a CSV and a PDF attached to the prompt do not hang the workflow;
+- with an `event_stream_handler` on `TemporalDurability`, the processor's `CapabilityEvent`s (emitted in
+  workflow code) reach the handler in its activity, decoded into the package's own classes.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 try:
+    from pydantic_ai import CapabilityEvent
     from pydantic_ai.durable_exec.temporal import PydanticAIPlugin, TemporalDurability  # noqa: F401
 except ImportError:  # pragma: no cover
     pytest.skip('this pydantic-ai has no TemporalDurability capability (2.x)', allow_module_level=True)
@@ -52,6 +55,11 @@ import _temporal_app as app
 
 from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.readback import READBACK_TOOLSET_ID
+from pydantic_ai_history.stream_events import (
+    CompactionFinishedEvent,
+    CompactionStartedEvent,
+    ContextUsageEvent,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -353,3 +361,43 @@ async def test_attached_csv_and_pdf_do_not_hang(
     print(
         f'attachments workflow: {time.monotonic() - started:.1f}s; activities:', await _activity_types(handle)
     )
+
+
+async def test_capability_events_reach_the_event_stream_handler(
+    temporal_client: Client, runner: SandboxedWorkflowRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The processor's `CapabilityEvent`s are emitted in workflow code; pydantic-ai hands each to the
+    `event_stream_handler` in an activity, so they cross the payload converter both ways."""
+    _, handle = await _run(
+        temporal_client, runner, app.EventsWorkflow.run, 'Find the routes that return 503.'
+    )
+    trouble = _processor_trouble(caplog)
+    assert not trouble, 'in workflow code:\n' + '\n'.join(trouble)
+    handled = app.HANDLED.by_workflow.get(handle.id, [])
+    ours = [
+        e for e in handled if isinstance(e, CapabilityEvent) and e.kind.startswith('pydantic_ai_history.')
+    ]
+    kinds = [e.kind for e in ours]
+    activities = await _activity_types(handle)
+    print('activity types:', sorted(set(activities)))
+
+    # decoded back into the package's own classes, one context-usage event per model request
+    usage = [e for e in ours if isinstance(e, ContextUsageEvent)]
+    requests = [a for a in activities if a.endswith('__model_request_stream')]
+    assert len(requests) >= app.FETCHES + 1, sorted(set(activities))
+    assert len(usage) == len(requests), (kinds, len(requests))
+    assert all(e.tokens > 0 and e.messages >= 1 for e in usage), usage
+    assert len({e.run_id for e in usage}) == 1, [e.run_id for e in usage]
+    assert usage[0].run_id is not None
+    started = [e for e in ours if isinstance(e, CompactionStartedEvent)]
+    finished = [e for e in ours if isinstance(e, CompactionFinishedEvent)]
+    assert started, kinds
+    assert len(started) == len(finished), kinds
+    assert kinds.index(started[0].kind) < kinds.index(finished[0].kind), kinds
+    compaction = finished[0]
+    assert compaction.method == 'llm', compaction
+    assert compaction.summary.startswith('SUMMARY #'), compaction
+    assert compaction.tokens_after < compaction.tokens_before, compaction
+    # the handler ran as an activity of the agent, one per event
+    handler_runs = [a for a in activities if a.endswith('__event_stream_handler')]
+    assert len(handler_runs) >= len(ours), sorted(set(activities))
