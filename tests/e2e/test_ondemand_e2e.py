@@ -1,0 +1,169 @@
+"""On-demand capabilities (`defer_loading=True`) stay loaded when the history is compacted or windowed.
+
+A real `Agent` against the strict simulated provider: the model loads a deferred capability through
+pydantic-ai's own `load_capability` tool, reads pages long enough to make the processor cut the history
+(a compaction, or separately a window cut), then calls the capability's tool. It must be offered to the
+model and run, and every history the processor returns must be valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo
+
+from _compaction import StubSummarizer
+from pydantic_ai_history import (
+    CompactionResult,
+    ContextPolicy,
+    HistoryEvent,
+    HistoryProcessor,
+    SlidingWindow,
+    SummarizerSettings,
+    WindowApplied,
+    assert_valid_history,
+)
+from pydantic_ai_history._compat import HAS_DEFERRED_CAPABILITIES
+from pydantic_ai_history.testing import StrictProvider
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not HAS_DEFERRED_CAPABILITIES,
+        reason='this pydantic-ai has no on-demand capabilities (defer_loading, load_capability: 2.x only)',
+    ),
+]
+
+SYSTEM = 'You are a travel agent. Read every page of the brochure, then check the weather.'
+TASK = 'Plan a trip to Lisbon.'
+PAGES = 14
+WEATHER = 'Sunny in Lisbon, 24 degrees.'
+CAPABILITY = 'weather'
+INSTRUCTIONS = 'Quote temperatures in degrees Celsius.'
+
+
+def _pages(fixtures_dir: Path) -> list[str]:
+    lines = (fixtures_dir / 'tool_outputs' / 'vega_datasets' / 'airports.csv').read_text().splitlines()
+    return ['\n'.join(lines[i * 60 : (i + 1) * 60]) for i in range(PAGES)]
+
+
+class _Script:
+    """The model: load the capability, read every page, call the capability's tool, answer."""
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.offered_at_the_end: list[str] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.step += 1
+        if self.step == 1:
+            return ModelResponse(parts=[ToolCallPart('load_capability', {'id': CAPABILITY}, tool_call_id='load')])
+        if self.step <= PAGES + 1:
+            page = self.step - 1
+            return ModelResponse(
+                parts=[TextPart(f'Page {page}.'), ToolCallPart('read_page', {'page': page}, tool_call_id=f'p{page}')]
+            )
+        if self.step == PAGES + 2:
+            self.offered_at_the_end = [t.name for t in info.function_tools]
+            return ModelResponse(parts=[ToolCallPart('get_weather', {'city': 'Lisbon'}, tool_call_id='weather')])
+        return ModelResponse(parts=[TextPart('Go in May.')])
+
+
+def _agent(provider: StrictProvider, processor: HistoryProcessor, pages: list[str]) -> Agent[None, str]:
+    from pydantic_ai.capabilities import Toolset
+    from pydantic_ai.toolsets import FunctionToolset
+
+    weather_tools = FunctionToolset[None](instructions=INSTRUCTIONS)
+
+    @weather_tools.tool_plain
+    def get_weather(city: str) -> str:
+        """Today's weather in a city."""
+        return WEATHER if city == 'Lisbon' else 'unknown'
+
+    weather = Toolset(weather_tools, id=CAPABILITY, description='Weather forecasts.', defer_loading=True)
+    agent: Agent[None, str] = Agent(provider.model(), system_prompt=SYSTEM, capabilities=[processor, weather])
+
+    @agent.tool_plain
+    def read_page(page: int) -> str:
+        """One page of the brochure."""
+        return pages[page - 1]
+
+    return agent
+
+
+def _weather_result(messages: list[ModelMessage]) -> Any:
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, (ToolReturnPart, RetryPromptPart)) and part.tool_call_id == 'weather':
+                    return part
+    return None
+
+
+def _processor(stages: Callable[[], dict[str, Any]], events: list[HistoryEvent]) -> HistoryProcessor:
+    return HistoryProcessor(on_history_event=events.append, **stages())
+
+
+async def _run(fixtures_dir: Path, window: int, **processor: Any) -> tuple[Any, _Script, list[HistoryEvent], StrictProvider]:
+    script = _Script()
+    provider = StrictProvider(script, context_window=window)
+    events: list[HistoryEvent] = []
+    outputs: list[list[ModelMessage]] = []
+
+    class Checked(HistoryProcessor):
+        async def process(self, messages: Any, **kwargs: Any) -> list[ModelMessage]:
+            out = await super().process(messages, **kwargs)
+            assert_valid_history(out)
+            outputs.append(list(out))
+            return out
+
+    agent = _agent(provider, Checked(on_history_event=events.append, **processor), _pages(fixtures_dir))
+    result = await agent.run(TASK)
+    assert provider.rejected == []
+    for record in provider.requests:
+        assert_valid_history(list(record.history))
+    return result, script, events, provider
+
+
+async def test_a_loaded_capability_survives_a_compaction(fixtures_dir: Path) -> None:
+    summarizer = StubSummarizer()
+    result, script, events, _ = await _run(
+        fixtures_dir,
+        30_000,
+        artifacts=False,
+        policy=ContextPolicy(context_window=30_000, max_tokens=6_000, target_tokens=3_000),
+        summarizer=SummarizerSettings(model=summarizer.model()),
+    )
+    assert [e for e in events if isinstance(e, CompactionResult)], 'the run never compacted'
+    assert 'get_weather' in script.offered_at_the_end
+    returned = _weather_result(result.all_messages())
+    assert isinstance(returned, ToolReturnPart) and returned.content == WEATHER
+    assert result.output == 'Go in May.'
+
+
+async def test_a_loaded_capability_survives_a_window_cut(fixtures_dir: Path) -> None:
+    result, script, events, _ = await _run(
+        fixtures_dir,
+        6_000,
+        stages=[SlidingWindow()],
+        policy=ContextPolicy(context_window=6_000),
+    )
+    assert [e for e in events if isinstance(e, WindowApplied)], 'the window never cut'
+    assert 'get_weather' in script.offered_at_the_end
+    returned = _weather_result(result.all_messages())
+    assert isinstance(returned, ToolReturnPart) and returned.content == WEATHER
+    assert result.output == 'Go in May.'
