@@ -102,7 +102,6 @@ def _union_classes(annotation: Any) -> frozenset[type[Any]]:
     return frozenset(found)
 
 
-
 # On-demand capabilities (2.x): the parts that record which capabilities are loaded and which tools were
 # revealed. Where they are missing (1.x) nothing can be loaded on demand and the feature is a no-op.
 CAPABILITY_LOAD_DELTA_PART: type[Any] | None = getattr(_m, 'CapabilityLoadDeltaPart', None)
@@ -129,7 +128,6 @@ def post_compaction_window(messages: Sequence[ModelMessage]) -> list[ModelMessag
     if _POST_COMPACTION_WINDOW is None:
         return list(messages)
     return _POST_COMPACTION_WINDOW(messages)
-
 
 
 def tool_availability_text(part: object) -> str | None:

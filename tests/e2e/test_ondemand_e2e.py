@@ -8,7 +8,6 @@ model and run, and every history the processor returns must be valid.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo
 
 from _compaction import StubSummarizer
+from _pai_shapes import repair_changes
 from pydantic_ai_history import (
     CompactionResult,
     ContextPolicy,
@@ -71,15 +71,16 @@ class _Script:
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.step += 1
         if self.step == 1:
-            return ModelResponse(parts=[ToolCallPart('load_capability', {'id': CAPABILITY}, tool_call_id='load')])
+            load = ToolCallPart('load_capability', {'id': CAPABILITY}, tool_call_id='load')
+            return ModelResponse(parts=[load])
         if self.step <= PAGES + 1:
             page = self.step - 1
-            return ModelResponse(
-                parts=[TextPart(f'Page {page}.'), ToolCallPart('read_page', {'page': page}, tool_call_id=f'p{page}')]
-            )
+            read = ToolCallPart('read_page', {'page': page}, tool_call_id=f'p{page}')
+            return ModelResponse(parts=[TextPart(f'Page {page}.'), read])
         if self.step == PAGES + 2:
             self.offered_at_the_end = [t.name for t in info.function_tools]
-            return ModelResponse(parts=[ToolCallPart('get_weather', {'city': 'Lisbon'}, tool_call_id='weather')])
+            call = ToolCallPart('get_weather', {'city': 'Lisbon'}, tool_call_id='weather')
+            return ModelResponse(parts=[call])
         return ModelResponse(parts=[TextPart('Go in May.')])
 
 
@@ -114,11 +115,11 @@ def _weather_result(messages: list[ModelMessage]) -> Any:
     return None
 
 
-def _processor(stages: Callable[[], dict[str, Any]], events: list[HistoryEvent]) -> HistoryProcessor:
-    return HistoryProcessor(on_history_event=events.append, **stages())
-
-
-async def _run(fixtures_dir: Path, window: int, **processor: Any) -> tuple[Any, _Script, list[HistoryEvent], StrictProvider]:
+async def _run(
+    fixtures_dir: Path, window: int, **processor: Any
+) -> tuple[Any, _Script, list[HistoryEvent], list[list[ModelMessage]]]:
+    """Run the script; every history the processor returns and the provider receives must be valid, and
+    pydantic-ai's pre-send repair must find nothing to repair in what the processor returns."""
     script = _Script()
     provider = StrictProvider(script, context_window=window)
     events: list[HistoryEvent] = []
@@ -128,6 +129,7 @@ async def _run(fixtures_dir: Path, window: int, **processor: Any) -> tuple[Any, 
         async def process(self, messages: Any, **kwargs: Any) -> list[ModelMessage]:
             out = await super().process(messages, **kwargs)
             assert_valid_history(out)
+            assert not repair_changes(list(out))
             outputs.append(list(out))
             return out
 
@@ -136,12 +138,24 @@ async def _run(fixtures_dir: Path, window: int, **processor: Any) -> tuple[Any, 
     assert provider.rejected == []
     for record in provider.requests:
         assert_valid_history(list(record.history))
-    return result, script, events, provider
+    return result, script, events, outputs
+
+
+def _reloaded(outputs: list[list[ModelMessage]]) -> bool:
+    """Whether some history the processor returned holds the load as pydantic-ai records a load from code."""
+    from pydantic_ai.messages import CapabilityLoadDeltaPart
+
+    return any(
+        isinstance(p, CapabilityLoadDeltaPart) and p.loaded == [CAPABILITY]
+        for out in outputs
+        for m in out
+        for p in m.parts
+    )
 
 
 async def test_a_loaded_capability_survives_a_compaction(fixtures_dir: Path) -> None:
     summarizer = StubSummarizer()
-    result, script, events, _ = await _run(
+    result, script, events, outputs = await _run(
         fixtures_dir,
         30_000,
         artifacts=False,
@@ -151,12 +165,14 @@ async def test_a_loaded_capability_survives_a_compaction(fixtures_dir: Path) -> 
     assert [e for e in events if isinstance(e, CompactionResult)], 'the run never compacted'
     assert 'get_weather' in script.offered_at_the_end
     returned = _weather_result(result.all_messages())
-    assert isinstance(returned, ToolReturnPart) and returned.content == WEATHER
+    assert isinstance(returned, ToolReturnPart)
+    assert returned.content == WEATHER
+    assert _reloaded(outputs)
     assert result.output == 'Go in May.'
 
 
 async def test_a_loaded_capability_survives_a_window_cut(fixtures_dir: Path) -> None:
-    result, script, events, _ = await _run(
+    result, script, events, outputs = await _run(
         fixtures_dir,
         6_000,
         stages=[SlidingWindow()],
@@ -165,5 +181,7 @@ async def test_a_loaded_capability_survives_a_window_cut(fixtures_dir: Path) -> 
     assert [e for e in events if isinstance(e, WindowApplied)], 'the window never cut'
     assert 'get_weather' in script.offered_at_the_end
     returned = _weather_result(result.all_messages())
-    assert isinstance(returned, ToolReturnPart) and returned.content == WEATHER
+    assert isinstance(returned, ToolReturnPart)
+    assert returned.content == WEATHER
+    assert _reloaded(outputs)
     assert result.output == 'Go in May.'

@@ -240,11 +240,7 @@ class Compactor:
         result, reloaded = _keep_loads(messages, result, head + 1, counter)
         summary_cost = counter.count_message(message)
         after = (
-            overhead
-            + sum(plan.per_message[:head])
-            + summary_cost
-            + reloaded
-            + sum(plan.per_message[cut_at:])
+            overhead + sum(plan.per_message[:head]) + summary_cost + reloaded + sum(plan.per_message[cut_at:])
         )
         if after >= estimate.total:
             logger.info(
