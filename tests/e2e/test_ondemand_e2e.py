@@ -8,6 +8,7 @@ model and run, and every history the processor returns must be valid.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo
 
@@ -53,6 +55,7 @@ TASK = 'Plan a trip to Lisbon.'
 PAGES = 14
 WEATHER = 'Sunny in Lisbon, 24 degrees.'
 CAPABILITY = 'weather'
+FOLLOW_UP = 'And tomorrow?'
 INSTRUCTIONS = 'Quote temperatures in degrees Celsius.'
 
 
@@ -67,8 +70,16 @@ class _Script:
     def __init__(self) -> None:
         self.step = 0
         self.offered_at_the_end: list[str] = []
+        self.offered_next_turn: list[str] = []
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1].parts
+        if any(isinstance(p, UserPromptPart) and p.content == FOLLOW_UP for p in last):
+            self.offered_next_turn = [t.name for t in info.function_tools]
+            call = ToolCallPart('get_weather', {'city': 'Lisbon'}, tool_call_id='weather2')
+            return ModelResponse(parts=[call])
+        if any(isinstance(p, ToolReturnPart) and p.tool_call_id == 'weather2' for p in last):
+            return ModelResponse(parts=[TextPart('Still sunny.')])
         self.step += 1
         if self.step == 1:
             load = ToolCallPart('load_capability', {'id': CAPABILITY}, tool_call_id='load')
@@ -106,18 +117,25 @@ def _agent(provider: StrictProvider, processor: HistoryProcessor, pages: list[st
     return agent
 
 
-def _weather_result(messages: list[ModelMessage]) -> Any:
+def _weather_result(messages: list[ModelMessage], call_id: str = 'weather') -> Any:
     for message in messages:
         if isinstance(message, ModelRequest):
             for part in message.parts:
-                if isinstance(part, (ToolReturnPart, RetryPromptPart)) and part.tool_call_id == 'weather':
+                if isinstance(part, (ToolReturnPart, RetryPromptPart)) and part.tool_call_id == call_id:
                     return part
     return None
 
 
-async def _run(
-    fixtures_dir: Path, window: int, **processor: Any
-) -> tuple[Any, _Script, list[HistoryEvent], list[list[ModelMessage]]]:
+@dataclass
+class _Outcome:
+    result: Any
+    script: _Script
+    events: list[HistoryEvent]
+    outputs: list[list[ModelMessage]]
+    agent: Agent[None, str]
+
+
+async def _run(fixtures_dir: Path, window: int, **processor: Any) -> _Outcome:
     """Run the script; every history the processor returns and the provider receives must be valid, and
     pydantic-ai's pre-send repair must find nothing to repair in what the processor returns."""
     script = _Script()
@@ -138,7 +156,7 @@ async def _run(
     assert provider.rejected == []
     for record in provider.requests:
         assert_valid_history(list(record.history))
-    return result, script, events, outputs
+    return _Outcome(result, script, events, outputs, agent)
 
 
 def _reloaded(outputs: list[list[ModelMessage]]) -> bool:
@@ -155,13 +173,14 @@ def _reloaded(outputs: list[list[ModelMessage]]) -> bool:
 
 async def test_a_loaded_capability_survives_a_compaction(fixtures_dir: Path) -> None:
     summarizer = StubSummarizer()
-    result, script, events, outputs = await _run(
+    run = await _run(
         fixtures_dir,
         30_000,
         artifacts=False,
         policy=ContextPolicy(context_window=30_000, max_tokens=6_000, target_tokens=3_000),
         summarizer=SummarizerSettings(model=summarizer.model()),
     )
+    result, script, events, outputs = run.result, run.script, run.events, run.outputs
     assert [e for e in events if isinstance(e, CompactionResult)], 'the run never compacted'
     assert 'get_weather' in script.offered_at_the_end
     returned = _weather_result(result.all_messages())
@@ -169,15 +188,17 @@ async def test_a_loaded_capability_survives_a_compaction(fixtures_dir: Path) -> 
     assert returned.content == WEATHER
     assert _reloaded(outputs)
     assert result.output == 'Go in May.'
+    await _next_turn(run)
 
 
 async def test_a_loaded_capability_survives_a_window_cut(fixtures_dir: Path) -> None:
-    result, script, events, outputs = await _run(
+    run = await _run(
         fixtures_dir,
         6_000,
         stages=[SlidingWindow()],
         policy=ContextPolicy(context_window=6_000),
     )
+    result, script, events, outputs = run.result, run.script, run.events, run.outputs
     assert [e for e in events if isinstance(e, WindowApplied)], 'the window never cut'
     assert 'get_weather' in script.offered_at_the_end
     returned = _weather_result(result.all_messages())
@@ -185,3 +206,14 @@ async def test_a_loaded_capability_survives_a_window_cut(fixtures_dir: Path) -> 
     assert returned.content == WEATHER
     assert _reloaded(outputs)
     assert result.output == 'Go in May.'
+    await _next_turn(run)
+
+
+async def _next_turn(run: _Outcome) -> None:
+    """The app saves the history and asks again in a new run: the capability is still loaded there."""
+    follow_up = await run.agent.run(FOLLOW_UP, message_history=run.result.all_messages())
+    assert 'get_weather' in run.script.offered_next_turn
+    returned = _weather_result(follow_up.new_messages(), 'weather2')
+    assert isinstance(returned, ToolReturnPart)
+    assert returned.content == WEATHER
+    assert follow_up.output == 'Still sunny.'

@@ -61,6 +61,15 @@ class LoadState:
     def empty(self) -> bool:
         return not (self.loaded or self.revealed)
 
+    def without(self, live: LoadState) -> LoadState:
+        """What this state has that `live` does not, with the statements of the capabilities that remain."""
+        loaded = [c for c in self.loaded if c not in live.loaded]
+        return LoadState(
+            loaded=loaded,
+            revealed=[name for name in self.revealed if name not in live.revealed],
+            statements={c: s for c, s in self.statements.items() if c in loaded},
+        )
+
 
 def _statement_owner(part: object) -> str | None:
     """The capability whose loaded block an `InstructionDeltaPart` states, or None for any other part."""
@@ -117,30 +126,30 @@ def _fold(parts: Iterable[object], counted: set[int] | None = None) -> LoadState
 def lost_loads(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> LoadState:
     """What `before` had loaded and revealed that `after` no longer has, with the latest statement of each
     lost capability's instructions among the removed parts (those still in `after` are stated there)."""
-    if not HAS_DEFERRED_CAPABILITIES:
+    window = _load_window(before)
+    if not window:
         return LoadState()
-    window = list(_window_parts(before))
-    if not any(_is_load_record(part) for part in window):
-        return LoadState()
-    kept_parts = [part for message in after for part in message.parts]
-    kept = {id(part) for part in kept_parts}
+    kept = {id(part) for message in after for part in message.parts}
     removed = _fold(window, {id(part) for part in window if id(part) not in kept})
     if removed.empty():
         return removed
-    live = _fold(_window_parts(after))
-    loaded = [c for c in removed.loaded if c not in live.loaded]
-    return LoadState(
-        loaded=loaded,
-        revealed=[name for name in removed.revealed if name not in live.revealed],
-        statements={c: s for c, s in removed.statements.items() if c in loaded},
-    )
+    return removed.without(_fold(_window_parts(after)))
 
 
-def _is_load_record(part: object) -> bool:
-    return any(
-        cls is not None and isinstance(part, cls)
-        for cls in (CAPABILITY_LOAD_DELTA_PART, LOAD_CAPABILITY_RETURN_PART, TOOL_AVAILABILITY_DELTA_PART)
-    )
+_LOAD_RECORDS = tuple(
+    cls
+    for cls in (CAPABILITY_LOAD_DELTA_PART, LOAD_CAPABILITY_RETURN_PART, TOOL_AVAILABILITY_DELTA_PART)
+    if cls is not None
+)
+
+
+def _load_window(messages: Sequence[ModelMessage]) -> list[object]:
+    """The parts of the post-compaction window of `messages`, or none when no load or reveal is among them
+    (nothing for a cut to lose; always so where the version has no on-demand capabilities)."""
+    if not HAS_DEFERRED_CAPABILITIES:
+        return []
+    window = list(_window_parts(messages))
+    return window if any(isinstance(part, _LOAD_RECORDS) for part in window) else []
 
 
 def reload_record(lost: LoadState, *, run_id: str | None = None) -> ModelRequest | None:
@@ -202,9 +211,5 @@ def with_reloads(
 def reload_reserve(messages: Sequence[ModelMessage]) -> ModelRequest | None:
     """The largest record a cut of `messages` could need (every load and reveal lost), for a stage to plan
     with before it knows where it cuts; None when nothing is loaded or revealed."""
-    if not HAS_DEFERRED_CAPABILITIES:
-        return None
-    window = list(_window_parts(messages))
-    if not any(_is_load_record(part) for part in window):
-        return None
-    return reload_record(_fold(window))
+    window = _load_window(messages)
+    return reload_record(_fold(window)) if window else None
