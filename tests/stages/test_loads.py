@@ -263,3 +263,37 @@ def test_the_reserve_covers_any_record() -> None:
         if record is not None:
             assert counter.count_message(record) <= counter.count_message(reserve)
     assert reload_reserve(_page(1)) is None
+
+
+@pytest.mark.anyio
+async def test_the_idle_path_does_no_load_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history that fits comes back as the same list, and neither stage looks for loads."""
+    from _compaction import context
+    from pydantic_ai_history import Compactor, SlidingWindow
+    from pydantic_ai_history.stages import _loads
+
+    def never(messages: Any) -> Any:
+        raise AssertionError('the load decision ran on a history that fits')
+
+    monkeypatch.setattr(_loads, '_window_parts', never)
+    history = _history()
+    ctx, _ = context(context_window=200_000)
+    assert await Compactor()(history, ctx) is history
+    assert await SlidingWindow()(history, ctx) is history
+
+
+@pytest.mark.anyio
+async def test_a_window_cut_through_the_stage_keeps_the_loads() -> None:
+    from _compaction import context
+    from pydantic_ai_history import SlidingWindow
+
+    history = _history()
+    counter = TokenCounter('gpt-4o')
+    # room for the head, the note, the record and the last few pages only
+    ctx, _ = context(context_window=counter.count_messages(history[:1] + history[-4:]) + 1_300)
+    result = await SlidingWindow()(history, ctx)
+    assert len(result) < len(history)
+    assert _loaded(result) == {'weather', 'maps'}
+    assert _revealed(result) == {'get_weather', 'route'}
+    assert validate_history(result) == []
+    assert not repair_changes(result)

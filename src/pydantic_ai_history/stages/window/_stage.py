@@ -1,4 +1,7 @@
-"""The sliding window stage: drop the oldest units until the history fits the policy's budget."""
+"""The sliding window stage: drop the oldest units until the history fits the policy's budget.
+
+On-demand capabilities the dropped units loaded are recorded again after the note (`stages/_loads.py`).
+"""
 
 from __future__ import annotations
 
