@@ -14,9 +14,9 @@ summary names only the newest one, and each transcript opens with a line naming 
 store fails, nothing is compacted while the history still fits the model's window; past that, the summary
 alone stands for what was evicted and a `ContentLost` event (error level) names it.
 
-On-demand capabilities (`defer_loading=True`) the evicted messages loaded stay loaded: their loads are recorded
-again right after the summary, as pydantic-ai records a load from code (`stages/_loads.py`); the record's largest
-possible cost is reserved before the cut is chosen.
+On-demand capabilities (`defer_loading=True`) the evicted messages loaded stay loaded: their loads are
+recorded again right after the summary, as pydantic-ai records a load from code (`stages/_loads.py`); the
+record's largest possible cost is reserved before the cut is chosen.
 """
 
 from __future__ import annotations
