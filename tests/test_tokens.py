@@ -316,28 +316,35 @@ def test_file_part(counter: TokenCounter, fixtures_dir: Path) -> None:
 
 
 def test_bookkeeping_parts_cost_nothing(counter: TokenCounter) -> None:
+    """A capability load is never sent (pydantic-ai drops it before the model): it costs nothing."""
     import pydantic_ai.messages as m
 
-    kinds = [
-        getattr(m, name)
-        for name in ('ToolAvailabilityDeltaPart', 'ModelSettingsDeltaPart')
-        if hasattr(m, name)
-    ]
-    if not kinds:
-        pytest.skip('this pydantic-ai has no bookkeeping parts')
-    parts = (
-        [m.ToolAvailabilityDeltaPart(tools_added=['search'])]
-        if hasattr(m, 'ToolAvailabilityDeltaPart')
-        else []
-    )
-    for part in parts:
-        assert counter.count_part(part) == 0
-        # not a wire message either: a request of bookkeeping only costs nothing, beside text it adds nothing
-        assert counter.count_message(ModelRequest(parts=[part])) == 0
-        with_text = ModelRequest(parts=[UserPromptPart(content='hello there'), part])
-        assert (
-            counter.count_message(with_text) == n('hello there') + counter.tokenizer_profile.message_overhead
-        )
+    if not hasattr(m, 'CapabilityLoadDeltaPart'):
+        pytest.skip('this pydantic-ai has no bookkeeping parts (on-demand capabilities are 2.x only)')
+    part = m.CapabilityLoadDeltaPart(loaded=['weather'])
+    assert counter.count_part(part) == 0
+    # not a wire message either: a request of bookkeeping only costs nothing, beside text it adds nothing
+    assert counter.count_message(ModelRequest(parts=[part])) == 0
+    with_text = ModelRequest(parts=[UserPromptPart(content='hello there'), part])
+    assert counter.count_message(with_text) == n('hello there') + counter.tokenizer_profile.message_overhead
+
+
+def test_a_tool_availability_change_costs_its_announcement(counter: TokenCounter) -> None:
+    """Providers without a native channel for it (all of 2.68's provider models) receive a tool-availability
+    change as a system-voice announcement naming the tools, a message of its own."""
+    import pydantic_ai.messages as m
+
+    if not hasattr(m, 'ToolAvailabilityDeltaPart'):
+        pytest.skip('this pydantic-ai has no tool-availability changes (2.x only)')
+    from pydantic_ai.models import TOOL_AVAILABILITY_ANNOUNCEMENT
+
+    part = m.ToolAvailabilityDeltaPart(tools_added=['search', 'get_weather'])
+    announced = TOOL_AVAILABILITY_ANNOUNCEMENT.format(names='`search`, `get_weather`')
+    assert counter.count_part(part) == n(announced) > 0
+    overhead = counter.tokenizer_profile.message_overhead
+    assert counter.count_message(ModelRequest(parts=[part])) == n(announced) + overhead
+    # a change that adds nothing is dropped before the model: no text
+    assert counter.count_part(m.ToolAvailabilityDeltaPart(tools_added=[])) == 0
 
 
 # ---- images and documents ----------------------------------------------------------------------------

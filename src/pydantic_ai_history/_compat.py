@@ -32,14 +32,20 @@ from pydantic_ai.models.instrumented import InstrumentationSettings
 _DepsT = TypeVar('_DepsT')
 
 __all__ = (
+    'CAPABILITY_LOAD_DELTA_PART',
     'COMPACTION_PART',
     'COMPACTION_REQUEST_PART',
     'FILE_PART',
     'HAS_CAPABILITIES',
     'HAS_CAPABILITY_EVENTS',
+    'HAS_DEFERRED_CAPABILITIES',
+    'INSTRUCTION_DELTA_PART',
+    'LOAD_CAPABILITY_CALL_PART',
+    'LOAD_CAPABILITY_RETURN_PART',
     'NATIVE_TOOL_CALL_PARTS',
     'NATIVE_TOOL_RETURN_PARTS',
     'RETRY_FEEDBACK_PART',
+    'TOOL_AVAILABILITY_DELTA_PART',
     'BinaryContent',
     'CapabilityBase',
     'CapabilityEventBase',
@@ -66,8 +72,10 @@ __all__ = (
     'media_type_of',
     'message_metadata',
     'part_metadata',
+    'post_compaction_window',
     'pydantic_ai_version',
     'result_usage',
+    'tool_availability_text',
     'with_part_metadata',
 )
 
@@ -98,6 +106,50 @@ def _union_classes(annotation: Any) -> frozenset[type[Any]]:
             stack.extend(get_args(item))
     return frozenset(found)
 
+
+# On-demand capabilities (2.x): the parts that record which capabilities are loaded and which tools were
+# revealed. Where they are missing (1.x) nothing can be loaded on demand and the feature is a no-op.
+CAPABILITY_LOAD_DELTA_PART: type[Any] | None = getattr(_m, 'CapabilityLoadDeltaPart', None)
+TOOL_AVAILABILITY_DELTA_PART: type[Any] | None = getattr(_m, 'ToolAvailabilityDeltaPart', None)
+INSTRUCTION_DELTA_PART: type[Any] | None = getattr(_m, 'InstructionDeltaPart', None)
+LOAD_CAPABILITY_CALL_PART: type[Any] | None = getattr(_m, 'LoadCapabilityCallPart', None)
+LOAD_CAPABILITY_RETURN_PART: type[Any] | None = getattr(_m, 'LoadCapabilityReturnPart', None)
+_POST_COMPACTION_WINDOW: Callable[[Sequence[ModelMessage]], list[ModelMessage]] | None = getattr(
+    _m, 'post_compaction_window', None
+)
+HAS_DEFERRED_CAPABILITIES = None not in (
+    CAPABILITY_LOAD_DELTA_PART,
+    TOOL_AVAILABILITY_DELTA_PART,
+    LOAD_CAPABILITY_CALL_PART,
+    LOAD_CAPABILITY_RETURN_PART,
+    _POST_COMPACTION_WINDOW,
+)
+"""Whether this pydantic-ai has on-demand capabilities (`defer_loading=True`, the `load_capability` tool)."""
+
+
+def post_compaction_window(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """pydantic-ai's own boundary for state derived from history (loaded capabilities, revealed tools): the
+    messages from its latest `CompactionPart` on; the whole history where the version has no such rule."""
+    if _POST_COMPACTION_WINDOW is None:
+        return list(messages)
+    return _POST_COMPACTION_WINDOW(messages)
+
+
+def tool_availability_text(part: object) -> str | None:
+    """What the model reads for a `ToolAvailabilityDeltaPart` (pydantic-ai's announcement naming the tools, on
+    a model without a native channel for it), or None when `part` is not one. Not user content."""
+    if TOOL_AVAILABILITY_DELTA_PART is None or not isinstance(part, TOOL_AVAILABILITY_DELTA_PART):
+        return None
+    if not part.tools_added:
+        return ''  # pydantic-ai drops a delta that adds nothing
+    names = ', '.join(f'`{name}`' for name in part.tools_added)
+    return _TOOL_AVAILABILITY_ANNOUNCEMENT.format(names=names)
+
+
+try:
+    from pydantic_ai.models import TOOL_AVAILABILITY_ANNOUNCEMENT as _TOOL_AVAILABILITY_ANNOUNCEMENT
+except ImportError:  # 1.x: no such part; a later 2.x that moves it: the wording of 2.68
+    _TOOL_AVAILABILITY_ANNOUNCEMENT = 'The following tool(s) are now available: {names}'
 
 _REQUEST_PART_CLASSES = _union_classes(ModelRequestPart)
 COMPACTION_REQUEST_PART: type[Any] | None = (

@@ -25,6 +25,7 @@ from ._compat import (
     NATIVE_TOOL_CALL_PARTS,
     NATIVE_TOOL_RETURN_PARTS,
     RETRY_FEEDBACK_PART,
+    TOOL_AVAILABILITY_DELTA_PART,
     BinaryContent,
     ModelMessage,
     ModelResponse,
@@ -39,6 +40,7 @@ from ._compat import (
     is_media,
     json_text,
     media_type_of,
+    tool_availability_text,
 )
 from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
@@ -443,7 +445,10 @@ class TokenCounter:
             return self.count_text(part.content or '')
         if FILE_PART is not None and isinstance(part, FILE_PART):
             return self._count_media(part.content)
-        # Framework bookkeeping parts (tool availability deltas, settings deltas) are not sent as text.
+        announced = tool_availability_text(part)
+        if announced is not None:  # sent as a system-voice announcement naming the tools
+            return self.count_text(announced)
+        # Other framework bookkeeping parts (capability loads, settings deltas) are not sent as text.
         content = getattr(part, 'content', None)
         return self.count_text(content) if isinstance(content, str) else 0
 
@@ -658,6 +663,7 @@ _SENT_REQUEST_PARTS: tuple[type[Any], ...] = tuple(
         RETRY_FEEDBACK_PART,
         COMPACTION_PART,
         getattr(_messages, 'InstructionDeltaPart', None),
+        TOOL_AVAILABILITY_DELTA_PART,
         getattr(_messages, 'SpeechPart', None),
     )
     if t is not None

@@ -13,6 +13,10 @@ With a store, each compaction stores the full transcript of what it evicted befo
 summary names only the newest one, and each transcript opens with a line naming the one before it. When the
 store fails, nothing is compacted while the history still fits the model's window; past that, the summary
 alone stands for what was evicted and a `ContentLost` event (error level) names it.
+
+On-demand capabilities (`defer_loading=True`) the evicted messages loaded stay loaded: their loads are
+recorded again right after the summary, as pydantic-ai records a load from code (`stages/_loads.py`); the
+record's largest possible cost is reserved before the cut is chosen.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, head_length, split_units, system_parts
 from .._llm import operations_of
+from .._loads import reload_reserve, with_reloads
 from .._spill import spill_transcript
 from .._transcript import TranscriptUnit, first_user_text, read_call, render_each_unit, render_units
 from ._breaker import ScopedBreakers
@@ -204,13 +209,14 @@ class Compactor:
         overhead = estimate.total - estimate.tokenizer
         plan, conversation = await self._prepare(messages, units, estimate, context)
         head = plan.head
+        substituted, reloaded = _keep_loads(messages, plan.messages, head + 1, context.counter)
         if plan.origin is not None and plan.previous is not None and plan.messages is not messages:
-            total = overhead + sum(plan.per_message)
+            total = overhead + sum(plan.per_message) + reloaded
             if reason == 'trigger' and total <= limits.trigger and total < estimate.total:
                 _announce(context, messages, estimate.total, plan.origin.length - head, reason)
                 return self._finish(
                     context,
-                    plan.messages,
+                    substituted,
                     messages,
                     estimate.total,
                     total,
@@ -220,8 +226,10 @@ class Compactor:
                     evicted=plan.origin.length - head,
                 )
         # a cached prefix summary that made the history smaller stands even when nothing more is compacted
-        unchanged = plan.messages if overhead + sum(plan.per_message) < estimate.total else messages
-        cut = self._choose_cut(plan, limits, overhead, reason, context, estimate.total)
+        unchanged = substituted if overhead + sum(plan.per_message) + reloaded < estimate.total else messages
+        # The loads the cut may unload are recorded again after the summary: planned for like the overhead.
+        reserve = _reload_reserve(messages, context.counter)
+        cut = self._choose_cut(plan, limits, overhead + reserve, reason, context, estimate.total)
         if cut is None:
             return unchanged
         cut_at = plan.units[cut.unit].start
@@ -250,8 +258,11 @@ class Compactor:
             )
         final, message = _summary_message(plan, cut, evicted, evicted_pins, summary, reference, new_origin)
         result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
+        result, reloaded = _keep_loads(messages, result, head + 1, counter)
         summary_cost = counter.count_message(message)
-        after = overhead + sum(plan.per_message[:head]) + summary_cost + sum(plan.per_message[cut_at:])
+        after = (
+            overhead + sum(plan.per_message[:head]) + summary_cost + reloaded + sum(plan.per_message[cut_at:])
+        )
         if after >= estimate.total:
             logger.info(
                 'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
@@ -692,6 +703,21 @@ def _summary_message(
     if origin is not None:
         details['covers_messages'] = origin.length
     return final, build_summary_message(final, details=details, system_parts=kept_system)
+
+
+def _keep_loads(
+    original: Sequence[ModelMessage], result: list[ModelMessage], kept_from: int, counter: TokenCounter
+) -> tuple[list[ModelMessage], int]:
+    """`result` with the on-demand capabilities it no longer loads recorded again after the summary (see
+    `stages/_loads.py`), and what that record costs."""
+    result, record = with_reloads(original, result, kept_from=kept_from)
+    return result, counter.count_message(record) if record is not None else 0
+
+
+def _reload_reserve(messages: Sequence[ModelMessage], counter: TokenCounter) -> int:
+    """The most a record of unloaded capabilities can cost after any cut of `messages`."""
+    record = reload_reserve(messages)
+    return counter.count_message(record) if record is not None else 0
 
 
 def _earlier_sections(plan: _Plan) -> SummarySections:

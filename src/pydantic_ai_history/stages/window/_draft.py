@@ -9,6 +9,7 @@ from ..._compat import ModelMessage, ModelRequest
 from ..._context import HistoryContext
 from ..._marks import marker_kind
 from ...units import Unit
+from .._loads import with_reloads
 from .._spill import Transcript, render_transcript
 from ._note import note_transcript, window_note
 from ._select import WindowSelection
@@ -94,17 +95,22 @@ class Layout:
         )
 
     def assemble(self, selection: WindowSelection, note: ModelRequest) -> tuple[list[ModelMessage], int]:
-        """The kept units with `note` where the dropped ones were, and their tokens (overhead included)."""
+        """The kept units with `note` where the dropped ones were, and their tokens (overhead included).
+
+        The on-demand capabilities the dropped messages loaded are recorded again after the note (see
+        `stages/_loads.py`).
+        """
         kept = set(selection.kept_units)
         result: list[ModelMessage] = []
-        note_placed = False
+        note_at = 0
         for index, unit in enumerate(self.units):
             if index not in kept:
                 continue
-            if not note_placed and unit.start >= selection.head:
+            if not note_at and unit.start >= selection.head:
                 result.append(note)
-                note_placed = True
+                note_at = len(result)
             result.extend(self.messages[unit.start : unit.end])
+        result, _ = with_reloads(self.messages, result, kept_from=note_at, run_id=self.context.run_id)
         return result, self.context.counter.count_messages(result) + self.overhead
 
 

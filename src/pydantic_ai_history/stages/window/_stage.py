@@ -1,4 +1,7 @@
-"""The sliding window stage: drop the oldest units until the history fits the policy's budget."""
+"""The sliding window stage: drop the oldest units until the history fits the policy's budget.
+
+On-demand capabilities the dropped units loaded are recorded again after the note (`stages/_loads.py`).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from ..._context import HistoryContext
 from ..._marks import SEAL_TOKENS, marker_kind
 from ...events import WindowApplied
 from ...units import Unit, split_units
+from .._loads import reload_reserve
 from .._spill import store_transcript
 from ._draft import Draft, Layout, plain_if_it_fits
 from ._select import WindowSelection, mandatory_cost, select_window
@@ -76,6 +80,9 @@ class SlidingWindow:
         """
         spill = layout.context.store is not None
         note_cost = _NOTE_COST + (_REFERENCE_COST if spill else 0)
+        # the loads the cut may unload are recorded again after the note: planned for like the note
+        record = reload_reserve(layout.messages)
+        reserve = layout.context.counter.count_message(record) if record is not None else 0
         draft: Draft | None = None
         candidate: WindowSelection | None = None
         for _ in range(_MAX_PASSES):
@@ -86,7 +93,7 @@ class SlidingWindow:
                 budget,
                 keep_first_user_message=layout.context.keep_first_user_message,
                 pin=layout.context.pin,
-                fixed_cost=layout.overhead + note_cost,
+                fixed_cost=layout.overhead + note_cost + reserve,
             )
             if not candidate.dropped_units or (
                 draft is not None and candidate.dropped_units == draft.selection.dropped_units
