@@ -936,7 +936,9 @@ def test_a_history_compacted_away_is_released_after_a_few_requests() -> None:
 
 
 @pytest.mark.parametrize('tokenizer', ['tiktoken', 'offline'])
-@pytest.mark.parametrize('text', [CHINESE * 40, 'emoji 🧪🔬 and ascii ' * 300, 'x'], ids=['cjk', 'emoji', 'tiny'])
+@pytest.mark.parametrize(
+    'text', [CHINESE * 40, 'emoji 🧪🔬 and ascii ' * 300, 'x'], ids=['cjk', 'emoji', 'tiny']
+)
 def test_split_text_loses_nothing_and_every_piece_fits(
     text: str, tokenizer: str, request: pytest.FixtureRequest
 ) -> None:

@@ -96,6 +96,7 @@ async def test_a_tool_result_larger_than_a_summarizer_request_is_seen_whole_acro
     assert all(counter.count_text(p) <= 180_000 for p in stub.prompts), 'each call stays inside the input cap'
     sent = ' '.join(stub.prompts)
     assert all(w in sent for w in words[::97]), 'every word of the evicted result reached the summarizer'
-    assert words[-1] in sent and words[0] in sent
+    assert words[-1] in sent
+    assert words[0] in sent
     assert 'omitted' not in sent
-    assert "part=\"1/" in stub.prompts[0], re.findall(r"<msg-[^>]*>", stub.prompts[0])[:5]
+    assert 'part="1/' in stub.prompts[0], 'the large record starts in the first call, filling it'
