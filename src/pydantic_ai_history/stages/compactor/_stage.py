@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..._clock import perf
-from ..._compat import ModelMessage
+from ..._compat import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    compaction_unavailable,
+    is_compaction_response,
+    request_compaction,
+)
 from ..._context import HistoryContext
 from ..._marks import SEAL_TOKENS, marker_kind, separate_own_parts
 from ..._policy import ContextLimits
@@ -36,11 +43,12 @@ from ...model_info import model_name_of
 from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, head_length, split_units, system_parts
-from .._llm import operations_of
+from .._llm import add_usage, operations_of
 from .._spill import spill_transcript
 from .._transcript import TranscriptUnit, first_user_text, read_call, render_units
 from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
+from ._native import NATIVE_NOTE, NativeLayout, compaction_cost, mark_compaction, native_layout
 from ._plan import plan_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionSettings
@@ -75,7 +83,7 @@ _REFERENCE = re.compile(
 )
 
 
-Method = Literal['llm', 'cache', 'digest', 'truncate']
+Method = Literal['llm', 'cache', 'digest', 'truncate', 'provider']
 _FALLBACK_METHODS = frozenset({'digest', 'truncate'})
 
 
@@ -140,6 +148,8 @@ class Compactor:
     name: str = 'compactor'
     _breakers: ScopedBreakers = field(init=False, repr=False)
     _index: PrefixIndex = field(init=False, repr=False)
+    _unsupported_warned: set[str] = field(init=False, repr=False, default_factory=set)
+    """Why native compaction was unavailable, each said once (`method='provider'`)."""
 
     def __post_init__(self) -> None:
         self._breakers = ScopedBreakers(
@@ -182,14 +192,15 @@ class Compactor:
         focus: str | None,
     ) -> list[ModelMessage]:
         started = perf()
-        separated = separate_own_parts(messages)
-        if separated is not messages:
-            # pydantic-ai merged our summary request into the user's request it followed (a new run on a
-            # saved history): the old summary is found again, and updated rather than summarized as content.
-            messages, estimate = separated, context.estimate(separated)
+        messages, estimate = _separated(messages, estimate, context)
         units = split_units(messages)
         if len(units) < 2:
             return messages
+        native = await self._compact_natively(
+            messages, units, context, estimate, reason=reason, focus=focus, started=started
+        )
+        if native is not None:
+            return native
         overhead = estimate.total - estimate.tokenizer
         plan, conversation = await self._prepare(messages, units, estimate, context)
         head = plan.head
@@ -266,6 +277,167 @@ class Compactor:
             len(evicted),
             pinned=len(evicted_pins),
         )
+
+    # ---- provider-native compaction (`CompactionSettings.method`) ----------------------------------------
+
+    def _native_model(self, context: HistoryContext) -> object | None:
+        """The serving model when it can compact natively; else None (said once where `'provider'` asked)."""
+        model: object = context.run_context.model if context.run_context is not None else context.model
+        why_not = compaction_unavailable(model, journaled=context.operations is not None)
+        if why_not is None:
+            return model
+        if self.settings.method == 'provider' and why_not not in self._unsupported_warned:
+            self._unsupported_warned.add(why_not)
+            context.warn(
+                'provider_compaction_unsupported',
+                f"CompactionSettings(method='provider'), but {why_not}: the LLM summary is used instead",
+                reason=why_not,
+            )
+        return None
+
+    async def _compact_natively(
+        self,
+        messages: list[ModelMessage],
+        units: list[Unit],
+        context: HistoryContext,
+        estimate: TokenEstimate,
+        *,
+        reason: Literal['trigger', 'manual'],
+        focus: str | None,
+        started: float,
+    ) -> list[ModelMessage] | None:
+        """Compact with the serving model's own compaction around our cut, pins and spill; None falls back.
+
+        The plan reserves the summary's cap for the compaction item; when the item the provider returns is
+        larger than the target allows, the result is not used (the LLM summary is): the history must land at
+        or under the target.
+        """
+        model = self._native_model(context) if self.settings.method != 'llm' else None
+        if model is None:
+            return None
+        layout = native_layout(messages, units, keep_first_user_message=context.keep_first_user_message)
+        if layout is None:
+            return None
+        plan = _Plan(messages, list(estimate.per_message), units, layout.body_start, None, None)
+        overhead = estimate.total - estimate.tokenizer
+        cut = self._native_cut(plan, layout, context, overhead, reason, estimate.total)
+        if cut is None:
+            return None
+        cut_at = plan.units[cut.unit].start
+        evicted = messages[layout.body_start : cut_at]
+        reference = await _spill_transcript(evicted, context, cut.previous_transcripts)
+        if reference is None and self._keeps_content(plan, overhead, context):
+            return messages
+        response = await self._ask_provider(model, [*layout.sent, *cut.summarized(plan)], context, focus)
+        if response is None:
+            return None
+        counter = context.counter
+        note = _native_note(plan, cut, layout, evicted, reference)
+        marked = mark_compaction(response, {'evicted_messages': len(evicted)})
+        kept = [*layout.standing, *([layout.task] if layout.task is not None else [])]
+        after = (
+            overhead
+            + counter.count_messages(kept)
+            + compaction_cost(response, counter.count_message(response))
+            + counter.count_message(note)
+            + sum(plan.per_message[cut_at:])
+        )
+        if after > context.limits.target or after >= estimate.total:
+            context.warn(
+                'provider_compaction_failed',
+                f'the compacted history would be {after:,} tokens (target {context.limits.target:,}, before '
+                f'{estimate.total:,}): the compaction item is too large; the LLM summary is used instead',
+                tokens=after,
+                target=context.limits.target,
+            )
+            return None
+        result = [*layout.standing, marked, *kept[len(layout.standing) :], note, *messages[cut_at:]]
+        summary = _Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
+        return self._finish(
+            context,
+            result,
+            messages,
+            estimate.total,
+            after,
+            reason,
+            started,
+            summary,
+            len(evicted),
+            pinned=len(cut.evicted_pins()),
+        )
+
+    def _native_cut(
+        self,
+        plan: _Plan,
+        layout: NativeLayout,
+        context: HistoryContext,
+        overhead: int,
+        reason: Literal['trigger', 'manual'],
+        tokens: int,
+    ) -> _Cut | None:
+        """Where the verbatim tail starts after a native compaction: our cut rules, pins and reserves."""
+        body_first = next((i for i, u in enumerate(plan.units) if u.start >= layout.body_start), None)
+        last = len(plan.units) - 1
+        if body_first is None or body_first >= last:
+            return None
+        counter = context.counter
+        earlier = layout.earlier
+        pins = self._pinned_units(plan, body_first, last, counter, context.pin)
+        kept = [*layout.standing, *([layout.task] if layout.task is not None else [])]
+        cut = plan_cut(
+            unit_costs=[sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]],
+            body_first=body_first,
+            target=context.limits.target,
+            fixed_cost=overhead + counter.count_messages(kept),
+            summary_reserve=self.settings.summary_max_tokens + _SUMMARY_FRAMING_TOKENS,
+            pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
+            pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
+            pinned_section_cost=counter.count_text(PINNED_HEADING)
+            + _PINNED_UNIT_FRAMING_TOKENS
+            + SEAL_TOKENS,
+            manual=reason == 'manual',
+        )
+        if cut.unit is None:
+            context.warn(
+                'compaction_impossible',
+                'the history is over the compaction trigger but every unit after the preserved head is '
+                'needed to reach the target; nothing was compacted',
+                tokens=tokens,
+                trigger=context.limits.trigger,
+            )
+            return None
+        previous = _REFERENCE.findall(earlier.reference if context.store is not None else '')
+        return _Cut(cut.unit, body_first, pins, earlier, previous, None)
+
+    async def _ask_provider(
+        self, model: object, messages: list[ModelMessage], context: HistoryContext, focus: str | None
+    ) -> ModelResponse | None:
+        """The serving model's compaction of `messages`, its usage added to the run's; None when it fails."""
+        run = context.run_context
+        try:
+            response = await request_compaction(
+                model,
+                messages,
+                model_settings=run.model_settings if run is not None else None,
+                tool_definitions=context.tool_definitions,
+                instructions=focus,
+            )
+        except Exception as exc:  # the provider refused or failed: the LLM summary stands in
+            context.warn(
+                'provider_compaction_failed',
+                f'the provider compaction failed ({type(exc).__name__}: {exc}); the LLM summary is used',
+                error=f'{type(exc).__name__}: {exc}',
+            )
+            return None
+        if not is_compaction_response(response):
+            context.warn(
+                'provider_compaction_failed',
+                'the provider answered the compaction request without a compaction part; the LLM summary is '
+                'used instead',
+            )
+            return None
+        add_usage(context.usage, response.usage, requests=1)
+        return response
 
     async def _prepare(
         self,
@@ -618,6 +790,31 @@ def _summary_message(
     if origin is not None:
         details['covers_messages'] = origin.length
     return final, build_summary_message(final, details=details, system_parts=kept_system)
+
+
+def _native_note(
+    plan: _Plan, cut: _Cut, layout: NativeLayout, evicted: Sequence[ModelMessage], reference: str | None
+) -> ModelRequest:
+    """Our request after a provider's compaction item: its note, the pinned section, the transcript line."""
+    final = _final_sections(NATIVE_NOTE, layout.earlier, reference, cut.evicted_pins())
+    details: dict[str, object] = {'method': 'provider', 'evicted_messages': len(evicted)}
+    if cut.evicted_pins():
+        details['pinned_units'] = len(cut.evicted_pins())
+    return build_summary_message(final, details=details, system_parts=system_parts(evicted))
+
+
+def _separated(
+    messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
+) -> tuple[list[ModelMessage], TokenEstimate]:
+    """The history with our summary requests split out of the user requests pydantic-ai merged them into.
+
+    A new run on a saved history has pydantic-ai merge consecutive requests: the old summary is found again,
+    and updated rather than summarized as content.
+    """
+    separated = separate_own_parts(messages)
+    if separated is messages:
+        return messages, estimate
+    return separated, context.estimate(separated)
 
 
 def _earlier_sections(plan: _Plan) -> SummarySections:
