@@ -316,7 +316,9 @@ def _innermost_model(model: object) -> tuple[object, bool]:
     durable = False
     seen = 0
     while seen < 32:  # a wrapper that wraps itself must not loop forever
-        durable = durable or type(model).__name__ == 'DurableModel'
+        # pydantic-ai's durable model (the run's request model under a durability capability) journals
+        # `compact_messages`; it lives in a private module, so it is known by name
+        durable = durable or any(c.__name__ == 'DurableModel' for c in type(model).__mro__)
         inner = getattr(model, 'wrapped', None)
         if inner is None or inner is model:
             break

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic_ai.exceptions import UserError
+
 from ..._clock import perf
 from ..._compat import (
     ModelMessage,
@@ -150,6 +152,8 @@ class Compactor:
     _index: PrefixIndex = field(init=False, repr=False)
     _unsupported_warned: set[str] = field(init=False, repr=False, default_factory=set)
     """Why native compaction was unavailable, each said once (`method='provider'`)."""
+    _refused: dict[str, str] = field(init=False, repr=False, default_factory=dict)
+    """Model name -> why it refused `compact_messages` as unsupported: not asked again."""
 
     def __post_init__(self) -> None:
         self._breakers = ScopedBreakers(
@@ -285,7 +289,14 @@ class Compactor:
         model: object = context.run_context.model if context.run_context is not None else context.model
         why_not = compaction_unavailable(model, journaled=context.operations is not None)
         if why_not is None:
+            why_not = self._refused.get(model_name_of(model) or '')
+        if why_not is None:
             return model
+        self._unsupported(context, why_not)
+        return None
+
+    def _unsupported(self, context: HistoryContext, why_not: str) -> None:
+        """Say once per reason, where `method='provider'` asked for it, that the LLM summary stands in."""
         if self.settings.method == 'provider' and why_not not in self._unsupported_warned:
             self._unsupported_warned.add(why_not)
             context.warn(
@@ -293,7 +304,6 @@ class Compactor:
                 f"CompactionSettings(method='provider'), but {why_not}: the LLM summary is used instead",
                 reason=why_not,
             )
-        return None
 
     async def _compact_natively(
         self,
@@ -335,21 +345,15 @@ class Compactor:
         note = _native_note(plan, cut, layout, evicted, reference)
         marked = mark_compaction(response, {'evicted_messages': len(evicted)})
         kept = [*layout.standing, *([layout.task] if layout.task is not None else [])]
+        item = compaction_cost(response, counter.count_message(response))
         after = (
             overhead
             + counter.count_messages(kept)
-            + compaction_cost(response, counter.count_message(response))
+            + item
             + counter.count_message(note)
             + sum(plan.per_message[cut_at:])
         )
-        if after > context.limits.target or after >= estimate.total:
-            context.warn(
-                'provider_compaction_failed',
-                f'the compacted history would be {after:,} tokens (target {context.limits.target:,}, before '
-                f'{estimate.total:,}): the compaction item is too large; the LLM summary is used instead',
-                tokens=after,
-                target=context.limits.target,
-            )
+        if not self._native_fits(context, item, after, estimate.total):
             return None
         result = [*layout.standing, marked, *kept[len(layout.standing) :], note, *messages[cut_at:]]
         summary = _Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
@@ -365,6 +369,32 @@ class Compactor:
             len(evicted),
             pinned=len(cut.evicted_pins()),
         )
+
+    def _native_fits(self, context: HistoryContext, item: int, after: int, before: int) -> bool:
+        """Whether the history with the provider's item is used: smaller than before, and at or under the
+        target unless what keeps it over is the part no summary can shrink (as with the LLM summary)."""
+        target = context.limits.target
+        if after < before and (after <= target or item <= self.settings.summary_max_tokens):
+            if after > target:
+                context.warn(
+                    'compaction_over_target',
+                    f'the compacted history is {after:,} tokens, over the target of {target:,}: the '
+                    f'compaction item takes {item:,}, the rest (preserved head, pinned units, the last unit '
+                    f'with the current request, instructions and tools) {after - item:,}',
+                    tokens=after,
+                    target=target,
+                )
+            return True
+        context.warn(
+            'provider_compaction_failed',
+            f'the compacted history would be {after:,} tokens (target {target:,}, before {before:,}) with a '
+            f'compaction item of {item:,} (planned: {self.settings.summary_max_tokens:,}); the LLM summary '
+            'is used instead',
+            tokens=after,
+            target=target,
+            item_tokens=item,
+        )
+        return False
 
     def _native_cut(
         self,
@@ -422,7 +452,14 @@ class Compactor:
                 tool_definitions=context.tool_definitions,
                 instructions=focus,
             )
-        except Exception as exc:  # the provider refused or failed: the LLM summary stands in
+        except (NotImplementedError, UserError) as exc:
+            # the model (or its configuration, e.g. an Anthropic model without on-demand compaction) cannot:
+            # not asked again, as with a model that has no `compact_messages`
+            why_not = f'{model_name_of(model)} refused compaction ({type(exc).__name__}: {exc})'
+            self._refused[model_name_of(model) or ''] = why_not
+            self._unsupported(context, why_not)
+            return None
+        except Exception as exc:  # the provider failed: the LLM summary stands in
             context.warn(
                 'provider_compaction_failed',
                 f'the provider compaction failed ({type(exc).__name__}: {exc}); the LLM summary is used',
