@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from helpers import RecordingStore
+from pydantic_ai import RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -92,7 +93,9 @@ class Checked(HistoryProcessor):
         return out
 
 
+# pydantic-ai 1.0 reads the `ctx` annotation from the instance's class and resolves it in this module
 Checked.__annotations__ = dict(HistoryProcessor.__annotations__)
+assert RunContext
 
 
 def processor(method: str, summarizer: Summarizer, events: list[HistoryEvent], **kw: Any) -> HistoryProcessor:
