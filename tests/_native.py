@@ -53,6 +53,8 @@ class ResponsesLikeProvider:
     strict: StrictProvider = field(init=False)
     requests: list[tuple[int, list[ModelMessage]]] = field(default_factory=list)
     compactions: list[list[ModelMessage]] = field(default_factory=list)
+    tools: list[set[str]] = field(default_factory=list)
+    """The function tools offered with each request."""
     sizes: dict[str, int] = field(default_factory=dict)
     done: int = 0
     _ids: Any = field(default_factory=itertools.count)
@@ -78,6 +80,7 @@ class ResponsesLikeProvider:
     def answer(self, messages: list[ModelMessage], info: AgentInfo, system: str) -> ModelResponse:
         tokens = self._tokens(messages, info, system)
         self.requests.append((tokens, list(messages)))
+        self.tools.append({t.name for t in info.function_tools})
         if tokens > self.context_window:
             raise ProviderRejected(f'maximum context length is {self.context_window}, got {tokens}')
         usage = RequestUsage(input_tokens=tokens, output_tokens=20)

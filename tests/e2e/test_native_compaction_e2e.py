@@ -178,6 +178,7 @@ async def test_a_tool_loop_compacts_with_the_provider_and_stays_under_the_target
     assert sum(is_compaction_response(m) for m in history) == 1
     assert_valid_history(history, finished=True)
     # nothing lost: every page is in the history or in a stored transcript
+    assert 'read_artifact' in provider.tools[-1], 'the note names the transcript: read-back is offered'
     stored = store.text()
     kept = str(history)
     assert all(f'PAGE-{n:03d}' in stored or f'PAGE-{n:03d}' in kept for n in range(1, 25))

@@ -209,6 +209,43 @@ def test_only_the_durable_model_is_asked_inside_a_durable_run() -> None:
     assert compaction_unavailable(durable, journaled=True) is None
 
 
+async def test_a_durable_run_compacts_through_its_durable_model_only() -> None:
+    from pydantic_ai.durable_exec._utils import DurableModel
+
+    provider = ResponsesLikeProvider(steps=0)
+    model = compacting_model(provider)
+    journaled: list[str] = []
+
+    async def never(*args: Any) -> Any:
+        raise AssertionError('not called')
+
+    async def compact_segment(request_context: Any, instructions: str | None) -> ModelResponse:
+        journaled.append('compact_messages')  # where a durability capability runs its journaled operation
+        return await model.compact_messages(request_context, instructions=instructions)
+
+    durable = DurableModel(
+        model,
+        request_segment=never,
+        request_stream_segment=never,
+        compact_messages_segment=compact_segment,
+        cancel_suspended_response_segment=never,
+    )
+    operations: Any = object()  # a journaled run: the processor's operations are bound (here, none work)
+
+    ctx, events = native_context(model, operations=operations)
+    await compactor()(tool_loop(20, 900), ctx)
+    assert provider.compactions == []  # the run's own model is not journaled: never asked
+    assert 'provider_compaction_unsupported' in codes(events)
+    assert 'provider' not in methods(events)
+
+    ctx, events = native_context(model, operations=operations, serving_model=durable)
+    out = await compactor()(tool_loop(20, 900), ctx)
+
+    assert journaled == ['compact_messages']
+    assert methods(events) == ['provider']
+    assert is_compaction_response(out[1])
+
+
 def _compaction_response(input_tokens: int, output_tokens: int) -> ModelResponse:
     from pydantic_ai.messages import CompactionPart
 

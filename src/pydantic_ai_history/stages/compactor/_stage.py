@@ -286,7 +286,9 @@ class Compactor:
 
     def _native_model(self, context: HistoryContext) -> object | None:
         """The serving model when it can compact natively; else None (said once where `'provider'` asked)."""
-        model: object = context.run_context.model if context.run_context is not None else context.model
+        model: object = context.serving_model
+        if model is None:
+            model = context.run_context.model if context.run_context is not None else context.model
         why_not = compaction_unavailable(model, journaled=context.operations is not None)
         if why_not is None:
             why_not = self._refused.get(model_name_of(model) or '')
