@@ -298,3 +298,16 @@ async def test_without_the_first_user_message_nothing_follows_the_item_but_the_n
     assert marker_kind(out[2]) == 'summary'
     assert history[1] in provider.compactions[0]  # the task was compacted with the rest
     assert_valid_history(out)
+
+
+async def test_auto_compacts_with_the_provider_where_it_can_and_says_nothing_where_it_cannot() -> None:
+    provider = ResponsesLikeProvider(steps=0)
+    ctx, events = native_context(compacting_model(provider))
+    await Compactor(CompactionSettings(method='auto', summary_max_tokens=500))(tool_loop(20, 900), ctx)
+    assert methods(events) == ['provider']
+
+    plain = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('x')]), model_name='plain')
+    ctx, events = native_context(plain, summarizer=_summarizer_settings())
+    await Compactor(CompactionSettings(method='auto', summary_max_tokens=500))(tool_loop(20, 900), ctx)
+    assert methods(events) == ['llm']
+    assert codes(events) == []

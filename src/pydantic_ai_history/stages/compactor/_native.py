@@ -64,6 +64,16 @@ class NativeLayout:
     body_start: int
     """The first message after all of that: the evicted messages and the tail start here."""
 
+    @property
+    def after_item(self) -> list[ModelMessage]:
+        """What goes right after the compaction response, before our note: the first user turn."""
+        return [self.task] if self.task is not None else []
+
+    @property
+    def kept(self) -> list[ModelMessage]:
+        """Everything kept around the compaction item but our note: its cost is fixed whatever the cut."""
+        return [*self.standing, *self.after_item]
+
 
 def is_ours(message: ModelMessage) -> bool:
     """Whether `message` is a compaction response this package placed (marked in its metadata)."""

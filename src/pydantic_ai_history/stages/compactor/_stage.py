@@ -320,9 +320,9 @@ class Compactor:
     ) -> list[ModelMessage] | None:
         """Compact with the serving model's own compaction around our cut, pins and spill; None falls back.
 
-        The plan reserves the summary's cap for the compaction item; when the item the provider returns is
-        larger than the target allows, the result is not used (the LLM summary is): the history must land at
-        or under the target.
+        The plan reserves the summary's cap for the compaction item and plans with what the item really costs
+        (`compaction_cost`): an item larger than that cap which takes the history over the target is not used
+        (the LLM summary is), so the item never pushes the history past the target.
         """
         model = self._native_model(context) if self.settings.method != 'llm' else None
         if model is None:
@@ -332,7 +332,7 @@ class Compactor:
             return None
         plan = _Plan(messages, list(estimate.per_message), units, layout.body_start, None, None)
         overhead = estimate.total - estimate.tokenizer
-        cut = self._native_cut(plan, layout, context, overhead, reason, estimate.total)
+        cut = self._native_cut(plan, layout, context, overhead, reason)
         if cut is None:
             return None
         cut_at = plan.units[cut.unit].start
@@ -344,20 +344,19 @@ class Compactor:
         if response is None:
             return None
         counter = context.counter
-        note = _native_note(plan, cut, layout, evicted, reference)
+        note = _native_note(cut, layout, evicted, reference)
         marked = mark_compaction(response, {'evicted_messages': len(evicted)})
-        kept = [*layout.standing, *([layout.task] if layout.task is not None else [])]
         item = compaction_cost(response, counter.count_message(response))
         after = (
             overhead
-            + counter.count_messages(kept)
+            + counter.count_messages(layout.kept)
             + item
             + counter.count_message(note)
             + sum(plan.per_message[cut_at:])
         )
         if not self._native_fits(context, item, after, estimate.total):
             return None
-        result = [*layout.standing, marked, *kept[len(layout.standing) :], note, *messages[cut_at:]]
+        result = [*layout.standing, marked, *layout.after_item, note, *messages[cut_at:]]
         summary = _Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
         return self._finish(
             context,
@@ -405,7 +404,6 @@ class Compactor:
         context: HistoryContext,
         overhead: int,
         reason: Literal['trigger', 'manual'],
-        tokens: int,
     ) -> _Cut | None:
         """Where the verbatim tail starts after a native compaction: our cut rules, pins and reserves."""
         body_first = next((i for i, u in enumerate(plan.units) if u.start >= layout.body_start), None)
@@ -415,12 +413,11 @@ class Compactor:
         counter = context.counter
         earlier = layout.earlier
         pins = self._pinned_units(plan, body_first, last, counter, context.pin)
-        kept = [*layout.standing, *([layout.task] if layout.task is not None else [])]
         cut = plan_cut(
             unit_costs=[sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]],
             body_first=body_first,
             target=context.limits.target,
-            fixed_cost=overhead + counter.count_messages(kept),
+            fixed_cost=overhead + counter.count_messages(layout.kept),
             summary_reserve=self.settings.summary_max_tokens + _SUMMARY_FRAMING_TOKENS,
             pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
             pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
@@ -430,14 +427,7 @@ class Compactor:
             manual=reason == 'manual',
         )
         if cut.unit is None:
-            context.warn(
-                'compaction_impossible',
-                'the history is over the compaction trigger but every unit after the preserved head is '
-                'needed to reach the target; nothing was compacted',
-                tokens=tokens,
-                trigger=context.limits.trigger,
-            )
-            return None
+            return None  # the LLM path plans the same cut, and says why nothing can be compacted
         previous = _REFERENCE.findall(earlier.reference if context.store is not None else '')
         return _Cut(cut.unit, body_first, pins, earlier, previous, None)
 
@@ -832,7 +822,7 @@ def _summary_message(
 
 
 def _native_note(
-    plan: _Plan, cut: _Cut, layout: NativeLayout, evicted: Sequence[ModelMessage], reference: str | None
+    cut: _Cut, layout: NativeLayout, evicted: Sequence[ModelMessage], reference: str | None
 ) -> ModelRequest:
     """Our request after a provider's compaction item: its note, the pinned section, the transcript line."""
     final = _final_sections(NATIVE_NOTE, layout.earlier, reference, cut.evicted_pins())
