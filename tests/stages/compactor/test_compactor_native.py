@@ -311,3 +311,16 @@ async def test_auto_compacts_with_the_provider_where_it_can_and_says_nothing_whe
     await Compactor(CompactionSettings(method='auto', summary_max_tokens=500))(tool_loop(20, 900), ctx)
     assert methods(events) == ['llm']
     assert codes(events) == []
+
+
+async def test_without_a_system_prompt_the_history_opens_with_the_item() -> None:
+    provider = ResponsesLikeProvider(steps=0)
+    ctx, events = native_context(compacting_model(provider))
+    history = [ModelRequest(parts=[UserPromptPart(TASK)]), *tool_loop(20, 900)[1:]]
+
+    out = await compactor()(history, ctx)
+
+    assert methods(events) == ['provider']
+    assert is_compaction_response(out[0])
+    assert out[1].parts == history[0].parts
+    assert_valid_history(out)  # pydantic-ai's adapters send a compaction item first (OpenAICompaction does)
