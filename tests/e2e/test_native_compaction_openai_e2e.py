@@ -27,13 +27,10 @@ from pydantic_ai_history import (
 )
 from pydantic_ai_history._compat import COMPACTION_REQUEST_PART, is_compaction_response
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        COMPACTION_REQUEST_PART is None, reason='provider-native compaction is pydantic-ai 2.x only'
-    ),
-]
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+
+if COMPACTION_REQUEST_PART is None:
+    pytest.skip('provider-native compaction is pydantic-ai 2.x only', allow_module_level=True)
 
 openai = pytest.importorskip('openai', reason="needs the openai SDK (pydantic-ai-slim's 'openai' extra)")
 httpx = pytest.importorskip('httpx')
@@ -69,7 +66,7 @@ class ResponsesAPI:
             return httpx.Response(400, json={'error': {'message': str(exc), 'type': 'invalid_request_error'}})
 
     def check(self, items: list[dict[str, Any]]) -> int:
-        """The input's size in tokens (about 4 characters each, a compaction item at the size it was issued)."""
+        """The input's size in tokens (4 characters each; a compaction item at the size it was issued)."""
         called: set[str] = set()
         answered: set[str] = set()
         size = 0
@@ -84,7 +81,8 @@ class ResponsesAPI:
                 called.add(item['call_id'])
             elif kind == 'function_call_output':
                 if item['call_id'] not in called:
-                    raise Rejected(f'No tool call found for function call output with call_id {item["call_id"]}.')
+                    call_id = item['call_id']
+                    raise Rejected(f'No tool call found for function call output with call_id {call_id}.')
                 answered.add(item['call_id'])
             size += len(json.dumps(item)) // 4
         if missing := called - answered:
@@ -152,7 +150,8 @@ def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
 
 
 def _page(n: int) -> str:
-    return f'PAGE-{n:03d} ' + ' '.join(f'row{n}.{i} revenue={i * 17 % 101} region=eu-{i % 7}' for i in range(260))
+    rows = (f'row{n}.{i} revenue={i * 17 % 101} region=eu-{i % 7}' for i in range(260))
+    return f'PAGE-{n:03d} ' + ' '.join(rows)
 
 
 async def test_the_real_responses_adapter_compacts_and_every_request_is_accepted() -> None:
