@@ -4,7 +4,7 @@ The adapter's own request building runs (the trim before the compaction block, t
 back, the merge of consecutive user turns, the `compaction` parameter); the mock answers like the Messages API
 and rejects what it rejects: a `tool_use` without its `tool_result` right after, a `tool_result` with no
 `tool_use` before it, a compaction block whose signature it did not issue, a request over the window. Needs
-the `anthropic` SDK (pydantic-ai's `anthropic` extra), which the CI environments do not install: skipped there.
+the `anthropic` SDK (pydantic-ai's `anthropic` extra), which the CI environments do not install: skipped.
 """
 
 from __future__ import annotations
