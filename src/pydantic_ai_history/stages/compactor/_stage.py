@@ -13,6 +13,10 @@ With a store, each compaction stores the full transcript of what it evicted befo
 summary names only the newest one, and each transcript opens with a line naming the one before it. When the
 store fails, nothing is compacted while the history still fits the model's window; past that, the summary
 alone stands for what was evicted and a `ContentLost` event (error level) names it.
+
+With `CompactionSettings(method='provider'|'auto')` the serving model compacts the evicted messages itself
+(`Model.compact_messages`) where it can: the same trigger, target, cut, pins and spill, with its compaction
+item in place of our summary (layout in `_native`); anything else falls back to the LLM summary.
 """
 
 from __future__ import annotations
