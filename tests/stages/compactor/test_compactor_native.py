@@ -324,3 +324,24 @@ async def test_without_a_system_prompt_the_history_opens_with_the_item() -> None
     assert is_compaction_response(out[0])
     assert out[1].parts == history[0].parts
     assert_valid_history(out)  # pydantic-ai's adapters send a compaction item first (OpenAICompaction does)
+
+
+async def test_a_failing_provider_cools_down_like_the_summarizer() -> None:
+    clock = [0.0]
+    provider = ResponsesLikeProvider(steps=0, fail=True)
+    ctx, events = native_context(compacting_model(provider), summarizer=_summarizer_settings())
+    settings = CompactionSettings(
+        method='provider', summary_max_tokens=500, max_failures=2, cooldown_seconds=60, clock=lambda: clock[0]
+    )
+    stage = Compactor(settings)
+
+    for round_ in range(4):
+        await stage(tool_loop(20, 900, tag=f'r{round_}'), ctx)
+    assert len(provider.compactions) == 2  # asked twice, then cooling down
+    assert methods(events) == ['llm'] * 4
+    assert codes(events).count('provider_compaction_failed') == 2
+
+    clock[0] = 61.0
+    provider.fail = False
+    await stage(tool_loop(20, 900, tag='later'), ctx)
+    assert methods(events)[-1] == 'provider'

@@ -44,7 +44,8 @@ class CompactionSettings:
     task_max_tokens: int = 4_000
     """The original task (first user message) is cut to this in the summarizer's prompt."""
     max_failures: int = 3
-    """Consecutive summarizer failures (per scope) before the cool-down."""
+    """Consecutive summarizer failures (per scope) before the cool-down; the provider's compaction calls
+    (`method='provider'`/`'auto'`) have a cool-down of their own, after as many failures."""
     cooldown_seconds: float = 300.0
     """How long the summarizer is not called after `max_failures` failures; the fallback is used meanwhile."""
     fallback: Literal['digest', 'truncate'] = 'digest'

@@ -158,9 +158,16 @@ class Compactor:
     """Why native compaction was unavailable, each said once (`method='provider'`)."""
     _refused: dict[str, str] = field(init=False, repr=False, default_factory=dict)
     """Model name -> why it refused `compact_messages` as unsupported: not asked again."""
+    _provider_breakers: ScopedBreakers = field(init=False, repr=False)
+    """The provider's compaction calls cool down after failures like the summarizer's (the LLM stands in)."""
 
     def __post_init__(self) -> None:
         self._breakers = ScopedBreakers(
+            max_failures=self.settings.max_failures,
+            cooldown=self.settings.cooldown_seconds,
+            clock=self.settings.clock,
+        )
+        self._provider_breakers = ScopedBreakers(
             max_failures=self.settings.max_failures,
             cooldown=self.settings.cooldown_seconds,
             clock=self.settings.clock,
@@ -329,7 +336,7 @@ class Compactor:
         (the LLM summary is), so the item never pushes the history past the target.
         """
         model = self._native_model(context) if self.settings.method != 'llm' else None
-        if model is None:
+        if model is None or not self._provider_breakers.allows(context.scope):
             return None
         layout = native_layout(messages, units, keep_first_user_message=context.keep_first_user_message)
         if layout is None:
@@ -456,6 +463,7 @@ class Compactor:
             self._unsupported(context, why_not)
             return None
         except Exception as exc:  # the provider failed: the LLM summary stands in
+            self._provider_breakers.failure(context.scope)
             context.warn(
                 'provider_compaction_failed',
                 f'the provider compaction failed ({type(exc).__name__}: {exc}); the LLM summary is used',
@@ -469,6 +477,7 @@ class Compactor:
                 'used instead',
             )
             return None
+        self._provider_breakers.success(context.scope)
         add_usage(context.usage, response.usage, requests=1)
         return response
 
