@@ -62,10 +62,12 @@ __all__ = (
     'ToolReturnPart',
     'UserPromptPart',
     'answered_call_id',
+    'compaction_unavailable',
     'decode_data_url',
     'durable_operation',
     'instrumentation_of',
     'instrumented_agent_options',
+    'is_compaction_response',
     'is_media',
     'json_text',
     'make_request',
@@ -74,6 +76,7 @@ __all__ = (
     'part_metadata',
     'post_compaction_window',
     'pydantic_ai_version',
+    'request_compaction',
     'result_usage',
     'tool_availability_text',
     'with_part_metadata',
@@ -402,3 +405,86 @@ try:
     _PROFILE_KEYS: frozenset[str] = frozenset(getattr(_ModelProfile, '__annotations__', {}))
 except ImportError:  # pragma: no cover
     _PROFILE_KEYS = frozenset()
+
+
+# ---- provider-native compaction (`Model.compact_messages`, pydantic-ai 2.x) ---------------------------
+
+
+def is_compaction_response(message: ModelMessage) -> bool:
+    """Whether `message` is a provider's compaction response: a `ModelResponse` holding a `CompactionPart`.
+
+    Its `usage.input_tokens` measured the conversation it replaced, not the history before it, so it is no
+    anchor for a size estimate; its output is the compaction item the provider is sent from then on.
+    """
+    return (
+        COMPACTION_PART is not None
+        and isinstance(message, ModelResponse)
+        and any(isinstance(p, COMPACTION_PART) for p in message.parts)
+    )
+
+
+def _innermost_model(model: object) -> tuple[object, bool]:
+    """The model under every wrapper (`WrapperModel.wrapped`), and whether a durable one was among them."""
+    durable = False
+    seen = 0
+    while seen < 32:  # a wrapper that wraps itself must not loop forever
+        # pydantic-ai's durable model (the run's request model under a durability capability) journals
+        # `compact_messages`; it lives in a private module, so it is known by name
+        durable = durable or any(c.__name__ == 'DurableModel' for c in type(model).__mro__)
+        inner = getattr(model, 'wrapped', None)
+        if inner is None or inner is model:
+            break
+        model, seen = inner, seen + 1
+    return model, durable
+
+
+def compaction_unavailable(model: object, *, journaled: bool) -> str | None:
+    """Why `model` cannot compact natively (`Model.compact_messages`), or None when it can be asked to.
+
+    1.x is left out: its compaction part is a response part only, which our summary layout does not build on.
+    Under durable execution the call must go through the run's durable model (pydantic-ai journals
+    `compact_messages` there), never straight to the provider from workflow code.
+    """
+    if not COMPACTION_REQUEST_PART:
+        return f'pydantic-ai {pydantic_ai_version()} has no provider-native compaction (2.x has)'
+    try:
+        from pydantic_ai.models import Model
+    except ImportError:  # pragma: no cover - every supported version has it
+        return 'pydantic-ai has no Model class'
+    if not isinstance(model, Model):
+        return f'the serving model is not known here (got {type(model).__name__})'
+    inner, durable = _innermost_model(model)
+    if getattr(type(inner), 'compact_messages', None) is Model.compact_messages:
+        return f'{type(inner).__name__} does not implement compact_messages'
+    if journaled and not durable:
+        return 'the run is durable but its serving model is not the durable one: not journaled'
+    return None
+
+
+async def request_compaction(
+    model: Any,
+    messages: Sequence[ModelMessage],
+    *,
+    model_settings: Any,
+    tool_definitions: Sequence[Any],
+    instructions: str | None,
+) -> ModelResponse:
+    """Ask `model` to compact `messages` (`Model.compact_messages`): its response holds the compaction part.
+
+    The request carries the run's settings and tools, like the request it stands in front of; raises what the
+    model raises (`NotImplementedError` where unsupported, the provider's errors otherwise).
+    """
+    from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+
+    parameters = ModelRequestParameters(
+        function_tools=[t for t in tool_definitions if getattr(t, 'kind', 'function') == 'function'],
+        output_tools=[t for t in tool_definitions if getattr(t, 'kind', None) == 'output'],
+    )
+    context = ModelRequestContext(
+        model=model,
+        messages=list(messages),
+        model_settings=model_settings,
+        model_request_parameters=parameters,
+    )
+    response: ModelResponse = await model.compact_messages(context, instructions=instructions)
+    return response

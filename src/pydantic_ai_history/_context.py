@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
     from opentelemetry.util.types import AttributeValue
     from pydantic_ai import RunContext
+    from pydantic_ai.models import Model
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.usage import RunUsage
 
@@ -111,6 +112,9 @@ class HistoryContext:
     """Receives every event a stage emits (the processor records, logs and forwards them)."""
     usage: RunUsage | None = None
     """The run's `RunUsage`, to which LLM calls made by stages add their own usage."""
+    serving_model: Model | None = None
+    """The model serving this request (the capability hook's `request_context.model`: under a durability
+    capability, the durable model that journals `compact_messages`); None: the run context's model."""
     tool_definitions: tuple[ToolDefinition, ...] = ()
     """The request's tool definitions, where known (the capability passes them); counted in estimates."""
     scope: str = ''

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
-from ._compat import ModelMessage, ModelResponse
+from ._compat import ModelMessage, ModelResponse, is_compaction_response
 
 __all__ = ('Branch', 'CountsView', 'RunningCounts')
 
@@ -99,7 +99,12 @@ class Branch:
             total += count
             self.cumulative.append(total)
         for offset, message in enumerate(new):
-            if isinstance(message, ModelResponse) and message.usage.input_tokens:
+            # a compaction response's usage measured the conversation it replaced: no anchor for what follows
+            if (
+                isinstance(message, ModelResponse)
+                and message.usage.input_tokens
+                and not is_compaction_response(message)
+            ):
                 self.usages.append(start + offset)
 
     def rewind(self, length: int) -> None:

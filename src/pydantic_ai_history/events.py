@@ -30,6 +30,8 @@ WarningKind = Literal[
     'compaction_over_target',
     'compaction_impossible',
     'compaction_deferred',
+    'provider_compaction_unsupported',
+    'provider_compaction_failed',
     'transcript_not_stored',
     'transcript_store_failed',
     'artifact_planner_failed',
@@ -58,6 +60,11 @@ WarningKind = Literal[
   compacted and the window takes over. Raise the budget or shorten the head/pins.
 - `compaction_deferred`: the evicted messages could not be stored and the history still fits, so compaction
   waits for the next request. Check the store.
+- `provider_compaction_unsupported`: `CompactionSettings(method='provider')` but the serving model does not
+  implement `compact_messages` (or pydantic-ai is 1.x, or a durable run's model is not its durable one); the
+  LLM summary was used. Use `method='auto'` to fall back silently, or serve a model that compacts.
+- `provider_compaction_failed`: the provider's compaction call failed, or its compaction item would not fit
+  the target; the LLM summary (then the digest) was used. Check the provider error in the message.
 - `transcript_not_stored` (`ContentLost`): the compactor had to compact although the store failed.
   Fix the store.
 - `transcript_store_failed`: storing the transcript of removed messages failed. Check the store.
@@ -165,13 +172,15 @@ class CompactionResult(HistoryEvent):
     """The summary text that now stands for the evicted messages."""
     reason: Literal['trigger', 'manual']
     """`trigger`: the history passed `limits.trigger`; `manual`: compaction was asked for."""
-    method: Literal['llm', 'cache', 'digest', 'truncate']
+    method: Literal['llm', 'cache', 'digest', 'truncate', 'provider']
     """`llm`: the summarizer wrote it; `cache`: an identical evicted span was summarized before;
-    `digest`/`truncate`: the deterministic fallbacks after a summarizer failure or during its cool-down."""
+    `digest`/`truncate`: the deterministic fallbacks after a summarizer failure or during its cool-down;
+    `provider`: the serving model compacted natively (`Model.compact_messages`), and `summary` is our note
+    beside its compaction item (`CompactionSettings.method`)."""
     evicted_messages: int
     """Messages the summary replaced."""
     summarizer_calls: int
-    """LLM calls made (0 for cache, digest and truncate)."""
+    """LLM calls made (0 for cache, digest and truncate; the provider's compaction calls for provider)."""
     duration_ms: float
     """Wall time of the compaction, in milliseconds."""
     error: str | None = None

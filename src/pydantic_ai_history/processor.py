@@ -55,7 +55,7 @@ from .tokens import TokenCounter, TokenizerProfile
 from .validate import PAIRING_CODES, StructureCheck, Violation
 
 if TYPE_CHECKING:
-    from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.models import Model, ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
 
@@ -255,7 +255,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         tools = [*parameters.function_tools, *parameters.output_tools]
         before = request_context.messages
         with gathering() as stream_events:
-            messages = await self.process(before, ctx=ctx, tool_definitions=tools)
+            messages = await self.process(
+                before, ctx=ctx, tool_definitions=tools, serving_model=request_context.model
+            )
         if messages is not before:  # the idle path leaves pydantic-ai's lists as they are
             self.readback_gate.observe(ctx, before, messages)
             request_context.messages = messages.copy()
@@ -381,6 +383,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         ctx: RunContext[Any] | None = None,
         model: ModelRef | None = None,
         tool_definitions: Sequence[ToolDefinition] = (),
+        serving_model: Model | None = None,
     ) -> HistoryContext:
         """The per-call context the stages receive, with the limits resolved for the serving model."""
         if model is None:
@@ -402,6 +405,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             emit_event=self._emit,
             usage=ctx.usage if ctx is not None else None,
             tool_definitions=tuple(tool_definitions),
+            serving_model=serving_model,
             scope=self.scope_of(ctx),
         )
 
@@ -459,21 +463,24 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         ctx: Any = None,
         model: Any = None,
         tool_definitions: Sequence[Any] = (),
+        serving_model: Model | None = None,
     ) -> list[ModelMessage]:
         """Run every stage over `messages` and return the history to send; the input list is never changed.
 
         A list that needs no change comes back itself (the idle path copies nothing); otherwise the result is
         a new list. `tool_definitions` (the request's `ToolDefinition`s, which the capability passes) are
         counted in the estimate until the provider's usage has shown what instructions and tools really cost.
+        `serving_model`: the model object that will send this request (the capability passes pydantic-ai's;
+        under durable execution it journals provider-native compaction).
         """
         if not isinstance(messages, list):
             messages = list(messages)
         if self.journaled(ctx):
             # workflow code: no clock, no I/O (the store's secret is explicit under durability)
             with self._workflow_scope(messages):
-                return await self._process_traced(messages, ctx, model, tool_definitions)
+                return await self._process_traced(messages, ctx, model, tool_definitions, serving_model)
         await self.store.prepare()  # a persisted id secret is loaded before the first id is made
-        return await self._process_traced(messages, ctx, model, tool_definitions)
+        return await self._process_traced(messages, ctx, model, tool_definitions, serving_model)
 
     @contextlib.contextmanager
     def _workflow_scope(self, messages: Sequence[ModelMessage]) -> Iterator[None]:
@@ -493,9 +500,12 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         ctx: Any,
         model: Any,
         tool_definitions: Sequence[Any],
+        serving_model: Model | None = None,
     ) -> list[ModelMessage]:
         started = perf()
-        context = self.make_context(ctx=ctx, model=model, tool_definitions=tool_definitions)
+        context = self.make_context(
+            ctx=ctx, model=model, tool_definitions=tool_definitions, serving_model=serving_model
+        )
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
             return current

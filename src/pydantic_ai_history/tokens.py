@@ -37,6 +37,7 @@ from ._compat import (
     ToolReturnPart,
     UserPromptPart,
     decode_data_url,
+    is_compaction_response,
     is_media,
     json_text,
     media_type_of,
@@ -410,6 +411,9 @@ class TokenCounter:
             framed = 1
         raw += profile.message_overhead * framed
         count = math.ceil(raw * profile.correction)
+        if isinstance(message, ModelResponse) and is_compaction_response(message):
+            # an opaque (encrypted) compaction item has no text to count: its size is the provider's output
+            count = max(count, message.usage.output_tokens)
         self._message_memo.set(message, count)
         return count
 

@@ -17,6 +17,7 @@ from ._compat import (
     ModelResponse,
     ThinkingPart,
     answered_call_id,
+    is_compaction_response,
 )
 from .units import ToolPairing, system_parts
 
@@ -163,7 +164,8 @@ def _end_violations(messages: Sequence[ModelMessage]) -> list[Violation]:
                 'the last message must be the current ModelRequest',
             )
         )
-    if isinstance(messages[0], ModelResponse):
+    if isinstance(messages[0], ModelResponse) and not is_compaction_response(messages[0]):
+        # a provider's compaction response may open the history: its adapter sends nothing before it
         found.append(Violation('starts_with_response', 0, 'the history opens with a model response'))
     elif _opens_with_returns(messages):
         found.append(

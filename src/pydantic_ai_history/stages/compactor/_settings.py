@@ -20,6 +20,22 @@ __all__ = ('CompactionSettings',)
 class CompactionSettings:
     """How the compactor summarizes: summary size, transcript cuts, failure handling and fallback."""
 
+    method: Literal['llm', 'provider', 'auto'] = 'llm'
+    """Who writes the summary of the evicted messages:
+
+    - `'llm'` (default): our summarizer (`SummarizerSettings.model`, else the run's model), structured and
+      updated incrementally; cached, and reused when an app reloads an uncompacted history.
+    - `'provider'`: the serving model compacts natively (`Model.compact_messages` on pydantic-ai 2.x: OpenAI
+      Responses compaction, Anthropic on-demand compaction), with our trigger, target, cut, pins, kept first
+      user message and transcript spill around it. Its compaction item sits in the history as a
+      `ModelResponse`; the kept first user message and the pinned section follow it (the provider's adapter
+      sends nothing before it but the system prompt). Where the model cannot (no `compact_messages`,
+      pydantic-ai 1.x), the LLM summary is used with a `provider_compaction_unsupported` warning; where the
+      call fails, the LLM summary, then the `fallback`, with `provider_compaction_failed`.
+    - `'auto'`: as `'provider'` where the serving model compacts natively, silently the LLM summary elsewhere.
+
+    The compaction item is opaque to every other model: use `'provider'`/`'auto'` only when the run keeps to
+    one provider. A durable run asks through its durable model (a journaled `compact_messages` operation)."""
     summary_max_tokens: int = 2_000
     """The cap on a summary; a longer summarizer answer counts as a failure (and the fallback is used)."""
     tool_result_max_tokens: int | None = None
@@ -30,7 +46,8 @@ class CompactionSettings:
     task_max_tokens: int = 4_000
     """The original task (first user message) is cut to this in the summarizer's prompt."""
     max_failures: int = 3
-    """Consecutive summarizer failures (per scope) before the cool-down."""
+    """Consecutive summarizer failures (per scope) before the cool-down; the provider's compaction calls
+    (`method='provider'`/`'auto'`) have a cool-down of their own, after as many failures."""
     cooldown_seconds: float = 300.0
     """How long the summarizer is not called after `max_failures` failures; the fallback is used meanwhile."""
     fallback: Literal['digest', 'truncate'] = 'digest'
@@ -55,6 +72,10 @@ class CompactionSettings:
             )
         if self.cache_ttl is not None and self.cache_ttl <= 0:
             raise ValueError(f'CompactionSettings.cache_ttl must be positive or None, got {self.cache_ttl!r}')
+        if self.method not in ('llm', 'provider', 'auto'):
+            raise ValueError(
+                f"CompactionSettings.method must be 'llm', 'provider' or 'auto', got {self.method!r}"
+            )
         if self.fallback not in ('digest', 'truncate'):
             raise ValueError(
                 f"CompactionSettings.fallback must be 'digest' or 'truncate', got {self.fallback!r}"

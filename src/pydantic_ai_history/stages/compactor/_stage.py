@@ -17,6 +17,10 @@ alone stands for what was evicted and a `ContentLost` event (error level) names 
 On-demand capabilities (`defer_loading=True`) the evicted messages loaded stay loaded: their loads are
 recorded again right after the summary, as pydantic-ai records a load from code (`stages/_loads.py`); the
 record's largest possible cost is reserved before the cut is chosen.
+
+With `CompactionSettings(method='provider'|'auto')` the serving model compacts the evicted messages itself
+(`Model.compact_messages`) where it can: the same trigger, target, cut, pins and spill, with its compaction
+item in place of our summary (layout in `_native`); anything else falls back to the LLM summary.
 """
 
 from __future__ import annotations
@@ -28,8 +32,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic_ai.exceptions import UserError
+
 from ..._clock import perf
-from ..._compat import ModelMessage
+from ..._compat import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    compaction_unavailable,
+    is_compaction_response,
+    request_compaction,
+)
 from ..._context import HistoryContext
 from ..._marks import SEAL_TOKENS, marker_kind, separate_own_parts
 from ..._policy import ContextLimits
@@ -40,12 +53,13 @@ from ...model_info import model_name_of
 from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, head_length, split_units, system_parts
-from .._llm import operations_of
+from .._llm import add_usage, operations_of
 from .._loads import reload_reserve, with_reloads
 from .._spill import spill_transcript
 from .._transcript import TranscriptUnit, first_user_text, read_call, render_each_unit, render_units
 from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
+from ._native import NATIVE_NOTE, NativeLayout, compaction_cost, mark_compaction, native_layout
 from ._plan import plan_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionSettings
@@ -80,7 +94,7 @@ _REFERENCE = re.compile(
 )
 
 
-Method = Literal['llm', 'cache', 'digest', 'truncate']
+Method = Literal['llm', 'cache', 'digest', 'truncate', 'provider']
 _FALLBACK_METHODS = frozenset({'digest', 'truncate'})
 
 
@@ -154,9 +168,20 @@ class Compactor:
     name: str = 'compactor'
     _breakers: ScopedBreakers = field(init=False, repr=False)
     _index: PrefixIndex = field(init=False, repr=False)
+    _unsupported_warned: set[str] = field(init=False, repr=False, default_factory=set)
+    """Why native compaction was unavailable, each said once (`method='provider'`)."""
+    _refused: dict[str, str] = field(init=False, repr=False, default_factory=dict)
+    """Model name -> why it refused `compact_messages` as unsupported: not asked again."""
+    _provider_breakers: ScopedBreakers = field(init=False, repr=False)
+    """The provider's compaction calls cool down after failures like the summarizer's (the LLM stands in)."""
 
     def __post_init__(self) -> None:
         self._breakers = ScopedBreakers(
+            max_failures=self.settings.max_failures,
+            cooldown=self.settings.cooldown_seconds,
+            clock=self.settings.clock,
+        )
+        self._provider_breakers = ScopedBreakers(
             max_failures=self.settings.max_failures,
             cooldown=self.settings.cooldown_seconds,
             clock=self.settings.clock,
@@ -198,14 +223,23 @@ class Compactor:
         focus: str | None,
     ) -> list[ModelMessage]:
         started = perf()
-        separated = separate_own_parts(messages)
-        if separated is not messages:
-            # pydantic-ai merged our summary request into the user's request it followed (a new run on a
-            # saved history): the old summary is found again, and updated rather than summarized as content.
-            messages, estimate = separated, context.estimate(separated)
+        messages, estimate = _separated(messages, estimate, context)
         units = split_units(messages)
         if len(units) < 2:
             return messages
+        announced: list[bool] = []  # set once `CompactionStarted` is out: a fallback does not repeat it
+        native = await self._compact_natively(
+            messages,
+            units,
+            context,
+            estimate,
+            reason=reason,
+            focus=focus,
+            started=started,
+            announced=announced,
+        )
+        if native is not None:
+            return native
         overhead = estimate.total - estimate.tokenizer
         plan, conversation = await self._prepare(messages, units, estimate, context)
         head = plan.head
@@ -213,7 +247,7 @@ class Compactor:
         if plan.origin is not None and plan.previous is not None and plan.messages is not messages:
             total = overhead + sum(plan.per_message) + reloaded
             if reason == 'trigger' and total <= limits.trigger and total < estimate.total:
-                _announce(context, messages, estimate.total, plan.origin.length - head, reason)
+                _announce(context, messages, estimate.total, plan.origin.length - head, reason, announced)
                 return self._finish(
                     context,
                     substituted,
@@ -248,7 +282,7 @@ class Compactor:
         )
         if reference is None and self._keeps_content(plan, overhead, context):
             return unchanged
-        _announce(context, messages, estimate.total, len(evicted), reason)
+        _announce(context, messages, estimate.total, len(evicted), reason, announced)
         transcript = None if rendered is None else rendered.summarized
         summary = await self._summary(plan, summarized, cut.previous_text, focus, context, transcript)
         new_origin = None
@@ -294,6 +328,203 @@ class Compactor:
             len(evicted),
             pinned=len(evicted_pins),
         )
+
+    # ---- provider-native compaction (`CompactionSettings.method`) ----------------------------------------
+
+    def _native_model(self, context: HistoryContext) -> object | None:
+        """The serving model when it can compact natively; else None (said once where `'provider'` asked)."""
+        model: object = context.serving_model
+        if model is None:
+            model = context.run_context.model if context.run_context is not None else context.model
+        why_not = compaction_unavailable(model, journaled=context.operations is not None)
+        if why_not is None:
+            why_not = self._refused.get(model_name_of(model) or '')
+        if why_not is None:
+            return model
+        self._unsupported(context, why_not)
+        return None
+
+    def _unsupported(self, context: HistoryContext, why_not: str) -> None:
+        """Say once per reason, where `method='provider'` asked for it, that the LLM summary stands in."""
+        if self.settings.method == 'provider' and why_not not in self._unsupported_warned:
+            self._unsupported_warned.add(why_not)
+            context.warn(
+                'provider_compaction_unsupported',
+                f"CompactionSettings(method='provider'), but {why_not}: the LLM summary is used instead",
+                reason=why_not,
+            )
+
+    async def _compact_natively(
+        self,
+        messages: list[ModelMessage],
+        units: list[Unit],
+        context: HistoryContext,
+        estimate: TokenEstimate,
+        *,
+        reason: Literal['trigger', 'manual'],
+        focus: str | None,
+        started: float,
+        announced: list[bool],
+    ) -> list[ModelMessage] | None:
+        """Compact with the serving model's own compaction around our cut, pins and spill; None falls back.
+
+        The plan reserves the summary's cap for the compaction item and plans with what the item really costs
+        (`compaction_cost`): an item larger than that cap which takes the history over the target is not used
+        (the LLM summary is), so the item never pushes the history past the target.
+        """
+        model = self._native_model(context) if self.settings.method != 'llm' else None
+        if model is None or not self._provider_breakers.allows(context.scope):
+            return None
+        layout = native_layout(messages, units, keep_first_user_message=context.keep_first_user_message)
+        if layout is None:
+            return None
+        plan = _Plan(messages, list(estimate.per_message), units, layout.body_start, None, None)
+        overhead = estimate.total - estimate.tokenizer
+        cut = self._native_cut(
+            plan, layout, context, overhead + _reload_reserve(messages, context.counter), reason
+        )
+        if cut is None:
+            return None
+        cut_at = plan.units[cut.unit].start
+        evicted = messages[layout.body_start : cut_at]
+        reference = await _spill_transcript(evicted, context, cut.previous_transcripts)
+        if reference is None and self._keeps_content(plan, overhead, context):
+            return messages
+        _announce(context, messages, estimate.total, len(evicted), reason, announced)
+        response = await self._ask_provider(model, [*layout.sent, *cut.summarized(plan)], context, focus)
+        if response is None:
+            return None
+        counter = context.counter
+        note = _native_note(cut, layout, evicted, reference)
+        marked = mark_compaction(response, {'evicted_messages': len(evicted)})
+        item = compaction_cost(response, counter.count_message(response))
+        result = [*layout.standing, marked, *layout.after_item, note, *messages[cut_at:]]
+        # pydantic-ai reads loads only after the compaction item: those before it are recorded after the note
+        result, reloaded = _keep_loads(
+            messages, result, len(layout.standing) + len(layout.after_item) + 2, counter
+        )
+        after = (
+            overhead
+            + counter.count_messages(layout.kept)
+            + item
+            + counter.count_message(note)
+            + reloaded
+            + sum(plan.per_message[cut_at:])
+        )
+        if not self._native_fits(context, item, after, estimate.total):
+            return None
+        summary = _Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
+        return self._finish(
+            context,
+            result,
+            messages,
+            estimate.total,
+            after,
+            reason,
+            started,
+            summary,
+            len(evicted),
+            pinned=len(cut.evicted_pins()),
+        )
+
+    def _native_fits(self, context: HistoryContext, item: int, after: int, before: int) -> bool:
+        """Whether the history with the provider's item is used: smaller than before, and at or under the
+        target unless what keeps it over is the part no summary can shrink (as with the LLM summary)."""
+        target = context.limits.target
+        if after < before and (after <= target or item <= self.settings.summary_max_tokens):
+            if after > target:
+                context.warn(
+                    'compaction_over_target',
+                    f'the compacted history is {after:,} tokens, over the target of {target:,}: the '
+                    f'compaction item takes {item:,}, the rest (preserved head, pinned units, the last unit '
+                    f'with the current request, instructions and tools) {after - item:,}',
+                    tokens=after,
+                    target=target,
+                )
+            return True
+        context.warn(
+            'provider_compaction_failed',
+            f'the compacted history would be {after:,} tokens (target {target:,}, before {before:,}) with a '
+            f'compaction item of {item:,} (planned: {self.settings.summary_max_tokens:,}); the LLM summary '
+            'is used instead',
+            tokens=after,
+            target=target,
+            item_tokens=item,
+        )
+        return False
+
+    def _native_cut(
+        self,
+        plan: _Plan,
+        layout: NativeLayout,
+        context: HistoryContext,
+        overhead: int,
+        reason: Literal['trigger', 'manual'],
+    ) -> _Cut | None:
+        """Where the verbatim tail starts after a native compaction: our cut rules, pins and reserves."""
+        body_first = next((i for i, u in enumerate(plan.units) if u.start >= layout.body_start), None)
+        last = len(plan.units) - 1
+        if body_first is None or body_first >= last:
+            return None
+        counter = context.counter
+        earlier = layout.earlier
+        pins = self._pinned_units(plan, body_first, last, counter, context.pin)
+        cut = plan_cut(
+            unit_costs=[sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]],
+            body_first=body_first,
+            target=context.limits.target,
+            fixed_cost=overhead + counter.count_messages(layout.kept),
+            summary_reserve=self.settings.summary_max_tokens + _SUMMARY_FRAMING_TOKENS,
+            pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
+            pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
+            pinned_section_cost=counter.count_text(PINNED_HEADING)
+            + _PINNED_UNIT_FRAMING_TOKENS
+            + SEAL_TOKENS,
+            manual=reason == 'manual',
+        )
+        if cut.unit is None:
+            return None  # the LLM path plans the same cut, and says why nothing can be compacted
+        previous = _REFERENCE.findall(earlier.reference if context.store is not None else '')
+        return _Cut(cut.unit, body_first, pins, earlier, previous, None)
+
+    async def _ask_provider(
+        self, model: object, messages: list[ModelMessage], context: HistoryContext, focus: str | None
+    ) -> ModelResponse | None:
+        """The serving model's compaction of `messages`, its usage added to the run's; None when it fails."""
+        run = context.run_context
+        try:
+            response = await request_compaction(
+                model,
+                messages,
+                model_settings=run.model_settings if run is not None else None,
+                tool_definitions=context.tool_definitions,
+                instructions=focus,
+            )
+        except (NotImplementedError, UserError) as exc:
+            # the model (or its configuration, e.g. an Anthropic model without on-demand compaction) cannot:
+            # not asked again, as with a model that has no `compact_messages`
+            why_not = f'{model_name_of(model)} refused compaction ({type(exc).__name__}: {exc})'
+            self._refused[model_name_of(model) or ''] = why_not
+            self._unsupported(context, why_not)
+            return None
+        except Exception as exc:  # the provider failed: the LLM summary stands in
+            self._provider_breakers.failure(context.scope)
+            context.warn(
+                'provider_compaction_failed',
+                f'the provider compaction failed ({type(exc).__name__}: {exc}); the LLM summary is used',
+                error=f'{type(exc).__name__}: {exc}',
+            )
+            return None
+        if not is_compaction_response(response):
+            context.warn(
+                'provider_compaction_failed',
+                'the provider answered the compaction request without a compaction part; the LLM summary is '
+                'used instead',
+            )
+            return None
+        self._provider_breakers.success(context.scope)
+        add_usage(context.usage, response.usage, requests=1)
+        return response
 
     async def _prepare(
         self,
@@ -669,7 +900,12 @@ def _announce(
     tokens: int,
     evicted: int,
     reason: Literal['trigger', 'manual'],
+    announced: list[bool],
 ) -> None:
+    """`CompactionStarted`, once per compaction (`announced` records that it went out)."""
+    if announced:
+        return
+    announced.append(True)
     context.emit_event(
         CompactionStarted(
             run_id=context.run_id,
@@ -718,6 +954,31 @@ def _reload_reserve(messages: Sequence[ModelMessage], counter: TokenCounter) -> 
     """The most a record of unloaded capabilities can cost after any cut of `messages`."""
     record = reload_reserve(messages)
     return counter.count_message(record) if record is not None else 0
+
+
+def _native_note(
+    cut: _Cut, layout: NativeLayout, evicted: Sequence[ModelMessage], reference: str | None
+) -> ModelRequest:
+    """Our request after a provider's compaction item: its note, the pinned section, the transcript line."""
+    final = _final_sections(NATIVE_NOTE, layout.earlier, reference, cut.evicted_pins())
+    details: dict[str, object] = {'method': 'provider', 'evicted_messages': len(evicted)}
+    if cut.evicted_pins():
+        details['pinned_units'] = len(cut.evicted_pins())
+    return build_summary_message(final, details=details, system_parts=system_parts(evicted))
+
+
+def _separated(
+    messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
+) -> tuple[list[ModelMessage], TokenEstimate]:
+    """The history with our summary requests split out of the user requests pydantic-ai merged them into.
+
+    A new run on a saved history has pydantic-ai merge consecutive requests: the old summary is found again,
+    and updated rather than summarized as content.
+    """
+    separated = separate_own_parts(messages)
+    if separated is messages:
+        return messages, estimate
+    return separated, context.estimate(separated)
 
 
 def _earlier_sections(plan: _Plan) -> SummarySections:

@@ -1,0 +1,166 @@
+"""Provider-native compaction: where its compaction item goes in the history, and what comes after it.
+
+The serving model's `compact_messages` answers with a `ModelResponse` holding a `CompactionPart`. The
+provider's adapter sends nothing before the latest such part but the system prompt (pydantic-ai's
+`_trim_before_compaction`), so what must stay in front of the model comes after it:
+
+    [system-prompt request] + compaction response + [first user turn] + our note (pins, transcript) + tail
+
+The first user turn keeps its own parts (the same part objects); the note is our summary request, whose
+summary section only says that the item above stands for the earlier messages. A later compaction finds the
+marked compaction response and replaces it, with the request after it, so there is never more than one.
+Pure functions only: the compactor's effects (store, provider call) run around them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..._compat import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    UserPromptPart,
+    is_compaction_response,
+    message_metadata,
+)
+from ..._marks import MARKER_KEY, marker_kind, own_metadata
+from ...units import Unit, head_length
+from ._summary_message import SummarySections, summary_sections
+
+__all__ = (
+    'NATIVE_NOTE',
+    'NativeLayout',
+    'compaction_cost',
+    'mark_compaction',
+    'native_layout',
+)
+
+NATIVE_NOTE = (
+    'The conversation before this point was compacted by the model provider: its compaction item above '
+    'stands for the earlier messages.'
+)
+"""The summary section of the note that follows a provider's compaction item."""
+
+_KIND = 'provider_compaction'
+
+
+@dataclass(frozen=True)
+class NativeLayout:
+    """A history seen as what stays in front of a provider compaction, and where its body starts."""
+
+    standing: list[ModelMessage]
+    """The system-prompt requests that go before the compaction response."""
+    task: ModelRequest | None
+    """The first user turn without its system prompts, kept verbatim after the compaction response."""
+    sent: list[ModelMessage]
+    """What the provider is sent before the evicted messages: the head, the previous compaction or summary."""
+    earlier: SummarySections
+    """The sections of the previous note or summary (its pins and transcript reference are carried on)."""
+    body_start: int
+    """The first message after all of that: the evicted messages and the tail start here."""
+
+    @property
+    def after_item(self) -> list[ModelMessage]:
+        """What goes right after the compaction response, before our note: the first user turn."""
+        return [self.task] if self.task is not None else []
+
+    @property
+    def kept(self) -> list[ModelMessage]:
+        """Everything kept around the compaction item but our note: its cost is fixed whatever the cut."""
+        return [*self.standing, *self.after_item]
+
+
+def is_ours(message: ModelMessage) -> bool:
+    """Whether `message` is a compaction response this package placed (marked in its metadata)."""
+    return own_metadata(message_metadata(message)).get('kind') == _KIND
+
+
+def mark_compaction(response: ModelResponse, details: dict[str, Any]) -> ModelResponse:
+    """The provider's response, marked as ours so the next compaction finds and replaces it."""
+    metadata = dict(message_metadata(response))
+    metadata[MARKER_KEY] = {'kind': _KIND, **details}
+    return dataclasses.replace(response, metadata=metadata)
+
+
+def compaction_cost(response: ModelResponse, counted: int) -> int:
+    """What the compaction item costs in every later request: its text as counted, or the provider's
+    own size for it (its output tokens) when that is larger (an encrypted item has no text to count)."""
+    return max(counted, response.usage.output_tokens)
+
+
+def native_layout(
+    messages: Sequence[ModelMessage], units: Sequence[Unit], *, keep_first_user_message: bool
+) -> NativeLayout | None:
+    """The layout to compact `messages` natively, or None when its start is not one we can rebuild."""
+    previous = _previous_compaction(messages)
+    if previous is not None:
+        return _after_previous(messages, previous)
+    return _from_head(messages, units, keep_first_user_message=keep_first_user_message)
+
+
+def _previous_compaction(messages: Sequence[ModelMessage]) -> int | None:
+    """Index of our compaction response when only system-prompt requests come before it."""
+    for index, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            return index if is_ours(message) and is_compaction_response(message) else None
+        if not _system_only(message):
+            return None
+    return None
+
+
+def _after_previous(messages: Sequence[ModelMessage], compaction: int) -> NativeLayout:
+    index = compaction + 1
+    task: ModelRequest | None = None
+    candidate = messages[index] if index < len(messages) - 1 else None
+    if (
+        isinstance(candidate, ModelRequest)
+        and marker_kind(candidate) is None
+        and any(isinstance(p, UserPromptPart) for p in candidate.parts)
+    ):
+        task, index = candidate, index + 1
+    earlier = SummarySections('')
+    if index < len(messages) - 1 and marker_kind(messages[index]) == 'summary':
+        earlier = summary_sections(messages[index]) or earlier
+        index += 1
+    standing = list(messages[:compaction])
+    sent = [*standing, messages[compaction], *([task] if task is not None else [])]
+    return NativeLayout(standing, task, sent, earlier, index)
+
+
+def _from_head(
+    messages: Sequence[ModelMessage], units: Sequence[Unit], *, keep_first_user_message: bool
+) -> NativeLayout | None:
+    head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
+    while head > 0 and marker_kind(messages[head - 1]) is not None:
+        head -= 1
+    requests = [m for m in messages[:head] if isinstance(m, ModelRequest)]
+    if len(requests) != head:
+        return None  # a malformed start (a response in the head): left to the LLM summary
+    system = [p for m in requests for p in m.parts if isinstance(p, SystemPromptPart)]
+    standing: list[ModelMessage] = [dataclasses.replace(requests[0], parts=system)] if system else []
+    task: ModelRequest | None = None
+    for request in requests:
+        others = [p for p in request.parts if not isinstance(p, SystemPromptPart)]
+        if others:
+            task = dataclasses.replace(request, parts=others)
+            break
+    body_start = head
+    earlier = SummarySections('')
+    if head < len(messages) - 1 and marker_kind(messages[head]) == 'summary':
+        earlier = summary_sections(messages[head]) or earlier
+        body_start += 1
+    # a previous LLM summary is content the provider compacts with the rest
+    return NativeLayout(standing, task, list(messages[:body_start]), earlier, body_start)
+
+
+def _system_only(message: ModelMessage) -> bool:
+    return (
+        isinstance(message, ModelRequest)
+        and bool(message.parts)
+        and all(isinstance(p, SystemPromptPart) for p in message.parts)
+    )
