@@ -244,23 +244,23 @@ class Compactor:
         plan, conversation = await self._prepare(messages, units, estimate, context)
         head = plan.head
         substituted, reloaded = _keep_loads(messages, plan.messages, head + 1, context.counter)
-        if plan.origin is not None and plan.previous is not None and plan.messages is not messages:
-            total = overhead + sum(plan.per_message) + reloaded
-            if reason == 'trigger' and total <= limits.trigger and total < estimate.total:
-                _announce(context, messages, estimate.total, plan.origin.length - head, reason, announced)
-                return self._finish(
-                    context,
-                    substituted,
-                    messages,
-                    estimate.total,
-                    total,
-                    reason,
-                    started,
-                    _Summary(summary_text(plan.messages[head]) or '', 'cache', 0, ''),
-                    evicted=plan.origin.length - head,
-                )
+        total = overhead + sum(plan.per_message) + reloaded
+        if reason == 'trigger' and _prefix_cache_suffices(plan, messages, total, estimate.total, limits):
+            assert plan.origin is not None
+            _announce(context, messages, estimate.total, plan.origin.length - head, reason, announced)
+            return self._finish(
+                context,
+                substituted,
+                messages,
+                estimate.total,
+                total,
+                reason,
+                started,
+                _Summary(summary_text(plan.messages[head]) or '', 'cache', 0, ''),
+                evicted=plan.origin.length - head,
+            )
         # a cached prefix summary that made the history smaller stands even when nothing more is compacted
-        unchanged = substituted if overhead + sum(plan.per_message) + reloaded < estimate.total else messages
+        unchanged = substituted if total < estimate.total else messages
         # The loads the cut may unload are recorded again after the summary: planned for like the overhead.
         reserve = _reload_reserve(messages, context.counter)
         cut = self._choose_cut(plan, limits, overhead + reserve, reason, context, estimate.total)
@@ -892,6 +892,15 @@ def _span_attributes(event: CompactionResult) -> dict[str, str | int | bool]:
         'pydantic_ai_history.compaction.evicted_messages': event.evicted_messages,
         'pydantic_ai_history.compaction.summarizer_calls': event.summarizer_calls,
     }
+
+
+def _prefix_cache_suffices(
+    plan: _Plan, messages: Sequence[ModelMessage], total: int, before: int, limits: ContextLimits
+) -> bool:
+    """Whether a cached summary of an earlier prefix, substituted alone, brings the history under the trigger
+    (and makes it smaller): then nothing more is compacted."""
+    substituted = plan.origin is not None and plan.previous is not None and plan.messages is not messages
+    return substituted and total <= limits.trigger and total < before
 
 
 def _announce(
