@@ -7,7 +7,6 @@ Each adapter imports its package lazily, so this module loads in every venv; a v
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from importlib.metadata import version
 from typing import Any
@@ -54,22 +53,24 @@ class Ours(Adapter):
         return self._counter.estimate(messages).total
 
     def capabilities(self, *, window: int, max_tokens: int, target_tokens: int, summarizer: Any) -> list[Any]:
-        from pydantic_ai_history import create_history_processor
+        return [self._processor(window, max_tokens, target_tokens, summarizer, artifacts=True)]
 
-        params = inspect.signature(create_history_processor).parameters
-        kwargs: dict[str, Any] = {'context_window': window}
-        if {'max_tokens', 'target_tokens', 'summarizer_model'} <= params.keys():
-            kwargs.update(max_tokens=max_tokens, target_tokens=target_tokens, summarizer_model=summarizer)
-            self.setup = (
-                f'create_history_processor(context_window=W, max_tokens={max_tokens}, '
-                f'target_tokens={target_tokens}, '
-                'summarizer_model=FunctionModel)'
-            )
-        else:  # the compactor is not wired in yet: the sliding window alone
-            self.setup = (
-                'create_history_processor(context_window=W) (compactor not wired yet: sliding window only)'
-            )
-        return [create_history_processor(**kwargs).capability()]
+    def _processor(
+        self, window: int, max_tokens: int, target_tokens: int, summarizer: Any, *, artifacts: bool
+    ) -> Any:
+        from pydantic_ai_history import ContextPolicy, SummarizerSettings, create_history_processor
+
+        self.setup = (
+            f'create_history_processor(policy=ContextPolicy(context_window=W, max_tokens={max_tokens}, '
+            f'target_tokens={target_tokens}), summarizer=SummarizerSettings(model=FunctionModel)'
+            + ('' if artifacts else ', artifacts=False')
+            + ')'
+        )
+        return create_history_processor(
+            policy=ContextPolicy(context_window=window, max_tokens=max_tokens, target_tokens=target_tokens),
+            summarizer=SummarizerSettings(model=summarizer),
+            artifacts=artifacts,
+        )
 
 
 class OursCompactor(Ours):
@@ -80,20 +81,7 @@ class OursCompactor(Ours):
     label = 'pydantic-ai-history (artifacts=False)'
 
     def capabilities(self, *, window: int, max_tokens: int, target_tokens: int, summarizer: Any) -> list[Any]:
-        from pydantic_ai_history import create_history_processor
-
-        self.setup = (
-            f'create_history_processor(context_window=W, max_tokens={max_tokens}, '
-            f'target_tokens={target_tokens}, summarizer_model=FunctionModel, artifacts=False)'
-        )
-        processor = create_history_processor(
-            context_window=window,
-            max_tokens=max_tokens,
-            target_tokens=target_tokens,
-            summarizer_model=summarizer,
-            artifacts=False,
-        )
-        return [processor.capability()]
+        return [self._processor(window, max_tokens, target_tokens, summarizer, artifacts=False)]
 
 
 class Harness(Adapter):
