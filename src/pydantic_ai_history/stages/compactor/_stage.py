@@ -60,7 +60,7 @@ from .._transcript import TranscriptUnit, first_user_text, read_call, render_eac
 from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
 from ._native import NATIVE_NOTE, NativeLayout, compaction_cost, mark_compaction, native_layout
-from ._plan import plan_cut
+from ._plan import CutPlan, plan_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionSettings
 from ._summarizer import SummarizerError, run_summarizer
@@ -453,6 +453,33 @@ class Compactor:
         )
         return False
 
+    def _plan_cut(
+        self,
+        plan: _Plan,
+        body_first: int,
+        fixed_cost: int,
+        pins: dict[int, TranscriptUnit],
+        earlier: SummarySections,
+        context: HistoryContext,
+        reason: Literal['trigger', 'manual'],
+    ) -> CutPlan:
+        """`plan_cut` over the body from `body_first`, with this compactor's summary reserve and the pins'
+        costs (the summary or the provider's item stands where the summary reserve is planned)."""
+        counter = context.counter
+        return plan_cut(
+            unit_costs=[sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]],
+            body_first=body_first,
+            target=context.limits.target,
+            fixed_cost=fixed_cost,
+            summary_reserve=self.settings.summary_max_tokens + _SUMMARY_FRAMING_TOKENS,
+            pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
+            pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
+            pinned_section_cost=counter.count_text(PINNED_HEADING)
+            + _PINNED_UNIT_FRAMING_TOKENS
+            + SEAL_TOKENS,
+            manual=reason == 'manual',
+        )
+
     def _native_cut(
         self,
         plan: _Plan,
@@ -469,18 +496,8 @@ class Compactor:
         counter = context.counter
         earlier = layout.earlier
         pins = self._pinned_units(plan, body_first, last, counter, context.pin)
-        cut = plan_cut(
-            unit_costs=[sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]],
-            body_first=body_first,
-            target=context.limits.target,
-            fixed_cost=overhead + counter.count_messages(layout.kept),
-            summary_reserve=self.settings.summary_max_tokens + _SUMMARY_FRAMING_TOKENS,
-            pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
-            pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
-            pinned_section_cost=counter.count_text(PINNED_HEADING)
-            + _PINNED_UNIT_FRAMING_TOKENS
-            + SEAL_TOKENS,
-            manual=reason == 'manual',
+        cut = self._plan_cut(
+            plan, body_first, overhead + counter.count_messages(layout.kept), pins, earlier, context, reason
         )
         if cut.unit is None:
             return None  # the LLM path plans the same cut, and says why nothing can be compacted
@@ -571,25 +588,14 @@ class Compactor:
         earlier = _earlier_sections(plan)
         previous_text = earlier.summary if plan.previous is not None else None
         pins = self._pinned_units(plan, body_first, last, counter, context.pin)
-        costs = [sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]]
         # With a store, the previous compaction's transcript reference gives way to this one's (the new
         # transcript names the previous one in its first line, so the model can walk back through them all).
         previous_transcripts = _REFERENCE.findall(earlier.reference if context.store is not None else '')
         # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
         # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
         # they never push the cut.
-        cut = plan_cut(
-            unit_costs=costs,
-            body_first=body_first,
-            target=limits.target,
-            fixed_cost=overhead + sum(plan.per_message[:head]),
-            summary_reserve=self.settings.summary_max_tokens + _SUMMARY_FRAMING_TOKENS,
-            pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
-            pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
-            pinned_section_cost=counter.count_text(PINNED_HEADING)
-            + _PINNED_UNIT_FRAMING_TOKENS
-            + SEAL_TOKENS,
-            manual=reason == 'manual',
+        cut = self._plan_cut(
+            plan, body_first, overhead + sum(plan.per_message[:head]), pins, earlier, context, reason
         )
         if cut.unit is None:
             context.warn(
