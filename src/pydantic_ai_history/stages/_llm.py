@@ -122,30 +122,26 @@ class InlineOperations:
     async def request_text(
         self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: float
     ) -> str:
-        summarizer = self._context.summarizer
         return await run_text(
-            model,
-            prompt,
-            instructions=instructions,
-            timeout=timeout,
-            usage=self._context.usage,
-            model_settings=summarizer.model_settings,
-            instrument=instrumentation_of(self._context.run_context),
+            model, prompt, instructions=instructions, timeout=timeout, **self._run_options()
         )
 
     async def request_plan(
         self, prompt: str, *, model: ModelRef, instructions: str, timeout: float
     ) -> ArtifactPlan:
-        summarizer = self._context.summarizer
         return await run_plan(
-            model,
-            prompt,
-            instructions=instructions,
-            timeout=timeout,
-            usage=self._context.usage,
-            model_settings=summarizer.model_settings,
-            instrument=instrumentation_of(self._context.run_context),
+            model, prompt, instructions=instructions, timeout=timeout, **self._run_options()
         )
+
+    def _run_options(self) -> dict[str, Any]:
+        """What every LLM call of the stage takes from the run: its usage, the summarizer's model settings and
+        the run's instrumentation (so the call is a span of the run's trace)."""
+        context = self._context
+        return {
+            'usage': context.usage,
+            'model_settings': context.summarizer.model_settings,
+            'instrument': instrumentation_of(context.run_context),
+        }
 
     async def convert_file(
         self,

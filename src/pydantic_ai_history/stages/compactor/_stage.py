@@ -308,14 +308,7 @@ class Compactor:
             await self._remember(context, conversation, summary, final, new_origin)
         _report_unstored(reference, summarized, context)
         if after > limits.target:
-            context.warn(
-                'compaction_over_target',
-                f'the compacted history is {after:,} tokens, over the target of {limits.target:,}: the '
-                f'summary takes {summary_cost:,}, the rest (preserved head, pinned units, the last unit with '
-                f'the current request, instructions and tools) {after - summary_cost:,}',
-                tokens=after,
-                target=limits.target,
-            )
+            _warn_over_target(context, after, summary_cost, 'summary')
         return self._finish(
             context,
             result,
@@ -433,14 +426,7 @@ class Compactor:
         target = context.limits.target
         if after < before and (after <= target or item <= self.settings.summary_max_tokens):
             if after > target:
-                context.warn(
-                    'compaction_over_target',
-                    f'the compacted history is {after:,} tokens, over the target of {target:,}: the '
-                    f'compaction item takes {item:,}, the rest (preserved head, pinned units, the last unit '
-                    f'with the current request, instructions and tools) {after - item:,}',
-                    tokens=after,
-                    target=target,
-                )
+                _warn_over_target(context, after, item, 'compaction item')
             return True
         context.warn(
             'provider_compaction_failed',
@@ -898,6 +884,19 @@ def _span_attributes(event: CompactionResult) -> dict[str, str | int | bool]:
         'pydantic_ai_history.compaction.evicted_messages': event.evicted_messages,
         'pydantic_ai_history.compaction.summarizer_calls': event.summarizer_calls,
     }
+
+
+def _warn_over_target(context: HistoryContext, after: int, replacement: int, what: str) -> None:
+    """`compaction_over_target`: what the summary (or the provider's item) takes, and what the rest takes."""
+    target = context.limits.target
+    context.warn(
+        'compaction_over_target',
+        f'the compacted history is {after:,} tokens, over the target of {target:,}: the {what} takes '
+        f'{replacement:,}, the rest (preserved head, pinned units, the last unit with the current request, '
+        f'instructions and tools) {after - replacement:,}',
+        tokens=after,
+        target=target,
+    )
 
 
 def _prefix_cache_suffices(
