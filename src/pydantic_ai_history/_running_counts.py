@@ -197,6 +197,9 @@ class RunningCounts:
         else:
             branch = self.sync(messages, count)
         branch.sent[len(messages)] = tools
+        # Let go of the caller's list while the caller still holds it: held until the next request, its
+        # last reference would be dropped (all of its items released) inside that request's hook.
+        self._last = None
 
     def _evict(self, keep: int) -> None:
         while len(self._slots) > self.max_conversations:

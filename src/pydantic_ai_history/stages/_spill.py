@@ -10,14 +10,13 @@ stores); storing is the one effect, and its failure is reported, never raised.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._compat import ModelMessage
 from .._context import HistoryContext
 from ..units import split_units
-from ._transcript import TranscriptUnit, render_units
+from ._transcript import TranscriptUnit, render_units, transcript_data, transcript_preamble
 
 __all__ = ('Transcript', 'render_transcript', 'spill_transcript', 'store_transcript')
 
@@ -43,15 +42,13 @@ def render_transcript(
     """The transcript of `messages` (`rendered`, when the caller already rendered them whole), opening with a
     line that names the `previous` transcripts (oldest first in `previous`, named newest first); its id in the
     run's scope."""
+    preamble = transcript_preamble(previous)
     if rendered is None:
-        rendered = render_units(messages, split_units(messages), context.counter, tool_result_max_tokens=None)
-    texts: Iterable[str] = (unit.text for unit in rendered)
-    if previous:
-        # more than one only for a history written before transcripts were chained, or with several notes
-        links = ', '.join(f'read_artifact(artifact_id="{p}")' for p in reversed(previous))
-        where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
-        texts = itertools.chain([f'The messages before these are in {where}: {links}.'], texts)
-    data = b'\n\n'.join(text.encode() for text in texts)  # never the whole text twice: a unit at a time
+        units = split_units(messages)
+        rendered = render_units(
+            messages, units, context.counter, tool_result_max_tokens=None, preamble=preamble
+        )
+    data = transcript_data(rendered, preamble)
     return Transcript(data=data, artifact_id=context.artifact_id(data), messages=len(messages))
 
 

@@ -14,6 +14,8 @@ not tokenize the history again; framing is estimated from its length. Rendering 
 from __future__ import annotations
 
 import functools
+import io
+import itertools
 import re
 import secrets
 from collections.abc import Iterator, Sequence
@@ -54,6 +56,8 @@ __all__ = (
     'render_each_unit',
     'render_units',
     'split_record',
+    'transcript_data',
+    'transcript_preamble',
 )
 
 _NONCE_BYTES = 4
@@ -65,19 +69,82 @@ _TOOL_NAME = re.compile(r'[^A-Za-z0-9_.:-]')
 class TranscriptUnit:
     """The transcript of one unit: its text, its (raw tokenizer) size, and how many messages it stands for."""
 
-    text: str
+    source: str | bytes
+    """The unit's text, or the UTF-8 transcript it sits in at `span` (one per rendering)."""
     tokens: int
     messages: int
     nonce: str = ''
-    """The nonce of the records in `text` (the same for every unit of one transcript)."""
-    records: tuple[tuple[int, int, int], ...] = ()
-    """Where each record of `text` starts and ends, and its size, in order: where a unit too large for one
-    summarizer request is divided."""
+    """The nonce of the records in `text` (the same for every unit of one transcript); '' for a unit that is
+    no rendering of records."""
+    span: tuple[int, int] = (0, 0)
+    """Where the unit's text sits in `source` when that is the shared transcript (byte offsets)."""
 
-    def record_texts(self) -> Iterator[tuple[str, int]]:
-        """Each record of `text` and its size."""
-        for start, end, tokens in self.records:
-            yield self.text[start:end], tokens
+    @property
+    def text(self) -> str:
+        """The unit's text (decoded from the shared transcript on each read: the transcript is held once)."""
+        if isinstance(self.source, str):
+            return self.source
+        start, end = self.span
+        return self.source[start:end].decode()
+
+    def record_texts(self, counter: TokenCounter) -> Iterator[tuple[str, int]]:
+        """Each record of `text` and its size: where a unit too large for one summarizer request is divided.
+
+        Found by the nonce's closing tag, which no content holds, and counted only here: few units are ever
+        divided, so no unit carries its records' offsets.
+        """
+        if not self.nonce:
+            return
+        text = self.text
+        closing = f'</msg-{self.nonce}>'
+        start = 0
+        while start < len(text):
+            end = text.find(closing, start)
+            end = len(text) if end < 0 else end + len(closing)
+            record = text[start:end]
+            yield record, counter.count_text(record)
+            start = end + 1  # the newline between two records
+
+
+def transcript_preamble(previous: Sequence[str]) -> str | None:
+    """The line a transcript opens with that names the `previous` transcripts (oldest first in `previous`,
+    named newest first), so one reference reaches every earlier removal; None when there are none."""
+    if not previous:
+        return None
+    # more than one only for a history written before transcripts were chained, or with several notes
+    links = ', '.join(f'read_artifact(artifact_id="{p}")' for p in reversed(previous))
+    where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
+    return f'The messages before these are in {where}: {links}.'
+
+
+def transcript_data(units: Sequence[TranscriptUnit], preamble: str | None) -> bytes:
+    """The stored transcript: `preamble` and the units joined by blank lines, UTF-8.
+
+    Units rendered together with that preamble already sit in it, which is then returned as it is.
+    """
+    shared = units[0].source if units else None
+    if isinstance(shared, bytes) and _is_whole(shared, units, preamble):
+        return shared
+    buffer = io.BytesIO()  # a unit at a time: `bytes.join` would hold every encoded unit and the result
+    texts = (unit.text for unit in units)
+    for number, text in enumerate(itertools.chain([preamble] if preamble else [], texts)):
+        buffer.write(_SEPARATOR if number else b'')
+        buffer.write(text.encode())
+    return buffer.getvalue()
+
+
+def _is_whole(data: bytes, units: Sequence[TranscriptUnit], preamble: str | None) -> bool:
+    """Whether `units` are all of `data`, after exactly `preamble`."""
+    head = (preamble.encode() + _SEPARATOR) if preamble else b''
+    position = len(head)
+    for unit in units:
+        if unit.source is not data or unit.span[0] != position:
+            return False
+        position = unit.span[1] + len(_SEPARATOR)
+    return data.startswith(head) and position - len(_SEPARATOR) == len(data)
+
+
+_SEPARATOR = b'\n\n'
 
 
 def new_nonce() -> str:
@@ -182,6 +249,7 @@ def render_units(
     *,
     tool_result_max_tokens: int | None,
     system_prompts: bool = True,
+    preamble: str | None = None,
 ) -> list[TranscriptUnit]:
     """Render each unit's messages as framed records; tool results and call arguments are cut to
     `tool_result_max_tokens`.
@@ -191,7 +259,12 @@ def render_units(
     A unit with nothing to render is left out (see `render_each_unit`).
     """
     rendered = render_each_unit(
-        messages, units, counter, tool_result_max_tokens=tool_result_max_tokens, system_prompts=system_prompts
+        messages,
+        units,
+        counter,
+        tool_result_max_tokens=tool_result_max_tokens,
+        system_prompts=system_prompts,
+        preamble=preamble,
     )
     return [unit for unit in rendered if unit is not None]
 
@@ -203,43 +276,48 @@ def render_each_unit(
     *,
     tool_result_max_tokens: int | None,
     system_prompts: bool = True,
+    preamble: str | None = None,
 ) -> list[TranscriptUnit | None]:
-    """`render_units`, one entry per unit of `units`: None for a unit with nothing to render."""
+    """`render_units`, one entry per unit of `units`: None for a unit with nothing to render.
+
+    The units sit in one UTF-8 transcript that opens with `preamble` (see `transcript_data`): each is
+    encoded as it is rendered, so the whole text is held once, as the bytes the store keeps.
+    """
     while True:
         renderer = _Renderer(counter, tool_result_max_tokens, new_nonce(), system_prompts)
         try:
-            return _render(messages, units, renderer)
+            return _render(messages, units, renderer, preamble)
         except _NonceInContent:
             continue
 
 
 def _render(
-    messages: Sequence[ModelMessage], units: Sequence[Unit], renderer: _Renderer
+    messages: Sequence[ModelMessage], units: Sequence[Unit], renderer: _Renderer, preamble: str | None
 ) -> list[TranscriptUnit | None]:
-    rendered: list[TranscriptUnit | None] = []
+    buffer = io.BytesIO()
+    if preamble:
+        buffer.write(preamble.encode())
+    placed: list[tuple[int, int, int, int] | None] = []
     for unit in units:
         records = [
             record for message in messages[unit.start : unit.end] for record in renderer.message(message)
         ]
         if not records:
-            rendered.append(None)
+            placed.append(None)
             continue
-        text = '\n'.join(text for text, _ in records)
+        if buffer.tell():
+            buffer.write(_SEPARATOR)
+        start = buffer.tell()
+        buffer.write('\n'.join(text for text, _ in records).encode())
         tokens = sum(n for _, n in records)
-        rendered.append(
-            TranscriptUnit(text, tokens, unit.end - unit.start, renderer.nonce, _offsets(records))
-        )
-    return rendered
-
-
-def _offsets(records: Sequence[tuple[str, int]]) -> tuple[tuple[int, int, int], ...]:
-    """Where each record sits in the records joined by newlines, and its size."""
-    offsets: list[tuple[int, int, int]] = []
-    start = 0
-    for text, tokens in records:
-        offsets.append((start, start + len(text), tokens))
-        start += len(text) + 1
-    return tuple(offsets)
+        placed.append((start, buffer.tell(), tokens, unit.end - unit.start))
+    data = buffer.getvalue()  # CPython hands over the buffer itself, without a copy
+    return [
+        None
+        if entry is None
+        else TranscriptUnit(data, entry[2], entry[3], renderer.nonce, span=(entry[0], entry[1]))
+        for entry in placed
+    ]
 
 
 def split_record(record: str, pieces: Sequence[str]) -> list[str]:

@@ -56,7 +56,14 @@ from ...units import Unit, head_length, split_units, system_parts
 from .._llm import add_usage, operations_of
 from .._loads import reload_reserve, with_reloads
 from .._spill import spill_transcript
-from .._transcript import TranscriptUnit, first_user_text, read_call, render_each_unit, render_units
+from .._transcript import (
+    TranscriptUnit,
+    first_user_text,
+    read_call,
+    render_each_unit,
+    render_units,
+    transcript_preamble,
+)
 from ._breaker import ScopedBreakers
 from ._fallback import digest, head_tail_cut
 from ._native import NATIVE_NOTE, NativeLayout, compaction_cost, mark_compaction, native_layout
@@ -722,7 +729,13 @@ class Compactor:
         units = plan.units[cut.body_first : cut.unit]
         if self.settings.tool_result_max_tokens is not None or not units or units[0].start != body_start:
             return None
-        each = render_each_unit(plan.messages, units, counter, tool_result_max_tokens=None)
+        each = render_each_unit(
+            plan.messages,
+            units,
+            counter,
+            tool_result_max_tokens=None,
+            preamble=transcript_preamble(cut.previous_transcripts),  # the stored transcript is this text
+        )
         return _Rendered(
             whole=[u for u in each if u is not None],
             summarized=[u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],

@@ -48,9 +48,9 @@ class SummarizerOutcome:
 
 def chunk_transcript(
     units: Sequence[TranscriptUnit], available: int, counter: TokenCounter
-) -> list[list[str]]:
-    """Pack units in order into chunks of at most `available` tokens: each the texts to join for one call
-    (joined only then, so a long transcript is never held twice).
+) -> list[list[TranscriptUnit | str]]:
+    """Pack units in order into chunks of at most `available` tokens: each the units (or record pieces) to
+    join for one call (read and joined only then, so a long transcript is never held twice).
 
     A unit too large for one chunk is divided between its records, and a record too large between pieces of
     its body (each a record marked `part="i/n"`, the first filling the chunk it starts in), so the summarizer
@@ -59,11 +59,11 @@ def chunk_transcript(
     packer = _Packer(available)
     for unit in units:
         if unit.tokens <= available:
-            packer.add(unit.text, unit.tokens)
-        elif not unit.records:  # a unit rendered without its records: only a cut can make it fit
+            packer.add(unit, unit.tokens)
+        elif not unit.nonce:  # not a rendering of records: only a cut can make it fit
             packer.add(counter.truncate_text(unit.text, available, head_fraction=0.5), available)
         else:
-            for record, tokens in unit.record_texts():
+            for record, tokens in unit.record_texts(counter):
                 if tokens <= available:
                     packer.add(record, tokens)
                 else:
@@ -74,11 +74,11 @@ def chunk_transcript(
 @dataclass
 class _Packer:
     available: int
-    chunks: list[list[str]] = field(default_factory=list)
-    current: list[str] = field(default_factory=list)
+    chunks: list[list[TranscriptUnit | str]] = field(default_factory=list)
+    current: list[TranscriptUnit | str] = field(default_factory=list)
     used: int = 0
 
-    def add(self, text: str, tokens: int) -> None:
+    def add(self, text: TranscriptUnit | str, tokens: int) -> None:
         if self.current and self.used + tokens > self.available:
             self.chunks.append(self.current)
             self.current, self.used = [], 0
@@ -92,7 +92,7 @@ class _Packer:
         for piece in split_record(record, body):
             self.add(piece, counter.count_text(piece))
 
-    def finish(self) -> list[list[str]]:
+    def finish(self) -> list[list[TranscriptUnit | str]]:
         if self.current:
             self.chunks.append(self.current)
         return self.chunks
@@ -126,7 +126,9 @@ async def run_summarizer(
         + _PROMPT_FRAMING_TOKENS
     )
     available = max(input_cap - fixed, 1_000)
-    chunks = chunk_transcript(transcript, available, counter) or [['(no messages)']]
+    chunks: list[list[TranscriptUnit | str]] = chunk_transcript(transcript, available, counter) or [
+        ['(no messages)']
+    ]
     if len(chunks) > 1:
         logger.info(
             'compactor: transcript over the summarizer input cap (%d tokens): %d chunks',
@@ -137,7 +139,7 @@ async def run_summarizer(
     calls = 0
     for number, chunk in enumerate(chunks, start=1):
         prompt = build_prompt(
-            transcript='\n\n'.join(chunk),
+            transcript='\n\n'.join(item if isinstance(item, str) else item.text for item in chunk),
             nonce=(transcript[0].nonce if transcript else '') or new_nonce(),
             original_task=task,
             previous_summary=summary,
