@@ -23,7 +23,7 @@ from .._compat import (
     UserPromptPart,
 )
 from ..stages._transcript import content_text
-from ._text import normalize
+from ._text import contains, normalize
 
 __all__ = ('Fact', 'FactKind', 'extract_facts', 'select_facts')
 
@@ -87,7 +87,7 @@ def extract_facts(evicted: Sequence[ModelMessage]) -> list[Fact]:
 def select_facts(facts: Sequence[Fact], kept_text: str, limit: int) -> list[Fact]:
     """At most `limit` of `facts` that the kept messages do not already hold (normalised `kept_text`): taken
     kind by kind in turn, evenly spread over each kind's occurrences, so no kind or stretch dominates."""
-    fresh = [f for f in facts if normalize(f.value) not in kept_text]
+    fresh = [f for f in facts if not contains(kept_text, normalize(f.value))]
     by_kind: dict[str, list[Fact]] = {}
     for fact in fresh:
         by_kind.setdefault(fact.kind, []).append(fact)

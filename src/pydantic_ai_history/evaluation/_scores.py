@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..readback import read_artifact_text
 from ..store import ArtifactStore
 from ._probes import Probe
-from ._text import normalize
+from ._text import contains, normalize
 
 __all__ = ('ModelFreeScores', 'named_artifacts', 'present_share', 'recoverable_share')
 
@@ -33,7 +33,7 @@ class ModelFreeScores:
 def present_share(facts: Sequence[str], context: str) -> list[bool]:
     """For each fact, whether it is in `context` (normalised: whitespace and case only)."""
     text = normalize(context)
-    return [normalize(fact) in text for fact in facts]
+    return [contains(text, normalize(fact)) for fact in facts]
 
 
 def named_artifacts(context: str) -> list[str]:
@@ -52,5 +52,5 @@ async def recoverable_share(
     found: list[bool] = []
     for probe in probes:
         text = await read_artifact_text(store, ids[0], query=probe.question, scope=scope)
-        found.append(normalize(probe.answer) in normalize(text))
+        found.append(contains(normalize(text), normalize(probe.answer)))
     return found

@@ -14,6 +14,7 @@ Every model call goes through a meter, so the report shows the tokens each strat
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -125,18 +126,34 @@ async def compact_with_ours(
     return result, store, processor.scope_of(None)
 
 
+_NO_SUMMARY = 'the digest strategy writes no LLM summary'
+
+
+class _ExpectedFailure(logging.Filter):
+    """Drops the compactor's warning about the digest strategy's summarizer: its failure is the point."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _NO_SUMMARY not in record.getMessage()
+
+
 def _no_summarizer() -> Any:
     from pydantic_ai.models.function import FunctionModel
 
     def unavailable(messages: list[ModelMessage], info: Any) -> ModelResponse:
-        raise RuntimeError('the digest strategy writes no LLM summary')
+        raise RuntimeError(_NO_SUMMARY)
 
     return FunctionModel(unavailable, model_name='no-summarizer')
 
 
 async def digest_strategy(messages: list[ModelMessage], total: int, target: int) -> Compacted:
     """Our compactor with a summarizer that always fails: the deterministic digest. Its cut is the cut."""
-    result, store, scope = await compact_with_ours(messages, total, target, _no_summarizer())
+    logger = logging.getLogger('pydantic_ai_history.compactor')
+    quiet = _ExpectedFailure()
+    logger.addFilter(quiet)
+    try:
+        result, store, scope = await compact_with_ours(messages, total, target, _no_summarizer())
+    finally:
+        logger.removeFilter(quiet)
     return Compacted(strategy='digest', status='ok', messages=result, store=store, scope=scope)
 
 

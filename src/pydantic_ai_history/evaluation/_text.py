@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .._compat import ModelMessage
@@ -9,7 +10,7 @@ from ..stages._transcript import render_units
 from ..tokens import TokenCounter
 from ..units import split_units
 
-__all__ = ('context_text', 'normalize')
+__all__ = ('contains', 'context_text', 'normalize')
 
 
 def normalize(text: str) -> str:
@@ -17,8 +18,23 @@ def normalize(text: str) -> str:
     return ' '.join(text.split()).lower()
 
 
+def contains(normalized_text: str, normalized_fact: str) -> bool:
+    """Whether the fact is in the text as a whole token run: `123` is not in `art_9f123ab` or `41234`."""
+    if not normalized_fact:
+        return False
+    start = r'(?<!\w)' if normalized_fact[0].isalnum() or normalized_fact[0] == '_' else ''
+    end = r'(?!\w)' if normalized_fact[-1].isalnum() or normalized_fact[-1] == '_' else ''
+    return re.search(start + re.escape(normalized_fact) + end, normalized_text) is not None
+
+
 def context_text(messages: Sequence[ModelMessage], counter: TokenCounter) -> str:
     """Everything a model reads of `messages`, rendered as the stored transcripts render it (system prompts,
-    user text, tool calls and results, summaries and their reference lines)."""
+    user text, tool calls and results, summaries and their reference lines), framed `<msg role=...>`.
+
+    The transcript's random frame nonce is taken out: a score must not depend on it."""
     rendered = render_units(messages, split_units(messages), counter, tool_result_max_tokens=None)
-    return '\n'.join(unit.text for unit in rendered)
+    texts = [
+        unit.text.replace(f'<msg-{unit.nonce} ', '<msg ').replace(f'</msg-{unit.nonce}>', '</msg>')
+        for unit in rendered
+    ]
+    return '\n'.join(texts)
