@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .._compat import result_usage
 from ..readback import ReadbackGate, readback_toolset
 from ..store import ArtifactStore
 from ._probes import Probe
@@ -86,7 +87,7 @@ async def answer_probe(
         for part in message.parts
         if getattr(part, 'part_kind', '') == 'tool-call' and getattr(part, 'tool_name', '') == 'read_artifact'
     )
-    return Answer(text=str(result.output), tokens=_tokens(result.usage()), read_calls=calls)
+    return Answer(text=str(result.output), tokens=_tokens(result_usage(result)), read_calls=calls)
 
 
 async def grade_answer(model: Any, probe: Probe, answer: str) -> tuple[Grades, int]:
@@ -99,7 +100,7 @@ async def grade_answer(model: Any, probe: Probe, answer: str) -> tuple[Grades, i
         f'Agent answer: {answer}'
     )
     result = await agent.run(prompt)
-    return result.output, _tokens(result.usage())
+    return result.output, _tokens(result_usage(result))
 
 
 def _tokens(usage: Any) -> int:

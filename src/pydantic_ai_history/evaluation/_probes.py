@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .._compat import result_usage
 from ._facts import Fact
 
 __all__ = ('Probe', 'ProbeKind', 'fact_probes', 'generate_probes')
@@ -111,7 +112,7 @@ async def generate_probes(model: Any, evicted_text: str, kept_text: str, count: 
     )
     result = await agent.run(prompt)
     probes = [Probe(kind=p.kind, question=p.question, answer=p.answer) for p in result.output.probes[:count]]
-    return probes, _tokens(result.usage())
+    return probes, _tokens(result_usage(result))
 
 
 def _tokens(usage: Any) -> int:
