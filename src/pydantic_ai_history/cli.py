@@ -140,7 +140,9 @@ def _add_eval(sub: argparse._SubParsersAction[Any]) -> None:
         help='saved histories (default: the built-in set, ../shared/fixtures/conversations)',
     )
     model = 'PROVIDER:NAME'
-    evaluation.add_argument('--summarizer', metavar=model, help='summarizer model (default: scripted, offline)')
+    evaluation.add_argument(
+        '--summarizer', metavar=model, help='summarizer model (default: scripted, offline)'
+    )
     evaluation.add_argument('--answerer', metavar=model, help='answers the probes (with --judge)')
     evaluation.add_argument('--judge', metavar=model, help='grades the answers 0-5 on six dimensions')
     evaluation.add_argument('--probe-model', metavar=model, help='also writes continuation/decision probes')

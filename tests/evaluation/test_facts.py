@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    UserPromptPart,
+)
 
 from pydantic_ai_history import TokenCounter
 from pydantic_ai_history.evaluation import context_text, extract_facts, fact_probes, normalize, select_facts
 
-from ._sessions import OLDER, COMMAND, CONSTRAINT, ERROR, INVOICE, PATH, TASK, session, tool_round
+from ._sessions import COMMAND, CONSTRAINT, ERROR, INVOICE, OLDER, PATH, TASK, session, tool_round
 
 
 def _values(messages: list[ModelMessage]) -> set[tuple[str, str]]:
@@ -42,7 +48,12 @@ def test_sources_and_cues_say_where_a_fact_was() -> None:
 
 def test_json_keys_editor_subcommands_dates_and_small_numbers_are_no_facts() -> None:
     messages = [
-        *tool_round('c1', 'edit', {'command': 'view', 'path': 'a/b.py'}, '{"address1": "12 Elm", "when": "2024-05-11T08:00"}'),
+        *tool_round(
+            'c1',
+            'edit',
+            {'command': 'view', 'path': 'a/b.py'},
+            '{"address1": "12 Elm", "when": "2024-05-11T08:00"}',
+        ),
     ]
     values = {f.value for f in extract_facts(messages)}
     assert 'view' not in values
@@ -58,7 +69,9 @@ def test_each_value_once_at_its_first_occurrence() -> None:
         ModelResponse(parts=[TextPart('Looking at ORD-12345 now.')]),
     ]
     facts = [f for f in extract_facts(messages) if f.value == 'ORD-12345']
-    assert len(facts) == 1 and facts[0].message == 0 and facts[0].source == 'user'
+    assert len(facts) == 1
+    assert facts[0].message == 0
+    assert facts[0].source == 'user'
 
 
 def test_selection_drops_what_the_kept_part_holds_and_spreads_kinds() -> None:
@@ -74,7 +87,8 @@ def test_probes_carry_the_fact_as_answer_and_not_in_the_question() -> None:
     probes = fact_probes(extract_facts(session()[:OLDER]))
     assert {p.kind for p in probes} == {'recall', 'artifact'}
     for probe in probes:
-        assert probe.fact is not None and probe.answer == probe.fact.value
+        assert probe.fact is not None
+        assert probe.answer == probe.fact.value
         if probe.fact.kind != 'constraint':
             assert probe.answer not in probe.question
 

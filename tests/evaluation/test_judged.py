@@ -36,7 +36,11 @@ def summarizer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 def probe_writer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     probes = [
         {'kind': 'continuation', 'question': 'What is the next step?', 'answer': 'fix the import'},
-        {'kind': 'decision', 'question': 'What was decided about migrations?', 'answer': 'never on production'},
+        {
+            'kind': 'decision',
+            'question': 'What was decided about migrations?',
+            'answer': 'never on production',
+        },
     ]
     return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {'probes': probes})])
 
@@ -86,14 +90,19 @@ async def test_the_judged_path_end_to_end(tmp_path: Any) -> None:
     assert by_key['window'].dimensions['accuracy'] == 1.0
     assert by_key['summary'].dimensions['instruction_following'] == 4.0
     results = {r.strategy: r for r in report.results}
-    assert results['summary'].read_calls > 0 and results['window'].read_calls == 0
-    assert results['summary'].answer_tokens > 0 and results['summary'].judge_tokens > 0
+    assert results['summary'].read_calls > 0
+    assert results['window'].read_calls == 0
+    assert results['summary'].answer_tokens > 0
+    assert results['summary'].judge_tokens > 0
 
     table = report.judged_table()
-    assert table.splitlines()[0].startswith('| strategy | probes | accuracy | context awareness | artifact trail')
+    assert table.splitlines()[0].startswith(
+        '| strategy | probes | accuracy | context awareness | artifact trail'
+    )
     assert '| ours: LLM summary + stored transcript | 6 | 3.67 |' in table  # 4 found of 6 (2 generated)
     text = report.render()
-    assert 'Judged (answerer function:stand-in-answerer, judge function:stand-in-judge)' in text and 'Offline' not in text
+    assert 'Judged (answerer function:stand-in-answerer, judge function:stand-in-judge)' in text
+    assert 'Offline' not in text
 
     data = json.loads(report.to_json())
     assert data['settings']['judge'] == 'function:stand-in-judge'
@@ -120,4 +129,17 @@ async def test_a_model_that_raises_is_reported_and_the_rest_still_runs() -> None
     assert any('could not be answered or judged' in e for e in report.errors)
     # our compactor falls back to its digest when the summarizer raises: still scored
     by_key = {s.strategy: s for s in report.summary()}
-    assert by_key['summary'].sessions == 1 and by_key['summary'].judged == 0
+    assert by_key['summary'].sessions == 1
+    assert by_key['summary'].judged == 0
+
+
+async def test_models_given_by_name() -> None:
+    settings = EvalSettings(
+        summarizer='test', answerer='test', judge='test', judged_probes=1, strategies=('summary',)
+    )
+    report = await evaluate([session_from_messages('hand', session())], settings)
+    assert report.errors == []
+    (summary,) = report.summary()
+    assert summary.judged == 1
+    assert summary.tokens_spent > 0
+    assert report.settings['summarizer'] == 'test'

@@ -39,7 +39,8 @@ async def _cut() -> tuple[list, Cut, int, int]:
     target = total // 3 + 2_140
     digest = await digest_strategy(messages, total, target)
     start = tail_start(messages, digest.messages)
-    assert start is not None and start > OLDER  # the facts' part is evicted
+    assert start is not None
+    assert start > OLDER
     return messages, Cut(head=kept_head(messages, digest.messages), start=start), total, target
 
 
@@ -49,7 +50,9 @@ async def test_every_strategy_keeps_the_same_tail_and_a_valid_history() -> None:
     ours = await summary_strategy(messages, cut, metered(scripted_summarizer()), total, target)
     window = await window_strategy(messages, cut, None)
     digest = await digest_strategy(messages, total, target)
-    assert ours.note == '' and ours.calls >= 1 and ours.tokens_spent > 0
+    assert ours.note == ''
+    assert ours.calls >= 1
+    assert ours.tokens_spent > 0
     for compacted in (ours, window, digest):
         assert compacted.messages[-(len(messages) - cut.start) :] == messages[cut.start :]
         assert validate_history(compacted.messages) == []
@@ -89,21 +92,26 @@ async def test_peers_run_where_installed_and_are_listed_otherwise() -> None:
         compacted = await strategy(messages, cut, metered(scripted_summarizer()))
         assert compacted.status in ('ok', 'not installed')
         if compacted.status == 'ok':
-            assert compacted.store is None and compacted.tokens_spent > 0
+            assert compacted.store is None
+            assert compacted.tokens_spent > 0
 
 
 async def test_evaluate_reports_every_strategy_and_the_cut() -> None:
     report = await evaluate(
         [session_from_messages('hand', session())], EvalSettings(keep_fraction=0.3, max_facts=20)
     )
-    assert report.evaluated == 1 and report.errors == []
+    assert report.evaluated == 1
+    assert report.errors == []
     (record,) = report.sessions
-    assert 6 <= record.facts <= 20 and record.evicted > OLDER - 1
+    assert 6 <= record.facts <= 20
+    assert record.evicted > OLDER - 1
     by_key = {s.strategy: s for s in report.summary()}
     assert set(by_key) == {'summary', 'digest', 'window', 'harness', 'summarization'}
-    assert by_key['window'].recoverable == 0.0 and by_key['window'].present == 0.0
+    assert by_key['window'].recoverable == 0.0
+    assert by_key['window'].present == 0.0
     assert by_key['summary'].recoverable == 1.0
-    assert by_key['digest'].tokens_spent == 0 and by_key['summary'].tokens_spent > 0
+    assert by_key['digest'].tokens_spent == 0
+    assert by_key['summary'].tokens_spent > 0
     assert by_key['window'].compression > 1.0
     table = report.model_free_table()
     assert f'| sliding window alone | 1 | {record.facts} | 0.0% | 0.0% |' in table

@@ -1,4 +1,4 @@
-"""`pydantic-ai-history eval`: the probe evaluation of compaction quality (see `pydantic_ai_history.evaluation`).
+"""`pydantic-ai-history eval`: the probe evaluation of compaction quality (`pydantic_ai_history.evaluation`).
 
 Sessions given on the command line, else the built-in set (`../shared/fixtures/conversations`). Without
 models it runs offline with a scripted summarizer and prints the model-free scores of every strategy.

@@ -53,7 +53,9 @@ _ERROR = re.compile(r'\b[A-Z][A-Za-z]*(?:Error|Exception)\b(?::[^\n]{1,100})?')
 _IDENTIFIER = re.compile(
     r'(?<![\w./-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*(?![\w/-]|\.\w)'
 )
-_NUMBER = re.compile(r'(?<![\w.,/:-])\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w,/:-]|\.\d)|(?<![\w.,/:-])\$?\d+(?:\.\d+)?(?![\w,/:-]|\.\d)')
+_NUMBER = re.compile(
+    r'(?<![\w.,/:-])\$?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w,/:-]|\.\d)|(?<![\w.,/:-])\$?\d+(?:\.\d+)?(?![\w,/:-]|\.\d)'
+)
 _SENTENCE = re.compile(r'[^.!?\n]+[.!?]?')
 _CONSTRAINT = re.compile(
     r"\b(?:must|should|shouldn't|don't|do not|never|always|only|make sure|without|at least|at most|"
@@ -120,11 +122,11 @@ def _texts(message: ModelMessage) -> Iterator[tuple[str, str, str | None]]:
             ):
                 yield f'retry:{getattr(part, "tool_name", None) or "output"}', part.model_response(), None
         return
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            yield 'assistant', part.content, None
-        elif isinstance(part, ToolCallPart):
-            yield from _call_texts(part)
+    for response_part in message.parts:
+        if isinstance(response_part, TextPart):
+            yield 'assistant', response_part.content, None
+        elif isinstance(response_part, ToolCallPart):
+            yield from _call_texts(response_part)
 
 
 def _call_texts(part: ToolCallPart) -> Iterator[tuple[str, str, str | None]]:
@@ -153,7 +155,12 @@ def _matches(text: str, source: str, arg: str | None) -> Iterator[tuple[FactKind
             if _CONSTRAINT.search(sentence) and 12 <= len(sentence) <= _MAX_CONSTRAINT_CHARS:
                 yield 'constraint', text.find(sentence, match.start()), sentence
     taken: list[tuple[int, int]] = []
-    for kind, pattern in (('path', _PATH), ('error', _ERROR), ('identifier', _IDENTIFIER), ('number', _NUMBER)):
+    for kind, pattern in (
+        ('path', _PATH),
+        ('error', _ERROR),
+        ('identifier', _IDENTIFIER),
+        ('number', _NUMBER),
+    ):
         for match in pattern.finditer(text):
             if any(start <= match.start() < end for start, end in taken):
                 continue  # inside a path or an error string already taken

@@ -39,7 +39,7 @@ class Grades(BaseModel):
 
     def overall(self) -> float:
         """The mean of the six grades."""
-        return sum(getattr(self, d) for d in DIMENSIONS) / len(DIMENSIONS)
+        return sum(int(getattr(self, d)) for d in DIMENSIONS) / len(DIMENSIONS)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -59,7 +59,9 @@ def _question(fact: Fact) -> str:
     noun = _NOUNS[fact.kind]
     where = _where(fact.source)
     if fact.kind == 'constraint':
-        return f'Earlier in this session, what exactly did the user ask or require{_after(fact.cue)}? Quote it.'
+        return (
+            f'Earlier in this session, what exactly did the user ask or require{_after(fact.cue)}? Quote it.'
+        )
     if fact.kind == 'command':
         return f'Earlier in this session, which exact command was run with {where}? Quote it.'
     return f'Earlier in this session, which exact {noun} appeared in {where}{_after(fact.cue)}? Quote it.'
@@ -82,7 +84,7 @@ def _where(source: str) -> str:
 
 class _GeneratedProbe(BaseModel):
     kind: Literal['continuation', 'decision'] = Field(
-        description='continuation: what is the next step, or what remains to do; decision: what was decided, and why'
+        description='continuation: the next step, or what remains to do; decision: what was decided, and why'
     )
     question: str = Field(description='the question, answerable only with details from the EARLIER part')
     answer: str = Field(description='the correct answer, from the conversation')
@@ -100,7 +102,9 @@ continuation probes (what is the next step, what remains to do) and decision pro
 and why). Give the correct answer for each, from the conversation."""
 
 
-async def generate_probes(model: Any, evicted_text: str, kept_text: str, count: int) -> tuple[list[Probe], int]:
+async def generate_probes(
+    model: Any, evicted_text: str, kept_text: str, count: int
+) -> tuple[list[Probe], int]:
     """`count` continuation and decision probes written by `model` from the evicted and kept text; also the
     tokens it spent."""
     from pydantic_ai import Agent

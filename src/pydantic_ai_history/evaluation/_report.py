@@ -99,37 +99,45 @@ class StrategySummary:
 
 def summarize(results: Sequence[StrategyResult], strategies: Sequence[str]) -> list[StrategySummary]:
     """Aggregate `results` per strategy, in `strategies` order."""
-    out: list[StrategySummary] = []
-    for key in strategies:
-        mine = [r for r in results if r.strategy == key]
-        ok = [r for r in mine if r.status == 'ok']
-        facts = sum(r.facts for r in ok)
-        grades = [g for r in ok for g in r.grades]
-        dimensions = {d: sum(g[d] for g in grades) / len(grades) for d in DIMENSIONS} if grades else {}
-        before, after = sum(r.tokens_before for r in ok), sum(r.tokens_after for r in ok)
-        status = 'ok' if ok else (mine[0].status if mine else 'not run')
-        if mine and not ok and mine[0].note:
-            status = f'{status}: {mine[0].note}'
-        out.append(
-            StrategySummary(
-                strategy=key,
-                label=STRATEGIES.get(key, key),
-                sessions=len(ok),
-                facts=facts,
-                present=sum(r.present for r in ok) / facts if facts else 0.0,
-                recoverable=sum(r.recoverable for r in ok) / facts if facts else 0.0,
-                reachable=sum(r.reachable for r in ok) / facts if facts else 0.0,
-                compression=before / after if after else 0.0,
-                tokens_spent=sum(r.tokens_spent for r in ok),
-                judged=len(grades),
-                dimensions=dimensions,
-                overall=sum(dimensions.values()) / len(dimensions) if dimensions else None,
-                answer_tokens=sum(r.answer_tokens for r in ok),
-                judge_tokens=sum(r.judge_tokens for r in ok),
-                status=status,
-            )
-        )
-    return out
+    return [_summary_of(key, [r for r in results if r.strategy == key]) for key in strategies]
+
+
+def _summary_of(key: str, mine: list[StrategyResult]) -> StrategySummary:
+    ok = [r for r in mine if r.status == 'ok']
+    facts = sum(r.facts for r in ok)
+    grades = [g for r in ok for g in r.grades]
+    dimensions = {d: sum(g[d] for g in grades) / len(grades) for d in DIMENSIONS} if grades else {}
+    before, after = sum(r.tokens_before for r in ok), sum(r.tokens_after for r in ok)
+    return StrategySummary(
+        strategy=key,
+        label=STRATEGIES.get(key, key),
+        sessions=len(ok),
+        facts=facts,
+        present=_share(sum(r.present for r in ok), facts),
+        recoverable=_share(sum(r.recoverable for r in ok), facts),
+        reachable=_share(sum(r.reachable for r in ok), facts),
+        compression=before / after if after else 0.0,
+        tokens_spent=sum(r.tokens_spent for r in ok),
+        judged=len(grades),
+        dimensions=dimensions,
+        overall=sum(dimensions.values()) / len(dimensions) if dimensions else None,
+        answer_tokens=sum(r.answer_tokens for r in ok),
+        judge_tokens=sum(r.judge_tokens for r in ok),
+        status=_status(mine, ok),
+    )
+
+
+def _share(count: int, total: int) -> float:
+    return count / total if total else 0.0
+
+
+def _status(mine: list[StrategyResult], ok: list[StrategyResult]) -> str:
+    """`ok` when the strategy ran on some session; else why not (the first session's reason)."""
+    if ok:
+        return 'ok'
+    if not mine:
+        return 'not run'
+    return f'{mine[0].status}: {mine[0].note}' if mine[0].note else mine[0].status
 
 
 @dataclass(kw_only=True)
@@ -187,7 +195,8 @@ class EvalReport:
             return ''
         heads = ' | '.join(d.replace('_', ' ') for d in DIMENSIONS)
         rows = [
-            f'| strategy | probes | {heads} | overall | compression | summarizer tokens | answer + judge tokens |',
+            f'| strategy | probes | {heads} | overall | compression | summarizer tokens '
+            '| answer + judge tokens |',
             '|---|---:|' + '---:|' * (len(DIMENSIONS) + 4),
         ]
         for s in judged:

@@ -167,9 +167,11 @@ class _Run:
         result.tokens_after = self.tokens(compacted.messages)
         result.tokens_spent = compacted.tokens_spent
         result.facts, result.present, result.recoverable = len(probes), sum(present), sum(recovered)
-        result.reachable = sum(a or b for a, b in zip(present, recovered))
+        result.reachable = sum(a or b for a, b in zip(present, recovered, strict=True))
         if self.settings.answerer is not None and self.settings.judge is not None:
-            await self.judge(result, context, compacted, _judged(generated, probes, self.settings.judged_probes))
+            await self.judge(
+                result, context, compacted, _judged(generated, probes, self.settings.judged_probes)
+            )
         return result
 
     async def judge(

@@ -25,7 +25,7 @@ class ModelFreeScores:
     present: int
     """Facts whose exact text (whitespace and case aside) is in the compacted context."""
     recoverable: int
-    """Facts in the answer to one `read_artifact(artifact_id=<the id the context names>, query=<question>)`."""
+    """Facts in the answer to one `read_artifact(artifact_id=<the id the context names>, query=<probe>)`."""
     reachable: int
     """Facts present or recoverable."""
 
@@ -45,7 +45,8 @@ async def recoverable_share(
     probes: Sequence[Probe], context: str, store: ArtifactStore | None, scope: str
 ) -> list[bool]:
     """For each probe, whether its answer is in what ONE `read_artifact(query=<its question>)` call on the
-    artifact the context names first (the summary's reference) returns; all False when the strategy keeps nothing."""
+    artifact the context names first (the summary's reference) returns; all False when the strategy keeps
+    nothing."""
     ids = named_artifacts(context)
     if store is None or not ids:
         return [False] * len(probes)

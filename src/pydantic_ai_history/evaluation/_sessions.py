@@ -47,8 +47,12 @@ def session_from_messages(name: str, messages: Sequence[ModelMessage]) -> EvalSe
     """`messages` as a session, cut after its last `ModelRequest`."""
     last = max((i for i, m in enumerate(messages) if isinstance(m, ModelRequest)), default=-1)
     if last < 2:
-        raise SessionError(f'{name}: too short to compact (it needs at least three messages ending in a request)')
-    return EvalSession(name=name, messages=list(messages[: last + 1]), dropped_responses=len(messages) - last - 1)
+        raise SessionError(
+            f'{name}: too short to compact (it needs at least three messages ending in a request)'
+        )
+    return EvalSession(
+        name=name, messages=list(messages[: last + 1]), dropped_responses=len(messages) - last - 1
+    )
 
 
 def load_session(path: str | os.PathLike[str]) -> EvalSession:
@@ -98,7 +102,7 @@ def compaction_target(total_tokens: int, keep_fraction: float, summary_reserve: 
 def kept_head(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int:
     """How many leading messages of `original` `compacted` kept as they were (the same objects)."""
     count = 0
-    for before, after in zip(original, compacted):
+    for before, after in zip(original, compacted, strict=False):
         if before is not after:
             break
         count += 1
@@ -108,10 +112,10 @@ def kept_head(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage
 def tail_start(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int | None:
     """The index in `original` where the verbatim tail `compacted` ends with begins (the same objects); None
     when nothing was compacted."""
-    if len(compacted) == len(original) and all(a is b for a, b in zip(original, compacted)):
+    if len(compacted) == len(original) and all(a is b for a, b in zip(original, compacted, strict=False)):
         return None
     kept = 0
-    for before, after in zip(reversed(original), reversed(compacted)):
+    for before, after in zip(reversed(original), reversed(compacted), strict=False):
         if before is not after:
             break
         kept += 1

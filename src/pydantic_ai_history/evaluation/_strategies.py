@@ -17,19 +17,16 @@ import importlib.util
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, cast
 
 from .._compat import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart
 from .._policy import ContextPolicy
-from .._summarizer_settings import SummarizerSettings
+from .._summarizer_settings import ModelRef, SummarizerSettings
 from ..cache import MemoryCache
 from ..factory import create_history_processor
 from ..stages.compactor import CompactionSettings
 from ..store import ArtifactStore, MemoryStore
 from ._sessions import tail_start
-
-if TYPE_CHECKING:
-    from pydantic_ai.models import Model
 
 __all__ = (
     'STRATEGIES',
@@ -81,7 +78,7 @@ class Compacted:
     """Why it failed, or what differed (a peer that moved the cut)."""
 
 
-def metered(model: Model | str) -> Any:
+def metered(model: ModelRef) -> Any:
     """`model` (a pydantic-ai model or its name) wrapped so `.tokens` and `.calls` count what it spent."""
     from pydantic_ai.models.wrapper import WrapperModel
 
@@ -92,11 +89,13 @@ def metered(model: Model | str) -> Any:
         async def request(self, *args: Any, **kwargs: Any) -> ModelResponse:
             response = await super().request(*args, **kwargs)
             usage = response.usage
-            self.tokens += (getattr(usage, 'input_tokens', 0) or 0) + (getattr(usage, 'output_tokens', 0) or 0)
+            self.tokens += (getattr(usage, 'input_tokens', 0) or 0) + (
+                getattr(usage, 'output_tokens', 0) or 0
+            )
             self.calls += 1
             return response
 
-    return _Metered(model)
+    return _Metered(cast(Any, model))
 
 
 Strategy = Callable[[list[ModelMessage], Cut, Any], Awaitable[Compacted]]
@@ -194,8 +193,8 @@ async def summarization_strategy(messages: list[ModelMessage], cut: Cut, summari
     summary replaces everything before the cut, the first user turn included)."""
     if not installed('pydantic_ai_summarization'):
         return Compacted(strategy='summarization', status='not installed')
-    from pydantic_ai_summarization import SummarizationProcessor
-    from pydantic_ai_summarization.processor import CompressionPlan
+    from pydantic_ai_summarization import SummarizationProcessor  # type: ignore[import-not-found]
+    from pydantic_ai_summarization.processor import CompressionPlan  # type: ignore[import-not-found]
 
     processor = SummarizationProcessor(model=summarizer, trigger=('messages', 1), keep=('messages', 1))
     plan = CompressionPlan(
@@ -206,7 +205,9 @@ async def summarization_strategy(messages: list[ModelMessage], cut: Cut, summari
     )
     outcome = await processor.execute_plan(plan)
     if not outcome.summarized:
-        return Compacted(strategy='summarization', status='failed', note=f'not summarized ({outcome.skip_reason})')
+        return Compacted(
+            strategy='summarization', status='failed', note=f'not summarized ({outcome.skip_reason})'
+        )
     return Compacted(
         strategy='summarization',
         status='ok',
@@ -222,7 +223,7 @@ async def harness_strategy(messages: list[ModelMessage], cut: Cut, summarizer: A
         return Compacted(strategy='harness', status='not installed')
     from pydantic_ai import RunContext
     from pydantic_ai.usage import RunUsage
-    from pydantic_ai_harness.compaction import SummarizingCompaction
+    from pydantic_ai_harness.compaction import SummarizingCompaction  # type: ignore[import-not-found]
 
     compaction: Any = SummarizingCompaction(model=summarizer, keep_messages=len(messages) - cut.start)
     ctx: Any = RunContext(deps=None, model=summarizer, usage=RunUsage())
@@ -240,7 +241,9 @@ async def harness_strategy(messages: list[ModelMessage], cut: Cut, summarizer: A
 
 
 def _system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
-    return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)]
+    return [
+        p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)
+    ]
 
 
 STRATEGIES: dict[str, str] = {
