@@ -225,7 +225,10 @@ async def harness_strategy(messages: list[ModelMessage], cut: Cut, summarizer: A
     from pydantic_ai.usage import RunUsage
     from pydantic_ai_harness.compaction import SummarizingCompaction  # type: ignore[import-not-found]
 
-    compaction: Any = SummarizingCompaction(model=summarizer, keep_messages=len(messages) - cut.start)
+    # `compact()` is called directly: the trigger (`max_messages`) is never consulted, only the kept count
+    compaction: Any = SummarizingCompaction(
+        model=summarizer, max_messages=1, keep_messages=len(messages) - cut.start
+    )
     ctx: Any = RunContext(deps=None, model=summarizer, usage=RunUsage())
     result = await compaction.compact(list(messages), ctx)
     start = tail_start(messages, result)
