@@ -116,3 +116,6 @@ async def test_evaluate_reports_every_strategy_and_the_cut() -> None:
     table = report.model_free_table()
     assert f'| sliding window alone | 1 | {record.facts} | 0.0% | 0.0% |' in table
     assert report.judged_table() == ''
+    window = next(r for r in report.results if r.strategy == 'window')
+    assert sum(counts[0] for counts in window.by_kind.values()) == record.facts
+    assert '| command | 1 | 0% / 100% | ' in report.kinds_table()  # summary: not in its text, read back

@@ -39,6 +39,8 @@ class StrategyResult:
     """Facts in the answer to one `read_artifact(query=<question>)` call."""
     reachable: int = 0
     """Facts present or recoverable."""
+    by_kind: dict[str, list[int]] = field(default_factory=dict)
+    """Fact kind -> [facts, present, recoverable]: where a strategy loses detail."""
     grades: list[dict[str, int]] = field(default_factory=list)
     """The judge's grades, one dict per judged probe (dimension -> 0..5)."""
     answer_tokens: int = 0
@@ -127,6 +129,11 @@ def _summary_of(key: str, mine: list[StrategyResult]) -> StrategySummary:
     )
 
 
+def _pair(counts: list[int]) -> str:
+    facts, present, recoverable = counts
+    return f'{_share(present, facts):.0%} / {_share(recoverable, facts):.0%}'
+
+
 def _share(count: int, total: int) -> float:
     return count / total if total else 0.0
 
@@ -207,6 +214,25 @@ class EvalReport:
             )
         return '\n'.join(rows)
 
+    def kinds_table(self) -> str:
+        """Markdown: per fact kind, the share present / recoverable for each strategy that ran."""
+        ran = [s for s in self.summary() if s.sessions]
+        totals: dict[str, dict[str, list[int]]] = {}
+        for r in self.results:
+            for kind, counts in r.by_kind.items():
+                row = totals.setdefault(kind, {}).setdefault(r.strategy, [0, 0, 0])
+                row[:] = [a + b for a, b in zip(row, counts, strict=True)]
+        rows = [
+            '| fact kind | facts | ' + ' | '.join(s.label for s in ran) + ' |',
+            '|---|---:|' + '---:|' * len(ran),
+        ]
+        for kind in sorted(totals):
+            per_strategy = totals[kind]
+            facts = next(iter(per_strategy.values()))[0]
+            cells = [_pair(per_strategy.get(s.strategy, [0, 0, 0])) for s in ran]
+            rows.append(f'| {kind} | {facts:,} | ' + ' | '.join(cells) + ' |')
+        return '\n'.join(rows)
+
     def render(self) -> str:
         """The text the CLI prints."""
         settings = self.settings
@@ -219,7 +245,14 @@ class EvalReport:
                 'Offline: the summarizer is scripted (no model). This checks the plumbing and the model-free '
                 'scores, not the quality of an LLM summary.'
             )
-        lines += ['', self.model_free_table()]
+        lines += [
+            '',
+            self.model_free_table(),
+            '',
+            'Per fact kind (present / recoverable):',
+            '',
+            self.kinds_table(),
+        ]
         judged = self.judged_table()
         if judged:
             lines += [

@@ -168,6 +168,7 @@ class _Run:
         result.tokens_spent = compacted.tokens_spent
         result.facts, result.present, result.recoverable = len(probes), sum(present), sum(recovered)
         result.reachable = sum(a or b for a, b in zip(present, recovered, strict=True))
+        result.by_kind = _by_kind(probes, present, recovered)
         if self.settings.answerer is not None and self.settings.judge is not None:
             await self.judge(
                 result, context, compacted, _judged(generated, probes, self.settings.judged_probes)
@@ -193,6 +194,15 @@ class _Run:
             result.answer_tokens += answer.tokens
             result.judge_tokens += judge_tokens
             result.read_calls += answer.read_calls
+
+
+def _by_kind(probes: list[Probe], present: list[bool], recovered: list[bool]) -> dict[str, list[int]]:
+    counts: dict[str, list[int]] = {}
+    for probe, is_present, is_recovered in zip(probes, present, recovered, strict=True):
+        if probe.fact is not None:
+            row = counts.setdefault(probe.fact.kind, [0, 0, 0])
+            row[0], row[1], row[2] = row[0] + 1, row[1] + is_present, row[2] + is_recovered
+    return counts
 
 
 def _judged(generated: list[Probe], probes: list[Probe], limit: int) -> list[Probe]:
