@@ -14,6 +14,7 @@ from pydantic_ai.messages import (
 
 from pydantic_ai_history import TokenCounter
 from pydantic_ai_history.evaluation import context_text, extract_facts, fact_probes, normalize, select_facts
+from pydantic_ai_history.evaluation._text import contains
 
 from ._sessions import COMMAND, CONSTRAINT, ERROR, INVOICE, OLDER, PATH, TASK, session, tool_round
 
@@ -93,7 +94,7 @@ def test_probes_carry_the_fact_as_answer_and_not_in_the_question() -> None:
             assert probe.answer not in probe.question
 
 
-_word = st.text(alphabet='abcXYZ019_-./: \n', min_size=1, max_size=30)
+_word = st.text(alphabet='abcXYZ019_-./:"\\ \n', min_size=1, max_size=130)
 
 
 @settings(max_examples=60, deadline=None)
@@ -101,7 +102,10 @@ _word = st.text(alphabet='abcXYZ019_-./: \n', min_size=1, max_size=30)
 def test_every_fact_is_a_substring_of_the_evicted_text(rounds: list[tuple[str, str, int]]) -> None:
     messages: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(f'Please only use {rounds[0][0]}.')])]
     for i, (arg, text, number) in enumerate(rounds):
-        messages += tool_round(f'c{i}', 'tool', {'command': f'run {arg}', 'n': number}, f'{text} {number}.5')
+        result = f'{text} {number}.5 ValueError: {text * 4}'
+        messages += tool_round(f'c{i}', 'tool', {'command': f'run {arg}', 'n': number}, result)
     rendered = normalize(context_text(messages, TokenCounter('openai:gpt-4o')))
     for fact in extract_facts(messages):
         assert normalize(fact.value) in rendered, fact
+        # as the scores match it (whole tokens): a context that keeps everything holds every fact
+        assert contains(rendered, normalize(fact.value)), fact

@@ -103,10 +103,16 @@ def select_facts(facts: Sequence[Fact], kept_text: str, limit: int) -> list[Fact
 
 
 def _spread(group: list[Fact], limit: int) -> list[Fact]:
-    if len(group) <= limit:
-        return list(group)
-    step = len(group) / limit
-    return [group[int(i * step)] for i in range(limit)]
+    """At most `limit` of `group`: the first of each message's facts, then the second of each, ... (a long
+    listing does not fill a kind on its own, and probes about one message stay few enough to tell apart)."""
+    by_message: dict[int, list[Fact]] = {}
+    for fact in group:
+        by_message.setdefault(fact.message, []).append(fact)
+    rounds = max(len(facts) for facts in by_message.values()) if by_message else 0
+    interleaved = [
+        f for i in range(rounds) for facts in by_message.values() if i < len(facts) for f in [facts[i]]
+    ]
+    return interleaved[:limit]
 
 
 def _texts(message: ModelMessage) -> Iterator[tuple[str, str, str | None]]:
@@ -135,17 +141,22 @@ def _call_texts(part: ToolCallPart) -> Iterator[tuple[str, str, str | None]]:
         args = part.args_as_dict()
     except Exception:  # arguments that are not JSON: the model sent them as text
         args = {}
-    for name, value in args.items():
-        if isinstance(value, str) and name.lower() in _COMMAND_ARGS:
-            yield source, value, name.lower()
     text = part.args if isinstance(part.args, str) else content_text(part.args or {})
+    for name, value in args.items():
+        # as the model sees it: a command with quotes or backslashes is escaped in the arguments' JSON
+        if isinstance(value, str) and name.lower() in _COMMAND_ARGS and _first_line(value) in text:
+            yield source, value, name.lower()
     yield source, text, None
+
+
+def _first_line(text: str) -> str:
+    return text.strip().split('\n', 1)[0].strip()
 
 
 def _matches(text: str, source: str, arg: str | None) -> Iterator[tuple[FactKind, int, str]]:
     """(kind, start, value) of every fact in `text`; a command argument is one fact (its first line)."""
     if arg is not None:
-        first_line = text.strip().split('\n', 1)[0].strip()
+        first_line = _first_line(text)
         if ' ' in first_line:  # a shell command line, not an editor's sub-command like `view`
             yield 'command', text.find(first_line), first_line
         return
@@ -164,18 +175,22 @@ def _matches(text: str, source: str, arg: str | None) -> Iterator[tuple[FactKind
         for match in pattern.finditer(text):
             if any(start <= match.start() < end for start, end in taken):
                 continue  # inside a path or an error string already taken
-            value = _trimmed(kind, match.group())
+            value = _trimmed(kind, match.group(), text[match.end() : match.end() + 1])
             if value is None or text.startswith('":', match.end()):  # a JSON key names a field, not a fact
                 continue
             taken.append((match.start(), match.end()))
             yield kind, match.start(), value  # type: ignore[misc]
 
 
-def _trimmed(kind: str, value: str) -> str | None:
-    """The value as a fact, or None when it is too slight to ask about."""
+def _trimmed(kind: str, value: str, following: str) -> str | None:
+    """The value as a fact (ending where a word ends), or None when it is too slight to ask about."""
     value = value.strip()
     if kind == 'error':
-        return value[:_MAX_ERROR_CHARS].rstrip(' ,;:') if ':' in value or len(value) > 9 else None
+        if ':' not in value and len(value) <= 9:
+            return None
+        if following[:1].isalnum() and value[-1:].isalnum():  # cut inside a word: end at the last whole one
+            value = value[: value.rfind(' ')] if ' ' in value else value
+        return value.rstrip(' ,;:')
     if kind == 'identifier':
         return value if len(value) >= 5 and not _DATE.match(value) else None
     if kind == 'number':
