@@ -119,3 +119,22 @@ async def test_evaluate_reports_every_strategy_and_the_cut() -> None:
     window = next(r for r in report.results if r.strategy == 'window')
     assert sum(counts[0] for counts in window.by_kind.values()) == record.facts
     assert '| command | 1 | 0% / 100% | ' in report.kinds_table()  # summary: not in its text, read back
+
+
+def test_every_field_of_the_public_dataclasses_is_documented() -> None:
+    import dataclasses
+    import inspect
+
+    from pydantic_ai_history import evaluation
+
+    kinds = [getattr(evaluation, name) for name in evaluation.__all__]
+    checked = 0
+    for kind in kinds:
+        if not (inspect.isclass(kind) and dataclasses.is_dataclass(kind)):
+            continue
+        source = inspect.getsource(kind)
+        for field in dataclasses.fields(kind):
+            after = source.split(f'    {field.name}:', 1)[1].split('\n', 2)
+            assert after[1].strip().startswith('"""'), f'{kind.__name__}.{field.name} has no docstring'
+            checked += 1
+    assert checked > 40

@@ -78,23 +78,33 @@ class StrategySummary:
     """One strategy over every session it ran on."""
 
     strategy: str
+    """The strategy's key."""
     label: str
+    """Its label in the tables."""
     sessions: int
+    """Sessions it compacted."""
     facts: int
+    """Deterministic facts asked about, over those sessions."""
     present: float
     """Share of facts present (over all facts of all sessions)."""
     recoverable: float
+    """Share of facts one `read_artifact(query=...)` call recovers."""
     reachable: float
+    """Share of facts present or recoverable."""
     compression: float
     """Tokens before over tokens after, over all sessions."""
     tokens_spent: int
+    """Tokens its own model calls spent (the summarizer's)."""
     judged: int
     """Probes judged."""
     dimensions: dict[str, float]
     """Mean grade per dimension (empty when nothing was judged)."""
     overall: float | None
+    """The mean of the dimensions; None when nothing was judged."""
     answer_tokens: int
+    """Tokens the answering model spent on its probes."""
     judge_tokens: int
+    """Tokens the judge spent on them."""
     status: str
     """`ok`, or why it produced nothing (`not installed`, `failed`)."""
 
@@ -154,7 +164,9 @@ class EvalReport:
     settings: dict[str, Any]
     """The models (names) and knobs the run used; `offline` is True with the scripted summarizer."""
     sessions: list[SessionResult]
+    """What was done with each session, in input order."""
     results: list[StrategyResult]
+    """Each strategy on each evaluated session."""
     errors: list[str] = field(default_factory=list)
     """Problems that did not stop the run (a session that failed to load, a model that raised)."""
 
