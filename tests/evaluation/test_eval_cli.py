@@ -75,4 +75,6 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(['eval', str(good), '--keep-fraction', '1.5']) == EXIT_USAGE
     assert main(['eval', str(good), '--answerer', 'test']) == EXIT_USAGE
     assert '--answerer and --judge go together' in capsys.readouterr().err
+    assert main(['eval', str(good), '--probe-model', 'openai:gpt-4.1-mini']) == EXIT_USAGE
+    assert 'generated probes are only judged' in capsys.readouterr().err
     assert main(['eval', str(good), '--json', str(tmp_path / 'no' / 'x.json')]) == EXIT_USAGE

@@ -30,6 +30,8 @@ def run_eval(
     """Run the evaluation and print its report; a `CliError` when nothing could be evaluated."""
     if (answerer is None) != (judge is None):
         fail('--answerer and --judge go together: the judged path needs both')
+    if probe_model is not None and answerer is None:
+        fail('--probe-model needs --answerer and --judge: generated probes are only judged, never model-free')
     out = Path(json_path) if json_path else None
     if out is not None and not out.parent.exists():
         fail(f'--json {json_path}: the folder {out.parent} does not exist')
