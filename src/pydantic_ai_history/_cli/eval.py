@@ -7,6 +7,7 @@ models it runs offline with a scripted summarizer and prints the model-free scor
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ def run_eval(
         )
     except ValueError as exc:
         fail(str(exc))
-    report = asyncio.run(evaluate(paths, settings))
+    report = asyncio.run(evaluate(paths, settings, progress=_progress if settings.answerer else None))
     print(report.render())
     if out is not None:
         try:
@@ -62,6 +63,10 @@ def run_eval(
     if report.evaluated == 0:
         fail('nothing could be evaluated')
     return report
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)  # a judged run makes about a hundred model calls per session
 
 
 def _model(name: str | None) -> Any:

@@ -54,6 +54,9 @@ class Answer:
     """How many times it called `read_artifact`."""
 
 
+ANSWER_REQUEST_LIMIT = 5
+"""Model requests per answer at most (a few `read_artifact` calls); past it the probe counts as unanswered."""
+
 ANSWER_INSTRUCTIONS = """\
 You are an agent resuming a task. Your conversation so far is given below; its older part may have been \
 compacted into a summary, and a summary may name a stored transcript you can read with the read_artifact \
@@ -72,6 +75,7 @@ async def answer_probe(
 ) -> Answer:
     """`model`'s answer to `probe` from the compacted `context`, with `read_artifact` on `store` if any."""
     from pydantic_ai import Agent
+    from pydantic_ai.usage import UsageLimits
 
     toolsets = []
     if store is not None:
@@ -80,7 +84,7 @@ async def answer_probe(
         toolsets.append(readback_toolset(store, scope=lambda ctx: scope, gate=gate))
     agent: Any = Agent(model, instructions=ANSWER_INSTRUCTIONS, toolsets=toolsets)
     prompt = f'<conversation>\n{context}\n</conversation>\n\nQuestion: {probe.question}'
-    result = await agent.run(prompt)
+    result = await agent.run(prompt, usage_limits=UsageLimits(request_limit=ANSWER_REQUEST_LIMIT))
     calls = sum(
         1
         for message in result.all_messages()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,13 +221,16 @@ def _label(model: ModelRef | None, offline: str) -> str:
 
 
 async def evaluate(
-    sessions: Sequence[EvalSession | str | os.PathLike[str]], settings: EvalSettings | None = None
+    sessions: Sequence[EvalSession | str | os.PathLike[str]],
+    settings: EvalSettings | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
 ) -> EvalReport:
     """Compact every session at the same cut with every strategy and score what survives.
 
     `sessions` are `EvalSession`s or paths of saved histories (`ModelMessagesTypeAdapter` JSON); one that
     cannot be read is reported in `errors` and skipped. Without models everything runs offline: the model-free
-    scores for every strategy, with a scripted summarizer.
+    scores for every strategy, with a scripted summarizer. `progress` hears each session's name as it starts.
     """
     settings = settings if settings is not None else EvalSettings()
     run = _Run(settings)
@@ -248,7 +251,10 @@ async def evaluate(
         results=[],
         errors=run.errors,
     )
-    for item in sessions:
+    for index, item in enumerate(sessions, 1):
+        if progress is not None:
+            name = item.name if isinstance(item, EvalSession) else os.fspath(item)
+            progress(f'[{index}/{len(sessions)}] {name}')
         try:
             session = item if isinstance(item, EvalSession) else load_session(item)
         except SessionError as exc:
