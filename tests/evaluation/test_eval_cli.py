@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
+from _eval_session import session
 from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, main
 from pydantic_ai_history.evaluation import STRATEGIES
-
-from ._sessions import session
 
 FIXTURES = Path(__file__).resolve().parents[3] / 'shared' / 'fixtures' / 'conversations'
 SESSIONS = sorted(FIXTURES.glob('*.json')) if FIXTURES.is_dir() else []

@@ -12,11 +12,10 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from _eval_session import COMMAND, CONSTRAINT, ERROR, INVOICE, OLDER, PATH, TASK, session, tool_round
 from pydantic_ai_history import TokenCounter
 from pydantic_ai_history.evaluation import context_text, extract_facts, fact_probes, normalize, select_facts
 from pydantic_ai_history.evaluation._text import contains
-
-from ._sessions import COMMAND, CONSTRAINT, ERROR, INVOICE, OLDER, PATH, TASK, session, tool_round
 
 
 def _values(messages: list[ModelMessage]) -> set[tuple[str, str]]:

@@ -11,9 +11,8 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from _eval_session import session
 from pydantic_ai_history.evaluation import DIMENSIONS, EvalSettings, evaluate, session_from_messages
-
-from ._sessions import session
 
 pytestmark = pytest.mark.anyio
 
@@ -123,7 +122,9 @@ async def test_a_model_that_raises_is_reported_and_the_rest_still_runs() -> None
         judged_probes=2,
         strategies=('summary', 'window'),
     )
-    report = await evaluate([session_from_messages('hand', session())], settings)
+    seen: list[str] = []
+    report = await evaluate([session_from_messages('hand', session())], settings, progress=seen.append)
+    assert seen == ['[1/1] hand']
     assert report.evaluated == 1
     assert any('probe model failed' in e and 'provider down' in e for e in report.errors)
     assert any('could not be answered or judged' in e for e in report.errors)

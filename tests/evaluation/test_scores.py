@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from _eval_session import OLDER, session
 from pydantic_ai_history import TokenCounter, validate_history
 from pydantic_ai_history.evaluation import (
     EvalSettings,
@@ -26,8 +27,6 @@ from pydantic_ai_history.evaluation._strategies import (
     summary_strategy,
     window_strategy,
 )
-
-from ._sessions import OLDER, session
 
 pytestmark = pytest.mark.anyio
 COUNTER = TokenCounter('openai:gpt-4o')
