@@ -129,6 +129,9 @@ async def test_a_model_that_raises_is_reported_and_the_rest_still_runs() -> None
     assert any('probe model failed' in e and 'provider down' in e for e in report.errors)
     assert any('could not be answered or judged' in e for e in report.errors)
     # our compactor falls back to its digest when the summarizer raises: still scored
+    (summary,) = [r for r in report.results if r.strategy == 'summary']
+    assert 'the summarizer failed' in summary.note
+    assert 'digest fallback wrote the summary' in summary.note
     by_key = {s.strategy: s for s in report.summary()}
     assert by_key['summary'].sessions == 1
     assert by_key['summary'].judged == 0

@@ -23,6 +23,7 @@ from .._compat import ModelMessage, ModelRequest, ModelResponse, SystemPromptPar
 from .._policy import ContextPolicy
 from .._summarizer_settings import ModelRef, SummarizerSettings
 from ..cache import MemoryCache
+from ..events import CompactionResult
 from ..factory import create_history_processor
 from ..stages.compactor import CompactionSettings
 from ..store import ArtifactStore, MemoryStore
@@ -102,15 +103,32 @@ Strategy = Callable[[list[ModelMessage], Cut, Any], Awaitable[Compacted]]
 """A peer's strategy: `(session messages, cut, metered summarizer) -> Compacted`."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class OurCompaction:
+    """What our processor made of a session."""
+
+    messages: list[ModelMessage]
+    """The compacted history."""
+    store: MemoryStore
+    """The store holding the evicted transcript."""
+    scope: str
+    """The scope it was stored in."""
+    method: str | None
+    """How the summary was written (`llm`, `digest`, `truncate`); None when nothing was compacted."""
+    error: str | None
+    """The summarizer's failure, when a fallback wrote the summary."""
+
+
 async def compact_with_ours(
     messages: list[ModelMessage], total: int, target: int, summarizer: Any
-) -> tuple[list[ModelMessage], MemoryStore, str]:
-    """Our processor's compaction of `messages` (`total` tokens) to `target`: the result, its store and scope.
+) -> OurCompaction:
+    """Our processor's compaction of `messages` (`total` tokens) to `target`.
 
     The window and trigger are set far above the history: only the manual compaction acts, cut by `target`.
     """
     total = total * 2 + target + 10_000
     store = MemoryStore()
+    events: list[CompactionResult] = []
     processor = create_history_processor(
         policy=ContextPolicy(
             context_window=total * 2, max_tokens=total, target_tokens=target, reserve_tokens=0
@@ -120,9 +138,17 @@ async def compact_with_ours(
         window=False,
         store=store,
         cache=MemoryCache(),
+        on_event=lambda event: events.append(event) if isinstance(event, CompactionResult) else None,
     )
     result = await processor.compact(messages, model=COUNTING_MODEL)
-    return result, store, processor.scope_of(None)
+    last = events[-1] if events else None
+    return OurCompaction(
+        messages=result,
+        store=store,
+        scope=processor.scope_of(None),
+        method=last.method if last is not None else None,
+        error=last.error if last is not None else None,
+    )
 
 
 _NO_SUMMARY = 'the digest strategy writes no LLM summary'
@@ -150,28 +176,33 @@ async def digest_strategy(messages: list[ModelMessage], total: int, target: int)
     quiet = _ExpectedFailure()
     logger.addFilter(quiet)
     try:
-        result, store, scope = await compact_with_ours(messages, total, target, _no_summarizer())
+        ours = await compact_with_ours(messages, total, target, _no_summarizer())
     finally:
         logger.removeFilter(quiet)
-    return Compacted(strategy='digest', status='ok', messages=result, store=store, scope=scope)
+    return Compacted(
+        strategy='digest', status='ok', messages=ours.messages, store=ours.store, scope=ours.scope
+    )
 
 
 async def summary_strategy(
     messages: list[ModelMessage], cut: Cut, summarizer: Any, total: int, target: int
 ) -> Compacted:
-    """Our compactor with the summarizer; the same target gives it the digest's cut (checked)."""
-    result, store, scope = await compact_with_ours(messages, total, target, summarizer)
-    start = tail_start(messages, result)
-    note = '' if start == cut.start else f'our compactor cut at message {start}, not {cut.start}'
+    """Our compactor with the summarizer; the same target gives it the digest's cut (checked). Where the
+    summarizer failed, the compactor's fallback wrote the summary, and the note says so."""
+    ours = await compact_with_ours(messages, total, target, summarizer)
+    start = tail_start(messages, ours.messages)
+    notes = [] if start == cut.start else [f'our compactor cut at message {start}, not {cut.start}']
+    if ours.method not in ('llm', None):
+        notes.append(f'the summarizer failed ({ours.error}): the {ours.method} fallback wrote the summary')
     return Compacted(
         strategy='summary',
         status='ok',
-        messages=result,
-        store=store,
-        scope=scope,
+        messages=ours.messages,
+        store=ours.store,
+        scope=ours.scope,
         tokens_spent=summarizer.tokens,
         calls=summarizer.calls,
-        note=note,
+        note='; '.join(notes),
     )
 
 
