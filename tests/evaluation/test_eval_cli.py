@@ -77,3 +77,26 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(['eval', str(good), '--probe-model', 'openai:gpt-4.1-mini']) == EXIT_USAGE
     assert 'generated probes are only judged' in capsys.readouterr().err
     assert main(['eval', str(good), '--json', str(tmp_path / 'no' / 'x.json')]) == EXIT_USAGE
+
+
+def test_a_session_that_cannot_be_cut_is_reported_and_the_others_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pydantic_ai_history.evaluation import _run
+
+    real = _run.digest_strategy
+    calls: list[int] = []
+
+    async def flaky(*args: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError('cannot cut this one')
+        return await real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_run, 'digest_strategy', flaky)
+    good = tmp_path / 'good.json'
+    good.write_bytes(ModelMessagesTypeAdapter.dump_json(session()))
+    assert main(['eval', str(good), str(good)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert '1 of 2 session(s)' in out
+    assert '- good: it could not be compacted (RuntimeError: cannot cut this one)' in out

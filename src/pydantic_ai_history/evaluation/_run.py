@@ -260,7 +260,12 @@ async def evaluate(
         except SessionError as exc:
             run.errors.append(str(exc))
             continue
-        record, results = await run.session(session)
+        try:
+            record, results = await run.session(session)
+        except Exception as exc:  # a history our compactor cannot cut: the others still run
+            why = f'it could not be compacted ({type(exc).__name__}: {exc})'
+            record = SessionResult(name=session.name, messages=len(session.messages), tokens=0, skipped=why)
+            results = []
         report.sessions.append(record)
         report.results.extend(results)
     return report
