@@ -1,4 +1,4 @@
-"""The `pydantic-ai-history` command line: `demo`, `inspect` and `count`.
+"""The `pydantic-ai-history` command line: `demo`, `inspect`, `count` and `eval`.
 
 Exit codes: 0 success; 1 processing error (the input was fine, processing failed); 2 usage or input error
 (bad arguments, a missing file, invalid JSON, a file that is not a history, an unknown context window).
@@ -12,10 +12,12 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ._cli.common import EXIT_OK, EXIT_PROCESSING, EXIT_USAGE, CliError, load_history
 from ._cli.count import CountReport, count_history, count_messages, render_count
 from ._cli.demo import DemoResult, DemoSettings, run_demo
+from ._cli.eval import run_eval
 from ._cli.inspect import InspectReport, inspect_history, inspect_messages, render_inspect
 
 __all__ = (
@@ -37,6 +39,7 @@ __all__ = (
     'render_count',
     'render_inspect',
     'run_demo',
+    'run_eval',
 )
 
 PROG = 'pydantic-ai-history'
@@ -111,7 +114,46 @@ def build_parser() -> argparse.ArgumentParser:
         '--model', metavar='NAME', help="tokenizer model (default: the history's; else 'other')"
     )
     count.add_argument('--json', action='store_true', help='print the counts as JSON')
+    _add_eval(sub)
     return parser
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a number') from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f'{text!r} must be between 0 and 1')
+    return value
+
+
+def _add_eval(sub: argparse._SubParsersAction[Any]) -> None:
+    evaluation = sub.add_parser(
+        'eval',
+        help='probe evaluation: what each compaction strategy keeps of saved sessions (offline by default)',
+    )
+    evaluation.add_argument(
+        'histories',
+        nargs='*',
+        metavar='HISTORY.json',
+        help='saved histories (default: the built-in set, ../shared/fixtures/conversations)',
+    )
+    model = 'PROVIDER:NAME'
+    evaluation.add_argument(
+        '--summarizer', metavar=model, help='summarizer model (default: scripted, offline)'
+    )
+    evaluation.add_argument('--answerer', metavar=model, help='answers the probes (with --judge)')
+    evaluation.add_argument('--judge', metavar=model, help='grades the answers 0-5 on six dimensions')
+    evaluation.add_argument('--probe-model', metavar=model, help='also writes continuation/decision probes')
+    evaluation.add_argument(
+        '--keep-fraction',
+        type=_fraction,
+        default=0.3,
+        metavar='F',
+        help='share of each session kept verbatim (default 0.3)',
+    )
+    evaluation.add_argument('--json', metavar='OUT.json', help='also write the full report as JSON')
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -145,6 +187,19 @@ def _count(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _eval(args: argparse.Namespace) -> int:
+    run_eval(
+        args.histories,
+        summarizer=args.summarizer,
+        answerer=args.answerer,
+        judge=args.judge,
+        probe_model=args.probe_model,
+        keep_fraction=args.keep_fraction,
+        json_path=args.json,
+    )
+    return EXIT_OK
+
+
 def _demo(args: argparse.Namespace) -> int:
     result = run_demo(args.requests, model=args.model, quiet=args.quiet)
     return EXIT_PROCESSING if result.rejected else EXIT_OK
@@ -170,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         _configure_logging(args.verbose)
-        handler = {'demo': _demo, 'inspect': _inspect, 'count': _count}[args.command]
+        handler = {'demo': _demo, 'inspect': _inspect, 'count': _count, 'eval': _eval}[args.command]
         return handler(args)
     except CliError as exc:
         print(f'{PROG}: error: {exc}', file=sys.stderr)

@@ -1,0 +1,73 @@
+"""`pydantic-ai-history eval`: the probe evaluation of compaction quality (`pydantic_ai_history.evaluation`).
+
+Sessions given on the command line, else the built-in set (`../shared/fixtures/conversations`). Without
+models it runs offline with a scripted summarizer and prints the model-free scores of every strategy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..evaluation import EvalReport, EvalSettings, builtin_session_paths, evaluate
+from .common import build_model, fail
+
+__all__ = ('run_eval',)
+
+
+def run_eval(
+    histories: Sequence[str],
+    *,
+    summarizer: str | None = None,
+    answerer: str | None = None,
+    judge: str | None = None,
+    probe_model: str | None = None,
+    keep_fraction: float = 0.3,
+    json_path: str | None = None,
+) -> EvalReport:
+    """Run the evaluation and print its report; a `CliError` when nothing could be evaluated."""
+    if (answerer is None) != (judge is None):
+        fail('--answerer and --judge go together: the judged path needs both')
+    if probe_model is not None and answerer is None:
+        fail('--probe-model needs --answerer and --judge: generated probes are only judged, never model-free')
+    out = Path(json_path) if json_path else None
+    if out is not None and not out.parent.exists():
+        fail(f'--json {json_path}: the folder {out.parent} does not exist')
+    paths: list[Any] = list(histories) or builtin_session_paths()
+    if not paths:
+        fail(
+            'no histories given and the built-in set (../shared/fixtures/conversations) is not here: '
+            'pass saved histories (ModelMessagesTypeAdapter JSON)'
+        )
+    try:
+        settings = EvalSettings(
+            summarizer=_model(summarizer),
+            answerer=_model(answerer),
+            judge=_model(judge),
+            probe_model=_model(probe_model),
+            keep_fraction=keep_fraction,
+        )
+    except ValueError as exc:
+        fail(str(exc))
+    report = asyncio.run(evaluate(paths, settings, progress=_progress if settings.answerer else None))
+    print(report.render())
+    if out is not None:
+        try:
+            out.write_text(report.to_json(), encoding='utf-8')
+        except OSError as exc:
+            fail(f'--json {json_path}: cannot write ({exc.strerror or exc})')
+        print(f'\nreport written to {out}')
+    if report.evaluated == 0:
+        fail('nothing could be evaluated')
+    return report
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)  # a judged run makes about a hundred model calls per session
+
+
+def _model(name: str | None) -> Any:
+    return build_model(name) if name else None

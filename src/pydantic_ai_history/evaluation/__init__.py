@@ -1,0 +1,65 @@
+"""Probe-based evaluation of what a compaction keeps (Factory, "Evaluating Context Compression for AI
+Agents", December 2025), for our compactor, the sliding window alone, and the peers where installed.
+
+`evaluate(sessions, EvalSettings(...))` cuts each saved session so about `keep_fraction` of it stays verbatim,
+compacts the same cut with every strategy, and scores what survives:
+
+- model-free, always: the share of exact facts of the evicted part (paths, ids, errors, commands, numbers,
+  the user's constraints) present in the compacted context, and the share one
+  `read_artifact(query=<probe question>)` call recovers from the strategy's store;
+- with an answering and a judge model: each probe answered from the compacted context (with `read_artifact`),
+  graded 0-5 on accuracy, context awareness, artifact trail, completeness, continuity and instruction
+  following.
+
+`pydantic-ai-history eval` is the command line for it.
+"""
+
+from __future__ import annotations
+
+from ._facts import Fact, FactKind, extract_facts, select_facts
+from ._judge import DIMENSIONS, Grades
+from ._probes import Probe, ProbeKind, fact_probes
+from ._report import EvalReport, SessionResult, StrategyResult, StrategySummary
+from ._run import EvalSettings, evaluate, evaluate_sync, scripted_summarizer
+from ._scores import present_share, recoverable_share
+from ._sessions import (
+    EvalSession,
+    SessionError,
+    builtin_session_paths,
+    load_session,
+    session_from_messages,
+)
+from ._strategies import STRATEGIES, Compacted, Cut
+from ._text import context_text, normalize
+
+__all__ = (
+    'DIMENSIONS',
+    'STRATEGIES',
+    'Compacted',
+    'Cut',
+    'EvalReport',
+    'EvalSession',
+    'EvalSettings',
+    'Fact',
+    'FactKind',
+    'Grades',
+    'Probe',
+    'ProbeKind',
+    'SessionError',
+    'SessionResult',
+    'StrategyResult',
+    'StrategySummary',
+    'builtin_session_paths',
+    'context_text',
+    'evaluate',
+    'evaluate_sync',
+    'extract_facts',
+    'fact_probes',
+    'load_session',
+    'normalize',
+    'present_share',
+    'recoverable_share',
+    'scripted_summarizer',
+    'select_facts',
+    'session_from_messages',
+)

@@ -1,0 +1,57 @@
+"""The two model-free scores: what the compacted context holds, and what one read-back call recovers."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..readback import read_artifact_text
+from ..store import ArtifactStore
+from ._probes import Probe
+from ._text import contains, normalize
+
+__all__ = ('ModelFreeScores', 'named_artifacts', 'present_share', 'recoverable_share')
+
+_ARTIFACT_ID = re.compile(r'read_artifact\(artifact_id="([^"\n]+)"')
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelFreeScores:
+    """A strategy's model-free scores on one session."""
+
+    facts: int
+    """Deterministic facts asked about."""
+    present: int
+    """Facts whose exact text (whitespace and case aside) is in the compacted context."""
+    recoverable: int
+    """Facts in the answer to one `read_artifact(artifact_id=<the id the context names>, query=<probe>)`."""
+    reachable: int
+    """Facts present or recoverable."""
+
+
+def present_share(facts: Sequence[str], context: str) -> list[bool]:
+    """For each fact, whether it is in `context` (normalised: whitespace and case only)."""
+    text = normalize(context)
+    return [contains(text, normalize(fact)) for fact in facts]
+
+
+def named_artifacts(context: str) -> list[str]:
+    """The artifact ids the context tells the model to read back, in order."""
+    return _ARTIFACT_ID.findall(context)
+
+
+async def recoverable_share(
+    probes: Sequence[Probe], context: str, store: ArtifactStore | None, scope: str
+) -> list[bool]:
+    """For each probe, whether its answer is in what ONE `read_artifact(query=<its question>)` call on the
+    artifact the context names first (the summary's reference) returns; all False when the strategy keeps
+    nothing."""
+    ids = named_artifacts(context)
+    if store is None or not ids:
+        return [False] * len(probes)
+    found: list[bool] = []
+    for probe in probes:
+        text = await read_artifact_text(store, ids[0], query=probe.question, scope=scope)
+        found.append(contains(normalize(text), normalize(probe.answer)))
+    return found

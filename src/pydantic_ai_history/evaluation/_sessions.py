@@ -1,0 +1,122 @@
+"""The sessions an evaluation compacts, and where they are cut: loading, and the pure cut arithmetic."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._compat import ModelMessage, ModelRequest
+
+__all__ = (
+    'FIXTURES_ENV',
+    'EvalSession',
+    'SessionError',
+    'builtin_session_paths',
+    'compaction_target',
+    'kept_head',
+    'load_session',
+    'session_from_messages',
+    'tail_start',
+)
+
+FIXTURES_ENV = 'PYDANTIC_AI_HISTORY_EVAL_SESSIONS'
+"""A folder of saved histories to use as the built-in set instead of `../shared/fixtures/conversations`."""
+
+
+class SessionError(ValueError):
+    """A history that cannot be evaluated (unreadable, not a history, nothing to compact); the message says
+    which and why."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalSession:
+    """One saved conversation, ready to be compacted."""
+
+    name: str
+    """The file's stem, or the name the caller gave."""
+    messages: list[ModelMessage]
+    """The history up to its last request: the request the agent would answer next."""
+    dropped_responses: int = 0
+    """Trailing responses left out so the history ends with a request (saved agent runs often end with a
+    tool call that was never answered)."""
+
+
+def session_from_messages(name: str, messages: Sequence[ModelMessage]) -> EvalSession:
+    """`messages` as a session, cut after its last `ModelRequest`."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, ModelRequest)), default=-1)
+    if last < 2:
+        raise SessionError(
+            f'{name}: too short to compact (it needs at least three messages ending in a request)'
+        )
+    return EvalSession(
+        name=name, messages=list(messages[: last + 1]), dropped_responses=len(messages) - last - 1
+    )
+
+
+def load_session(path: str | os.PathLike[str]) -> EvalSession:
+    """A session from a file saved with `ModelMessagesTypeAdapter.dump_json`."""
+    from pydantic import ValidationError
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise SessionError(f'{file}: cannot read ({exc.strerror or exc})') from exc
+    try:
+        messages = ModelMessagesTypeAdapter.validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]['msg'] if exc.errors() else str(exc)
+        raise SessionError(f'{file}: not a pydantic-ai message history ({first})') from exc
+    return session_from_messages(file.stem, messages)
+
+
+def builtin_session_paths(folder: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The saved histories of the built-in set: `folder`, else `$PYDANTIC_AI_HISTORY_EVAL_SESSIONS`, else
+    `../shared/fixtures/conversations` from the working directory or from the project's checkout. Empty when
+    none is there."""
+    candidates: list[Path] = []
+    if folder is not None:
+        candidates.append(Path(folder))
+    elif os.environ.get(FIXTURES_ENV):
+        candidates.append(Path(os.environ[FIXTURES_ENV]))
+    else:
+        relative = Path('..', 'shared', 'fixtures', 'conversations')
+        candidates += [Path.cwd() / relative, Path(__file__).resolve().parents[3] / relative]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return sorted(candidate.glob('*.json'))
+    return []
+
+
+def compaction_target(total_tokens: int, keep_fraction: float, summary_reserve: int) -> int:
+    """The compactor's target that keeps about `keep_fraction` of a `total_tokens` history verbatim: that
+    share, plus what the summary itself is allowed."""
+    if not 0 < keep_fraction < 1:
+        raise ValueError(f'keep_fraction must be in (0, 1), got {keep_fraction!r}')
+    return max(1, round(total_tokens * keep_fraction)) + summary_reserve
+
+
+def kept_head(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int:
+    """How many leading messages of `original` `compacted` kept as they were (the same objects)."""
+    count = 0
+    for before, after in zip(original, compacted, strict=False):
+        if before is not after:
+            break
+        count += 1
+    return count
+
+
+def tail_start(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int | None:
+    """The index in `original` where the verbatim tail `compacted` ends with begins (the same objects); None
+    when nothing was compacted."""
+    if len(compacted) == len(original) and all(a is b for a, b in zip(original, compacted, strict=False)):
+        return None
+    kept = 0
+    for before, after in zip(reversed(original), reversed(compacted), strict=False):
+        if before is not after:
+            break
+        kept += 1
+    return len(original) - kept

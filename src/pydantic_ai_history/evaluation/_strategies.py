@@ -1,0 +1,293 @@
+"""The compaction strategies under evaluation: each compacts the same cut of the same session.
+
+- `summary`: our compactor with the LLM summarizer (the transcript of what it evicts goes to the store);
+- `digest`: our compactor when the summarizer fails: the deterministic fallback digest (and the same store);
+- `window`: the sliding window alone: the same cut with nothing in place of the evicted part and no store;
+- `harness`: pydantic-ai-harness's `SummarizingCompaction`, and `summarization`: summarization-pydantic-ai's
+  `SummarizationProcessor`, each run in-process on the same cut when its package imports ("not installed"
+  otherwise).
+
+Our two run the real processor (`HistoryProcessor.compact`); the peers run their own compaction functions.
+Every model call goes through a meter, so the report shows the tokens each strategy spent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from .._compat import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart
+from .._policy import ContextPolicy
+from .._summarizer_settings import ModelRef, SummarizerSettings
+from ..cache import MemoryCache
+from ..events import CompactionResult
+from ..factory import create_history_processor
+from ..stages.compactor import CompactionSettings
+from ..store import ArtifactStore, MemoryStore
+from ._sessions import tail_start
+
+__all__ = (
+    'STRATEGIES',
+    'Compacted',
+    'Cut',
+    'Strategy',
+    'StrategyStatus',
+    'compact_with_ours',
+    'metered',
+)
+
+StrategyStatus = Literal['ok', 'failed', 'not installed']
+
+COUNTING_MODEL = 'openai:gpt-4o'
+"""Tokens are counted alike for every strategy (o200k), whatever model summarizes."""
+SUMMARY_RESERVE = CompactionSettings().summary_max_tokens + 140
+"""What the compactor's target allows the summary on top of the kept share (its cap, framing, reference)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cut:
+    """Where a session is cut: the same for every strategy."""
+
+    head: int
+    """Leading messages kept verbatim (system prompt, first user turn), as our compactor kept them."""
+    start: int
+    """The first message of the verbatim tail; `messages[head:start]` is what is evicted."""
+
+
+@dataclass(kw_only=True)
+class Compacted:
+    """What one strategy made of one session's cut."""
+
+    strategy: str
+    """The strategy's key (`summary`, `digest`, `window`, `harness`, `summarization`)."""
+    status: StrategyStatus
+    """`ok`, `failed` (the note says why) or `not installed` (a peer whose package does not import)."""
+    messages: list[ModelMessage] = field(default_factory=list)
+    """The compacted history (empty unless `ok`)."""
+    store: ArtifactStore | None = None
+    """Where the strategy keeps what it evicted, for `read_artifact`; None when it keeps nothing."""
+    scope: str = ''
+    """The store scope the strategy wrote in."""
+    tokens_spent: int = 0
+    """Input plus output tokens of the strategy's own model calls (the summarizer's)."""
+    calls: int = 0
+    """The strategy's model calls."""
+    note: str = ''
+    """Why it failed, or what differed (a peer that moved the cut)."""
+
+
+def metered(model: ModelRef) -> Any:
+    """`model` (a pydantic-ai model or its name) wrapped so `.tokens` and `.calls` count what it spent."""
+    from pydantic_ai.models.wrapper import WrapperModel
+
+    class _Metered(WrapperModel):
+        tokens = 0
+        calls = 0
+
+        async def request(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            response = await super().request(*args, **kwargs)
+            usage = response.usage
+            self.tokens += (getattr(usage, 'input_tokens', 0) or 0) + (
+                getattr(usage, 'output_tokens', 0) or 0
+            )
+            self.calls += 1
+            return response
+
+    return _Metered(cast(Any, model))
+
+
+Strategy = Callable[[list[ModelMessage], Cut, Any], Awaitable[Compacted]]
+"""A peer's strategy: `(session messages, cut, metered summarizer) -> Compacted`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OurCompaction:
+    """What our processor made of a session."""
+
+    messages: list[ModelMessage]
+    """The compacted history."""
+    store: MemoryStore
+    """The store holding the evicted transcript."""
+    scope: str
+    """The scope it was stored in."""
+    method: str | None
+    """How the summary was written (`llm`, `digest`, `truncate`); None when nothing was compacted."""
+    error: str | None
+    """The summarizer's failure, when a fallback wrote the summary."""
+
+
+async def compact_with_ours(
+    messages: list[ModelMessage], total: int, target: int, summarizer: Any
+) -> OurCompaction:
+    """Our processor's compaction of `messages` (`total` tokens) to `target`.
+
+    The window and trigger are set far above the history: only the manual compaction acts, cut by `target`.
+    """
+    total = total * 2 + target + 10_000
+    store = MemoryStore()
+    events: list[CompactionResult] = []
+    processor = create_history_processor(
+        policy=ContextPolicy(
+            context_window=total * 2, max_tokens=total, target_tokens=target, reserve_tokens=0
+        ),
+        summarizer=SummarizerSettings(model=summarizer),
+        artifacts=False,
+        window=False,
+        store=store,
+        cache=MemoryCache(),
+        on_event=lambda event: events.append(event) if isinstance(event, CompactionResult) else None,
+    )
+    result = await processor.compact(messages, model=COUNTING_MODEL)
+    last = events[-1] if events else None
+    return OurCompaction(
+        messages=result,
+        store=store,
+        scope=processor.scope_of(None),
+        method=last.method if last is not None else None,
+        error=last.error if last is not None else None,
+    )
+
+
+_NO_SUMMARY = 'the digest strategy writes no LLM summary'
+
+
+class _ExpectedFailure(logging.Filter):
+    """Drops the compactor's warning about the digest strategy's summarizer: its failure is the point."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _NO_SUMMARY not in record.getMessage()
+
+
+def _no_summarizer() -> Any:
+    from pydantic_ai.models.function import FunctionModel
+
+    def unavailable(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        raise RuntimeError(_NO_SUMMARY)
+
+    return FunctionModel(unavailable, model_name='no-summarizer')
+
+
+async def digest_strategy(messages: list[ModelMessage], total: int, target: int) -> Compacted:
+    """Our compactor with a summarizer that always fails: the deterministic digest. Its cut is the cut."""
+    logger = logging.getLogger('pydantic_ai_history.compactor')
+    quiet = _ExpectedFailure()
+    logger.addFilter(quiet)
+    try:
+        ours = await compact_with_ours(messages, total, target, _no_summarizer())
+    finally:
+        logger.removeFilter(quiet)
+    return Compacted(
+        strategy='digest', status='ok', messages=ours.messages, store=ours.store, scope=ours.scope
+    )
+
+
+async def summary_strategy(
+    messages: list[ModelMessage], cut: Cut, summarizer: Any, total: int, target: int
+) -> Compacted:
+    """Our compactor with the summarizer; the same target gives it the digest's cut (checked). Where the
+    summarizer failed, the compactor's fallback wrote the summary, and the note says so."""
+    ours = await compact_with_ours(messages, total, target, summarizer)
+    start = tail_start(messages, ours.messages)
+    notes = [] if start == cut.start else [f'our compactor cut at message {start}, not {cut.start}']
+    if ours.method not in ('llm', None):
+        notes.append(f'the summarizer failed ({ours.error}): the {ours.method} fallback wrote the summary')
+    return Compacted(
+        strategy='summary',
+        status='ok',
+        messages=ours.messages,
+        store=ours.store,
+        scope=ours.scope,
+        tokens_spent=summarizer.tokens,
+        calls=summarizer.calls,
+        note='; '.join(notes),
+    )
+
+
+async def window_strategy(messages: list[ModelMessage], cut: Cut, summarizer: Any) -> Compacted:
+    """The sliding window alone: the head and the tail, the evicted part simply gone."""
+    return Compacted(strategy='window', status='ok', messages=[*messages[: cut.head], *messages[cut.start :]])
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported here (a peer runs only where it is installed)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+async def summarization_strategy(messages: list[ModelMessage], cut: Cut, summarizer: Any) -> Compacted:
+    """summarization-pydantic-ai's `SummarizationProcessor.execute_plan` on our cut (its own layout: the
+    summary replaces everything before the cut, the first user turn included)."""
+    if not installed('pydantic_ai_summarization'):
+        return Compacted(strategy='summarization', status='not installed')
+    from pydantic_ai_summarization import SummarizationProcessor  # type: ignore[import-not-found]
+    from pydantic_ai_summarization.processor import CompressionPlan  # type: ignore[import-not-found]
+
+    processor = SummarizationProcessor(model=summarizer, trigger=('messages', 1), keep=('messages', 1))
+    plan = CompressionPlan(
+        cutoff_index=cut.start,
+        messages_to_summarize=messages[: cut.start],
+        preserved_messages=messages[cut.start :],
+        system_parts=_system_parts(messages[: cut.start]),
+    )
+    outcome = await processor.execute_plan(plan)
+    if not outcome.summarized:
+        return Compacted(
+            strategy='summarization', status='failed', note=f'not summarized ({outcome.skip_reason})'
+        )
+    return Compacted(
+        strategy='summarization',
+        status='ok',
+        messages=list(outcome.messages),
+        tokens_spent=summarizer.tokens,
+        calls=summarizer.calls,
+    )
+
+
+async def harness_strategy(messages: list[ModelMessage], cut: Cut, summarizer: Any) -> Compacted:
+    """pydantic-ai-harness's `SummarizingCompaction.compact`, told to keep the messages from our cut."""
+    if not installed('pydantic_ai_harness'):
+        return Compacted(strategy='harness', status='not installed')
+    from pydantic_ai import RunContext
+    from pydantic_ai.usage import RunUsage
+    from pydantic_ai_harness.compaction import SummarizingCompaction  # type: ignore[import-not-found]
+
+    # `compact()` is called directly: the trigger (`max_messages`) is never consulted, only the kept count
+    compaction: Any = SummarizingCompaction(
+        model=summarizer, max_messages=1, keep_messages=len(messages) - cut.start
+    )
+    ctx: Any = RunContext(deps=None, model=summarizer, usage=RunUsage())
+    result = await compaction.compact(list(messages), ctx)
+    start = tail_start(messages, result)
+    note = '' if start == cut.start else f'its safe cut moved the cut to message {start}'
+    return Compacted(
+        strategy='harness',
+        status='ok',
+        messages=list(result),
+        tokens_spent=summarizer.tokens,
+        calls=summarizer.calls,
+        note=note,
+    )
+
+
+def _system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
+    return [
+        p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)
+    ]
+
+
+STRATEGIES: dict[str, str] = {
+    'summary': 'ours: LLM summary + stored transcript',
+    'digest': 'ours: fallback digest + stored transcript',
+    'window': 'sliding window alone',
+    'harness': 'pydantic-ai-harness SummarizingCompaction',
+    'summarization': 'summarization-pydantic-ai SummarizationProcessor',
+}
+"""Every strategy's key and label, in report order."""
+
+PEERS: dict[str, Strategy] = {'harness': harness_strategy, 'summarization': summarization_strategy}
+"""The peers' strategies by key."""

@@ -1,0 +1,40 @@
+"""The text a model sees of a history, and the one normalisation the scores allow (whitespace and case)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .._compat import ModelMessage
+from ..stages._transcript import render_units
+from ..tokens import TokenCounter
+from ..units import split_units
+
+__all__ = ('contains', 'context_text', 'normalize')
+
+
+def normalize(text: str) -> str:
+    """`text` with runs of whitespace made one space and letters lower-cased: nothing else is forgiven."""
+    return ' '.join(text.split()).lower()
+
+
+def contains(normalized_text: str, normalized_fact: str) -> bool:
+    """Whether the fact is in the text as a whole token run: `123` is not in `art_9f123ab` or `41234`."""
+    if not normalized_fact:
+        return False
+    start = r'(?<!\w)' if normalized_fact[0].isalnum() or normalized_fact[0] == '_' else ''
+    end = r'(?!\w)' if normalized_fact[-1].isalnum() or normalized_fact[-1] == '_' else ''
+    return re.search(start + re.escape(normalized_fact) + end, normalized_text) is not None
+
+
+def context_text(messages: Sequence[ModelMessage], counter: TokenCounter) -> str:
+    """Everything a model reads of `messages`, rendered as the stored transcripts render it (system prompts,
+    user text, tool calls and results, summaries and their reference lines), framed `<msg role=...>`.
+
+    The transcript's random frame nonce is taken out: a score must not depend on it."""
+    rendered = render_units(messages, split_units(messages), counter, tool_result_max_tokens=None)
+    texts = [
+        unit.text.replace(f'<msg-{unit.nonce} ', '<msg ').replace(f'</msg-{unit.nonce}>', '</msg>')
+        for unit in rendered
+    ]
+    return '\n'.join(texts)

@@ -1,0 +1,102 @@
+"""`pydantic-ai-history eval` offline on the fixture sessions, and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+from _eval_session import session
+from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, main
+from pydantic_ai_history.evaluation import STRATEGIES
+
+FIXTURES = Path(__file__).resolve().parents[3] / 'shared' / 'fixtures' / 'conversations'
+SESSIONS = sorted(FIXTURES.glob('*.json')) if FIXTURES.is_dir() else []
+needs_fixtures = pytest.mark.skipif(
+    not SESSIONS,
+    reason=f'the shared fixtures folder {FIXTURES} is absent (it sits beside the repository in CI)',
+)
+
+
+@needs_fixtures
+def test_offline_on_the_fixture_sessions_prints_every_strategy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    picked = [str(p) for p in SESSIONS if 'tau_bench_airline_task2_' in p.name or 'moto-6387' in p.name]
+    out = tmp_path / 'eval.json'
+    assert main(['eval', *picked, '--keep-fraction', '0.4', '--json', str(out)]) == EXIT_OK
+    text = capsys.readouterr().out
+    assert 'Offline: the summarizer is scripted' in text
+    assert 'Probe evaluation: 2 of 2 session(s) compacted at keep_fraction=0.4' in text
+    for label in STRATEGIES.values():
+        assert f'| {label} |' in text
+    data = json.loads(out.read_text())
+    assert data['settings']['offline'] is True
+    summary = {s['strategy']: s for s in data['summary']}
+    assert summary['window']['recoverable'] == 0.0
+    assert summary['summary']['recoverable'] >= summary['window']['recoverable']
+    assert summary['digest']['facts'] > 10
+
+
+@needs_fixtures
+def test_the_builtin_set_is_used_when_no_history_is_given(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / 'sessions'
+    folder.mkdir()
+    (folder / 'one.json').write_bytes(SESSIONS[0].read_bytes())
+    monkeypatch.setenv('PYDANTIC_AI_HISTORY_EVAL_SESSIONS', str(folder))
+    assert main(['eval']) == EXIT_OK
+    assert '1 of 1 session(s)' in capsys.readouterr().out
+
+
+def test_bad_input_is_reported_and_fails_only_when_nothing_was_evaluated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / 'bad.json'
+    bad.write_text('{"not": "a history"}')
+    good = tmp_path / 'good.json'
+    good.write_bytes(ModelMessagesTypeAdapter.dump_json(session()))
+    assert main(['eval', str(bad), str(tmp_path / 'missing.json')]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert 'not a pydantic-ai message history' in captured.out
+    assert 'cannot read' in captured.out
+    assert 'nothing could be evaluated' in captured.err
+    assert main(['eval', str(bad), str(good)]) == EXIT_OK
+    assert '1 of 1 session(s)' in capsys.readouterr().out
+
+
+def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / 'good.json'
+    good.write_bytes(ModelMessagesTypeAdapter.dump_json(session()))
+    assert main(['eval', str(good), '--keep-fraction', '1.5']) == EXIT_USAGE
+    assert main(['eval', str(good), '--answerer', 'test']) == EXIT_USAGE
+    assert '--answerer and --judge go together' in capsys.readouterr().err
+    assert main(['eval', str(good), '--probe-model', 'openai:gpt-4.1-mini']) == EXIT_USAGE
+    assert 'generated probes are only judged' in capsys.readouterr().err
+    assert main(['eval', str(good), '--json', str(tmp_path / 'no' / 'x.json')]) == EXIT_USAGE
+
+
+def test_a_session_that_cannot_be_cut_is_reported_and_the_others_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pydantic_ai_history.evaluation import _run
+
+    real = _run.digest_strategy
+    calls: list[int] = []
+
+    async def flaky(*args: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError('cannot cut this one')
+        return await real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_run, 'digest_strategy', flaky)
+    good = tmp_path / 'good.json'
+    good.write_bytes(ModelMessagesTypeAdapter.dump_json(session()))
+    assert main(['eval', str(good), str(good)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert '1 of 2 session(s)' in out
+    assert '- good: it could not be compacted (RuntimeError: cannot cut this one)' in out
