@@ -15,11 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..._compat import BinaryContent, ModelMessage, is_media, json_text, media_type_of
-from ..._identity_memo import IdentityMemo
 from ...cache import SummaryCache, cache_key
 
 __all__ = ('Origin', 'PrefixIndex', 'PrefixRecord')
@@ -51,15 +50,15 @@ class PrefixIndex:
     """Rolling hashes of histories and the compacted-prefix records kept in a `SummaryCache`."""
 
     ttl: float | None = None
-    _memo: IdentityMemo[bytes] = field(default_factory=IdentityMemo, init=False, repr=False)
 
     # ---- hashing --------------------------------------------------------------------------------------
 
     def message_digest(self, message: ModelMessage) -> bytes:
-        """A digest of what the model sees of `message`, memoized by identity."""
-        memoized = self._memo.get(message)
-        if memoized is not None:
-            return memoized
+        """A digest of what the model sees of `message`.
+
+        Not memoized: hashing runs only when a compaction does, once per evicted message (`evicted_keys`),
+        and a memo would hold a digest per message of every long history through the summarizer's calls.
+        """
         pieces: list[bytes] = [message.kind.encode()]
         for part in message.parts:
             pieces.append(b'\x00' + part.part_kind.encode())
@@ -69,9 +68,7 @@ class PrefixIndex:
                     pieces.append(label)
                     _feed(pieces, value)
         # One hash of the joined pieces: the same digest as feeding them one by one, with far less overhead.
-        value = hashlib.sha256(b''.join(pieces)).digest()
-        self._memo.set(message, value)
-        return value
+        return hashlib.sha256(b''.join(pieces)).digest()
 
     def conversation_key(self, head: Sequence[ModelMessage]) -> str:
         return cache_key('compactor-conversation', *(self.message_digest(m) for m in head))
@@ -94,6 +91,24 @@ class PrefixIndex:
     def span_key(self, messages: Sequence[ModelMessage]) -> str:
         """A hash of exactly these messages, for the content-keyed summary cache."""
         return self.fold('span', messages)
+
+    def evicted_keys(
+        self, chain: str | None, evicted: Sequence[ModelMessage], summarized: Sequence[ModelMessage]
+    ) -> tuple[str, str | None]:
+        """`span_key(summarized)` and `fold(chain, evicted)` (None without a `chain`) in one pass over
+        `evicted`, of which `summarized` is a subsequence: each message is hashed once."""
+        wanted = {id(message) for message in summarized}
+        span, seen = 'span', 0
+        for message in evicted:
+            digest = self.message_digest(message)
+            if chain is not None:
+                chain = hashlib.sha256(chain.encode() + digest).hexdigest()
+            if id(message) in wanted:
+                span = hashlib.sha256(span.encode() + digest).hexdigest()
+                seen += 1
+        if seen != len(summarized):  # not a subsequence after all: hashed on their own
+            span = self.span_key(summarized)
+        return span, chain
 
     # ---- records ----------------------------------------------------------------------------------------
 

@@ -291,12 +291,15 @@ class Compactor:
             return unchanged
         _announce(context, messages, estimate.total, len(evicted), reason, announced)
         transcript = None if rendered is None else rendered.summarized
-        summary = await self._summary(plan, summarized, cut.previous_text, focus, context, transcript)
+        span, chain = self._index.evicted_keys(
+            None if plan.origin is None else plan.origin.chain, evicted, summarized
+        )
+        summary = await self._summary(
+            plan, summarized, cut.previous_text, focus, context, transcript, span_key=span
+        )
         new_origin = None
-        if plan.origin is not None:
-            new_origin = Origin(
-                plan.origin.length + len(evicted), self._index.fold(plan.origin.chain, evicted)
-            )
+        if plan.origin is not None and chain is not None:
+            new_origin = Origin(plan.origin.length + len(evicted), chain)
         final, message = _summary_message(plan, cut, evicted, evicted_pins, summary, reference, new_origin)
         result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
         result, reloaded = _keep_loads(messages, result, head + 1, counter)
@@ -749,15 +752,17 @@ class Compactor:
         focus: str | None,
         context: HistoryContext,
         transcript: list[TranscriptUnit] | None = None,
+        *,
+        span_key: str,
     ) -> _Summary:
-        """The summarizer's text for `summarized` (the evicted messages but the pinned units), rendered as
-        `transcript` when the caller has it."""
+        """The summarizer's text for `summarized` (the evicted messages but the pinned units, hashed as
+        `span_key`), rendered as `transcript` when the caller has it."""
         settings = self.settings
         counter = context.counter
         model = context.summarizer_model
         key = cache_key(
             'compactor-summary',
-            self._index.span_key(summarized),
+            span_key,
             self._settings_fingerprint(model, context.summarizer),
             previous or '',
             focus or '',
