@@ -8,7 +8,8 @@ by this module from the part's type, never copied from content.
 
 One `TranscriptUnit` per history unit, so chunks and cuts fall on unit boundaries. Token counts come from
 the counter's content memo (the strings were counted when the history was estimated), so rendering does
-not tokenize the history again; framing is estimated from its length. Rendering is one pass over the parts.
+not tokenize the history again; each distinct record tag is counted once. Rendering is one pass over the
+parts.
 """
 
 from __future__ import annotations
@@ -179,7 +180,11 @@ class _Renderer:
             tokens = self.cap
         opening = f'<msg-{self.nonce} role="{role}"{_tool(tool)}>\n'
         closing = f'\n</msg-{self.nonce}>'
-        return f'{opening}{body}{closing}', tokens + (len(opening) + len(closing)) // 3 + 1
+        # The tags are counted, not estimated from their length: a random nonce can take twice the tokens a
+        # length estimate gives it, in every record of a summarizer request. Each distinct tag is encoded
+        # once (the counter's memo); one more token stands for the newline that joins two records.
+        framing = self.counter.count_text(opening) + self.counter.count_text(closing) + 1
+        return f'{opening}{body}{closing}', tokens + framing
 
     def message(self, message: ModelMessage) -> list[tuple[str, int]]:
         if isinstance(message, ModelRequest):
