@@ -140,19 +140,28 @@ def _concrete_events() -> list[type[HistoryEvent]]:
     return found
 
 
+def _distinct(value: object, name: str, number: int) -> object:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return f'{value}-{name}'
+    assert isinstance(value, (int, float))
+    return value + number
+
+
 def _example(cls: type[HistoryEvent]) -> HistoryEvent:
-    """An instance with every required field filled by its type (the values do not matter here)."""
+    """An instance with every required field filled by its type, each with a value of its own."""
     values = {'int': 7, 'str': 'x', 'float': 1.5, 'bool': True}
     kwargs = {}
-    for f in dataclasses.fields(cls):
+    for number, f in enumerate(dataclasses.fields(cls)):
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             annotation = str(f.type)
             if annotation.startswith('Literal'):
                 kwargs[f.name] = annotation.split("'")[1]
             elif annotation == 'WarningKind':
                 kwargs[f.name] = 'over_budget'
-            else:
-                kwargs[f.name] = values[annotation.split(' ')[0]]
+            else:  # distinct per field, so a field copied from the wrong one shows
+                kwargs[f.name] = _distinct(values[annotation.split(' ')[0]], f.name, number)
     return cls(run_id='run-1', **kwargs)
 
 
@@ -183,3 +192,18 @@ def test_stream_events_round_trip_through_pydantic_ais_event_schema() -> None:
         event = stream_events.stream_event_for(_example(cls))
         assert event is not None
         assert adapter.validate_json(adapter.dump_json(event)) == event
+
+
+def test_stream_events_carry_their_sources_figures() -> None:
+    """Each stream field is the `on_event` field of the same name (context usage: the figures after)."""
+    for cls in _concrete_events():
+        event = _example(cls)
+        streamed = stream_events.stream_event_for(event)
+        assert streamed is not None
+        if isinstance(streamed, stream_events.HistoryWarningEvent):
+            continue  # one event for three sources: checked above
+        renamed = {'tokens': 'tokens_after', 'messages': 'messages_after'}
+        own = [f.name for f in dataclasses.fields(streamed) if f.name not in stream_events._ENVELOPE]
+        assert own, cls.__name__
+        for name in own:
+            assert getattr(streamed, name) == getattr(event, renamed.get(name, name)), (cls.__name__, name)

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._compat import HAS_CAPABILITY_EVENTS, CapabilityEventBase
 
@@ -65,6 +65,10 @@ class HistoryStreamEvent(CapabilityEventBase, namespace=NAMESPACE, abstract=True
 
     run_id: str | None = None
     """The pydantic-ai run the request belongs to."""
+
+
+_ENVELOPE = frozenset(f.name for f in fields(HistoryStreamEvent)) - {'run_id'}
+"""The fields pydantic-ai's capability event puts around every event (its kind, the capability's id, ...)."""
 
 
 @dataclass(repr=False, kw_only=True)
@@ -176,61 +180,26 @@ class HistoryWarningEvent(HistoryStreamEvent, name='warning'):
 def stream_event_for(event: HistoryEvent) -> HistoryStreamEvent | None:
     """The stream event that shows `event`, or None for a kind the stream does not carry."""
     if isinstance(event, RequestProcessed):
-        return ContextUsageEvent(
-            run_id=event.run_id,
-            tokens=event.tokens_after,
-            context_window=event.context_window,
-            utilization=event.utilization,
-            messages=event.messages_after,
-            tokens_before=event.tokens_before,
-            messages_before=event.messages_before,
-            anchored=event.anchored,
-        )
-    if isinstance(event, (CompactionStarted, CompactionResult)):
-        return _compaction_event(event)
+        return _copied(ContextUsageEvent, event, tokens=event.tokens_after, messages=event.messages_after)
+    if isinstance(event, CompactionStarted):
+        return _copied(CompactionStartedEvent, event)
+    if isinstance(event, CompactionResult):
+        return _copied(CompactionFinishedEvent, event)
     if isinstance(event, ArtifactProcessed):
-        return ArtifactProcessedEvent(
-            run_id=event.run_id,
-            artifact_id=event.artifact_id,
-            source=event.source,
-            strategy=event.strategy,
-            tokens_before=event.tokens_before,
-            tokens_after=event.tokens_after,
-        )
+        return _copied(ArtifactProcessedEvent, event)
     if isinstance(event, WindowApplied):
-        return WindowAppliedEvent(
-            run_id=event.run_id,
-            tokens_before=event.tokens_before,
-            tokens_after=event.tokens_after,
-            messages_before=event.messages_before,
-            messages_after=event.messages_after,
-            budget=event.budget,
-        )
+        return _copied(WindowAppliedEvent, event)
     return _warning_event(event)
 
 
-def _compaction_event(event: CompactionStarted | CompactionResult) -> HistoryStreamEvent:
-    if isinstance(event, CompactionStarted):
-        return CompactionStartedEvent(
-            run_id=event.run_id,
-            tokens_before=event.tokens_before,
-            messages_before=event.messages_before,
-            evicted_messages=event.evicted_messages,
-            target_tokens=event.target_tokens,
-            reason=event.reason,
-        )
-    return CompactionFinishedEvent(
-        run_id=event.run_id,
-        tokens_before=event.tokens_before,
-        tokens_after=event.tokens_after,
-        messages_before=event.messages_before,
-        messages_after=event.messages_after,
-        evicted_messages=event.evicted_messages,
-        method=event.method,
-        summarizer_calls=event.summarizer_calls,
-        summary=event.summary,
-        error=event.error,
-    )
+_E = TypeVar('_E', bound='HistoryStreamEvent')
+
+
+def _copied(cls: type[_E], event: HistoryEvent, **renamed: Any) -> _E:
+    """A `cls` whose fields are `event`'s fields of the same names (the stream events mirror the
+    `on_event` ones), but for the `renamed` ones."""
+    names = (f.name for f in fields(cls) if f.name not in _ENVELOPE and f.name not in renamed)
+    return cls(**{name: getattr(event, name) for name in names}, **renamed)
 
 
 def _warning_event(event: HistoryEvent) -> HistoryStreamEvent | None:
@@ -320,8 +289,7 @@ def ui_forwarding() -> AbstractCapability[Any]:
 
 
 def _payload(event: HistoryStreamEvent) -> dict[str, Any]:
-    envelope = {'kind', 'capability_id', 'tool_call_id', 'tool_name', 'event_kind'}
-    return {f.name: getattr(event, f.name) for f in fields(event) if f.name not in envelope}
+    return {f.name: getattr(event, f.name) for f in fields(event) if f.name not in _ENVELOPE}
 
 
 def _ui_event_class() -> type[Any] | None:
