@@ -379,10 +379,13 @@ class TokenCounter:
         encoding = self._encoding
         if encoding is not None:
             return _split_on_tokens(encoding, text, first, limit)
+        # offline: the whole text's density sizes each piece (counting every remainder again would estimate,
+        # and memoize, text of quadratic total length)
+        chars_per_token = len(text) / max(self.count_text(text), 1)
         pieces: list[str] = []
         rest, room = text, first
         while rest:
-            chars = max(int(room * len(rest) / max(self.count_text(rest), 1)), 1)
+            chars = max(int(room * chars_per_token), 1)
             while chars > 1 and self.count_text(rest[:chars]) > room:
                 chars = int(chars * 0.9)
             pieces.append(rest[:chars])
