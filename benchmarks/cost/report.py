@@ -56,7 +56,7 @@ def _row(run: dict[str, Any], latency: dict[str, Any] | None) -> str:
 
 
 def render_markdown(payload: dict[str, Any]) -> str:
-    """One table per window, contenders in the order they ran, latency from the latency run if there is one."""
+    """One table per window, contenders in the order they ran; latency from the latency run, if any."""
     latency = {run['contender']: run['latency'] for run in payload.get('latency_runs', [])}
     lines: list[str] = []
     windows = sorted({run['window'] for run in payload['runs']})
