@@ -71,11 +71,29 @@ def render_markdown(payload: dict[str, Any]) -> str:
         lines += [_row(run, latency.get(run['contender'])) for run in runs]
         lines.append('')
     if payload.get('latency_runs'):
-        meta = payload['latency_meta']
-        lines.append(
-            f'"added s per compaction": the latency run ({meta["window"] // 1000}K window, '
-            f'{meta["steps"]} tool calls, the model answering in {meta["model_seconds"]} s, the summarizer '
-            f'in {meta["summarizer_seconds"]} s): mean (max, number of compaction steps) of the wall time a '
-            'compaction step took beyond the median step.'
-        )
+        lines += _latency_table(payload)
     return '\n'.join(lines)
+
+
+def _latency_table(payload: dict[str, Any]) -> list[str]:
+    meta = payload['latency_meta']
+    lines = [
+        f'**Added latency per compaction** ("added s per compaction" above): a separate run, '
+        f'{meta["window"] // 1000}K window, {meta["steps"]} tool calls, the model answering in '
+        f'{meta["model_seconds"]} s and the summarizer in {meta["summarizer_seconds"]} s. A compaction step '
+        'is one whose request rewrote what was already sent, or during which a summarizer call started; '
+        "its added time is its wall time (from the model's answer to the next request) minus the median "
+        'of the other steps.',
+        '',
+        '| contender | compaction steps | added s: mean | max | total | summarizer calls | normal step s |',
+        '|---|---:|---:|---:|---:|---:|---:|',
+    ]
+    for run in payload['latency_runs']:
+        latency = run['latency']
+        mean, worst = latency['added_seconds_mean'], latency['added_seconds_max']
+        lines.append(
+            f'| {run["label"]} | {latency["compaction_steps"]} | {"-" if mean is None else f"{mean:.2f}"} '
+            f'| {"-" if worst is None else f"{worst:.2f}"} | {latency["added_seconds_total"]:.2f} '
+            f'| {run["summarizer"]["calls"]} | {latency["normal_step_seconds"]:.3f} |'
+        )
+    return lines
