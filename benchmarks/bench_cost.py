@@ -66,11 +66,16 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument('--steps', type=int, help=f'tool calls per run (default {FULL["steps"]})')
     parser.add_argument('--contenders', default=','.join(CONTENDERS), help=', '.join(CONTENDERS))
     parser.add_argument('--seed', type=int, help='workload seed (default: cost.workload.SEED)')
+    parser.add_argument(
+        '--median-tokens', type=int, default=2_500, help='median size of the ordinary tool outputs (2,500)'
+    )
     parser.add_argument('--json', type=Path, help='write every figure to this JSON file')
     parser.add_argument('--from-json', type=Path, help='render a saved run instead of running')
     parser.add_argument('--no-latency', action='store_true', help='skip the latency run')
     parser.add_argument('--latency-only', action='store_true', help='only the latency run')
-    parser.add_argument('--write', action='store_true', help=f'replace "{SECTION}" in benchmarks/RESULTS.md')
+    parser.add_argument('--write', action='store_true', help='replace the section in benchmarks/RESULTS.md')
+    parser.add_argument('--section', default=SECTION, help=f'its heading (default "{SECTION}")')
+    parser.add_argument('--note', default='', help='a sentence added to the section header')
     args = parser.parse_args(argv)
     defaults = QUICK if args.quick else FULL
     args.windows = parse_windows(args.windows or defaults['windows'])
@@ -133,7 +138,7 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
     payload: dict[str, Any] = {'runs': [], 'latency_runs': []}
     started = time.perf_counter()
     if not args.latency_only:
-        workload = build_workload(args.steps, encode, seed)
+        workload = build_workload(args.steps, encode, seed, median_tokens=args.median_tokens)
         payload['workload'] = _describe(workload, encode)
         for window in args.windows:
             for contender in args.contenders:
@@ -143,7 +148,7 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
                 _progress(result)
                 payload['runs'].append(result)
     if args.latency or args.latency_only:
-        workload = build_workload(LATENCY['steps'], encode, seed)
+        workload = build_workload(LATENCY['steps'], encode, seed, median_tokens=args.median_tokens)
         payload['latency_meta'] = LATENCY
         for contender in args.contenders:
             config = RunConfig(
@@ -161,6 +166,7 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
         'date': dt.date.today().isoformat(),
         'seconds': round(time.perf_counter() - started, 1),
         'seed': seed,
+        'median_tokens': args.median_tokens,
         'prices': vars(prices),
         'versions': versions(),
         'python': platform.python_version(),
@@ -204,25 +210,27 @@ def _load() -> str:
 # ---- output ------------------------------------------------------------------------------------------------
 
 
-def section(payload: dict[str, Any]) -> str:
+def section(payload: dict[str, Any], heading: str = SECTION, note: str = '') -> str:
     from cost.report import render_markdown
 
     meta = payload['meta']
     versions = ', '.join(f'{name} {v}' for name, v in meta['versions'].items())
     workload = payload.get('workload') or {}
     lines = [
-        SECTION,
+        heading,
         '',
         f'Produced by `{meta["command"]}` on {meta["date"]} in {meta["seconds"]:.0f} s (load average '
         f'{meta["load"]} at the end; Python {meta["python"]}; {versions}). Method, setups and caveats: '
         'benchmarks/README.md, "Cost". Prices per million tokens: '
         + ', '.join(f'{k} ${v}' for k, v in meta['prices'].items())
-        + '.',
+        + '.'
+        + (f' {note}' if note else ''),
         '',
     ]
     if workload:
         lines += [
-            f'Workload (seed {meta["seed"]}): {workload["calls"]} tool outputs, '
+            f'Workload (seed {meta["seed"]}, median size {meta.get("median_tokens", 2_500):,}): '
+            f'{workload["calls"]} tool outputs, '
             f'{workload["tokens"]:,} tokens '
             f'(median {workload["median_tokens"]:,}, largest {workload["largest_tokens"]:,}), '
             f'{workload["facts"]} facts.',
@@ -232,9 +240,9 @@ def section(payload: dict[str, Any]) -> str:
     return '\n'.join(lines).rstrip() + '\n'
 
 
-def _write_results(text: str) -> None:
+def _write_results(text: str, heading: str) -> None:
     current = RESULTS.read_text()
-    pattern = re.compile(rf'^{re.escape(SECTION)}\n.*?(?=^## |\Z)', re.S | re.M)
+    pattern = re.compile(rf'^{re.escape(heading)}\n.*?(?=^## |\Z)', re.S | re.M)
     if pattern.search(current):
         updated = pattern.sub(lambda _: text + '\n', current, count=1)
     else:
@@ -255,10 +263,10 @@ def main(argv: list[str] | None = None) -> None:
         payload = _runs(args)
     if args.json:
         args.json.write_text(json.dumps(payload, indent=1) + '\n')
-    text = section(payload)
+    text = section(payload, args.section, args.note)
     print(text)
     if args.write:
-        _write_results(text)
+        _write_results(text, args.section)
 
 
 if __name__ == '__main__':

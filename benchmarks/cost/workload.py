@@ -72,11 +72,11 @@ class Workload:
     seed: int
 
 
-def size_of(index: int, rng: random.Random) -> int:
+def size_of(index: int, rng: random.Random, median: int = MEDIAN_TOKENS) -> int:
     """The target size in tokens of call `index` (0-based): every 17th large, the rest log-normal."""
     if (index + 1) % LARGE_EVERY == 0:
         return round(LARGE_TOKENS * rng.uniform(0.95, 1.05))
-    return min(max(round(rng.lognormvariate(math.log(MEDIAN_TOKENS), SIGMA)), 400), 12_000)
+    return min(max(round(rng.lognormvariate(math.log(median), SIGMA)), 400), 12_000)
 
 
 def fact_steps(steps: int, facts: int = FACTS) -> list[int]:
@@ -153,13 +153,20 @@ class _Builder:
     def json(self, tokens: int, fact: Fact | None) -> Any:
         records = self.rng.choice(self.pools.records)
         start = self.rng.randrange(len(records))
+        style = self.rng.choice(('dict', 'indented', 'compact'))
+        # each record measured as it will be rendered (pydantic-ai serializes a dict without spaces)
+        dumps = {
+            'dict': lambda value: json.dumps(value, separators=(',', ':')),
+            'indented': lambda value: json.dumps(value, indent=2),
+            'compact': json.dumps,
+        }[style]
         out: list[Any] = []
         size = 0
         last = 0
         while size < tokens:
             record = records[(start + len(out)) % len(records)]
             out.append(record)
-            last = self.encode(json.dumps(record))
+            last = self.encode(dumps(record))
             size += last
         if len(out) > 1 and size - tokens > last / 2:  # closer to the target without the last record
             out.pop()
@@ -167,10 +174,9 @@ class _Builder:
             at = int(len(out) * self.rng.uniform(0.25, 0.75))
             record = out[at] if isinstance(out[at], dict) else {'value': out[at]}
             out[at] = {**record, 'audit_ref': fact.text}
-        style = self.rng.random()
-        if style < 1 / 3:
+        if style == 'dict':
             return {'results': out, 'count': len(out)}
-        return json.dumps(out, indent=2 if style < 2 / 3 else None)
+        return json.dumps(out, indent=2 if style == 'indented' else None)
 
     def fact(self, step: int, number: int) -> Fact:
         kind = ('id', 'amount', 'path')[number % 3]
@@ -206,9 +212,14 @@ _FACT_MAKERS = {'id': _fact_id, 'amount': _fact_amount, 'path': _fact_path}
 
 
 def build_workload(
-    steps: int, encode: Callable[[str], int], seed: int = SEED, facts: int = FACTS
+    steps: int,
+    encode: Callable[[str], int],
+    seed: int = SEED,
+    facts: int = FACTS,
+    median_tokens: int = MEDIAN_TOKENS,
 ) -> Workload:
-    """The outputs of `steps` tool calls and their facts (identical for every contender and every venv)."""
+    """The outputs of `steps` tool calls and their facts (identical for every contender and every venv);
+    `median_tokens` sets the median of the log-normal sizes (the large outputs stay ~16,000)."""
     rng = random.Random(seed)
     builder = _Builder(rng, encode)
     carriers = {step: number for number, step in enumerate(fact_steps(steps, facts))}
@@ -216,7 +227,7 @@ def build_workload(
     planted: list[Fact] = []
     for index in range(steps):
         kind = rng.choice(('prose', 'json', 'json', 'csv'))
-        tokens = size_of(index, rng)
+        tokens = size_of(index, rng, median_tokens)
         fact = builder.fact(index, carriers[index]) if index in carriers else None
         output = getattr(builder, kind)(tokens, fact)
         query = f'source {index}: {kind} batch {rng.randint(100, 999)}'
