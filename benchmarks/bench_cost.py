@@ -176,9 +176,10 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _describe(workload: Any, encode: Any) -> dict[str, Any]:
-    sizes = sorted(
-        encode(o if isinstance(o, str) else json.dumps(o)) for o in (s.output for s in workload.steps)
-    )
+    from pydantic_ai.messages import ToolReturnPart
+
+    # as the provider receives them (pydantic-ai serializes a dict output itself)
+    sizes = sorted(encode(ToolReturnPart(s.tool, s.output).model_response_str()) for s in workload.steps)
     return {
         'calls': len(sizes),
         'tokens': sum(sizes),
