@@ -312,3 +312,24 @@ async def test_a_small_run_of_ours_is_billed_from_what_the_provider_received(enc
     assert none['facts']['in_context'] == len(
         [f for f in workload.facts if f.step < none['first_rejected'] - 1]
     )
+
+
+def test_the_driver_parses_windows_and_renders_a_saved_run() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location('bench_cost', BENCHMARKS / 'bench_cost.py')
+    assert spec is not None
+    assert spec.loader is not None
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+    assert driver.parse_windows('64K, 128000,0.5K') == [64_000, 128_000, 500]
+    payload = json.loads((BENCHMARKS / 'results' / 'cost.json').read_text())
+    text = driver.section(payload)
+    ours = next(r for r in payload['runs'] if r['contender'] == 'ours' and r['window'] == 128_000)
+    row = next(
+        line for line in text.split('**128K window**')[1].splitlines() if line.startswith('| ours, defaults')
+    )
+    assert f'| {ours["automatic"]["cost"]:.2f} | {ours["breakpoint"]["cost"]:.2f} |' in row
+    assert f'| {ours["rewrites"]} (' in row
+    windows = {r['window'] for r in payload['runs']}
+    assert text.count('| no context management | overflows at request') == len(windows)
