@@ -23,6 +23,7 @@ from ..._compat import (
 )
 from ..._context import ARTIFACT_MARKER
 from ..._marks import MARKER_KEY, marker_kind, part_kinds, sealed_kind, unseal
+from ..._utf8 import utf8
 from ...store import artifact_id
 from ._models import Artifact
 
@@ -219,7 +220,7 @@ def find_candidates(
             if not text:
                 continue
             artifact = Artifact(
-                id=make_id(text.encode()),
+                id=make_id(utf8(text)),
                 kind='tool_result',
                 source=f'tool {part.tool_name!r}',
                 chars=len(text),

@@ -26,6 +26,7 @@ from ..._compat import (
 )
 from ..._context import MARKER_KEY, HistoryContext
 from ..._marks import seal
+from ..._utf8 import utf8
 from ...cache import cache_key
 from ...events import ArtifactProcessed
 from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage
@@ -323,7 +324,7 @@ class ArtifactPlanner:
             raise RuntimeError('no summarizer model: set SummarizerSettings.model')
         key = cache_key(
             'artifact-summary',
-            artifact_id(candidate.original.encode()),  # by content: the id is keyed per store and scope
+            artifact_id(utf8(candidate.original)),  # by content: the id is keyed per store and scope
             focus or '',
             model_name_of(model) or type(model).__name__,
             str(max_tokens),
@@ -596,7 +597,7 @@ async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
     try:
         await store.put(
             candidate.id,
-            candidate.original.encode(),
+            utf8(candidate.original),
             media_type=candidate.media_type,
             source=candidate.artifact.source,
             metadata={
