@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ._nesting import json_too_deep
+
 __all__ = (
     'BM25_B',
     'BM25_K1',
@@ -170,10 +172,10 @@ def bm25_scores(
 def detect_kind(text: str) -> TextKind:
     """`json` when the whole text parses as a JSON object or array, `table` for CSV/TSV, else `markdown`."""
     stripped = text.strip()
-    if stripped[:1] in ('{', '['):
+    if stripped[:1] in ('{', '[') and not json_too_deep(stripped):  # too deep to parse: read as text
         try:
             json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         else:
             return 'json'
@@ -214,6 +216,8 @@ def chunk_text(
     max_chars = max(max_chars, 200)
     kind = kind or detect_kind(text)
     spans: list[tuple[int, int, str]] = []
+    if kind == 'json' and json_too_deep(text):  # a given kind too: the spans recurse once per level
+        kind = 'markdown'
     if kind == 'json':
         try:
             _json_spans(text, 0, len(text), '', max_chars, spans)
