@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..._compat import ModelMessage
 from ..._context import HistoryContext
-from ..._marks import SEAL_TOKENS, marker_kind
+from ..._marks import SEAL_TOKENS, marker_kind, separate_own_parts
 from ...events import WindowApplied
 from ...units import Unit, split_units
 from .._loads import reload_reserve
@@ -46,6 +46,12 @@ class SlidingWindow:
         estimate = context.estimate(messages)
         if estimate.total <= budget:
             return messages  # the idle path: no unit split, no copy
+        given = messages
+        # pydantic-ai merges our earlier note into the user turn beside it when a run starts on a saved
+        # history: split back out, it is a unit of ours again, folded into the new note (one note at most)
+        messages = separate_own_parts(messages)
+        if messages is not given:
+            estimate = context.estimate(messages)
         units = split_units(messages)
         layout = Layout(
             messages=messages, units=units, overhead=estimate.total - estimate.tokenizer, context=context
@@ -59,7 +65,7 @@ class SlidingWindow:
             self._warn_over_budget(
                 context, estimate.total, budget, mandatory, messages, estimate.per_message, units
             )
-            return messages
+            return given
         draft = await _give_a_home(layout, draft)
         _report(context, len(messages), estimate.total, budget, draft)
         if draft.after > budget:
