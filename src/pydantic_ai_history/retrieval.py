@@ -22,7 +22,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -138,20 +138,48 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+_QUERY_CHARS = 4_000
+"""A longer query (a whole user message used as the question) is read from its beginning and its end."""
+_QUERY_TERMS = 64
+"""At most this many distinct terms rank the chunks: each one costs a pass over every chunk."""
+
+
 def _query_terms(query: str) -> list[str]:
+    if len(query) > _QUERY_CHARS:
+        query = query[: _QUERY_CHARS // 2] + ' ' + query[-_QUERY_CHARS // 2 :]
     terms = [t for t in tokenize(query) if t not in _STOP_WORDS]
-    return list(dict.fromkeys(terms))
+    return list(dict.fromkeys(terms))[:_QUERY_TERMS]
 
 
 def bm25_scores(
     documents: Sequence[Sequence[str]], query_terms: Sequence[str], *, k1: float = BM25_K1, b: float = BM25_B
 ) -> list[float]:
     """Okapi BM25 score of each tokenized document for the query terms (idf with +1, so it stays positive)."""
-    n = len(documents)
-    if n == 0 or not query_terms:
-        return [0.0] * n
+    if not documents or not query_terms:
+        return [0.0] * len(documents)
     counts = [Counter(doc) for doc in documents]
-    lengths = [len(doc) for doc in documents]
+    return _bm25(counts, [len(doc) for doc in documents], query_terms, k1, b)
+
+
+def _chunk_scores(chunks: Sequence[Chunk], query_terms: Sequence[str], k1: float, b: float) -> list[float]:
+    """`bm25_scores` of the chunks (context included), tokenizing one chunk at a time and keeping only the
+    counts of the query's terms: the words of a 20 MB text are never all held at once."""
+    if not chunks or not query_terms:
+        return [0.0] * len(chunks)
+    wanted = frozenset(query_terms)
+    counts: list[Counter[str]] = []
+    lengths: list[int] = []
+    for chunk in chunks:
+        tokens = tokenize(chunk.context + '\n' + chunk.text)
+        lengths.append(len(tokens))
+        counts.append(Counter(t for t in tokens if t in wanted))
+    return _bm25(counts, lengths, query_terms, k1, b)
+
+
+def _bm25(
+    counts: Sequence[Counter[str]], lengths: Sequence[int], query_terms: Sequence[str], k1: float, b: float
+) -> list[float]:
+    n = len(counts)
     average = sum(lengths) / n or 1.0
     scores = [0.0] * n
     for term in query_terms:
@@ -346,24 +374,31 @@ def _split_span(
         out.append((start, end, context))
 
 
-def _line_spans(text: str) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
+_LINE_BREAK = re.compile('\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')
+"""Where `str.splitlines` breaks lines."""
+
+
+def _line_spans(text: str) -> Iterator[tuple[int, int]]:
+    """The lines of `text` as `splitlines(keepends=True)` cuts them, as spans, one at a time: a 20 MB text
+    is never held again as a list of its lines."""
     position = 0
-    for line in text.splitlines(keepends=True):
-        spans.append((position, position + len(line)))
-        position += len(line)
-    return spans
+    for match in _LINE_BREAK.finditer(text):
+        yield position, match.end()
+        position = match.end()
+    if position < len(text):
+        yield position, len(text)
 
 
 def _table_spans(text: str, max_chars: int) -> list[tuple[int, int, str]]:
     lines = _line_spans(text)
-    if len(lines) < 2:
+    first = next(lines, None)
+    if first is None:
         return []
-    header = text[lines[0][0] : lines[0][1]].rstrip('\r\n')
+    header = text[first[0] : first[1]].rstrip('\r\n')
     out: list[tuple[int, int, str]] = []
     group_start: int | None = None
     group_end = 0
-    for start, end in lines[1:]:
+    for start, end in lines:
         if group_start is not None and end - group_start > max_chars:
             out.append((group_start, group_end, header))
             group_start = None
@@ -454,7 +489,7 @@ def extract_passages(
         chunk_chars = min(DEFAULT_CHUNK_CHARS, max(max_chars // 3, 300))
     chunks = chunk_text(text, max_chars=chunk_chars)
     terms = _query_terms(query or '')
-    scores = bm25_scores([tokenize(c.context + '\n' + c.text) for c in chunks], terms, k1=k1, b=b)
+    scores = _chunk_scores(chunks, terms, k1, b)
     matched = any(s > 0 for s in scores)
     if matched:
         order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))

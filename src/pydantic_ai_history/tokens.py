@@ -309,7 +309,7 @@ class TokenCounter:
             try:
                 encoding = load_encoding(self.tokenizer_profile.encoding)
                 self._encoding = encoding
-                self._encode = lambda text: len(encoding.encode_ordinary(text))
+                self._encode = lambda text: _count_in_pieces(encoding, text)
             except Exception as exc:  # not packaged, not cached, no network, or tiktoken broken: estimate
                 _warn_offline_once(self.tokenizer_profile.encoding, exc)
                 self._offline = True
@@ -692,6 +692,28 @@ def _warn_offline_once(encoding: str, exc: Exception) -> None:
         encoding,
         exc,
     )
+
+
+_PIECE_CHARS = 1 << 18
+"""Texts longer than this are counted a piece at a time, cut after a line break: the token list of a 20 MB
+text would take some 40 bytes per token at once; a piece's is freed before the next is counted. A token can
+differ only where a cut falls, at most one per piece (about four per megabyte)."""
+
+
+def _count_in_pieces(encoding: Any, text: str) -> int:
+    size = len(text)
+    if size <= _PIECE_CHARS:
+        return len(encoding.encode_ordinary(text))
+    total = 0
+    start = 0
+    while start < size:
+        end = min(start + _PIECE_CHARS, size)
+        if end < size:
+            newline = text.rfind('\n', start + _PIECE_CHARS // 2, end)
+            end = newline + 1 if newline >= 0 else end
+        total += len(encoding.encode_ordinary(text[start:end]))
+        start = end
+    return total
 
 
 def _split_on_tokens(encoding: Any, text: str, first: int, limit: int) -> list[str]:
