@@ -302,6 +302,15 @@ class TokenCounter:
         self._encoder()
         return self._offline
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the tokenizer is loaded (building it takes some hundred milliseconds, once per process)."""
+        return self._encode is not None
+
+    def load(self) -> None:
+        """Load the tokenizer now (callers on an event loop do it in a thread: see `HistoryContext`)."""
+        self._encoder()
+
     # ---- text -----------------------------------------------------------------------------------------
 
     def _encoder(self) -> Callable[[str], int]:

@@ -9,6 +9,7 @@ spill store, so `read_artifact` can return it exactly; when the store fails the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,8 @@ from ..._compat import (
 )
 from ..._context import MARKER_KEY, HistoryContext
 from ..._marks import seal
+from ..._offload import OFF_LOOP_CHARS, large_content
+from ..._room import kept_tokens, request_room
 from ..._utf8 import utf8
 from ...cache import cache_key
 from ...events import ArtifactProcessed
@@ -35,6 +38,7 @@ from ...retrieval import extract_passages
 from ...store import artifact_id
 from ...tokens import TokenCounter
 from .._llm import operations_of
+from .._request_fit import fit_request, is_processed
 from ._accepted import accepted_as_is, fits_as_is, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
@@ -43,7 +47,6 @@ from ._extract import (
     CandidateMemo,
     find_attachments,
     find_candidates,
-    is_processed,
     latest_question,
 )
 from ._models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
@@ -109,7 +112,7 @@ class ArtifactPlanner:
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         settings = self.settings
         hard_limit = settings.hard_limit(context.limits)
-        budget = settings.resolve_budget(context.limits)
+        await context.count_newest(messages)
         estimate = context.estimate(messages)
         over_limit = estimate.total > hard_limit
         # Under the limit only the current request can hold new work; reading older messages would cost
@@ -118,55 +121,104 @@ class ArtifactPlanner:
         result = messages
         if settings.convert_attachments:
             result = await self._attachments(result, context, start=start, over_limit=over_limit)
-        candidates = find_candidates(
-            result,
+        result = await self._reduce(result, context, start=start, estimate_total=estimate.total)
+        return await self._fit_newest(result, context)
+
+    async def _reduce(
+        self, messages: list[ModelMessage], context: HistoryContext, *, start: int, estimate_total: int
+    ) -> list[ModelMessage]:
+        """Plan and reduce the large tool returns from message `start` on, each by its own size."""
+        settings = self.settings
+        hard_limit = settings.hard_limit(context.limits)
+        over_limit = estimate_total > hard_limit
+        candidates = await self._candidates(messages, context, start=start)
+        if not candidates:
+            return messages
+        fixed = _fixed_artifact_tokens(messages, context.counter, settings) if over_limit else 0
+        planned = await self._run_reducers(candidates, messages, context)
+        large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
+        reduced = [c for c in planned if c.reduced_by]
+        if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
+            return messages
+        available = max(settings.resolve_budget(context.limits) - fixed, 0)
+        if over_limit:
+            available = min(
+                available, max(hard_limit - (estimate_total - sum(c.artifact.tokens for c in planned)), 0)
+            )
+        question = latest_question(messages)
+        plan = await self._plan(planned, question, available, context)
+        outcomes = await self._execute(plan, planned, question, available, context)
+        return _apply(messages, planned, outcomes)
+
+    async def _candidates(
+        self, messages: Sequence[ModelMessage], context: HistoryContext, *, start: int
+    ) -> list[Candidate]:
+        """`find_candidates` from `start`, in a thread when the newest request is large (serializing, hashing
+        and counting a 20 MB tool return would stall the event loop)."""
+        settings = self.settings
+        search = functools.partial(
+            find_candidates,
+            messages,
             count_tokens=context.counter.count_part,
             exempt_tools=settings.exempt_tools,
             start=start,
             memo=self._examined,
-            make_id=context.artifact_id,
+            make_id=context.artifact_id,  # the memo keeps the id it made: the stage reads these next
         )
-        if not candidates:
-            return result
-        fixed = _fixed_artifact_tokens(result, context.counter, settings) if over_limit else 0
-        planned = await self._run_reducers(candidates, result, context)
-        large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
-        reduced = [c for c in planned if c.reduced_by]
-        if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
-            return result
-        available = max(budget - fixed, 0)
-        if over_limit:
-            available = min(
-                available, max(hard_limit - (estimate.total - sum(c.artifact.tokens for c in planned)), 0)
-            )
-        question = latest_question(result)
-        plan = await self._plan(planned, question, available, context)
-        outcomes = await self._execute(plan, planned, question, available, context)
-        return _apply(result, planned, outcomes)
+        return await context.off_loop(search) if large_content(messages[-1:]) else search()
 
-    def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
-        """Whether processing `messages` certainly reduces a tool return of the current request, leaving a
-        note that names `read_artifact`: one that alone is larger than the whole artifact budget.
+    async def _fit_newest(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        """The newest request within its room, when the history does not fit: what it carries (every tool
+        return whatever its size, read-backs included, and the user's own message) is reduced, largest first,
+        down to the room; older messages are the compactor's and the window's."""
+        room = self._newest_room(messages, context)
+        if room is None:
+            return messages
+        return await fit_request(messages, room, context, query=latest_question(messages), stage=self.name)
+
+    def _newest_room(self, messages: Sequence[ModelMessage], context: HistoryContext) -> int | None:
+        """The newest request's room when the history is over the hard limit and that request over its room;
+        None when nothing must be cut from it."""
+        estimate = context.estimate(messages)
+        if estimate.total <= self.settings.hard_limit(context.limits) or not isinstance(
+            messages[-1], ModelRequest
+        ):
+            return None
+        newest = estimate.per_message[-1]
+        kept = kept_tokens(
+            messages,
+            estimate.per_message,
+            estimate.overhead,
+            keep_first_user_message=context.keep_first_user_message,
+        )
+        room = request_room(
+            context.limits,
+            others=estimate.total - newest,
+            kept=kept,
+            floor=self.settings.resolve_budget(context.limits),
+        )
+        return room if newest > room else None
+
+    async def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
+        """Whether processing `messages` certainly reduces part of the current request, leaving a note that
+        names `read_artifact`: a tool return that alone is larger than the whole artifact budget, or a newest
+        request over its room in a history over the limit.
 
         Asked before the request's tools are prepared, so the tool comes with the request that first carries
-        the note. Only the current request is read, through the stage's memo (the stage reads it next anyway).
+        the note. Only the current request is read, through the stage's memo (the stage reads it next anyway);
+        a large one is counted in a thread.
         """
         if not messages:
             return False
-        settings = self.settings
-        budget = settings.resolve_budget(context.limits)
-        candidates = find_candidates(
-            messages,
-            count_tokens=context.counter.count_part,
-            exempt_tools=settings.exempt_tools,
-            start=len(messages) - 1,
-            memo=self._examined,
-            make_id=context.artifact_id,  # the memo keeps the id it made: the stage reads these next
-        )
-        return any(
-            c.artifact.chars > settings.large_artifact_chars and c.artifact.tokens > budget
+        budget = self.settings.resolve_budget(context.limits)
+        await context.count_newest(messages)
+        candidates = await self._candidates(messages, context, start=len(messages) - 1)
+        if any(
+            c.artifact.chars > self.settings.large_artifact_chars and c.artifact.tokens > budget
             for c in candidates
-        )
+        ):
+            return True
+        return self._newest_room(messages, context) is not None
 
     # ---- planning -------------------------------------------------------------------------------------
 
@@ -305,13 +357,15 @@ class ArtifactPlanner:
             query = decision.extraction_query or default_query
         else:
             return _Outcome(exclude_stub(candidate, settings.stub_preview_chars), 'exclude', rationale)
-        text = extract_text(
+        extract = functools.partial(
+            extract_text,
             candidate,
             query,
             allowance - _overhead(candidate, context),
             context.counter,
             chunk_chars=settings.chunk_chars,
         )
+        text = await context.off_loop(extract) if _large(candidate) else extract()
         return _Outcome(text, 'extract', rationale)
 
     async def _summary(
@@ -322,9 +376,10 @@ class ArtifactPlanner:
         model = context.summarizer_model
         if model is None:
             raise RuntimeError('no summarizer model: set SummarizerSettings.model')
+        content_id = functools.partial(_content_id, candidate.original)
         key = cache_key(
             'artifact-summary',
-            artifact_id(utf8(candidate.original)),  # by content: the id is keyed per store and scope
+            await context.off_loop(content_id) if _large(candidate) else content_id(),
             focus or '',
             model_name_of(model) or type(model).__name__,
             str(max_tokens),
@@ -339,7 +394,8 @@ class ArtifactPlanner:
         input_cap = summarizer.input_cap(model_info(model).context_window, answer_tokens=max_tokens)
         if counter.count_text(text) > input_cap:
             chars = int(input_cap * len(text) / max(counter.count_text(text), 1))
-            text = extract_passages(text, focus, chars, chunk_chars=settings.chunk_chars).text
+            cut = functools.partial(extract_passages, text, focus, chars, chunk_chars=settings.chunk_chars)
+            text = (await context.off_loop(cut) if _large(candidate) else cut()).text
         summary = await summarize_text(
             text,
             focus=focus,
@@ -566,6 +622,17 @@ def _fixed_artifact_tokens(
     return total
 
 
+def _content_id(text: str) -> str:
+    """The plain hash of a text, for cache keys by content (the artifact's own id is keyed per store and
+    scope)."""
+    return artifact_id(utf8(text))
+
+
+def _large(candidate: Candidate) -> bool:
+    """Whether working on the candidate's text belongs off the event loop."""
+    return max(len(candidate.text), len(candidate.original)) > OFF_LOOP_CHARS
+
+
 def _overhead(candidate: Candidate, context: HistoryContext) -> int:
     """Tokens a tool return costs beyond its text (framing, the tool name)."""
     counter = context.counter
@@ -594,10 +661,11 @@ async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
     if store is None:
         context.warn('artifact_store_missing', f'no artifact store: {candidate.id[:16]} kept inline')
         return False
+    data = await context.off_loop(utf8, candidate.original) if _large(candidate) else utf8(candidate.original)
     try:
         await store.put(
             candidate.id,
-            utf8(candidate.original),
+            data,
             media_type=candidate.media_type,
             source=candidate.artifact.source,
             metadata={
