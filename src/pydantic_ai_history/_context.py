@@ -203,13 +203,22 @@ class HistoryContext:
         logger.warning('%s: %s', code, message)
         self.emit_event(HistoryWarning(run_id=self.run_id, code=code, message=message, details=details))
 
-    def lost(self, stage: str, code: WarningKind, reason: str, messages: Sequence[ModelMessage]) -> None:
-        """Say at error level (log and `ContentLost` event) that `messages` left the history with no home."""
+    def lost(
+        self,
+        stage: str,
+        code: WarningKind,
+        reason: str,
+        messages: Sequence[ModelMessage],
+        *,
+        what: str | None = None,
+    ) -> None:
+        """Say at error level (log and `ContentLost` event) that `messages` left the history with no home
+        (`what` left, when it is the content of their parts rather than the messages)."""
         calls, prompts = _contents(messages)
         shown = ', '.join(calls[:20]) + (f' and {len(calls) - 20} more' if len(calls) > 20 else '')
+        gone = what if what is not None else f'{len(messages)} message(s) removed'
         message = (
-            f'{stage}: {len(messages)} message(s) removed with no copy in the history or the store '
-            f'({reason}); '
+            f'{stage}: {gone} with no copy in the history or the store ({reason}); '
             f'{prompts} user prompt(s), tool calls: {shown or "none"}'
         )
         logger.error('%s: %s', code, message)

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio.to_thread
 from pydantic_ai import RunContext
+from pydantic_ai.messages import ToolReturn
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
@@ -25,6 +26,7 @@ from ._compat import ModelMessage, ModelRequest, part_metadata, run_id_of
 from ._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
 from ._marks import READ_ARTIFACT_TOOL
 from ._offload import OFF_LOOP_CHARS
+from ._pages import Page
 from .files import ConvertedDocument, FileSettings, read_file
 from .store import ArtifactStore, InvalidArtifactId, StoreError
 
@@ -84,15 +86,30 @@ async def read_artifact_text(
     Errors come back as text the model can act on, never as exceptions that would end the run. An id
     stored in another scope is answered exactly like a missing one. A large artifact is read in a thread.
     """
+    text, _ = await _read_artifact(store, artifact_id, offset, limit, query, scope=scope, room=room)
+    return text
+
+
+async def _read_artifact(
+    store: ArtifactStore,
+    artifact_id: str,
+    offset: int,
+    limit: int,
+    query: str | None,
+    *,
+    scope: str,
+    room: ReadRoom | None,
+) -> tuple[str, Page | None]:
+    """`read_artifact_text`, and the page it returned (None for an error)."""
     try:
         info = await store.info(artifact_id, scope=scope)
         data = await store.get(artifact_id, scope=scope) if info is not None else None
     except InvalidArtifactId:
-        return f'Error: {artifact_id!r} is not a valid artifact id.'
+        return f'Error: {artifact_id!r} is not a valid artifact id.', None
     except StoreError as exc:
-        return f'Error: the artifact store could not be read: {exc}'
+        return f'Error: the artifact store could not be read: {exc}', None
     if info is None or data is None:
-        return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).'
+        return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).', None
     if info.media_type.startswith('text/') or info.media_type in _TEXT_TYPES:
         text: str | None = None
     else:
@@ -101,7 +118,7 @@ async def read_artifact_text(
             return (
                 f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) '
                 'is not a document; it cannot be returned as text.'
-            )
+            ), None
     read = partial(_read_text, data if text is None else text, artifact_id, offset, limit, query, room)
     if len(data) > OFF_LOOP_CHARS:  # decoding, ranking and counting a large artifact leave the event loop
         return await anyio.to_thread.run_sync(read)
@@ -110,7 +127,7 @@ async def read_artifact_text(
 
 def _read_text(
     content: bytes | str, artifact_id: str, offset: int, limit: int, query: str | None, room: ReadRoom | None
-) -> str:
+) -> tuple[str, Page]:
     """One read of `content` (the stored bytes of a text, or a document's text), within `limit` and `room`."""
     text = content.decode('utf-8', errors='replace') if isinstance(content, bytes) else content
     limit = max(1, min(limit, MAX_READ_LIMIT))
@@ -121,16 +138,14 @@ def _read_text(
         while room is not None and room.count_tokens(passages) > room.max_tokens and limit > 200:
             limit = max(int(limit * room.max_tokens / room.count_tokens(passages) * 0.9), 200)
             passages = top_passages(text, query, max_chars=limit)
-        return passages
+        return passages, Page(artifact_id=artifact_id, total=len(text), query=query)
     offset = max(0, offset)
     chunk = text[offset : offset + limit]
-    cut = ''
-    if room is not None and room.count_tokens(chunk) > room.max_tokens:
+    cut = room is not None and room.count_tokens(chunk) > room.max_tokens
+    if room is not None and cut:
         chunk = _within(chunk, room)
-        cut = f' This request had room for {room.max_tokens:,} tokens.'
-    end = offset + len(chunk)
-    more = f' Call again with offset={end} for more.' if end < len(text) else ''
-    return f'[{artifact_id}: characters {offset:,}-{end:,} of {len(text):,}.{more}{cut}]\n{chunk}'
+    page = Page(artifact_id=artifact_id, start=offset, end=offset + len(chunk), total=len(text))
+    return page.text(chunk, room=room.max_tokens if room is not None and cut else None), page
 
 
 def _within(chunk: str, room: ReadRoom) -> str:
@@ -331,7 +346,7 @@ def readback_toolset(
         offset: int = 0,
         limit: int = DEFAULT_READ_LIMIT,
         query: str | None = None,
-    ) -> str:
+    ) -> str | ToolReturn:
         """Read back content that was shortened or removed from the conversation to save space.
 
         The answer is also bounded by the room the conversation has left (parallel reads share it); its
@@ -344,9 +359,11 @@ def readback_toolset(
             query: if given, return the passages most relevant to this question instead of a slice.
         """
         bound = room(ctx) if room is not None else None
-        return await read_artifact_text(
+        text, page = await _read_artifact(
             store, artifact_id, offset, limit, query, scope=scope_of(ctx), room=bound
         )
+        # the page, in metadata the model never sees: a stage can cut it shorter without storing a copy
+        return text if page is None else ToolReturn(return_value=text, metadata=page.metadata())
 
     toolset.add_function(read_artifact, name=READ_ARTIFACT_TOOL)
     return toolset.prepared((gate if gate is not None else ReadbackGate()).prepare)

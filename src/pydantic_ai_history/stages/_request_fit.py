@@ -40,6 +40,7 @@ from .._compat import (
 from .._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
 from .._marks import READ_ARTIFACT_TOOL, marker_kind, part_kinds, seal, sealed_kind
 from .._offload import OFF_LOOP_CHARS, large_content
+from .._pages import Page
 from .._utf8 import utf8
 from ..events import ArtifactProcessed
 from ..retrieval import extract_passages
@@ -63,6 +64,8 @@ STUB_TOKENS = 120
 POINTER_TOKENS = 6
 """What a grouped tool return keeps: `[#123]` and its framing share."""
 _PASSES = 3
+_PAGE_HEADER_TOKENS = 48
+"""What a read-back page's first line costs."""
 """Reductions are measured after they are made; a request still over its room is reduced again this often."""
 
 
@@ -128,6 +131,8 @@ class Reducible:
     """Files a tool returned beside its text: kept after the reduced text."""
     hint: str = ''
     """The string arguments of the call it answers: added to the question passages are chosen by."""
+    page: Page | None = None
+    """The read-back page it is (its original is stored already: it is cut shorter, not stored again)."""
 
     @property
     def source(self) -> str:
@@ -161,6 +166,7 @@ def reducible_items(
                     media_type=media_type,
                     files=files,
                     hint=(hints or {}).get(part.tool_call_id, ''),
+                    page=Page.of(part),
                 )
         elif isinstance(part, UserPromptPart):
             content = part.content
@@ -277,14 +283,20 @@ def passages_within(
     return body
 
 
+_PROMPT_HEAD_SHARE = 0.25
+"""The share of a reduced user message given to its beginning; its passages most relevant to its question
+(its last lines) get the rest."""
+
+
 def reduced_text(
     item: Reducible, artifact_id: str, max_tokens: int, query: str, counter: TokenCounter, stored: bool
 ) -> str:
     """What stands for `item` within `max_tokens`: a header naming the stored original, then its passages
-    most relevant to `query` (a user's message: those relevant to its own last lines)."""
+    most relevant to `query`. A user's message shows its beginning first, then the passages most relevant to
+    its question: its own last lines."""
     if item.tool_name is None:
         query = item.text[-1_000:]
-        showing = 'showing its passages most relevant to its last lines'
+        showing = 'showing its beginning, then its passages most relevant to its last lines'
     else:
         shown = ' '.join(query.split())[:200]
         showing = f'showing the passages most relevant to {shown!r}' if shown else 'showing its beginning'
@@ -293,7 +305,17 @@ def reduced_text(
         f'~{item.tokens:,} tokens, more than this request has room for | {showing} | '
         f'{_read_hint(artifact_id)}{_lost_note(stored)}]\n'
     )
+    if item.tool_name is None:
+        head += _beginning(item.text, int(max_tokens * _PROMPT_HEAD_SHARE), counter)
     return passages_within(item.text, head, query, max_tokens, counter)
+
+
+def _beginning(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The first lines of `text` within about `max_tokens`, with where they end."""
+    chars = int(max_tokens * len(text) / max(counter.count_text(text), 1))
+    cut = text.rfind('\n', chars // 2, chars)
+    shown = text[: cut if cut > 0 else chars]
+    return f'[its beginning, characters 0-{len(shown):,} of {len(text):,}]\n{shown}\n'
 
 
 def group_data(items: Sequence[Reducible]) -> bytes:
@@ -390,19 +412,30 @@ class _Fit:
     async def replacements(self, plan: FitPlan) -> dict[_Place, _Replacement]:
         out: dict[_Place, _Replacement] = {}
         self.texts = {}
-        counter = self.context.counter
         for index, cap in plan.caps.items():
             item = self.items[index]
-            artifact_id, stored = await self._stored(index)
-            query = f'{self.query} {item.hint}'.strip()
-            render = functools.partial(reduced_text, item, artifact_id, cap, query, counter, stored)
-            text = await self.context.off_loop(render) if _large(item) else render()
+            text, artifact_id, strategy = await self._piece(index, cap)
             self.texts[index] = text
-            marker = {'artifact_id': artifact_id, 'original_tokens': item.tokens, 'strategy': 'extract'}
+            marker = {'artifact_id': artifact_id, 'original_tokens': item.tokens, 'strategy': strategy}
             out[(item.part_index, item.item_index)] = (text, marker, item.files)
         if plan.group:
             out.update(await self._grouped(plan))
         return out
+
+    async def _piece(self, index: int, cap: int) -> tuple[str, str, str]:
+        """One piece within `cap` tokens: its text, the artifact it names, and how it was reduced. A
+        read-back page is cut shorter (its artifact is stored already); anything else is stored, then
+        replaced by its passages most relevant to the question."""
+        item = self.items[index]
+        counter = self.context.counter
+        if item.page is not None:
+            self.stored[index] = (item.page.artifact_id, True)
+            return _repaged(item, item.page, cap, counter), item.page.artifact_id, 'page'
+        artifact_id, stored = await self._stored(index)
+        query = f'{self.query} {item.hint}'.strip()
+        render = functools.partial(reduced_text, item, artifact_id, cap, query, counter, stored)
+        text = await self.context.off_loop(render) if _large(item) else render()
+        return text, artifact_id, 'extract'
 
     async def _stored(self, index: int) -> tuple[str, bool]:
         found = self.stored.get(index)
@@ -445,7 +478,8 @@ class _Fit:
             item = self.items[index]
             artifact_id, stored = self.stored[index]
             after = count(self.texts[index])
-            _event(context, artifact_id, item.source, 'extract', item.tokens, after, reason)
+            strategy = 'extract' if item.page is None else 'page'
+            _event(context, artifact_id, item.source, strategy, item.tokens, after, reason)
             if item.tool_name is None:
                 context.warn(
                     'user_prompt_reduced',
@@ -475,7 +509,24 @@ class _Fit:
             else UserPromptPart(content='')
             for i in items
         ]
-        self.context.lost(self.stage, 'content_cut', reason, [make_request(parts)])
+        what = 'content cut to fit the request'
+        self.context.lost(self.stage, 'content_cut', reason, [make_request(parts)], what=what)
+
+
+def _repaged(item: Reducible, page: Page, cap: int, counter: TokenCounter) -> str:
+    """A read-back page cut to `cap` tokens, its first line saying where the next page starts."""
+    body = page.body(item.text)
+    correction = counter.tokenizer_profile.correction
+    chars = int(max(cap - _PAGE_HEADER_TOKENS, 1) * len(body) / max(counter.count_text(body) * correction, 1))
+    text = item.text
+    for _ in range(4):
+        shorter, kept = page.shorter(body, chars)
+        text = shorter.text(kept, room=cap)
+        cost = math.ceil(counter.count_text(text) * correction)
+        if cost <= cap or chars <= 1:
+            break
+        chars = max(int(chars * cap / cost * 0.95), 1)
+    return text
 
 
 def _large(item: Reducible) -> bool:

@@ -23,11 +23,12 @@ from ..._compat import (
     ToolReturnPart,
     file_input_profile,
     json_text,
+    make_request,
     with_part_metadata,
 )
 from ..._context import MARKER_KEY, HistoryContext
 from ..._marks import seal
-from ..._offload import OFF_LOOP_CHARS, large_content
+from ..._offload import OFF_LOOP_CHARS, is_large, large_content
 from ..._room import kept_tokens, request_room
 from ..._utf8 import utf8
 from ...cache import cache_key
@@ -468,7 +469,8 @@ class ArtifactPlanner:
             return messages
         replaced: dict[tuple[int, int, int | None], list[Any]] = {}
         for attachment in attachments:
-            items = await self._attachment_items(attachment, context)
+            part = messages[attachment.message_index].parts[attachment.part_index]
+            items = await self._attachment_items(attachment, part, context)
             if items is not None:
                 replaced[(attachment.message_index, attachment.part_index, attachment.item_index)] = items
         if not replaced:
@@ -506,47 +508,38 @@ class ArtifactPlanner:
             return False
         return not attachment.media_type.startswith('image/') or unidentified_image(attachment.data)
 
-    async def _attachment_items(self, attachment: Attachment, context: HistoryContext) -> list[Any] | None:
-        """What replaces one attached file, or None to keep it (already fits, or the store failed)."""
-        converted, hit = await self._read(attachment, context)
-        a_id = context.artifact_id(attachment.data)
-        label = attachment.name or attachment.media_type
-        if isinstance(converted, ConvertedDocument):
-            items: list[Any] = [
-                seal(
-                    'artifact',
-                    f'{ARTIFACT_MARKER} {a_id} | attached file {converted.manifest}]\n{converted.text}',
-                )
-            ]
-            strategy, after_text = 'convert', items[0]
-        elif isinstance(converted, (FittedImage, FittedAudio)):
-            changed = (
-                converted.changes
-                if isinstance(converted, FittedImage)
-                else (('truncated',) if converted.truncated else ())
-            )
-            if not changed:
-                return None
-            stored = f'original ({attachment.media_type}) stored'
-            note = seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}; {stored}]')
-            items = [BinaryContent(data=converted.data, media_type=converted.media_type), note]
-            strategy, after_text = 'fit', note
-        else:
-            items = [seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}]')]
-            strategy, after_text = 'convert', items[0]
-        try:
-            if context.store is None:
-                raise RuntimeError('no artifact store')
-            await context.store.put(
-                a_id, attachment.data, media_type=attachment.media_type, source=label, scope=context.scope
-            )
-        except Exception as exc:
-            context.warn(
-                'artifact_store_failed', f'could not store attachment {a_id[:16]} ({exc}); kept it as it was'
-            )
+    async def _attachment_items(
+        self, attachment: Attachment, part: Any, context: HistoryContext
+    ) -> list[Any] | None:
+        """What replaces one attached file (`part` holds it), or None to keep it: it already fits, or it could
+        not be stored and the serving model takes it as it is.
+
+        A file no model takes as it is (over the file limits, a format it cannot read) is replaced even when
+        the store refuses it: sent, it would be rejected. `ContentLost` then says so at error level.
+        """
+        large = is_large(attachment.data)  # hashing, converting and counting 200 MB leave the event loop
+        ids = functools.partial(_attachment_ids, context, attachment.data)
+        plain_id, a_id = await context.off_loop(ids) if large else ids()
+        converted, hit = await self._read(attachment, plain_id, context)
+        if _unchanged(converted):
             return None
+        label = attachment.name or attachment.media_type
+        stored = await _store_attachment(attachment, a_id, label, context)
+        if not stored and self._passes_as_is(attachment, file_input_profile(context.model)):
+            return None  # the warning said so: the model reads the file as it is
+        items, strategy, after_text = _attachment_note(converted, attachment, a_id, stored)
+        if not stored:
+            context.lost(
+                self.name,
+                'attachment_not_sendable',
+                f'{label} ({attachment.media_type}, {len(attachment.data):,} bytes) could not be stored '
+                f'and no model takes it as it is; a note replaced it ({converted.manifest})',
+                [make_request([part])],
+                what='an attached file replaced by a note',
+            )
         counter = context.counter
-        before = counter.count_part(_user_like(attachment))
+        count = functools.partial(counter.count_part, _user_like(attachment))
+        before = await context.off_loop(count) if large else count()
         after = counter.count_text(after_text) + (
             counter.count_part(_user_like_item(items[0])) if strategy == 'fit' else 0
         )
@@ -565,10 +558,12 @@ class ArtifactPlanner:
         logger.info('artifacts: attachment %s (%s) %s: %s', a_id[:16], label, strategy, converted.manifest)
         return items
 
-    async def _read(self, attachment: Attachment, context: HistoryContext) -> tuple[FileResult, bool]:
+    async def _read(
+        self, attachment: Attachment, plain_id: str, context: HistoryContext
+    ) -> tuple[FileResult, bool]:
         settings = self.settings.file_settings
         is_document = not attachment.media_type.startswith(('image/', 'audio/'))
-        key = cache_key('artifact-convert', attachment.id, settings.fingerprint())
+        key = cache_key('artifact-convert', plain_id, settings.fingerprint())
         if is_document and context.cache is not None:
             cached = await context.cache.get(key)
             if cached is not None:
@@ -589,6 +584,54 @@ class ArtifactPlanner:
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
+
+
+def _attachment_ids(context: HistoryContext, data: bytes) -> tuple[str, str]:
+    """A file's plain content hash (for cache keys) and its id in the run's scope (for the store)."""
+    return artifact_id(data), context.artifact_id(data)
+
+
+def _unchanged(converted: FileResult) -> bool:
+    """An image or audio clip the converter left as it was: nothing replaces it."""
+    if isinstance(converted, FittedImage):
+        return not converted.changes
+    if isinstance(converted, FittedAudio):
+        return not converted.truncated
+    return False
+
+
+async def _store_attachment(attachment: Attachment, a_id: str, label: str, context: HistoryContext) -> bool:
+    """Store the file's original bytes; False (with a warning) when there is no store or it fails."""
+    try:
+        if context.store is None:
+            raise RuntimeError('no artifact store')
+        await context.store.put(
+            a_id, attachment.data, media_type=attachment.media_type, source=label, scope=context.scope
+        )
+    except Exception as exc:
+        context.warn('artifact_store_failed', f'could not store attachment {a_id[:16]} ({exc})')
+        return False
+    return True
+
+
+def _attachment_note(
+    converted: FileResult, attachment: Attachment, a_id: str, stored: bool
+) -> tuple[list[Any], str, str]:
+    """What stands for a file: its markdown (a document), its fitted form and a note (an image or clip), or a
+    note alone (unreadable); the strategy's name and the note's text."""
+    lost = '' if stored else '; the original could not be stored and is not in this conversation'
+    if isinstance(converted, ConvertedDocument):
+        text = seal(
+            'artifact',
+            f'{ARTIFACT_MARKER} {a_id} | attached file {converted.manifest}{lost}]\n{converted.text}',
+        )
+        return [text], 'convert', text
+    if isinstance(converted, (FittedImage, FittedAudio)):
+        original = f'original ({attachment.media_type}) stored' if stored else lost.removeprefix('; ')
+        note = seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}; {original}]')
+        return [BinaryContent(data=converted.data, media_type=converted.media_type), note], 'fit', note
+    note = seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}{lost}]')
+    return [note], 'convert', note
 
 
 def _user_like(attachment: Attachment) -> Any:
