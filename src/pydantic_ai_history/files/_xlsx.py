@@ -312,7 +312,7 @@ class _SheetReader:
                     return total, True
                 if not tags:
                     found = _PREFIX.search(chunk)
-                    prefix = found.group(1) if found else b''
+                    prefix = (found.group(1) if found else None) or b''
                     tags = (b'<' + prefix + b'row ', b'<' + prefix + b'row>')
                 window = tail + chunk
                 total += sum(window.count(tag) - tail.count(tag) for tag in tags)
