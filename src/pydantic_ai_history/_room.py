@@ -83,9 +83,16 @@ def read_room_tokens(
     floor: int,
     tool_name: str,
     keep_first_user_message: bool = True,
-) -> int:
+) -> int | None:
     """Tokens one read-back may return: the newest request's room shared by the reads the newest response
-    calls (`messages` ends with it), less the framing of every return that request will carry."""
+    calls (`messages` ends with it), less the framing of every return that request will carry.
+
+    None when `messages` does not end with that response: the history the tool was given is not the one the
+    reads will join (pydantic-ai 1.0 hands tools the history before processing and without the response;
+    durable activities get none). The stage that fits the newest request then cuts the pages instead.
+    """
+    if not messages or not isinstance(messages[-1], ModelResponse):
+        return None
     estimate = counter.estimate(messages)
     kept = kept_tokens(
         messages, estimate.per_message, estimate.overhead, keep_first_user_message=keep_first_user_message
@@ -94,8 +101,7 @@ def read_room_tokens(
     room = request_room(
         limits, others=estimate.total, kept=kept + _last_cost(estimate.per_message), floor=floor
     )
-    last = messages[-1] if messages else None
-    calls = [p for p in last.parts if isinstance(p, ToolCallPart)] if isinstance(last, ModelResponse) else []
+    calls = [p for p in messages[-1].parts if isinstance(p, ToolCallPart)]
     reads = max(sum(1 for call in calls if call.tool_name == tool_name), 1)
     profile = counter.tokenizer_profile
     framing = sum(

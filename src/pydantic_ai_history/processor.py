@@ -337,6 +337,8 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         except Exception:  # a bound only: the read still answers within its limit
             logger.debug('could not work out the room of a read-back', exc_info=True)
             return None
+        if tokens is None:
+            return None
         correction = counter.tokenizer_profile.correction
         return ReadRoom(
             max_tokens=tokens, count_tokens=lambda text: math.ceil(counter.count_text(text) * correction)
