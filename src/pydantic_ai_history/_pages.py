@@ -46,9 +46,7 @@ class Page:
     def shorter(self, body: str, chars: int) -> tuple[Page, str]:
         """This page cut to its first `chars` characters of `body` (what follows its first line)."""
         if self.query is not None:
-            return self, body[
-                :chars
-            ] + '\n[... cut to fit this request: ask a narrower question for the rest]'
+            return self, f'{body[:chars]}\n[... cut to fit this request: a narrower question finds the rest]'
         return dataclasses.replace(self, end=self.start + min(chars, len(body))), body[:chars]
 
     def metadata(self) -> dict[str, Any]:

@@ -222,7 +222,8 @@ def _export_rows(rows: int) -> Iterator[bytes]:
     )
     for start in range(2, rows + 2, step):
         end = min(start + step, rows + 2)
-        yield ''.join([row % (i, i, i - 1, i, (i - 1) % 5000, i, (i - 1) % 17) for i in range(start, end)]).encode()
+        cells = [row % (i, i, i - 1, i, (i - 1) % 5000, i, (i - 1) % 17) for i in range(start, end)]
+        yield ''.join(cells).encode()
     yield b'</sheetData></worksheet>'
 
 

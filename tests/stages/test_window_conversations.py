@@ -86,7 +86,8 @@ async def test_window_on_real_conversations(
         suffix = rest[1:]
         cut = out[-1] is not history[-1]  # the current request alone did not fit: its content was cut
         kept_whole = suffix[:-1] if cut else suffix
-        assert is_suffix_by_identity(kept_whole, history[:-1] if cut else history), f'{path.name}: not a suffix'
+        whole = history[:-1] if cut else history
+        assert is_suffix_by_identity(kept_whole, whole), f'{path.name}: not a contiguous suffix'
         assert len(suffix) >= len(units[-1]), f'{path.name}: the current request unit was dropped'
 
         used = counter.count_messages(out)

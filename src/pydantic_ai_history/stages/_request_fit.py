@@ -295,8 +295,8 @@ def reduced_text(
     most relevant to `query`. A user's message shows its beginning first, then the passages most relevant to
     its question: its own last lines."""
     if item.tool_name is None:
-        query = item.text[-1_000:]
-        showing = 'showing its beginning, then its passages most relevant to its last lines'
+        query = _last_lines(item.text)
+        showing = 'showing its beginning, then its passages most relevant to its last paragraph'
     else:
         shown = ' '.join(query.split())[:200]
         showing = f'showing the passages most relevant to {shown!r}' if shown else 'showing its beginning'
@@ -308,6 +308,15 @@ def reduced_text(
     if item.tool_name is None:
         head += _beginning(item.text, int(max_tokens * _PROMPT_HEAD_SHARE), counter)
     return passages_within(item.text, head, query, max_tokens, counter)
+
+
+def _last_lines(text: str, max_chars: int = 500) -> str:
+    """The question a long message asks: its last paragraph (a pasted document usually comes first)."""
+    tail = text.rstrip()[-max_chars:]
+    for separator in ('\n\n', '\n'):
+        if separator in tail:
+            return tail.rsplit(separator, 1)[1]
+    return tail
 
 
 def _beginning(text: str, max_tokens: int, counter: TokenCounter) -> str:
