@@ -461,7 +461,10 @@ class ArtifactPlanner:
         self, messages: list[ModelMessage], context: HistoryContext, *, start: int, over_limit: bool
     ) -> list[ModelMessage]:
         """Convert or fit attached files; under the hard limit, those the model takes as they are stay."""
-        attachments = find_attachments(messages, start=start)
+        # decoding data URLs and naming files (pydantic-ai hashes a file's bytes for its identifier) leave
+        # the event loop when the files are large
+        find = functools.partial(find_attachments, messages, start=start)
+        attachments = await context.off_loop(find) if large_content(messages[start:]) else find()
         if not over_limit and attachments:
             profile = file_input_profile(context.model)
             attachments = [a for a in attachments if not self._passes_as_is(a, profile)]
