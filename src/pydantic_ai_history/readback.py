@@ -207,9 +207,20 @@ def names_readback(message: ModelMessage) -> bool:
             (content,) if isinstance(content, str) else content if isinstance(content, (list, tuple)) else ()
         )
         for text in texts:
-            if isinstance(text, str) and (ARTIFACT_MARKER in text or _READBACK_CALL in text):
+            if isinstance(text, str) and _names_readback(text):
                 return True
     return False
+
+
+_NOTE_CHARS = 65_536
+"""Our notes are short, or open with their marker: of a longer text only both ends are read (a scan of a
+200 MB tool return on the event loop would stall it)."""
+
+
+def _names_readback(text: str) -> bool:
+    if len(text) > _NOTE_CHARS:
+        text = text[: _NOTE_CHARS // 2] + '\n' + text[-_NOTE_CHARS // 2 :]
+    return ARTIFACT_MARKER in text or _READBACK_CALL in text
 
 
 @dataclass

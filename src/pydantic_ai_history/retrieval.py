@@ -33,10 +33,12 @@ __all__ = (
     'BM25_K1',
     'Chunk',
     'Extract',
+    'Ranking',
     'bm25_scores',
     'chunk_text',
     'detect_kind',
     'extract_passages',
+    'rank_passages',
     'tokenize',
     'top_passages',
 )
@@ -199,8 +201,10 @@ def _bm25(
 
 def detect_kind(text: str) -> TextKind:
     """`json` when the whole text parses as a JSON object or array, `table` for CSV/TSV, else `markdown`."""
+    if text[:4_096].lstrip()[:1] not in ('{', '['):  # no copy of a large text that is not JSON
+        return 'table' if _looks_like_table(text) else 'markdown'
     stripped = text.strip()
-    if stripped[:1] in ('{', '[') and not json_too_deep(stripped):  # too deep to parse: read as text
+    if not json_too_deep(stripped):  # too deep to parse: read as text
         try:
             json.loads(stripped)
         except (ValueError, RecursionError):
@@ -487,32 +491,62 @@ def extract_passages(
     """
     if chunk_chars is None:
         chunk_chars = min(DEFAULT_CHUNK_CHARS, max(max_chars // 3, 300))
+    return rank_passages(text, query, chunk_chars=chunk_chars, k1=k1, b=b).select(max_chars)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A text's chunks in the order a query ranks them: chunked and scored once, then selected for any size
+    (choosing a size that fits costs no second pass over a 200 MB text)."""
+
+    text_length: int
+    chunks: list[Chunk]
+    order: list[int]
+    """Chunk indices, best first (every chunk, in order, when nothing matched)."""
+    matched: bool
+
+    def select(self, max_chars: int) -> Extract:
+        """The best chunks within `max_chars` as they render, shown in original order."""
+        chunks, order, total = self.chunks, self.order, self.text_length
+        chosen: list[int] = []
+        room = max_chars
+        shortest = min((len(c.text) for c in chunks), default=0)
+        for index in order:
+            if room < shortest:
+                break  # no chunk fits any more: the rest need not be tried
+            if len(chunks[index].text) > room:
+                if not self.matched:
+                    break
+                continue  # it cannot fit, whatever its marker costs
+            candidate = sorted([*chosen, index])
+            rendered = len(_render(chunks, candidate, total))
+            if rendered <= max_chars:
+                chosen, room = candidate, max_chars - rendered
+            elif not self.matched:
+                break
+        if not chosen and chunks:  # even the best chunk is too large: show its head
+            best = chunks[order[0]]
+            cut_at = max(max_chars - 120 - len(best.context), 50)
+            cut = Chunk(
+                best.index, best.start, best.start + cut_at, best.text[:cut_at], best.context, best.kind
+            )
+            shown = [*chunks[: best.index], cut, *chunks[best.index + 1 :]]
+            return Extract(_render(shown, [best.index], total), len(chunks), (best.index,), self.matched)
+        return Extract(_render(chunks, chosen, total), len(chunks), tuple(chosen), self.matched)
+
+
+def rank_passages(
+    text: str, query: str | None, *, chunk_chars: int, k1: float = BM25_K1, b: float = BM25_B
+) -> Ranking:
+    """`text` chunked along its structure and ranked by BM25 against `query` (see `extract_passages`)."""
     chunks = chunk_text(text, max_chars=chunk_chars)
-    terms = _query_terms(query or '')
-    scores = _chunk_scores(chunks, terms, k1, b)
+    scores = _chunk_scores(chunks, _query_terms(query or ''), k1, b)
     matched = any(s > 0 for s in scores)
     if matched:
         order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
     else:
         order = list(range(len(chunks)))
-    chosen: list[int] = []
-    for index in order:
-        candidate = sorted([*chosen, index])
-        if len(_render(chunks, candidate, len(text))) <= max_chars:
-            chosen = candidate
-        elif not matched:
-            break
-    if not chosen and chunks:  # even the best chunk is too large: show its head
-        best = chunks[order[0]]
-        room = max(max_chars - 120 - len(best.context), 50)
-        cut = Chunk(best.index, best.start, best.start + room, best.text[:room], best.context, best.kind)
-        return Extract(
-            _render([*chunks[: best.index], cut, *chunks[best.index + 1 :]], [best.index], len(text)),
-            len(chunks),
-            (best.index,),
-            matched,
-        )
-    return Extract(_render(chunks, chosen, len(text)), len(chunks), tuple(chosen), matched)
+    return Ranking(len(text), chunks, order, matched)
 
 
 def _render(chunks: Sequence[Chunk], chosen: Sequence[int], total_chars: int) -> str:

@@ -43,7 +43,7 @@ from .._offload import OFF_LOOP_CHARS, large_content
 from .._pages import Page
 from .._utf8 import utf8
 from ..events import ArtifactProcessed
-from ..retrieval import extract_passages
+from ..retrieval import rank_passages
 from ..tokens import TokenCounter
 
 __all__ = (
@@ -273,9 +273,9 @@ def passages_within(
     room = max_tokens / correction - counter.count_text(head) - 4
     target = max(int(room * chars_per_token), 200)
     body = head
+    ranking = rank_passages(text, query, chunk_chars=min(chunk_chars, max(target // 3, 300)))
     for _ in range(5):
-        extract = extract_passages(text, query, target, chunk_chars=min(chunk_chars, max(target // 3, 300)))
-        body = head + extract.text
+        body = head + ranking.select(target).text
         cost = math.ceil(counter.count_text(body) * correction)
         if cost <= max_tokens or target <= 200:
             break

@@ -281,12 +281,14 @@ class ArtifactPlanner:
             strategy, rationale, allowance = _fitted_strategy(
                 decision, candidate, remaining, large_left, settings
             )
-            outcome = await self._apply_strategy(
-                candidate, strategy, decision, question, allowance, rationale, context
-            )
-            if outcome.text is not None and not await _spill(candidate, context):
-                outcome = _Outcome(
-                    None, 'include_full', outcome.rationale + '; kept inline: the store failed'
+            replaces = strategy is not ProcessingStrategy.INCLUDE_FULL or candidate.reduced_by is not None
+            if replaces and not await _spill(candidate, context):
+                # stored first: a reduction the store cannot back is not worked out (the request's own fit
+                # still cuts what it cannot carry)
+                outcome = _Outcome(None, 'include_full', rationale + '; kept inline: the store failed')
+            else:
+                outcome = await self._apply_strategy(
+                    candidate, strategy, decision, question, allowance, rationale, context
                 )
             outcomes[candidate.id] = outcome
             after = (
