@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ._nesting import json_too_deep
 
@@ -163,16 +163,18 @@ def bm25_scores(
     return _bm25(counts, [len(doc) for doc in documents], query_terms, k1, b)
 
 
-def _chunk_scores(chunks: Sequence[Chunk], query_terms: Sequence[str], k1: float, b: float) -> list[float]:
+def _chunk_scores(
+    text: str, spans: Sequence[_Span], query_terms: Sequence[str], k1: float, b: float
+) -> list[float]:
     """`bm25_scores` of the chunks (context included), tokenizing one chunk at a time and keeping only the
     counts of the query's terms: the words of a 20 MB text are never all held at once."""
-    if not chunks or not query_terms:
-        return [0.0] * len(chunks)
+    if not spans or not query_terms:
+        return [0.0] * len(spans)
     wanted = frozenset(query_terms)
     counts: list[Counter[str]] = []
     lengths: list[int] = []
-    for chunk in chunks:
-        tokens = tokenize(chunk.context + '\n' + chunk.text)
+    for span in spans:
+        tokens = tokenize(span.context + '\n' + text[span.start : span.end])
         lengths.append(len(tokens))
         counts.append(Counter(t for t in tokens if t in wanted))
     return _bm25(counts, lengths, query_terms, k1, b)
@@ -243,6 +245,25 @@ def chunk_text(
     - Tables: groups of whole rows; the header row is the context, repeated before each chunk.
     - Markdown and plain text: by headings, then paragraphs, then lines; the context is the latest heading.
     """
+    return [
+        Chunk(s.number, s.start, s.end, text[s.start : s.end], s.context, s.kind)
+        for s in _spans(text, max_chars, kind)
+    ]
+
+
+class _Span(NamedTuple):
+    """A chunk without its text: where it lies in the original, which is read only when needed."""
+
+    number: int
+    """The chunk's index (`Chunk.index`)."""
+    start: int
+    end: int
+    context: str
+    kind: TextKind
+
+
+def _spans(text: str, max_chars: int, kind: TextKind | None) -> list[_Span]:
+    """`chunk_text`'s chunks as spans (blank ones left out, their indices kept)."""
     if not text:
         return []
     max_chars = max(max_chars, 200)
@@ -261,7 +282,9 @@ def chunk_text(
     if kind == 'markdown' or not spans:
         kind = 'markdown'
         spans = _markdown_spans(text, max_chars)
-    return [Chunk(i, s, e, text[s:e], ctx, kind) for i, (s, e, ctx) in enumerate(spans) if text[s:e].strip()]
+    return [
+        _Span(i, s, e, ctx, kind) for i, (s, e, ctx) in enumerate(spans) if not text[s:e].isspace() and e > s
+    ]
 
 
 class _NotJson(Exception):
@@ -497,73 +520,72 @@ def extract_passages(
 @dataclass(frozen=True)
 class Ranking:
     """A text's chunks in the order a query ranks them: chunked and scored once, then selected for any size
-    (choosing a size that fits costs no second pass over a 200 MB text)."""
+    (choosing a size that fits costs no second pass over a 200 MB text). Chunks are held as spans of the text,
+    not copies of it."""
 
-    text_length: int
-    chunks: list[Chunk]
+    text: str
+    spans: list[_Span]
     order: list[int]
-    """Chunk indices, best first (every chunk, in order, when nothing matched)."""
+    """Chunk positions, best first (every chunk, in order, when nothing matched)."""
     matched: bool
 
     def select(self, max_chars: int) -> Extract:
         """The best chunks within `max_chars` as they render, shown in original order."""
-        chunks, order, total = self.chunks, self.order, self.text_length
+        spans, order = self.spans, self.order
         chosen: list[int] = []
         room = max_chars
-        shortest = min((len(c.text) for c in chunks), default=0)
+        shortest = min((s.end - s.start for s in spans), default=0)
         for index in order:
             if room < shortest:
                 break  # no chunk fits any more: the rest need not be tried
-            if len(chunks[index].text) > room:
+            if spans[index].end - spans[index].start > room:
                 if not self.matched:
                     break
                 continue  # it cannot fit, whatever its marker costs
             candidate = sorted([*chosen, index])
-            rendered = len(_render(chunks, candidate, total))
+            rendered = len(_render(self.text, spans, candidate))
             if rendered <= max_chars:
                 chosen, room = candidate, max_chars - rendered
             elif not self.matched:
                 break
-        if not chosen and chunks:  # even the best chunk is too large: show its head
-            best = chunks[order[0]]
-            cut_at = max(max_chars - 120 - len(best.context), 50)
-            cut = Chunk(
-                best.index, best.start, best.start + cut_at, best.text[:cut_at], best.context, best.kind
-            )
-            shown = [*chunks[: best.index], cut, *chunks[best.index + 1 :]]
-            return Extract(_render(shown, [best.index], total), len(chunks), (best.index,), self.matched)
-        return Extract(_render(chunks, chosen, total), len(chunks), tuple(chosen), self.matched)
+        if not chosen and spans:  # even the best chunk is too large: show its head
+            best = order[0]
+            cut_at = max(max_chars - 120 - len(spans[best].context), 50)
+            shown = list(spans)
+            shown[best] = spans[best]._replace(end=spans[best].start + cut_at)
+            return Extract(_render(self.text, shown, [best]), len(spans), (best,), self.matched)
+        return Extract(_render(self.text, spans, chosen), len(spans), tuple(chosen), self.matched)
 
 
 def rank_passages(
     text: str, query: str | None, *, chunk_chars: int, k1: float = BM25_K1, b: float = BM25_B
 ) -> Ranking:
     """`text` chunked along its structure and ranked by BM25 against `query` (see `extract_passages`)."""
-    chunks = chunk_text(text, max_chars=chunk_chars)
-    scores = _chunk_scores(chunks, _query_terms(query or ''), k1, b)
+    spans = _spans(text, chunk_chars, None)
+    scores = _chunk_scores(text, spans, _query_terms(query or ''), k1, b)
     matched = any(s > 0 for s in scores)
     if matched:
         order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
     else:
-        order = list(range(len(chunks)))
-    return Ranking(len(text), chunks, order, matched)
+        order = list(range(len(spans)))
+    return Ranking(text, spans, order, matched)
 
 
-def _render(chunks: Sequence[Chunk], chosen: Sequence[int], total_chars: int) -> str:
+def _render(text: str, spans: Sequence[_Span], chosen: Sequence[int]) -> str:
     if not chosen:
         return ''
     runs: list[list[int]] = []
     for index in chosen:
-        if runs and runs[-1][-1] == index - 1 and chunks[index].context == chunks[runs[-1][-1]].context:
+        if runs and runs[-1][-1] == index - 1 and spans[index].context == spans[runs[-1][-1]].context:
             runs[-1].append(index)
         else:
             runs.append([index])
-    n = len(chunks)
+    n = len(spans)
     pieces: list[str] = []
     for run in runs:
-        first, last = chunks[run[0]], chunks[run[-1]]
+        first, last = spans[run[0]], spans[run[-1]]
         which = f'chunk {run[0] + 1}' if len(run) == 1 else f'chunks {run[0] + 1}..{run[-1] + 1}'
-        marker = f'[showing {which} of {n}, characters {first.start:,}-{last.end:,} of {total_chars:,}'
+        marker = f'[showing {which} of {n}, characters {first.start:,}-{last.end:,} of {len(text):,}'
         if first.context and first.kind == 'json':
             marker += f', at {first.context}'
         pieces.append(marker + ']')
@@ -571,7 +593,7 @@ def _render(chunks: Sequence[Chunk], chosen: Sequence[int], total_chars: int) ->
             pieces.append(first.context)
         elif first.context and first.kind == 'markdown':
             pieces.append(f'(section: {first.context})')
-        pieces.append(''.join(chunks[i].text for i in run).strip('\n'))
+        pieces.append(''.join(text[spans[i].start : spans[i].end] for i in run).strip('\n'))
     return '\n'.join(pieces)
 
 

@@ -179,20 +179,34 @@ def reducible_items(
     return items
 
 
+_QUESTION_CHARS = 4_000
+"""A longer user message stands for its question by its beginning and its end (it is a pasted document)."""
+
+
 def latest_question(messages: Sequence[ModelMessage]) -> str:
-    """The text of the latest user prompt (what the current request is answering)."""
+    """The text of the latest user prompt (what the current request is answering), at most `_QUESTION_CHARS`
+    of it: its beginning and its end when it is longer."""
     for message in reversed(messages):
         if not isinstance(message, ModelRequest) or marker_kind(message) is not None:
             continue
         for part, kind in zip(reversed(message.parts), reversed(part_kinds(message)), strict=True):
             if isinstance(part, UserPromptPart) and kind is None:
                 content = part.content
-                if isinstance(content, str):
-                    return content
-                texts = [c for c in content if isinstance(c, str) and sealed_kind(c) is None]
+                texts = (
+                    [content]
+                    if isinstance(content, str)
+                    else [c for c in content if isinstance(c, str) and sealed_kind(c) is None]
+                )
                 if texts:
-                    return '\n'.join(texts)
+                    return _bounded('\n'.join(texts) if len(texts) > 1 else texts[0])
     return ''
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= _QUESTION_CHARS:
+        return text
+    half = _QUESTION_CHARS // 2
+    return f'{text[:half]}\n{text[-half:]}'
 
 
 # ---- the plan: pure ---------------------------------------------------------------------------------------
