@@ -6,7 +6,7 @@ reduced first, whatever their size, down to one level they all share ("water fil
 what is left evenly, and those under the level stay whole). A reduced piece is stored first, then replaced by
 its passages most relevant to the question, headed by the id that reads it back. When the level is below
 what a note of its own costs (thousands of tiny parallel returns), the tool returns are stored together, one
-artifact and one note, and each keeps a two-token pointer into it: every call still has its return.
+artifact and one note, and each keeps a pointer into it (`[#k]`): every call still has its return.
 
 The artifact stage plans the newest request this way when the history does not fit; the window, the last line
 of defence, does the same when even the newest request with what it never drops is over the budget. Only the
@@ -64,9 +64,9 @@ STUB_TOKENS = 120
 POINTER_TOKENS = 6
 """What a grouped tool return keeps: `[#123]` and its framing share."""
 _PASSES = 3
+"""Reductions are measured after they are made; a request still over its room is reduced again this often."""
 _PAGE_HEADER_TOKENS = 48
 """What a read-back page's first line costs."""
-"""Reductions are measured after they are made; a request still over its room is reduced again this often."""
 
 
 def is_processed(part: Any) -> bool:
