@@ -198,8 +198,12 @@ async def test_eight_parallel_reads_share_the_room() -> None:
 # ---- aggregates of parallel returns ------------------------------------------------------------------------
 
 
-def _parallel(count: int, content: Callable[[int], str]) -> tuple[StrictProvider, Callable[[int], str]]:
+def _parallel(
+    count: int, content: Callable[[int], str], offered: list[list[str]] | None = None
+) -> tuple[StrictProvider, Callable[[int], str]]:
     def respond(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        if offered is not None:
+            offered.append([t.name for t in info.function_tools])
         if len(messages) == 1:
             return ModelResponse(
                 parts=[ToolCallPart('lookup', {'n': n}, tool_call_id=f'c{n}') for n in range(count)]
@@ -210,7 +214,8 @@ def _parallel(count: int, content: Callable[[int], str]) -> tuple[StrictProvider
 
 
 async def test_sixty_returns_just_under_the_item_threshold_are_reduced_together() -> None:
-    provider, content = _parallel(60, lambda n: filler(9_000, n * 1_000))
+    offered: list[list[str]] = []
+    provider, content = _parallel(60, lambda n: filler(9_000, n * 1_000), offered)
     events = Events()
     store = RecordingStore()
     agent = make_agent(provider.model(), _processor(128_000, events, store=store))
@@ -226,6 +231,8 @@ async def test_sixty_returns_just_under_the_item_threshold_are_reduced_together(
     assert all(ART_ID.search(str(p.content)) for p in returns)
     stored = set(store.puts.values())
     assert all(content(n).encode() in stored for n in range(60)), 'every original is stored'
+    # the read-back tool comes with the request that first carries the notes naming it
+    assert ['read_artifact' in names for names in offered] == [False, True]
 
 
 async def test_five_thousand_tiny_returns_are_stored_as_one_group() -> None:
