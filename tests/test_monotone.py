@@ -22,6 +22,7 @@ from pydantic_ai_history import (
     StageFailed,
     SummarizerSettings,
     WindowApplied,
+    assert_valid_history,
     create_history_processor,
     validate_history,
 )
@@ -102,9 +103,10 @@ async def test_a_compaction_that_would_not_shrink_is_skipped_before_any_guard() 
     assert tokens(out) < tokens(longer)
 
 
-async def test_the_window_never_grows_an_over_budget_history() -> None:
-    """The only droppable unit is smaller than the note that would stand for it: the input is kept and the
-    warning says the mandatory part does not fit (true)."""
+async def test_the_window_cuts_the_current_request_when_the_head_and_it_do_not_fit() -> None:
+    """The only droppable unit is smaller than the note that would stand for it, and the head with the current
+    request is over the budget: the current request's content is cut (stored, and named in what is left),
+    never its structure, and the history fits instead of going out over the budget."""
     history = [user('THE TASK ' + text(400)), reply('ok'), user('k'), reply('fine'), user('now ' + text(400))]
     size = tokens(history)
     budget = tokens([history[0], history[-1]]) - 20
@@ -116,15 +118,16 @@ async def test_the_window_never_grows_an_over_budget_history() -> None:
         on_history_event=events.append,
     )
     out = await processor.process(history)
-    assert tokens(out) <= size
-    assert all(a is b for a, b in zip(out, history, strict=True))
-    [warning] = [e for e in events if isinstance(e, HistoryWarning)]
-    assert warning.code == 'over_budget'
-    assert 'do not fit' in warning.message
-    assert warning.details['mandatory_tokens'] > budget
+    assert_valid_history(out, original=history)
+    assert tokens(out) <= min(size, budget)
+    assert out[0] is history[0]
+    codes = [e.code for e in events if isinstance(e, HistoryWarning)]
+    assert codes == ['user_prompt_reduced']
 
 
-async def test_the_over_budget_warning_does_not_claim_the_mandatory_part_is_too_big_when_it_fits() -> None:
+async def test_the_current_request_is_cut_to_make_room_for_the_note() -> None:
+    """The head and the current request fit, but not with the note a cut needs: the current request gives
+    up the room (its original stored), rather than the history going out over the budget."""
     history = [user('THE TASK ' + text(300)), reply('ok'), user('k'), reply('fine'), user('now ' + text(300))]
     head_and_current = tokens([history[0], history[-1]])
     budget = head_and_current + 3  # the head and the current request fit; with any note they do not
@@ -136,11 +139,9 @@ async def test_the_over_budget_warning_does_not_claim_the_mandatory_part_is_too_
         on_history_event=events.append,
     )
     out = await processor.process(history)
-    assert tokens(out) <= tokens(history)
-    [warning] = [e for e in events if isinstance(e, HistoryWarning)]
-    assert warning.details['mandatory_tokens'] <= budget
-    assert 'do not fit' not in warning.message
-    assert 'fit, but' in warning.message
+    assert_valid_history(out, original=history)
+    assert tokens(out) <= budget
+    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['user_prompt_reduced']
 
 
 class _Stage:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._compat import ModelMessage
 from ._marks import MARKER_KEY
+from ._offload import large_content
 from ._policy import ContextLimits, ContextPolicy
 from ._summarizer_settings import ModelRef, SummarizerSettings
 from .events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
@@ -42,6 +44,8 @@ __all__ = (
 )
 
 logger = logging.getLogger('pydantic_ai_history')
+
+_T = TypeVar('_T')
 
 ScopeKey = Callable[['RunContext[Any]'], str]
 """Maps a run's `RunContext` to the scope its artifacts are stored and read back in (a tenant, a user)."""
@@ -157,6 +161,25 @@ class HistoryContext:
             return artifact_id(data)
         return self.store.artifact_id(data, scope=self.scope)
 
+    async def off_loop(self, function: Callable[..., _T], *args: Any) -> _T:
+        """`function(*args)` in a worker thread, so that work proportional to content size (tokenizing,
+        hashing, extracting) never blocks the event loop; in place in durable workflow code, which may start
+        no threads (its side effects are journaled operations)."""
+        if self.operations is not None:
+            return function(*args)
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(functools.partial(function, *args))
+
+    async def count_newest(self, messages: Sequence[ModelMessage]) -> None:
+        """Count the newest message in a thread when it is large: every later estimate then finds its count
+        memoized (by identity) instead of tokenizing it on the event loop. The tokenizer itself is loaded in
+        a thread too, the first time."""
+        if not self.counter.loaded:
+            await self.off_loop(self.counter.load)
+        if messages and large_content(messages[-1:]):
+            await self.off_loop(self.counter.count_message, messages[-1])
+
     @contextlib.contextmanager
     def span(
         self, name: str, attributes: Mapping[str, AttributeValue] | None = None
@@ -180,13 +203,22 @@ class HistoryContext:
         logger.warning('%s: %s', code, message)
         self.emit_event(HistoryWarning(run_id=self.run_id, code=code, message=message, details=details))
 
-    def lost(self, stage: str, code: WarningKind, reason: str, messages: Sequence[ModelMessage]) -> None:
-        """Say at error level (log and `ContentLost` event) that `messages` left the history with no home."""
+    def lost(
+        self,
+        stage: str,
+        code: WarningKind,
+        reason: str,
+        messages: Sequence[ModelMessage],
+        *,
+        what: str | None = None,
+    ) -> None:
+        """Say at error level (log and `ContentLost` event) that `messages` left the history with no home
+        (`what` left, when it is the content of their parts rather than the messages)."""
         calls, prompts = _contents(messages)
         shown = ', '.join(calls[:20]) + (f' and {len(calls) - 20} more' if len(calls) > 20 else '')
+        gone = what if what is not None else f'{len(messages)} message(s) removed'
         message = (
-            f'{stage}: {len(messages)} message(s) removed with no copy in the history or the store '
-            f'({reason}); '
+            f'{stage}: {gone} with no copy in the history or the store ({reason}); '
             f'{prompts} user prompt(s), tool calls: {shown or "none"}'
         )
         logger.error('%s: %s', code, message)

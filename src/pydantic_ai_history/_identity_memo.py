@@ -33,7 +33,7 @@ class IdentityMemo(Generic[V]):
         ref = self._refs.get(key)
         if ref is None or ref() is not obj:
             return None
-        return self._values[key]
+        return self._values.get(key)  # a sweep in another thread may have just dropped it
 
     def set(self, obj: object, value: V) -> None:
         key = id(obj)

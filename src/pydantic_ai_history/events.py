@@ -39,6 +39,9 @@ WarningKind = Literal[
     'artifact_reducer_failed',
     'artifact_store_failed',
     'artifact_store_missing',
+    'user_prompt_reduced',
+    'content_cut',
+    'attachment_not_sendable',
 ]
 """The `code` of a `HistoryWarning` (and of `ContentLost`, its error-level kind). Per value: when, what to do:
 
@@ -71,9 +74,18 @@ WarningKind = Literal[
 - `artifact_planner_failed`: the LLM planner failed; the heuristic plan was used. Check the planner model.
 - `artifact_summary_failed`: summarizing an artifact failed; it was extracted instead. Check the summarizer.
 - `artifact_reducer_failed`: a tool's reducer raised; the unreduced result went on. Fix the reducer.
-- `artifact_store_failed`: storing an artifact or attachment failed; it stays inline. Check the store.
+- `artifact_store_failed`: storing an artifact or attachment failed; it stays inline when the request can
+  carry it (otherwise see `content_cut` and `attachment_not_sendable`). Check the store.
 - `artifact_store_missing`: an artifact should be stored but no store is configured; it stays inline. Pass
   `store=`.
+- `user_prompt_reduced`: the user's own message was more than the request has room for: it was stored and
+  the model sees its passages most relevant to its question and how to read the rest (the one case where
+  the user's text is shortened: sent whole, the request would be rejected). Split the message, or raise the
+  budget.
+- `content_cut` (`ContentLost`): the newest request had to be cut to fit and the original of what was cut
+  could not be stored (the store refused or failed). Fix the store or raise its per-artifact limit.
+- `attachment_not_sendable` (`ContentLost`): an attached file no provider accepts as it is (over the file
+  limits) could not be stored either; a note replaced it. Fix the store or raise its per-artifact limit.
 """
 
 
@@ -225,8 +237,10 @@ class HistoryWarning(HistoryEvent):
 class ContentLost(HistoryWarning):
     """Content left the history with no home: it is in neither the history nor the store (at most a summary
     or a note stands for it). Logged at error level; `code` says which stage: `window_dropped` (the window
-    had to drop messages and their transcript could not be stored) or `transcript_not_stored` (the compactor
-    had to compact a history that no longer fit the window, and its transcript could not be stored).
+    had to drop messages and their transcript could not be stored), `transcript_not_stored` (the compactor
+    had to compact a history that no longer fit the window, and its transcript could not be stored),
+    `content_cut` (the newest request was cut to fit and the original could not be stored) or
+    `attachment_not_sendable` (a file no provider accepts could not be stored; a note replaced it).
     """
 
     stage: str

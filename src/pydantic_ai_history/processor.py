@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import logging
+import math
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -29,9 +31,10 @@ from ._compat import (
     run_id_of,
 )
 from ._context import HistoryContext, HistoryStage, ScopeKey, default_scope
-from ._marks import seal_key_scope
+from ._marks import READ_ARTIFACT_TOOL, seal_key_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._policy import ContextLimits, ContextPolicy
+from ._room import read_room_tokens
 from ._summarizer_settings import ModelRef, SummarizerSettings
 from .cache import MemoryCache, SummaryCache
 from .events import (
@@ -45,7 +48,7 @@ from .events import (
 )
 from .model_info import ContextWindowUnknownError, model_info, model_name_of, profile_window
 from .pinning import PinPredicate
-from .readback import ReadbackGate, readback_toolset_id
+from .readback import ReadbackGate, ReadRoom, readback_toolset_id
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
@@ -308,7 +311,37 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         from .readback import readback_toolset
 
         return readback_toolset(
-            self.store, scope=self.scope_of, gate=self.readback_gate, toolset_id=readback_toolset_id(self.id)
+            self.store,
+            scope=self.scope_of,
+            gate=self.readback_gate,
+            toolset_id=readback_toolset_id(self.id),
+            room=self.read_room,
+        )
+
+    def read_room(self, ctx: RunContext[Any]) -> ReadRoom | None:
+        """What one `read_artifact` call may return: the room of the request that will carry it, shared by
+        the reads the model made in parallel (None when it cannot be worked out: the read's `limit` alone)."""
+        try:
+            model = self.model if self.model is not None else ctx.model
+            counter = self.counter_for(model)
+            limits = self.limits_for(model)
+            artifacts = self.artifacts if isinstance(self.artifacts, ArtifactSettings) else ArtifactSettings()
+            tokens = read_room_tokens(
+                ctx.messages,
+                counter=counter,
+                limits=limits,
+                floor=artifacts.resolve_budget(limits),
+                tool_name=READ_ARTIFACT_TOOL,
+                keep_first_user_message=self.keep_first_user_message,
+            )
+        except Exception:  # a bound only: the read still answers within its limit
+            logger.debug('could not work out the room of a read-back', exc_info=True)
+            return None
+        if tokens is None:
+            return None
+        correction = counter.tokenizer_profile.correction
+        return ReadRoom(
+            max_tokens=tokens, count_tokens=lambda text: math.ceil(counter.count_text(text) * correction)
         )
 
     @property
@@ -327,17 +360,20 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             logger.exception('the scope callable raised; this run reads back only what it stored itself')
             return f'unscoped-run:{self._run_key(ctx) or id(ctx)}'
 
-    def _will_name_readback(self, ctx: Any, messages: Sequence[ModelMessage]) -> bool:
+    async def _will_name_readback(self, ctx: Any, messages: Sequence[ModelMessage]) -> bool:
         """Whether a stage will certainly write a note naming `read_artifact` into this history."""
         stages = [s for s in self._stages if hasattr(s, 'will_name_readback')]
         if not stages or not messages:
             return False
         try:
             context = self.make_context(ctx=ctx)
-            return any(stage.will_name_readback(messages, context) for stage in stages)  # type: ignore[attr-defined]
+            for stage in stages:
+                verdict = stage.will_name_readback(messages, context)  # type: ignore[attr-defined]
+                if await verdict if inspect.isawaitable(verdict) else verdict:
+                    return True
         except Exception:  # a prediction only: the tool then comes with the next request
             logger.debug('could not predict a read-back note', exc_info=True)
-            return False
+        return False
 
     # ---- processing -----------------------------------------------------------------------------------
 
@@ -540,6 +576,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     async def _process(
         self, messages: list[ModelMessage], context: HistoryContext, started: float, span: Any = None
     ) -> list[ModelMessage]:
+        await context.count_newest(messages)  # a large new message is tokenized off the event loop
         before = context.estimate(messages)
         current = messages
         check = self._input_check(context.run_id)

@@ -7,28 +7,34 @@ spills sends the same tool list as a run without this package.
 
 from __future__ import annotations
 
+import inspect
 import operator
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import anyio.to_thread
 from pydantic_ai import RunContext
+from pydantic_ai.messages import ToolReturn
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from ._compat import ModelMessage, ModelRequest, part_metadata, run_id_of
 from ._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
 from ._marks import READ_ARTIFACT_TOOL
+from ._offload import OFF_LOOP_CHARS
+from ._pages import Page
 from .files import ConvertedDocument, FileSettings, read_file
 from .store import ArtifactStore, InvalidArtifactId, StoreError
 
 __all__ = (
+    'MAX_READ_LIMIT',
     'READBACK_TOOLSET_ID',
     'READ_ARTIFACT_TOOL',
+    'ReadRoom',
     'ReadbackGate',
     'names_readback',
     'read_artifact_text',
@@ -48,6 +54,19 @@ def readback_toolset_id(capability_id: str | None) -> str:
 """The toolset's stable id: durable execution (Temporal, DBOS, Prefect) needs one on every leaf toolset."""
 DEFAULT_READ_LIMIT = 20_000
 """Characters returned per call unless the model asks for fewer: a page or so, cheap enough to afford."""
+MAX_READ_LIMIT = 200_000
+"""The most characters one call returns, whatever `limit` asks (and less when the request has less room)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadRoom:
+    """How much one read may return: the room the request that carries it has, shared by the reads the
+    model made in parallel (the processor's answer: see `_room.read_room_tokens`)."""
+
+    max_tokens: int
+    """Tokens one read may return, its first line included."""
+    count_tokens: Callable[[str], int]
+    """Tokens of a text as the serving model counts them."""
 
 
 async def read_artifact_text(
@@ -58,42 +77,87 @@ async def read_artifact_text(
     query: str | None = None,
     *,
     scope: str = '',
+    room: ReadRoom | None = None,
 ) -> str:
-    """The text of a stored artifact of `scope` from character `offset`, at most `limit` characters.
+    """The text of a stored artifact of `scope` from character `offset`, at most `limit` characters (and at
+    most `room.max_tokens` tokens: the answer then says where it stopped and where the next page starts).
 
     With `query`, the passages most relevant to it are returned instead of a positional slice.
     Errors come back as text the model can act on, never as exceptions that would end the run. An id
-    stored in another scope is answered exactly like a missing one.
+    stored in another scope is answered exactly like a missing one. A large artifact is read in a thread.
     """
+    text, _ = await _read_artifact(store, artifact_id, offset, limit, query, scope=scope, room=room)
+    return text
+
+
+async def _read_artifact(
+    store: ArtifactStore,
+    artifact_id: str,
+    offset: int,
+    limit: int,
+    query: str | None,
+    *,
+    scope: str,
+    room: ReadRoom | None,
+) -> tuple[str, Page | None]:
+    """`read_artifact_text`, and the page it returned (None for an error)."""
     try:
         info = await store.info(artifact_id, scope=scope)
         data = await store.get(artifact_id, scope=scope) if info is not None else None
     except InvalidArtifactId:
-        return f'Error: {artifact_id!r} is not a valid artifact id.'
+        return f'Error: {artifact_id!r} is not a valid artifact id.', None
     except StoreError as exc:
-        return f'Error: the artifact store could not be read: {exc}'
+        return f'Error: the artifact store could not be read: {exc}', None
     if info is None or data is None:
-        return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).'
+        return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).', None
     if info.media_type.startswith('text/') or info.media_type in _TEXT_TYPES:
-        text = data.decode('utf-8', errors='replace')
+        text: str | None = None
     else:
-        document = await _whole_document(data, info.media_type)
-        if document is None:
+        text = await _whole_document(data, info.media_type)
+        if text is None:
             return (
                 f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) '
                 'is not a document; it cannot be returned as text.'
-            )
-        text = document
-    limit = max(1, min(limit, 200_000))
+            ), None
+    read = partial(_read_text, data if text is None else text, artifact_id, offset, limit, query, room)
+    if len(data) > OFF_LOOP_CHARS:  # decoding, ranking and counting a large artifact leave the event loop
+        return await anyio.to_thread.run_sync(read)
+    return read()
+
+
+def _read_text(
+    content: bytes | str, artifact_id: str, offset: int, limit: int, query: str | None, room: ReadRoom | None
+) -> tuple[str, Page]:
+    """One read of `content` (the stored bytes of a text, or a document's text), within `limit` and `room`."""
+    text = content.decode('utf-8', errors='replace') if isinstance(content, bytes) else content
+    limit = max(1, min(limit, MAX_READ_LIMIT))
     if query:
         from .retrieval import top_passages
 
-        return top_passages(text, query, max_chars=limit)
+        passages = top_passages(text, query, max_chars=limit)
+        while room is not None and room.count_tokens(passages) > room.max_tokens and limit > 200:
+            limit = max(int(limit * room.max_tokens / room.count_tokens(passages) * 0.9), 200)
+            passages = top_passages(text, query, max_chars=limit)
+        return passages, Page(artifact_id=artifact_id, total=len(text), query=query)
     offset = max(0, offset)
     chunk = text[offset : offset + limit]
-    end = offset + len(chunk)
-    more = f' Call again with offset={end} for more.' if end < len(text) else ''
-    return f'[{artifact_id}: characters {offset:,}-{end:,} of {len(text):,}.{more}]\n{chunk}'
+    cut = room is not None and room.count_tokens(chunk) > room.max_tokens
+    if room is not None and cut:
+        chunk = _within(chunk, room)
+    page = Page(artifact_id=artifact_id, start=offset, end=offset + len(chunk), total=len(text))
+    return page.text(chunk, room=room.max_tokens if room is not None and cut else None), page
+
+
+def _within(chunk: str, room: ReadRoom) -> str:
+    """The longest head of `chunk` found within `room.max_tokens` (from its density, checked)."""
+    size = len(chunk)
+    for _ in range(4):
+        tokens = room.count_tokens(chunk)
+        if tokens <= room.max_tokens:
+            return chunk
+        size = max(int(len(chunk) * room.max_tokens / tokens * 0.95), 1)
+        chunk = chunk[:size]
+    return chunk
 
 
 _TEXT_TYPES = frozenset(
@@ -143,9 +207,20 @@ def names_readback(message: ModelMessage) -> bool:
             (content,) if isinstance(content, str) else content if isinstance(content, (list, tuple)) else ()
         )
         for text in texts:
-            if isinstance(text, str) and (ARTIFACT_MARKER in text or _READBACK_CALL in text):
+            if isinstance(text, str) and _names_readback(text):
                 return True
     return False
+
+
+_NOTE_CHARS = 65_536
+"""Our notes are short, or open with their marker: of a longer text only both ends are read (a scan of a
+200 MB tool return on the event loop would stall it)."""
+
+
+def _names_readback(text: str) -> bool:
+    if len(text) > _NOTE_CHARS:
+        text = text[: _NOTE_CHARS // 2] + '\n' + text[-_NOTE_CHARS // 2 :]
+    return ARTIFACT_MARKER in text or _READBACK_CALL in text
 
 
 @dataclass
@@ -185,7 +260,7 @@ class ReadbackGate:
 
     run_key: Callable[[Any], str | None] = run_id_of
     """The run a `RunContext` belongs to (the processor's key, which also knows pydantic-ai 1.0's runs)."""
-    predict: Callable[[Any, Sequence[ModelMessage]], bool] | None = None
+    predict: Callable[[Any, Sequence[ModelMessage]], bool | Awaitable[bool]] | None = None
     """Whether processing the history about to be sent will certainly write such a note (the processor asks
     its stages): tools are prepared before the processor runs, and the note's own request should offer it."""
     max_tracked: int = 1_024
@@ -236,7 +311,10 @@ class ReadbackGate:
         messages = ctx.messages
         if self.needed(messages, self.run_key(ctx)):
             return tool_defs
-        return tool_defs if self.predict is not None and self.predict(ctx, messages) else []
+        if self.predict is None:
+            return []
+        predicted = self.predict(ctx, messages)
+        return tool_defs if (await predicted if inspect.isawaitable(predicted) else predicted) else []
 
 
 def _remember(memory: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
@@ -259,9 +337,12 @@ def readback_toolset(
     scope: Callable[[RunContext[Any]], str] | None = None,
     gate: ReadbackGate | None = None,
     toolset_id: str = READBACK_TOOLSET_ID,
+    room: Callable[[RunContext[Any]], ReadRoom | None] | None = None,
 ) -> AbstractToolset[Any]:
     """A toolset with one tool, `read_artifact`, reading from `store` in the scope `scope(ctx)` names (by
-    default `default_scope`), offered only while `gate` says so.
+    default `default_scope`), offered only while `gate` says so. `room(ctx)` bounds each read by what the
+    request that carries it has room for (the processor's toolset passes its own); without it a read is
+    bounded by its `limit` alone.
 
     The function toolset inside has the stable id `toolset_id` (`readback_toolset_id(processor.id)` for a
     processor's own; `READBACK_TOOLSET_ID` by default). Without a gate, a new one is made:
@@ -276,16 +357,24 @@ def readback_toolset(
         offset: int = 0,
         limit: int = DEFAULT_READ_LIMIT,
         query: str | None = None,
-    ) -> str:
+    ) -> str | ToolReturn:
         """Read back content that was shortened or removed from the conversation to save space.
+
+        The answer is also bounded by the room the conversation has left (parallel reads share it); its
+        first line says which characters it returned and the offset of the next page.
 
         Args:
             artifact_id: the id given in the note that replaced the content (starts with `art_`).
             offset: the character to start from.
-            limit: how many characters to return (at most 200,000).
+            limit: at most how many characters to return (never more than 200,000).
             query: if given, return the passages most relevant to this question instead of a slice.
         """
-        return await read_artifact_text(store, artifact_id, offset, limit, query, scope=scope_of(ctx))
+        bound = room(ctx) if room is not None else None
+        text, page = await _read_artifact(
+            store, artifact_id, offset, limit, query, scope=scope_of(ctx), room=bound
+        )
+        # the page, in metadata the model never sees: a stage can cut it shorter without storing a copy
+        return text if page is None else ToolReturn(return_value=text, metadata=page.metadata())
 
     toolset.add_function(read_artifact, name=READ_ARTIFACT_TOOL)
     return toolset.prepared((gate if gate is not None else ReadbackGate()).prepare)

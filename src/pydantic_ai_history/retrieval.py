@@ -22,19 +22,23 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
+
+from ._nesting import json_too_deep
 
 __all__ = (
     'BM25_B',
     'BM25_K1',
     'Chunk',
     'Extract',
+    'Ranking',
     'bm25_scores',
     'chunk_text',
     'detect_kind',
     'extract_passages',
+    'rank_passages',
     'tokenize',
     'top_passages',
 )
@@ -136,20 +140,50 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+_QUERY_CHARS = 4_000
+"""A longer query (a whole user message used as the question) is read from its beginning and its end."""
+_QUERY_TERMS = 64
+"""At most this many distinct terms rank the chunks: each one costs a pass over every chunk."""
+
+
 def _query_terms(query: str) -> list[str]:
+    if len(query) > _QUERY_CHARS:
+        query = query[: _QUERY_CHARS // 2] + ' ' + query[-_QUERY_CHARS // 2 :]
     terms = [t for t in tokenize(query) if t not in _STOP_WORDS]
-    return list(dict.fromkeys(terms))
+    return list(dict.fromkeys(terms))[:_QUERY_TERMS]
 
 
 def bm25_scores(
     documents: Sequence[Sequence[str]], query_terms: Sequence[str], *, k1: float = BM25_K1, b: float = BM25_B
 ) -> list[float]:
     """Okapi BM25 score of each tokenized document for the query terms (idf with +1, so it stays positive)."""
-    n = len(documents)
-    if n == 0 or not query_terms:
-        return [0.0] * n
+    if not documents or not query_terms:
+        return [0.0] * len(documents)
     counts = [Counter(doc) for doc in documents]
-    lengths = [len(doc) for doc in documents]
+    return _bm25(counts, [len(doc) for doc in documents], query_terms, k1, b)
+
+
+def _chunk_scores(
+    text: str, spans: Sequence[_Span], query_terms: Sequence[str], k1: float, b: float
+) -> list[float]:
+    """`bm25_scores` of the chunks (context included), tokenizing one chunk at a time and keeping only the
+    counts of the query's terms: the words of a 20 MB text are never all held at once."""
+    if not spans or not query_terms:
+        return [0.0] * len(spans)
+    wanted = frozenset(query_terms)
+    counts: list[Counter[str]] = []
+    lengths: list[int] = []
+    for span in spans:
+        tokens = tokenize(span.context + '\n' + text[span.start : span.end])
+        lengths.append(len(tokens))
+        counts.append(Counter(t for t in tokens if t in wanted))
+    return _bm25(counts, lengths, query_terms, k1, b)
+
+
+def _bm25(
+    counts: Sequence[Counter[str]], lengths: Sequence[int], query_terms: Sequence[str], k1: float, b: float
+) -> list[float]:
+    n = len(counts)
     average = sum(lengths) / n or 1.0
     scores = [0.0] * n
     for term in query_terms:
@@ -169,11 +203,13 @@ def bm25_scores(
 
 def detect_kind(text: str) -> TextKind:
     """`json` when the whole text parses as a JSON object or array, `table` for CSV/TSV, else `markdown`."""
+    if text[:4_096].lstrip()[:1] not in ('{', '['):  # no copy of a large text that is not JSON
+        return 'table' if _looks_like_table(text) else 'markdown'
     stripped = text.strip()
-    if stripped[:1] in ('{', '['):
+    if not json_too_deep(stripped):  # too deep to parse: read as text
         try:
             json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         else:
             return 'json'
@@ -209,11 +245,32 @@ def chunk_text(
     - Tables: groups of whole rows; the header row is the context, repeated before each chunk.
     - Markdown and plain text: by headings, then paragraphs, then lines; the context is the latest heading.
     """
+    return [
+        Chunk(s.number, s.start, s.end, text[s.start : s.end], s.context, s.kind)
+        for s in _spans(text, max_chars, kind)
+    ]
+
+
+class _Span(NamedTuple):
+    """A chunk without its text: where it lies in the original, which is read only when needed."""
+
+    number: int
+    """The chunk's index (`Chunk.index`)."""
+    start: int
+    end: int
+    context: str
+    kind: TextKind
+
+
+def _spans(text: str, max_chars: int, kind: TextKind | None) -> list[_Span]:
+    """`chunk_text`'s chunks as spans (blank ones left out, their indices kept)."""
     if not text:
         return []
     max_chars = max(max_chars, 200)
     kind = kind or detect_kind(text)
     spans: list[tuple[int, int, str]] = []
+    if kind == 'json' and json_too_deep(text):  # a given kind too: the spans recurse once per level
+        kind = 'markdown'
     if kind == 'json':
         try:
             _json_spans(text, 0, len(text), '', max_chars, spans)
@@ -225,7 +282,9 @@ def chunk_text(
     if kind == 'markdown' or not spans:
         kind = 'markdown'
         spans = _markdown_spans(text, max_chars)
-    return [Chunk(i, s, e, text[s:e], ctx, kind) for i, (s, e, ctx) in enumerate(spans) if text[s:e].strip()]
+    return [
+        _Span(i, s, e, ctx, kind) for i, (s, e, ctx) in enumerate(spans) if not text[s:e].isspace() and e > s
+    ]
 
 
 class _NotJson(Exception):
@@ -342,24 +401,31 @@ def _split_span(
         out.append((start, end, context))
 
 
-def _line_spans(text: str) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
+_LINE_BREAK = re.compile('\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')
+"""Where `str.splitlines` breaks lines."""
+
+
+def _line_spans(text: str) -> Iterator[tuple[int, int]]:
+    """The lines of `text` as `splitlines(keepends=True)` cuts them, as spans, one at a time: a 20 MB text
+    is never held again as a list of its lines."""
     position = 0
-    for line in text.splitlines(keepends=True):
-        spans.append((position, position + len(line)))
-        position += len(line)
-    return spans
+    for match in _LINE_BREAK.finditer(text):
+        yield position, match.end()
+        position = match.end()
+    if position < len(text):
+        yield position, len(text)
 
 
 def _table_spans(text: str, max_chars: int) -> list[tuple[int, int, str]]:
     lines = _line_spans(text)
-    if len(lines) < 2:
+    first = next(lines, None)
+    if first is None:
         return []
-    header = text[lines[0][0] : lines[0][1]].rstrip('\r\n')
+    header = text[first[0] : first[1]].rstrip('\r\n')
     out: list[tuple[int, int, str]] = []
     group_start: int | None = None
     group_end = 0
-    for start, end in lines[1:]:
+    for start, end in lines:
         if group_start is not None and end - group_start > max_chars:
             out.append((group_start, group_end, header))
             group_start = None
@@ -448,49 +514,78 @@ def extract_passages(
     """
     if chunk_chars is None:
         chunk_chars = min(DEFAULT_CHUNK_CHARS, max(max_chars // 3, 300))
-    chunks = chunk_text(text, max_chars=chunk_chars)
-    terms = _query_terms(query or '')
-    scores = bm25_scores([tokenize(c.context + '\n' + c.text) for c in chunks], terms, k1=k1, b=b)
+    return rank_passages(text, query, chunk_chars=chunk_chars, k1=k1, b=b).select(max_chars)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A text's chunks in the order a query ranks them: chunked and scored once, then selected for any size
+    (choosing a size that fits costs no second pass over a 200 MB text). Chunks are held as spans of the text,
+    not copies of it."""
+
+    text: str
+    spans: list[_Span]
+    order: list[int]
+    """Chunk positions, best first (every chunk, in order, when nothing matched)."""
+    matched: bool
+
+    def select(self, max_chars: int) -> Extract:
+        """The best chunks within `max_chars` as they render, shown in original order."""
+        spans, order = self.spans, self.order
+        chosen: list[int] = []
+        room = max_chars
+        shortest = min((s.end - s.start for s in spans), default=0)
+        for index in order:
+            if room < shortest:
+                break  # no chunk fits any more: the rest need not be tried
+            if spans[index].end - spans[index].start > room:
+                if not self.matched:
+                    break
+                continue  # it cannot fit, whatever its marker costs
+            candidate = sorted([*chosen, index])
+            rendered = len(_render(self.text, spans, candidate))
+            if rendered <= max_chars:
+                chosen, room = candidate, max_chars - rendered
+            elif not self.matched:
+                break
+        if not chosen and spans:  # even the best chunk is too large: show its head
+            best = order[0]
+            cut_at = max(max_chars - 120 - len(spans[best].context), 50)
+            shown = list(spans)
+            shown[best] = spans[best]._replace(end=spans[best].start + cut_at)
+            return Extract(_render(self.text, shown, [best]), len(spans), (best,), self.matched)
+        return Extract(_render(self.text, spans, chosen), len(spans), tuple(chosen), self.matched)
+
+
+def rank_passages(
+    text: str, query: str | None, *, chunk_chars: int, k1: float = BM25_K1, b: float = BM25_B
+) -> Ranking:
+    """`text` chunked along its structure and ranked by BM25 against `query` (see `extract_passages`)."""
+    spans = _spans(text, chunk_chars, None)
+    scores = _chunk_scores(text, spans, _query_terms(query or ''), k1, b)
     matched = any(s > 0 for s in scores)
     if matched:
         order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
     else:
-        order = list(range(len(chunks)))
-    chosen: list[int] = []
-    for index in order:
-        candidate = sorted([*chosen, index])
-        if len(_render(chunks, candidate, len(text))) <= max_chars:
-            chosen = candidate
-        elif not matched:
-            break
-    if not chosen and chunks:  # even the best chunk is too large: show its head
-        best = chunks[order[0]]
-        room = max(max_chars - 120 - len(best.context), 50)
-        cut = Chunk(best.index, best.start, best.start + room, best.text[:room], best.context, best.kind)
-        return Extract(
-            _render([*chunks[: best.index], cut, *chunks[best.index + 1 :]], [best.index], len(text)),
-            len(chunks),
-            (best.index,),
-            matched,
-        )
-    return Extract(_render(chunks, chosen, len(text)), len(chunks), tuple(chosen), matched)
+        order = list(range(len(spans)))
+    return Ranking(text, spans, order, matched)
 
 
-def _render(chunks: Sequence[Chunk], chosen: Sequence[int], total_chars: int) -> str:
+def _render(text: str, spans: Sequence[_Span], chosen: Sequence[int]) -> str:
     if not chosen:
         return ''
     runs: list[list[int]] = []
     for index in chosen:
-        if runs and runs[-1][-1] == index - 1 and chunks[index].context == chunks[runs[-1][-1]].context:
+        if runs and runs[-1][-1] == index - 1 and spans[index].context == spans[runs[-1][-1]].context:
             runs[-1].append(index)
         else:
             runs.append([index])
-    n = len(chunks)
+    n = len(spans)
     pieces: list[str] = []
     for run in runs:
-        first, last = chunks[run[0]], chunks[run[-1]]
+        first, last = spans[run[0]], spans[run[-1]]
         which = f'chunk {run[0] + 1}' if len(run) == 1 else f'chunks {run[0] + 1}..{run[-1] + 1}'
-        marker = f'[showing {which} of {n}, characters {first.start:,}-{last.end:,} of {total_chars:,}'
+        marker = f'[showing {which} of {n}, characters {first.start:,}-{last.end:,} of {len(text):,}'
         if first.context and first.kind == 'json':
             marker += f', at {first.context}'
         pieces.append(marker + ']')
@@ -498,7 +593,7 @@ def _render(chunks: Sequence[Chunk], chosen: Sequence[int], total_chars: int) ->
             pieces.append(first.context)
         elif first.context and first.kind == 'markdown':
             pieces.append(f'(section: {first.context})')
-        pieces.append(''.join(chunks[i].text for i in run).strip('\n'))
+        pieces.append(''.join(text[spans[i].start : spans[i].end] for i in run).strip('\n'))
     return '\n'.join(pieces)
 
 

@@ -188,8 +188,19 @@ def image_size(data: bytes) -> tuple[int, int] | None:
         return None
 
 
+_PDF_PAGE = re.compile(rb'/Type\s*/Page(?!s)')
+_SCAN_BYTES = 4 * 1024 * 1024
+"""Large files are scanned this much at a time: `re` holds the GIL for a whole call, so a 200 MB scan in a
+worker thread would still stall the event loop; each piece holds it for a few milliseconds."""
+
+
 def _pdf_pages(data: bytes) -> int:
-    return max(1, len(re.findall(rb'/Type\s*/Page(?!s)', data)))
+    """Page objects counted in the bytes, a piece at a time (a match across two pieces counts once)."""
+    pages = 0
+    for start in range(0, len(data), _SCAN_BYTES):
+        end = min(start + _SCAN_BYTES + 64, len(data))
+        pages += sum(1 for m in _PDF_PAGE.finditer(data, start, end) if m.start() < start + _SCAN_BYTES)
+    return max(1, pages)
 
 
 _MIN_AUDIO_BYTE_RATE = 1_000
@@ -253,6 +264,11 @@ class TokenEstimate:
     verified usage, else the documented default (see `TokenCounter.estimate`)."""
 
 
+_HASHED_CHARS = 1 << 22
+"""Texts longer than this (4M characters) are memoized by identity, not by content."""
+_LARGE_MEMO = 4
+"""Very large texts whose counts a counter keeps (the newest first)."""
+
 _TOOL_MEMO_SIZE = 1_024
 """Tool definitions whose counts a counter keeps (oldest forgotten first)."""
 
@@ -276,6 +292,7 @@ class TokenCounter:
     _offline: bool = field(default=False, init=False, repr=False)
     _text_memo: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _text_memo_chars: int = field(default=0, init=False, repr=False)
+    _large_memo: list[tuple[str, int]] = field(default_factory=list, init=False, repr=False)
     _message_memo: IdentityMemo[int] = field(default_factory=IdentityMemo, init=False, repr=False)
     _image_memo: dict[tuple[int, int], tuple[int, int] | None] = field(
         default_factory=dict, init=False, repr=False
@@ -302,6 +319,15 @@ class TokenCounter:
         self._encoder()
         return self._offline
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the tokenizer is loaded (building it takes some hundred milliseconds, once per process)."""
+        return self._encode is not None
+
+    def load(self) -> None:
+        """Load the tokenizer now (callers on an event loop do it in a thread: see `HistoryContext`)."""
+        self._encoder()
+
     # ---- text -----------------------------------------------------------------------------------------
 
     def _encoder(self) -> Callable[[str], int]:
@@ -309,7 +335,7 @@ class TokenCounter:
             try:
                 encoding = load_encoding(self.tokenizer_profile.encoding)
                 self._encoding = encoding
-                self._encode = lambda text: len(encoding.encode_ordinary(text))
+                self._encode = lambda text: _count_in_pieces(encoding, text)
             except Exception as exc:  # not packaged, not cached, no network, or tiktoken broken: estimate
                 _warn_offline_once(self.tokenizer_profile.encoding, exc)
                 self._offline = True
@@ -320,6 +346,8 @@ class TokenCounter:
         """Raw tokenizer count of a string (no correction, no overhead), memoized by content."""
         if not text:
             return 0
+        if len(text) > _HASHED_CHARS:
+            return self._count_large(text)
         cached = self._text_memo.get(text)
         if cached is not None:
             return cached
@@ -329,6 +357,16 @@ class TokenCounter:
             self._text_memo_chars = 0
         self._text_memo[text] = count
         self._text_memo_chars += len(text)
+        return count
+
+    def _count_large(self, text: str) -> int:
+        """A very large text, memoized by identity: hashing 200 MB for a dict lookup holds the GIL for a
+        quarter of a second (and the same object is what the stages count again)."""
+        for entry in self._large_memo:
+            if entry[0] is text:
+                return entry[1]
+        count = self._encoder()(text)
+        self._large_memo = [(text, count), *self._large_memo[: _LARGE_MEMO - 1]]
         return count
 
     def truncate_text(self, text: str, max_tokens: int, *, head_fraction: float = 0.7) -> str:
@@ -692,6 +730,28 @@ def _warn_offline_once(encoding: str, exc: Exception) -> None:
         encoding,
         exc,
     )
+
+
+_PIECE_CHARS = 1 << 18
+"""Texts longer than this are counted a piece at a time, cut after a line break: the token list of a 20 MB
+text would take some 40 bytes per token at once; a piece's is freed before the next is counted. A token can
+differ only where a cut falls, at most one per piece (about four per megabyte)."""
+
+
+def _count_in_pieces(encoding: Any, text: str) -> int:
+    size = len(text)
+    if size <= _PIECE_CHARS:
+        return len(encoding.encode_ordinary(text))
+    total = 0
+    start = 0
+    while start < size:
+        end = min(start + _PIECE_CHARS, size)
+        if end < size:
+            newline = text.rfind('\n', start + _PIECE_CHARS // 2, end)
+            end = newline + 1 if newline >= 0 else end
+        total += len(encoding.encode_ordinary(text[start:end]))
+        start = end
+    return total
 
 
 def _split_on_tokens(encoding: Any, text: str, first: int, limit: int) -> list[str]:

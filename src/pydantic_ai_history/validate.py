@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ._compat import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
     ThinkingPart,
+    ToolReturnPart,
+    UserPromptPart,
     answered_call_id,
     is_compaction_response,
 )
+from ._marks import own_metadata, sealed_kind
 from .units import ToolPairing, system_parts
 
 __all__ = (
@@ -229,7 +232,7 @@ def _preservation_violations(
     messages: Sequence[ModelMessage], original: Sequence[ModelMessage]
 ) -> list[Violation]:
     found: list[Violation] = []
-    if original and messages and messages[-1] != original[-1]:
+    if original and messages and not _same_request(messages[-1], original[-1]):
         found.append(
             Violation('current_request_changed', len(messages) - 1, 'the current request was altered')
         )
@@ -254,6 +257,32 @@ def _preservation_violations(
                 )
             )
     return found
+
+
+def _same_request(kept: ModelMessage, original: ModelMessage) -> bool:
+    """Whether `kept` is `original` unchanged in meaning: equal, or with some of its content reduced by this
+    package (a tool return marked with the id of its stored original, a user's text or file replaced by a
+    note of ours): part for part, the same kinds and the same tool calls answered."""
+    if kept == original:
+        return True
+    if type(kept) is not type(original) or len(kept.parts) != len(original.parts):
+        return False
+    return all(_same_part(a, b) for a, b in zip(kept.parts, original.parts, strict=True))
+
+
+def _same_part(kept: Any, original: Any) -> bool:
+    if kept == original:
+        return True
+    if type(kept) is not type(original):
+        return False
+    if isinstance(kept, ToolReturnPart):
+        marked = 'artifact_id' in own_metadata(getattr(kept, 'metadata', None))
+        return marked and (kept.tool_call_id, kept.tool_name) == (original.tool_call_id, original.tool_name)
+    if isinstance(kept, UserPromptPart):
+        content = kept.content
+        texts = [content] if isinstance(content, str) else [c for c in content if isinstance(c, str)]
+        return any(sealed_kind(text) is not None for text in texts)
+    return False
 
 
 def assert_valid_history(

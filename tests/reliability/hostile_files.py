@@ -207,6 +207,32 @@ def xlsx_rows(rows: int) -> bytes:
     return _xlsx(_rows(rows), level=1)
 
 
+def _export_rows(rows: int) -> Iterator[bytes]:
+    """A sheet as openpyxl's write-only mode and many exporters write it: no dimension (its size is not known
+    before the end), inline strings, a header row."""
+    yield (
+        f'<worksheet xmlns="{_S}"><sheetData><row r="1"><c r="A1" t="inlineStr"><is><t>order_id</t></is></c>'
+        '<c r="B1" t="inlineStr"><is><t>sku</t></is></c><c r="C1" t="inlineStr"><is><t>quantity</t></is></c>'
+        '</row>'
+    ).encode()
+    step = 50_000
+    row = (
+        '<row r="%d"><c r="A%d" t="n"><v>%d</v></c><c r="B%d" t="inlineStr"><is><t>SKU-%05d</t></is></c>'
+        '<c r="C%d" t="n"><v>%d</v></c></row>'
+    )
+    for start in range(2, rows + 2, step):
+        end = min(start + step, rows + 2)
+        cells = [row % (i, i, i - 1, i, (i - 1) % 5000, i, (i - 1) % 17) for i in range(start, end)]
+        yield ''.join(cells).encode()
+    yield b'</sheetData></worksheet>'
+
+
+def xlsx_export(rows: int) -> bytes:
+    """A legitimate XLSX of one sheet with `rows` data rows (order id, SKU, quantity) that does not declare
+    its size: 3 million rows make about 50 MB."""
+    return _xlsx(_export_rows(rows), level=6)
+
+
 def pdf_pages(pages: int) -> bytes:
     """A valid PDF of `pages` trivial pages, each showing one line of text."""
     out = io.BytesIO()
@@ -296,6 +322,7 @@ CASES: dict[str, Case] = {
         Case('odt_bomb_10mb', lambda: odt_bomb(10 * MB), ODT, 'bomb.odt'),
         Case('xlsx_shared_strings_300mb', lambda: xlsx_shared_strings(300 * MB), XLSX, 'strings.xlsx'),
         Case('xlsx_3m_rows', lambda: xlsx_rows(3_000_000), XLSX, 'rows.xlsx'),
+        Case('xlsx_export_3m_rows', lambda: xlsx_export(3_000_000), XLSX, 'orders.xlsx'),
         Case('pdf_10k_pages', lambda: pdf_pages(10_000), 'application/pdf', 'pages.pdf'),
         Case('pdf_100k_pages', lambda: pdf_pages(100_000), 'application/pdf', 'pages.pdf'),
         Case('text_500mb', lambda: text_plain(500 * MB), 'text/plain', 'huge.txt'),

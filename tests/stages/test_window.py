@@ -26,7 +26,7 @@ from pydantic_ai_history import (
 from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.pinning import PinPredicate
 from pydantic_ai_history.stages.window import dropped_count, window_note
-from pydantic_ai_history.store import artifact_id
+from pydantic_ai_history.store import MemoryStore, artifact_id
 from pydantic_ai_history.tokens import TokenCounter
 
 pytestmark = pytest.mark.anyio
@@ -162,21 +162,39 @@ async def test_system_prompt_in_a_dropped_middle_message_survives():
     )
 
 
-async def test_current_request_alone_over_budget_warns_and_stays_valid():
-    history = [user('task'), reply(text(300)), user('here is everything: ' + text(3_000))]
-    out, events = await run_window(history, budget=500)
-    assert out
-    assert out[-1] is history[-1]
-    warnings = [e for e in events if isinstance(e, HistoryWarning) and e.code == 'over_budget']
-    assert warnings
-    assert warnings[0].details['current_request_tokens'] > 500
+async def test_current_request_alone_over_budget_is_cut_to_fit_and_stored():
+    """The window never drops the current request; when even dropping everything else leaves it over the
+    budget, its content (never its structure) is cut to what is left, the original stored and named."""
+    prompt = 'here is everything: ' + text(3_000)
+    history = [user('task'), reply(text(300)), user(prompt)]
+    store = MemoryStore()
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        stages=[SlidingWindow()],
+        model='gpt-4o',
+        policy=ContextPolicy(budget_tokens=500),
+        store=store,
+        on_history_event=events.append,
+    )
+    out = await processor.process(history)
+    assert_valid_history(out, original=history)
+    assert out[0] is history[0]
+    assert processor.counter_for('gpt-4o').estimate(out).total <= 500
+    assert not [e for e in events if isinstance(e, HistoryWarning) and e.code == 'over_budget']
+    [reduced] = [e for e in events if isinstance(e, HistoryWarning) and e.code == 'user_prompt_reduced']
+    stored = await store.get(reduced.details['artifact_id'])
+    assert stored == prompt.encode()
+    assert reduced.details['artifact_id'] in str(out[-1].parts[0].content)  # type: ignore[union-attr]
 
 
-async def test_nothing_droppable_over_budget_returns_input_with_warning():
+async def test_nothing_droppable_over_budget_is_cut_and_still_warns():
+    """A budget smaller than any note: the request is cut as far as it goes, and still reported over."""
     history = [user('only the current request ' + text(2_000))]
     out, events = await run_window(history, budget=100)
-    assert out == history
-    assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['over_budget']
+    assert len(out) == 1
+    assert TokenCounter('gpt-4o').count_messages(out) < TokenCounter('gpt-4o').count_messages(history)
+    codes = [e.code for e in events if isinstance(e, HistoryWarning)]
+    assert codes == ['user_prompt_reduced', 'over_budget']
 
 
 def _failed_return(kind: str) -> ModelRequest:

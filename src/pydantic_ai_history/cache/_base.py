@@ -7,6 +7,8 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from .._utf8 import utf8
+
 logger = logging.getLogger('pydantic_ai_history.cache')
 
 
@@ -127,7 +129,7 @@ def cache_key(namespace: str, *parts: str | bytes) -> str:
     """A stable key: `namespace:` + sha256 over the length-prefixed parts (so parts cannot run together)."""
     digest = hashlib.sha256()
     for part in parts:
-        data = part.encode() if isinstance(part, str) else part
+        data = utf8(part) if isinstance(part, str) else part
         digest.update(len(data).to_bytes(8, 'big'))
         digest.update(data)
     return f'{namespace}:{digest.hexdigest()}'

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._utf8 import utf8
 from ._base import SummaryCache
 
 __all__ = ('MemoryCache',)
@@ -21,7 +22,7 @@ class _Entry:
 
 def _entry_size(key: str, value: str) -> int:
     # UTF-8 size is what the process actually holds to within a small constant; good enough for a bound.
-    return len(key.encode()) + len(value.encode())
+    return len(utf8(key)) + len(utf8(value))
 
 
 class MemoryCache(SummaryCache):

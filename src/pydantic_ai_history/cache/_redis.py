@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._redis_client import DEFAULT_REDIS_URL, RedisClients
+from .._utf8 import from_utf8, utf8
 from ._base import SummaryCache
 
 __all__ = ('RedisCache',)
@@ -41,11 +42,11 @@ class RedisCache(SummaryCache):
         value = await self._clients.get().get(self.prefix + key)
         if value is None:
             return None
-        return value.decode() if isinstance(value, bytes) else str(value)
+        return from_utf8(value) if isinstance(value, bytes) else str(value)
 
     async def _set(self, key: str, value: str, ttl: float | None) -> None:
         px = None if ttl is None else max(1, round(ttl * 1000))
-        await self._clients.get().set(self.prefix + key, value.encode(), px=px)
+        await self._clients.get().set(self.prefix + key, utf8(value), px=px)
 
     async def _delete(self, key: str) -> None:
         await self._clients.get().delete(self.prefix + key)

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .._nesting import json_too_deep
 from ._base import Extraction, FileInfo, Reader
 from ._results import Truncation
 from ._settings import FileSettings
@@ -106,8 +107,11 @@ class JsonReader(Reader):
     extensions = ('.json', '.geojson')
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
+        text = decode_text(data)
+        if json_too_deep(text):
+            return _as_text(data, settings, 'JSON', 'JSON nested too deeply to parse; shown as text')
         try:
-            value = json.loads(decode_text(data))
+            value = json.loads(text)
         except RecursionError:
             return _as_text(data, settings, 'JSON', 'JSON nested too deeply to parse; shown as text')
         except ValueError as e:
@@ -131,6 +135,8 @@ class JsonLinesReader(Reader):
         try:
             # Only the records that can be shown are parsed; the rest are counted as lines.
             for line in lines[: settings.struct_max_items]:
+                if json_too_deep(line):
+                    raise RecursionError('nested too deeply to parse')
                 records.append(json.loads(line))
         except (ValueError, RecursionError) as e:
             return _as_text(

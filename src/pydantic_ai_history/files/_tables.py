@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import csv
-import io
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ._base import Extraction, FileInfo, Reader, ReaderError
@@ -31,7 +30,12 @@ class Table:
     complete: bool = True
     """False when reading stopped at `table_max_rows`: the tail rows are then the last ones read."""
     declared_rows: int | None = None
-    """The row count the file itself declares (an XLSX sheet's dimension), when reading stopped."""
+    """The row count the file itself declares (an XLSX sheet's dimension) or that was counted without
+    reading the rows, when reading stopped."""
+    counted_all: bool = True
+    """False when `declared_rows` is a lower bound: counting stopped at the time limit."""
+    stop_reason: str | None = None
+    """What stopped reading, when it stopped early (default: the row limit)."""
 
 
 def collect_table(
@@ -102,9 +106,13 @@ def render_table(table: Table, settings: FileSettings) -> tuple[str, tuple[Trunc
     summary: list[str] = []
     if not table.complete:
         truncations.append(Truncation('rows', shown_rows, total_rows))
-        of = f'{total_rows:,} declared' if table.declared_rows else f'more than {table.total_rows:,}'
+        if not table.declared_rows:
+            of = f'more than {table.total_rows:,}'
+        else:
+            of = f'{total_rows:,}' if table.counted_all else f'at least {total_rows:,} counted'
+        limit = table.stop_reason or f'the {table.total_rows:,}-row limit'
         summary.append(
-            f'rows shown {shown_rows:,} of {of}; reading stopped at the {table.total_rows:,}-row limit, '
+            f'rows shown {shown_rows:,} of {of}; reading stopped at {limit} after {table.total_rows:,} rows, '
             'so the last rows shown are not the last of the table'
         )
     elif table.total_rows > shown_rows:
@@ -196,11 +204,10 @@ def _merge(truncations: list[Truncation]) -> tuple[Truncation, ...]:
 
 
 class XlsxReader(Reader):
-    """Excel 2007+ workbooks, read with openpyxl in read-only mode.
+    """Excel 2007+ workbooks, each sheet's XML streamed row by row (`_xlsx.read_sheets`).
 
-    openpyxl (a markitdown `[xlsx]` dependency) rather than markitdown's pandas-to-HTML rendering:
-    read-only mode streams rows, so a 1,000,000-row sheet is counted without being held in memory,
-    and the same `collect_table` streaming as CSV applies.
+    Rather than markitdown's pandas-to-HTML rendering: only the rows shown are kept, reading stops at the row
+    limit or the time limit (the rest is counted), and the same `collect_table` streaming as CSV applies.
     """
 
     format = 'XLSX'
@@ -208,42 +215,19 @@ class XlsxReader(Reader):
     extensions = ('.xlsx', '.xlsm')
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
-        import openpyxl  # type: ignore[import-untyped,unused-ignore]
+        from ._xlsx import read_sheets
 
-        workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-        try:
-            parts: list[str] = []
-            truncations: list[Truncation] = []
-            for sheet in workbook.worksheets:
-                table = _sheet_table(sheet, settings)
-                parts.append(f'## {sheet.title}')
-                if table is None:
-                    parts.append('(empty sheet)')
-                    continue
-                markdown, sheet_truncations = render_table(table, settings)
-                parts.append(markdown)
-                truncations.extend(sheet_truncations)
-        finally:
-            workbook.close()
+        parts: list[str] = []
+        truncations: list[Truncation] = []
+        for sheet in read_sheets(data, settings):
+            parts.append(f'## {sheet.title}')
+            if sheet.table is None:
+                parts.append('(empty sheet)')
+                continue
+            markdown, sheet_truncations = render_table(sheet.table, settings)
+            parts.append(markdown)
+            truncations.extend(sheet_truncations)
         return Extraction('\n\n'.join(parts), _merge(truncations), pages=len(parts) // 2)
-
-
-def _sheet_table(sheet: Any, settings: FileSettings) -> Table | None:
-    """One sheet's table, reading at most `table_max_columns` cells of at most `xlsx_max_rows` rows;
-    the sheet's declared dimension gives the totals when reading stops early."""
-    declared_rows: int | None = getattr(sheet, 'max_row', None)
-    declared_columns: int | None = getattr(sheet, 'max_column', None)
-    limit = settings.table_max_columns
-    max_col = min(declared_columns, limit) if declared_columns else limit
-    rows = (
-        row for row in sheet.iter_rows(values_only=True, max_col=max_col) if any(v is not None for v in row)
-    )
-    table = collect_table(rows, settings, settings.xlsx_max_rows)
-    if table is None:
-        return None
-    columns = max(table.total_columns, declared_columns or 0)
-    declared_data_rows = declared_rows - 1 if declared_rows else None  # the first row is the header
-    return replace(table, total_columns=columns, declared_rows=None if table.complete else declared_data_rows)
 
 
 def truncate_markdown_tables(markdown: str, settings: FileSettings) -> tuple[str, tuple[Truncation, ...]]:

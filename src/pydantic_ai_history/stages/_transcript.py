@@ -43,6 +43,7 @@ from .._compat import (
     media_type_of,
 )
 from .._marks import OPENINGS, READ_ARTIFACT_TOOL, marker_kind, part_kinds, strip_seal
+from .._utf8 import from_utf8, utf8
 from ..tokens import TokenCounter
 from ..units import Unit
 
@@ -86,7 +87,7 @@ class TranscriptUnit:
         if isinstance(self.source, str):
             return self.source
         start, end = self.span
-        return self.source[start:end].decode()
+        return from_utf8(self.source[start:end])
 
     def record_texts(self, counter: TokenCounter) -> Iterator[tuple[str, int]]:
         """Each record of `text` and its size: where a unit too large for one summarizer request is divided.
@@ -130,13 +131,13 @@ def transcript_data(units: Sequence[TranscriptUnit], preamble: str | None) -> by
     texts = (unit.text for unit in units)
     for number, text in enumerate(itertools.chain([preamble] if preamble else [], texts)):
         buffer.write(_SEPARATOR if number else b'')
-        buffer.write(text.encode())
+        buffer.write(utf8(text))
     return buffer.getvalue()
 
 
 def _is_whole(data: bytes, units: Sequence[TranscriptUnit], preamble: str | None) -> bool:
     """Whether `units` are all of `data`, after exactly `preamble`."""
-    head = (preamble.encode() + _SEPARATOR) if preamble else b''
+    head = (utf8(preamble) + _SEPARATOR) if preamble else b''
     position = len(head)
     for unit in units:
         if unit.source is not data or unit.span[0] != position:
@@ -301,7 +302,7 @@ def _render(
 ) -> list[TranscriptUnit | None]:
     buffer = io.BytesIO()
     if preamble:
-        buffer.write(preamble.encode())
+        buffer.write(utf8(preamble))
     placed: list[tuple[int, int, int, int] | None] = []
     for unit in units:
         records = [
@@ -313,7 +314,7 @@ def _render(
         if buffer.tell():
             buffer.write(_SEPARATOR)
         start = buffer.tell()
-        buffer.write('\n'.join(text for text, _ in records).encode())
+        buffer.write(utf8('\n'.join(text for text, _ in records)))
         tokens = sum(n for _, n in records)
         placed.append((start, buffer.tell(), tokens, unit.end - unit.start))
     data = buffer.getvalue()  # CPython hands over the buffer itself, without a copy

@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .._utf8 import utf8
+
 __all__ = (
     'ArtifactStore',
     'InvalidArtifactId',
@@ -63,7 +65,8 @@ class StoredArtifact:
 
     def to_json(self) -> bytes:
         """The sidecar every backend keeps beside the bytes."""
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False).encode()
+        # ASCII: a lone surrogate in a source or metadata value (a file name) is escaped and read back exactly
+        return json.dumps(dataclasses.asdict(self)).encode()
 
     @classmethod
     def from_json(cls, raw: bytes | str, artifact_id: str) -> StoredArtifact:
@@ -96,7 +99,7 @@ def keyed_artifact_id(secret: bytes, data: bytes, scope: str = '', prefix: str =
 
     Equal content gets the same id inside one scope (so it is stored once), a different id in another.
     """
-    scope_bytes = scope.encode()
+    scope_bytes = utf8(scope)
     message = _ID_DOMAIN + len(scope_bytes).to_bytes(8, 'big') + scope_bytes + hashlib.sha256(data).digest()
     return prefix + hmac.new(secret, message, hashlib.sha256).hexdigest()
 
@@ -105,7 +108,7 @@ def scope_tag(scope: str) -> str:
     """A name for `scope` that is safe as a file or key component (`''`, the default scope, stays `''`)."""
     if not scope:
         return ''
-    return 'scope-' + hashlib.sha256(scope.encode()).hexdigest()[:40]
+    return 'scope-' + hashlib.sha256(utf8(scope)).hexdigest()[:40]
 
 
 def validate_artifact_id(artifact_id: str) -> str:

@@ -22,6 +22,7 @@ from pydantic_ai.usage import RequestUsage
 from _limits import artifact_limits
 from pydantic_ai_history import SummarizerSettings, assert_valid_history
 from pydantic_ai_history.cache import MemoryCache
+from pydantic_ai_history.events import ContentLost
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER, ArtifactSettings
 from pydantic_ai_history.store import MemoryStore, StoreError
@@ -208,14 +209,32 @@ class BrokenStore(MemoryStore):
         raise StoreError('disk full')
 
 
-async def test_store_failure_keeps_content_inline(fixtures_dir: Path) -> None:
-    tool, content = _fixture(fixtures_dir, 'vega_datasets/airports.csv')
-    processor, recorder = make_processor(store=BrokenStore())
+async def test_store_failure_keeps_content_inline_when_the_request_can_carry_it(fixtures_dir: Path) -> None:
+    tool, content = _fixture(fixtures_dir, 'vega_datasets/airports.csv')  # ~60K tokens
+    processor, recorder = make_processor(store=BrokenStore(), context_window=100_000)
     history = tool_history('Where is Willow Run airport?', tool, content)
     out = await processor.process(history)
     assert tool_returns(out)[0].content == content
     assert recorder.warnings('artifact_store_failed')
     assert [e.strategy for e in recorder.artifacts] == ['include_full']
+    assert not recorder.warnings('content_cut')
+
+
+async def test_store_failure_cuts_what_no_request_can_carry_and_says_so(fixtures_dir: Path) -> None:
+    """Inline, the 60K-token return would make a request the 16K window rejects: it is cut anyway, and
+    `ContentLost` names the call whose content is gone beyond what is shown."""
+    tool, content = _fixture(fixtures_dir, 'vega_datasets/airports.csv')
+    processor, recorder = make_processor(store=BrokenStore())
+    history = tool_history('Where is Willow Run airport?', tool, content)
+    out = await processor.process(history)
+    assert_valid_history(out)
+    part = tool_returns(out)[0]
+    assert 'YIP,Willow Run,Detroit,MI' in part.content
+    assert 'could not be stored' in part.content
+    assert processor.counter_for('gpt-4o').estimate(out).total <= artifact_limits(16_000).budget
+    [lost] = recorder.warnings('content_cut')
+    assert isinstance(lost, ContentLost)
+    assert lost.tool_calls == (f'{tool}#call_1',)
 
 
 async def test_processed_once_and_read_back_exact(fixtures_dir: Path) -> None:

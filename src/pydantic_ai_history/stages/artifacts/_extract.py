@@ -12,18 +12,16 @@ from ..._compat import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
-    ModelResponse,
-    ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
     decode_data_url,
     is_media,
-    json_text,
-    part_metadata,
 )
 from ..._context import ARTIFACT_MARKER
-from ..._marks import MARKER_KEY, marker_kind, part_kinds, sealed_kind, unseal
+from ..._marks import unseal
+from ..._utf8 import utf8
 from ...store import artifact_id
+from .._request_fit import call_hints, is_processed, latest_question, tool_return_text
 from ._models import Artifact
 
 __all__ = (
@@ -141,48 +139,6 @@ class Attachment:
         return artifact_id(self.data)
 
 
-def is_processed(part: Any) -> bool:
-    """Whether this stage already replaced the part (recorded in its metadata, never read from its text)."""
-    ours = part_metadata(part).get(MARKER_KEY)
-    return isinstance(ours, dict) and 'artifact_id' in ours
-
-
-def tool_return_text(part: ToolReturnPart) -> tuple[str, str, tuple[Any, ...]]:
-    """The text the model sees for a tool return (JSON for structured content), its media type, its files."""
-    content = part.content
-    if isinstance(content, str):
-        return content, 'text/plain', ()
-    if isinstance(content, (list, tuple)) and any(is_media(i) for i in content):
-        files = tuple(i for i in content if is_media(i))
-        rest = [i for i in content if not is_media(i) and type(i).__name__ != 'CachePoint']
-        if all(isinstance(i, str) for i in rest):
-            return '\n'.join(rest), 'text/plain', files
-        return json_text(rest), 'application/json', files
-    try:
-        text = part.model_response_str()
-    except Exception:
-        text = json_text(content)
-    return text, 'application/json', ()
-
-
-def _call_hints(messages: Sequence[ModelMessage]) -> dict[str, str]:
-    """Tool call id -> the string values of its arguments (a search query is a good extraction hint)."""
-    hints: dict[str, str] = {}
-    for message in messages:
-        if not isinstance(message, ModelResponse):
-            continue
-        for part in message.parts:
-            if isinstance(part, ToolCallPart):
-                try:
-                    args = part.args_as_dict()
-                except Exception:
-                    continue
-                hints[part.tool_call_id] = ' '.join(
-                    str(v) for v in args.values() if isinstance(v, (str, int, float))
-                )
-    return hints
-
-
 def find_candidates(
     messages: Sequence[ModelMessage],
     *,
@@ -214,12 +170,12 @@ def find_candidates(
                 found.append(seen.at(m_index, p_index, m_index == last))
                 continue
             if hints is None:
-                hints = _call_hints(messages[max(start - 1, 0) :])
+                hints = call_hints(messages[max(start - 1, 0) :])
             text, media_type, files = tool_return_text(part)
             if not text:
                 continue
             artifact = Artifact(
-                id=make_id(text.encode()),
+                id=make_id(utf8(text)),
                 kind='tool_result',
                 source=f'tool {part.tool_name!r}',
                 chars=len(text),
@@ -300,19 +256,3 @@ def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> lis
                     Attachment(m_index, p_index, i_index, data, media_type, _name_of(item), m_index == last)
                 )
     return found
-
-
-def latest_question(messages: Sequence[ModelMessage]) -> str:
-    """The text of the latest user prompt (what the current request is answering)."""
-    for message in reversed(messages):
-        if not isinstance(message, ModelRequest) or marker_kind(message) is not None:
-            continue
-        for part, kind in zip(reversed(message.parts), reversed(part_kinds(message)), strict=True):
-            if isinstance(part, UserPromptPart) and kind is None:
-                content = part.content
-                if isinstance(content, str):
-                    return content
-                texts = [c for c in content if isinstance(c, str) and sealed_kind(c) is None]
-                if texts:
-                    return '\n'.join(texts)
-    return ''

@@ -64,8 +64,9 @@ class ArtifactSettings:
     """Per-tool reducers by tool name, run before planning (see `browser_snapshot_reducer`,
     `console_output_reducer`)."""
     exempt_tools: frozenset[str] = frozenset({'read_artifact'})
-    """Tools whose returns are never planned: `read_artifact` (reducing the read-back tool's own output would
-    send the model in circles)."""
+    """Tools whose returns are never planned by their size: `read_artifact` (reducing the read-back tool's own
+    output would send the model in circles). When the newest request as a whole does not fit, their returns
+    share its room like the rest (a read-back page is cut shorter, never stored again)."""
     file_settings: FileSettings = field(default_factory=FileSettings)
     """Limits for converting attached files."""
     convert_attachments: bool = True

@@ -9,6 +9,7 @@ spill store, so `read_artifact` can return it exactly; when the store fails the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -22,10 +23,14 @@ from ..._compat import (
     ToolReturnPart,
     file_input_profile,
     json_text,
+    make_request,
     with_part_metadata,
 )
 from ..._context import MARKER_KEY, HistoryContext
 from ..._marks import seal
+from ..._offload import OFF_LOOP_CHARS, is_large, large_content
+from ..._room import kept_tokens, request_room
+from ..._utf8 import utf8
 from ...cache import cache_key
 from ...events import ArtifactProcessed
 from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage
@@ -34,6 +39,7 @@ from ...retrieval import extract_passages
 from ...store import artifact_id
 from ...tokens import TokenCounter
 from .._llm import operations_of
+from .._request_fit import fit_request, is_processed
 from ._accepted import accepted_as_is, fits_as_is, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
@@ -42,7 +48,6 @@ from ._extract import (
     CandidateMemo,
     find_attachments,
     find_candidates,
-    is_processed,
     latest_question,
 )
 from ._models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
@@ -108,7 +113,7 @@ class ArtifactPlanner:
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         settings = self.settings
         hard_limit = settings.hard_limit(context.limits)
-        budget = settings.resolve_budget(context.limits)
+        await context.count_newest(messages)
         estimate = context.estimate(messages)
         over_limit = estimate.total > hard_limit
         # Under the limit only the current request can hold new work; reading older messages would cost
@@ -117,55 +122,104 @@ class ArtifactPlanner:
         result = messages
         if settings.convert_attachments:
             result = await self._attachments(result, context, start=start, over_limit=over_limit)
-        candidates = find_candidates(
-            result,
+        result = await self._reduce(result, context, start=start, estimate_total=estimate.total)
+        return await self._fit_newest(result, context)
+
+    async def _reduce(
+        self, messages: list[ModelMessage], context: HistoryContext, *, start: int, estimate_total: int
+    ) -> list[ModelMessage]:
+        """Plan and reduce the large tool returns from message `start` on, each by its own size."""
+        settings = self.settings
+        hard_limit = settings.hard_limit(context.limits)
+        over_limit = estimate_total > hard_limit
+        candidates = await self._candidates(messages, context, start=start)
+        if not candidates:
+            return messages
+        fixed = _fixed_artifact_tokens(messages, context.counter, settings) if over_limit else 0
+        planned = await self._run_reducers(candidates, messages, context)
+        large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
+        reduced = [c for c in planned if c.reduced_by]
+        if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
+            return messages
+        available = max(settings.resolve_budget(context.limits) - fixed, 0)
+        if over_limit:
+            available = min(
+                available, max(hard_limit - (estimate_total - sum(c.artifact.tokens for c in planned)), 0)
+            )
+        question = latest_question(messages)
+        plan = await self._plan(planned, question, available, context)
+        outcomes = await self._execute(plan, planned, question, available, context)
+        return _apply(messages, planned, outcomes)
+
+    async def _candidates(
+        self, messages: Sequence[ModelMessage], context: HistoryContext, *, start: int
+    ) -> list[Candidate]:
+        """`find_candidates` from `start`, in a thread when the newest request is large (serializing, hashing
+        and counting a 20 MB tool return would stall the event loop)."""
+        settings = self.settings
+        search = functools.partial(
+            find_candidates,
+            messages,
             count_tokens=context.counter.count_part,
             exempt_tools=settings.exempt_tools,
             start=start,
             memo=self._examined,
-            make_id=context.artifact_id,
+            make_id=context.artifact_id,  # the memo keeps the id it made: the stage reads these next
         )
-        if not candidates:
-            return result
-        fixed = _fixed_artifact_tokens(result, context.counter, settings) if over_limit else 0
-        planned = await self._run_reducers(candidates, result, context)
-        large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
-        reduced = [c for c in planned if c.reduced_by]
-        if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
-            return result
-        available = max(budget - fixed, 0)
-        if over_limit:
-            available = min(
-                available, max(hard_limit - (estimate.total - sum(c.artifact.tokens for c in planned)), 0)
-            )
-        question = latest_question(result)
-        plan = await self._plan(planned, question, available, context)
-        outcomes = await self._execute(plan, planned, question, available, context)
-        return _apply(result, planned, outcomes)
+        return await context.off_loop(search) if large_content(messages[-1:]) else search()
 
-    def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
-        """Whether processing `messages` certainly reduces a tool return of the current request, leaving a
-        note that names `read_artifact`: one that alone is larger than the whole artifact budget.
+    async def _fit_newest(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        """The newest request within its room, when the history does not fit: what it carries (every tool
+        return whatever its size, read-backs included, and the user's own message) is reduced, largest first,
+        down to the room; older messages are the compactor's and the window's."""
+        room = self._newest_room(messages, context)
+        if room is None:
+            return messages
+        return await fit_request(messages, room, context, query=latest_question(messages), stage=self.name)
+
+    def _newest_room(self, messages: Sequence[ModelMessage], context: HistoryContext) -> int | None:
+        """The newest request's room when the history is over the hard limit and that request over its room;
+        None when nothing must be cut from it."""
+        estimate = context.estimate(messages)
+        if estimate.total <= self.settings.hard_limit(context.limits) or not isinstance(
+            messages[-1], ModelRequest
+        ):
+            return None
+        newest = estimate.per_message[-1]
+        kept = kept_tokens(
+            messages,
+            estimate.per_message,
+            estimate.overhead,
+            keep_first_user_message=context.keep_first_user_message,
+        )
+        room = request_room(
+            context.limits,
+            others=estimate.total - newest,
+            kept=kept,
+            floor=self.settings.resolve_budget(context.limits),
+        )
+        return room if newest > room else None
+
+    async def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
+        """Whether processing `messages` certainly reduces part of the current request, leaving a note that
+        names `read_artifact`: a tool return that alone is larger than the whole artifact budget, or a newest
+        request over its room in a history over the limit.
 
         Asked before the request's tools are prepared, so the tool comes with the request that first carries
-        the note. Only the current request is read, through the stage's memo (the stage reads it next anyway).
+        the note. Only the current request is read, through the stage's memo (the stage reads it next anyway);
+        a large one is counted in a thread.
         """
         if not messages:
             return False
-        settings = self.settings
-        budget = settings.resolve_budget(context.limits)
-        candidates = find_candidates(
-            messages,
-            count_tokens=context.counter.count_part,
-            exempt_tools=settings.exempt_tools,
-            start=len(messages) - 1,
-            memo=self._examined,
-            make_id=context.artifact_id,  # the memo keeps the id it made: the stage reads these next
-        )
-        return any(
-            c.artifact.chars > settings.large_artifact_chars and c.artifact.tokens > budget
+        budget = self.settings.resolve_budget(context.limits)
+        await context.count_newest(messages)
+        candidates = await self._candidates(messages, context, start=len(messages) - 1)
+        if any(
+            c.artifact.chars > self.settings.large_artifact_chars and c.artifact.tokens > budget
             for c in candidates
-        )
+        ):
+            return True
+        return self._newest_room(messages, context) is not None
 
     # ---- planning -------------------------------------------------------------------------------------
 
@@ -227,12 +281,14 @@ class ArtifactPlanner:
             strategy, rationale, allowance = _fitted_strategy(
                 decision, candidate, remaining, large_left, settings
             )
-            outcome = await self._apply_strategy(
-                candidate, strategy, decision, question, allowance, rationale, context
-            )
-            if outcome.text is not None and not await _spill(candidate, context):
-                outcome = _Outcome(
-                    None, 'include_full', outcome.rationale + '; kept inline: the store failed'
+            replaces = strategy is not ProcessingStrategy.INCLUDE_FULL or candidate.reduced_by is not None
+            if replaces and not await _spill(candidate, context):
+                # stored first: a reduction the store cannot back is not worked out (the request's own fit
+                # still cuts what it cannot carry)
+                outcome = _Outcome(None, 'include_full', rationale + '; kept inline: the store failed')
+            else:
+                outcome = await self._apply_strategy(
+                    candidate, strategy, decision, question, allowance, rationale, context
                 )
             outcomes[candidate.id] = outcome
             after = (
@@ -304,13 +360,15 @@ class ArtifactPlanner:
             query = decision.extraction_query or default_query
         else:
             return _Outcome(exclude_stub(candidate, settings.stub_preview_chars), 'exclude', rationale)
-        text = extract_text(
+        extract = functools.partial(
+            extract_text,
             candidate,
             query,
             allowance - _overhead(candidate, context),
             context.counter,
             chunk_chars=settings.chunk_chars,
         )
+        text = await context.off_loop(extract) if _large(candidate) else extract()
         return _Outcome(text, 'extract', rationale)
 
     async def _summary(
@@ -321,9 +379,10 @@ class ArtifactPlanner:
         model = context.summarizer_model
         if model is None:
             raise RuntimeError('no summarizer model: set SummarizerSettings.model')
+        content_id = functools.partial(_content_id, candidate.original)
         key = cache_key(
             'artifact-summary',
-            artifact_id(candidate.original.encode()),  # by content: the id is keyed per store and scope
+            await context.off_loop(content_id) if _large(candidate) else content_id(),
             focus or '',
             model_name_of(model) or type(model).__name__,
             str(max_tokens),
@@ -338,7 +397,8 @@ class ArtifactPlanner:
         input_cap = summarizer.input_cap(model_info(model).context_window, answer_tokens=max_tokens)
         if counter.count_text(text) > input_cap:
             chars = int(input_cap * len(text) / max(counter.count_text(text), 1))
-            text = extract_passages(text, focus, chars, chunk_chars=settings.chunk_chars).text
+            cut = functools.partial(extract_passages, text, focus, chars, chunk_chars=settings.chunk_chars)
+            text = (await context.off_loop(cut) if _large(candidate) else cut()).text
         summary = await summarize_text(
             text,
             focus=focus,
@@ -403,7 +463,10 @@ class ArtifactPlanner:
         self, messages: list[ModelMessage], context: HistoryContext, *, start: int, over_limit: bool
     ) -> list[ModelMessage]:
         """Convert or fit attached files; under the hard limit, those the model takes as they are stay."""
-        attachments = find_attachments(messages, start=start)
+        # decoding data URLs and naming files (pydantic-ai hashes a file's bytes for its identifier) leave
+        # the event loop when the files are large
+        find = functools.partial(find_attachments, messages, start=start)
+        attachments = await context.off_loop(find) if large_content(messages[start:]) else find()
         if not over_limit and attachments:
             profile = file_input_profile(context.model)
             attachments = [a for a in attachments if not self._passes_as_is(a, profile)]
@@ -411,7 +474,8 @@ class ArtifactPlanner:
             return messages
         replaced: dict[tuple[int, int, int | None], list[Any]] = {}
         for attachment in attachments:
-            items = await self._attachment_items(attachment, context)
+            part = messages[attachment.message_index].parts[attachment.part_index]
+            items = await self._attachment_items(attachment, part, context)
             if items is not None:
                 replaced[(attachment.message_index, attachment.part_index, attachment.item_index)] = items
         if not replaced:
@@ -449,47 +513,38 @@ class ArtifactPlanner:
             return False
         return not attachment.media_type.startswith('image/') or unidentified_image(attachment.data)
 
-    async def _attachment_items(self, attachment: Attachment, context: HistoryContext) -> list[Any] | None:
-        """What replaces one attached file, or None to keep it (already fits, or the store failed)."""
-        converted, hit = await self._read(attachment, context)
-        a_id = context.artifact_id(attachment.data)
-        label = attachment.name or attachment.media_type
-        if isinstance(converted, ConvertedDocument):
-            items: list[Any] = [
-                seal(
-                    'artifact',
-                    f'{ARTIFACT_MARKER} {a_id} | attached file {converted.manifest}]\n{converted.text}',
-                )
-            ]
-            strategy, after_text = 'convert', items[0]
-        elif isinstance(converted, (FittedImage, FittedAudio)):
-            changed = (
-                converted.changes
-                if isinstance(converted, FittedImage)
-                else (('truncated',) if converted.truncated else ())
-            )
-            if not changed:
-                return None
-            stored = f'original ({attachment.media_type}) stored'
-            note = seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}; {stored}]')
-            items = [BinaryContent(data=converted.data, media_type=converted.media_type), note]
-            strategy, after_text = 'fit', note
-        else:
-            items = [seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}]')]
-            strategy, after_text = 'convert', items[0]
-        try:
-            if context.store is None:
-                raise RuntimeError('no artifact store')
-            await context.store.put(
-                a_id, attachment.data, media_type=attachment.media_type, source=label, scope=context.scope
-            )
-        except Exception as exc:
-            context.warn(
-                'artifact_store_failed', f'could not store attachment {a_id[:16]} ({exc}); kept it as it was'
-            )
+    async def _attachment_items(
+        self, attachment: Attachment, part: Any, context: HistoryContext
+    ) -> list[Any] | None:
+        """What replaces one attached file (`part` holds it), or None to keep it: it already fits, or it could
+        not be stored and the serving model takes it as it is.
+
+        A file no model takes as it is (over the file limits, a format it cannot read) is replaced even when
+        the store refuses it: sent, it would be rejected. `ContentLost` then says so at error level.
+        """
+        large = is_large(attachment.data)  # hashing, converting and counting 200 MB leave the event loop
+        ids = functools.partial(_attachment_ids, context, attachment.data)
+        plain_id, a_id = await context.off_loop(ids) if large else ids()
+        converted, hit = await self._read(attachment, plain_id, context)
+        if _unchanged(converted):
             return None
+        label = attachment.name or attachment.media_type
+        stored = await _store_attachment(attachment, a_id, label, context)
+        if not stored and self._passes_as_is(attachment, file_input_profile(context.model)):
+            return None  # the warning said so: the model reads the file as it is
+        items, strategy, after_text = _attachment_note(converted, attachment, a_id, stored)
+        if not stored:
+            context.lost(
+                self.name,
+                'attachment_not_sendable',
+                f'{label} ({attachment.media_type}, {len(attachment.data):,} bytes) could not be stored '
+                f'and no model takes it as it is; a note replaced it ({converted.manifest})',
+                [make_request([part])],
+                what='an attached file replaced by a note',
+            )
         counter = context.counter
-        before = counter.count_part(_user_like(attachment))
+        count = functools.partial(counter.count_part, _user_like(attachment))
+        before = await context.off_loop(count) if large else count()
         after = counter.count_text(after_text) + (
             counter.count_part(_user_like_item(items[0])) if strategy == 'fit' else 0
         )
@@ -508,10 +563,12 @@ class ArtifactPlanner:
         logger.info('artifacts: attachment %s (%s) %s: %s', a_id[:16], label, strategy, converted.manifest)
         return items
 
-    async def _read(self, attachment: Attachment, context: HistoryContext) -> tuple[FileResult, bool]:
+    async def _read(
+        self, attachment: Attachment, plain_id: str, context: HistoryContext
+    ) -> tuple[FileResult, bool]:
         settings = self.settings.file_settings
         is_document = not attachment.media_type.startswith(('image/', 'audio/'))
-        key = cache_key('artifact-convert', attachment.id, settings.fingerprint())
+        key = cache_key('artifact-convert', plain_id, settings.fingerprint())
         if is_document and context.cache is not None:
             cached = await context.cache.get(key)
             if cached is not None:
@@ -532,6 +589,54 @@ class ArtifactPlanner:
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
+
+
+def _attachment_ids(context: HistoryContext, data: bytes) -> tuple[str, str]:
+    """A file's plain content hash (for cache keys) and its id in the run's scope (for the store)."""
+    return artifact_id(data), context.artifact_id(data)
+
+
+def _unchanged(converted: FileResult) -> bool:
+    """An image or audio clip the converter left as it was: nothing replaces it."""
+    if isinstance(converted, FittedImage):
+        return not converted.changes
+    if isinstance(converted, FittedAudio):
+        return not converted.truncated
+    return False
+
+
+async def _store_attachment(attachment: Attachment, a_id: str, label: str, context: HistoryContext) -> bool:
+    """Store the file's original bytes; False (with a warning) when there is no store or it fails."""
+    try:
+        if context.store is None:
+            raise RuntimeError('no artifact store')
+        await context.store.put(
+            a_id, attachment.data, media_type=attachment.media_type, source=label, scope=context.scope
+        )
+    except Exception as exc:
+        context.warn('artifact_store_failed', f'could not store attachment {a_id[:16]} ({exc})')
+        return False
+    return True
+
+
+def _attachment_note(
+    converted: FileResult, attachment: Attachment, a_id: str, stored: bool
+) -> tuple[list[Any], str, str]:
+    """What stands for a file: its markdown (a document), its fitted form and a note (an image or clip), or a
+    note alone (unreadable); the strategy's name and the note's text."""
+    lost = '' if stored else '; the original could not be stored and is not in this conversation'
+    if isinstance(converted, ConvertedDocument):
+        text = seal(
+            'artifact',
+            f'{ARTIFACT_MARKER} {a_id} | attached file {converted.manifest}{lost}]\n{converted.text}',
+        )
+        return [text], 'convert', text
+    if isinstance(converted, (FittedImage, FittedAudio)):
+        original = f'original ({attachment.media_type}) stored' if stored else lost.removeprefix('; ')
+        note = seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}; {original}]')
+        return [BinaryContent(data=converted.data, media_type=converted.media_type), note], 'fit', note
+    note = seal('artifact', f'{ARTIFACT_MARKER} {a_id} | {converted.manifest}{lost}]')
+    return [note], 'convert', note
 
 
 def _user_like(attachment: Attachment) -> Any:
@@ -565,6 +670,17 @@ def _fixed_artifact_tokens(
     return total
 
 
+def _content_id(text: str) -> str:
+    """The plain hash of a text, for cache keys by content (the artifact's own id is keyed per store and
+    scope)."""
+    return artifact_id(utf8(text))
+
+
+def _large(candidate: Candidate) -> bool:
+    """Whether working on the candidate's text belongs off the event loop."""
+    return max(len(candidate.text), len(candidate.original)) > OFF_LOOP_CHARS
+
+
 def _overhead(candidate: Candidate, context: HistoryContext) -> int:
     """Tokens a tool return costs beyond its text (framing, the tool name)."""
     counter = context.counter
@@ -593,10 +709,11 @@ async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
     if store is None:
         context.warn('artifact_store_missing', f'no artifact store: {candidate.id[:16]} kept inline')
         return False
+    data = await context.off_loop(utf8, candidate.original) if _large(candidate) else utf8(candidate.original)
     try:
         await store.put(
             candidate.id,
-            candidate.original.encode(),
+            data,
             media_type=candidate.media_type,
             source=candidate.artifact.source,
             metadata={

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..._context import StageOperations
 from ..._marks import READ_ARTIFACT_TOOL
-from ...retrieval import extract_passages
 from ...tokens import TokenCounter
+from .._request_fit import passages_within
 from ._extract import ARTIFACT_MARKER, Candidate
 
 __all__ = ('exclude_stub', 'extract_text', 'reduced_text', 'summarize_text', 'summary_text')
@@ -51,20 +50,7 @@ def extract_text(
         )
         + f' | {_read_hint(candidate)}]\n'
     )
-    correction = counter.tokenizer_profile.correction
-    text = candidate.text
-    chars_per_token = len(text) / max(counter.count_text(text), 1)
-    room = max_tokens / correction - counter.count_text(head) - 4
-    target = max(int(room * chars_per_token), 200)
-    body = head
-    for _ in range(5):
-        extract = extract_passages(text, query, target, chunk_chars=min(chunk_chars, max(target // 3, 300)))
-        body = head + extract.text
-        cost = math.ceil(counter.count_text(body) * correction)
-        if cost <= max_tokens or target <= 200:
-            break
-        target = max(int(target * max_tokens / cost * 0.9), 200)
-    return body
+    return passages_within(candidate.text, head, query, max_tokens, counter, chunk_chars=chunk_chars)
 
 
 def summary_text(candidate: Candidate, summary: str, focus: str | None) -> str:

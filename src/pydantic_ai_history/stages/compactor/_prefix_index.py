@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._compat import BinaryContent, ModelMessage, is_media, json_text, media_type_of
+from ..._utf8 import utf8
 from ...cache import SummaryCache, cache_key
 
 __all__ = ('Origin', 'PrefixIndex', 'PrefixRecord')
@@ -159,14 +160,14 @@ _ITEM_LABEL = b'\x01item\x02'
 
 def _feed(pieces: list[bytes], value: Any) -> None:
     if isinstance(value, str):
-        pieces.append(value.encode('utf-8', errors='surrogatepass'))
+        pieces.append(utf8(value))
     elif isinstance(value, bytes):
         pieces.append(value)
     elif isinstance(value, BinaryContent):
         pieces.append(value.media_type.encode() + b'\x03' + value.data)
     elif is_media(value):  # a file URL: serialising it may ask for a media type it cannot guess
         pieces.append(
-            f'{type(value).__name__}\x03{getattr(value, "url", "")}\x03{media_type_of(value)}'.encode()
+            utf8(f'{type(value).__name__}\x03{getattr(value, "url", "")}\x03{media_type_of(value)}')
         )
     elif isinstance(value, (list, tuple)):
         for item in value:
@@ -174,4 +175,4 @@ def _feed(pieces: list[bytes], value: Any) -> None:
                 pieces.append(_ITEM_LABEL)
                 _feed(pieces, item)
     else:
-        pieces.append(json_text(value).encode())
+        pieces.append(utf8(json_text(value)))

@@ -54,44 +54,46 @@ _NOTE_COUNT = re.compile(re.escape(OPENINGS['window']) + r' (\d+) earlier messag
 def dropped_count(message: ModelMessage) -> int | None:
     """How many messages a window note of ours stands for; None for any other message.
 
-    Read from the note's metadata, or from its own sealed text where messages have none (1.0): only the part
-    that is the note (by identity) is read, never the system prompts it carries or anybody else's text.
+    Read from the note's metadata, or from its own sealed text where messages have none (1.0, or notes
+    pydantic-ai merged into one request and `separate_own_parts` split back out): only the parts that are
+    notes (by identity) are read, never the system prompts they carry or anybody else's text.
     """
     found = _note_detail(message, 'dropped_messages')
     if found is None:
         return None
-    detail, text = found
+    detail, texts = found
     if isinstance(detail, int):
         return detail
-    match = _NOTE_COUNT.match(text)
-    return int(match.group(1)) if match else 0
+    return sum(int(match.group(1)) if (match := _NOTE_COUNT.match(text)) else 0 for text in texts)
 
 
 def note_transcript(message: ModelMessage) -> str | None:
-    """The id of the stored transcript a window note of ours names; None for any other message (or none).
+    """The id of the stored transcript a window note of ours names (the newest, when several notes were
+    merged into one request); None for any other message (or none).
 
     Read, like `dropped_count`, from the note's metadata or from its own sealed text.
     """
     found = _note_detail(message, 'transcript')
     if found is None:
         return None
-    detail, text = found
+    detail, texts = found
     if isinstance(detail, str):
         return detail
-    named = named_transcripts(text)
-    return named[0] if named else None
+    named = [name for text in texts for name in named_transcripts(text)]
+    return named[-1] if named else None
 
 
-def _note_detail(message: ModelMessage, key: str) -> tuple[object, str] | None:
+def _note_detail(message: ModelMessage, key: str) -> tuple[object, list[str]] | None:
     """None for anything but a window note of ours; else its metadata value for `key` (None when it has
-    none) and, only when that is missing, the note's own text without its seal."""
+    none) and, only when that is missing, the texts of its note parts without their seals."""
     if marker_kind(message) != 'window':
         return None
     detail = own_metadata(message_metadata(message)).get(key)
     if detail is not None:
-        return detail, ''
-    for part, kind in zip(message.parts, part_kinds(message), strict=True):
-        content = getattr(part, 'content', None)
-        if kind == 'window' and isinstance(content, str):
-            return None, strip_seal(content)
-    return None, ''
+        return detail, []
+    texts = [
+        strip_seal(content)
+        for part, kind in zip(message.parts, part_kinds(message), strict=True)
+        if kind == 'window' and isinstance(content := getattr(part, 'content', None), str)
+    ]
+    return None, texts

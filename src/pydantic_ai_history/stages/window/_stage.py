@@ -11,10 +11,13 @@ from dataclasses import dataclass
 
 from ..._compat import ModelMessage
 from ..._context import HistoryContext
-from ..._marks import SEAL_TOKENS, marker_kind
+from ..._marks import SEAL_TOKENS, marker_kind, separate_own_parts
+from ..._room import kept_tokens, window_room
 from ...events import WindowApplied
+from ...tokens import TokenEstimate
 from ...units import Unit, split_units
 from .._loads import reload_reserve
+from .._request_fit import fit_request, latest_question
 from .._spill import store_transcript
 from ._draft import Draft, Layout, plain_if_it_fits
 from ._select import WindowSelection, mandatory_cost, select_window
@@ -46,6 +49,17 @@ class SlidingWindow:
         estimate = context.estimate(messages)
         if estimate.total <= budget:
             return messages  # the idle path: no unit split, no copy
+        given = messages
+        # pydantic-ai merges our earlier note into the user turn beside it when a run starts on a saved
+        # history: split back out, it is a unit of ours again, folded into the new note (one note at most)
+        messages = separate_own_parts(messages)
+        if messages is not given:
+            estimate = context.estimate(messages)
+        messages = await _fit_newest(messages, estimate, context)
+        if messages[-1] is not given[-1]:
+            estimate = context.estimate(messages)
+            if estimate.total <= budget:
+                return messages
         units = split_units(messages)
         layout = Layout(
             messages=messages, units=units, overhead=estimate.total - estimate.tokenizer, context=context
@@ -59,7 +73,7 @@ class SlidingWindow:
             self._warn_over_budget(
                 context, estimate.total, budget, mandatory, messages, estimate.per_message, units
             )
-            return messages
+            return messages if messages[-1] is not given[-1] else given
         draft = await _give_a_home(layout, draft)
         _report(context, len(messages), estimate.total, budget, draft)
         if draft.after > budget:
@@ -197,3 +211,22 @@ async def _give_a_home(layout: Layout, draft: Draft) -> Draft:
         why = 'the store failed' if context.store is not None else 'there is no store'
         context.lost('window', 'window_dropped', f'{why}; the window note tells the model', lost)
     return draft
+
+
+async def _fit_newest(
+    messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
+) -> list[ModelMessage]:
+    """`messages` with the newest request cut to what is left of the budget when even dropping every
+    message the window may drop would not make room for it (its structure kept: every call keeps its return).
+    The window never drops that request: without this it would go out over the budget."""
+    newest = estimate.per_message[-1]
+    kept = kept_tokens(
+        messages,
+        estimate.per_message,
+        estimate.overhead,
+        keep_first_user_message=context.keep_first_user_message,
+    )
+    room = window_room(context.limits, kept=kept)
+    if newest <= room:
+        return messages
+    return await fit_request(messages, room, context, query=latest_question(messages), stage='window')

@@ -1,0 +1,69 @@
+"""What a read-back answer holds: its first line for the model, its metadata for the stages.
+
+`read_artifact` bounds each answer by the room of the request that carries it, but it cannot always know that
+room (under durable execution the tool runs in an activity that is not given the history), and parallel
+reads may return more than planned. So each answer records which page of which artifact it is, in the tool
+return's metadata (never sent to the model): the stage that fits the newest request into its room can then
+cut a page shorter and say where the next one starts, instead of storing a copy of what is already stored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._compat import part_metadata
+from ._marks import MARKER_KEY
+
+__all__ = ('PAGE_KEY', 'Page')
+
+PAGE_KEY = 'readback'
+"""The key, in our metadata dict on a tool return, of the page a read-back returned."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Page:
+    """One read-back answer: characters `start` to `end` of the `total` of an artifact, or (with `query`)
+    the passages most relevant to a question."""
+
+    artifact_id: str
+    start: int = 0
+    end: int = 0
+    total: int = 0
+    query: str | None = None
+
+    def text(self, body: str, *, room: int | None = None) -> str:
+        """The answer: a positional page opens with the line that says where it ends and what comes next."""
+        if self.query is not None:
+            return body
+        more = f' Call again with offset={self.end} for more.' if self.end < self.total else ''
+        cut = f' This request had room for {room:,} tokens.' if room is not None else ''
+        span = f'characters {self.start:,}-{self.end:,} of {self.total:,}'
+        return f'[{self.artifact_id}: {span}.{more}{cut}]\n{body}'
+
+    def shorter(self, body: str, chars: int) -> tuple[Page, str]:
+        """This page cut to its first `chars` characters of `body` (what follows its first line)."""
+        if self.query is not None:
+            return self, f'{body[:chars]}\n[... cut to fit this request: a narrower question finds the rest]'
+        return dataclasses.replace(self, end=self.start + min(chars, len(body))), body[:chars]
+
+    def metadata(self) -> dict[str, Any]:
+        return {MARKER_KEY: {PAGE_KEY: dataclasses.asdict(self)}}
+
+    @classmethod
+    def of(cls, part: object) -> Page | None:
+        """The page a tool return carries (recorded by the read-back tool), else None."""
+        ours = part_metadata(part).get(MARKER_KEY)
+        found = ours.get(PAGE_KEY) if isinstance(ours, Mapping) else None
+        if not isinstance(found, Mapping):
+            return None
+        try:
+            return cls(**{f.name: found[f.name] for f in dataclasses.fields(cls) if f.name in found})
+        except TypeError:
+            return None
+
+    def body(self, text: str) -> str:
+        """The page's content without its first line."""
+        return text if self.query is not None else text.partition('\n')[2]

@@ -1,0 +1,45 @@
+"""Text to bytes for every id, hash and store, whatever the text holds.
+
+A Python `str` may hold lone surrogates that no valid UTF-8 can carry: `'Jos\\udce9'` is what
+`surrogateescape` decoding and `os.fsdecode` make of a file name in Latin-1, and a tool may return it as it
+is. `str.encode()` raises on them, so every place where text becomes bytes (artifact ids, cache keys, the
+stores, the transcripts) goes through `utf8`, which writes them as their 3-byte `surrogatepass` form:
+one-to-one (two different texts never give the same bytes, so ids and keys stay distinct) and, for valid
+text, byte-identical to `str.encode()`. `from_utf8` reads such bytes back exactly.
+"""
+
+from __future__ import annotations
+
+import io
+
+__all__ = ('from_utf8', 'utf8')
+
+
+_PIECE = 4 * 1024 * 1024
+"""Texts longer than this are encoded a piece at a time: one `encode` of 200 MB holds the GIL for a quarter
+of a second, stalling the event loop even from a worker thread."""
+_ASCII_AT_ONCE = 48 * 1024 * 1024
+"""ASCII text up to this size is copied in one call (about 1 ms per MB): pieces would need a growing buffer,
+twice the memory for a moment."""
+
+
+def utf8(text: str) -> bytes:
+    """`text` as UTF-8; lone surrogates in their `surrogatepass` form instead of an `UnicodeEncodeError`."""
+    if len(text) > _PIECE and not (len(text) <= _ASCII_AT_ONCE and text.isascii()):
+        out = io.BytesIO()
+        for start in range(0, len(text), _PIECE):
+            out.write(_encode(text[start : start + _PIECE]))  # a surrogate pair is never split: str holds
+        return out.getvalue()  # code points, and a pair written as two is two lone surrogates already
+    return _encode(text)
+
+
+def _encode(text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text.encode('utf-8', 'surrogatepass')
+
+
+def from_utf8(data: bytes) -> str:
+    """The text `utf8` encoded, exactly (lone surrogates included)."""
+    return data.decode('utf-8', 'surrogatepass')

@@ -1,0 +1,634 @@
+"""Fitting the newest request into its room: what it carries is reduced, never its structure.
+
+The newest request answers the model's last response: the tool returns of every call (read-backs among them),
+or the user's message. When it alone is more than its room (`_room.request_room`), the largest pieces are
+reduced first, whatever their size, down to one level they all share ("water filling": parallel returns split
+what is left evenly, and those under the level stay whole). A reduced piece is stored first, then replaced by
+its passages most relevant to the question, headed by the id that reads it back. When the level is below
+what a note of its own costs (thousands of tiny parallel returns), the tool returns are stored together, one
+artifact and one note, and each keeps a pointer into it (`[#k]`): every call still has its return.
+
+The artifact stage plans the newest request this way when the history does not fit; the window, the last line
+of defence, does the same when even the newest request with what it never drops is over the budget. Only the
+newest request changes: no provider has cached it yet. A piece the store refuses is reduced all the same
+(the request must fit), and `ContentLost` says, at error level, what of it is gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._compat import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+    is_media,
+    json_text,
+    make_request,
+    part_metadata,
+    with_part_metadata,
+)
+from .._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
+from .._marks import READ_ARTIFACT_TOOL, marker_kind, part_kinds, seal, sealed_kind
+from .._offload import OFF_LOOP_CHARS, large_content
+from .._pages import Page
+from .._utf8 import utf8
+from ..events import ArtifactProcessed
+from ..retrieval import rank_passages
+from ..tokens import TokenCounter
+
+__all__ = (
+    'FitPlan',
+    'Reducible',
+    'call_hints',
+    'fit_request',
+    'is_processed',
+    'latest_question',
+    'plan_fit',
+    'reducible_items',
+    'tool_return_text',
+    'water_level',
+)
+
+STUB_TOKENS = 120
+"""Below this level a piece is not worth a note of its own (the note and its id cost about this much)."""
+POINTER_TOKENS = 6
+"""What a grouped tool return keeps: `[#123]` and its framing share."""
+_PASSES = 3
+"""Reductions are measured after they are made; a request still over its room is reduced again this often."""
+_PAGE_HEADER_TOKENS = 48
+"""What a read-back page's first line costs."""
+
+
+def is_processed(part: Any) -> bool:
+    """Whether a stage already replaced the part (recorded in its metadata, never read from its text)."""
+    ours = part_metadata(part).get(MARKER_KEY)
+    return isinstance(ours, dict) and 'artifact_id' in ours
+
+
+def tool_return_text(part: ToolReturnPart) -> tuple[str, str, tuple[Any, ...]]:
+    """The text the model sees for a tool return (JSON for structured content), its media type, its files."""
+    content = part.content
+    if isinstance(content, str):
+        return content, 'text/plain', ()
+    if isinstance(content, (list, tuple)) and any(is_media(i) for i in content):
+        files = tuple(i for i in content if is_media(i))
+        rest = [i for i in content if not is_media(i) and type(i).__name__ != 'CachePoint']
+        if all(isinstance(i, str) for i in rest):
+            return '\n'.join(rest), 'text/plain', files
+        return json_text(rest), 'application/json', files
+    try:
+        text = part.model_response_str()
+    except Exception:
+        text = json_text(content)
+    return text, 'application/json', ()
+
+
+def call_hints(messages: Sequence[ModelMessage]) -> dict[str, str]:
+    """Tool call id -> the string values of its arguments (a search query is a good extraction hint)."""
+    hints: dict[str, str] = {}
+    for message in messages:
+        if not isinstance(message, ModelResponse):
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                try:
+                    args = part.args_as_dict()
+                except Exception:
+                    continue
+                hints[part.tool_call_id] = ' '.join(
+                    str(v) for v in args.values() if isinstance(v, (str, int, float))
+                )
+    return hints
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reducible:
+    """One piece of the newest request whose content may be shortened: a tool return, or a text of the
+    user's message."""
+
+    part_index: int
+    item_index: int | None
+    """The text's index in a user message's content list; None when the part's content is the text."""
+    text: str
+    """What the model sees of it."""
+    tokens: int
+    """What the text costs (corrected)."""
+    tool_name: str | None
+    """The tool that returned it; None for the user's message."""
+    tool_call_id: str | None
+    media_type: str
+    files: tuple[Any, ...] = ()
+    """Files a tool returned beside its text: kept after the reduced text."""
+    hint: str = ''
+    """The string arguments of the call it answers: added to the question passages are chosen by."""
+    page: Page | None = None
+    """The read-back page it is (its original is stored already: it is cut shorter, not stored again)."""
+
+    @property
+    def source(self) -> str:
+        return f'tool {self.tool_name!r}' if self.tool_name is not None else "the user's message"
+
+
+def reducible_items(
+    request: ModelRequest, counter: TokenCounter, hints: dict[str, str] | None = None
+) -> list[Reducible]:
+    """The pieces of `request` a fit may shorten: unprocessed tool returns with text, and the user's texts
+    (not the notes of ours among them). `hints`: `call_hints` of the response the request answers."""
+    correction = counter.tokenizer_profile.correction
+    items: list[Reducible] = []
+
+    def add(part_index: int, item_index: int | None, text: str, **fields: Any) -> None:
+        tokens = math.ceil(counter.count_text(text) * correction)
+        items.append(
+            Reducible(part_index=part_index, item_index=item_index, text=text, tokens=tokens, **fields)
+        )
+
+    for p_index, part in enumerate(request.parts):
+        if isinstance(part, ToolReturnPart) and not is_processed(part):
+            text, media_type, files = tool_return_text(part)
+            if text:
+                add(
+                    p_index,
+                    None,
+                    text,
+                    tool_name=part.tool_name,
+                    tool_call_id=part.tool_call_id,
+                    media_type=media_type,
+                    files=files,
+                    hint=(hints or {}).get(part.tool_call_id, ''),
+                    page=Page.of(part),
+                )
+        elif isinstance(part, UserPromptPart):
+            content = part.content
+            texts: list[tuple[int | None, object]] = (
+                [(None, content)] if isinstance(content, str) else list(enumerate(content))
+            )
+            for i_index, value in texts:
+                if isinstance(value, str) and value and sealed_kind(value) is None:
+                    add(p_index, i_index, value, tool_name=None, tool_call_id=None, media_type='text/plain')
+    return items
+
+
+_QUESTION_CHARS = 4_000
+"""A longer user message stands for its question by its beginning and its end (it is a pasted document)."""
+
+
+def latest_question(messages: Sequence[ModelMessage]) -> str:
+    """The text of the latest user prompt (what the current request is answering), at most `_QUESTION_CHARS`
+    of it: its beginning and its end when it is longer."""
+    for message in reversed(messages):
+        if not isinstance(message, ModelRequest) or marker_kind(message) is not None:
+            continue
+        for part, kind in zip(reversed(message.parts), reversed(part_kinds(message)), strict=True):
+            if isinstance(part, UserPromptPart) and kind is None:
+                content = part.content
+                texts = (
+                    [content]
+                    if isinstance(content, str)
+                    else [c for c in content if isinstance(c, str) and sealed_kind(c) is None]
+                )
+                if texts:
+                    return _bounded('\n'.join(texts) if len(texts) > 1 else texts[0])
+    return ''
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= _QUESTION_CHARS:
+        return text
+    half = _QUESTION_CHARS // 2
+    return f'{text[:half]}\n{text[-half:]}'
+
+
+# ---- the plan: pure ---------------------------------------------------------------------------------------
+
+
+def water_level(sizes: Sequence[int], room: int) -> int:
+    """The largest `level` with `sum(min(size, level)) <= room`: pieces over it are cut to it, the others stay
+    whole (the largest of `sizes` when they all fit; 0 when `room` holds nothing)."""
+    if room <= 0 or not sizes:
+        return 0
+    ordered = sorted(sizes)
+    remaining = room
+    for index, size in enumerate(ordered):
+        share = remaining // (len(ordered) - index)
+        if size > share:
+            return share
+        remaining -= size
+    return ordered[-1]
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """Which pieces to reduce, and to how many tokens each."""
+
+    caps: dict[int, int]
+    """Piece index -> the tokens its replacement may use, for each piece reduced on its own."""
+    group: tuple[int, ...] = ()
+    """Pieces (tool returns) stored together behind one note; the first carries the note."""
+    group_tokens: int = 0
+    """The tokens the group's note may use."""
+
+    @property
+    def empty(self) -> bool:
+        return not self.caps and not self.group
+
+
+def plan_fit(items: Sequence[Reducible], room: int) -> FitPlan:
+    """The reductions that bring `items` within `room` tokens: the largest first, to one shared level; when
+    that level leaves no room for a note per piece, the tool returns are grouped behind one note."""
+    sizes = [item.tokens for item in items]
+    if sum(sizes) <= room:
+        return FitPlan({})
+    level = water_level(sizes, room)
+    if level >= STUB_TOKENS:
+        return FitPlan({i: level for i, size in enumerate(sizes) if size > level})
+    group = tuple(
+        i for i, item in enumerate(items) if item.tool_name is not None and item.tokens > POINTER_TOKENS
+    )
+    if len(group) < 2:
+        return FitPlan({i: STUB_TOKENS for i, size in enumerate(sizes) if size > STUB_TOKENS})
+    grouped = set(group)
+    rest = [i for i in range(len(items)) if i not in grouped]
+    left = room - POINTER_TOKENS * len(group)
+    # the group's note shares what is left with the pieces that are not grouped (the user's texts)
+    level = max(water_level([*(sizes[i] for i in rest), sum(sizes[i] for i in group)], left), STUB_TOKENS)
+    caps = {i: level for i in rest if sizes[i] > level}
+    return FitPlan(caps, group, min(level, sum(sizes[i] for i in group)))
+
+
+# ---- texts -------------------------------------------------------------------------------------------------
+
+
+def _read_hint(artifact_id: str) -> str:
+    return f"{READ_ARTIFACT_TOOL}(artifact_id='{artifact_id}', offset=0, query=...) reads the rest"
+
+
+def _lost_note(stored: bool) -> str:
+    return '' if stored else ' | the original could not be stored: what is not shown here is lost'
+
+
+def passages_within(
+    text: str, head: str, query: str, max_tokens: int, counter: TokenCounter, *, chunk_chars: int = 2_000
+) -> str:
+    """`head` and the passages of `text` most relevant to `query` (its opening ones when nothing matches),
+    within `max_tokens` (corrected)."""
+    correction = counter.tokenizer_profile.correction
+    chars_per_token = len(text) / max(counter.count_text(text), 1)
+    room = max_tokens / correction - counter.count_text(head) - 4
+    target = max(int(room * chars_per_token), 200)
+    body = head
+    ranking = rank_passages(text, query, chunk_chars=min(chunk_chars, max(target // 3, 300)))
+    for _ in range(5):
+        body = head + ranking.select(target).text
+        cost = math.ceil(counter.count_text(body) * correction)
+        if cost <= max_tokens or target <= 200:
+            break
+        target = max(int(target * max_tokens / cost * 0.9), 200)
+    return body
+
+
+_PROMPT_HEAD_SHARE = 0.25
+"""The share of a reduced user message given to its beginning; its passages most relevant to its question
+(its last lines) get the rest."""
+
+
+def reduced_text(
+    item: Reducible, artifact_id: str, max_tokens: int, query: str, counter: TokenCounter, stored: bool
+) -> str:
+    """What stands for `item` within `max_tokens`: a header naming the stored original, then its passages
+    most relevant to `query`. A user's message shows its beginning first, then the passages most relevant to
+    its question: its own last lines."""
+    if item.tool_name is None:
+        query = _last_lines(item.text)
+        showing = 'showing its beginning, then its passages most relevant to its last paragraph'
+    else:
+        shown = ' '.join(query.split())[:200]
+        showing = f'showing the passages most relevant to {shown!r}' if shown else 'showing its beginning'
+    head = (
+        f'{ARTIFACT_MARKER} {artifact_id} | {item.source}, {len(item.text):,} characters, '
+        f'~{item.tokens:,} tokens, more than this request has room for | {showing} | '
+        f'{_read_hint(artifact_id)}{_lost_note(stored)}]\n'
+    )
+    if item.tool_name is None:
+        head += _beginning(item.text, int(max_tokens * _PROMPT_HEAD_SHARE), counter)
+    return passages_within(item.text, head, query, max_tokens, counter)
+
+
+def _last_lines(text: str, max_chars: int = 500) -> str:
+    """The question a long message asks: its last paragraph (a pasted document usually comes first)."""
+    tail = text.rstrip()[-max_chars:]
+    for separator in ('\n\n', '\n'):
+        if separator in tail:
+            return tail.rsplit(separator, 1)[1]
+    return tail
+
+
+def _beginning(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The first lines of `text` within about `max_tokens`, with where they end."""
+    chars = int(max_tokens * len(text) / max(counter.count_text(text), 1))
+    cut = text.rfind('\n', chars // 2, chars)
+    shown = text[: cut if cut > 0 else chars]
+    return f'[its beginning, characters 0-{len(shown):,} of {len(text):,}]\n{shown}\n'
+
+
+def group_data(items: Sequence[Reducible]) -> bytes:
+    """What a group stores: one JSON line per tool return, in order (`#`, tool, call id, content)."""
+    lines = (
+        json.dumps(
+            {'#': n, 'tool': i.tool_name, 'tool_call_id': i.tool_call_id, 'content': i.text},
+            ensure_ascii=False,
+        )
+        for n, i in enumerate(items, 1)
+    )
+    return utf8('\n'.join(lines))
+
+
+def group_note(
+    items: Sequence[Reducible],
+    data: bytes,
+    artifact_id: str,
+    max_tokens: int,
+    query: str,
+    counter: TokenCounter,
+    stored: bool,
+) -> str:
+    """The note the first grouped return carries: what the group holds, how to read it, and a preview."""
+    chars = sum(len(i.text) for i in items)
+    tokens = sum(i.tokens for i in items)
+    head = (
+        f'[#1] {ARTIFACT_MARKER} {artifact_id} | the {len(items):,} tool returns of this request marked '
+        f'[#1] to [#{len(items)}] ({chars:,} characters, ~{tokens:,} tokens) are more than it has room for: '
+        f'they are stored together, one JSON line each ("#", "tool", "tool_call_id", "content") | '
+        f"{READ_ARTIFACT_TOOL}(artifact_id='{artifact_id}', query=...) finds any of them, offset=... pages "
+        f'through{_lost_note(stored)}]\n'
+    )
+    return passages_within(data.decode('utf-8', 'replace'), head, query, max_tokens, counter)
+
+
+# ---- applying ----------------------------------------------------------------------------------------------
+
+_Place = tuple[int, 'int | None']
+"""Where a reduced text goes: the part's index, and the item's index in a user message's content list."""
+_Replacement = tuple[str, dict[str, Any], tuple[Any, ...]]
+"""The text replacing a piece, the marker recorded in a tool return's metadata, the files kept after it."""
+
+
+async def fit_request(
+    messages: list[ModelMessage], room: int, context: HistoryContext, *, query: str, stage: str
+) -> list[ModelMessage]:
+    """`messages` with the newest request reduced to at most `room` tokens where its content allows (its
+    structure stays: every call keeps its return); `messages` itself when it fits or nothing can be cut."""
+    request = messages[-1]
+    if not isinstance(request, ModelRequest):
+        return messages
+    counter = context.counter
+    hints = call_hints(messages[-2:-1])
+    if large_content([request]):
+        items = await context.off_loop(reducible_items, request, counter, hints)
+    else:
+        items = reducible_items(request, counter, hints)
+    before = counter.count_message(request)
+    target = room - (before - sum(item.tokens for item in items))
+    fit = _Fit(items, context, query=query, stage=stage)
+    plan = FitPlan({})
+    current = request
+    for _ in range(_PASSES):
+        plan = plan_fit(items, target)
+        if plan.empty:
+            return messages
+        current = _replaced(request, await fit.replacements(plan))
+        after = counter.count_message(current)
+        if after <= room:
+            break
+        target -= after - room  # the texts came out larger than planned: plan for less
+    fit.report(plan, reason=f'the newest request is {before:,} tokens, over its room of {room:,} ({stage})')
+    return [*messages[:-1], current]
+
+
+class _Fit:
+    """The reductions of one request's pieces: each original stored once, its text rendered per plan."""
+
+    def __init__(
+        self, items: Sequence[Reducible], context: HistoryContext, *, query: str, stage: str
+    ) -> None:
+        self.items = items
+        self.context = context
+        self.query = query
+        self.stage = stage
+        self.stored: dict[int, tuple[str, bool]] = {}
+        """Piece index -> its artifact id and whether the store kept it."""
+        self.group: tuple[bytes, str, bool] | None = None
+        """The grouped pieces' data, artifact id, and whether the store kept it."""
+        self.texts: dict[int, str] = {}
+        """Piece index -> its text in the latest plan (the group's note under the first grouped piece)."""
+
+    async def replacements(self, plan: FitPlan) -> dict[_Place, _Replacement]:
+        out: dict[_Place, _Replacement] = {}
+        self.texts = {}
+        for index, cap in plan.caps.items():
+            item = self.items[index]
+            text, artifact_id, strategy = await self._piece(index, cap)
+            self.texts[index] = text
+            marker = {'artifact_id': artifact_id, 'original_tokens': item.tokens, 'strategy': strategy}
+            out[(item.part_index, item.item_index)] = (text, marker, item.files)
+        if plan.group:
+            out.update(await self._grouped(plan))
+        return out
+
+    async def _piece(self, index: int, cap: int) -> tuple[str, str, str]:
+        """One piece within `cap` tokens: its text, the artifact it names, and how it was reduced. A
+        read-back page is cut shorter (its artifact is stored already); anything else is stored, then
+        replaced by its passages most relevant to the question."""
+        item = self.items[index]
+        counter = self.context.counter
+        if item.page is not None:
+            self.stored[index] = (item.page.artifact_id, True)
+            return _repaged(item, item.page, cap, counter), item.page.artifact_id, 'page'
+        artifact_id, stored = await self._stored(index)
+        query = f'{self.query} {item.hint}'.strip()
+        render = functools.partial(reduced_text, item, artifact_id, cap, query, counter, stored)
+        text = await self.context.off_loop(render) if _large(item) else render()
+        return text, artifact_id, 'extract'
+
+    async def _stored(self, index: int) -> tuple[str, bool]:
+        found = self.stored.get(index)
+        if found is None:
+            item = self.items[index]
+            context = self.context
+            keyed = functools.partial(_keyed, context, item.text)
+            data, artifact_id = await context.off_loop(keyed) if _large(item) else keyed()
+            stored = await _store(context, artifact_id, data, item.media_type, item.source, item.tool_name)
+            found = self.stored[index] = (artifact_id, stored)
+        return found
+
+    async def _grouped(self, plan: FitPlan) -> dict[_Place, _Replacement]:
+        context = self.context
+        grouped = [self.items[i] for i in plan.group]
+        if self.group is None:
+            data = await context.off_loop(group_data, grouped)
+            artifact_id = await context.off_loop(context.artifact_id, data)
+            source = f'{len(grouped)} tool returns of one request'
+            stored = await _store(context, artifact_id, data, 'application/x-ndjson', source, None)
+            self.group = (data, artifact_id, stored)
+        data, artifact_id, stored = self.group
+        render = functools.partial(
+            group_note, grouped, data, artifact_id, plan.group_tokens, self.query, context.counter, stored
+        )
+        note = await context.off_loop(render)
+        self.texts[plan.group[0]] = note
+        out: dict[_Place, _Replacement] = {}
+        for number, item in enumerate(grouped, 1):
+            marker = {'artifact_id': artifact_id, 'original_tokens': item.tokens, 'strategy': 'group'}
+            text = note if number == 1 else f'[#{number}]'
+            out[(item.part_index, item.item_index)] = (text, marker, item.files)
+        return out
+
+    def report(self, plan: FitPlan, *, reason: str) -> None:
+        """The events of the final plan: one per reduced piece (and group), and what could not be stored."""
+        context = self.context
+        count = context.counter.count_text
+        for index in plan.caps:
+            item = self.items[index]
+            artifact_id, stored = self.stored[index]
+            after = count(self.texts[index])
+            strategy = 'extract' if item.page is None else 'page'
+            _event(context, artifact_id, item.source, strategy, item.tokens, after, reason)
+            if item.tool_name is None:
+                context.warn(
+                    'user_prompt_reduced',
+                    f"the user's message ({item.tokens:,} tokens) is more than the request has room for: "
+                    f'stored as {artifact_id}; the model sees its passages most relevant to its question and '
+                    'how to read it',
+                    artifact_id=artifact_id,
+                    tokens=item.tokens,
+                )
+            if not stored:
+                self._lost([item], f'{item.source} was cut to fit the request and could not be stored')
+        if plan.group and self.group is not None:
+            grouped = [self.items[i] for i in plan.group]
+            _, artifact_id, stored = self.group
+            before = sum(i.tokens for i in grouped)
+            after = count(self.texts[plan.group[0]]) + (len(grouped) - 1) * POINTER_TOKENS
+            source = f'{len(grouped)} tool returns'
+            _event(context, artifact_id, source, 'group', before, after, f'{reason}; stored together')
+            if not stored:
+                self._lost(grouped, f'{source} were cut to fit the request and could not be stored')
+
+    def _lost(self, items: Sequence[Reducible], reason: str) -> None:
+        """`ContentLost` naming the calls (or the user message) of which only what is shown is left."""
+        parts: list[Any] = [
+            ToolReturnPart(tool_name=i.tool_name, content='', tool_call_id=i.tool_call_id or '')
+            if i.tool_name is not None
+            else UserPromptPart(content='')
+            for i in items
+        ]
+        what = 'content cut to fit the request'
+        self.context.lost(self.stage, 'content_cut', reason, [make_request(parts)], what=what)
+
+
+def _repaged(item: Reducible, page: Page, cap: int, counter: TokenCounter) -> str:
+    """A read-back page cut to `cap` tokens, its first line saying where the next page starts."""
+    body = page.body(item.text)
+    correction = counter.tokenizer_profile.correction
+    chars = int(max(cap - _PAGE_HEADER_TOKENS, 1) * len(body) / max(counter.count_text(body) * correction, 1))
+    text = item.text
+    for _ in range(4):
+        shorter, kept = page.shorter(body, chars)
+        text = shorter.text(kept, room=cap)
+        cost = math.ceil(counter.count_text(text) * correction)
+        if cost <= cap or chars <= 1:
+            break
+        chars = max(int(chars * cap / cost * 0.95), 1)
+    return text
+
+
+def _large(item: Reducible) -> bool:
+    return len(item.text) > OFF_LOOP_CHARS
+
+
+def _keyed(context: HistoryContext, text: str) -> tuple[bytes, str]:
+    """The bytes a store keeps of `text`, and its id in the run's scope."""
+    data = utf8(text)
+    return data, context.artifact_id(data)
+
+
+async def _store(
+    context: HistoryContext, artifact_id: str, data: bytes, media_type: str, source: str, tool: str | None
+) -> bool:
+    """Store one original; False (with a warning) when the store refuses or fails, or there is none."""
+    store = context.store
+    if store is None:
+        return False
+    try:
+        metadata = {'tool_name': tool or ''}
+        await store.put(
+            artifact_id, data, media_type=media_type, source=source, metadata=metadata, scope=context.scope
+        )
+    except Exception as exc:  # StoreError, a quota, or a backend that raises something else
+        context.warn(
+            'artifact_store_failed',
+            f'could not store {artifact_id[:16]} ({type(exc).__name__}: {exc})',
+            artifact_id=artifact_id,
+        )
+        return False
+    return True
+
+
+def _event(
+    context: HistoryContext, artifact_id: str, source: str, strategy: str, before: int, after: int, why: str
+) -> None:
+    context.emit_event(
+        ArtifactProcessed(
+            run_id=context.run_id,
+            artifact_id=artifact_id,
+            source=source,
+            strategy=strategy,
+            tokens_before=before,
+            tokens_after=after,
+            cache_hit=False,
+            rationale=why,
+        )
+    )
+
+
+def _replaced(request: ModelRequest, replacements: dict[_Place, _Replacement]) -> ModelRequest:
+    parts = list(request.parts)
+    for p_index, part in enumerate(parts):
+        if isinstance(part, ToolReturnPart):
+            found = replacements.get((p_index, None))
+            if found is not None:
+                text, marker, files = found
+                content: Any = [text, *files] if files else text
+                parts[p_index] = with_part_metadata(
+                    dataclasses.replace(part, content=content), {MARKER_KEY: marker}
+                )
+        elif isinstance(part, UserPromptPart):
+            parts[p_index] = _replaced_prompt(part, p_index, replacements)
+    return dataclasses.replace(request, parts=parts)
+
+
+def _replaced_prompt(
+    part: UserPromptPart, p_index: int, replacements: dict[_Place, _Replacement]
+) -> UserPromptPart:
+    """The user's message with its reduced texts sealed as ours (a user prompt part has no metadata)."""
+    if isinstance(part.content, str):
+        found = replacements.get((p_index, None))
+        return part if found is None else dataclasses.replace(part, content=seal('artifact', found[0]))
+    items = list(part.content)
+    changed = False
+    for i_index in range(len(items)):
+        found = replacements.get((p_index, i_index))
+        if found is not None:
+            items[i_index] = seal('artifact', found[0])
+            changed = True
+    return dataclasses.replace(part, content=items) if changed else part
