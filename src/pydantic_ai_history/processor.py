@@ -33,7 +33,7 @@ from ._marks import seal_key_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._policy import ContextLimits, ContextPolicy
 from ._summarizer_settings import ModelRef, SummarizerSettings
-from .cache import MemoryCache, SummaryCache
+from .cache import MemoryCache, SummaryCache, scoped
 from .events import (
     ArtifactProcessed,
     CompactionResult,
@@ -183,7 +183,8 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     token_profile: TokenizerProfile | None = None
     """Overrides how tokens are counted (encoding, correction, image formula). Default: by model family."""
     cache: SummaryCache = field(default_factory=MemoryCache)
-    """The cache for summaries, conversions and prefix records. Default: an in-memory LRU."""
+    """The cache for summaries, conversions and prefix records. Default: an in-memory LRU. Shared by every
+    run; each run's entries are keyed by its scope (`scope`), so no tenant is ever served another's."""
     store: ArtifactStore = field(default_factory=MemoryStore)
     """Where originals of reduced artifacts and evicted transcripts are kept for `read_artifact`. Default: in
     memory, bounded; a history persisted between processes needs `DirectoryStore` or `RedisStore`."""
@@ -390,6 +391,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             model = self.model if self.model is not None else (ctx.model if ctx is not None else None)
         # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
         operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
+        scope = self.scope_of(ctx)
         return HistoryContext(
             counter=self.counter_for(model),
             limits=self.limits_for(model),
@@ -399,14 +401,15 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             model=model,
             run_context=ctx,
             run_id=self._run_key(ctx),
-            cache=JournaledCache(operations) if operations is not None else self.cache,
+            # every key a stage uses carries the run's scope: nothing one tenant's run cached reaches another
+            cache=scoped(JournaledCache(operations) if operations is not None else self.cache, scope),
             store=JournaledStore(operations, self.store) if operations is not None else self.store,
             operations=operations,
             emit_event=self._emit,
             usage=ctx.usage if ctx is not None else None,
             tool_definitions=tuple(tool_definitions),
             serving_model=serving_model,
-            scope=self.scope_of(ctx),
+            scope=scope,
         )
 
     async def compact(

@@ -760,12 +760,16 @@ class Compactor:
         settings = self.settings
         counter = context.counter
         model = context.summarizer_model
+        task = first_user_text(plan.messages[: plan.head])
+        # Everything the summarizer reads is in the key (the original task too); the processor's cache view
+        # adds the scope, so two tenants with the same evicted traffic never share a summary.
         key = cache_key(
             'compactor-summary',
             span_key,
             self._settings_fingerprint(model, context.summarizer),
             previous or '',
             focus or '',
+            task or '',
         )
         cache = context.cache
         if cache is not None:
@@ -779,7 +783,6 @@ class Compactor:
                 counter,
                 tool_result_max_tokens=settings.tool_result_max_tokens,
             )
-        task = first_user_text(plan.messages[: plan.head])
         error: str | None
         calls = 0
         if self._breakers.allows(context.scope):
