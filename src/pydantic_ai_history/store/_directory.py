@@ -13,6 +13,7 @@ from typing import TypeVar
 
 import anyio.to_thread
 
+from .._private_files import PRIVATE_DIR_MODE, make_private_dirs, set_private_mode
 from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreError, StoreQuotaExceeded, scope_tag
 from ._breaker import StoreBreaker
 
@@ -119,6 +120,7 @@ class DirectoryStore(ArtifactStore):
             raise StoreError(f'{path} is incomplete') from None
         secret = os.urandom(SECRET_BYTES)
         try:
+            set_private_mode(fd)
             _write_all(fd, secret)
             os.fsync(fd)
         finally:
@@ -187,7 +189,7 @@ class DirectoryStore(ArtifactStore):
         if not self.create:
             raise StoreError(f'store root {self.root} does not exist')
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.root)
         except OSError as e:
             raise StoreError(f'cannot create store root {self.root}: {e}') from e
 
@@ -196,9 +198,10 @@ class DirectoryStore(ArtifactStore):
         folder = self._folder(scope)
         if folder != self.root:
             try:
-                folder.mkdir(mode=0o700, exist_ok=True)
+                folder.mkdir(mode=PRIVATE_DIR_MODE)
+                os.chmod(folder, PRIVATE_DIR_MODE)
             except FileExistsError:
-                pass  # a file, or a symlink to one: refused just below
+                pass  # made before (or a file, or a symlink to one: refused just below)
             except OSError as e:
                 raise _WriteFailed(f'cannot create {folder}: {e}') from e
             mode = os.lstat(folder).st_mode
