@@ -106,30 +106,38 @@ async def test_the_same_content_in_two_scopes_is_two_artifacts(store: ArtifactSt
 
 
 async def test_memory_one_scope_never_evicts_another() -> None:
-    store = MemoryStore(max_bytes=100, max_scope_bytes=60, reclaim_idle_after=3_600)
+    store = MemoryStore(max_bytes=100, max_scope_bytes=60)
     await store.put('art_alice', b'a' * 40, media_type='text/plain', source='t', scope='alice')
     for i in range(10):  # Mallory churns through her own budget
         await store.put(f'art_m{i}', b'm' * 30, media_type='text/plain', source='t', scope='mallory')
     assert await store.get('art_alice', scope='alice') == b'a' * 40
     assert store.scope_bytes('mallory') == 60
-    # the store is full (40 + 60): a third, active tenant is refused rather than evicting either
-    with pytest.raises(StoreQuotaExceeded, match='store is full'):
-        await store.put('art_bob', b'b' * 10, media_type='text/plain', source='t', scope='bob')
-    assert store.size_bytes == 100
+    # the store is full (40 + 60): a third tenant is stored all the same, in place of the least recently
+    # used artifact (Mallory's oldest: Alice just read hers)
+    await store.put('art_bob', b'b' * 10, media_type='text/plain', source='t', scope='bob')
+    assert await store.get('art_bob', scope='bob') == b'b' * 10
     assert await store.get('art_alice', scope='alice') == b'a' * 40
+    assert await store.get('art_m8', scope='mallory') is None
+    assert await store.get('art_m9', scope='mallory') == b'm' * 30
+    assert store.size_bytes == 80
 
 
-async def test_memory_reclaims_idle_scopes_only() -> None:
-    now = [1_000.0]
-    store = MemoryStore(max_bytes=100, max_scope_bytes=80, reclaim_idle_after=60, clock=lambda: now[0])
-    await store.put('art_old', b'o' * 70, media_type='text/plain', source='t', scope='idle')
-    now[0] += 30
-    with pytest.raises(StoreQuotaExceeded):  # 'idle' was used 30 s ago: still active
-        await store.put('art_new', b'n' * 50, media_type='text/plain', source='t', scope='active')
-    now[0] += 60
-    await store.put('art_new', b'n' * 50, media_type='text/plain', source='t', scope='active')
-    assert await store.get('art_old', scope='idle') is None
-    assert await store.get('art_new', scope='active') == b'n' * 50
+async def test_memory_evicts_the_least_recently_used_across_scopes() -> None:
+    store = MemoryStore(max_bytes=100, max_scope_bytes=80)
+    await store.put('art_old', b'o' * 40, media_type='text/plain', source='t', scope='first')
+    await store.put('art_read', b'r' * 40, media_type='text/plain', source='t', scope='second')
+    assert await store.get('art_old', scope='first') == b'o' * 40  # read: now the most recently used
+    await store.put('art_new', b'n' * 50, media_type='text/plain', source='t', scope='third')
+    assert await store.get('art_read', scope='second') is None
+    assert await store.get('art_old', scope='first') == b'o' * 40
+    assert await store.get('art_new', scope='third') == b'n' * 50
+    assert store.evicted == 1
+    assert (store.scope_bytes('second'), store.size_bytes) == (0, 90)
+
+
+def test_memory_reclaim_idle_after_is_deprecated() -> None:
+    with pytest.warns(DeprecationWarning, match='reclaim_idle_after'):
+        MemoryStore(reclaim_idle_after=60)
 
 
 async def test_memory_single_artifact_over_budget_is_refused_without_evicting() -> None:
