@@ -39,6 +39,7 @@ WarningKind = Literal[
     'artifact_reducer_failed',
     'artifact_store_failed',
     'artifact_store_missing',
+    'store_unavailable',
 ]
 """The `code` of a `HistoryWarning` (and of `ContentLost`, its error-level kind). Per value: when, what to do:
 
@@ -74,6 +75,10 @@ WarningKind = Literal[
 - `artifact_store_failed`: storing an artifact or attachment failed; it stays inline. Check the store.
 - `artifact_store_missing`: an artifact should be stored but no store is configured; it stays inline. Pass
   `store=`.
+- `store_unavailable` (logged at error level): the persistent store cannot give its secret (Redis unreachable,
+  a root that cannot be created). Nothing is stored and no id or mark is made with a secret of this process:
+  the request is processed as with a store that refuses every write (content inline, compaction deferred
+  while the history fits), and notes written meanwhile are not recognised later. Fix the store.
 """
 
 

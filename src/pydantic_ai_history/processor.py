@@ -49,7 +49,8 @@ from .readback import ReadbackGate, readback_toolset_id
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
-from .store import ArtifactStore, MemoryStore
+from .store import ArtifactStore, MemoryStore, StoreError
+from .store._unavailable import UnavailableStore
 from .stream_events import gather, gathering, publish
 from .tokens import TokenCounter, TokenizerProfile
 from .validate import PAIRING_CODES, StructureCheck, Violation
@@ -335,7 +336,8 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             return False
         try:
             context = self.make_context(ctx=ctx)
-            return any(stage.will_name_readback(messages, context) for stage in stages)  # type: ignore[attr-defined]
+            with self._marks_scope():
+                return any(stage.will_name_readback(messages, context) for stage in stages)  # type: ignore[attr-defined]
         except Exception:  # a prediction only: the tool then comes with the next request
             logger.debug('could not predict a read-back note', exc_info=True)
             return False
@@ -385,8 +387,13 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         model: ModelRef | None = None,
         tool_definitions: Sequence[ToolDefinition] = (),
         serving_model: Model | None = None,
+        store: ArtifactStore | None = None,
     ) -> HistoryContext:
-        """The per-call context the stages receive, with the limits resolved for the serving model."""
+        """The per-call context the stages receive, with the limits resolved for the serving model.
+
+        `store`: the store this request writes to (default: the processor's; a stand-in while it is
+        unavailable)."""
+        store = self.store if store is None else store
         if model is None:
             model = self.model if self.model is not None else (ctx.model if ctx is not None else None)
         # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
@@ -403,7 +410,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             run_id=self._run_key(ctx),
             # every key a stage uses carries the run's scope: nothing one tenant's run cached reaches another
             cache=scoped(JournaledCache(operations) if operations is not None else self.cache, scope),
-            store=JournaledStore(operations, self.store) if operations is not None else self.store,
+            store=JournaledStore(operations, store) if operations is not None else store,
             operations=operations,
             emit_event=self._emit,
             usage=ctx.usage if ctx is not None else None,
@@ -432,8 +439,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 if self.journaled(ctx):
                     with self._workflow_scope(history):
                         return await self._compact_with(stage, compact, history, focus, ctx, model)
-                await self.store.prepare()
-                return await self._compact_with(stage, compact, history, focus, ctx, model)
+                store = await self._prepared_store(ctx)
+                with self._marks_scope(store):
+                    return await self._compact_with(stage, compact, history, focus, ctx, model, store)
         raise RuntimeError(
             'this processor has no compaction stage (create_history_processor(compaction=False)?)'
         )
@@ -446,8 +454,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         focus: str | None,
         ctx: Any,
         model: Any,
+        store: ArtifactStore | None = None,
     ) -> list[ModelMessage]:
-        context = self.make_context(ctx=ctx, model=model)
+        context = self.make_context(ctx=ctx, model=model, store=store)
         check = self._input_check(context.run_id)
         validity = check.check(history)
         result = await self._run_stage(_OnDemand(stage.name, compact, focus), history, context, validity)
@@ -482,8 +491,39 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             # workflow code: no clock, no I/O (the store's secret is explicit under durability)
             with self._workflow_scope(messages):
                 return await self._process_traced(messages, ctx, model, tool_definitions, serving_model)
-        await self.store.prepare()  # a persisted id secret is loaded before the first id is made
-        return await self._process_traced(messages, ctx, model, tool_definitions, serving_model)
+        # the store's secret (persisted beside its data) is loaded before the first id or mark is made
+        store = await self._prepared_store(ctx)
+        with self._marks_scope(store):
+            return await self._process_traced(messages, ctx, model, tool_definitions, serving_model, store)
+
+    async def _prepared_store(self, ctx: Any) -> ArtifactStore:
+        """The store with its secret loaded (a no-op once loaded); while it cannot be, a stand-in that refuses
+        every write, said at error level (`store_unavailable`) on every request."""
+        try:
+            await self.store.prepare()
+        except StoreError as exc:
+            message = (
+                f'the artifact store cannot give its secret ({exc}): nothing is stored and no id or mark is '
+                'made with a secret of this process; the request is processed as with a store that refuses '
+                'every write'
+            )
+            logger.error('store_unavailable: %s', message)
+            self._emit(HistoryWarning(run_id=self._run_key(ctx), code='store_unavailable', message=message))
+            return UnavailableStore(self.store, str(exc))
+        return self.store
+
+    @contextlib.contextmanager
+    def _marks_scope(self, store: ArtifactStore | None = None) -> Iterator[None]:
+        """Seals made and verified with the key of the store's secret: the one secret, kept where the data is,
+        so every process sharing the store recognises the package's notes (no environment variable)."""
+        store = self.store if store is None else store
+        if isinstance(store, UnavailableStore) or not store.secret_ready:
+            # the store cannot say (or, in a prediction before the first request, has not said yet): the
+            # process's own key, whose marks no other process reads as ours
+            yield
+            return
+        with seal_key_scope(store._id_secret()):
+            yield
 
     @contextlib.contextmanager
     def _workflow_scope(self, messages: Sequence[ModelMessage]) -> Iterator[None]:
@@ -504,10 +544,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         model: Any,
         tool_definitions: Sequence[Any],
         serving_model: Model | None = None,
+        store: ArtifactStore | None = None,
     ) -> list[ModelMessage]:
         started = perf()
         context = self.make_context(
-            ctx=ctx, model=model, tool_definitions=tool_definitions, serving_model=serving_model
+            ctx=ctx, model=model, tool_definitions=tool_definitions, serving_model=serving_model, store=store
         )
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
@@ -79,3 +80,52 @@ async def test_unreachable_server_is_a_store_error(redis_server):
         assert await store.read('art_x', offset=0, limit=1) == b'x'
     finally:
         await store.aclose()
+
+
+async def test_concurrent_prepares_load_the_secret_once(redis_server):
+    store = RedisStore(redis_server.url, prefix='once:')
+    loads = []
+    load = store._load_secret
+
+    async def counted():
+        loads.append(1)
+        return await load()
+
+    store._load_secret = counted
+    try:
+        await asyncio.gather(*(store.prepare() for _ in range(200)))
+        assert len(loads) == 1
+        assert store.secret_ready
+        # another process (a new instance) reads the same secret: the same ids
+        again = RedisStore(redis_server.url, prefix='once:')
+        await again.prepare()
+        assert again.artifact_id(b'x', scope='s') == store.artifact_id(b'x', scope='s')
+        await again.aclose()
+    finally:
+        await store.aclose()
+
+
+async def test_an_unreachable_server_never_gives_a_process_secret(redis_server, caplog):
+    store = RedisStore(redis_server.url, prefix='down:', socket_timeout=0.3, cooldown=0)
+    redis_server.stop()
+    try:
+        with pytest.raises(StoreError, match='RedisStore failed'):
+            await store.prepare()
+        assert not store.secret_ready
+        with pytest.raises(StoreError, match='prepare'):
+            store.artifact_id(b'x')
+        assert 'for this process only' not in caplog.text
+        redis_server.start()
+        await store.prepare()  # tried again, and loaded now
+        assert store.artifact_id(b'x').startswith('art_')
+    finally:
+        await store.aclose()
+
+
+def test_pool_settings_are_checked():
+    from pydantic_ai_history.store import RedisPoolSettings
+
+    with pytest.raises(ValueError, match='max_connections'):
+        RedisPoolSettings(max_connections=0)
+    with pytest.raises(ValueError, match='retries'):
+        RedisPoolSettings(retries=-1)

@@ -241,13 +241,19 @@ async def test_generated_secret_is_kept_beside_the_store(tmp_path: Path) -> None
     assert await configured.get(aid, scope='alice') == data
 
 
-async def test_unusable_root_falls_back_to_a_process_secret(tmp_path: Path, caplog: Any) -> None:
+async def test_unusable_root_is_an_error_never_a_process_secret(tmp_path: Path) -> None:
     blocker = tmp_path / 'file'
     blocker.write_text('not a directory')
     store = DirectoryStore(blocker / 'spill')
+    for _ in range(2):  # each call tries again
+        with pytest.raises(StoreError, match=r'cannot read or create the secret \.artifact-id-secret'):
+            await store.prepare()
+    assert not store.secret_ready
+    with pytest.raises(StoreError):
+        store.artifact_id(b'x')
+    blocker.unlink()  # the root can be created now: the next call loads a secret
     await store.prepare()
     assert store.artifact_id(b'x').startswith('art_')
-    assert 'for this process only' in caplog.text
 
 
 async def test_full_disk_is_a_clean_failure_and_opens_the_breaker(tmp_path: Path, monkeypatch: Any) -> None:

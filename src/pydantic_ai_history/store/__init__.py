@@ -8,6 +8,7 @@ validated against `^[A-Za-z0-9_-]{1,128}$`.
 
 from __future__ import annotations
 
+from .._redis_client import RedisPoolSettings
 from ._base import (
     ArtifactStore,
     InvalidArtifactId,
@@ -28,6 +29,7 @@ __all__ = (
     'DirectoryStore',
     'InvalidArtifactId',
     'MemoryStore',
+    'RedisPoolSettings',
     'RedisStore',
     'StoreBreaker',
     'StoreError',

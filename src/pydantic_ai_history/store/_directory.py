@@ -98,13 +98,11 @@ class DirectoryStore(ArtifactStore):
         try:
             return self._read_or_create_secret()
         except (OSError, StoreError) as e:
-            logger.warning(
-                'DirectoryStore(%s): cannot keep an id secret in the root (%s); using one for this process '
-                'only. Pass `secret=` to keep ids stable across restarts.',
-                self.root,
-                e,
-            )
-            return os.urandom(SECRET_BYTES)
+            # never a secret of this process: its ids and marks would mean nothing to the next one
+            raise StoreError(
+                f'DirectoryStore({self.root}): cannot read or create the secret {SECRET_FILE} in the root '
+                f'({e}); nothing can be stored or marked until it can (or pass `secret=`)'
+            ) from e
 
     def _read_or_create_secret(self) -> bytes:
         self._ensure_root()

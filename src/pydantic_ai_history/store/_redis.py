@@ -8,8 +8,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from .._redis_client import DEFAULT_REDIS_URL, RedisClients
-from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreQuotaExceeded, scope_tag
+from .._redis_client import DEFAULT_REDIS_URL, RedisClients, RedisPoolSettings
+from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreError, StoreQuotaExceeded, scope_tag
 from ._breaker import StoreBreaker
 
 __all__ = ('RedisStore',)
@@ -55,9 +55,15 @@ class RedisStore(ArtifactStore):
     breaker: for `cooldown` seconds every operation is refused at once instead of waiting
     `socket_timeout` again (a hung server costs one timeout per cool-down, not one per operation).
 
-    Ids are keyed with `secret`; without one, a random secret is stored once under `prefix + ':secret'`
-    (SET NX), so every process of the deployment makes the same ids. When Redis cannot be reached for it,
-    a per-process secret is used with a warning (reads never need the secret).
+    A client made from `url` has one pool of connections for every run of the process (`pool`, a
+    `RedisPoolSettings`: 64 connections by default; a burst of runs waits for a free one instead of failing)
+    and tries a call again with backoff on a connection error or a timeout before it fails.
+
+    Ids and the package's marks are keyed with `secret`; without one, a random secret is stored once under
+    `prefix + ':secret'` (SET NX) and loaded by `prepare()` (once per store, however many runs start at
+    once), so every process of the deployment makes the same ids and recognises the same notes. When Redis
+    cannot be reached for it, `prepare()` raises `StoreError` and the processor leaves histories unchanged
+    until it can: it never makes ids or marks with a secret of its own process. Reads never need it.
     """
 
     def __init__(
@@ -72,13 +78,14 @@ class RedisStore(ArtifactStore):
         socket_timeout: float | None = 1.0,
         cooldown: float = 30.0,
         secret: bytes | str | None = None,
+        pool: RedisPoolSettings | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(secret=secret)
         if url is None and client is None:
             url = DEFAULT_REDIS_URL
-        self._clients = RedisClients(url, client, socket_timeout)
+        self._clients = RedisClients(url, client, socket_timeout, pool)
         self.prefix = prefix
         self.ttl = ttl
         self.max_scope_bytes = max_scope_bytes
@@ -98,23 +105,21 @@ class RedisStore(ArtifactStore):
 
         async def load() -> Any:
             client = self._clients.get()
-            await client.set(key, os.urandom(SECRET_BYTES), nx=True)
-            return await client.get(key)
+            # one round trip: the first process to ask creates it, every other one reads that one
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.set(key, os.urandom(SECRET_BYTES), nx=True)
+                pipe.get(key)
+                _, value = await pipe.execute()
+                return value
 
-        try:
-            secret = await self._call(load)
-        except Exception as e:
-            secret = None
-            logger.warning('RedisStore: cannot load the id secret (%s)', e)
+        secret = await self._call(load)  # StoreError (after the client's retries) when Redis cannot answer
         if not isinstance(secret, bytes) or len(secret) < SECRET_BYTES:
-            logger.warning('RedisStore: using an id secret for this process only; pass `secret=` to fix ids')
-            return os.urandom(SECRET_BYTES)
+            raise StoreError(f'RedisStore: the secret under {key!r} is not {SECRET_BYTES} bytes; delete it')
         return secret
 
     def _load_secret_sync(self) -> bytes:
-        # An id was asked for before `prepare()`: no blocking call to Redis from here.
-        logger.warning('RedisStore: ids made before prepare(); using an id secret for this process only')
-        return os.urandom(SECRET_BYTES)
+        # An id was asked for before `prepare()`: no blocking call to Redis, and no secret of this process.
+        raise StoreError('RedisStore: its secret is loaded by `await store.prepare()` before the first id')
 
     async def _put(
         self,
