@@ -23,12 +23,16 @@ from ._breaker import StoreBreaker
 from ._directory import DirectoryStore
 from ._memory import MemoryStore
 from ._redis import RedisStore
+from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, PruneReport
 
 __all__ = (
+    'DEFAULT_MAX_AGE',
+    'DEFAULT_MAX_BYTES',
     'ArtifactStore',
     'DirectoryStore',
     'InvalidArtifactId',
     'MemoryStore',
+    'PruneReport',
     'RedisPoolSettings',
     'RedisStore',
     'StoreBreaker',
