@@ -47,6 +47,7 @@ from ..tokens import TokenCounter
 from ..units import Unit
 
 __all__ = (
+    'NO_LONGER_STORED',
     'TranscriptUnit',
     'content_text',
     'first_user_text',
@@ -107,15 +108,26 @@ class TranscriptUnit:
             start = end + 1  # the newline between two records
 
 
-def transcript_preamble(previous: Sequence[str]) -> str | None:
+def transcript_preamble(previous: Sequence[str], gone: Sequence[str] = ()) -> str | None:
     """The line a transcript opens with that names the `previous` transcripts (oldest first in `previous`,
-    named newest first), so one reference reaches every earlier removal; None when there are none."""
-    if not previous:
-        return None
-    # more than one only for a history written before transcripts were chained, or with several notes
-    links = ', '.join(f'read_artifact(artifact_id="{p}")' for p in reversed(previous))
-    where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
-    return f'The messages before these are in {where}: {links}.'
+    named newest first), so one reference reaches every earlier removal, and says honestly that the `gone`
+    ones (which the store no longer holds) cannot be read; None when there are neither."""
+    lines: list[str] = []
+    if previous:
+        # more than one only for a history written before transcripts were chained, or with several notes
+        links = ', '.join(f'read_artifact(artifact_id="{p}")' for p in reversed(previous))
+        where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
+        lines.append(f'The messages before these are in {where}: {links}.')
+    if gone:
+        lines.append(NO_LONGER_STORED)
+    return ' '.join(lines) or None
+
+
+NO_LONGER_STORED = (
+    'The transcript of earlier messages is no longer stored (the store removed it, as its retention allows): '
+    'the summary is all that is left of them.'
+)
+"""What a transcript or a summary says in place of an earlier transcript the store no longer holds."""
 
 
 def transcript_data(units: Sequence[TranscriptUnit], preamble: str | None) -> bytes:
