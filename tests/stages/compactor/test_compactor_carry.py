@@ -183,7 +183,7 @@ async def test_image_urls_without_a_file_extension_are_summarized_and_stored() -
 
 
 class _Forgetful(MemoryStore):
-    """A store whose retention removed everything stored so far (`forget`), or that refuses writes (`full`)."""
+    """A store whose retention removed all it held (`forget`), or that refuses writes (`full`)."""
 
     full = False
 
