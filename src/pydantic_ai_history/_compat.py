@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from pydantic_ai import messages as _m
+from pydantic_ai import tools as _tools
 from pydantic_ai.messages import (
     BinaryContent,
     FileUrl,
@@ -45,6 +46,7 @@ __all__ = (
     'NATIVE_TOOL_CALL_PARTS',
     'NATIVE_TOOL_RETURN_PARTS',
     'RETRY_FEEDBACK_PART',
+    'TOOLS_HAVE_METADATA',
     'TOOL_AVAILABILITY_DELTA_PART',
     'BinaryContent',
     'CapabilityBase',
@@ -258,6 +260,9 @@ def instrumentation_of(ctx: object) -> InstrumentationSettings | None:
     settings = getattr(getattr(ctx, 'model', None), 'instrumentation_settings', None)
     return settings if isinstance(settings, InstrumentationSettings) else None
 
+
+TOOLS_HAVE_METADATA = 'metadata' in {f.name for f in dataclasses.fields(_tools.ToolDefinition)}
+"""Whether tool definitions carry `metadata` (late 1.x, 2.x; not 1.0)."""
 
 _REQUEST_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelRequest))
 _HAS_REQUEST_METADATA = 'metadata' in _REQUEST_FIELDS

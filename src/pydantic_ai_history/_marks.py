@@ -60,6 +60,8 @@ __all__ = (
     'own_metadata',
     'own_request',
     'part_kinds',
+    'readback_tool',
+    'readback_tool_scope',
     'seal',
     'seal_key',
     'seal_key_scope',
@@ -73,7 +75,26 @@ MARKER_KEY = 'pydantic_ai_history'
 """Metadata key under which this package marks the messages and parts it wrote."""
 
 READ_ARTIFACT_TOOL = 'read_artifact'
-"""The read-back tool every note, stub and summary of ours names (the tool itself is in `readback`)."""
+"""The read-back tool's default name (the tool itself is in `readback`); `HistoryProcessor(readback_tool_name=
+...)` renames it, and every note, stub and summary of ours then names it so (`readback_tool()`)."""
+
+_readback_tool: ContextVar[str] = ContextVar('pydantic_ai_history_readback_tool', default=READ_ARTIFACT_TOOL)
+
+
+def readback_tool() -> str:
+    """The name the notes being written give the read-back tool: the processor's, within its processing."""
+    return _readback_tool.get()
+
+
+@contextmanager
+def readback_tool_scope(name: str) -> Iterator[None]:
+    """Notes written within the block name the read-back tool `name`."""
+    token = _readback_tool.set(name)
+    try:
+        yield
+    finally:
+        _readback_tool.reset(token)
+
 
 Kind = Literal['summary', 'pinned', 'transcript', 'window', 'artifact']
 """What a part of ours is: a summary, the pinned section or the stored-transcript reference carried with it,

@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import re
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,8 +29,8 @@ from ._compat import (
     instrumentation_of,
     run_id_of,
 )
-from ._context import HistoryContext, HistoryStage, ScopeKey, default_scope
-from ._marks import seal_key_scope
+from ._context import MARKER_KEY, HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._marks import READ_ARTIFACT_TOOL, readback_tool_scope, seal_key_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._policy import ContextLimits, ContextPolicy
 from ._summarizer_settings import ModelRef, SummarizerSettings
@@ -45,7 +46,7 @@ from .events import (
 )
 from .model_info import ContextWindowUnknownError, model_info, model_name_of, profile_window
 from .pinning import PinPredicate
-from .readback import ReadbackGate, readback_toolset_id
+from .readback import READBACK_TOOL_METADATA, ReadbackGate, readback_toolset_id
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
@@ -192,6 +193,10 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     scope: ScopeKey | None = None
     """`ctx -> str`: the tenant or conversation whose artifacts a run may store and read back, e.g.
     `lambda ctx: ctx.deps.tenant_id`. Default: pydantic-ai's conversation id (1.0: one shared scope)."""
+    readback_tool_name: str = READ_ARTIFACT_TOOL
+    """The name of the read-back tool (and of the tool every note, stub and summary tells the model to call).
+    Rename it when the app has a tool of its own called `read_artifact`: a clash fails when the agent is built
+    (where its tools are known then), else on the first request, naming both."""
     on_history_event: EventHandler | None = None
     """Receives every `HistoryEvent` (they are also logged). `create_history_processor(on_event=...)` sets it;
     the field has its own name because `on_event` is pydantic-ai's hook for the run's stream events."""
@@ -211,6 +216,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             self.compaction = _coerce(CompactionSettings, self.compaction, 'compaction')
         if self.max_tracked_runs < 1:
             raise ValueError(f'max_tracked_runs must be positive, got {self.max_tracked_runs!r}')
+        if not isinstance(self.readback_tool_name, str) or not _TOOL_NAME.fullmatch(self.readback_tool_name):
+            raise ValueError(
+                f'readback_tool_name must be a tool name providers accept (letters, digits, _ and -, at most '
+                f'64, starting with a letter or _), got {self.readback_tool_name!r}'
+            )
         self._stages: list[HistoryStage] = (
             list(self.stages) if self.stages is not None else self._builtin_stages()
         )
@@ -231,7 +241,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         stages: list[HistoryStage] = []
         if self.artifacts is not False:
             artifacts = self.artifacts if isinstance(self.artifacts, ArtifactSettings) else ArtifactSettings()
-            stages.append(ArtifactPlanner(artifacts))
+            stages.append(ArtifactPlanner(_exempting(artifacts, self.readback_tool_name)))
         if self.compaction is not False:
             compaction = (
                 self.compaction if isinstance(self.compaction, CompactionSettings) else CompactionSettings()
@@ -255,6 +265,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         """The capability hook: process the history once per request step, and persist the result."""
         parameters = request_context.model_request_parameters
         tools = [*parameters.function_tools, *parameters.output_tools]
+        clash = next((t for t in tools if t.name == self.readback_tool_name and not _is_readback(t)), None)
+        if clash is not None:
+            raise _user_error(_clash_message(self.readback_tool_name, "one of this run's toolsets"))
         before = request_context.messages
         with gathering() as stream_events:
             messages = await self.process(
@@ -287,6 +300,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         others = [c for c in capabilities if isinstance(c, HistoryProcessor) and c is not self]
         if others:
             raise _duplicate_error([*others, self])
+        owner = _tool_owner(agent, self.readback_tool_name)
+        if owner is not None:
+            raise _user_error(_clash_message(self.readback_tool_name, owner))
         if DurabilityBase is not None and any(isinstance(c, DurabilityBase) for c in capabilities):
             problem = durable_store_problem(self.store)
             if problem is not None:
@@ -310,7 +326,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         from .readback import readback_toolset
 
         return readback_toolset(
-            self.store, scope=self.scope_of, gate=self.readback_gate, toolset_id=readback_toolset_id(self.id)
+            self.store,
+            scope=self.scope_of,
+            gate=self.readback_gate,
+            toolset_id=readback_toolset_id(self.id),
+            tool_name=self.readback_tool_name,
         )
 
     @property
@@ -517,19 +537,24 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         """Seals made and verified with the key of the store's secret: the one secret, kept where the data is,
         so every process sharing the store recognises the package's notes (no environment variable)."""
         store = self.store if store is None else store
-        if isinstance(store, UnavailableStore) or not store.secret_ready:
-            # the store cannot say (or, in a prediction before the first request, has not said yet): the
-            # process's own key, whose marks no other process reads as ours
-            yield
-            return
-        with seal_key_scope(store._id_secret()):
-            yield
+        with readback_tool_scope(self.readback_tool_name):
+            if isinstance(store, UnavailableStore) or not store.secret_ready:
+                # the store cannot say (or, in a prediction before the first request, has not said yet): the
+                # process's own key, whose marks no other process reads as ours
+                yield
+                return
+            with seal_key_scope(store._id_secret()):
+                yield
 
     @contextlib.contextmanager
     def _workflow_scope(self, messages: Sequence[ModelMessage]) -> Iterator[None]:
         """Workflow code: clocks pinned to the newest message, seals keyed by the store's explicit secret."""
         # the secret is explicit under durability (checked in `for_agent`), so reading it does no I/O
-        with replay_safe(message_time(messages)), seal_key_scope(self.store._id_secret()):
+        with (
+            replay_safe(message_time(messages)),
+            seal_key_scope(self.store._id_secret()),
+            readback_tool_scope(self.readback_tool_name),
+        ):
             yield
 
     def journaled(self, ctx: object) -> bool:
@@ -795,6 +820,41 @@ def _agent_capabilities(agent: object) -> list[object]:
     if callable(apply):
         apply(found.append)
     return found
+
+
+_TOOL_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]{0,63}')
+"""A tool name every provider accepts."""
+
+
+def _exempting(settings: ArtifactSettings, tool_name: str) -> ArtifactSettings:
+    """The artifact settings with the read-back tool, under its configured name, exempt from planning."""
+    if tool_name == READ_ARTIFACT_TOOL or READ_ARTIFACT_TOOL not in settings.exempt_tools:
+        return settings
+    exempt = (settings.exempt_tools - {READ_ARTIFACT_TOOL}) | {tool_name}
+    return dataclasses.replace(settings, exempt_tools=frozenset(exempt))
+
+
+def _is_readback(tool: ToolDefinition) -> bool:
+    """Whether a tool definition is our read-back tool's (marked in its metadata)."""
+    return (getattr(tool, 'metadata', None) or {}).get(MARKER_KEY) == READBACK_TOOL_METADATA[MARKER_KEY]
+
+
+def _tool_owner(agent: object, name: str) -> str | None:
+    """The label of the agent's own toolset that already has a tool called `name`, where it is known when the
+    agent is built (tools registered on it, function toolsets given to it); None otherwise."""
+    for toolset in getattr(agent, 'toolsets', None) or ():
+        tools = getattr(toolset, 'tools', None)
+        if isinstance(tools, Mapping) and name in tools:
+            return str(getattr(toolset, 'label', type(toolset).__name__))
+    return None
+
+
+def _clash_message(name: str, owner: str) -> str:
+    return (
+        f"The agent already has a tool named {name!r} (from {owner}), the name of the history processor's "
+        f'read-back tool ({name!r}): rename one of them, e.g. HistoryProcessor(readback_tool_name='
+        f"'read_stored_content') or create_history_processor(readback_tool_name=...)."
+    )
 
 
 def _user_error(message: str) -> Exception:

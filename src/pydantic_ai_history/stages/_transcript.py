@@ -42,7 +42,7 @@ from .._compat import (
     json_text,
     media_type_of,
 )
-from .._marks import OPENINGS, READ_ARTIFACT_TOOL, marker_kind, part_kinds, strip_seal
+from .._marks import OPENINGS, marker_kind, part_kinds, readback_tool, strip_seal
 from ..tokens import TokenCounter
 from ..units import Unit
 
@@ -63,7 +63,8 @@ __all__ = (
 )
 
 _NONCE_BYTES = 4
-_READ_CALL = re.compile(re.escape(READ_ARTIFACT_TOOL) + r'\(artifact_id="([^"\n]+)"')
+_READ_CALL = re.compile(r'[A-Za-z0-9_-]+\(artifact_id="([^"\n]+)"')
+"""A read-back call in a note of ours, whatever the tool is named (it may have been renamed since)."""
 _TOOL_NAME = re.compile(r'[^A-Za-z0-9_.:-]')
 
 
@@ -115,7 +116,7 @@ def transcript_preamble(previous: Sequence[str], gone: Sequence[str] = ()) -> st
     lines: list[str] = []
     if previous:
         # more than one only for a history written before transcripts were chained, or with several notes
-        links = ', '.join(f'read_artifact(artifact_id="{p}")' for p in reversed(previous))
+        links = ', '.join(f'{readback_tool()}(artifact_id="{p}")' for p in reversed(previous))
         where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
         lines.append(f'The messages before these are in {where}: {links}.')
     if gone:
@@ -368,7 +369,7 @@ def content_text(content: Any) -> str:
 
 def read_call(artifact_id: str) -> str:
     """How a reference line tells the model to read a stored transcript back."""
-    return f'{READ_ARTIFACT_TOOL}(artifact_id="{artifact_id}", query=...)'
+    return f'{readback_tool()}(artifact_id="{artifact_id}", query=...)'
 
 
 def named_transcripts(text: str) -> list[str]:

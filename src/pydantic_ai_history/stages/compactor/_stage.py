@@ -98,7 +98,7 @@ TRANSCRIPT_REFERENCE_OPENING = 'The full transcript of the '
 the transcript id to chain it."""
 _REFERENCE = re.compile(
     re.escape(TRANSCRIPT_REFERENCE_OPENING)
-    + r'\d+ messages summarized[^\n]*?read_artifact\(artifact_id="([^"\n]+)"[^\n]*'
+    + r'\d+ messages summarized[^\n]*?[A-Za-z0-9_-]+\(artifact_id="([^"\n]+)"[^\n]*'
 )
 
 
