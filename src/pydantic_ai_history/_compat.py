@@ -250,15 +250,24 @@ def instrumented_agent_options(settings: InstrumentationSettings | None) -> dict
 
 def instrumentation_of(ctx: object) -> InstrumentationSettings | None:
     """The run's instrumentation settings: its `Instrumentation` capability's (2.x), else its instrumented
-    model's (1.x); None when the run is not instrumented."""
-    capabilities = getattr(ctx, 'capabilities', None)
+    model's (1.x); None when the run is not instrumented, or its context does not carry them (a durable
+    engine's activity context)."""
+    capabilities = _carried(ctx, 'capabilities')
     if isinstance(capabilities, Mapping):
         for capability in capabilities.values():
             settings = getattr(capability, 'settings', None)
             if isinstance(settings, InstrumentationSettings):
                 return settings
-    settings = getattr(getattr(ctx, 'model', None), 'instrumentation_settings', None)
+    settings = getattr(_carried(ctx, 'model'), 'instrumentation_settings', None)
     return settings if isinstance(settings, InstrumentationSettings) else None
+
+
+def _carried(ctx: object, name: str) -> Any:
+    """`ctx.name`, or None: a durable engine's run context raises for what it did not serialize."""
+    try:
+        return getattr(ctx, name, None)
+    except Exception:
+        return None
 
 
 TOOLS_HAVE_METADATA = 'metadata' in {f.name for f in dataclasses.fields(_tools.ToolDefinition)}
