@@ -1,0 +1,274 @@
+"""What a long tool loop costs with each context manager: the cost benchmark of issue 27.
+
+    python benchmarks/bench_cost.py            # every contender, 64K/128K/200K, 180 calls + the latency run
+    python benchmarks/bench_cost.py --quick    # smoke test: 40 calls at 64K, no latency run (< 1 min)
+    python benchmarks/bench_cost.py --contenders ours,harness-tiered --windows 128K --json out.json
+
+A real pydantic-ai `Agent` runs a scripted tool loop (one tool call per step, real fixture outputs, 30
+planted facts) against a strict provider that counts every request with o200k, rejects what is over its
+window, and bills it both as automatic prefix caching and as breakpoint caching; every contender summarizes
+with the same scripted model. Method: benchmarks/README.md ("Cost"); modules: benchmarks/cost/.
+
+pydantic-ai-harness pins pydantic-ai-slim exactly, so the contenders run in one venv on that version with
+this package installed editable (benchmarks/cost/requirements.txt). When the interpreter running this script
+lacks a package a chosen contender needs, the script creates benchmarks/.venvs/cost with `uv` (once) and runs
+itself there. Offline except for those installs; o200k comes from ../shared/tiktoken-cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from cost.contenders import CONTENDERS, NEEDS  # noqa: E402  (stdlib only: no pydantic-ai imported yet)
+
+VENV = HERE / '.venvs' / 'cost'
+REQUIREMENTS = HERE / 'cost' / 'requirements.txt'
+RESULTS = HERE / 'RESULTS.md'
+SECTION = '## Cost (issue 27)'
+TIKTOKEN_CACHE = ROOT.parent / 'shared' / 'tiktoken-cache'
+FULL = {'windows': '64K,128K,200K', 'steps': 180}
+QUICK = {'windows': '64K', 'steps': 40}
+LATENCY = {'window': 64_000, 'steps': 60, 'model_seconds': 0.5, 'summarizer_seconds': 2.0}
+
+
+def parse_windows(text: str) -> list[int]:
+    """'64K,128000' -> [64000, 128000]."""
+    out = []
+    for item in text.split(','):
+        item = item.strip().upper()
+        out.append(int(float(item[:-1]) * 1000) if item.endswith('K') else int(item))
+    return out
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--quick', action='store_true', help='40 calls at 64K, no latency run (smoke test)')
+    parser.add_argument('--windows', help=f'comma-separated, e.g. 64K,128K (default {FULL["windows"]})')
+    parser.add_argument('--steps', type=int, help=f'tool calls per run (default {FULL["steps"]})')
+    parser.add_argument('--contenders', default=','.join(CONTENDERS), help=', '.join(CONTENDERS))
+    parser.add_argument('--seed', type=int, help='workload seed (default: cost.workload.SEED)')
+    parser.add_argument(
+        '--median-tokens', type=int, default=2_500, help='median size of the ordinary tool outputs (2,500)'
+    )
+    parser.add_argument('--json', type=Path, help='write every figure to this JSON file')
+    parser.add_argument('--from-json', type=Path, help='render a saved run instead of running')
+    parser.add_argument('--no-latency', action='store_true', help='skip the latency run')
+    parser.add_argument('--latency-only', action='store_true', help='only the latency run')
+    parser.add_argument('--write', action='store_true', help='replace the section in benchmarks/RESULTS.md')
+    parser.add_argument('--section', default=SECTION, help=f'its heading (default "{SECTION}")')
+    parser.add_argument('--note', default='', help='a sentence added to the section header')
+    args = parser.parse_args(argv)
+    defaults = QUICK if args.quick else FULL
+    args.windows = parse_windows(args.windows or defaults['windows'])
+    args.steps = args.steps or defaults['steps']
+    args.contenders = [c.strip() for c in args.contenders.split(',') if c.strip()]
+    unknown = sorted(set(args.contenders) - set(CONTENDERS))
+    if unknown:
+        parser.error(f'unknown contender(s) {unknown}; choose from {", ".join(CONTENDERS)}')
+    args.latency = not (args.quick or args.no_latency)
+    return args
+
+
+# ---- the interpreter ---------------------------------------------------------------------------------------
+
+
+def _missing(contenders: list[str]) -> list[str]:
+    modules = {'pydantic_ai', 'tiktoken', *(NEEDS[c] for c in contenders if c in NEEDS)}
+    return sorted(m for m in modules if importlib.util.find_spec(m) is None)
+
+
+def _venv_python() -> Path:
+    """benchmarks/.venvs/cost, created or updated when requirements.txt changed (a marker holds its hash)."""
+    exe = VENV / 'bin' / 'python'
+    spec = hashlib.sha256(REQUIREMENTS.read_bytes() + str(ROOT).encode()).hexdigest()
+    marker = VENV / '.installed'
+    if exe.exists() and marker.exists() and marker.read_text() == spec:
+        return exe
+    print(f'[bench_cost] creating {VENV} from {REQUIREMENTS.name}', flush=True)
+    subprocess.run(['uv', 'venv', '-q', '--clear', '--python', '3.11', str(VENV)], check=True)
+    install = ['uv', 'pip', 'install', '-q', '--python', str(exe), '-r', str(REQUIREMENTS), '-e', str(ROOT)]
+    subprocess.run(install, check=True)
+    marker.write_text(spec)
+    return exe
+
+
+def _ensure_interpreter(args: argparse.Namespace, argv: list[str]) -> None:
+    missing = _missing(args.contenders)
+    if not missing:
+        return
+    if os.environ.get('BENCH_COST_IN_VENV'):
+        raise SystemExit(f'missing in {sys.executable}: {", ".join(missing)}')
+    exe = _venv_python()
+    print(f'[bench_cost] {", ".join(missing)} not importable here: running in {exe}', flush=True)
+    env = {**os.environ, 'BENCH_COST_IN_VENV': '1'}
+    os.execve(str(exe), [str(exe), str(Path(__file__).resolve()), *argv], env)
+
+
+# ---- running -----------------------------------------------------------------------------------------------
+
+
+def _runs(args: argparse.Namespace) -> dict[str, Any]:
+    from cost.pricing import Prices
+    from cost.run import RunConfig, run_one, versions
+    from cost.workload import SEED, build_workload
+    from peers._strict import Encoder
+
+    encode = Encoder()
+    seed = args.seed if args.seed is not None else SEED
+    prices = Prices()
+    payload: dict[str, Any] = {'runs': [], 'latency_runs': []}
+    started = time.perf_counter()
+    if not args.latency_only:
+        workload = build_workload(args.steps, encode, seed, median_tokens=args.median_tokens)
+        payload['workload'] = _describe(workload, encode)
+        for window in args.windows:
+            for contender in args.contenders:
+                result = asyncio.run(
+                    run_one(RunConfig(contender, window, args.steps), workload, encode, prices)
+                )
+                _progress(result)
+                payload['runs'].append(result)
+    if args.latency or args.latency_only:
+        workload = build_workload(LATENCY['steps'], encode, seed, median_tokens=args.median_tokens)
+        payload['latency_meta'] = LATENCY
+        for contender in args.contenders:
+            config = RunConfig(
+                contender,
+                LATENCY['window'],
+                LATENCY['steps'],
+                model_seconds=LATENCY['model_seconds'],
+                summarizer_seconds=LATENCY['summarizer_seconds'],
+            )
+            result = asyncio.run(run_one(config, workload, encode, prices))
+            _progress(result, latency=True)
+            payload['latency_runs'].append(result)
+    payload['meta'] = {
+        'command': 'python benchmarks/bench_cost.py ' + shlex.join(sys.argv[1:]),
+        'date': dt.date.today().isoformat(),
+        'seconds': round(time.perf_counter() - started, 1),
+        'seed': seed,
+        'median_tokens': args.median_tokens,
+        'prices': vars(prices),
+        'versions': versions(),
+        'python': platform.python_version(),
+        'load': _load(),
+    }
+    return payload
+
+
+def _describe(workload: Any, encode: Any) -> dict[str, Any]:
+    from pydantic_ai.messages import ToolReturnPart
+
+    # as the provider receives them (pydantic-ai serializes a dict output itself)
+    sizes = sorted(encode(ToolReturnPart(s.tool, s.output).model_response_str()) for s in workload.steps)
+    return {
+        'calls': len(sizes),
+        'tokens': sum(sizes),
+        'median_tokens': sizes[len(sizes) // 2],
+        'largest_tokens': sizes[-1],
+        'facts': len(workload.facts),
+    }
+
+
+def _progress(result: dict[str, Any], latency: bool = False) -> None:
+    what = 'latency' if latency else f'{result["window"] // 1000}K'
+    print(
+        f'[bench_cost] {what:>7} {result["contender"]:<20} ${result["automatic"]["cost"]:6.2f} '
+        f'/ ${result["breakpoint"]["cost"]:6.2f}  rewrites {result["rewrites"]:3}  '
+        f'summarizer {result["summarizer"]["calls"]:3}  rejected {result["rejected"]:3}  '
+        f'facts {result["facts"]["in_context"]}+{result["facts"]["one_read_away"]}  '
+        f'{result["wall_seconds"]:.1f}s' + (f'  ERROR {result["error"]}' if result['error'] else ''),
+        flush=True,
+    )
+
+
+def _load() -> str:
+    try:
+        return ' '.join(f'{x:.1f}' for x in os.getloadavg())
+    except OSError:
+        return '-'
+
+
+# ---- output ------------------------------------------------------------------------------------------------
+
+
+def section(payload: dict[str, Any], heading: str = SECTION, note: str = '') -> str:
+    from cost.report import render_markdown
+
+    meta = payload['meta']
+    versions = ', '.join(f'{name} {v}' for name, v in meta['versions'].items())
+    workload = payload.get('workload') or {}
+    lines = [
+        heading,
+        '',
+        f'Produced by `{meta["command"]}` on {meta["date"]} in {meta["seconds"]:.0f} s (load average '
+        f'{meta["load"]} at the end; Python {meta["python"]}; {versions}). Method, setups and caveats: '
+        'benchmarks/README.md, "Cost". Prices per million tokens: '
+        + ', '.join(f'{k} ${v}' for k, v in meta['prices'].items())
+        + '.'
+        + (f' {note}' if note else ''),
+        '',
+    ]
+    if workload:
+        lines += [
+            f'Workload (seed {meta["seed"]}, median size {meta.get("median_tokens", 2_500):,}): '
+            f'{workload["calls"]} tool outputs, '
+            f'{workload["tokens"]:,} tokens '
+            f'(median {workload["median_tokens"]:,}, largest {workload["largest_tokens"]:,}), '
+            f'{workload["facts"]} facts.',
+            '',
+        ]
+    lines.append(render_markdown(payload))
+    return '\n'.join(lines).rstrip() + '\n'
+
+
+def _write_results(text: str, heading: str) -> None:
+    current = RESULTS.read_text()
+    pattern = re.compile(rf'^{re.escape(heading)}\n.*?(?=^## |\Z)', re.S | re.M)
+    if pattern.search(current):
+        updated = pattern.sub(lambda _: text + '\n', current, count=1)
+    else:
+        updated = current.rstrip() + '\n\n' + text
+    RESULTS.write_text(updated.rstrip() + '\n')
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _arguments(argv)
+    if args.from_json:
+        payload = json.loads(args.from_json.read_text())
+    else:
+        _ensure_interpreter(args, argv)
+        # the packages' own warnings (e.g. a compaction over its target) would bury the progress lines
+        logging.basicConfig(level=logging.ERROR, format='[%(name)s] %(message)s')
+        os.environ.setdefault('TIKTOKEN_CACHE_DIR', str(TIKTOKEN_CACHE))
+        payload = _runs(args)
+    if args.json:
+        args.json.write_text(json.dumps(payload, indent=1) + '\n')
+    text = section(payload, args.section, args.note)
+    print(text)
+    if args.write:
+        _write_results(text, args.section)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,170 @@
+"""The contenders, each configured as its own README shows it, on the same models.
+
+Every setup gets the same main model (whose profile states the window, so every fraction resolves against
+the real window: `max_fraction` for harness, our context policy's 'profile' source) and the same summarizer
+model. Packages are imported only when their contender is built, so ours runs without the others installed.
+
+- `ours`: `create_history_processor(summarizer=SummarizerSettings(model=summarizer))`, the defaults;
+- `ours-compactor`: the same with `artifacts=False`;
+- `harness-summarizing`: `SummarizingCompaction(model=summarizer, max_fraction=0.9, keep_messages=20)`, its
+  README's first example;
+- `harness-tiered`: `TieredCompaction(tiers=[ClearToolResults(max_tokens=1, keep_pairs=3),
+  SummarizingCompaction(model=summarizer, max_messages=1, keep_messages=20)], target_fraction=0.9)`, its
+  README's "Cost" example with the window-relative target its README recommends (`target_fraction`, at the
+  0.9 of the first example) instead of the example's `target_tokens=120_000`;
+- `harness-fallback`: `FallbackCompaction(max_fraction=0.85, background_start=0.85,
+  fallback_chain=[SummarizingCompaction(model=summarizer, max_messages=1, keep_tokens=20_000),
+  SlidingWindowCompaction(max_messages=1, keep_tokens=20_000)])`, its README's background example;
+- `harness-spill`: `ToolOutputLimits(store=LocalFileStore(base_dir=tmp))` (its default band,
+  `Spill(then=Truncate())` over 10,000 characters, with `read_tool_result`) and the `harness-tiered` setup;
+- `summarization`: `ContextManagerCapability(max_tokens=W, summarization_model=summarizer)`, its README's
+  recommended capability, defaults otherwise;
+- `none`: no context management.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from re import Pattern
+from typing import TYPE_CHECKING, Any
+
+from .facts import ARTIFACT_ID, SPILL_HANDLE
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+__all__ = ('CONTENDERS', 'LABELS', 'Setup', 'build')
+
+LABELS = {
+    'ours': 'ours, defaults',
+    'ours-compactor': 'ours, `artifacts=False`',
+    'harness-summarizing': 'harness `SummarizingCompaction(max_fraction=0.9, keep_messages=20)`',
+    'harness-tiered': 'harness `TieredCompaction([ClearToolResults, SummarizingCompaction])`',
+    'harness-fallback': 'harness `FallbackCompaction(background_start=0.85)`',
+    'harness-spill': 'harness `ToolOutputLimits(Spill)` + Tiered',
+    'summarization': 'summarization-pydantic-ai `ContextManagerCapability`',
+    'none': 'no context management',
+}
+CONTENDERS = tuple(LABELS)
+NEEDS = {
+    'ours': 'pydantic_ai_history',
+    'ours-compactor': 'pydantic_ai_history',
+    'harness-summarizing': 'pydantic_ai_harness',
+    'harness-tiered': 'pydantic_ai_harness',
+    'harness-fallback': 'pydantic_ai_harness',
+    'harness-spill': 'pydantic_ai_harness',
+    'summarization': 'pydantic_ai_summarization',
+}
+"""The module each contender imports (the driver checks them before running)."""
+
+Reader = Callable[[Any, str, str], Awaitable[str]]
+"""`(run context, id, fact) -> what one read-back returns`."""
+
+
+@dataclass
+class Setup:
+    capabilities: list[Any]
+    id_pattern: Pattern[str] | None = None
+    """How the final context names what the read-back tool can read; None without one."""
+    read: Reader | None = None
+    close: Callable[[], Awaitable[None]] | None = None
+    temporary: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
+
+
+def build(key: str, window: int, summarizer: Model) -> Setup:
+    """The capabilities of contender `key` for a model with this `window`."""
+    return _BUILDERS[key](window, summarizer)
+
+
+def _ours(window: int, summarizer: Model, *, artifacts: bool = True) -> Setup:
+    from pydantic_ai_history import SummarizerSettings, create_history_processor
+    from pydantic_ai_history.readback import read_artifact_text
+
+    processor = create_history_processor(summarizer=SummarizerSettings(model=summarizer), artifacts=artifacts)
+
+    async def read(ctx: Any, artifact_id: str, fact: str) -> str:
+        return await read_artifact_text(
+            processor.store, artifact_id, query=fact, scope=processor.scope_of(ctx)
+        )
+
+    return Setup([processor], ARTIFACT_ID, read)
+
+
+def _ours_compactor(window: int, summarizer: Model) -> Setup:
+    return _ours(window, summarizer, artifacts=False)
+
+
+def _harness_summarizing(window: int, summarizer: Model) -> Setup:
+    from pydantic_ai_harness import SummarizingCompaction
+
+    return Setup([SummarizingCompaction(model=summarizer, max_fraction=0.9, keep_messages=20)])
+
+
+def _tiered(summarizer: Model) -> Any:
+    from pydantic_ai_harness import ClearToolResults, SummarizingCompaction, TieredCompaction
+
+    return TieredCompaction(
+        tiers=[
+            ClearToolResults(max_tokens=1, keep_pairs=3),
+            SummarizingCompaction(model=summarizer, max_messages=1, keep_messages=20),
+        ],
+        target_fraction=0.9,
+    )
+
+
+def _harness_tiered(window: int, summarizer: Model) -> Setup:
+    return Setup([_tiered(summarizer)])
+
+
+def _harness_fallback(window: int, summarizer: Model) -> Setup:
+    from pydantic_ai_harness import FallbackCompaction, SlidingWindowCompaction, SummarizingCompaction
+
+    compaction = FallbackCompaction(
+        max_fraction=0.85,
+        background_start=0.85,
+        fallback_chain=[
+            SummarizingCompaction(model=summarizer, max_messages=1, keep_tokens=20_000),
+            SlidingWindowCompaction(max_messages=1, keep_tokens=20_000),
+        ],
+    )
+    return Setup([compaction], close=compaction.aclose)
+
+
+def _harness_spill(window: int, summarizer: Model) -> Setup:
+    from pydantic_ai_harness import ToolOutputLimits
+    from pydantic_ai_harness.tool_output_limits import LocalFileStore
+
+    spills = tempfile.TemporaryDirectory(prefix='bench-cost-spill-')
+    limits = ToolOutputLimits(store=LocalFileStore(base_dir=Path(spills.name)))
+    reader = limits.get_toolset()
+    tool = reader.tools['read_tool_result']  # type: ignore[union-attr]
+
+    async def read(ctx: Any, handle: str, fact: str) -> str:
+        return await tool.function(ctx, handle=handle, pattern=fact)
+
+    return Setup([limits, _tiered(summarizer)], SPILL_HANDLE, read, temporary=[spills])
+
+
+def _summarization(window: int, summarizer: Model) -> Setup:
+    from pydantic_ai_summarization import ContextManagerCapability
+
+    return Setup([ContextManagerCapability(max_tokens=window, summarization_model=summarizer)])
+
+
+def _none(window: int, summarizer: Model) -> Setup:
+    return Setup([])
+
+
+_BUILDERS: dict[str, Callable[[int, Model], Setup]] = {
+    'ours': _ours,
+    'ours-compactor': _ours_compactor,
+    'harness-summarizing': _harness_summarizing,
+    'harness-tiered': _harness_tiered,
+    'harness-fallback': _harness_fallback,
+    'harness-spill': _harness_spill,
+    'summarization': _summarization,
+    'none': _none,
+}

@@ -1,0 +1,68 @@
+"""Which of the planted facts a contender kept: in the final context, or one read-back away.
+
+- **In context**: the fact's exact string is in the text of the last request the provider received (tool
+  definitions, instructions and every message part, as rendered for counting).
+- **One read away**: not in context, but one call of the contender's own read-back tool, given an id the final
+  context names and the fact itself as the query, returns text containing it. Ours:
+  `read_artifact(artifact_id=id, query=fact)` for every `art_...` id in the final context; harness's
+  `ToolOutputLimits(Spill)`: `read_tool_result(handle=h, pattern=fact)` for every spill handle in it. A
+  contender without a read-back tool has nothing one read away. This is generous to every contender in the
+  same way: the model would have to pick the right id, and to think of the fact as its query.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = ('ARTIFACT_ID', 'SPILL_HANDLE', 'FactsKept', 'count_facts', 'named_ids')
+
+ARTIFACT_ID = re.compile(r'\bart_[0-9a-f]{16,64}\b')
+"""How ours names what it stored (`store.keyed_artifact_id`: 'art_' + hex HMAC-SHA256)."""
+SPILL_HANDLE = re.compile(r"""handle[= ]'([^']+)'""")
+"""How harness's spill marker names its handle ("stored to handle '<h>'", "read_tool_result(handle='<h>'")."""
+
+Reader = Callable[[str, str], Awaitable[str]]
+"""`(id, fact) -> what one read-back call returns`."""
+
+
+@dataclass(frozen=True)
+class FactsKept:
+    in_context: tuple[str, ...]
+    one_read_away: tuple[str, ...]
+    ids_named: int
+    """How many distinct read-back ids the final context names."""
+
+    @property
+    def kept(self) -> int:
+        return len(self.in_context) + len(self.one_read_away)
+
+
+def named_ids(text: str, pattern: re.Pattern[str]) -> list[str]:
+    """The distinct ids `pattern` finds in `text`, in order of first appearance."""
+    found: dict[str, None] = {}
+    for match in pattern.finditer(text):
+        found[match.group(match.lastindex or 0)] = None
+    return list(found)
+
+
+async def count_facts(
+    facts: Iterable[str], final_text: str, ids: Sequence[str], read: Reader | None
+) -> FactsKept:
+    """Split `facts` into those in `final_text`, those one `read(id, fact)` away (over `ids`), the rest."""
+    present: list[str] = []
+    reachable: list[str] = []
+    for fact in facts:
+        if fact in final_text:
+            present.append(fact)
+        elif read is not None and await _found(fact, ids, read):
+            reachable.append(fact)
+    return FactsKept(tuple(present), tuple(reachable), len(ids))
+
+
+async def _found(fact: str, ids: Sequence[str], read: Reader) -> bool:
+    for artifact_id in ids:
+        if fact in await read(artifact_id, fact):
+            return True
+    return False
