@@ -547,6 +547,19 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 yield
 
     @contextlib.contextmanager
+    def marks(self) -> Iterator[None]:
+        """Read (and write) the package's marks as this processor does, outside a run.
+
+        Within a run the processor keys its seals with its store's secret. Code that inspects a processed
+        history on its own (`summary_text`, `note_transcript`, `stages.compactor.summary_sections`, ...) reads
+        metadata marks anywhere, but a seal (the only mark on pydantic-ai 1.0, and on user-prompt text) only
+        within `with processor.marks():`. A `RedisStore` must have loaded its secret first
+        (`await processor.store.prepare()`); otherwise this raises `StoreError`.
+        """
+        with seal_key_scope(self.store._id_secret()), readback_tool_scope(self.readback_tool_name):
+            yield
+
+    @contextlib.contextmanager
     def _workflow_scope(self, messages: Sequence[ModelMessage]) -> Iterator[None]:
         """Workflow code: clocks pinned to the newest message, seals keyed by the store's explicit secret."""
         # the secret is explicit under durability (checked in `for_agent`), so reading it does no I/O
