@@ -60,6 +60,7 @@ __all__ = (
     'own_metadata',
     'own_request',
     'part_kinds',
+    'process_secret',
     'readback_tool',
     'readback_tool_scope',
     'seal',
@@ -121,6 +122,7 @@ SEAL_TOKENS = 24
 """Tokens a seal line adds to a text (a 24-hex-digit tag is about 14 tokens; rounded up)."""
 
 _secret: bytes | None = None
+_default_key: tuple[bytes, bytes] | None = None
 _verified: dict[tuple[bytes, str], tuple[str, str] | None] = {}
 _verified_chars = 0
 _VERIFIED_MAX_CHARS = 16_000_000
@@ -128,7 +130,10 @@ _VERIFIED_MAX_CHARS = 16_000_000
 
 
 def set_mark_secret(secret: str | bytes | None) -> None:
-    """Use `secret` for seals made outside any `seal_key_scope` (None: a random key of the process)."""
+    """Use `secret` as the process's secret (`process_secret`) from now on (None: a new random one).
+
+    It keys seals made outside any `seal_key_scope`, and `MemoryStore`s made without a `secret=` that make
+    their first id afterwards."""
     global _secret, _verified_chars
     _secret = secret.encode() if isinstance(secret, str) else secret
     _verified.clear()
@@ -157,11 +162,11 @@ def seal_key(secret: bytes) -> bytes:
     return hmac.new(secret, b'pydantic-ai-history seal', hashlib.sha256).digest()
 
 
-def _key() -> bytes:
+def process_secret() -> bytes:
+    """The process's own secret: a `MemoryStore`'s when it is given none (its data dies with the process too),
+    and the key of seals made and read outside any `seal_key_scope`. Random once per process;
+    `set_mark_secret` replaces it."""
     global _secret
-    scoped = _scoped_key.get()
-    if scoped is not None:
-        return scoped
     if _secret is None:
         if os.environ.get(SECRET_ENV):
             logger.warning(
@@ -171,6 +176,17 @@ def _key() -> bytes:
             )
         _secret = secrets.token_bytes(32)
     return _secret
+
+
+def _key() -> bytes:
+    scoped = _scoped_key.get()
+    if scoped is not None:
+        return scoped
+    global _default_key
+    secret = process_secret()
+    if _default_key is None or _default_key[0] is not secret:
+        _default_key = (secret, seal_key(secret))
+    return _default_key[1]
 
 
 def _tag(kind: str, body: str) -> str:

@@ -68,10 +68,14 @@ def test_short_secret_is_refused() -> None:
         MemoryStore(secret=b'short')
 
 
-def test_memory_stores_without_a_secret_make_different_ids() -> None:
+def test_memory_stores_without_a_secret_use_the_process_secret() -> None:
+    from pydantic_ai_history._marks import process_secret
+    from pydantic_ai_history.store import keyed_artifact_id
+
     data = b'the same content'
-    assert MemoryStore().artifact_id(data) != MemoryStore().artifact_id(data)
+    assert MemoryStore().artifact_id(data) == keyed_artifact_id(process_secret(), data)
     assert MemoryStore(secret=SECRET).artifact_id(data) == MemoryStore(secret=SECRET).artifact_id(data)
+    assert MemoryStore(secret=SECRET).artifact_id(data) != MemoryStore().artifact_id(data)
 
 
 # ---- scopes ----

@@ -8,6 +8,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 
+from .._marks import process_secret
 from ._base import ArtifactStore, StoredArtifact, StoreQuotaExceeded
 
 __all__ = ('MemoryStore',)
@@ -29,11 +30,12 @@ class MemoryStore(ArtifactStore):
     evicted; callers keep the content inline. Evictions are logged (a warning the first time, then at info
     level) and counted in `evicted`; `read_artifact` answers an evicted id as "no longer stored".
 
-    Ids are keyed with `secret`, by default random per instance: its data dies with the process, and so does
-    the key that recognises the package's own notes (a history reloaded in another process reads them as
-    plain text, summarized like any other). Use `DirectoryStore` or `RedisStore` when spilled content and
-    notes must outlive the process. Like `MemoryCache`, it never awaits between reading and writing its dicts,
-    so concurrent tasks on one loop need no lock.
+    Ids are keyed with `secret`, by default the process's own (`_marks.process_secret`, random per process):
+    its data dies with the process, and so does the key that recognises the package's own notes (a history
+    reloaded in another process reads them as plain text, summarized like any other); within the process,
+    code that reads the notes of a processed history needs no key scope. Use `DirectoryStore` or `RedisStore`
+    when spilled content and notes must outlive the process. Like `MemoryCache`, it never awaits between
+    reading and writing its dicts, so concurrent tasks on one loop need no lock.
     """
 
     def __init__(
@@ -70,6 +72,9 @@ class MemoryStore(ArtifactStore):
         self._bytes = 0
         self.evicted = 0
         """Artifacts evicted to make room since the store was made."""
+
+    def _load_secret_sync(self) -> bytes:
+        return process_secret()
 
     def __len__(self) -> int:
         return len(self._items)
