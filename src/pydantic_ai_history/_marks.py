@@ -15,10 +15,11 @@ A user or a tool can type any text, so no text prefix is trusted. Our own output
 The key comes from the one secret kept where the data is: the processor seals and verifies inside
 `seal_key_scope(store secret)`, so a `DirectoryStore` or `RedisStore` (which keep their secret beside the
 data) recognises every note of a history reloaded in any process, with no environment variable; a
-`MemoryStore`'s secret dies with the process, like its data; under durable execution it is the store's
-explicit `secret=`. A seal made with another key reads as plain text (the message is then treated as the
-user's: summarized or kept, never silently dropped). Outside the processor (a stage used on its own) a key of
-the process is used.
+`MemoryStore` given no `secret=` uses the process's own (`process_secret`), which dies with the process like
+its data; under durable execution it is the store's explicit `secret=`. A seal made with another key reads as
+plain text (the message is then treated as the user's: summarized or kept, never silently dropped). Outside
+any scope (a stage used on its own, code reading a processed history) the process's own key is used;
+`HistoryProcessor.marks()` scopes code to its store's.
 
 A marker found inside foreign text is just text. A request is one of ours only when every part but its
 system prompts is ours: a request pydantic-ai merged with a user turn (`repair_messages`) counts as foreign,
