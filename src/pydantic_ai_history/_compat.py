@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
 from pydantic_ai import messages as _m
+from pydantic_ai import tools as _tools
 from pydantic_ai.messages import (
     BinaryContent,
     FileUrl,
@@ -45,6 +46,7 @@ __all__ = (
     'NATIVE_TOOL_CALL_PARTS',
     'NATIVE_TOOL_RETURN_PARTS',
     'RETRY_FEEDBACK_PART',
+    'TOOLS_HAVE_METADATA',
     'TOOL_AVAILABILITY_DELTA_PART',
     'BinaryContent',
     'CapabilityBase',
@@ -248,16 +250,28 @@ def instrumented_agent_options(settings: InstrumentationSettings | None) -> dict
 
 def instrumentation_of(ctx: object) -> InstrumentationSettings | None:
     """The run's instrumentation settings: its `Instrumentation` capability's (2.x), else its instrumented
-    model's (1.x); None when the run is not instrumented."""
-    capabilities = getattr(ctx, 'capabilities', None)
+    model's (1.x); None when the run is not instrumented, or its context does not carry them (a durable
+    engine's activity context)."""
+    capabilities = _carried(ctx, 'capabilities')
     if isinstance(capabilities, Mapping):
         for capability in capabilities.values():
             settings = getattr(capability, 'settings', None)
             if isinstance(settings, InstrumentationSettings):
                 return settings
-    settings = getattr(getattr(ctx, 'model', None), 'instrumentation_settings', None)
+    settings = getattr(_carried(ctx, 'model'), 'instrumentation_settings', None)
     return settings if isinstance(settings, InstrumentationSettings) else None
 
+
+def _carried(ctx: object, name: str) -> Any:
+    """`ctx.name`, or None: a durable engine's run context raises for what it did not serialize."""
+    try:
+        return getattr(ctx, name, None)
+    except Exception:
+        return None
+
+
+TOOLS_HAVE_METADATA = 'metadata' in {f.name for f in dataclasses.fields(_tools.ToolDefinition)}
+"""Whether tool definitions carry `metadata` (late 1.x, 2.x; not 1.0)."""
 
 _REQUEST_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelRequest))
 _HAS_REQUEST_METADATA = 'metadata' in _REQUEST_FIELDS

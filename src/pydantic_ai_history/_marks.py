@@ -8,11 +8,18 @@ A user or a tool can type any text, so no text prefix is trusted. Our own output
   cannot write it. A message we write records the kind of each of its parts (`parts`), so a history reloaded
   in another process still knows them.
 - **a seal**, for text we write where there is no metadata to hold the mark (a `UserPromptPart`, a text item
-  inside a user's attachment list, and every message on 1.0): its last line carries a keyed hash
-  (HMAC-SHA256) of its kind and of exactly the text before it. Forging one needs the secret: set
-  `PYDANTIC_AI_HISTORY_SECRET` to the same value in every process of a deployment, otherwise each process
-  draws its own and another process's seals read as plain text (the message is then treated as the user's:
-  summarized or kept, never silently dropped).
+  inside a user's attachment list, and every message on 1.0; pydantic-ai also drops a request's metadata
+  when it merges it with the next one at the start of a run): its last line carries a keyed hash
+  (HMAC-SHA256) of its kind and of exactly the text before it. Forging one needs the key.
+
+The key comes from the one secret kept where the data is: the processor seals and verifies inside
+`seal_key_scope(store secret)`, so a `DirectoryStore` or `RedisStore` (which keep their secret beside the
+data) recognises every note of a history reloaded in any process, with no environment variable; a
+`MemoryStore` given no `secret=` uses the process's own (`process_secret`), which dies with the process like
+its data; under durable execution it is the store's explicit `secret=`. A seal made with another key reads as
+plain text (the message is then treated as the user's: summarized or kept, never silently dropped). Outside
+any scope (a stage used on its own, code reading a processed history) the process's own key is used;
+`HistoryProcessor.marks()` scopes code to its store's.
 
 A marker found inside foreign text is just text. A request is one of ours only when every part but its
 system prompts is ours: a request pydantic-ai merged with a user turn (`repair_messages`) counts as foreign,
@@ -24,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import logging
 import os
 import re
 import secrets
@@ -40,6 +48,8 @@ from ._compat import (
     make_request,
 )
 
+logger = logging.getLogger('pydantic_ai_history')
+
 __all__ = (
     'MARKER_KEY',
     'OPENINGS',
@@ -51,7 +61,12 @@ __all__ = (
     'own_metadata',
     'own_request',
     'part_kinds',
+    'process_secret',
+    'readback_tool',
+    'readback_tool_scope',
     'seal',
+    'seal_key',
+    'seal_key_scope',
     'sealed_kind',
     'set_mark_secret',
     'strip_seal',
@@ -62,7 +77,26 @@ MARKER_KEY = 'pydantic_ai_history'
 """Metadata key under which this package marks the messages and parts it wrote."""
 
 READ_ARTIFACT_TOOL = 'read_artifact'
-"""The read-back tool every note, stub and summary of ours names (the tool itself is in `readback`)."""
+"""The read-back tool's default name (the tool itself is in `readback`); `HistoryProcessor(readback_tool_name=
+...)` renames it, and every note, stub and summary of ours then names it so (`readback_tool()`)."""
+
+_readback_tool: ContextVar[str] = ContextVar('pydantic_ai_history_readback_tool', default=READ_ARTIFACT_TOOL)
+
+
+def readback_tool() -> str:
+    """The name the notes being written give the read-back tool: the processor's, within its processing."""
+    return _readback_tool.get()
+
+
+@contextmanager
+def readback_tool_scope(name: str) -> Iterator[None]:
+    """Notes written within the block name the read-back tool `name`."""
+    token = _readback_tool.set(name)
+    try:
+        yield
+    finally:
+        _readback_tool.reset(token)
+
 
 Kind = Literal['summary', 'pinned', 'transcript', 'window', 'artifact']
 """What a part of ours is: a summary, the pinned section or the stored-transcript reference carried with it,
@@ -76,7 +110,8 @@ OPENINGS: Mapping[str, str] = {
 """Opening lines of the user-voice texts we write: what the model reads, never how we recognise them."""
 
 SECRET_ENV = 'PYDANTIC_AI_HISTORY_SECRET'
-"""Environment variable holding the deployment's secret for seals (any string); else random per process."""
+"""No longer read: seals are keyed with the store's secret (see the module docstring); a warning says so once
+when it is set."""
 
 _SEAL_OPENING = '\n[pydantic-ai-history '
 _SEAL = re.compile(
@@ -88,14 +123,18 @@ SEAL_TOKENS = 24
 """Tokens a seal line adds to a text (a 24-hex-digit tag is about 14 tokens; rounded up)."""
 
 _secret: bytes | None = None
-_verified: dict[str, tuple[str, str] | None] = {}
+_default_key: tuple[bytes, bytes] | None = None
+_verified: dict[tuple[bytes, str], tuple[str, str] | None] = {}
 _verified_chars = 0
 _VERIFIED_MAX_CHARS = 16_000_000
 """Verdicts are remembered for texts up to this many characters in total (then forgotten all at once)."""
 
 
 def set_mark_secret(secret: str | bytes | None) -> None:
-    """Use `secret` for seals from now on (None: back to `PYDANTIC_AI_HISTORY_SECRET` or a random one)."""
+    """Use `secret` as the process's secret (`process_secret`) from now on (None: a new random one).
+
+    It keys seals made outside any `seal_key_scope`, and `MemoryStore`s made without a `secret=` that make
+    their first id afterwards."""
     global _secret, _verified_chars
     _secret = secret.encode() if isinstance(secret, str) else secret
     _verified.clear()
@@ -109,25 +148,46 @@ _scoped_key: ContextVar[bytes | None] = ContextVar('pydantic_ai_history_seal_key
 def seal_key_scope(secret: bytes) -> Iterator[None]:
     """Seal and verify with a key derived from `secret` within the block, with no environment or randomness.
 
-    Durable workflow code uses the store's id secret (explicit, the same on every worker): seals then read
-    the same on every worker and every replay.
+    The processor uses its store's id secret: every process (and every durable worker and replay) that shares
+    the store reads the same seals.
     """
-    token = _scoped_key.set(hmac.new(secret, b'pydantic-ai-history seal', hashlib.sha256).digest())
+    token = _scoped_key.set(seal_key(secret))
     try:
         yield
     finally:
         _scoped_key.reset(token)
 
 
-def _key() -> bytes:
+def seal_key(secret: bytes) -> bytes:
+    """The seal key derived from a store's secret (not the secret itself, which keys artifact ids)."""
+    return hmac.new(secret, b'pydantic-ai-history seal', hashlib.sha256).digest()
+
+
+def process_secret() -> bytes:
+    """The process's own secret: a `MemoryStore`'s when it is given none (its data dies with the process too),
+    and the key of seals made and read outside any `seal_key_scope`. Random once per process;
+    `set_mark_secret` replaces it."""
     global _secret
+    if _secret is None:
+        if os.environ.get(SECRET_ENV):
+            logger.warning(
+                "%s is no longer read: seals are keyed with the artifact store's secret (a DirectoryStore "
+                'or RedisStore keeps one beside its data; pass `secret=` to MemoryStore to choose it)',
+                SECRET_ENV,
+            )
+        _secret = secrets.token_bytes(32)
+    return _secret
+
+
+def _key() -> bytes:
     scoped = _scoped_key.get()
     if scoped is not None:
         return scoped
-    if _secret is None:
-        configured = os.environ.get(SECRET_ENV)
-        _secret = configured.encode() if configured else secrets.token_bytes(32)
-    return _secret
+    global _default_key
+    secret = process_secret()
+    if _default_key is None or _default_key[0] is not secret:
+        _default_key = (secret, seal_key(secret))
+    return _default_key[1]
 
 
 def _tag(kind: str, body: str) -> str:
@@ -149,16 +209,15 @@ def sealed_kind(text: str) -> tuple[str, str] | None:
     """
     if _SEAL_OPENING not in text[-_SEAL_MAX:]:
         return None
-    if _scoped_key.get() is not None:
-        return _verify(text)  # verdicts are remembered for the process-wide key only
-    if text in _verified:
-        return _verified[text]
+    memo = (_key(), text)
+    if memo in _verified:
+        return _verified[memo]
     verdict = _verify(text)
     global _verified_chars
     if _verified_chars + len(text) > _VERIFIED_MAX_CHARS:
         _verified.clear()
         _verified_chars = 0
-    _verified[text] = verdict
+    _verified[memo] = verdict
     _verified_chars += len(text)
     return verdict
 

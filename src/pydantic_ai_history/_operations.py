@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_ai import RunContext
 
-from ._compat import BinaryContent, durable_operation
+from ._compat import BinaryContent, durable_operation, instrumentation_of
 from .cache import SummaryCache
 from .files import FileResult
 from .files._results import file_result_from_json, file_result_to_json
@@ -107,6 +107,7 @@ class HistoryOperations:
             timeout=timeout,
             usage=ctx.usage,
             model_settings=self.summarizer.model_settings,
+            instrument=instrumentation_of(ctx),
         )
 
     @durable_operation(name='file_conversion')
@@ -169,6 +170,8 @@ class HistoryOperations:
             timeout=timeout,
             usage=ctx.usage,
             model_settings=self.summarizer.model_settings,
+            # the run's own instrumentation, so the request honours its `include_content` as inline
+            instrument=instrumentation_of(ctx),
         )
 
     def _summarizer_model(self, ctx: RunContext[Any]) -> ModelRef:

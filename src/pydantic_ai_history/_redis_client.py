@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ('DEFAULT_REDIS_URL', 'RedisClients', 'import_redis_asyncio')
+__all__ = ('DEFAULT_REDIS_URL', 'RedisClients', 'RedisPoolSettings', 'import_redis_asyncio')
 
 DEFAULT_REDIS_URL = 'redis://localhost:6379/0'
 
@@ -22,22 +23,61 @@ def import_redis_asyncio() -> Any:
     return redis.asyncio
 
 
+@dataclass(frozen=True, kw_only=True)
+class RedisPoolSettings:
+    """How a client this package makes from a URL connects: one pool per store or cache, for every run.
+
+    A burst of runs (hundreds at once on one processor) waits for a free connection instead of failing, and a
+    call that fails on a connection error or a timeout is tried again with backoff before it is reported (the
+    store's breaker then opens). A client passed in by the caller keeps its own configuration.
+    """
+
+    max_connections: int = 64
+    """Connections at most in the pool; further calls wait for one to be free."""
+    pool_timeout: float = 10.0
+    """Seconds a call waits for a free connection before it fails."""
+    connect_timeout: float = 5.0
+    """Seconds to open a connection. Longer than the socket timeout: a loop busy with a burst of runs is slow
+    to see a connection open, and a hung server is found by the socket timeout of its first call anyway."""
+    retries: int = 3
+    """Attempts after the first, on a connection error or a timeout."""
+    backoff_base: float = 0.05
+    """Seconds before the first retry; doubled for each further one (with jitter)."""
+    backoff_cap: float = 1.0
+    """The longest wait between two attempts, in seconds."""
+
+    def __post_init__(self) -> None:
+        if self.max_connections < 1 or self.retries < 0 or min(self.pool_timeout, self.connect_timeout) <= 0:
+            raise ValueError(
+                'RedisPoolSettings: max_connections, pool_timeout and connect_timeout must be positive and '
+                f'retries not negative (got {self})'
+            )
+
+
 class RedisClients:
     """The client to use on the running event loop.
 
     An asyncio Redis client's connections belong to the loop that opened them, and fail with
     "Event loop is closed" on the next loop (each `Agent.run_sync` may run on a new one). A client this
-    package created from a URL is therefore re-created when the loop changes; a client passed in by
-    the caller is used as-is, since its lifetime is the caller's.
+    package created from a URL is therefore re-created when the loop changes (with one pool, as
+    `RedisPoolSettings` says); a client passed in by the caller is used as-is, since its lifetime is the
+    caller's.
     """
 
-    def __init__(self, url: str | None, client: Any | None, socket_timeout: float | None) -> None:
+    def __init__(
+        self,
+        url: str | None,
+        client: Any | None,
+        socket_timeout: float | None,
+        pool: RedisPoolSettings | None = None,
+    ) -> None:
         if (url is None) == (client is None):
             raise ValueError('pass exactly one of `url` or `client`')
         if url is not None:
             import_redis_asyncio()  # fail at construction, not on the first call
         self.url = url
         self.socket_timeout = socket_timeout
+        self.pool = pool if pool is not None else RedisPoolSettings()
         self._given = client
         self._loop: asyncio.AbstractEventLoop | None = None
         self._owned: Any | None = None
@@ -48,14 +88,29 @@ class RedisClients:
         loop = asyncio.get_running_loop()
         if self._owned is None or self._loop is not loop:
             # The previous client (if any) is bound to a loop that is gone or not ours; drop it.
-            self._owned = import_redis_asyncio().Redis.from_url(
-                self.url,
-                socket_timeout=self.socket_timeout,
-                socket_connect_timeout=self.socket_timeout,
-                decode_responses=False,
-            )
+            self._owned = self._create()
             self._loop = loop
         return self._owned
+
+    def _create(self) -> Any:
+        from redis.asyncio.retry import Retry  # retries on connection errors and timeouts
+        from redis.backoff import ExponentialWithJitterBackoff
+
+        settings = self.pool
+        redis = import_redis_asyncio()
+        pool = redis.BlockingConnectionPool.from_url(
+            self.url,
+            max_connections=settings.max_connections,
+            timeout=settings.pool_timeout,
+            socket_timeout=self.socket_timeout,
+            socket_connect_timeout=settings.connect_timeout,
+            decode_responses=False,
+            retry=Retry(
+                ExponentialWithJitterBackoff(base=settings.backoff_base, cap=settings.backoff_cap),
+                settings.retries,
+            ),
+        )
+        return redis.Redis.from_pool(pool)  # closing the client closes its pool
 
     async def aclose(self) -> None:
         owned, loop = self._owned, self._loop

@@ -1,4 +1,4 @@
-"""The `pydantic-ai-history` command line: `demo`, `inspect`, `count` and `eval`.
+"""The `pydantic-ai-history` command line: `demo`, `inspect`, `count`, `eval` and `prune`.
 
 Exit codes: 0 success; 1 processing error (the input was fine, processing failed); 2 usage or input error
 (bad arguments, a missing file, invalid JSON, a file that is not a history, an unknown context window).
@@ -19,6 +19,7 @@ from ._cli.count import CountReport, count_history, count_messages, render_count
 from ._cli.demo import DemoResult, DemoSettings, run_demo
 from ._cli.eval import run_eval
 from ._cli.inspect import InspectReport, inspect_history, inspect_messages, render_inspect
+from ._cli.prune import parse_size, run_prune
 
 __all__ = (
     'EXIT_OK',
@@ -36,10 +37,12 @@ __all__ = (
     'inspect_messages',
     'load_history',
     'main',
+    'parse_size',
     'render_count',
     'render_inspect',
     'run_demo',
     'run_eval',
+    'run_prune',
 )
 
 PROG = 'pydantic-ai-history'
@@ -115,7 +118,47 @@ def build_parser() -> argparse.ArgumentParser:
     )
     count.add_argument('--json', action='store_true', help='print the counts as JSON')
     _add_eval(sub)
+    _add_prune(sub)
     return parser
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a number of days') from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f'{text!r} must be positive')
+    return value
+
+
+def _add_prune(sub: argparse._SubParsersAction[Any]) -> None:
+    prune = sub.add_parser(
+        'prune',
+        help="apply a store's retention now: delete what is older than its age bound, then the oldest past "
+        'its size bound',
+    )
+    prune.add_argument('root', nargs='?', metavar='ROOT', help='a DirectoryStore root folder')
+    prune.add_argument('--redis', metavar='URL', help='a RedisStore server instead of a folder')
+    prune.add_argument(
+        '--prefix', metavar='PREFIX', help="the RedisStore's key prefix (default: its default)"
+    )
+    prune.add_argument(
+        '--max-age', type=_days, metavar='DAYS', help='delete what was not used for this long (default 30)'
+    )
+    prune.add_argument(
+        '--max-bytes',
+        type=_size,
+        metavar='SIZE',
+        help='then the oldest until this much is held, e.g. 500MB (default: 1GiB folder, 256MiB Redis)',
+    )
 
 
 def _fraction(text: str) -> float:
@@ -200,6 +243,18 @@ def _eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _prune(args: argparse.Namespace) -> int:
+    report = run_prune(
+        args.root,
+        redis_url=args.redis,
+        prefix=args.prefix,
+        max_age=None if args.max_age is None else args.max_age * 86_400,
+        max_bytes=args.max_bytes,
+    )
+    print(report)
+    return EXIT_OK
+
+
 def _demo(args: argparse.Namespace) -> int:
     result = run_demo(args.requests, model=args.model, quiet=args.quiet)
     return EXIT_PROCESSING if result.rejected else EXIT_OK
@@ -225,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         _configure_logging(args.verbose)
-        handler = {'demo': _demo, 'inspect': _inspect, 'count': _count, 'eval': _eval}[args.command]
+        handlers = {'demo': _demo, 'inspect': _inspect, 'count': _count, 'eval': _eval, 'prune': _prune}
+        handler = handlers[args.command]
         return handler(args)
     except CliError as exc:
         print(f'{PROG}: error: {exc}', file=sys.stderr)

@@ -42,6 +42,7 @@ WarningKind = Literal[
     'user_prompt_reduced',
     'content_cut',
     'attachment_not_sendable',
+    'store_unavailable',
 ]
 """The `code` of a `HistoryWarning` (and of `ContentLost`, its error-level kind). Per value: when, what to do:
 
@@ -86,6 +87,10 @@ WarningKind = Literal[
   could not be stored (the store refused or failed). Fix the store or raise its per-artifact limit.
 - `attachment_not_sendable` (`ContentLost`): an attached file no provider accepts as it is (over the file
   limits) could not be stored either; a note replaced it. Fix the store or raise its per-artifact limit.
+- `store_unavailable` (logged at error level): the persistent store cannot give its secret (Redis unreachable,
+  a root that cannot be created). Nothing is stored and no id or mark is made with a secret of this process:
+  the request is processed as with a store that refuses every write (content inline, compaction deferred
+  while the history fits), and notes written meanwhile are not recognised later. Fix the store.
 """
 
 

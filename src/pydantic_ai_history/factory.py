@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._context import HistoryStage, ScopeKey
+from ._marks import READ_ARTIFACT_TOOL
 from ._policy import ContextPolicy
 from ._summarizer_settings import ModelRef, SummarizerSettings
 from .cache import MemoryCache, SummaryCache
@@ -54,6 +55,7 @@ def create_history_processor(
     cache: SummaryCache | None = None,
     store: ArtifactStore | None = None,
     scope: ScopeKey | None = None,
+    readback_tool_name: str = READ_ARTIFACT_TOOL,
     on_event: EventHandler | None = None,
     **legacy: Any,
 ) -> HistoryProcessor:
@@ -88,6 +90,7 @@ def create_history_processor(
         cache=cache if cache is not None else MemoryCache(),
         store=store if store is not None else MemoryStore(),
         scope=scope,
+        readback_tool_name=readback_tool_name,
         on_history_event=on_event,
     )
 

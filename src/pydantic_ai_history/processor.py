@@ -12,9 +12,10 @@ import dataclasses
 import inspect
 import logging
 import math
+import re
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,13 +31,13 @@ from ._compat import (
     instrumentation_of,
     run_id_of,
 )
-from ._context import HistoryContext, HistoryStage, ScopeKey, default_scope
-from ._marks import READ_ARTIFACT_TOOL, seal_key_scope
+from ._context import MARKER_KEY, HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._marks import READ_ARTIFACT_TOOL, readback_tool_scope, seal_key_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._policy import ContextLimits, ContextPolicy
 from ._room import read_room_tokens
 from ._summarizer_settings import ModelRef, SummarizerSettings
-from .cache import MemoryCache, SummaryCache
+from .cache import MemoryCache, SummaryCache, scoped
 from .events import (
     ArtifactProcessed,
     CompactionResult,
@@ -48,11 +49,12 @@ from .events import (
 )
 from .model_info import ContextWindowUnknownError, model_info, model_name_of, profile_window
 from .pinning import PinPredicate
-from .readback import ReadbackGate, ReadRoom, readback_toolset_id
+from .readback import READBACK_TOOL_METADATA, ReadbackGate, ReadRoom, readback_toolset_id
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
-from .store import ArtifactStore, MemoryStore
+from .store import ArtifactStore, MemoryStore, StoreError
+from .store._unavailable import UnavailableStore
 from .stream_events import gather, gathering, publish
 from .tokens import TokenCounter, TokenizerProfile
 from .validate import PAIRING_CODES, StructureCheck, Violation
@@ -186,13 +188,18 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     token_profile: TokenizerProfile | None = None
     """Overrides how tokens are counted (encoding, correction, image formula). Default: by model family."""
     cache: SummaryCache = field(default_factory=MemoryCache)
-    """The cache for summaries, conversions and prefix records. Default: an in-memory LRU."""
+    """The cache for summaries, conversions and prefix records. Default: an in-memory LRU. Shared by every
+    run; each run's entries are keyed by its scope (`scope`), so no tenant is ever served another's."""
     store: ArtifactStore = field(default_factory=MemoryStore)
     """Where originals of reduced artifacts and evicted transcripts are kept for `read_artifact`. Default: in
     memory, bounded; a history persisted between processes needs `DirectoryStore` or `RedisStore`."""
     scope: ScopeKey | None = None
     """`ctx -> str`: the tenant or conversation whose artifacts a run may store and read back, e.g.
     `lambda ctx: ctx.deps.tenant_id`. Default: pydantic-ai's conversation id (1.0: one shared scope)."""
+    readback_tool_name: str = READ_ARTIFACT_TOOL
+    """The name of the read-back tool (and of the tool every note, stub and summary tells the model to call).
+    Rename it when the app has a tool of its own called `read_artifact`: a clash fails when the agent is built
+    (where its tools are known then), else on the first request, naming both."""
     on_history_event: EventHandler | None = None
     """Receives every `HistoryEvent` (they are also logged). `create_history_processor(on_event=...)` sets it;
     the field has its own name because `on_event` is pydantic-ai's hook for the run's stream events."""
@@ -212,6 +219,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             self.compaction = _coerce(CompactionSettings, self.compaction, 'compaction')
         if self.max_tracked_runs < 1:
             raise ValueError(f'max_tracked_runs must be positive, got {self.max_tracked_runs!r}')
+        if not isinstance(self.readback_tool_name, str) or not _TOOL_NAME.fullmatch(self.readback_tool_name):
+            raise ValueError(
+                f'readback_tool_name must be a tool name providers accept (letters, digits, _ and -, at most '
+                f'64, starting with a letter or _), got {self.readback_tool_name!r}'
+            )
         self._stages: list[HistoryStage] = (
             list(self.stages) if self.stages is not None else self._builtin_stages()
         )
@@ -232,7 +244,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         stages: list[HistoryStage] = []
         if self.artifacts is not False:
             artifacts = self.artifacts if isinstance(self.artifacts, ArtifactSettings) else ArtifactSettings()
-            stages.append(ArtifactPlanner(artifacts))
+            stages.append(ArtifactPlanner(_exempting(artifacts, self.readback_tool_name)))
         if self.compaction is not False:
             compaction = (
                 self.compaction if isinstance(self.compaction, CompactionSettings) else CompactionSettings()
@@ -256,6 +268,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         """The capability hook: process the history once per request step, and persist the result."""
         parameters = request_context.model_request_parameters
         tools = [*parameters.function_tools, *parameters.output_tools]
+        clash = next((t for t in tools if t.name == self.readback_tool_name and not _is_readback(t)), None)
+        if clash is not None:
+            raise _user_error(_clash_message(self.readback_tool_name, "one of this run's toolsets"))
         before = request_context.messages
         with gathering() as stream_events:
             messages = await self.process(
@@ -288,6 +303,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         others = [c for c in capabilities if isinstance(c, HistoryProcessor) and c is not self]
         if others:
             raise _duplicate_error([*others, self])
+        owner = _tool_owner(agent, self.readback_tool_name)
+        if owner is not None:
+            raise _user_error(_clash_message(self.readback_tool_name, owner))
         if DurabilityBase is not None and any(isinstance(c, DurabilityBase) for c in capabilities):
             problem = durable_store_problem(self.store)
             if problem is not None:
@@ -316,6 +334,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             gate=self.readback_gate,
             toolset_id=readback_toolset_id(self.id),
             room=self.read_room,
+            tool_name=self.readback_tool_name,
         )
 
     def read_room(self, ctx: RunContext[Any]) -> ReadRoom | None:
@@ -331,7 +350,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 counter=counter,
                 limits=limits,
                 floor=artifacts.resolve_budget(limits),
-                tool_name=READ_ARTIFACT_TOOL,
+                tool_name=self.readback_tool_name,
                 keep_first_user_message=self.keep_first_user_message,
             )
         except Exception:  # a bound only: the read still answers within its limit
@@ -367,10 +386,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             return False
         try:
             context = self.make_context(ctx=ctx)
-            for stage in stages:
-                verdict = stage.will_name_readback(messages, context)  # type: ignore[attr-defined]
-                if await verdict if inspect.isawaitable(verdict) else verdict:
-                    return True
+            with self._marks_scope():
+                for stage in stages:
+                    verdict = stage.will_name_readback(messages, context)  # type: ignore[attr-defined]
+                    if await verdict if inspect.isawaitable(verdict) else verdict:
+                        return True
         except Exception:  # a prediction only: the tool then comes with the next request
             logger.debug('could not predict a read-back note', exc_info=True)
         return False
@@ -420,12 +440,18 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         model: ModelRef | None = None,
         tool_definitions: Sequence[ToolDefinition] = (),
         serving_model: Model | None = None,
+        store: ArtifactStore | None = None,
     ) -> HistoryContext:
-        """The per-call context the stages receive, with the limits resolved for the serving model."""
+        """The per-call context the stages receive, with the limits resolved for the serving model.
+
+        `store`: the store this request writes to (default: the processor's; a stand-in while it is
+        unavailable)."""
+        store = self.store if store is None else store
         if model is None:
             model = self.model if self.model is not None else (ctx.model if ctx is not None else None)
         # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
         operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
+        scope = self.scope_of(ctx)
         return HistoryContext(
             counter=self.counter_for(model),
             limits=self.limits_for(model),
@@ -435,14 +461,15 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             model=model,
             run_context=ctx,
             run_id=self._run_key(ctx),
-            cache=JournaledCache(operations) if operations is not None else self.cache,
-            store=JournaledStore(operations, self.store) if operations is not None else self.store,
+            # every key a stage uses carries the run's scope: nothing one tenant's run cached reaches another
+            cache=scoped(JournaledCache(operations) if operations is not None else self.cache, scope),
+            store=JournaledStore(operations, store) if operations is not None else store,
             operations=operations,
             emit_event=self._emit,
             usage=ctx.usage if ctx is not None else None,
             tool_definitions=tuple(tool_definitions),
             serving_model=serving_model,
-            scope=self.scope_of(ctx),
+            scope=scope,
         )
 
     async def compact(
@@ -465,8 +492,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 if self.journaled(ctx):
                     with self._workflow_scope(history):
                         return await self._compact_with(stage, compact, history, focus, ctx, model)
-                await self.store.prepare()
-                return await self._compact_with(stage, compact, history, focus, ctx, model)
+                store = await self._prepared_store(ctx)
+                with self._marks_scope(store):
+                    return await self._compact_with(stage, compact, history, focus, ctx, model, store)
         raise RuntimeError(
             'this processor has no compaction stage (create_history_processor(compaction=False)?)'
         )
@@ -479,8 +507,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         focus: str | None,
         ctx: Any,
         model: Any,
+        store: ArtifactStore | None = None,
     ) -> list[ModelMessage]:
-        context = self.make_context(ctx=ctx, model=model)
+        context = self.make_context(ctx=ctx, model=model, store=store)
         check = self._input_check(context.run_id)
         validity = check.check(history)
         result = await self._run_stage(_OnDemand(stage.name, compact, focus), history, context, validity)
@@ -515,14 +544,63 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             # workflow code: no clock, no I/O (the store's secret is explicit under durability)
             with self._workflow_scope(messages):
                 return await self._process_traced(messages, ctx, model, tool_definitions, serving_model)
-        await self.store.prepare()  # a persisted id secret is loaded before the first id is made
-        return await self._process_traced(messages, ctx, model, tool_definitions, serving_model)
+        # the store's secret (persisted beside its data) is loaded before the first id or mark is made
+        store = await self._prepared_store(ctx)
+        with self._marks_scope(store):
+            return await self._process_traced(messages, ctx, model, tool_definitions, serving_model, store)
+
+    async def _prepared_store(self, ctx: Any) -> ArtifactStore:
+        """The store with its secret loaded (a no-op once loaded); while it cannot be, a stand-in that refuses
+        every write, said at error level (`store_unavailable`) on every request."""
+        try:
+            await self.store.prepare()
+        except StoreError as exc:
+            message = (
+                f'the artifact store cannot give its secret ({exc}): nothing is stored and no id or mark is '
+                'made with a secret of this process; the request is processed as with a store that refuses '
+                'every write'
+            )
+            logger.error('store_unavailable: %s', message)
+            self._emit(HistoryWarning(run_id=self._run_key(ctx), code='store_unavailable', message=message))
+            return UnavailableStore(self.store, str(exc))
+        return self.store
+
+    @contextlib.contextmanager
+    def _marks_scope(self, store: ArtifactStore | None = None) -> Iterator[None]:
+        """Seals made and verified with the key of the store's secret: the one secret, kept where the data is,
+        so every process sharing the store recognises the package's notes (no environment variable)."""
+        store = self.store if store is None else store
+        with readback_tool_scope(self.readback_tool_name):
+            if isinstance(store, UnavailableStore) or not store.secret_ready:
+                # the store cannot say (or, in a prediction before the first request, has not said yet): the
+                # process's own key, whose marks no other process reads as ours
+                yield
+                return
+            with seal_key_scope(store._id_secret()):
+                yield
+
+    @contextlib.contextmanager
+    def marks(self) -> Iterator[None]:
+        """Read (and write) the package's marks as this processor does, outside a run.
+
+        Within a run the processor keys its seals with its store's secret. Code that inspects a processed
+        history on its own (`summary_text`, `note_transcript`, `stages.compactor.summary_sections`, ...) reads
+        metadata marks anywhere, but a seal (the only mark on pydantic-ai 1.0, and on user-prompt text) only
+        within `with processor.marks():`. A `RedisStore` must have loaded its secret first
+        (`await processor.store.prepare()`); otherwise this raises `StoreError`.
+        """
+        with seal_key_scope(self.store._id_secret()), readback_tool_scope(self.readback_tool_name):
+            yield
 
     @contextlib.contextmanager
     def _workflow_scope(self, messages: Sequence[ModelMessage]) -> Iterator[None]:
         """Workflow code: clocks pinned to the newest message, seals keyed by the store's explicit secret."""
         # the secret is explicit under durability (checked in `for_agent`), so reading it does no I/O
-        with replay_safe(message_time(messages)), seal_key_scope(self.store._id_secret()):
+        with (
+            replay_safe(message_time(messages)),
+            seal_key_scope(self.store._id_secret()),
+            readback_tool_scope(self.readback_tool_name),
+        ):
             yield
 
     def journaled(self, ctx: object) -> bool:
@@ -537,10 +615,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         model: Any,
         tool_definitions: Sequence[Any],
         serving_model: Model | None = None,
+        store: ArtifactStore | None = None,
     ) -> list[ModelMessage]:
         started = perf()
         context = self.make_context(
-            ctx=ctx, model=model, tool_definitions=tool_definitions, serving_model=serving_model
+            ctx=ctx, model=model, tool_definitions=tool_definitions, serving_model=serving_model, store=store
         )
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
@@ -788,6 +867,41 @@ def _agent_capabilities(agent: object) -> list[object]:
     if callable(apply):
         apply(found.append)
     return found
+
+
+_TOOL_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]{0,63}')
+"""A tool name every provider accepts."""
+
+
+def _exempting(settings: ArtifactSettings, tool_name: str) -> ArtifactSettings:
+    """The artifact settings with the read-back tool, under its configured name, exempt from planning."""
+    if tool_name == READ_ARTIFACT_TOOL or READ_ARTIFACT_TOOL not in settings.exempt_tools:
+        return settings
+    exempt = (settings.exempt_tools - {READ_ARTIFACT_TOOL}) | {tool_name}
+    return dataclasses.replace(settings, exempt_tools=frozenset(exempt))
+
+
+def _is_readback(tool: ToolDefinition) -> bool:
+    """Whether a tool definition is our read-back tool's (marked in its metadata)."""
+    return (getattr(tool, 'metadata', None) or {}).get(MARKER_KEY) == READBACK_TOOL_METADATA[MARKER_KEY]
+
+
+def _tool_owner(agent: object, name: str) -> str | None:
+    """The label of the agent's own toolset that already has a tool called `name`, where it is known when the
+    agent is built (tools registered on it, function toolsets given to it); None otherwise."""
+    for toolset in getattr(agent, 'toolsets', None) or ():
+        tools = getattr(toolset, 'tools', None)
+        if isinstance(tools, Mapping) and name in tools:
+            return str(getattr(toolset, 'label', type(toolset).__name__))
+    return None
+
+
+def _clash_message(name: str, owner: str) -> str:
+    return (
+        f"The agent already has a tool named {name!r} (from {owner}), the name of the history processor's "
+        f'read-back tool ({name!r}): rename one of them, e.g. HistoryProcessor(readback_tool_name='
+        f"'read_stored_content') or create_history_processor(readback_tool_name=...)."
+    )
 
 
 def _user_error(message: str) -> Exception:

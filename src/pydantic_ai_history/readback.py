@@ -22,7 +22,7 @@ from pydantic_ai.messages import ToolReturn
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
-from ._compat import ModelMessage, ModelRequest, part_metadata, run_id_of
+from ._compat import TOOLS_HAVE_METADATA, ModelMessage, ModelRequest, part_metadata, run_id_of
 from ._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
 from ._marks import READ_ARTIFACT_TOOL
 from ._offload import OFF_LOOP_CHARS
@@ -33,6 +33,7 @@ from .store import ArtifactStore, InvalidArtifactId, StoreError
 __all__ = (
     'MAX_READ_LIMIT',
     'READBACK_TOOLSET_ID',
+    'READBACK_TOOL_METADATA',
     'READ_ARTIFACT_TOOL',
     'ReadRoom',
     'ReadbackGate',
@@ -44,6 +45,11 @@ __all__ = (
 
 READBACK_TOOLSET_ID = 'pydantic_ai_history_readback'
 """The read-back toolset's id under the processor's default id (durable engines name activities after it)."""
+
+
+READBACK_TOOL_METADATA = {MARKER_KEY: 'read-back'}
+"""The metadata of the read-back tool's definition (where pydantic-ai's tools have metadata): how the
+processor tells it from an app's tool of the same name."""
 
 
 def readback_toolset_id(capability_id: str | None) -> str:
@@ -189,7 +195,8 @@ async def _whole_document(data: bytes, media_type: str) -> str | None:
     return result.text if isinstance(result, ConvertedDocument) else None
 
 
-_READBACK_CALL = READ_ARTIFACT_TOOL + '('
+_READBACK_CALL = '(artifact_id='
+"""How a note of ours calls the read-back tool, whatever it is named."""
 
 
 def names_readback(message: ModelMessage) -> bool:
@@ -338,11 +345,13 @@ def readback_toolset(
     gate: ReadbackGate | None = None,
     toolset_id: str = READBACK_TOOLSET_ID,
     room: Callable[[RunContext[Any]], ReadRoom | None] | None = None,
+    tool_name: str = READ_ARTIFACT_TOOL,
 ) -> AbstractToolset[Any]:
-    """A toolset with one tool, `read_artifact`, reading from `store` in the scope `scope(ctx)` names (by
-    default `default_scope`), offered only while `gate` says so. `room(ctx)` bounds each read by what the
-    request that carries it has room for (the processor's toolset passes its own); without it a read is
-    bounded by its `limit` alone.
+    """A toolset with one tool, `read_artifact` (or `tool_name`), reading from `store` in the scope that
+    `scope(ctx)` names (by default `default_scope`), offered only while `gate` says so. The tool's definition
+    carries `READBACK_TOOL_METADATA`, so it is told apart from an app's tool of the same name. `room(ctx)`
+    bounds each read by what the request that carries it has room for (the processor's toolset passes its
+    own); without it a read is bounded by its `limit` alone.
 
     The function toolset inside has the stable id `toolset_id` (`readback_toolset_id(processor.id)` for a
     processor's own; `READBACK_TOOLSET_ID` by default). Without a gate, a new one is made:
@@ -376,5 +385,8 @@ def readback_toolset(
         # the page, in metadata the model never sees: a stage can cut it shorter without storing a copy
         return text if page is None else ToolReturn(return_value=text, metadata=page.metadata())
 
-    toolset.add_function(read_artifact, name=READ_ARTIFACT_TOOL)
+    if TOOLS_HAVE_METADATA:
+        toolset.add_function(read_artifact, name=tool_name, metadata=dict(READBACK_TOOL_METADATA))
+    else:  # pydantic-ai 1.0
+        toolset.add_function(read_artifact, name=tool_name)
     return toolset.prepared((gate if gate is not None else ReadbackGate()).prepare)

@@ -52,13 +52,15 @@ async def test_each_turn_carries_one_summary() -> None:
         history = result.all_messages()
         compactions = [e for e in events if isinstance(e, CompactionResult)]
         assert len(compactions) > turn, 'every turn must compact, or the fused shape is not exercised'
-        assert _summaries(history) == 1, f'turn {turn}: {_summaries(history)} summaries in the history'
+        with processor.marks():  # a fused summary part is known by its seal (1.x), keyed by the store
+            assert _summaries(history) == 1, f'turn {turn}: {_summaries(history)} summaries in the history'
     check_requests(provider)
-    for record in provider.requests[-3:]:
-        assert _summaries(record.history) <= 1
-    fused = [
-        m for r in provider.requests for m in r.history if _summary_parts([m]) and marker_kind(m) is None
-    ]
+    with processor.marks():
+        for record in provider.requests[-3:]:
+            assert _summaries(record.history) <= 1
+        fused = [
+            m for r in provider.requests for m in r.history if _summary_parts([m]) and marker_kind(m) is None
+        ]
     if HAS_CAPABILITIES:  # pydantic-ai 1.0 sends the saved requests as they are: nothing is fused there
         assert fused, (
             'no request arrived with the summary fused into a user turn: the shape was not exercised'

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
@@ -22,14 +23,19 @@ async def test_shared_between_two_instances_and_keys(redis_server):
         assert await reader.info(aid) == info
         assert await reader.read(aid, offset=100, limit=50) == data[100:150]
         client = writer._clients.get()
-        # the bytes, the info, and the default scope's byte count (for its budget)
+        # the bytes, the info, the default scope's byte count (for its budget), and the retention index
         assert sorted(await client.keys('t:*')) == [
             b't::bytes:default',
+            b't::index',
+            b't::sizes',
+            b't::total',
             f't:{aid}'.encode(),
             f't:{aid}:info'.encode(),
         ]
         assert await client.get('t::bytes:default') == str(len(data)).encode()
-        assert await client.ttl(f't:{aid}') == -1
+        assert await client.get('t::total') == str(len(data)).encode()
+        # kept 30 days by default
+        assert 30 * 86_400 - 10 < await client.ttl(f't:{aid}') <= 30 * 86_400
     finally:
         await writer.aclose()
         await reader.aclose()
@@ -77,5 +83,99 @@ async def test_unreachable_server_is_a_store_error(redis_server):
         assert await store.get('art_x') is None
         await store.put('art_x', b'x', media_type='text/plain', source='t')
         assert await store.read('art_x', offset=0, limit=1) == b'x'
+    finally:
+        await store.aclose()
+
+
+async def test_concurrent_prepares_load_the_secret_once(redis_server):
+    store = RedisStore(redis_server.url, prefix='once:')
+    loads = []
+    load = store._load_secret
+
+    async def counted():
+        loads.append(1)
+        return await load()
+
+    store._load_secret = counted
+    try:
+        await asyncio.gather(*(store.prepare() for _ in range(200)))
+        assert len(loads) == 1
+        assert store.secret_ready
+        # another process (a new instance) reads the same secret: the same ids
+        again = RedisStore(redis_server.url, prefix='once:')
+        await again.prepare()
+        assert again.artifact_id(b'x', scope='s') == store.artifact_id(b'x', scope='s')
+        await again.aclose()
+    finally:
+        await store.aclose()
+
+
+async def test_an_unreachable_server_never_gives_a_process_secret(redis_server, caplog):
+    store = RedisStore(redis_server.url, prefix='down:', socket_timeout=0.3, cooldown=0)
+    redis_server.stop()
+    try:
+        with pytest.raises(StoreError, match='RedisStore failed'):
+            await store.prepare()
+        assert not store.secret_ready
+        with pytest.raises(StoreError, match='prepare'):
+            store.artifact_id(b'x')
+        assert 'for this process only' not in caplog.text
+        redis_server.start()
+        await store.prepare()  # tried again, and loaded now
+        assert store.artifact_id(b'x').startswith('art_')
+    finally:
+        await store.aclose()
+
+
+def test_pool_settings_are_checked():
+    from pydantic_ai_history.store import RedisPoolSettings
+
+    with pytest.raises(ValueError, match='max_connections'):
+        RedisPoolSettings(max_connections=0)
+    with pytest.raises(ValueError, match='retries'):
+        RedisPoolSettings(retries=-1)
+
+
+async def test_the_oldest_make_room_past_max_bytes_across_scopes(redis_server):
+    now = [1_000.0]
+    store = RedisStore(redis_server.url, prefix='cap:', max_bytes=100, ttl=None, clock=lambda: now[0])
+    try:
+        for i in range(4):  # 4 x 30 bytes: the first makes room for the fourth
+            now[0] += 1
+            await store.put(
+                f'art_{i}', bytes([i]) * 30, media_type='text/plain', source='t', scope=f's{i % 2}'
+            )
+        assert await store.get('art_0', scope='s0') is None
+        assert await store.info('art_0', scope='s0') is None
+        assert [await store.get(f'art_{i}', scope=f's{i % 2}') for i in (1, 2, 3)] == [
+            bytes([i]) * 30 for i in (1, 2, 3)
+        ]
+        client = store._clients.get()
+        assert await client.get('cap::total') == b'90'
+        # each scope's own count follows what was deleted from it
+        assert await client.get(store._quota_key('s0')) == b'30'
+        assert await client.get(store._quota_key('s1')) == b'60'
+        with pytest.raises(StoreError, match='more than one artifact may take'):
+            await store.put('art_big', b'x' * 101, media_type='text/plain', source='t')
+    finally:
+        await store.aclose()
+
+
+async def test_prune_takes_expired_artifacts_out_of_every_count(redis_server):
+    now = [1_000.0]
+    store = RedisStore(redis_server.url, prefix='age:', ttl=0.3, clock=lambda: now[0])
+    try:
+        await store.put('art_a', b'a' * 10, media_type='text/plain', source='t', scope='s')
+        await store.put('art_b', b'b' * 20, media_type='text/plain', source='t', scope='s')
+        client = store._clients.get()
+        assert await client.get('age::total') == b'30'
+        deadline = time.monotonic() + 5
+        while await client.exists('age:' + store._key('art_a', 's')[len('age:') :]):
+            assert time.monotonic() < deadline
+            await anyio.sleep(0.05)
+        now[0] += 1  # both are past their age now
+        report = await store.prune()
+        assert (report.removed, report.freed_bytes, report.held, report.held_bytes) == (2, 30, 0, 0)
+        assert await client.get('age::total') == b'0'
     finally:
         await store.aclose()

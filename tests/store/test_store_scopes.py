@@ -68,10 +68,14 @@ def test_short_secret_is_refused() -> None:
         MemoryStore(secret=b'short')
 
 
-def test_memory_stores_without_a_secret_make_different_ids() -> None:
+def test_memory_stores_without_a_secret_use_the_process_secret() -> None:
+    from pydantic_ai_history._marks import process_secret
+    from pydantic_ai_history.store import keyed_artifact_id
+
     data = b'the same content'
-    assert MemoryStore().artifact_id(data) != MemoryStore().artifact_id(data)
+    assert MemoryStore().artifact_id(data) == keyed_artifact_id(process_secret(), data)
     assert MemoryStore(secret=SECRET).artifact_id(data) == MemoryStore(secret=SECRET).artifact_id(data)
+    assert MemoryStore(secret=SECRET).artifact_id(data) != MemoryStore().artifact_id(data)
 
 
 # ---- scopes ----
@@ -106,30 +110,38 @@ async def test_the_same_content_in_two_scopes_is_two_artifacts(store: ArtifactSt
 
 
 async def test_memory_one_scope_never_evicts_another() -> None:
-    store = MemoryStore(max_bytes=100, max_scope_bytes=60, reclaim_idle_after=3_600)
+    store = MemoryStore(max_bytes=100, max_scope_bytes=60)
     await store.put('art_alice', b'a' * 40, media_type='text/plain', source='t', scope='alice')
     for i in range(10):  # Mallory churns through her own budget
         await store.put(f'art_m{i}', b'm' * 30, media_type='text/plain', source='t', scope='mallory')
     assert await store.get('art_alice', scope='alice') == b'a' * 40
     assert store.scope_bytes('mallory') == 60
-    # the store is full (40 + 60): a third, active tenant is refused rather than evicting either
-    with pytest.raises(StoreQuotaExceeded, match='store is full'):
-        await store.put('art_bob', b'b' * 10, media_type='text/plain', source='t', scope='bob')
-    assert store.size_bytes == 100
+    # the store is full (40 + 60): a third tenant is stored all the same, in place of the least recently
+    # used artifact (Mallory's oldest: Alice just read hers)
+    await store.put('art_bob', b'b' * 10, media_type='text/plain', source='t', scope='bob')
+    assert await store.get('art_bob', scope='bob') == b'b' * 10
     assert await store.get('art_alice', scope='alice') == b'a' * 40
+    assert await store.get('art_m8', scope='mallory') is None
+    assert await store.get('art_m9', scope='mallory') == b'm' * 30
+    assert store.size_bytes == 80
 
 
-async def test_memory_reclaims_idle_scopes_only() -> None:
-    now = [1_000.0]
-    store = MemoryStore(max_bytes=100, max_scope_bytes=80, reclaim_idle_after=60, clock=lambda: now[0])
-    await store.put('art_old', b'o' * 70, media_type='text/plain', source='t', scope='idle')
-    now[0] += 30
-    with pytest.raises(StoreQuotaExceeded):  # 'idle' was used 30 s ago: still active
-        await store.put('art_new', b'n' * 50, media_type='text/plain', source='t', scope='active')
-    now[0] += 60
-    await store.put('art_new', b'n' * 50, media_type='text/plain', source='t', scope='active')
-    assert await store.get('art_old', scope='idle') is None
-    assert await store.get('art_new', scope='active') == b'n' * 50
+async def test_memory_evicts_the_least_recently_used_across_scopes() -> None:
+    store = MemoryStore(max_bytes=100, max_scope_bytes=80)
+    await store.put('art_old', b'o' * 40, media_type='text/plain', source='t', scope='first')
+    await store.put('art_read', b'r' * 40, media_type='text/plain', source='t', scope='second')
+    assert await store.get('art_old', scope='first') == b'o' * 40  # read: now the most recently used
+    await store.put('art_new', b'n' * 50, media_type='text/plain', source='t', scope='third')
+    assert await store.get('art_read', scope='second') is None
+    assert await store.get('art_old', scope='first') == b'o' * 40
+    assert await store.get('art_new', scope='third') == b'n' * 50
+    assert store.evicted == 1
+    assert (store.scope_bytes('second'), store.size_bytes) == (0, 90)
+
+
+def test_memory_reclaim_idle_after_is_deprecated() -> None:
+    with pytest.warns(DeprecationWarning, match='reclaim_idle_after'):
+        MemoryStore(reclaim_idle_after=60)
 
 
 async def test_memory_single_artifact_over_budget_is_refused_without_evicting() -> None:
@@ -233,13 +245,19 @@ async def test_generated_secret_is_kept_beside_the_store(tmp_path: Path) -> None
     assert await configured.get(aid, scope='alice') == data
 
 
-async def test_unusable_root_falls_back_to_a_process_secret(tmp_path: Path, caplog: Any) -> None:
+async def test_unusable_root_is_an_error_never_a_process_secret(tmp_path: Path) -> None:
     blocker = tmp_path / 'file'
     blocker.write_text('not a directory')
     store = DirectoryStore(blocker / 'spill')
+    for _ in range(2):  # each call tries again
+        with pytest.raises(StoreError, match=r'cannot read or create the secret \.artifact-id-secret'):
+            await store.prepare()
+    assert not store.secret_ready
+    with pytest.raises(StoreError):
+        store.artifact_id(b'x')
+    blocker.unlink()  # the root can be created now: the next call loads a secret
     await store.prepare()
     assert store.artifact_id(b'x').startswith('art_')
-    assert 'for this process only' in caplog.text
 
 
 async def test_full_disk_is_a_clean_failure_and_opens_the_breaker(tmp_path: Path, monkeypatch: Any) -> None:

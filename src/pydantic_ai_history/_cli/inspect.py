@@ -178,11 +178,13 @@ async def inspect_messages(
         raise CliError(f'processing failed: {type(exc).__name__}: {exc}', EXIT_PROCESSING) from exc
     per_after = [counter.count_message(m) for m in output]
     processed = next((e for e in reversed(events) if isinstance(e, RequestProcessed)), None)
+    with processor.marks():  # the notes it wrote are sealed with its store's key (1.0 has no metadata)
+        rows = _rows(before, output, per_before, per_after)
     return InspectReport(
         model=model,
         context_window=context.context_window,
         settings=settings,
-        rows=_rows(before, output, per_before, per_after),
+        rows=rows,
         tokens_before=sum(per_before),
         tokens_after=sum(per_after),
         anchored_before=processed.tokens_before if processed else None,

@@ -2,7 +2,8 @@
 
 `MemoryCache` is the default. `SQLiteCache` survives restarts on one machine. `RedisCache` is shared
 between processes and machines; use it through `redis_cache()` (a `FallbackCache`) so an unreachable
-server degrades to memory with a warning instead of failing the run.
+server degrades to memory with a warning instead of failing the run. The processor hands its stages a
+`ScopedCache` view of the one it is given: every key carries the run's scope.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from ._base import CacheStats, SummaryCache, cache_key
 from ._fallback import FallbackCache, redis_cache
 from ._memory import MemoryCache
 from ._redis import RedisCache
+from ._scoped import ScopedCache, scoped, scoped_key
 from ._sqlite import SQLiteCache
 
 __all__ = (
@@ -19,7 +21,10 @@ __all__ = (
     'MemoryCache',
     'RedisCache',
     'SQLiteCache',
+    'ScopedCache',
     'SummaryCache',
     'cache_key',
     'redis_cache',
+    'scoped',
+    'scoped_key',
 )

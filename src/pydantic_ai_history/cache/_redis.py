@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._redis_client import DEFAULT_REDIS_URL, RedisClients
+from .._redis_client import DEFAULT_REDIS_URL, RedisClients, RedisPoolSettings
 from .._utf8 import from_utf8, utf8
 from ._base import SummaryCache
 
@@ -14,7 +14,8 @@ __all__ = ('RedisCache',)
 class RedisCache(SummaryCache):
     """A cache in Redis: keys are `prefix + key`, values UTF-8 strings, TTLs set with `SET ... PX`.
 
-    Pass a `url` (the default is a local server) or an existing `redis.asyncio.Redis` `client`. Errors
+    Pass a `url` (the default is a local server; one pool of connections, `pool`, with retries and backoff)
+    or an existing `redis.asyncio.Redis` `client`. Errors
     propagate; wrap it in `FallbackCache` (or build it with `redis_cache()`) so an unreachable server
     degrades to memory instead of failing the run.
     """
@@ -26,11 +27,12 @@ class RedisCache(SummaryCache):
         client: Any | None = None,
         prefix: str = 'pydantic-ai-history:',
         socket_timeout: float | None = 2.0,
+        pool: RedisPoolSettings | None = None,
     ) -> None:
         super().__init__()
         if url is None and client is None:
             url = DEFAULT_REDIS_URL
-        self._clients = RedisClients(url, client, socket_timeout)
+        self._clients = RedisClients(url, client, socket_timeout, pool)
         self.prefix = prefix
 
     @property

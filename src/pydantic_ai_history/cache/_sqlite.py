@@ -13,6 +13,7 @@ from typing import TypeVar
 
 import anyio.to_thread
 
+from .._private_files import create_private_file, make_private_dirs
 from ._base import SummaryCache
 from ._memory import MemoryCache
 
@@ -36,6 +37,7 @@ class SQLiteCache(SummaryCache):
     in a worker thread because a write may wait on another writer's lock, for at most `busy_timeout`
     seconds (100 ms by default). Expiry uses wall-clock time, since entries outlive the process. SQLite
     writes only `path` and its `-wal`/`-shm` companions next to it; missing parent directories are created.
+    A file this cache creates is readable by its owner only (0600, its new folders 0700), whatever the umask.
 
     It never fails a run: when the file is locked past `busy_timeout` or cannot be written, calls go to
     an in-memory `fallback` for `cooldown` seconds (one warning per outage); when the file is not a
@@ -149,7 +151,10 @@ class SQLiteCache(SummaryCache):
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # summaries are what users and tools said: the file (and SQLite's -wal and -shm beside it, which
+            # take its mode) is created 0600, its missing folders 0700
+            make_private_dirs(self.path.parent)
+            create_private_file(self.path)
             # Autocommit mode: each statement is its own transaction, so no write lock is held between calls.
             conn = sqlite3.connect(
                 self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False

@@ -38,7 +38,7 @@ from .._compat import (
     with_part_metadata,
 )
 from .._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
-from .._marks import READ_ARTIFACT_TOOL, marker_kind, part_kinds, seal, sealed_kind
+from .._marks import marker_kind, part_kinds, readback_tool, seal, sealed_kind
 from .._offload import OFF_LOOP_CHARS, large_content
 from .._pages import Page
 from .._utf8 import utf8
@@ -270,7 +270,7 @@ def plan_fit(items: Sequence[Reducible], room: int) -> FitPlan:
 
 
 def _read_hint(artifact_id: str) -> str:
-    return f"{READ_ARTIFACT_TOOL}(artifact_id='{artifact_id}', offset=0, query=...) reads the rest"
+    return f"{readback_tool()}(artifact_id='{artifact_id}', offset=0, query=...) reads the rest"
 
 
 def _lost_note(stored: bool) -> str:
@@ -369,7 +369,7 @@ def group_note(
         f'[#1] {ARTIFACT_MARKER} {artifact_id} | the {len(items):,} tool returns of this request marked '
         f'[#1] to [#{len(items)}] ({chars:,} characters, ~{tokens:,} tokens) are more than it has room for: '
         f'they are stored together, one JSON line each ("#", "tool", "tool_call_id", "content") | '
-        f"{READ_ARTIFACT_TOOL}(artifact_id='{artifact_id}', query=...) finds any of them, offset=... pages "
+        f"{readback_tool()}(artifact_id='{artifact_id}', query=...) finds any of them, offset=... pages "
         f'through{_lost_note(stored)}]\n'
     )
     return passages_within(data.decode('utf-8', 'replace'), head, query, max_tokens, counter)

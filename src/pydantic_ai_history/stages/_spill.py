@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from .._compat import ModelMessage
 from .._context import HistoryContext
+from ..store import StoreError
 from ..units import split_units
 from ._transcript import TranscriptUnit, render_units, transcript_data, transcript_preamble
 
-__all__ = ('Transcript', 'render_transcript', 'spill_transcript', 'store_transcript')
+__all__ = ('Transcript', 'no_longer_stored', 'render_transcript', 'spill_transcript', 'store_transcript')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,11 +39,12 @@ def render_transcript(
     context: HistoryContext,
     previous: Sequence[str] = (),
     rendered: Sequence[TranscriptUnit] | None = None,
+    gone: Sequence[str] = (),
 ) -> Transcript:
     """The transcript of `messages` (`rendered`, when the caller already rendered them whole), opening with a
-    line that names the `previous` transcripts (oldest first in `previous`, named newest first); its id in the
-    run's scope."""
-    preamble = transcript_preamble(previous)
+    line that names the `previous` transcripts (oldest first in `previous`, named newest first) and says the
+    `gone` ones are no longer stored; its id in the run's scope."""
+    preamble = transcript_preamble(previous, gone)
     if rendered is None:
         units = split_units(messages)
         rendered = render_units(
@@ -75,6 +77,25 @@ async def store_transcript(transcript: Transcript, context: HistoryContext, *, s
     return True
 
 
+async def no_longer_stored(transcripts: Sequence[str], context: HistoryContext) -> list[str]:
+    """Which of `transcripts` (named by an earlier note) the store no longer holds in the run's scope.
+
+    Asked only where the store can be read in place: under durable execution (workflow code) none is assumed
+    gone, and a store that cannot answer is not taken to have lost anything.
+    """
+    store = context.store
+    if store is None or context.operations is not None:
+        return []
+    gone: list[str] = []
+    for transcript in transcripts:
+        try:
+            if await store.info(transcript, scope=context.scope) is None:
+                gone.append(transcript)
+        except StoreError:
+            return []
+    return gone
+
+
 async def spill_transcript(
     messages: Sequence[ModelMessage],
     context: HistoryContext,
@@ -82,10 +103,11 @@ async def spill_transcript(
     previous: Sequence[str] = (),
     source: str,
     rendered: Sequence[TranscriptUnit] | None = None,
+    gone: Sequence[str] = (),
 ) -> str | None:
     """Render (unless `rendered`) and store the transcript of `messages`: its id; `''` when there is no store
     or nothing to store; None when the store failed."""
     if context.store is None or not messages:
         return ''
-    transcript = render_transcript(messages, context, previous, rendered)
+    transcript = render_transcript(messages, context, previous, rendered, gone)
     return transcript.artifact_id if await store_transcript(transcript, context, source=source) else None

@@ -42,12 +42,13 @@ from .._compat import (
     json_text,
     media_type_of,
 )
-from .._marks import OPENINGS, READ_ARTIFACT_TOOL, marker_kind, part_kinds, strip_seal
+from .._marks import OPENINGS, marker_kind, part_kinds, readback_tool, strip_seal
 from .._utf8 import from_utf8, utf8
 from ..tokens import TokenCounter
 from ..units import Unit
 
 __all__ = (
+    'NO_LONGER_STORED',
     'TranscriptUnit',
     'content_text',
     'first_user_text',
@@ -63,7 +64,8 @@ __all__ = (
 )
 
 _NONCE_BYTES = 4
-_READ_CALL = re.compile(re.escape(READ_ARTIFACT_TOOL) + r'\(artifact_id="([^"\n]+)"')
+_READ_CALL = re.compile(r'[A-Za-z0-9_-]+\(artifact_id="([^"\n]+)"')
+"""A read-back call in a note of ours, whatever the tool is named (it may have been renamed since)."""
 _TOOL_NAME = re.compile(r'[^A-Za-z0-9_.:-]')
 
 
@@ -108,15 +110,26 @@ class TranscriptUnit:
             start = end + 1  # the newline between two records
 
 
-def transcript_preamble(previous: Sequence[str]) -> str | None:
+def transcript_preamble(previous: Sequence[str], gone: Sequence[str] = ()) -> str | None:
     """The line a transcript opens with that names the `previous` transcripts (oldest first in `previous`,
-    named newest first), so one reference reaches every earlier removal; None when there are none."""
-    if not previous:
-        return None
-    # more than one only for a history written before transcripts were chained, or with several notes
-    links = ', '.join(f'read_artifact(artifact_id="{p}")' for p in reversed(previous))
-    where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
-    return f'The messages before these are in {where}: {links}.'
+    named newest first), so one reference reaches every earlier removal, and says honestly that the `gone`
+    ones (which the store no longer holds) cannot be read; None when there are neither."""
+    lines: list[str] = []
+    if previous:
+        # more than one only for a history written before transcripts were chained, or with several notes
+        links = ', '.join(f'{readback_tool()}(artifact_id="{p}")' for p in reversed(previous))
+        where = 'the earlier transcript' if len(previous) == 1 else 'the earlier transcripts, newest first'
+        lines.append(f'The messages before these are in {where}: {links}.')
+    if gone:
+        lines.append(NO_LONGER_STORED)
+    return ' '.join(lines) or None
+
+
+NO_LONGER_STORED = (
+    'The transcript of earlier messages is no longer stored (the store removed it, as its retention allows): '
+    'the summary is all that is left of them.'
+)
+"""What a transcript or a summary says in place of an earlier transcript the store no longer holds."""
 
 
 def transcript_data(units: Sequence[TranscriptUnit], preamble: str | None) -> bytes:
@@ -357,7 +370,7 @@ def content_text(content: Any) -> str:
 
 def read_call(artifact_id: str) -> str:
     """How a reference line tells the model to read a stored transcript back."""
-    return f'{READ_ARTIFACT_TOOL}(artifact_id="{artifact_id}", query=...)'
+    return f'{readback_tool()}(artifact_id="{artifact_id}", query=...)'
 
 
 def named_transcripts(text: str) -> list[str]:

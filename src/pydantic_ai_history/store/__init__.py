@@ -8,6 +8,7 @@ validated against `^[A-Za-z0-9_-]{1,128}$`.
 
 from __future__ import annotations
 
+from .._redis_client import RedisPoolSettings
 from ._base import (
     ArtifactStore,
     InvalidArtifactId,
@@ -22,12 +23,17 @@ from ._breaker import StoreBreaker
 from ._directory import DirectoryStore
 from ._memory import MemoryStore
 from ._redis import RedisStore
+from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, PruneReport
 
 __all__ = (
+    'DEFAULT_MAX_AGE',
+    'DEFAULT_MAX_BYTES',
     'ArtifactStore',
     'DirectoryStore',
     'InvalidArtifactId',
     'MemoryStore',
+    'PruneReport',
+    'RedisPoolSettings',
     'RedisStore',
     'StoreBreaker',
     'StoreError',

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import hmac
@@ -34,6 +35,9 @@ ARTIFACT_ID_PATTERN = re.compile(r'[A-Za-z0-9_-]{1,128}')
 
 SECRET_BYTES = 32
 """Length of a generated id secret (256 bits)."""
+
+_Loading = tuple[asyncio.AbstractEventLoop, 'asyncio.Task[bytes]']
+"""The secret being loaded, on the loop that loads it."""
 
 _ID_DOMAIN = b'pydantic-ai-history/artifact-id/v1\0'
 
@@ -138,6 +142,7 @@ class ArtifactStore(ABC):
 
     def __init__(self, *, secret: bytes | str | None = None) -> None:
         self._secret = _secret_bytes(secret)
+        self._loading: _Loading | None = None
 
     # ---- ids --------------------------------------------------------------------------------------------
 
@@ -146,20 +151,34 @@ class ArtifactStore(ABC):
         return keyed_artifact_id(self._id_secret(), data, scope)
 
     async def prepare(self) -> None:
-        """Load (or create) the persisted id secret before the first id is made; the processor calls it.
+        """Load (or create) the persisted secret before the first id or mark is made; the processor calls it
+        before every request, so it is a no-op once loaded.
 
-        Only needed by backends that keep their secret outside the process; a no-op once loaded.
+        Concurrent callers share one load (a cold burst of runs makes one round trip, not one each). A store
+        that keeps its secret beside its data raises `StoreError` when it cannot load it: it never falls back
+        to a secret of this process, which would make ids and marks no other process recognises; the next
+        call tries again.
         """
+        if getattr(self, '_secret', None) is not None:
+            return
+        loop = asyncio.get_running_loop()
+        loading: _Loading | None = getattr(self, '_loading', None)
+        if loading is None or loading[0] is not loop:
+            loading = (loop, loop.create_task(self._load_secret()))
+            self._loading = loading
+        task = loading[1]
+        try:
+            secret = await asyncio.shield(task)
+        finally:
+            if task.done() and getattr(self, '_loading', None) is loading:
+                self._loading = None  # a failed load is tried again by the next call
         if getattr(self, '_secret', None) is None:
-            try:
-                secret = await self._load_secret()
-            except Exception:
-                logger.exception(
-                    '%s: loading the id secret failed; using one for this process', type(self).__name__
-                )
-                secret = os.urandom(SECRET_BYTES)
-            if getattr(self, '_secret', None) is None:  # an id made meanwhile fixed it already
-                self._secret = secret
+            self._secret = secret
+
+    @property
+    def secret_ready(self) -> bool:
+        """Whether the secret is known (given, generated or loaded): ids and marks can be made without I/O."""
+        return getattr(self, '_secret', None) is not None
 
     def _id_secret(self) -> bytes:
         secret: bytes | None = getattr(self, '_secret', None)
@@ -171,7 +190,8 @@ class ArtifactStore(ABC):
         return self._load_secret_sync()
 
     def _load_secret_sync(self) -> bytes:
-        # In-process stores (and subclasses written before secrets existed): a random secret per instance.
+        # In-process stores (and subclasses written before secrets existed): a random secret per instance,
+        # which dies with the process like the data.
         return os.urandom(SECRET_BYTES)
 
     # ---- content ----------------------------------------------------------------------------------------

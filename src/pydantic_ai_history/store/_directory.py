@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
 import anyio.to_thread
 
-from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreError, StoreQuotaExceeded, scope_tag
+from .._private_files import PRIVATE_DIR_MODE, make_private_dirs, set_private_mode
+from ._base import (
+    ARTIFACT_ID_PATTERN,
+    SECRET_BYTES,
+    ArtifactStore,
+    StoredArtifact,
+    StoreError,
+    StoreQuotaExceeded,
+    scope_tag,
+)
 from ._breaker import StoreBreaker
+from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, Held, PruneReport, StoreBound, plan_prune
+from ._retention import report as retention_report
 
 __all__ = ('DirectoryStore',)
 
@@ -48,14 +61,25 @@ class DirectoryStore(ArtifactStore):
     write (missing root with `create=False`, read-only or full disk) raises `StoreError`, so callers keep
     the content inline, and opens the breaker: writes are refused at once for `cooldown` seconds.
 
-    `max_scope_bytes` and `max_artifact_bytes` (default: no limit) refuse an artifact that would take a
-    scope past its budget (`StoreQuotaExceeded`); nothing is ever deleted to make room.
+    Retention, on by default: an artifact not written or read for `max_age` seconds (30 days) is deleted,
+    and when the root holds more than `max_bytes` (1 GiB, data and sidecars of every scope) the least
+    recently used are deleted until it holds 90% of that. A write prunes when the bytes this process knows
+    of would pass `max_bytes`, and at least every `prune_every` seconds (an hour); so a root written by one
+    process never holds more than `max_bytes` plus the artifact being written, and one shared by several
+    holds at most what they write between two of their prunes on top. `pydantic-ai-history prune ROOT`
+    prunes on demand (for a root no process writes to any more). `None` switches a bound off. A read-back
+    of a deleted artifact answers that it is no longer stored, and a compaction summary says so of a deleted
+    earlier transcript.
 
-    Ids are keyed with `secret`. Without one, a secret is generated once and kept in
-    `<root>/.artifact-id-secret` (mode 0600), so ids stay stable across restarts and processes sharing
-    the root. Reading never needs the secret: stubs in saved histories stay readable whatever happens
-    to it. If it cannot be read or written, a per-process secret is used with a warning (equal content
-    is then stored again after a restart, and stored artifacts are not deduplicated across processes).
+    `max_scope_bytes` and `max_artifact_bytes` (default: no limit) refuse an artifact that would take a
+    scope past its budget (`StoreQuotaExceeded`): nothing of a scope is deleted to make room in it.
+
+    The root and scope folders are created 0700 and every file 0600, whatever the umask. Ids and the
+    package's marks are keyed with `secret`. Without one, a secret is generated once and kept in
+    `<root>/.artifact-id-secret` (mode 0600), so ids stay stable, and notes are recognised, across restarts
+    and processes sharing the root. Reading never needs the secret: stubs in saved histories stay readable
+    whatever happens to it. If it cannot be read or created, `prepare()` raises `StoreError` (never a
+    secret of the process alone) and the processor stores nothing until it can.
     """
 
     def __init__(
@@ -63,6 +87,9 @@ class DirectoryStore(ArtifactStore):
         root: str | os.PathLike[str],
         *,
         create: bool = True,
+        max_age: float | None = DEFAULT_MAX_AGE,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+        prune_every: float = 3600.0,
         max_scope_bytes: int | None = None,
         max_artifact_bytes: int | None = None,
         secret: bytes | str | None = None,
@@ -71,12 +98,27 @@ class DirectoryStore(ArtifactStore):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(secret=secret)
+        for name, value in (('max_age', max_age), ('max_bytes', max_bytes), ('prune_every', prune_every)):
+            if value is not None and value <= 0:
+                raise ValueError(
+                    f'DirectoryStore: {name} must be positive (or None for no bound), got {value!r}'
+                )
         self._given_root = root
         self._root: Path | None = None
         self.create = create
+        self.max_age = max_age
+        """Seconds an artifact is kept after it was last written or read; None keeps it forever."""
+        self.max_bytes = max_bytes
+        """Bytes the root may hold (data and sidecars of every scope); None: no bound."""
+        self.prune_every = prune_every
+        """Seconds between two prunes a writing process makes, at most."""
         self.max_scope_bytes = max_scope_bytes
         self.max_artifact_bytes = max_artifact_bytes
         self._clock = clock
+        self._pruning = threading.Lock()
+        self._next_prune = 0.0
+        self._known_bytes: int | None = None
+        """What the root held at the last prune, plus what this process wrote since (None before one)."""
         self.breaker = StoreBreaker(name=f'DirectoryStore({root})', cooldown=cooldown, clock=monotonic)
         """Opened by a failed write; reads are not gated (a full disk still reads)."""
 
@@ -97,13 +139,11 @@ class DirectoryStore(ArtifactStore):
         try:
             return self._read_or_create_secret()
         except (OSError, StoreError) as e:
-            logger.warning(
-                'DirectoryStore(%s): cannot keep an id secret in the root (%s); using one for this process '
-                'only. Pass `secret=` to keep ids stable across restarts.',
-                self.root,
-                e,
-            )
-            return os.urandom(SECRET_BYTES)
+            # never a secret of this process: its ids and marks would mean nothing to the next one
+            raise StoreError(
+                f'DirectoryStore({self.root}): cannot read or create the secret {SECRET_FILE} in the root '
+                f'({e}); nothing can be stored or marked until it can (or pass `secret=`)'
+            ) from e
 
     def _read_or_create_secret(self) -> bytes:
         self._ensure_root()
@@ -119,6 +159,7 @@ class DirectoryStore(ArtifactStore):
             raise StoreError(f'{path} is incomplete') from None
         secret = os.urandom(SECRET_BYTES)
         try:
+            set_private_mode(fd)
             _write_all(fd, secret)
             os.fsync(fd)
         finally:
@@ -160,6 +201,108 @@ class DirectoryStore(ArtifactStore):
     async def _run(self, func: Callable[..., _T], *args: object) -> _T:
         return await anyio.to_thread.run_sync(func, *args)
 
+    # ---- retention ----------------------------------------------------------------------------------------
+
+    async def prune(
+        self, *, max_age: float | StoreBound | None = 'store', max_bytes: int | StoreBound | None = 'store'
+    ) -> PruneReport:
+        """Delete what the retention bounds say now: expired artifacts, then the least recently used past
+        `max_bytes`. `'store'`: the store's own bound; None switches one off for this call."""
+        age = self.max_age if max_age == 'store' else max_age
+        size = self.max_bytes if max_bytes == 'store' else max_bytes
+        return await self._run(self._prune_sync, age, size)
+
+    def _prune_due(self, written: int) -> bool:
+        """Count `written` bytes; whether a prune is due (its interval passed, or the size bound)."""
+        if self.max_age is None and self.max_bytes is None:
+            return False
+        if self._known_bytes is not None:
+            self._known_bytes += written
+        over = self.max_bytes is not None and (self._known_bytes or 0) > self.max_bytes
+        return over or self._clock() >= self._next_prune
+
+    def _prune_after_write(self) -> None:
+        """A prune in the writing thread; one at a time per store, and a failure only logged."""
+        if not self._pruning.acquire(blocking=False):
+            return
+        try:
+            self._prune_locked(self.max_age, self.max_bytes)
+        except (OSError, StoreError) as e:
+            logger.warning('DirectoryStore(%s): pruning failed (%s); tried again later', self.root, e)
+            self._next_prune = self._clock() + self.prune_every
+        finally:
+            self._pruning.release()
+
+    def _prune_sync(self, max_age: float | None, max_bytes: int | None) -> PruneReport:
+        with self._pruning:
+            return self._prune_locked(max_age, max_bytes)
+
+    def _prune_locked(self, max_age: float | None, max_bytes: int | None) -> PruneReport:
+        now = self._clock()
+        if not self.root.is_dir():
+            return PruneReport(0, 0, 0, 0)
+        held, junk = self._scan(now)
+        deleted, kept = plan_prune(held, now=now, max_age=max_age, max_bytes=max_bytes)
+        for item in deleted:
+            data = Path(item.key)
+            data.with_suffix('.json').unlink(missing_ok=True)  # the info first: then it reads as missing
+            data.unlink(missing_ok=True)
+        for path in junk:
+            path.unlink(missing_ok=True)
+        self._remove_empty_scopes()
+        result = retention_report(deleted, kept)
+        self._known_bytes = result.held_bytes
+        self._next_prune = now + self.prune_every
+        if deleted:
+            logger.info('DirectoryStore(%s): pruned: %s', self.root, result)
+        return result
+
+    def _folders(self) -> list[Path]:
+        """The root and every scope folder in it (never through a symlink)."""
+        folders = [self.root]
+        with os.scandir(self.root) as entries:
+            folders.extend(
+                Path(e.path)
+                for e in entries
+                if e.name.startswith('scope-') and e.is_dir(follow_symlinks=False)
+            )
+        return folders
+
+    def _scan(self, now: float) -> tuple[list[Held], list[Path]]:
+        """Every complete artifact, and the leftovers of interrupted writes older than an hour."""
+        held: list[Held] = []
+        junk: list[Path] = []
+        for folder in self._folders():
+            with os.scandir(folder) as entries:
+                files = {e.name: e for e in entries if e.is_file(follow_symlinks=False)}
+            for name, entry in files.items():
+                stat_ = entry.stat(follow_symlinks=False)
+                stem, _, suffix = name.rpartition('.')
+                ours = suffix == 'bin' and ARTIFACT_ID_PATTERN.fullmatch(stem) is not None
+                sidecar = files.get(f'{stem}.json') if ours else None
+                if sidecar is not None:
+                    size = stat_.st_size + sidecar.stat(follow_symlinks=False).st_size
+                    held.append(Held(entry.path, size, stat_.st_mtime))
+                elif _leftover(name, suffix, files) and now - stat_.st_mtime > _LEFTOVER_AGE:
+                    junk.append(Path(entry.path))
+        return held, junk
+
+    def _remove_empty_scopes(self) -> None:
+        """Remove scope folders left empty for an hour (a write into one meanwhile re-creates it)."""
+        for folder in self._folders()[1:]:
+            try:
+                if time.time() - os.lstat(folder).st_mtime > _LEFTOVER_AGE:
+                    os.rmdir(folder)  # refuses a folder that is not empty
+            except OSError:
+                continue
+
+    def _touch(self, path: Path) -> None:
+        """Mark `path` used now (by the store's clock): retention deletes the least recently used first."""
+        now = self._clock()
+        # a read-only root still reads; its artifacts then age from when they were written
+        with contextlib.suppress(OSError, NotImplementedError):
+            os.utime(path, (now, now), follow_symlinks=False)
+
     # ---- paths --------------------------------------------------------------------------------------------
 
     def _folder(self, scope: str) -> Path:
@@ -187,7 +330,7 @@ class DirectoryStore(ArtifactStore):
         if not self.create:
             raise StoreError(f'store root {self.root} does not exist')
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.root)
         except OSError as e:
             raise StoreError(f'cannot create store root {self.root}: {e}') from e
 
@@ -196,9 +339,10 @@ class DirectoryStore(ArtifactStore):
         folder = self._folder(scope)
         if folder != self.root:
             try:
-                folder.mkdir(mode=0o700, exist_ok=True)
+                folder.mkdir(mode=PRIVATE_DIR_MODE)
+                os.chmod(folder, PRIVATE_DIR_MODE)
             except FileExistsError:
-                pass  # a file, or a symlink to one: refused just below
+                pass  # made before (or a file, or a symlink to one: refused just below)
             except OSError as e:
                 raise _WriteFailed(f'cannot create {folder}: {e}') from e
             mode = os.lstat(folder).st_mode
@@ -215,6 +359,7 @@ class DirectoryStore(ArtifactStore):
         if data_path.exists():
             existing = self._info_sync(info.artifact_id, scope)
             if existing is not None:
+                self._touch(data_path)
                 return existing
         if self.max_scope_bytes is not None:
             held = self._folder_bytes(folder)
@@ -224,8 +369,12 @@ class DirectoryStore(ArtifactStore):
                     f'({held:,} of {self.max_scope_bytes:,} bytes held); not stored'
                 )
         # Data first, sidecar last: an artifact with a sidecar is always complete.
+        sidecar = info.to_json()
         self._write_atomic(folder, data_path, data)
-        self._write_atomic(folder, info_path, info.to_json())
+        self._write_atomic(folder, info_path, sidecar)
+        self._touch(data_path)
+        if self._prune_due(len(data) + len(sidecar)):
+            self._prune_after_write()
         return info
 
     def _folder_bytes(self, folder: Path) -> int:
@@ -239,7 +388,7 @@ class DirectoryStore(ArtifactStore):
     def _write_atomic(self, folder: Path, path: Path, data: bytes) -> None:
         try:
             # Temporary names start with a dot and contain dots, so they can never collide with an id.
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix='.', suffix='.tmp')
+            fd, tmp = _temporary_file(folder)
         except OSError as e:
             raise _WriteFailed(f'cannot write to store folder {folder}: {e}') from e
         try:
@@ -285,11 +434,44 @@ class DirectoryStore(ArtifactStore):
             raise StoreError(f'cannot read {path}: {e}') from e
 
     def _read_sync(self, artifact_id: str, offset: int, limit: int | None, scope: str) -> bytes | None:
-        return self._read_file(self._path(artifact_id, '.bin', scope), offset, limit)
+        path = self._path(artifact_id, '.bin', scope)
+        data = self._read_file(path, offset, limit)
+        if data is not None:
+            self._touch(path)
+        return data
 
     def _info_sync(self, artifact_id: str, scope: str) -> StoredArtifact | None:
         raw = self._read_file(self._path(artifact_id, '.json', scope))
         return None if raw is None else StoredArtifact.from_json(raw, artifact_id)
+
+
+_LEFTOVER_AGE = 3600.0
+"""Seconds after which a temporary file, a half-written artifact or an empty scope folder is removed."""
+
+
+def _leftover(name: str, suffix: str, files: Mapping[str, object]) -> bool:
+    """A temporary file of ours, data without its sidecar (a write cut short) or a sidecar without its data.
+
+    Only names the store writes are ever considered: nothing else in a root is touched.
+    """
+    stem = name.rpartition('.')[0]
+    if suffix == 'tmp':
+        return name.startswith('.')
+    if ARTIFACT_ID_PATTERN.fullmatch(stem) is None:
+        return False
+    if suffix == 'bin':
+        return f'{stem}.json' not in files
+    return suffix == 'json' and f'{stem}.bin' not in files
+
+
+def _temporary_file(folder: Path) -> tuple[int, str]:
+    """A new temporary file in `folder`; the folder is made again if a prune removed it a moment ago."""
+    try:
+        return tempfile.mkstemp(dir=folder, prefix='.', suffix='.tmp')
+    except FileNotFoundError:
+        folder.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+        os.chmod(folder, PRIVATE_DIR_MODE)
+        return tempfile.mkstemp(dir=folder, prefix='.', suffix='.tmp')
 
 
 class _WriteFailed(StoreError):

@@ -1,38 +1,41 @@
-"""A bounded in-process spill store, with a budget per scope."""
+"""A bounded in-process spill store: least recently used first out, across scopes, with a budget per scope."""
 
 from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 
+from .._marks import process_secret
 from ._base import ArtifactStore, StoredArtifact, StoreQuotaExceeded
 
 __all__ = ('MemoryStore',)
 
 logger = logging.getLogger('pydantic_ai_history.store')
 
-
-class _Scope:
-    """One scope's artifacts, oldest first, and when the scope was last used."""
-
-    def __init__(self, now: float) -> None:
-        self.items: OrderedDict[str, tuple[StoredArtifact, bytes]] = OrderedDict()
-        self.bytes = 0
-        self.used_at = now
+_Key = tuple[str, str]
+"""(scope, artifact id)."""
 
 
 class MemoryStore(ArtifactStore):
     """Artifacts in process memory: at most `max_bytes` in total and `max_scope_bytes` per scope.
 
-    A put may evict only older artifacts of its own scope (with a warning: their read-back is lost), and
-    artifacts of scopes idle for more than `reclaim_idle_after` seconds: an active conversation's
-    artifacts are never evicted by another's. An artifact larger than `max_artifact_bytes`, or one that
-    does not fit even so, is refused with `StoreQuotaExceeded` and nothing is evicted; callers keep the
-    content inline. Ids are keyed with `secret`, by default random per instance (nothing survives the
-    process anyway). Use `DirectoryStore` when spilled content must stay readable. Like `MemoryCache`, it
-    never awaits between reading and writing its dicts, so concurrent tasks on one loop need no lock.
+    To make room, a put evicts the least recently used artifacts (stored or read longest ago), first those of
+    its own scope when that scope is at its budget, then across all scopes: the newest artifact is always
+    stored, and a store at its cap keeps the most recent conversations whole. No scope can take more than
+    `max_scope_bytes`, so one busy tenant cannot push everyone else out. An artifact larger than
+    `max_artifact_bytes` (or than either budget) is refused with `StoreQuotaExceeded` and nothing is
+    evicted; callers keep the content inline. Evictions are logged (a warning the first time, then at info
+    level) and counted in `evicted`; `read_artifact` answers an evicted id as "no longer stored".
+
+    Ids are keyed with `secret`, by default the process's own (`_marks.process_secret`, random per process):
+    its data dies with the process, and so does the key that recognises the package's own notes (a history
+    reloaded in another process reads them as plain text, summarized like any other); within the process,
+    code that reads the notes of a processed history needs no key scope. Use `DirectoryStore` or `RedisStore`
+    when spilled content and notes must outlive the process. Like `MemoryCache`, it never awaits between
+    reading and writing its dicts, so concurrent tasks on one loop need no lock.
     """
 
     def __init__(
@@ -41,7 +44,7 @@ class MemoryStore(ArtifactStore):
         *,
         max_scope_bytes: int | None = None,
         max_artifact_bytes: int | None = None,
-        reclaim_idle_after: float = 3600.0,
+        reclaim_idle_after: float | None = None,
         secret: bytes | str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -53,13 +56,28 @@ class MemoryStore(ArtifactStore):
         )
         if min(self.max_bytes, self.max_scope_bytes, self.max_artifact_bytes) < 1:
             raise ValueError('max_bytes, max_scope_bytes and max_artifact_bytes must be positive')
-        self.reclaim_idle_after = reclaim_idle_after
+        if reclaim_idle_after is not None:
+            warnings.warn(
+                'MemoryStore(reclaim_idle_after=...) is ignored: the store now evicts the least recently '
+                'used artifacts of any scope to make room, so it never refuses the newest',
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self._clock = clock
-        self._scopes: dict[str, _Scope] = {}
+        self._items: OrderedDict[_Key, tuple[StoredArtifact, bytes]] = OrderedDict()
+        """Every artifact, least recently used first."""
+        self._scopes: dict[str, OrderedDict[str, None]] = {}
+        """Each scope's artifact ids, least recently used first."""
+        self._scope_bytes: dict[str, int] = {}
         self._bytes = 0
+        self.evicted = 0
+        """Artifacts evicted to make room since the store was made."""
+
+    def _load_secret_sync(self) -> bytes:
+        return process_secret()
 
     def __len__(self) -> int:
-        return sum(len(s.items) for s in self._scopes.values())
+        return len(self._items)
 
     @property
     def size_bytes(self) -> int:
@@ -67,8 +85,7 @@ class MemoryStore(ArtifactStore):
 
     def scope_bytes(self, scope: str = '') -> int:
         """Bytes held for `scope`."""
-        found = self._scopes.get(scope)
-        return 0 if found is None else found.bytes
+        return self._scope_bytes.get(scope, 0)
 
     async def _put(
         self,
@@ -79,12 +96,8 @@ class MemoryStore(ArtifactStore):
         metadata: dict[str, str],
         scope: str,
     ) -> StoredArtifact:
-        now = self._clock()
-        bucket = self._scopes.get(scope)
-        existing = None if bucket is None else bucket.items.get(artifact_id)
+        existing = self._lookup(artifact_id, scope)
         if existing is not None:
-            assert bucket is not None
-            bucket.used_at = now
             return existing[0]
         size = len(data)
         limit = min(self.max_artifact_bytes, self.max_scope_bytes, self.max_bytes)
@@ -92,66 +105,51 @@ class MemoryStore(ArtifactStore):
             raise StoreQuotaExceeded(
                 f'artifact {artifact_id} is {size:,} bytes, more than one artifact may take ({limit:,})'
             )
-        if bucket is None:
-            bucket = self._scopes[scope] = _Scope(now)
-        bucket.used_at = now
-        if not self._make_room(bucket, size, now):
-            if not bucket.items:
-                del self._scopes[scope]
-            raise StoreQuotaExceeded(
-                f'the store is full ({self._bytes:,} of {self.max_bytes:,} bytes, held by active scopes); '
-                f'artifact {artifact_id} ({size:,} bytes) was not stored'
-            )
-        info = StoredArtifact(artifact_id, media_type, size, source, now, metadata)
-        bucket.items[artifact_id] = (info, data)
-        bucket.bytes += size
+        self._make_room(scope, size)
+        info = StoredArtifact(artifact_id, media_type, size, source, self._clock(), metadata)
+        self._items[(scope, artifact_id)] = (info, data)
+        self._scopes.setdefault(scope, OrderedDict())[artifact_id] = None
+        self._scope_bytes[scope] = self._scope_bytes.get(scope, 0) + size
         self._bytes += size
         return info
 
-    def _make_room(self, bucket: _Scope, size: int, now: float) -> bool:
-        """Evict within the scope, then from idle scopes; False, with nothing evicted, if it cannot fit."""
-        idle = sorted(
-            (
-                s
-                for s in self._scopes.values()
-                if s is not bucket and now - s.used_at > self.reclaim_idle_after
-            ),
-            key=lambda s: s.used_at,
-        )
-        held_by_active = self._bytes - bucket.bytes - sum(s.bytes for s in idle)
-        if held_by_active + size > self.max_bytes:
-            return False
+    def _make_room(self, scope: str, size: int) -> None:
+        """Evict the scope's least recently used past its budget, then anyone's past the store's."""
         evicted: list[str] = []
-        while bucket.items and bucket.bytes + size > self.max_scope_bytes:
-            evicted.append(self._evict_oldest(bucket))
-        for other in idle:
-            while other.items and self._bytes + size > self.max_bytes:
-                evicted.append(self._evict_oldest(other))
-        while bucket.items and self._bytes + size > self.max_bytes:
-            evicted.append(self._evict_oldest(bucket))
+        own = self._scopes.get(scope)
+        while own and self._scope_bytes[scope] + size > self.max_scope_bytes:
+            evicted.append(self._evict((scope, next(iter(own)))))
+        while self._items and self._bytes + size > self.max_bytes:
+            evicted.append(self._evict(next(iter(self._items))))
         if evicted:
-            self._scopes = {k: s for k, s in self._scopes.items() if s.items or s is bucket}
-            logger.warning(
-                'MemoryStore: evicted %d artifact(s) to make room, which can no longer be read back '
-                '(use DirectoryStore to keep them): %s',
+            first = self.evicted == 0
+            self.evicted += len(evicted)
+            logger.log(
+                logging.WARNING if first else logging.INFO,
+                'MemoryStore: evicted the %d least recently used artifact(s) to make room; they can no '
+                'longer be read back (use DirectoryStore or RedisStore to keep them): %s',
                 len(evicted),
                 ', '.join(evicted),
             )
-        return True
 
-    def _evict_oldest(self, bucket: _Scope) -> str:
-        old_id, (old_info, _) = bucket.items.popitem(last=False)
-        bucket.bytes -= old_info.size_bytes
-        self._bytes -= old_info.size_bytes
-        return old_id
+    def _evict(self, key: _Key) -> str:
+        info, _ = self._items.pop(key)
+        scope, artifact_id = key
+        ids = self._scopes[scope]
+        del ids[artifact_id]
+        self._scope_bytes[scope] -= info.size_bytes
+        if not ids:
+            del self._scopes[scope], self._scope_bytes[scope]
+        self._bytes -= info.size_bytes
+        return artifact_id
 
     def _lookup(self, artifact_id: str, scope: str) -> tuple[StoredArtifact, bytes] | None:
-        bucket = self._scopes.get(scope)
-        if bucket is None:
-            return None
-        item = bucket.items.get(artifact_id)
+        """The artifact, now the most recently used; None when it is not stored in `scope`."""
+        key = (scope, artifact_id)
+        item = self._items.get(key)
         if item is not None:
-            bucket.used_at = self._clock()
+            self._items.move_to_end(key)
+            self._scopes[scope].move_to_end(artifact_id)
         return item
 
     async def _get(self, artifact_id: str, scope: str) -> bytes | None:

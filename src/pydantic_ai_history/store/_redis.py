@@ -8,56 +8,52 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from .._redis_client import DEFAULT_REDIS_URL, RedisClients
-from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreQuotaExceeded, scope_tag
+from .._redis_client import DEFAULT_REDIS_URL, RedisClients, RedisPoolSettings
+from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreError, StoreQuotaExceeded, scope_tag
 from ._breaker import StoreBreaker
+from ._redis_scripts import PRUNE_SCRIPT, PUT_SCRIPT
+from ._retention import DEFAULT_MAX_AGE, PruneReport, StoreBound
 
-__all__ = ('RedisStore',)
+__all__ = ('DEFAULT_REDIS_MAX_BYTES', 'RedisStore')
 
 _T = TypeVar('_T')
 
 logger = logging.getLogger('pydantic_ai_history.store')
 
-# One round trip, atomic: an existing artifact is kept; a scope over its budget is refused; otherwise the
-# bytes, the info and the scope's byte count are written together, so no process sees info without bytes.
-_PUT_SCRIPT = """
-local existing = redis.call('GET', KEYS[2])
-if existing then return existing end
-local size = tonumber(ARGV[4])
-if ARGV[5] ~= '' and tonumber(redis.call('GET', KEYS[3]) or '0') + size > tonumber(ARGV[5]) then
-  return 0
-end
-if ARGV[3] == '' then
-  redis.call('SET', KEYS[1], ARGV[1])
-  redis.call('SET', KEYS[2], ARGV[2])
-  redis.call('INCRBY', KEYS[3], size)
-else
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-  redis.call('INCRBY', KEYS[3], size)
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-end
-return 1
-"""
+DEFAULT_REDIS_MAX_BYTES = 256 * 1024**2
+"""Default retention by size for `RedisStore`: 256 MiB of content under one prefix."""
 
 
 class RedisStore(ArtifactStore):
     """Artifacts as `prefix + [scope:] + id` (the bytes) and the same key + `':info'` (JSON info) in Redis.
 
     Pass a `url` or an existing `redis.asyncio.Redis` `client` (one with `decode_responses=False`: the
-    content is bytes). `ttl` (seconds) expires both keys; `None` keeps them until deleted. `read` uses
-    GETRANGE, so a range never transfers the whole artifact. Scopes are kept apart by key; a scope's
-    bytes are counted in `prefix + ':bytes:' + scope`, and `max_scope_bytes`/`max_artifact_bytes`
-    (default: no limit) refuse what would pass them (`StoreQuotaExceeded`). Configure the server with a
-    `noeviction` or `volatile-*` policy: Redis's own eviction knows nothing of scopes.
+    content is bytes). `read` uses GETRANGE, so a range never transfers the whole artifact.
+
+    Retention, on by default: `ttl` (30 days) expires an artifact's keys that long after it was written, and
+    a put that would take the prefix past `max_bytes` (256 MiB of content, all scopes together) first
+    deletes the oldest artifacts to make room (`prune()` does the same on demand; so does
+    `pydantic-ai-history prune --redis URL`). `None` switches a bound off. A read-back of a deleted artifact
+    answers that it is no longer stored. Scopes are kept apart by key; a scope's bytes are counted in
+    `prefix + ':bytes:' + scope`, and `max_scope_bytes`/`max_artifact_bytes` (default: no limit) refuse what
+    would pass them (`StoreQuotaExceeded`). Configure the server with a `noeviction` or `volatile-*` policy:
+    Redis's own eviction knows nothing of scopes or of the store's counts. Every key of a store lives under
+    its prefix (use a hash tag in it on a cluster, e.g. `'{pai}:artifact:'`).
 
     Redis errors and timeouts raise `StoreError`, so callers keep the content inline, and open the
     breaker: for `cooldown` seconds every operation is refused at once instead of waiting
     `socket_timeout` again (a hung server costs one timeout per cool-down, not one per operation).
 
-    Ids are keyed with `secret`; without one, a random secret is stored once under `prefix + ':secret'`
-    (SET NX), so every process of the deployment makes the same ids. When Redis cannot be reached for it,
-    a per-process secret is used with a warning (reads never need the secret).
+    A client made from `url` has one pool of connections for every run of the process (`pool`, a
+    `RedisPoolSettings`: 64 connections by default; a burst of runs waits for a free one instead of failing)
+    and tries a call again with backoff on a connection error or a timeout before it fails.
+
+    Ids and the package's marks are keyed with `secret`; without one, a random secret is stored once under
+    `prefix + ':secret'` (SET NX) and loaded by `prepare()` (once per store, however many runs start at
+    once), so every process of the deployment makes the same ids and recognises the same notes. When Redis
+    cannot be reached for it, `prepare()` raises `StoreError`: the processor then stores nothing (as with a
+    store that refuses every write) until it can, and never makes ids or marks with a secret of its own
+    process. Reads never need it.
     """
 
     def __init__(
@@ -66,21 +62,29 @@ class RedisStore(ArtifactStore):
         *,
         client: Any | None = None,
         prefix: str = 'pydantic-ai-history:artifact:',
-        ttl: float | None = None,
+        ttl: float | None = DEFAULT_MAX_AGE,
+        max_bytes: int | None = DEFAULT_REDIS_MAX_BYTES,
         max_scope_bytes: int | None = None,
         max_artifact_bytes: int | None = None,
         socket_timeout: float | None = 1.0,
         cooldown: float = 30.0,
         secret: bytes | str | None = None,
+        pool: RedisPoolSettings | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(secret=secret)
         if url is None and client is None:
             url = DEFAULT_REDIS_URL
-        self._clients = RedisClients(url, client, socket_timeout)
+        self._clients = RedisClients(url, client, socket_timeout, pool)
+        for name, value in (('ttl', ttl), ('max_bytes', max_bytes)):
+            if value is not None and value <= 0:
+                raise ValueError(f'RedisStore: {name} must be positive (None: no bound), got {value!r}')
         self.prefix = prefix
         self.ttl = ttl
+        """Seconds an artifact is kept after it was written (Redis expires it); None keeps it."""
+        self.max_bytes = max_bytes
+        """Bytes of content the prefix may hold; past it the oldest artifacts are deleted. None: no bound."""
         self.max_scope_bytes = max_scope_bytes
         self.max_artifact_bytes = max_artifact_bytes
         self._clock = clock
@@ -93,28 +97,30 @@ class RedisStore(ArtifactStore):
     def _quota_key(self, scope: str) -> str:
         return f'{self.prefix}:bytes:{scope_tag(scope) or "default"}'
 
+    def _index_keys(self) -> tuple[str, str, str]:
+        """The index (data keys by write time), the sizes (and scope counter) of each, and their total."""
+        return self.prefix + ':index', self.prefix + ':sizes', self.prefix + ':total'
+
     async def _load_secret(self) -> bytes:
         key = self.prefix + ':secret'
 
         async def load() -> Any:
             client = self._clients.get()
-            await client.set(key, os.urandom(SECRET_BYTES), nx=True)
-            return await client.get(key)
+            # one round trip: the first process to ask creates it, every other one reads that one
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.set(key, os.urandom(SECRET_BYTES), nx=True)
+                pipe.get(key)
+                _, value = await pipe.execute()
+                return value
 
-        try:
-            secret = await self._call(load)
-        except Exception as e:
-            secret = None
-            logger.warning('RedisStore: cannot load the id secret (%s)', e)
+        secret = await self._call(load)  # StoreError (after the client's retries) when Redis cannot answer
         if not isinstance(secret, bytes) or len(secret) < SECRET_BYTES:
-            logger.warning('RedisStore: using an id secret for this process only; pass `secret=` to fix ids')
-            return os.urandom(SECRET_BYTES)
+            raise StoreError(f'RedisStore: the secret under {key!r} is not {SECRET_BYTES} bytes; delete it')
         return secret
 
     def _load_secret_sync(self) -> bytes:
-        # An id was asked for before `prepare()`: no blocking call to Redis from here.
-        logger.warning('RedisStore: ids made before prepare(); using an id secret for this process only')
-        return os.urandom(SECRET_BYTES)
+        # An id was asked for before `prepare()`: no blocking call to Redis, and no secret of this process.
+        raise StoreError('RedisStore: its secret is loaded by `await store.prepare()` before the first id')
 
     async def _put(
         self,
@@ -125,27 +131,30 @@ class RedisStore(ArtifactStore):
         metadata: dict[str, str],
         scope: str,
     ) -> StoredArtifact:
-        if self.max_artifact_bytes is not None and len(data) > self.max_artifact_bytes:
+        largest = min(b for b in (self.max_artifact_bytes, self.max_bytes, 2**62) if b is not None)
+        if len(data) > largest:
             raise StoreQuotaExceeded(
-                f'artifact {artifact_id} is {len(data):,} bytes, more than one artifact may take '
-                f'({self.max_artifact_bytes:,})'
+                f'artifact {artifact_id} is {len(data):,} bytes, '
+                f'more than one artifact may take ({largest:,})'
             )
-        info = StoredArtifact(artifact_id, media_type, len(data), source, self._clock(), metadata)
+        now = self._clock()
+        info = StoredArtifact(artifact_id, media_type, len(data), source, now, metadata)
         key = self._key(artifact_id, scope)
-        px = '' if self.ttl is None else str(max(1, round(self.ttl * 1000)))
-        limit = '' if self.max_scope_bytes is None else str(self.max_scope_bytes)
         result = await self._call(
             lambda: self._clients.get().eval(
-                _PUT_SCRIPT,
-                3,
+                PUT_SCRIPT,
+                6,
                 key,
                 key + ':info',
                 self._quota_key(scope),
+                *self._index_keys(),
                 data,
                 info.to_json(),
-                px,
+                _bound(self.ttl, 1000),
                 len(data),
-                limit,
+                _bound(self.max_scope_bytes),
+                round(now * 1000),
+                _bound(self.max_bytes),
             )
         )
         if isinstance(result, bytes):
@@ -156,6 +165,30 @@ class RedisStore(ArtifactStore):
                 f'({self.max_scope_bytes:,} bytes); not stored'
             )
         return info
+
+    async def prune(
+        self,
+        *,
+        max_age: float | StoreBound | None = 'store',
+        max_bytes: int | StoreBound | None = 'store',
+        batch: int = 10_000,
+    ) -> PruneReport:
+        """Delete what the retention bounds say now: the index entries of expired artifacts, then the oldest
+        past `max_bytes` (`'store'`: the store's `ttl` and `max_bytes`; None switches one off for this call),
+        `batch` per round trip. Puts do this as they go; this is for a prefix no process writes to."""
+        age = self.ttl if max_age == 'store' else max_age
+        size = self.max_bytes if max_bytes == 'store' else max_bytes
+        removed = freed = 0
+        while True:
+            now = round(self._clock() * 1000)
+            arguments = (now, _bound(age, 1000), _bound(size), batch)
+            found = await self._call(
+                lambda: self._clients.get().eval(PRUNE_SCRIPT, 3, *self._index_keys(), *arguments)  # noqa: B023
+            )
+            step, step_freed, held, held_bytes = (int(v) for v in found)
+            removed, freed = removed + step, freed + step_freed
+            if step < batch:
+                return PruneReport(removed, freed, held, held_bytes)
 
     async def _get(self, artifact_id: str, scope: str) -> bytes | None:
         value = await self._call(lambda: self._clients.get().get(self._key(artifact_id, scope)))
@@ -194,3 +227,8 @@ class RedisStore(ArtifactStore):
     async def aclose(self) -> None:
         """Close the client this store created; a client passed in is left to its owner."""
         await self._clients.aclose()
+
+
+def _bound(value: float | None, scale: int = 1) -> str:
+    """A bound as a script argument: `''` for none."""
+    return '' if value is None else str(max(1, round(value * scale)))

@@ -36,7 +36,7 @@ from pydantic_ai_history import (
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages.compactor import summary_text
 from pydantic_ai_history.stages.compactor._stage import TRANSCRIPT_REFERENCE_OPENING
-from pydantic_ai_history.store import MemoryStore
+from pydantic_ai_history.store import MemoryStore, StoredArtifact, StoreError
 
 pytestmark = pytest.mark.anyio
 
@@ -180,3 +180,49 @@ async def test_image_urls_without_a_file_extension_are_summarized_and_stored() -
     data = await store.get(stored)
     assert data is not None
     assert 'Here it is:\n[file]' in data.decode()
+
+
+class _Forgetful(MemoryStore):
+    """A store whose retention removed all it held (`forget`), or that refuses writes (`full`)."""
+
+    full = False
+
+    def forget(self) -> None:
+        for scope, artifact in list(self._items):
+            self._evict((scope, artifact))
+
+    async def _put(self, *args: object, **kwargs: object) -> StoredArtifact:
+        if self.full:
+            raise StoreError('the disk is full')
+        return await super()._put(*args, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_a_transcript_the_store_removed_is_said_to_be_gone_never_named() -> None:
+    """Retention removed the first transcript: the next one's first line says so instead of linking a dead id,
+    and a summary that could not store its own keeps no dead reference either."""
+    store = _Forgetful()
+    ctx, _ = context(context_window=None, store=store, limits=ContextLimits.fixed(budget=40_000))
+    compactor = SetupCompactor(
+        compaction_setup(max_tokens=12_000, target_tokens=5_000, summarizer_model=StubSummarizer().model())
+    )
+    history = await compactor(tool_loop(30, tokens=500, tag='a'), ctx)
+    [first] = _REFERENCE_ID.findall(summary_text(history[1]) or '')
+    store.forget()
+    history = await compactor([*history, *tool_loop(20, tokens=500, tag='b')[1:]], ctx)
+    [second] = _REFERENCE_ID.findall(summary_text(history[1]) or '')
+    data = await store.get(second)
+    assert data is not None
+    opening = data.decode().split('\n', 1)[0]
+    assert 'no longer stored' in opening
+    assert first not in data.decode()
+
+    # now the store removes the second one too, and refuses this compaction's transcript: past the window
+    # the summary stands alone, and says the transcript is gone rather than naming `second`
+    store.forget()
+    store.full = True
+    ctx.limits = ContextLimits.fixed(budget=12_500)
+    history = await compactor([*history, *tool_loop(20, tokens=500, tag='c')[1:]], ctx)
+    summary = summary_text(history[1]) or ''
+    assert second not in summary
+    assert not _REFERENCE_ID.findall(summary)
+    assert 'no longer stored' in summary

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._context import StageOperations
-from ..._marks import READ_ARTIFACT_TOOL
+from ..._marks import readback_tool
 from ...tokens import TokenCounter
 from .._request_fit import passages_within
 from ._extract import ARTIFACT_MARKER, Candidate
@@ -25,7 +25,7 @@ def _describe(candidate: Candidate) -> str:
 
 
 def _read_hint(candidate: Candidate) -> str:
-    return f"read the original with {READ_ARTIFACT_TOOL}(artifact_id='{candidate.id}', offset=0, query=...)"
+    return f"read the original with {readback_tool()}(artifact_id='{candidate.id}', offset=0, query=...)"
 
 
 def reduced_text(candidate: Candidate) -> str:
@@ -70,8 +70,8 @@ def exclude_stub(candidate: Candidate, preview_chars: int) -> str:
         f'source: {a.source} (message {a.step}), {a.chars:,} characters, ~{a.tokens:,} tokens, '
         f'{a.media_type}\n'
         f'preview: {preview}{"..." if len(candidate.text) > len(preview) else ""}\n'
-        f"To read it: {READ_ARTIFACT_TOOL}(artifact_id='{a.id}', offset=0, limit=20000) for a slice, or "
-        f"{READ_ARTIFACT_TOOL}(artifact_id='{a.id}', query='...') for the passages relevant to a question."
+        f"To read it: {readback_tool()}(artifact_id='{a.id}', offset=0, limit=20000) for a slice, or "
+        f"{readback_tool()}(artifact_id='{a.id}', query='...') for the passages relevant to a question."
     )
 
 

@@ -55,8 +55,9 @@ from ...tokens import TokenCounter, TokenEstimate
 from ...units import Unit, head_length, split_units, system_parts
 from .._llm import add_usage, operations_of
 from .._loads import reload_reserve, with_reloads
-from .._spill import spill_transcript
+from .._spill import no_longer_stored, spill_transcript
 from .._transcript import (
+    NO_LONGER_STORED,
     TranscriptUnit,
     first_user_text,
     read_call,
@@ -97,7 +98,7 @@ TRANSCRIPT_REFERENCE_OPENING = 'The full transcript of the '
 the transcript id to chain it."""
 _REFERENCE = re.compile(
     re.escape(TRANSCRIPT_REFERENCE_OPENING)
-    + r'\d+ messages summarized[^\n]*?read_artifact\(artifact_id="([^"\n]+)"[^\n]*'
+    + r'\d+ messages summarized[^\n]*?[A-Za-z0-9_-]+\(artifact_id="([^"\n]+)"[^\n]*'
 )
 
 
@@ -152,6 +153,17 @@ class _Cut:
     """Ids of the stored transcripts the previous summary names, chained from this one's first line."""
     previous_text: str | None
     """The previous summary's own text, for the summarizer to update."""
+    gone_transcripts: list[str] = field(default_factory=list)
+    """Ids the previous summary names that the store no longer holds (its retention removed them): said to be
+    gone instead of named (`previous_transcripts` then holds only those still stored)."""
+
+    async def check_stored(self, context: HistoryContext) -> _Cut:
+        """This cut with the earlier transcripts the store no longer holds moved to `gone_transcripts`."""
+        gone = await no_longer_stored(self.previous_transcripts, context)
+        if gone:
+            self.previous_transcripts = [t for t in self.previous_transcripts if t not in gone]
+            self.gone_transcripts = gone
+        return self
 
     def evicted_pins(self) -> list[TranscriptUnit]:
         """The pinned units before the cut, carried verbatim in the pinned section."""
@@ -273,6 +285,7 @@ class Compactor:
         cut = self._choose_cut(plan, limits, overhead + reserve, reason, context, estimate.total)
         if cut is None:
             return unchanged
+        await cut.check_stored(context)
         cut_at = plan.units[cut.unit].start
         if sum(plan.per_message[head:cut_at]) <= _SUMMARY_FRAMING_TOKENS:
             return unchanged  # no summary can be smaller than what it would replace
@@ -285,7 +298,7 @@ class Compactor:
         rendered = self._render_evicted(plan, cut, body_start, counter)
         # What is evicted is stored before anything is paid for or removed (see `_keeps_content`).
         reference = await _spill_transcript(
-            evicted, context, cut.previous_transcripts, None if rendered is None else rendered.whole
+            evicted, context, cut, None if rendered is None else rendered.whole
         )
         if reference is None and self._keeps_content(plan, overhead, context):
             return unchanged
@@ -388,9 +401,10 @@ class Compactor:
         )
         if cut is None:
             return None
+        await cut.check_stored(context)
         cut_at = plan.units[cut.unit].start
         evicted = messages[layout.body_start : cut_at]
-        reference = await _spill_transcript(evicted, context, cut.previous_transcripts)
+        reference = await _spill_transcript(evicted, context, cut)
         if reference is None and self._keeps_content(plan, overhead, context):
             return messages
         _announce(context, messages, estimate.total, len(evicted), reason, announced)
@@ -737,7 +751,8 @@ class Compactor:
             units,
             counter,
             tool_result_max_tokens=None,
-            preamble=transcript_preamble(cut.previous_transcripts),  # the stored transcript is this text
+            # the stored transcript is this text
+            preamble=transcript_preamble(cut.previous_transcripts, cut.gone_transcripts),
         )
         return _Rendered(
             whole=[u for u in each if u is not None],
@@ -760,12 +775,16 @@ class Compactor:
         settings = self.settings
         counter = context.counter
         model = context.summarizer_model
+        task = first_user_text(plan.messages[: plan.head])
+        # Everything the summarizer reads is in the key (the original task too); the processor's cache view
+        # adds the scope, so two tenants with the same evicted traffic never share a summary.
         key = cache_key(
             'compactor-summary',
             span_key,
             self._settings_fingerprint(model, context.summarizer),
             previous or '',
             focus or '',
+            task or '',
         )
         cache = context.cache
         if cache is not None:
@@ -779,7 +798,6 @@ class Compactor:
                 counter,
                 tool_result_max_tokens=settings.tool_result_max_tokens,
             )
-        task = first_user_text(plan.messages[: plan.head])
         error: str | None
         calls = 0
         if self._breakers.allows(context.scope):
@@ -960,7 +978,7 @@ def _summary_message(
     origin: Origin | None,
 ) -> tuple[SummarySections, ModelMessage]:
     """The summary's sections and the message that carries them."""
-    final = _final_sections(summary.text, cut.earlier, reference, evicted_pins)
+    final = _final_sections(summary.text, cut.earlier, reference, evicted_pins, cut.gone_transcripts)
     # System prompts survive compaction as parts: those of evicted messages (window notes included, which
     # carry the ones the window dropped) and those the previous summary already carried.
     carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
@@ -992,7 +1010,7 @@ def _native_note(
     cut: _Cut, layout: NativeLayout, evicted: Sequence[ModelMessage], reference: str | None
 ) -> ModelRequest:
     """Our request after a provider's compaction item: its note, the pinned section, the transcript line."""
-    final = _final_sections(NATIVE_NOTE, layout.earlier, reference, cut.evicted_pins())
+    final = _final_sections(NATIVE_NOTE, layout.earlier, reference, cut.evicted_pins(), cut.gone_transcripts)
     details: dict[str, object] = {'method': 'provider', 'evicted_messages': len(evicted)}
     if cut.evicted_pins():
         details['pinned_units'] = len(cut.evicted_pins())
@@ -1025,12 +1043,19 @@ def _reference_cost(earlier: SummarySections, context: HistoryContext) -> int:
 
 
 def _final_sections(
-    summary: str, earlier: SummarySections, reference: str | None, evicted_pins: Sequence[TranscriptUnit]
+    summary: str,
+    earlier: SummarySections,
+    reference: str | None,
+    evicted_pins: Sequence[TranscriptUnit],
+    gone: Sequence[str] = (),
 ) -> SummarySections:
     """The summarizer's text (capped), where the full transcript of what was just evicted can be read back
-    (when nothing was stored this time the earlier reference still stands), and the pinned section: what it
-    carried and what was pinned just now. Three parts of the summary message, told apart by structure."""
+    (when nothing was stored this time the earlier reference still stands, or says its transcript is no
+    longer stored when the store removed it: never a dead id), and the pinned section: what it carried and
+    what was pinned just now. Three parts of the summary message, told apart by structure."""
     pinned = '\n\n'.join(p for p in (earlier.pinned, *(u.text for u in evicted_pins)) if p)
+    if reference is None and gone and set(_REFERENCE.findall(earlier.reference)) <= set(gone):
+        reference = NO_LONGER_STORED
     return SummarySections(summary, pinned, reference or earlier.reference)
 
 
@@ -1051,27 +1076,29 @@ def _report_unstored(
 async def _spill_transcript(
     evicted: Sequence[ModelMessage],
     context: HistoryContext,
-    previous: Sequence[str] = (),
+    cut: _Cut,
     rendered: Sequence[TranscriptUnit] | None = None,
 ) -> str | None:
     """Store the full transcript of the evicted messages; the line that tells the model how to read it.
 
     A summary, however good, loses detail; with the transcript in the spill store nothing the user or the
     tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. The transcript
-    opens with a line naming the `previous` transcripts (those of earlier compactions), so the summary needs
-    only one reference line however many compactions there were. Empty when there is no store (the summary
-    is then the only record, as the app chose); None when the store failed.
+    opens with a line naming the transcripts of earlier compactions the store still holds (and saying so of
+    those it no longer does), so the summary needs only one reference line however many compactions there
+    were. Empty when there is no store (the summary is then the only record, as the app chose); None when the
+    store failed.
     """
     key = await spill_transcript(
         evicted,
         context,
-        previous=previous,
+        previous=cut.previous_transcripts,
         source=f'transcript of {len(evicted)} compacted messages',
         rendered=rendered,
+        gone=cut.gone_transcripts,
     )
     if not key:
         return key
-    chain = '; its first line names the transcript of earlier messages' if previous else ''
+    chain = '; its first line names the transcript of earlier messages' if cut.previous_transcripts else ''
     return (
         f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
         f'{read_call(key)} finds any detail in it{chain}.'

@@ -1,0 +1,66 @@
+"""A view of a shared cache in which every key belongs to one scope (a tenant or a conversation)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from ._base import SummaryCache
+
+__all__ = ('ScopedCache', 'scoped', 'scoped_key')
+
+
+def scoped_key(key: str, scope: str) -> str:
+    """`key` as stored for `scope`: prefixed with a hash of the scope (the default scope `''` keeps `key`).
+
+    A prefix, not a suffix, so an operator can find (or delete) one tenant's entries by pattern.
+    """
+    if not scope:
+        return key
+    return f'scope-{hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:40]}/{key}'
+
+
+class ScopedCache(SummaryCache):
+    """`cache` as one scope sees it: every key is namespaced by `scope` before it reaches the backend.
+
+    The processor hands its stages this view of the shared cache, so a summary, a conversion or a prefix
+    record computed in one tenant's run is never served to another's, whatever the two runs have in common
+    (the same tool-call ids, the same documents). Everything a stage caches carries content, so nothing is
+    shared across scopes; what carries none (token counts) is memoized in memory, outside any cache. Hits,
+    misses and failures are counted by the shared cache itself (`processor.stats()`).
+    """
+
+    def __init__(self, cache: SummaryCache, scope: str) -> None:
+        super().__init__()
+        self.inner = cache
+        """The shared cache."""
+        self.scope = scope
+        """The scope every key is namespaced by."""
+
+    async def get(self, key: str) -> str | None:
+        return await self.inner.get(scoped_key(key, self.scope))
+
+    async def set(self, key: str, value: str, *, ttl: float | None = None) -> bool:
+        return await self.inner.set(scoped_key(key, self.scope), value, ttl=ttl)
+
+    async def delete(self, key: str) -> None:
+        await self.inner.delete(scoped_key(key, self.scope))
+
+    async def get_or_raise(self, key: str) -> str | None:
+        return await self.inner.get_or_raise(scoped_key(key, self.scope))
+
+    async def set_or_raise(self, key: str, value: str, *, ttl: float | None = None) -> None:
+        await self.inner.set_or_raise(scoped_key(key, self.scope), value, ttl=ttl)
+
+    async def delete_or_raise(self, key: str) -> None:
+        await self.inner.delete_or_raise(scoped_key(key, self.scope))
+
+    async def _get(self, key: str) -> str | None:  # pragma: no cover - the public methods delegate
+        return await self.inner.get_or_raise(scoped_key(key, self.scope))
+
+    async def _set(self, key: str, value: str, ttl: float | None) -> None:  # pragma: no cover
+        await self.inner.set_or_raise(scoped_key(key, self.scope), value, ttl=ttl)
+
+
+def scoped(cache: SummaryCache | None, scope: str) -> SummaryCache | None:
+    """`cache` as `scope` sees it (None stays None; the default scope `''` is the cache itself)."""
+    return cache if cache is None or not scope else ScopedCache(cache, scope)
