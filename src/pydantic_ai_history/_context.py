@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._compat import ModelMessage
 from ._marks import MARKER_KEY
 from ._policy import ContextLimits, ContextPolicy
-from ._summarizer_settings import ModelRef, SummarizerSettings
+from ._summarizer_settings import ModelRef, SummarizerSettings, Timeout
 from .events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
 from .model_info import ModelInfo
 from .tokens import TokenCounter, TokenEstimate
@@ -226,7 +226,7 @@ class StageOperations(Protocol):
     """
 
     async def request_text(
-        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: float
+        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: Timeout
     ) -> str: ...
 
     async def request_plan(

@@ -39,6 +39,8 @@ WarningKind = Literal[
     'artifact_reducer_failed',
     'artifact_store_failed',
     'artifact_store_missing',
+    'setting_clamped',
+    'summarizer_timeout',
 ]
 """The `code` of a `HistoryWarning` (and of `ContentLost`, its error-level kind). Per value: when, what to do:
 
@@ -74,6 +76,11 @@ WarningKind = Literal[
 - `artifact_store_failed`: storing an artifact or attachment failed; it stays inline. Check the store.
 - `artifact_store_missing`: an artifact should be stored but no store is configured; it stays inline. Pass
   `store=`.
+- `setting_clamped`: a `ContextPolicy` value cannot work as given with the serving model's window (a
+  `max_tokens` above the budget, a `target_tokens` not below the trigger); the message names the field, the
+  value given and the value used. Once per model. Change the setting, or leave it unset to follow the model.
+- `summarizer_timeout`: a summarizer call ran out of `SummarizerSettings.timeout`; the deterministic fallback
+  was used. Raise the timeout, set it to None, or use a faster summarizer model.
 """
 
 

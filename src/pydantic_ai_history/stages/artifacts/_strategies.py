@@ -7,6 +7,7 @@ from typing import Any
 
 from ..._context import StageOperations
 from ..._marks import READ_ARTIFACT_TOOL
+from ..._summarizer_settings import Timeout
 from ...retrieval import extract_passages
 from ...tokens import TokenCounter
 from ._extract import ARTIFACT_MARKER, Candidate
@@ -95,7 +96,7 @@ async def summarize_text(
     focus: str | None,
     model: Any,
     max_tokens: int,
-    timeout: float,
+    timeout: Timeout,
     operations: StageOperations,
 ) -> str:
     """One summarizer call; raises on failure (the caller falls back to `extract`)."""
