@@ -26,13 +26,12 @@ The endpoints, each the server's documented way to say it:
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import logging
 import re
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -149,15 +148,20 @@ def _ask(client: _Client, server: LocalServer) -> int | None:
     return None
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is answered as the error it would otherwise follow: nothing is asked of another host."""
+@functools.lru_cache(maxsize=1)
+def _opener() -> Any:
+    """An opener with no proxy (the environment's `HTTP_PROXY` would send the question elsewhere) and no
+    redirects (answered as the error they are). Built on first use, in the thread that asks: `urllib.request`
+    is not for a durable engine's workflow sandbox, where this module is imported."""
+    import urllib.request
 
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+    class NoRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirects())
 
 
-# No proxy (the environment's `HTTP_PROXY` would send the question elsewhere) and no redirects.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
 _MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 
@@ -179,9 +183,12 @@ class _Client:
         if body is not None:
             data = json.dumps(body).encode()
             headers['Content-Type'] = 'application/json'
+        import urllib.error
+        import urllib.request
+
         request = urllib.request.Request(url, data=data, headers=headers)
         try:
-            with _OPENER.open(request, timeout=remaining) as response:
+            with _opener().open(request, timeout=remaining) as response:
                 raw = response.read(_MAX_ANSWER_BYTES + 1)
         except urllib.error.HTTPError:  # 404 on another kind of server, 401, a refused redirect
             return None

@@ -164,23 +164,24 @@ class HistoryOperations:
     async def ask_server_window(self, ctx: RunContext[Any], base_url: str, model_name: str) -> int | None:
         """The context window the local server at `base_url` runs `model_name` with; None when it does not
         say (see `_local_server`: only the model's own server on this machine or network is asked)."""
-        return await self.probe_server_window(ctx, base_url, model_name)
-
-    async def probe_server_window(
-        self, ctx: RunContext[Any] | None, base_url: str, model_name: str
-    ) -> int | None:
-        """`ask_server_window` run in place (outside durable execution)."""
-        server = LocalServer(base_url, model_name)
-        return await ask_context_window(server, api_key=self._server_api_key(ctx, server))
+        return await self.probe_server_window(ctx, base_url, model_name, model=ctx)
 
     # ---- resolution on the side that runs the operation --------------------------------------------------
 
-    def _server_api_key(self, ctx: RunContext[Any] | None, server: LocalServer) -> str | None:
+    async def probe_server_window(
+        self, ctx: RunContext[Any] | None, base_url: str, model_name: str, *, model: object = None
+    ) -> int | None:
+        """`ask_server_window` run in place: `model` (else the processor's or the run's) gives the API key."""
+        server = LocalServer(base_url, model_name)
+        return await ask_context_window(server, api_key=self._server_api_key(server, model, ctx))
+
+    def _server_api_key(self, server: LocalServer, *models: object) -> str | None:
         """The API key the model's own client sends to `server` (vLLM's `--api-key`), if any: sent to that
         server only, which receives it with every request anyway."""
         from .model_info import serving_candidates
 
-        for model in (self.model, getattr(ctx, 'model', None)):
+        for model in (*models, self.model):
+            model = getattr(model, 'model', model)  # a RunContext: the run's model
             for candidate in serving_candidates(model):
                 if local_server_of(candidate) == server:
                     key = getattr(getattr(candidate, 'client', None), 'api_key', None)

@@ -414,9 +414,15 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         limits = self._limits.get(key)
         if limits is None:
             limits = self.policy.resolve(model_info(model, server_windows=self._server_windows))
+            if limits.window_source == 'fallback' and self._server_not_asked(model):
+                return limits  # provisional: the first request asks the model's server
             self._limits[key] = limits
             self._announce(limits, model)
         return limits
+
+    def _server_not_asked(self, model: ModelRef | None) -> bool:
+        servers = (local_server_of(candidate) for candidate in serving_candidates(model))
+        return any(s is not None and s.key not in self._servers_asked for s in servers)
 
     def _announce(self, limits: ContextLimits, model: ModelRef | None) -> None:
         """Say once per model what the limits had to assume or change."""
@@ -458,7 +464,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             if ctx is not None and self.journaled(ctx):
                 window = await self.ask_server_window(ctx, server.base_url, server.model_name)
             else:
-                window = await self.probe_server_window(ctx, server.base_url, server.model_name)
+                window = await self.probe_server_window(
+                    ctx, server.base_url, server.model_name, model=candidate
+                )
             if window is not None:
                 logger.info('%s serves %r with a %s-token window', server.base_url, server.model_name, window)
                 self._server_windows[server.key] = window

@@ -52,6 +52,7 @@ def test_shared_store_with_secret_is_accepted_and_operations_are_named(tmp_path)
             'cache_write',
             'chunk_merge',
             'compaction_summary',
+            'context_window_probe',
             'file_conversion',
             'store_write',
         ]

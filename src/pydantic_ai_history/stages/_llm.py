@@ -119,9 +119,10 @@ def _record_speed(model: object, chars: int, seconds: float) -> None:
 def _timeout_message(setting: Timeout, seconds: float, model: object, chars: int) -> str:
     speed = _SPEEDS.get(model_name_of(model) or '', DEFAULT_CHARS_PER_SECOND)
     why = f"'auto': {chars:,} characters at {speed:,.0f} characters/s" if setting == 'auto' else repr(setting)
+    shown = f'{seconds:,.0f}' if seconds >= 10 else f'{seconds:.2g}'
     return (
-        f'no answer within {seconds:,.0f} s (SummarizerSettings.timeout={why}); raise '
-        'SummarizerSettings.timeout, or set it to None for no limit'
+        f'timed out after {shown} s (SummarizerSettings.timeout={why}); raise SummarizerSettings.timeout, '
+        'or set it to None for no limit'
     )
 
 
