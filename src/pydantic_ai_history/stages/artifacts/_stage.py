@@ -28,13 +28,13 @@ from ..._context import MARKER_KEY, HistoryContext
 from ..._marks import seal
 from ...cache import cache_key
 from ...events import ArtifactProcessed
-from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage
+from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
 from ...model_info import model_info, model_name_of
 from ...retrieval import extract_passages
 from ...store import artifact_id
 from ...tokens import TokenCounter
 from .._llm import operations_of
-from ._accepted import accepted_as_is, fits_as_is, unidentified_image
+from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
     Attachment,
@@ -404,14 +404,16 @@ class ArtifactPlanner:
     ) -> list[ModelMessage]:
         """Convert or fit attached files; under the hard limit, those the model takes as they are stay."""
         attachments = find_attachments(messages, start=start)
+        settings = self._file_settings(context)
+        profile = file_input_profile(context.model)
         if not over_limit and attachments:
-            profile = file_input_profile(context.model)
-            attachments = [a for a in attachments if not self._passes_as_is(a, profile)]
+            attachments = [a for a in attachments if not self._passes_as_is(a, profile, settings)]
         if not attachments:
             return messages
         replaced: dict[tuple[int, int, int | None], list[Any]] = {}
         for attachment in attachments:
-            items = await self._attachment_items(attachment, context)
+            text = None if over_limit or profile is not None else _inline_text(attachment, settings)
+            items = [text] if text is not None else await self._attachment_items(attachment, context)
             if items is not None:
                 replaced[(attachment.message_index, attachment.part_index, attachment.item_index)] = items
         if not replaced:
@@ -435,7 +437,14 @@ class ArtifactPlanner:
             result[m_index] = dataclasses.replace(message, parts=parts)
         return result
 
-    def _passes_as_is(self, attachment: Attachment, profile: Mapping[str, Any] | None) -> bool:
+    def _file_settings(self, context: HistoryContext) -> FileSettings:
+        """The file settings with the serving provider's limits where none were set
+        (`FileSettings.for_model`); for a model that may be served by several, the strictest."""
+        return self.settings.file_settings.for_model(strictest_file_model(context.model))
+
+    def _passes_as_is(
+        self, attachment: Attachment, profile: Mapping[str, Any] | None, settings: FileSettings
+    ) -> bool:
         """A file the serving model accepts, within the file limits, that no check here must first read.
 
         Documents (PDF, plain text) pass on their type and size. An image passes without reading only when no
@@ -445,7 +454,7 @@ class ArtifactPlanner:
         """
         if not accepted_as_is(attachment.media_type, profile):
             return False
-        if not fits_as_is(attachment.media_type, len(attachment.data), None, self.settings.file_settings):
+        if not fits_as_is(attachment.media_type, len(attachment.data), None, settings):
             return False
         return not attachment.media_type.startswith('image/') or unidentified_image(attachment.data)
 
@@ -509,7 +518,7 @@ class ArtifactPlanner:
         return items
 
     async def _read(self, attachment: Attachment, context: HistoryContext) -> tuple[FileResult, bool]:
-        settings = self.settings.file_settings
+        settings = self._file_settings(context)
         is_document = not attachment.media_type.startswith(('image/', 'audio/'))
         key = cache_key('artifact-convert', attachment.id, settings.fingerprint())
         if is_document and context.cache is not None:
@@ -523,7 +532,7 @@ class ArtifactPlanner:
             attachment.data,
             media_type=attachment.media_type,
             name=attachment.name,
-            model_name=context.counter.model_name,
+            model_name=strictest_file_model(context.model) or context.counter.model_name,
             settings=settings,
         )
         if isinstance(result, ConvertedDocument) and context.cache is not None:
@@ -532,6 +541,12 @@ class ArtifactPlanner:
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
+
+
+def _inline_text(attachment: Attachment, settings: FileSettings) -> str | None:
+    return inline_text(
+        attachment.media_type, attachment.data, attachment.name or attachment.id[:12], settings
+    )
 
 
 def _user_like(attachment: Attachment) -> Any:
