@@ -35,20 +35,31 @@ def _process_history(processor: Any) -> Any:
     return ProcessHistory(processor)
 
 
-def test_the_same_processor_as_a_capability_and_in_process_history_fails_at_construction() -> None:
+async def _refused(capabilities: list[Any]) -> None:
+    """Refused when the agent is built where pydantic-ai tells a capability its agent (`for_agent`, 2.x), else
+    on the run's first step (late 1.x)."""
+    from pydantic_ai.capabilities import AbstractCapability
+
+    if hasattr(AbstractCapability, 'for_agent'):
+        with pytest.raises(UserError, match='one history processor'):
+            Agent(_model(), capabilities=capabilities)
+        return
+    agent: Agent[None, str] = Agent(_model(), capabilities=capabilities)
+    with pytest.raises(UserError, match='processed by two'):
+        await agent.run('hello')
+
+
+async def test_the_same_processor_as_a_capability_and_in_process_history_is_refused() -> None:
     processor = create_history_processor()
-    with pytest.raises(UserError, match='one history processor'):
-        Agent(_model(), capabilities=[processor, _process_history(processor)])
-    with pytest.raises(UserError, match='one history processor'):
-        Agent(_model(), capabilities=[_process_history(processor.__call__), processor])
+    await _refused([processor, _process_history(processor)])
+    await _refused([_process_history(processor.__call__), processor])
 
 
-def test_a_processor_inside_a_combined_capability_counts() -> None:
+async def test_a_processor_inside_a_combined_capability_counts() -> None:
     from pydantic_ai.capabilities import CombinedCapability
 
     first, second = create_history_processor(), create_history_processor(id='other')
-    with pytest.raises(UserError, match='one history processor'):
-        Agent(_model(), capabilities=[CombinedCapability([_process_history(first)]), second])
+    await _refused([CombinedCapability([_process_history(first)]), second])
 
 
 async def test_two_processors_each_in_process_history_are_refused_on_the_first_step() -> None:
