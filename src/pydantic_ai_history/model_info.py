@@ -360,14 +360,26 @@ def serving_candidates(model: object) -> tuple[object, ...]:
     while pending and len(found) + len(pending) <= _MAX_CANDIDATES:
         current = pending.pop(0)
         inner = _fallback_models(current)
-        if inner is None and _profile(current) is None:
-            wrapped = getattr(current, 'wrapped', None)
-            inner = [wrapped] if wrapped is not None and wrapped is not current else None
+        wrapped = getattr(current, 'wrapped', None)
+        if inner is None and wrapped is not None and (_profile(current) is None or _wraps_fallback(wrapped)):
+            inner = [wrapped] if wrapped is not current else None
         if inner is None:
             found.append(current)
         else:
             pending[0:0] = inner
     return tuple(found) or (model,)
+
+
+def _wraps_fallback(model: object) -> bool:
+    """Whether `model` is, or wraps, a `FallbackModel` (1.0's has a default profile instead of raising)."""
+    for _ in range(_MAX_CANDIDATES):
+        if _fallback_models(model) is not None:
+            return True
+        wrapped = getattr(model, 'wrapped', None)
+        if wrapped is None or wrapped is model:
+            return False
+        model = wrapped
+    return False
 
 
 def _fallback_models(model: object) -> list[object] | None:
