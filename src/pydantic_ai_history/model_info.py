@@ -392,14 +392,20 @@ def _fallback_models(model: object) -> list[object] | None:
 
 
 def is_test_model(model: object) -> bool:
-    """Whether `model` is one of pydantic-ai's test models (`TestModel`, `FunctionModel`) under any wrapper:
-    they have no window of their own, and an app's tests use them on purpose."""
+    """Whether `model` is one of pydantic-ai's test models under any wrapper: a `TestModel`, or a
+    `FunctionModel` under a name of its own (one named after a real model, `gpt-4o`, stands in for that
+    model). They have no window, take any file, and an app's tests use them on purpose."""
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.models.test import TestModel
 
-    candidates = serving_candidates(model)
-    inner = [_innermost(c) for c in candidates]
-    return bool(inner) and all(isinstance(m, (TestModel, FunctionModel)) for m in inner)
+    def stand_in(candidate: object) -> bool:
+        inner = _innermost(candidate)
+        if isinstance(inner, TestModel):
+            return True
+        name = model_name_of(inner)
+        return isinstance(inner, FunctionModel) and (name is None or parse_model_name(name).family is None)
+
+    return all(map(stand_in, serving_candidates(model)))
 
 
 def _innermost(model: object) -> object:

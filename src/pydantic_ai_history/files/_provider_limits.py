@@ -3,8 +3,9 @@
 An attachment the serving provider accepts goes to it unchanged while the history fits; only what it would
 reject (or what no longer fits the budget) is fitted or converted. The limits are the providers' documented
 ones, read for the base64 payload where that is what they measure; a provider nobody documented here gets the
-conservative limits, and pydantic-ai's test models (`TestModel`, `FunctionModel` under a name without a
-provider) none, since they take whatever the app sends.
+conservative limits. pydantic-ai's test models take whatever the app sends: none for `TestModel` and a
+`FunctionModel` with a name of its own; a `FunctionModel` named after a real model (`gpt-4o`, the strict
+simulated provider's) stands in for it and gets its maker's provider limits.
 """
 
 from __future__ import annotations
@@ -85,11 +86,14 @@ PROVIDER_FILE_LIMITS: Mapping[str, FileLimits] = {
     'google-cloud': _GOOGLE,
     'vertexai': _GOOGLE,
     'gemini': _GOOGLE,
-    # pydantic-ai's test models send nothing anywhere
-    'function': _TEST_MODEL,
-    'test': _TEST_MODEL,
 }
 """By pydantic-ai provider name (`model_name_of`'s prefix); any other provider gets `CONSERVATIVE_LIMITS`."""
+
+_TEST_PROVIDERS = frozenset({'function', 'test'})
+"""pydantic-ai's test models (`FunctionModel`, `TestModel`): they send nothing anywhere."""
+
+_FAMILY_LIMITS: Mapping[str, FileLimits] = {'openai': _OPENAI, 'anthropic': _ANTHROPIC, 'google': _GOOGLE}
+"""A test model named after a real model takes what that model's maker accepts."""
 
 
 def provider_file_limits(model_name: str | None) -> FileLimits:
@@ -97,7 +101,10 @@ def provider_file_limits(model_name: str | None) -> FileLimits:
     not one of `PROVIDER_FILE_LIMITS` or the name has no provider."""
     if not model_name:
         return CONSERVATIVE_LIMITS
-    provider = parse_model_name(model_name).provider or ''
+    parsed = parse_model_name(model_name)
+    provider = parsed.provider or ''
+    if provider in _TEST_PROVIDERS:
+        return _FAMILY_LIMITS.get(parsed.family or '', _TEST_MODEL)
     if provider.startswith('gateway/'):
         provider = provider.partition('/')[2]
     return PROVIDER_FILE_LIMITS.get(provider, CONSERVATIVE_LIMITS)

@@ -97,6 +97,8 @@ def test_the_limits_table() -> None:
     assert provider_file_limits('groq:llama-4') is CONSERVATIVE_LIMITS
     assert provider_file_limits(None) is CONSERVATIVE_LIMITS
     assert provider_file_limits('function:my-test').image_max_bytes == NO_LIMIT  # a test model sends nothing
+    # ... unless it stands in for a real model (the strict simulated provider's `gpt-4o`)
+    assert provider_file_limits('function:gpt-4o') is PROVIDER_FILE_LIMITS['openai']
     # given limits win over the provider's
     given = FileSettings(image_max_bytes=1_000).for_model('openai:gpt-4.1')
     assert (given.image_max_bytes, given.image_max_dimension) == (1_000, NO_LIMIT)
@@ -140,3 +142,21 @@ async def test_a_tiny_text_file_passes_unchanged_where_the_profile_says_the_mode
     if _stage.file_input_profile('anthropic:claude-sonnet-4-5') is None:
         pytest.skip('this pydantic-ai has no file-input flags in its profiles')
     assert out is history
+
+
+async def test_pydantic_ais_test_models_take_every_file_as_it_is(
+    monkeypatch: pytest.MonkeyPatch, three_mb_png: bytes
+) -> None:
+    """An app's tests with `TestModel` or a `FunctionModel` see exactly what the app sent (profile flags or
+    not), while the history fits."""
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.test import TestModel
+
+    monkeypatch.setattr(_stage, 'file_input_profile', lambda model: None)  # 1.x: no flags either
+    history = _history(BinaryContent(data=b'hello', media_type='text/plain'))
+    history[0].parts[0].content.append(BinaryContent(data=three_mb_png, media_type='image/png'))  # type: ignore[union-attr]
+    for model in (TestModel(), FunctionModel(lambda messages, info: None)):  # type: ignore[arg-type,return-value]
+        processor = HistoryProcessor(
+            model=model, policy=ContextPolicy(context_window=200_000), compaction=False
+        )
+        assert await processor.process(history) is history
