@@ -342,3 +342,39 @@ async def test_a_compaction_that_times_out_warns_naming_the_setting(caplog: pyte
     assert 'SummarizerSettings.timeout=0.2' in timeouts[0].message
     assert any(isinstance(e, CompactionResult) and e.method in ('digest', 'truncate') for e in events)
     assert any('summarizer_timeout' in r.getMessage() for r in caplog.records)
+
+
+async def test_under_durable_execution_every_run_asks_on_its_first_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workflow code makes the same calls on every replay: the operation is called on each run's first step
+    whatever the process remembers (the engine answers a replay from its journal), never on later steps."""
+    from types import SimpleNamespace
+
+    model = LocalModel(_loop(0), base_url='http://localhost:1234/v1')
+    processor = create_history_processor()
+    operations: list[int] = []
+    probes: list[str] = []
+
+    async def operation(ctx: Any, base_url: str, model_name: str) -> int:
+        operations.append(ctx.run_step)
+        return 8_192
+
+    async def probe(ctx: Any, base_url: str, model_name: str, *, model: object = None) -> int:
+        probes.append(base_url)
+        return 8_192
+
+    monkeypatch.setattr(processor, 'ask_server_window', operation)
+    monkeypatch.setattr(processor, 'probe_server_window', probe)
+    monkeypatch.setattr(processor, 'journaled', lambda ctx: True)
+    for step in (1, 2, 3, 1, 2):  # two runs, the second one a replay of the first
+        await processor._ask_local_servers(model, SimpleNamespace(run_step=step, model=model))
+    assert operations == [1, 1]
+    assert probes == []
+    assert processor.limits_for(model).model_window == 8_192
+
+    monkeypatch.setattr(processor, 'journaled', lambda ctx: False)
+    other = LocalModel(_loop(0), base_url='http://localhost:8080/v1')
+    for step in (1, 1):
+        await processor._ask_local_servers(other, SimpleNamespace(run_step=step, model=other))
+    assert probes == ['http://localhost:8080/v1']  # outside durable execution: once per process

@@ -452,16 +452,24 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         )
 
     async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
-        """Ask the local server of each model that may serve the request for its window, once per server (a
-        durable operation under durable execution). Only when the policy does not set the window."""
+        """Ask the local server of each model that may serve the request for its window, once per server and
+        process; only when the policy does not set the window.
+
+        Under durable execution it is the `context_window_probe` operation, asked on every run's first step
+        whatever this process remembers: workflow code must make the same calls on every replay (the engine
+        answers them from its journal, the worker from its own cache).
+        """
         if self.policy.context_window is not None or model is None or isinstance(model, str):
+            return
+        journaled = ctx is not None and self.journaled(ctx)
+        if journaled and getattr(ctx, 'run_step', 1) > 1:
             return
         for candidate in serving_candidates(model):
             server = local_server_of(candidate)
-            if server is None or server.key in self._servers_asked:
+            if server is None or (server.key in self._servers_asked and not journaled):
                 continue
             self._servers_asked.add(server.key)
-            if ctx is not None and self.journaled(ctx):
+            if journaled and ctx is not None:
                 window = await self.ask_server_window(ctx, server.base_url, server.model_name)
             else:
                 window = await self.probe_server_window(
