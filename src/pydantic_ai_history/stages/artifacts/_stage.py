@@ -404,18 +404,15 @@ class ArtifactPlanner:
     ) -> list[ModelMessage]:
         """Convert or fit attached files; under the hard limit, those the model takes as they are stay."""
         attachments = find_attachments(messages, start=start)
-        if not over_limit and is_test_model(context.model):
-            return messages  # pydantic-ai's test models take any file: what the app sent stays as it is
-        settings = self._file_settings(context)
-        profile = file_input_profile(context.model)
         if not over_limit and attachments:
-            attachments = [a for a in attachments if not self._passes_as_is(a, profile, settings)]
+            attachments = self._not_taken_as_is(attachments, context)
         if not attachments:
             return messages
         replaced: dict[tuple[int, int, int | None], list[Any]] = {}
         for attachment in attachments:
-            text = None if over_limit or profile is not None else _inline_text(attachment, settings)
-            items = [text] if text is not None else await self._attachment_items(attachment, context)
+            items = self._inlined(attachment, context, over_limit) or await self._attachment_items(
+                attachment, context
+            )
             if items is not None:
                 replaced[(attachment.message_index, attachment.part_index, attachment.item_index)] = items
         if not replaced:
@@ -439,13 +436,30 @@ class ArtifactPlanner:
             result[m_index] = dataclasses.replace(message, parts=parts)
         return result
 
+    def _not_taken_as_is(self, attachments: list[Attachment], context: HistoryContext) -> list[Attachment]:
+        """The attachments the serving model does not take as they are (while the history fits)."""
+        if is_test_model(context.model):
+            return []  # pydantic-ai's test models take any file: what the app sent stays as it is
+        profile = file_input_profile(context.model)
+        settings = self._file_settings(context)
+        return [a for a in attachments if not self._passes_as_is(a, profile, settings)]
+
+    def _inlined(self, attachment: Attachment, context: HistoryContext, over_limit: bool) -> list[Any] | None:
+        """A small plain-text file as its own text, where the model profile cannot say the model reads text
+        documents (1.x) and the history fits; None otherwise (see `inline_text`)."""
+        if over_limit or file_input_profile(context.model) is not None:
+            return None
+        identifier = attachment.name or attachment.id[:12]
+        text = inline_text(attachment.media_type, attachment.data, identifier, self._file_settings(context))
+        return [text] if text is not None else None
+
     def _file_settings(self, context: HistoryContext) -> FileSettings:
         """The file settings with the serving provider's limits where none were set
         (`FileSettings.for_model`); for a model that may be served by several, the strictest."""
         return self.settings.file_settings.for_model(strictest_file_model(context.model))
 
     def _passes_as_is(
-        self, attachment: Attachment, profile: Mapping[str, Any] | None, settings: FileSettings
+        self, attachment: Attachment, profile: Mapping[str, Any] | None, settings: FileSettings | None = None
     ) -> bool:
         """A file the serving model accepts, within the file limits, that no check here must first read.
 
@@ -456,7 +470,8 @@ class ArtifactPlanner:
         """
         if not accepted_as_is(attachment.media_type, profile):
             return False
-        if not fits_as_is(attachment.media_type, len(attachment.data), None, settings):
+        limits = settings if settings is not None else self.settings.file_settings
+        if not fits_as_is(attachment.media_type, len(attachment.data), None, limits):
             return False
         return not attachment.media_type.startswith('image/') or unidentified_image(attachment.data)
 
@@ -543,12 +558,6 @@ class ArtifactPlanner:
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
-
-
-def _inline_text(attachment: Attachment, settings: FileSettings) -> str | None:
-    return inline_text(
-        attachment.media_type, attachment.data, attachment.name or attachment.id[:12], settings
-    )
 
 
 def _user_like(attachment: Attachment) -> Any:
