@@ -34,6 +34,7 @@ from ._local_server import local_server_of
 from ._marks import seal_key_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._policy import ContextLimits, ContextPolicy, ContextPolicyError
+from ._spans import DeferredSpans
 from ._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
 from .cache import MemoryCache, SummaryCache
 from .events import (
@@ -624,13 +625,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
             return current
         tracer = self._tracer_for(ctx)
+        spans = DeferredSpans(tracer) if tracer is not None else None
+        if spans is not None:
+            context.tracer, context.open_spans = tracer, spans.open
         try:
-            if tracer is None:
-                return await self._process(current, context, started)
-            with tracer.start_as_current_span('pydantic_ai_history.process') as span:
-                if span.is_recording():
-                    context.tracer = tracer
-                return await self._process(current, context, started, span)
+            return await self._process(current, context, started, spans)
         except _CONFIG_ERRORS:
             raise
         except Exception as exc:  # outside any stage, e.g. counting content of a kind nobody foresaw
@@ -639,6 +638,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 StageFailed(run_id=context.run_id, stage='processor', error=f'{type(exc).__name__}: {exc}')
             )
             return current
+        finally:
+            if spans is not None:
+                spans.close()
 
     def _tracer_for(self, ctx: object) -> Any:
         """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines);
@@ -652,7 +654,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         return tracer if tracer is not None else self._tracer
 
     async def _process(
-        self, messages: list[ModelMessage], context: HistoryContext, started: float, span: Any = None
+        self,
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        started: float,
+        spans: DeferredSpans | None = None,
     ) -> list[ModelMessage]:
         before = context.estimate(messages)
         current = messages
@@ -669,7 +675,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             )
         given = _Validity(messages, validity.structure, validity.violations)
         for stage in self._stages:
-            current = await self._run_stage(stage, current, context, validity)
+            current = await self._run_stage(stage, current, context, validity, spans)
         if current is not messages:
             problem = self._over_budget(current, before.total, context)
             if problem is not None:
@@ -691,20 +697,24 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             duration_ms=(perf() - started) * 1000,
             anchored=after.anchor_verified,
         )
-        if span is not None and span.is_recording():
-            span.set_attributes(_span_attributes(event, context))
+        if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
+            spans.finish(current is not messages, _span_attributes(event, context))
         self._emit(event)
         return current
 
     async def _run_stage(
-        self, stage: HistoryStage, messages: list[ModelMessage], context: HistoryContext, validity: _Validity
+        self,
+        stage: HistoryStage,
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        validity: _Validity,
+        spans: DeferredSpans | None = None,
     ) -> list[ModelMessage]:
+        result = messages
         try:
-            if context.tracer is None:
-                result = await stage(messages, context)
-            else:
-                with context.span(f'pydantic_ai_history.{stage.name}'):
-                    result = await stage(messages, context)
+            if spans is not None:
+                spans.stage_started(stage.name)
+            result = await stage(messages, context)
         except _CONFIG_ERRORS:
             raise
         except Exception as exc:
@@ -713,6 +723,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 StageFailed(run_id=context.run_id, stage=stage.name, error=f'{type(exc).__name__}: {exc}')
             )
             return messages
+        finally:
+            if spans is not None:
+                spans.stage_finished(changed=result is not messages)
         if result is messages:
             return result
         problem = self._worse(result, messages, context, validity)
