@@ -162,7 +162,9 @@ def _capabilities(agent: Any) -> list[Any]:
 
 @pytest.mark.filterwarnings('default::DeprecationWarning')
 def test_the_0_1_0_keywords_still_work_and_name_their_new_home() -> None:
-    model = object()
+    from pydantic_ai.models.test import TestModel
+
+    model = TestModel()
     with pytest.warns(DeprecationWarning, match=r'policy=ContextPolicy\(max_tokens=\.\.\.\)'):
         processor = create_history_processor(
             max_tokens=50_000, target_tokens=16_000, context_utilization=0.5, summarizer_model=model

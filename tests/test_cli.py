@@ -190,20 +190,27 @@ def test_inspect_every_fixture_conversation(path: Path, tmp_path, capsys):
     body, footer = _parse_table(text, ' #')
     assert sum(_int(r['tokens']) for r in body) == _int(footer[0]['tokens'])
     assert sum(_int(r['after']) for r in body) == _int(footer[0]['after'])
-    assert {r['action'] for r in body} <= set(ACTIONS)
-    assert len([r for r in body if r['#']]) == len(original)
+    assert {r['action'] for r in body} <= set(ACTIONS) | {''}
+    finished = isinstance(original[-1], ModelResponse) and not any(
+        isinstance(p, ToolCallPart) for p in original[-1].parts
+    )
+    assert len([r for r in body if r['#']]) == len(original) + finished  # a finished run: the next request
 
     out_file = tmp_path / 'processed.json'
     assert main(['inspect', str(path), *SMALL_BUDGET, '--json', '--out', str(out_file)]) == EXIT_OK
     report = json.loads(capsys.readouterr().out)
     rows, totals = report['messages'], report['totals']
-    assert sum(r['tokens'] for r in rows) == totals['tokens_before'] == _int(footer[0]['tokens'])
-    assert sum(r['tokens_after'] for r in rows) == totals['tokens_after']
+    framing_before, framing_after = totals['framing_before'], totals['framing_after']
+    assert sum(r['tokens'] for r in rows) + framing_before == totals['tokens_before']
+    assert totals['tokens_before'] == _int(footer[0]['tokens'])
+    assert sum(r['tokens_after'] for r in rows) + framing_after == totals['tokens_after']
+    assert report['next_request_added'] is finished
     processed = ModelMessagesTypeAdapter.validate_json(out_file.read_bytes())
     assert len(processed) == totals['messages_after']
     counter = TokenCounter('gpt-4o')
-    assert counter.count_messages(processed) == totals['tokens_after']
-    assert counter.count_messages(original) == totals['tokens_before']
+    assert counter.count_messages(processed) + framing_after == totals['tokens_after']
+    if not finished:
+        assert counter.count_messages(original) + framing_before == totals['tokens_before']
     for row in rows:
         if row['action'] == 'kept':
             assert row['tokens'] == row['tokens_after']
@@ -215,6 +222,43 @@ def test_inspect_every_fixture_conversation(path: Path, tmp_path, capsys):
     if totals['tokens_before'] > 6_000:
         assert totals['tokens_after'] < totals['tokens_before']
         assert set(report['actions']) - {'kept'}
+
+
+@pytest.mark.anyio
+async def test_inspect_a_finished_run_as_the_next_request_finds_it():
+    """`result.all_messages()` ends with the answer: no `not_ending_with_request` warning, and the table
+    counts what the processor's own events count."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from pydantic_ai_history import HistoryWarning, RequestProcessed
+    from pydantic_ai_history._cli.inspect import inspect_messages, render_inspect
+
+    def respond(messages: list, info: AgentInfo) -> ModelResponse:
+        done = sum(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
+        if done < 3:
+            return ModelResponse(parts=[ToolCallPart('fetch', {'i': done}, tool_call_id=f'c{done}')])
+        return ModelResponse(parts=[TextPart('all fetched')])
+
+    agent = Agent(FunctionModel(respond, model_name='gpt-4o'))
+
+    @agent.tool_plain
+    def fetch(i: int) -> str:
+        return f'page {i} ' * 1_500
+
+    result = await agent.run('fetch three pages')
+    report = await inspect_messages(result.all_messages(), model='openai:gpt-4o', context_window=4_000)
+    assert report.next_request_added
+    assert not [e for e in report.events if isinstance(e, HistoryWarning) and e.code == 'invalid_input']
+    assert report.input_violations == []
+    processed = next(e for e in report.events if isinstance(e, RequestProcessed))
+    assert report.messages_before == processed.messages_before
+    assert report.messages_after == processed.messages_after
+    assert (report.tokens_before, report.tokens_after) == (processed.tokens_before, processed.tokens_after)
+    assert report.messages_before == len(result.all_messages()) + 1
+    text = render_inspect(report)
+    assert f'{processed.tokens_before:,}' in text.split('total', 1)[1].splitlines()[0]
+    assert "ends with the model's answer" in text
 
 
 def test_inspect_uses_the_model_named_in_the_history(fixtures_dir, capsys):

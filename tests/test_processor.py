@@ -319,6 +319,9 @@ class _FakeSpan:
     def set_attributes(self, attributes: dict[str, Any]) -> None:
         self.attributes.update(attributes)
 
+    def end(self) -> None:
+        return None
+
     def __enter__(self) -> _FakeSpan:
         return self
 
@@ -334,6 +337,9 @@ class _FakeTracer:
         span = _FakeSpan()
         self.spans.append((name, span))
         return span
+
+    def start_span(self, name: str, start_time: int | None = None) -> _FakeSpan:
+        return self.start_as_current_span(name)
 
 
 async def test_a_span_per_request_carries_the_numbers():
@@ -376,6 +382,13 @@ async def test_span_with_the_opentelemetry_sdk():
     assert stage.name == 'pydantic_ai_history.window'
     assert stage.parent.span_id == span.context.span_id
     assert span.attributes['pydantic_ai_history.messages_before'] == 5
+    assert span.start_time <= stage.start_time <= stage.end_time <= span.end_time
+
+    # a request that changes nothing leaves no span: an instrumented app's traces are not crowded
+    exporter.clear()
+    history = [user('task'), reply('ok'), user('now')]
+    assert await processor.process(history) is history
+    assert exporter.get_finished_spans() == ()
 
 
 async def test_a_link_without_a_file_extension_does_not_break_the_run() -> None:

@@ -403,13 +403,31 @@ def json_text(value: Any) -> str:
 
 def file_input_profile(model: Any) -> Mapping[str, Any] | None:
     """The file-input flags of `model`'s profile (`supports_image_input`, `supports_document_input`,
-    `supported_document_media_types`, ...) where pydantic-ai has them (2.x); None where it does not (1.x)."""
+    `supported_document_media_types`, ...) where pydantic-ai has them (2.x); None where it does not (1.x).
+
+    A wrapper over several models (`FallbackModel`, which has no profile) takes what every one of them takes.
+    """
+    if 'supports_image_input' not in _PROFILE_KEYS:
+        return None
+    from .model_info import serving_candidates
+
+    profiles = [_profile_of(candidate) for candidate in serving_candidates(model)]
+    if len(profiles) == 1:
+        return profiles[0]
+    documents = [p.get('supported_document_media_types') for p in profiles]
+    known = [frozenset(d) for d in documents if d is not None]
+    return {
+        'supports_image_input': all(p.get('supports_image_input', True) for p in profiles),
+        'supports_document_input': all(p.get('supports_document_input', True) for p in profiles),
+        'supported_document_media_types': frozenset.intersection(*known) if known else None,
+    }
+
+
+def _profile_of(model: Any) -> Mapping[str, Any]:
     try:
         profile = getattr(model, 'profile', None)
     except Exception:  # a profile that cannot be resolved says nothing
-        return None
-    if 'supports_image_input' not in _PROFILE_KEYS:
-        return None
+        profile = None
     return profile if isinstance(profile, Mapping) else {}  # no model yet: the profile's documented defaults
 
 

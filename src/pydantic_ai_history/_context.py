@@ -13,7 +13,7 @@ from ._compat import ModelMessage
 from ._marks import MARKER_KEY
 from ._offload import large_content
 from ._policy import ContextLimits, ContextPolicy
-from ._summarizer_settings import ModelRef, SummarizerSettings
+from ._summarizer_settings import ModelRef, SummarizerSettings, Timeout
 from .events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
 from .model_info import ModelInfo
 from .tokens import TokenCounter, TokenEstimate
@@ -127,8 +127,10 @@ class HistoryContext:
     """Where LLM calls and file conversions run: the processor's durable operations within a run; None runs
     them in place (a stage used on its own)."""
     tracer: Tracer | None = None
-    """The run's tracer while the processor's span is recording, for the stages' own spans (`span`); None
-    when nothing records them."""
+    """The run's tracer, for the stages' own spans (`span`); None when nothing records them."""
+    open_spans: Callable[[], None] | None = None
+    """Opens the processor's span and the running stage's before a stage opens one of its own (they are
+    started only for requests that do something: `_spans.DeferredSpans`)."""
 
     @property
     def context_window(self) -> int:
@@ -189,6 +191,8 @@ class HistoryContext:
         if self.tracer is None:
             yield None
             return
+        if self.open_spans is not None:
+            self.open_spans()
         with self.tracer.start_as_current_span(name, attributes=attributes) as span:
             yield span
 
@@ -258,7 +262,7 @@ class StageOperations(Protocol):
     """
 
     async def request_text(
-        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: float
+        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: Timeout
     ) -> str: ...
 
     async def request_plan(

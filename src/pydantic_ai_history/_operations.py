@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_ai import RunContext
 
 from ._compat import BinaryContent, durable_operation, instrumentation_of
+from ._local_server import LocalServer, ask_context_window, local_server_of
+from ._summarizer_settings import Timeout  # read at run time: a durable operation's argument type
 from .cache import SummaryCache
 from .files import FileResult
 from .files._results import file_result_from_json, file_result_to_json
@@ -56,6 +58,7 @@ OPERATION_NAMES = (
     'store_write',
     'cache_read',
     'cache_write',
+    'context_window_probe',
 )
 """Every durable operation of the processor, by its persisted name."""
 
@@ -76,21 +79,21 @@ class HistoryOperations:
 
     @durable_operation(name='compaction_summary')
     async def summarize_history(
-        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
+        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: Timeout, model_name: str | None
     ) -> str:
         """The compaction summary of a transcript (its first or only chunk)."""
         return await self._request_text(ctx, prompt, instructions, timeout, model_name)
 
     @durable_operation(name='chunk_merge')
     async def merge_summary_chunk(
-        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
+        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: Timeout, model_name: str | None
     ) -> str:
         """The running compaction summary updated with the next chunk of a transcript over the input cap."""
         return await self._request_text(ctx, prompt, instructions, timeout, model_name)
 
     @durable_operation(name='artifact_summary')
     async def summarize_artifact(
-        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
+        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: Timeout, model_name: str | None
     ) -> str:
         """The summary of one large tool return or document."""
         return await self._request_text(ctx, prompt, instructions, timeout, model_name)
@@ -158,10 +161,36 @@ class HistoryOperations:
         """Cache a summary, conversion or prefix record; False when the cache is down."""
         return await self.cache.set(key, value, ttl=ttl)
 
+    @durable_operation(name='context_window_probe')
+    async def ask_server_window(self, ctx: RunContext[Any], base_url: str, model_name: str) -> int | None:
+        """The context window the local server at `base_url` runs `model_name` with; None when it does not
+        say (see `_local_server`: only the model's own server on this machine or network is asked)."""
+        return await self.probe_server_window(ctx, base_url, model_name, model=ctx)
+
     # ---- resolution on the side that runs the operation --------------------------------------------------
 
+    async def probe_server_window(
+        self, ctx: RunContext[Any] | None, base_url: str, model_name: str, *, model: object = None
+    ) -> int | None:
+        """`ask_server_window` run in place: `model` (else the processor's or the run's) gives the API key."""
+        server = LocalServer(base_url, model_name)
+        return await ask_context_window(server, api_key=self._server_api_key(server, model, ctx))
+
+    def _server_api_key(self, server: LocalServer, *models: object) -> str | None:
+        """The API key the model's own client sends to `server` (vLLM's `--api-key`), if any: sent to that
+        server only, which receives it with every request anyway."""
+        from .model_info import serving_candidates
+
+        for model in (*models, self.model):
+            model = getattr(model, 'model', model)  # a RunContext: the run's model
+            for candidate in serving_candidates(model):
+                if local_server_of(candidate) == server:
+                    key = getattr(getattr(candidate, 'client', None), 'api_key', None)
+                    return key if isinstance(key, str) and key else None
+        return None
+
     async def _request_text(
-        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
+        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: Timeout, model_name: str | None
     ) -> str:
         return await run_text(
             model_name or self._summarizer_model(ctx),
@@ -209,7 +238,7 @@ class RunOperations:
     ctx: RunContext[Any]
 
     async def request_text(
-        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: float
+        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: Timeout
     ) -> str:
         operation = {
             'compaction_summary': self.processor.summarize_history,

@@ -6,7 +6,7 @@ no stage can disagree with another about when to compact or how much fits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .model_info import ContextWindowUnknownError, ModelInfo
 
@@ -17,7 +17,15 @@ __all__ = (
     'DEFAULT_TARGET_TOKENS',
     'ContextLimits',
     'ContextPolicy',
+    'ContextPolicyError',
 )
+
+
+class ContextPolicyError(ValueError):
+    """A `ContextPolicy` that cannot work with the serving model's window (the message names the field and the
+    numbers). Raised at construction when the processor is given its `model`, else at the model's first
+    request: the run fails rather than sending requests no setting can fit."""
+
 
 DEFAULT_MAX_TOKENS = 120_000
 """The compaction trigger when neither `max_tokens` nor a smaller window decides it."""
@@ -42,7 +50,8 @@ class ContextLimits:
     model_window: int
     """The model's whole context window (from `window_source`)."""
     window_source: str
-    """Where the window came from: 'override', 'profile', 'genai-prices', 'table' or 'fallback'."""
+    """Where the window came from: 'override', 'server' (the local server serving the model said so),
+    'profile', 'genai-prices', 'table' or 'fallback'."""
     context_window: int
     """The part of the window the processor may use: `model_window * utilization`."""
     reserve_tokens: int
@@ -53,6 +62,9 @@ class ContextLimits:
     """Compact when the history's estimate exceeds this."""
     target: int
     """The history's size after a compaction (head, summary and verbatim tail)."""
+    adjustments: tuple[str, ...] = field(default=(), compare=False)
+    """What the policy had to change to fit this model, one sentence per field naming the value given and
+    the value used (e.g. a `max_tokens` above the budget); the processor warns once per model with each."""
 
     @classmethod
     def fixed(
@@ -114,6 +126,7 @@ class ContextPolicy:
     at construction when the processor is given its model, else at the model's first request."""
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if not 0 < self.utilization <= 1:
             raise ValueError(f'ContextPolicy.utilization must be in (0, 1], got {self.utilization!r}')
         for name in (
@@ -141,21 +154,40 @@ class ContextPolicy:
             )
 
     def resolve(self, info: ModelInfo) -> ContextLimits:
-        """The limits for one model. Raises `ContextWindowUnknownError` only when `strict` and nothing knows
-        the window."""
+        """The limits for one model.
+
+        Raises `ContextWindowUnknownError` when `strict` and nothing knows the window, and
+        `ContextPolicyError` when the settings cannot work with the window (a reserve or a budget that leaves
+        no room); a value that must be clamped (a trigger above the budget, a target not below the trigger) is
+        clamped and said in `ContextLimits.adjustments`.
+        """
         model_window, source = self._window(info)
         window = max(int(model_window * self.utilization), 1)
         reserve = self._reserve(info, model_window, source)
-        budget = self.budget_tokens
-        if budget is None:
-            budget = max(min(window, model_window - reserve), 1)
+        where = _where(info, model_window, source)
+        budget = self._budget(window, model_window, reserve, where)
+        adjustments: list[str] = []
         trigger = self.max_tokens
         if trigger is None:
             trigger = min(DEFAULT_MAX_TOKENS, int(window * TRIGGER_FRACTION_OF_WINDOW), budget)
+        elif trigger > budget:
+            adjustments.append(
+                f'ContextPolicy.max_tokens={trigger:,} is above the budget of {budget:,} tokens {where}, so '
+                f'compaction would never start: using max_tokens={budget:,}'
+            )
+            trigger = budget
         trigger = max(trigger, 2)
+        default_target = min(DEFAULT_TARGET_TOKENS, int(trigger * TARGET_FRACTION_OF_TRIGGER))
         target = self.target_tokens
-        if target is None or target >= trigger:
-            target = min(DEFAULT_TARGET_TOKENS, int(trigger * TARGET_FRACTION_OF_TRIGGER))
+        if target is None:
+            target = default_target
+        elif target >= trigger:
+            adjustments.append(
+                f'ContextPolicy.target_tokens={target:,} is not below the compaction trigger of {trigger:,} '
+                f'tokens {where}, so every request would compact again: using target_tokens='
+                f'{max(min(default_target, trigger - 1), 1):,}'
+            )
+            target = default_target
         return ContextLimits(
             model_name=info.name,
             model_window=model_window,
@@ -165,7 +197,31 @@ class ContextPolicy:
             budget=budget,
             trigger=trigger,
             target=max(min(target, trigger - 1), 1),
+            adjustments=tuple(adjustments),
         )
+
+    def _budget(self, window: int, model_window: int, reserve: int, where: str) -> int:
+        """The hard limit for the history; `ContextPolicyError` when the settings leave it no room."""
+        if self.reserve_tokens is not None and self.reserve_tokens >= model_window:
+            raise ContextPolicyError(
+                f'ContextPolicy.reserve_tokens={self.reserve_tokens:,} leaves no room for the history '
+                f"{where}: keep it well below {model_window:,} (the model's output cap, or leave it unset)"
+            )
+        if self.budget_tokens is None:
+            return max(min(window, model_window - reserve), 1)
+        if self.budget_tokens > window:
+            raise ContextPolicyError(
+                f'ContextPolicy.budget_tokens={self.budget_tokens:,} is above the usable window of '
+                f'{window:,} tokens {where}: every request that used it would be rejected. Lower it or leave '
+                'it unset.'
+            )
+        if self.reserve_tokens is not None and self.budget_tokens + self.reserve_tokens > model_window:
+            raise ContextPolicyError(
+                f'ContextPolicy.budget_tokens={self.budget_tokens:,} and reserve_tokens='
+                f'{self.reserve_tokens:,} add up to more than the {model_window:,}-token window {where}: '
+                'lower one of them.'
+            )
+        return self.budget_tokens
 
     def _window(self, info: ModelInfo) -> tuple[int, str]:
         if self.context_window is not None:
@@ -185,3 +241,39 @@ class ContextPolicy:
         if output is not None and source not in ('override', 'fallback') and output < model_window // 2:
             return output
         return DEFAULT_RESERVE_TOKENS
+
+
+def _where(info: ModelInfo, model_window: int, source: str) -> str:
+    """The model and its window, for messages: `for 'openai:gpt-4o' (128,000-token window, genai-prices)`."""
+    name = repr(info.name) if info.name else 'the model'
+    origin = 'assumed' if source == 'fallback' else source
+    return f'for {name} ({model_window:,}-token window, {origin})'
+
+
+_INT_FIELDS = (
+    'context_window',
+    'reserve_tokens',
+    'budget_tokens',
+    'max_tokens',
+    'target_tokens',
+    'fallback_context_window',
+)
+
+
+def _check_types(policy: ContextPolicy) -> None:
+    """Wrong types fail at construction with the field's name (a YAML spec's `'10000'`, a flag given a
+    string), rather than as a bare `TypeError` at the first comparison."""
+    for name in _INT_FIELDS:
+        value = getattr(policy, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise TypeError(
+                f'ContextPolicy.{name} must be a whole number of tokens (int), got '
+                f'{type(value).__name__} {value!r}'
+            )
+    if isinstance(policy.utilization, bool) or not isinstance(policy.utilization, (int, float)):
+        raise TypeError(
+            f'ContextPolicy.utilization must be a number in (0, 1], got '
+            f'{type(policy.utilization).__name__} {policy.utilization!r}'
+        )
+    if not isinstance(policy.strict, bool):
+        raise TypeError(f'ContextPolicy.strict must be True or False, got {type(policy.strict).__name__}')

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias, Union
+from typing import TYPE_CHECKING, Literal, TypeAlias, Union
 
 if TYPE_CHECKING:
     from pydantic_ai.models import AbstractModel
     from pydantic_ai.settings import ModelSettings
 
-__all__ = ('DEFAULT_SUMMARIZER_INPUT_TOKENS', 'ModelRef', 'SummarizerSettings')
+__all__ = ('DEFAULT_SUMMARIZER_INPUT_TOKENS', 'ModelRef', 'SummarizerSettings', 'Timeout', 'check_model_ref')
 
 ModelRef: TypeAlias = Union['AbstractModel', str]
 """A pydantic-ai model (`Model`, or a wrapper such as `FallbackModel`), or a name such as
@@ -17,6 +17,35 @@ ModelRef: TypeAlias = Union['AbstractModel', str]
 
 DEFAULT_SUMMARIZER_INPUT_TOKENS = 180_000
 """The summarizer's input cap when neither `max_input_tokens` nor a smaller summarizer window decides it."""
+
+Timeout: TypeAlias = Union[float, Literal['auto'], None]  # noqa: UP007 - a runtime alias on Python 3.10
+"""Seconds, `'auto'` (scaled to the request and the model's measured speed; none for a local server), or None
+(no limit)."""
+
+
+def check_model_ref(value: object, field: str) -> None:
+    """A model setting is a pydantic-ai model, a model name whose provider pydantic-ai knows, or None: checked
+    at construction (`TypeError` / `ValueError` naming `field`), without building a model or any network."""
+    if value is None:
+        return
+    if isinstance(value, str):
+        from .model_info import unknown_provider
+
+        if not value:
+            raise ValueError(f'{field} must name a model, got an empty string')
+        provider = unknown_provider(value)
+        if provider is not None:
+            raise ValueError(
+                f'{field}={value!r}: pydantic-ai knows no provider {provider!r}. Use a name such as '
+                "'openai:gpt-4.1-mini' or 'anthropic:claude-haiku-4-5', or pass a Model object."
+            )
+        return
+    from pydantic_ai import models
+
+    if not isinstance(value, getattr(models, 'AbstractModel', models.Model)):
+        raise TypeError(
+            f'{field} must be a pydantic-ai Model or a model name, got {type(value).__name__} {value!r}'
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,15 +60,34 @@ class SummarizerSettings:
     instructions: str | None = None
     """Replaces the compaction summary's instructions (the section list and the rules); the prompt still
     carries the original task, the previous summary and the transcript."""
-    timeout: float = 60.0
-    """Seconds before a call counts as failed and the deterministic fallback is used."""
+    timeout: Timeout = 'auto'
+    """Seconds before a call counts as failed and the deterministic fallback is used (a `summarizer_timeout`
+    warning says so). `'auto'` (the default): 60 s plus three times what the request takes at the model's
+    measured speed (about 4,000 characters a second until a call has been timed), and no limit for a model
+    served by a local server (LM Studio, Ollama, llama.cpp, vLLM: minutes per summary on a CPU are normal
+    there). None: no limit."""
     max_input_tokens: int | None = None
     """The cap on one request's input. Default 180,000, or the summarizer's own window less the summary when
     that is smaller; a longer transcript or artifact is summarized in chunks cut at unit boundaries."""
 
     def __post_init__(self) -> None:
-        if not self.timeout > 0:
-            raise ValueError(f'SummarizerSettings.timeout must be positive, got {self.timeout!r}')
+        check_model_ref(self.model, 'SummarizerSettings.model')
+        timeout = self.timeout
+        if timeout is not None and timeout != 'auto':
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise TypeError(
+                    "SummarizerSettings.timeout must be seconds (a number), 'auto' or None, got "
+                    f'{type(timeout).__name__} {timeout!r}'
+                )
+            if not timeout > 0:
+                raise ValueError(f'SummarizerSettings.timeout must be positive, got {timeout!r}')
+        if self.max_input_tokens is not None and (
+            isinstance(self.max_input_tokens, bool) or not isinstance(self.max_input_tokens, int)
+        ):
+            raise TypeError(
+                'SummarizerSettings.max_input_tokens must be a whole number of tokens (int), got '
+                f'{type(self.max_input_tokens).__name__} {self.max_input_tokens!r}'
+            )
         if self.max_input_tokens is not None and self.max_input_tokens < 1_000:
             raise ValueError(
                 f'SummarizerSettings.max_input_tokens must be at least 1,000, got {self.max_input_tokens!r}'

@@ -43,6 +43,8 @@ WarningKind = Literal[
     'content_cut',
     'attachment_not_sendable',
     'store_unavailable',
+    'setting_clamped',
+    'summarizer_timeout',
 ]
 """The `code` of a `HistoryWarning` (and of `ContentLost`, its error-level kind). Per value: when, what to do:
 
@@ -91,6 +93,11 @@ WarningKind = Literal[
   a root that cannot be created). Nothing is stored and no id or mark is made with a secret of this process:
   the request is processed as with a store that refuses every write (content inline, compaction deferred
   while the history fits), and notes written meanwhile are not recognised later. Fix the store.
+- `setting_clamped`: a `ContextPolicy` value cannot work as given with the serving model's window (a
+  `max_tokens` above the budget, a `target_tokens` not below the trigger); the message names the field, the
+  value given and the value used. Once per model. Change the setting, or leave it unset to follow the model.
+- `summarizer_timeout`: a summarizer call ran out of `SummarizerSettings.timeout`; the deterministic fallback
+  was used. Raise the timeout, set it to None, or use a faster summarizer model.
 """
 
 

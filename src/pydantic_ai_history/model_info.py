@@ -22,9 +22,12 @@ __all__ = (
     'ModelFamily',
     'ModelInfo',
     'ModelName',
+    'is_test_model',
     'model_info',
     'model_name_of',
     'parse_model_name',
+    'serving_candidates',
+    'unknown_provider',
 )
 
 logger = logging.getLogger('pydantic_ai_history.model_info')
@@ -156,7 +159,8 @@ class ModelInfo:
     context_window: int | None
     """The model's whole context window in tokens; None when nothing knows it."""
     source: str
-    """Where the window came from: 'override', 'profile', 'genai-prices', 'table' or 'unknown'."""
+    """Where the window came from: 'override', 'server' (asked of the local server that serves the model),
+    'profile', 'genai-prices', 'table' or 'unknown'."""
     input_price_per_mtok: float | None = None
     """USD per million input tokens (genai-prices), when known."""
     max_output_tokens: int | None = None
@@ -194,10 +198,41 @@ def _has_known_provider(name: str) -> bool:
     return provider is not None and (provider in KNOWN_PROVIDERS or provider.startswith('gateway/'))
 
 
+def _profile(model: object) -> object:
+    """The model's profile, or None: a wrapper without one of its own (`FallbackModel`) raises
+    `NotImplementedError` where others raise `AttributeError`; neither may stop a run."""
+    if isinstance(model, str):
+        return None
+    try:
+        return getattr(model, 'profile', None)
+    except Exception:
+        return None
+
+
 def _profile_value(model: object, key: str) -> int | None:
-    profile = getattr(model, 'profile', None)
+    profile = _profile(model)
     value = profile.get(key) if isinstance(profile, Mapping) else getattr(profile, key, None)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def unknown_provider(name: str) -> str | None:
+    """The provider prefix of model name `name` when pydantic-ai knows no such provider (`'nosuchprovider'` in
+    `'nosuchprovider:foo'`), else None. No model is built and nothing is asked of the network: a provider is
+    known when pydantic-ai's `infer_provider_class` names its class (its SDK may still be missing)."""
+    if name == 'test' or ':' not in name:
+        return None
+    provider = name.partition(':')[0]
+    if provider in KNOWN_PROVIDERS or provider.startswith('gateway/'):
+        return None
+    from pydantic_ai.providers import infer_provider_class
+
+    try:
+        infer_provider_class(provider)
+    except ImportError:  # known, its SDK is not installed
+        return None
+    except Exception:
+        return provider
+    return None
 
 
 def profile_window(model: object) -> int | None:
@@ -271,16 +306,115 @@ def known_max_output_tokens(name: str) -> int | None:
     return _table_lookup(KNOWN_MAX_OUTPUT_TOKENS, parse_model_name(name))
 
 
-def model_info(model: object, *, context_window: int | None = None) -> ModelInfo:
-    """What is known of a model; never raises. The window: override, then the profile (2.x), then
+def model_info(
+    model: object,
+    *,
+    context_window: int | None = None,
+    server_windows: Mapping[str, int] | None = None,
+) -> ModelInfo:
+    """What is known of a model; never raises. The window: override, then what the model's local server said
+    (`server_windows`, by `LocalServer.key`, see `_local_server`: the profile, genai-prices and the tables
+    know the model's trained maximum, not the window that server runs it with), then the profile (2.x), then
     genai-prices, then `KNOWN_CONTEXT_WINDOWS`, else `source='unknown'` (the policy's fallback applies). The
-    output cap: the profile, then `KNOWN_MAX_OUTPUT_TOKENS`."""
+    output cap: the profile, then `KNOWN_MAX_OUTPUT_TOKENS`.
+
+    A wrapper that may send a request to several models (`FallbackModel`) is described by the candidate with
+    the smallest known window: a history that fits it fits them all (`serving_candidates`)."""
+    candidates = serving_candidates(model)
+    if len(candidates) > 1 and context_window is None:
+        infos = [model_info(candidate, server_windows=server_windows) for candidate in candidates]
+        known = [info for info in infos if info.context_window is not None]
+        if not known:
+            return ModelInfo(model_name_of(model), None, 'unknown')
+        return min(known, key=lambda info: info.context_window or 0)
     name = model_name_of(model)
     window_prices = _genai_prices(name) if name else (None, None)
     price = window_prices[1]
     max_output = profile_max_output_tokens(model) or (known_max_output_tokens(name) if name else None)
+    if context_window is None and server_windows:
+        from ._local_server import local_server_of
+
+        server = local_server_of(model)
+        if server is not None and server.key in server_windows:
+            return ModelInfo(name, server_windows[server.key], 'server', price, max_output)
     window, source = _window(model, name, context_window, window_prices[0])
     return ModelInfo(name, window, source, price, max_output)
+
+
+_MAX_CANDIDATES = 64
+"""A bound on the models a wrapper tree is read for (a wrapper that wraps itself must not loop)."""
+
+
+def serving_candidates(model: object) -> tuple[object, ...]:
+    """The models a request to `model` may be served by, in the order they would be tried.
+
+    A model with a profile of its own is its own only candidate, wrappers included (`InstrumentedModel`, a
+    durable model, which answers for the model it currently serves). A `FallbackModel` may call any of its
+    models, and a wrapper around one has no profile either (it raises `NotImplementedError`): those are
+    read through, with pydantic-ai's public `FallbackModel.models` and `WrapperModel.wrapped`.
+    """
+    if model is None or isinstance(model, str):
+        return (model,)
+    found: list[object] = []
+    pending: list[object] = [model]
+    while pending and len(found) + len(pending) <= _MAX_CANDIDATES:
+        current = pending.pop(0)
+        inner = _fallback_models(current)
+        wrapped = getattr(current, 'wrapped', None)
+        if inner is None and wrapped is not None and (_profile(current) is None or _wraps_fallback(wrapped)):
+            inner = [wrapped] if wrapped is not current else None
+        if inner is None:
+            found.append(current)
+        else:
+            pending[0:0] = inner
+    return tuple(found) or (model,)
+
+
+def _wraps_fallback(model: object) -> bool:
+    """Whether `model` is, or wraps, a `FallbackModel` (1.0's has a default profile instead of raising)."""
+    for _ in range(_MAX_CANDIDATES):
+        if _fallback_models(model) is not None:
+            return True
+        wrapped = getattr(model, 'wrapped', None)
+        if wrapped is None or wrapped is model:
+            return False
+        model = wrapped
+    return False
+
+
+def _fallback_models(model: object) -> list[object] | None:
+    """The models of a `FallbackModel`, None for any other model."""
+    try:
+        from pydantic_ai.models.fallback import FallbackModel
+    except ImportError:  # pragma: no cover - every supported version has it
+        return None
+    return list(model.models) if isinstance(model, FallbackModel) else None
+
+
+def is_test_model(model: object) -> bool:
+    """Whether `model` is one of pydantic-ai's test models under any wrapper: a `TestModel`, or a
+    `FunctionModel` under a name of its own (one named after a real model, `gpt-4o`, stands in for that
+    model). They have no window, take any file, and an app's tests use them on purpose."""
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.test import TestModel
+
+    def stand_in(candidate: object) -> bool:
+        inner = _innermost(candidate)
+        if isinstance(inner, TestModel):
+            return True
+        name = model_name_of(inner)
+        return isinstance(inner, FunctionModel) and (name is None or parse_model_name(name).family is None)
+
+    return all(map(stand_in, serving_candidates(model)))
+
+
+def _innermost(model: object) -> object:
+    for _ in range(_MAX_CANDIDATES):
+        wrapped = getattr(model, 'wrapped', None)
+        if wrapped is None or wrapped is model:
+            break
+        model = wrapped
+    return model
 
 
 def _window(

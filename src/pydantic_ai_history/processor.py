@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import logging
 import math
@@ -17,7 +18,7 @@ import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from opentelemetry.trace import NoOpTracer
 from pydantic_ai import RunContext
@@ -32,11 +33,13 @@ from ._compat import (
     run_id_of,
 )
 from ._context import MARKER_KEY, HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._local_server import local_server_of
 from ._marks import READ_ARTIFACT_TOOL, readback_tool_scope, seal_key_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
-from ._policy import ContextLimits, ContextPolicy
+from ._policy import ContextLimits, ContextPolicy, ContextPolicyError
 from ._room import read_room_tokens
-from ._summarizer_settings import ModelRef, SummarizerSettings
+from ._spans import DeferredSpans
+from ._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
 from .cache import MemoryCache, SummaryCache, scoped
 from .events import (
     ArtifactProcessed,
@@ -47,7 +50,14 @@ from .events import (
     StageFailed,
     WindowApplied,
 )
-from .model_info import ContextWindowUnknownError, model_info, model_name_of, profile_window
+from .model_info import (
+    ContextWindowUnknownError,
+    is_test_model,
+    model_info,
+    model_name_of,
+    profile_window,
+    serving_candidates,
+)
 from .pinning import PinPredicate
 from .readback import READBACK_TOOL_METADATA, ReadbackGate, ReadRoom, readback_toolset_id
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
@@ -217,6 +227,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             self.artifacts = _coerce(ArtifactSettings, self.artifacts, 'artifacts')
         if not isinstance(self.compaction, bool):
             self.compaction = _coerce(CompactionSettings, self.compaction, 'compaction')
+        _check_fields(self)
         if self.max_tracked_runs < 1:
             raise ValueError(f'max_tracked_runs must be positive, got {self.max_tracked_runs!r}')
         if not isinstance(self.readback_tool_name, str) or not _TOOL_NAME.fullmatch(self.readback_tool_name):
@@ -229,6 +240,12 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         )
         self._counters: dict[str | None, TokenCounter] = {}
         self._limits: dict[tuple[str | None, int | None], ContextLimits] = {}
+        self._server_windows: dict[str, int] = {}
+        """What local servers said their window is, by `LocalServer.key` (see `_local_server`)."""
+        self._servers_asked: set[str] = set()
+        self._planned_budgets: OrderedDict[str | None, int] = OrderedDict()
+        """The budget each run's current step was processed against (`before_model_request`), so an attempt
+        at a model with a smaller window (`prepare_model_request`) knows to fit its own copy."""
         self._overall = RunStats()
         self._runs: OrderedDict[str, RunStats] = OrderedDict()
         self._legacy_runs: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
@@ -237,8 +254,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         self._input_checks: OrderedDict[str | None, _InputCheck] = OrderedDict()
         self.readback_gate = ReadbackGate(run_key=self._run_key, predict=self._will_name_readback)
         """Decides when `read_artifact` is offered: once a run's history holds something to read."""
-        if self.policy.strict and self.model is not None:
-            self.limits_for(self.model)  # an unknown window fails here, at construction
+        if self.model is not None and (self.policy.strict or model_info(self.model).context_window):
+            # settings that cannot work with a known window (or an unknown one under strict) fail here
+            self.limits_for(self.model)
 
     def _builtin_stages(self) -> list[HistoryStage]:
         stages: list[HistoryStage] = []
@@ -258,6 +276,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
 
     async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history processor pydantic-ai calls before every model request (`history_processors=`)."""
+        _claim_step(self, ctx, 'history processor')
         processed = await self.process(messages, ctx=ctx)
         self.readback_gate.observe(ctx, messages, processed)
         return processed
@@ -266,6 +285,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """The capability hook: process the history once per request step, and persist the result."""
+        _claim_step(self, ctx, 'capability')
         parameters = request_context.model_request_parameters
         tools = [*parameters.function_tools, *parameters.output_tools]
         clash = next((t for t in tools if t.name == self.readback_tool_name and not _is_readback(t)), None)
@@ -280,8 +300,39 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             self.readback_gate.observe(ctx, before, messages)
             request_context.messages = messages.copy()
             ctx.messages[:] = messages
+        self._plan(ctx, self.limits_for(self._serving(ctx, request_context.model)).budget)
         await publish(ctx, stream_events)
         return request_context
+
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Each attempt (pydantic-ai 2.x): when the model about to serve it has a smaller window than the one
+        the step was processed for (`ModelFallback` moved on to a smaller model), fit this attempt's copy of
+        the history to it. The stored history is left as the step made it."""
+        if self.model is not None:
+            return request_context
+        planned = self._planned_budgets.get(self._run_key(ctx))
+        if planned is None or self.limits_for(request_context.model).budget >= planned:
+            return request_context
+        parameters = request_context.model_request_parameters
+        with gathering() as stream_events:
+            messages = await self.process(
+                request_context.messages,
+                ctx=ctx,
+                tool_definitions=[*parameters.function_tools, *parameters.output_tools],
+                serving_model=request_context.model,
+            )
+        request_context.messages = messages.copy()
+        await publish(ctx, stream_events)
+        return request_context
+
+    def _plan(self, ctx: RunContext[Any], budget: int) -> None:
+        run_key = self._run_key(ctx)
+        self._planned_budgets.pop(run_key, None)
+        self._planned_budgets[run_key] = budget
+        while len(self._planned_budgets) > self.max_tracked_runs:
+            self._planned_budgets.popitem(last=False)
 
     def get_toolset(self) -> AbstractToolset[Any] | None:
         """`read_artifact`, offered only once the run's history holds a note that names it."""
@@ -297,12 +348,13 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         raise _duplicate_error(capabilities)
 
     def for_agent(self, agent: Any) -> Any:
-        """Checked when the agent is built: one history processor per agent, and under a durability
-        capability a store that every worker sees."""
+        """Checked when the agent is built: one history processor per agent (however it was added: as a
+        capability, in `ProcessHistory`, in a combined capability), and under a durability capability a store
+        that every worker sees."""
         capabilities = _agent_capabilities(agent)
-        others = [c for c in capabilities if isinstance(c, HistoryProcessor) and c is not self]
-        if others:
-            raise _duplicate_error([*others, self])
+        found = [p for p in map(_history_processor_in, capabilities) if p is not None]
+        if len(found) > 1:
+            raise _duplicate_error(found)
         owner = _tool_owner(agent, self.readback_tool_name)
         if owner is not None:
             raise _user_error(_clash_message(self.readback_tool_name, owner))
@@ -409,29 +461,90 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     def limits_for(self, model: ModelRef | None) -> ContextLimits:
         """The context policy resolved for `model`: what every stage plans against on its requests.
 
-        Resolved once per model (a profile-less `Model` and its name resolve alike); an unknown window
-        falls back to `ContextPolicy.fallback_context_window` with one `context_window_fallback` warning.
+        Resolved once per model (a profile-less `Model` and its name resolve alike); a wrapper that may call
+        several models (`FallbackModel`) gets the limits of the one with the smallest known window. An unknown
+        window falls back to `ContextPolicy.fallback_context_window` with one `context_window_fallback`
+        warning (logged at INFO for pydantic-ai's test models); a setting the window makes impossible raises
+        `ContextPolicyError`, one it makes clamp warns once (`setting_clamped`).
         """
         key = (model_name_of(model), _profile_window_key(model))
         limits = self._limits.get(key)
         if limits is None:
-            limits = self.policy.resolve(model_info(model))
+            limits = self.policy.resolve(model_info(model, server_windows=self._server_windows))
+            if limits.window_source == 'fallback' and self._server_not_asked(model):
+                return limits  # provisional: the first request asks the model's server
             self._limits[key] = limits
-            if limits.window_source == 'fallback':
-                message = (
-                    f'the context window of {limits.model_name!r} is unknown: assuming '
-                    f'{limits.model_window:,} tokens. Set ContextPolicy(context_window=...) (or the model '
-                    "profile's context_window), or ContextPolicy(strict=True) to make this an error."
-                )
-                logger.warning('context_window_fallback: %s', message)
-                self._emit(
-                    HistoryWarning(
-                        code='context_window_fallback',
-                        message=message,
-                        details={'model': limits.model_name, 'assumed_context_window': limits.model_window},
-                    )
-                )
+            self._announce(limits, model)
         return limits
+
+    def _server_not_asked(self, model: ModelRef | None) -> bool:
+        servers = (local_server_of(candidate) for candidate in serving_candidates(model))
+        return any(s is not None and s.key not in self._servers_asked for s in servers)
+
+    def _announce(self, limits: ContextLimits, model: ModelRef | None) -> None:
+        """Say once per model what the limits had to assume or change."""
+        for adjustment in limits.adjustments:
+            logger.warning('setting_clamped: %s', adjustment)
+            self._emit(
+                HistoryWarning(
+                    code='setting_clamped', message=adjustment, details={'model': limits.model_name}
+                )
+            )
+        if limits.window_source != 'fallback':
+            return
+        message = (
+            f'the context window of {limits.model_name!r} is unknown: assuming '
+            f'{limits.model_window:,} tokens. Set ContextPolicy(context_window=...) (or the model '
+            "profile's context_window), or ContextPolicy(strict=True) to make this an error."
+        )
+        # pydantic-ai's test models have no window on purpose: an app's tests should not see a warning
+        level = logging.INFO if is_test_model(model) else logging.WARNING
+        logger.log(level, 'context_window_fallback: %s', message)
+        self._emit(
+            HistoryWarning(
+                code='context_window_fallback',
+                message=message,
+                details={'model': limits.model_name, 'assumed_context_window': limits.model_window},
+            )
+        )
+
+    async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
+        """Ask the local server of each model that may serve the request for its window, once per server and
+        process; only when the policy does not set the window.
+
+        Under durable execution it is the `context_window_probe` operation, asked on every run's first step
+        whatever this process remembers: workflow code must make the same calls on every replay (the engine
+        answers them from its journal, the worker from its own cache).
+        """
+        if self.policy.context_window is not None or model is None or isinstance(model, str):
+            return
+        journaled = ctx is not None and self.journaled(ctx)
+        if journaled and getattr(ctx, 'run_step', 1) > 1:
+            return
+        for candidate in serving_candidates(model):
+            server = local_server_of(candidate)
+            if server is None or (server.key in self._servers_asked and not journaled):
+                continue
+            self._servers_asked.add(server.key)
+            if journaled and ctx is not None:
+                window = await self.ask_server_window(ctx, server.base_url, server.model_name)
+            else:
+                window = await self.probe_server_window(
+                    ctx, server.base_url, server.model_name, model=candidate
+                )
+            if window is not None:
+                logger.info('%s serves %r with a %s-token window', server.base_url, server.model_name, window)
+                self._server_windows[server.key] = window
+                self._limits.clear()  # resolved again with the server's window
+
+    def _serving(self, ctx: RunContext[Any] | None, serving_model: Model | None) -> ModelRef | None:
+        """The model whose limits apply: the processor's `model`, else the one pydantic-ai hands the request
+        hook, else the run's."""
+        if self.model is not None:
+            return self.model
+        if serving_model is not None:
+            return serving_model
+        return ctx.model if ctx is not None else None
 
     def make_context(
         self,
@@ -448,12 +561,13 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         unavailable)."""
         store = self.store if store is None else store
         if model is None:
-            model = self.model if self.model is not None else (ctx.model if ctx is not None else None)
+            model = self._serving(ctx, serving_model)
         # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
         operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
         scope = self.scope_of(ctx)
         return HistoryContext(
-            counter=self.counter_for(model),
+            # a wrapper over several models counts like the first it tries
+            counter=self.counter_for(cast('ModelRef | None', serving_candidates(model)[0])),
             limits=self.limits_for(model),
             summarizer=self.summarizer,
             pin=self.pin,
@@ -540,6 +654,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         """
         if not isinstance(messages, list):
             messages = list(messages)
+        await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
         if self.journaled(ctx):
             # workflow code: no clock, no I/O (the store's secret is explicit under durability)
             with self._workflow_scope(messages):
@@ -625,14 +740,12 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
             return current
         tracer = self._tracer_for(ctx)
+        spans = DeferredSpans(tracer) if tracer is not None else None
+        if spans is not None:
+            context.tracer, context.open_spans = tracer, spans.open
         try:
-            if tracer is None:
-                return await self._process(current, context, started)
-            with tracer.start_as_current_span('pydantic_ai_history.process') as span:
-                if span.is_recording():
-                    context.tracer = tracer
-                return await self._process(current, context, started, span)
-        except ContextWindowUnknownError:
+            return await self._process(current, context, started, spans)
+        except _CONFIG_ERRORS:
             raise
         except Exception as exc:  # outside any stage, e.g. counting content of a kind nobody foresaw
             logger.exception('processing failed; the history is passed on unchanged')
@@ -640,6 +753,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 StageFailed(run_id=context.run_id, stage='processor', error=f'{type(exc).__name__}: {exc}')
             )
             return current
+        finally:
+            if spans is not None:
+                spans.close()
 
     def _tracer_for(self, ctx: object) -> Any:
         """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines);
@@ -653,7 +769,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         return tracer if tracer is not None else self._tracer
 
     async def _process(
-        self, messages: list[ModelMessage], context: HistoryContext, started: float, span: Any = None
+        self,
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        started: float,
+        spans: DeferredSpans | None = None,
     ) -> list[ModelMessage]:
         await context.count_newest(messages)  # a large new message is tokenized off the event loop
         before = context.estimate(messages)
@@ -671,7 +791,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             )
         given = _Validity(messages, validity.structure, validity.violations)
         for stage in self._stages:
-            current = await self._run_stage(stage, current, context, validity)
+            current = await self._run_stage(stage, current, context, validity, spans)
         if current is not messages:
             problem = self._over_budget(current, before.total, context)
             if problem is not None:
@@ -693,21 +813,25 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             duration_ms=(perf() - started) * 1000,
             anchored=after.anchor_verified,
         )
-        if span is not None and span.is_recording():
-            span.set_attributes(_span_attributes(event, context))
+        if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
+            spans.finish(current is not messages, _span_attributes(event, context))
         self._emit(event)
         return current
 
     async def _run_stage(
-        self, stage: HistoryStage, messages: list[ModelMessage], context: HistoryContext, validity: _Validity
+        self,
+        stage: HistoryStage,
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        validity: _Validity,
+        spans: DeferredSpans | None = None,
     ) -> list[ModelMessage]:
+        result = messages
         try:
-            if context.tracer is None:
-                result = await stage(messages, context)
-            else:
-                with context.span(f'pydantic_ai_history.{stage.name}'):
-                    result = await stage(messages, context)
-        except ContextWindowUnknownError:
+            if spans is not None:
+                spans.stage_started(stage.name)
+            result = await stage(messages, context)
+        except _CONFIG_ERRORS:
             raise
         except Exception as exc:
             logger.exception('stage %r failed; continuing with its input', stage.name)
@@ -715,6 +839,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 StageFailed(run_id=context.run_id, stage=stage.name, error=f'{type(exc).__name__}: {exc}')
             )
             return messages
+        finally:
+            if spans is not None:
+                spans.stage_finished(changed=result is not messages)
         if result is messages:
             return result
         problem = self._worse(result, messages, context, validity)
@@ -854,19 +981,112 @@ def _coerce(kind: type[_SettingsT], value: object, name: str) -> _SettingsT:
     )
 
 
+_FIELD_TYPES: tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...] = (
+    ('id', (str, type(None)), 'a string or None'),
+    ('window', bool, 'True or False'),
+    ('artifacts', (bool, ArtifactSettings), 'an ArtifactSettings (or a mapping of its fields) or a bool'),
+    ('compaction', (bool, CompactionSettings), 'a CompactionSettings (or a mapping of its fields) or a bool'),
+    ('keep_first_user_message', bool, 'True or False'),
+    ('token_profile', (TokenizerProfile, type(None)), 'a TokenizerProfile or None'),
+    ('cache', SummaryCache, 'a SummaryCache, e.g. MemoryCache() or SQLiteCache(path)'),
+    ('store', ArtifactStore, "an ArtifactStore, e.g. DirectoryStore('artifacts/') or MemoryStore()"),
+    ('max_tracked_runs', int, 'a whole number'),
+)
+"""Each field whose type is checked at construction, its types, and what to say instead."""
+
+
+def _check_fields(processor: HistoryProcessor) -> None:
+    """Every field's type, at construction and with its name (a path given as the store, a YAML string given
+    as a flag), rather than an `AttributeError` at the first request."""
+    for name, kinds, expected in _FIELD_TYPES:
+        value = getattr(processor, name)
+        if not isinstance(value, kinds) or (kinds is int and isinstance(value, bool)):
+            got = f'{type(value).__name__} {value!r}'
+            raise TypeError(f'HistoryProcessor.{name} must be {expected}, got {got}')
+    for name in ('pin', 'scope', 'on_history_event'):
+        value = getattr(processor, name)
+        if value is not None and not callable(value):
+            raise TypeError(f'HistoryProcessor.{name} must be callable or None, got {type(value).__name__}')
+    stages = processor.stages
+    if stages is not None and (
+        not isinstance(stages, Sequence) or isinstance(stages, str) or not all(map(callable, stages))
+    ):
+        raise TypeError(f'HistoryProcessor.stages must be a list of stages or None, got {stages!r}')
+    check_model_ref(processor.model, 'HistoryProcessor.model')
+    if isinstance(processor.artifacts, ArtifactSettings):
+        check_model_ref(processor.artifacts.planner_model, 'ArtifactSettings.planner_model')
+
+
 def _profile_window_key(model: object) -> int | None:
     """Part of the limits cache key: two `Model`s with one name may carry different profile windows."""
     return None if model is None or isinstance(model, str) else profile_window(model)
 
 
 def _agent_capabilities(agent: object) -> list[object]:
-    """The capabilities an agent was built with, flattened (best effort across pydantic-ai versions)."""
+    """The capabilities an agent was built with, flattened: its public `root_capability` (late 1.x, 2.x)
+    walked with the public `apply`, and what a wrapper capability wraps."""
     found: list[object] = []
-    root = getattr(agent, '_root_capability', None) or getattr(agent, 'root_capability', None)
+    root = getattr(agent, 'root_capability', None)
     apply = getattr(root, 'apply', None)
     if callable(apply):
         apply(found.append)
-    return found
+    unwrapped: list[object] = []
+    for capability in found:
+        for _ in range(32):  # `WrapperCapability.wrapped`, public; a wrapper of itself must not loop
+            unwrapped.append(capability)
+            inner = getattr(capability, 'wrapped', None)
+            if inner is None or inner is capability or not hasattr(inner, 'apply'):
+                break
+            capability = inner
+    return unwrapped
+
+
+def _history_processor_in(capability: object) -> HistoryProcessor | None:
+    """The history processor a capability is or runs: itself, or `ProcessHistory(processor)`'s (its public
+    `processor` field, also a bound method of one)."""
+    if isinstance(capability, HistoryProcessor):
+        return capability
+    processor = getattr(capability, 'processor', None)
+    if isinstance(processor, HistoryProcessor):
+        return processor
+    owner = getattr(processor, '__self__', None)
+    return owner if isinstance(owner, HistoryProcessor) else None
+
+
+_CONFIG_ERRORS = (ContextWindowUnknownError, ContextPolicyError)
+"""Configuration errors: raised out of the run (everything else is caught, logged and the history kept)."""
+
+_STEPS: OrderedDict[tuple[str, int], tuple[int, str]] = OrderedDict()
+"""Which processor (by `id()`) processed each run step, and by which entry point: two history processors on
+one agent, however added, are found on the first step they share."""
+_MAX_STEPS = 4_096
+
+
+def _claim_step(processor: HistoryProcessor, ctx: object, entry: str) -> None:
+    """Refuse a second history processor on a run step (`UserError`); the same one replaying it is fine.
+
+    The agent's constructor refuses what it can see (`for_agent`), but a processor added as a plain history
+    processor (`ProcessHistory(p)`, `history_processors=[p]`) is not told of its agent: two of them, or one
+    added twice by two routes, are refused here, before either changes the history.
+    """
+    # only with pydantic-ai's run ids: 1.0's stand-in key is shared by an agent delegating with `usage=`
+    run_key = run_id_of(ctx)
+    step = getattr(ctx, 'run_step', None)
+    if run_key is None or not isinstance(step, int):
+        return
+    key, claim = (run_key, step), (id(processor), entry)
+    previous = _STEPS.get(key)
+    if previous is None:
+        _STEPS[key] = claim
+        while len(_STEPS) > _MAX_STEPS:
+            _STEPS.popitem(last=False)
+    elif previous != claim:
+        raise _user_error(
+            'An agent takes one history processor, but this run step was processed by two (or by one '
+            'added twice: as a capability and in ProcessHistory or history_processors). Each keeps its own '
+            'state and would rewrite the history the other just processed; add the processor once, as a '
+            'capability (Agent(capabilities=[processor])) where pydantic-ai has capabilities.'
+        )
 
 
 _TOOL_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]{0,63}')
@@ -1104,6 +1324,26 @@ def _span_attributes(event: RequestProcessed, context: HistoryContext) -> dict[s
         attributes['pydantic_ai_history.model'] = context.counter.model_name
     return attributes
 
+
+def _accepting_on_event(init: Callable[..., None]) -> Callable[..., None]:
+    """`HistoryProcessor(on_event=...)` as `create_history_processor(on_event=...)` spells it: the field is
+    `on_history_event` (pydantic-ai's capabilities have an `on_event` hook of their own, for stream
+    events)."""
+
+    @functools.wraps(init)
+    def __init__(
+        self: HistoryProcessor, *args: Any, on_event: EventHandler | None = None, **kwargs: Any
+    ) -> None:
+        if on_event is not None:
+            if kwargs.get('on_history_event') is not None:
+                raise TypeError('HistoryProcessor takes on_event= or on_history_event= (one field), not both')
+            kwargs['on_history_event'] = on_event
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+setattr(HistoryProcessor, '__init__', _accepting_on_event(HistoryProcessor.__init__))  # noqa: B010
 
 if not HAS_CAPABILITIES:
     # pydantic-ai 1.0 decides whether to pass `ctx` from the callable's own `__annotations__`, which an

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip('dbos')
-pytest.importorskip('pydantic_ai.durable_exec.dbos')
+pytest.importorskip('pydantic_ai.durable_exec.dbos', exc_type=ImportError)
 
 from dbos import DBOS
 

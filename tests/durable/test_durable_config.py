@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip('pydantic_ai.durable_exec.dbos', reason='durable execution needs pydantic-ai 2.x with dbos')
+# pydantic-ai raises a plain ImportError (not ModuleNotFoundError) when the dbos package is missing: say so, or
+# pytest 9 reports it as a collection error instead of a skip.
+pytest.importorskip(
+    'pydantic_ai.durable_exec.dbos',
+    reason='durable execution needs pydantic-ai 2.x with dbos',
+    exc_type=ImportError,
+)
 
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSDurability
@@ -46,6 +52,7 @@ def test_shared_store_with_secret_is_accepted_and_operations_are_named(tmp_path)
             'cache_write',
             'chunk_merge',
             'compaction_summary',
+            'context_window_probe',
             'file_conversion',
             'store_write',
         ]

@@ -415,7 +415,19 @@ async def run_demo_async(
     output = _Output(out if out is not None else sys.stdout, quiet, tty)
     script = _Script(settings)
     provider: StrictProvider | None = None
+    artifacts: Any = True
     if model is None:
+        # A scripted model takes any file; the demo plays a provider with the conservative limits (2 MiB,
+        # 8,000 px), so its 9000x3000 PNG is one a real provider of that kind would reject.
+        from ..files import FileSettings
+        from ..files._provider_limits import CONSERVATIVE_LIMITS
+        from ..stages.artifacts import ArtifactSettings
+
+        file_limits = FileSettings(
+            image_max_bytes=CONSERVATIVE_LIMITS.image_max_bytes,
+            image_max_dimension=CONSERVATIVE_LIMITS.image_max_dimension,
+        )
+        artifacts = ArtifactSettings(file_settings=file_limits)
         provider = StrictProvider(script.respond, context_window=settings.context_window, model_name='gpt-4o')
         agent_model: Any = provider.model()
         helper: Any = FunctionModel(summarize_prompt, model_name='demo-summarizer')
@@ -454,6 +466,7 @@ async def run_demo_async(
             target_tokens=settings.target_tokens,
         ),
         summarizer=SummarizerSettings(model=helper),
+        artifacts=artifacts,
         on_event=on_event,
     )
     agent = _build_agent(agent_model, processor, settings.seed)

@@ -6,6 +6,11 @@ input message comes from comparing the input with the output: the same (or an eq
 a changed one is `converted`, `resized`, `summarized` or `excluded` after the strategy the artifact stage
 recorded in the part's metadata; a missing one was `summarized` (a new summary stands for it) or `dropped`
 (the sliding window's note stands for it). Messages the processor wrote are `added`.
+
+A finished run's history (`result.all_messages()`) ends with the model's answer: it is inspected as the next
+request would find it, with a placeholder user message after it (its own row). The totals are the processor's
+own estimates, the ones its events report; the per-message counts leave out what no message owns (request
+framing, and the correction from the provider's reported usage), shown as a row of its own.
 """
 
 from __future__ import annotations
@@ -19,7 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .._compat import BinaryContent, ModelMessage, part_metadata
+from .._compat import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    UserPromptPart,
+    part_metadata,
+)
 from .._context import MARKER_KEY
 from .._marks import marker_kind
 from ..events import HistoryEvent, RequestProcessed
@@ -69,9 +82,13 @@ class InspectReport:
     settings: dict[str, Any]
     rows: list[MessageRow]
     tokens_before: int
+    """The processor's estimate of the input, as its `RequestProcessed` event reports it."""
     tokens_after: int
     anchored_before: int | None
     anchored_after: int | None
+    framing_before: int
+    """What no message owns in `tokens_before` (request framing, the usage anchor's correction)."""
+    framing_after: int
     messages_before: int
     messages_after: int
     input_violations: list[str]
@@ -79,6 +96,8 @@ class InspectReport:
     events: list[HistoryEvent]
     output: list[ModelMessage] = field(repr=False)
     file: str | None = None
+    next_request_added: bool = False
+    """The history ended with the model's answer: a placeholder next request was processed after it."""
 
     @property
     def actions(self) -> dict[str, int]:
@@ -99,7 +118,10 @@ class InspectReport:
                 'tokens_after': self.tokens_after,
                 'anchored_before': self.anchored_before,
                 'anchored_after': self.anchored_after,
+                'framing_before': self.framing_before,
+                'framing_after': self.framing_after,
             },
+            'next_request_added': self.next_request_added,
             'actions': self.actions,
             'input_violations': self.input_violations,
             'output_violations': self.output_violations,
@@ -167,7 +189,8 @@ async def inspect_messages(
     except ValueError as exc:
         fail(f'invalid settings: {exc}')
     counter = processor.counter_for(dry)
-    before = list(messages)
+    next_request = _next_request(messages)
+    before = [*messages, *next_request]
     per_before = [counter.count_message(m) for m in before]
     try:
         context = processor.make_context(model=dry)
@@ -180,15 +203,20 @@ async def inspect_messages(
     processed = next((e for e in reversed(events) if isinstance(e, RequestProcessed)), None)
     with processor.marks():  # the notes it wrote are sealed with its store's key (1.0 has no metadata)
         rows = _rows(before, output, per_before, per_after)
+    tokens_before = processed.tokens_before if processed else sum(per_before)
+    tokens_after = processed.tokens_after if processed else sum(per_after)
     return InspectReport(
         model=model,
         context_window=context.context_window,
         settings=settings,
         rows=rows,
-        tokens_before=sum(per_before),
-        tokens_after=sum(per_after),
-        anchored_before=processed.tokens_before if processed else None,
-        anchored_after=processed.tokens_after if processed else None,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        anchored_before=tokens_before if processed else None,
+        anchored_after=tokens_after if processed else None,
+        framing_before=tokens_before - sum(per_before),
+        framing_after=tokens_after - sum(per_after),
+        next_request_added=bool(next_request),
         messages_before=len(before),
         messages_after=len(output),
         input_violations=[str(v) for v in validate_history(before)],
@@ -196,6 +224,19 @@ async def inspect_messages(
         events=events,
         output=output,
     )
+
+
+NEXT_REQUEST = '(the next user message)'
+"""The placeholder after a finished run's final answer."""
+
+
+def _next_request(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """A placeholder user message after a finished run's final answer (a response without tool calls), so
+    the history is inspected as the next request finds it; nothing for any other history."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, ModelResponse) or any(isinstance(p, ToolCallPart) for p in last.parts):
+        return []
+    return [ModelRequest(parts=[UserPromptPart(NEXT_REQUEST)])]
 
 
 def inspect_history(path: str | Path, **settings: Any) -> InspectReport:
@@ -382,8 +423,11 @@ def render_inspect(report: InspectReport) -> str:
     saved = report.tokens_before - report.tokens_after
     pct = 100 * saved / report.tokens_before if report.tokens_before else 0.0
     lines.append(f'tokens: {report.tokens_before:,} -> {report.tokens_after:,} ({pct:.1f}% less)')
-    if report.anchored_before is not None and report.anchored_after is not None:
-        lines.append(f'anchored estimate: {report.anchored_before:,} -> {report.anchored_after:,}')
+    if report.next_request_added:
+        lines.append(
+            "the history ends with the model's answer: inspected as the next request finds it "
+            f'(with a placeholder user message after it, {NEXT_REQUEST!r})'
+        )
     lines.append('actions: ' + ', '.join(f'{a} {n}' for a, n in report.actions.items()))
     lines.extend(f'event: {_describe(e)}' for e in report.events if e.kind != 'RequestProcessed')
     lines.extend(_violation_lines(report))
@@ -418,6 +462,8 @@ def _table(report: InspectReport) -> str:
         )
         for r in report.rows
     ]
+    if report.framing_before or report.framing_after:
+        rows.append(('', '', '', '(no message)', report.framing_before, report.framing_after, '', 'framing'))
     total = f'{report.messages_before} -> {report.messages_after} messages'
     return format_table(
         ['#', 'out', 'role', 'parts', 'tokens', 'after', 'action', 'detail'],

@@ -50,6 +50,7 @@ def fit_image(
 
 
 def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings) -> FittedImage:
+    max_bytes, max_dimension = settings.image_limits
     with Image.open(io.BytesIO(data)) as img:
         width, height = img.size
         # Checked from the header, before anything is decoded: this is the decompression-bomb guard.
@@ -67,8 +68,8 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
             and frames == 1
             and upright
             and img.mode != 'CMYK'
-            and len(data) <= settings.image_max_bytes
-            and max(width, height) <= settings.image_max_dimension
+            and len(data) <= max_bytes
+            and max(width, height) <= max_dimension
         ):
             img.load()  # a truncated file fails here rather than at the provider
             return FittedImage(
@@ -101,16 +102,16 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
         if frames > 1:
             img.seek(0)
             changes.append(f'first frame of {frames}')
-        if source_format == 'JPEG' and max(width, height) > settings.image_max_dimension:
+        if source_format == 'JPEG' and max(width, height) > max_dimension:
             # Let libjpeg decode at 1/2, 1/4 or 1/8 scale: far less memory for a large photo.
-            scale = settings.image_max_dimension / max(width, height)
+            scale = max_dimension / max(width, height)
             img.draft(img.mode, (math.ceil(width * scale), math.ceil(height * scale)))
         img.load()
         work = img if upright else ImageOps.exif_transpose(img)
         if not upright:
             changes.append('EXIF orientation applied')
         work, out_format, photo = _prepare(work, source_format, changes)
-        data_out, work_size, quality = _encode_until_fits(work, out_format, photo, settings, changes)
+        data_out, work_size, quality = _encode_until_fits(work, out_format, photo, max_bytes, max_dimension)
 
     out_format = _format_of(data_out)
     if out_format != source_format:
@@ -166,21 +167,21 @@ def _prepare(img: Image.Image, source_format: str, changes: list[str]) -> tuple[
 
 
 def _encode_until_fits(
-    img: Image.Image, out_format: str, photo: bool, settings: FileSettings, changes: list[str]
+    img: Image.Image, out_format: str, photo: bool, max_bytes: int, max_dimension: int
 ) -> tuple[bytes, tuple[int, int], int]:
     """Encode, check, and shrink (lower quality first, then scale) until the result fits."""
     longest = max(img.size)
-    scale = min(1.0, settings.image_max_dimension / longest)
+    scale = min(1.0, max_dimension / longest)
     quality = _START_QUALITY
     for _ in range(_MAX_ATTEMPTS):
         size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
-        if max(size) > settings.image_max_dimension:  # rounding up must not cross the limit
-            size = (min(size[0], settings.image_max_dimension), min(size[1], settings.image_max_dimension))
+        if max(size) > max_dimension:  # rounding up must not cross the limit
+            size = (min(size[0], max_dimension), min(size[1], max_dimension))
         resized = img if size == img.size else img.resize(size, Image.Resampling.LANCZOS)
         encoded = _save(resized, out_format, quality)
-        if len(encoded) <= settings.image_max_bytes:
+        if len(encoded) <= max_bytes:
             with Image.open(io.BytesIO(encoded)) as check:
-                if max(check.size) <= settings.image_max_dimension:
+                if max(check.size) <= max_dimension:
                     return encoded, check.size, quality
         if out_format == 'PNG' and photo:
             out_format = 'JPEG'  # a photo that PNG cannot fit is a JPEG's job
@@ -189,10 +190,8 @@ def _encode_until_fits(
             quality -= 10
             continue
         # Bytes scale roughly with pixel count: aim for the limit, with a margin and bounded steps.
-        scale *= min(0.9, max(0.3, math.sqrt(settings.image_max_bytes / len(encoded)) * 0.95))
-    raise _Unreadable(
-        f'could not fit within {human_size(settings.image_max_bytes)} after {_MAX_ATTEMPTS} attempts'
-    )
+        scale *= min(0.9, max(0.3, math.sqrt(max_bytes / len(encoded)) * 0.95))
+    raise _Unreadable(f'could not fit within {human_size(max_bytes)} after {_MAX_ATTEMPTS} attempts')
 
 
 def _save(img: Image.Image, out_format: str, quality: int) -> bytes:

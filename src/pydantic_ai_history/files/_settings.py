@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Literal
+
+from ._provider_limits import provider_file_limits
 
 __all__ = ('FileSettings',)
 
 # Bumped when conversion output changes for the same settings, so cached conversions are not reused.
-_CONVERTER_VERSION = 2
+_CONVERTER_VERSION = 3
 # Settings that change how a conversion runs, never what it produces: left out of cache keys.
 _OPERATIONAL = frozenset({'conversion_isolation', 'conversion_workers'})
 
@@ -31,8 +33,16 @@ class FileSettings:
     struct_max_items: int = 50
     struct_max_keys: int = 50
     struct_max_string_chars: int = 500
-    image_max_bytes: int = 2 * 1024 * 1024
-    image_max_dimension: int = 8_000
+    image_max_bytes: int | None = None
+    """The most bytes an image is sent with. Default: what the serving provider documents (Anthropic 3.75 MiB,
+    OpenAI 20 MB, Google 7 MB, Bedrock 3.75 MB: `files._provider_limits`), 2 MiB for any other provider."""
+    image_max_dimension: int | None = None
+    """The most pixels of an image's longer side. Default: what the serving provider documents (8,000 for
+    Anthropic and Bedrock, none for OpenAI and Google, which scale images themselves), 8,000 otherwise."""
+    document_max_bytes: int | None = None
+    """The largest document (PDF, plain text) sent as it is when the model reads such files; a larger one is
+    converted to text. Default: what the serving provider documents (Anthropic and OpenAI 32 MB, Google 20 MB,
+    Bedrock 4.5 MB), 4.5 MB otherwise."""
     image_max_pixels: int = 50_000_000
     """Decompression-bomb guard: images with more pixels are never decoded."""
     audio_max_seconds: float = 30.0
@@ -67,6 +77,28 @@ class FileSettings:
     max_extracted_chars: int = 2_000_000
     """Characters of converted text kept (head and tail) before the token cut: nothing larger is ever
     tokenized."""
+
+    def for_model(self, model_name: str | None) -> FileSettings:
+        """These settings with each provider limit left unset filled in for the provider serving `model_name`
+        (conservative limits when it is unknown or None); the limits given stay as they are."""
+        if None not in (self.image_max_bytes, self.image_max_dimension, self.document_max_bytes):
+            return self
+        limits = provider_file_limits(model_name)
+        return replace(
+            self,
+            image_max_bytes=self.image_max_bytes or limits.image_max_bytes,
+            image_max_dimension=self.image_max_dimension or limits.image_max_dimension,
+            document_max_bytes=self.document_max_bytes or limits.document_max_bytes,
+        )
+
+    @property
+    def image_limits(self) -> tuple[int, int]:
+        """`(image_max_bytes, image_max_dimension)`, conservative where unset (see `for_model`)."""
+        limits = provider_file_limits(None)
+        return (
+            self.image_max_bytes or limits.image_max_bytes,
+            self.image_max_dimension or limits.image_max_dimension,
+        )
 
     def fingerprint(self) -> str:
         """A stable string of every setting (and the converter version), for callers' cache keys."""

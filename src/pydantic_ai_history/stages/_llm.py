@@ -16,19 +16,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from .._clock import perf
 from .._compat import instrumentation_of, instrumented_agent_options, result_usage
+from .._local_server import local_server_of
+from ..model_info import model_name_of
 
 if TYPE_CHECKING:
     from pydantic_ai.models.instrumented import InstrumentationSettings
 
     from .._context import HistoryContext, StageOperations
     from .._operations import TextPurpose
-    from .._summarizer_settings import ModelRef
+    from .._summarizer_settings import ModelRef, Timeout
     from ..files import FileResult, FileSettings
     from ..tokens import TokenizerProfile
     from .artifacts._models import ArtifactPlan
 
 __all__ = (
+    'AUTO_TIMEOUT_BASE_SECONDS',
+    'DEFAULT_CHARS_PER_SECOND',
     'InlineOperations',
     'add_usage',
     'convert_in_thread',
@@ -36,6 +41,7 @@ __all__ = (
     'run_agent',
     'run_plan',
     'run_text',
+    'summarizer_timeout',
 )
 
 logger = logging.getLogger('pydantic_ai_history.stages')
@@ -72,28 +78,100 @@ async def run_agent(
     return result.output, run_usage
 
 
+AUTO_TIMEOUT_BASE_SECONDS = 60.0
+"""`SummarizerSettings.timeout='auto'`: the fixed part (connection, queueing, a slow first token)."""
+AUTO_TIMEOUT_MARGIN = 3.0
+"""`'auto'`: the request may take this many times what the model's measured speed predicts."""
+DEFAULT_CHARS_PER_SECOND = 4_000.0
+"""`'auto'`: the speed assumed before a call to the model has been timed (about 1,000 tokens a second of
+prompt, slow for a hosted model, so a first long request is not cut short)."""
+
+_SPEEDS: dict[str, float] = {}
+"""Characters per second each model (by name) took over whole calls (prompt and answer), for `'auto'`."""
+
+
+def summarizer_timeout(setting: Timeout, model: object, chars: int) -> float | None:
+    """The seconds one call may take under `SummarizerSettings.timeout=setting`, None for no limit.
+
+    `'auto'`: no limit for a model served by a local server (see `_local_server`); else 60 s plus three times
+    `chars` at the model's measured speed (`DEFAULT_CHARS_PER_SECOND` until a call has been timed).
+    """
+    if setting is None:
+        return None
+    if setting != 'auto':
+        return float(setting)
+    if local_server_of(model) is not None:
+        return None
+    speed = _SPEEDS.get(model_name_of(model) or '', DEFAULT_CHARS_PER_SECOND)
+    return AUTO_TIMEOUT_BASE_SECONDS + AUTO_TIMEOUT_MARGIN * chars / speed
+
+
+def _record_speed(model: object, chars: int, seconds: float) -> None:
+    """Remember how fast `model` answered a request of `chars` characters (calls too short say nothing)."""
+    if seconds < 0.5 or chars < 2_000:
+        return
+    name = model_name_of(model) or ''
+    measured = chars / seconds
+    previous = _SPEEDS.get(name)
+    _SPEEDS[name] = measured if previous is None else (previous + measured) / 2
+
+
+def _timeout_message(setting: Timeout, seconds: float, model: object, chars: int) -> str:
+    speed = _SPEEDS.get(model_name_of(model) or '', DEFAULT_CHARS_PER_SECOND)
+    why = f"'auto': {chars:,} characters at {speed:,.0f} characters/s" if setting == 'auto' else repr(setting)
+    shown = f'{seconds:,.0f}' if seconds >= 10 else f'{seconds:.2g}'
+    return (
+        f'timed out after {shown} s (SummarizerSettings.timeout={why}); raise SummarizerSettings.timeout, '
+        'or set it to None for no limit'
+    )
+
+
+def _inferred(model: Any) -> Any:
+    """`model` as pydantic-ai infers it from a name (to know its server), or as given when that fails (the
+    request then raises the same error)."""
+    if not isinstance(model, str):
+        return model
+    try:
+        from pydantic_ai.models import infer_model
+
+        return infer_model(model)
+    except Exception:
+        return model
+
+
 async def run_text(
     model: Any,
     prompt: str,
     *,
     instructions: str,
-    timeout: float,
+    timeout: Timeout,
     usage: Any = None,
     model_settings: Any = None,
     instrument: InstrumentationSettings | None = None,
 ) -> str:
     """One model request (`prompt` with `instructions`) answered in text: the text of its answer.
 
-    Raises `TimeoutError` after `timeout` seconds and whatever the request raises; its usage is added to
-    `usage` (the outer run's, when there is one) when it succeeds. `instrument`: the outer run's
-    instrumentation, so the request is a chat span in its trace (None: pydantic-ai's default).
+    Raises `TimeoutError` (saying which setting, and why that long) when `timeout` runs out (see
+    `summarizer_timeout`), and whatever the request raises; its usage is added to `usage` (the outer run's,
+    when there is one) when it succeeds. `instrument`: the outer run's instrumentation, so the request is a
+    chat span in its trace (None: pydantic-ai's default).
     """
     from pydantic_ai.direct import model_request
     from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 
+    model = _inferred(model)
+    chars = len(prompt) + len(instructions)
+    seconds = summarizer_timeout(timeout, model, chars)
     request = ModelRequest(parts=[UserPromptPart(content=prompt)], instructions=instructions)
-    with anyio.fail_after(timeout):
-        response = await model_request(model, [request], model_settings=model_settings, instrument=instrument)
+    started = perf()
+    try:
+        with anyio.fail_after(seconds):
+            response = await model_request(
+                model, [request], model_settings=model_settings, instrument=instrument
+            )
+    except TimeoutError:
+        raise TimeoutError(_timeout_message(timeout, seconds or 0.0, model, chars)) from None
+    _record_speed(model, chars, perf() - started)
     add_usage(usage, response.usage, requests=1)
     return ''.join(p.content for p in response.parts if isinstance(p, TextPart))
 
@@ -120,7 +198,7 @@ class InlineOperations:
         self._context = context
 
     async def request_text(
-        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: float
+        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: Timeout
     ) -> str:
         return await run_text(
             model, prompt, instructions=instructions, timeout=timeout, **self._run_options()

@@ -314,7 +314,15 @@ def test_limits_from_the_context_window(window: int | None, expected: tuple[int,
 
 
 def test_explicit_limits_win_and_must_be_ordered():
-    assert compaction_setup(max_tokens=16_000, target_tokens=6_000).resolve(8_000).trigger == 16_000
+    setup = compaction_setup(max_tokens=16_000, target_tokens=6_000)
+    assert (setup.resolve(40_000).trigger, setup.resolve(40_000).target) == (16_000, 6_000)
+    # never above the budget (8,000 less the 1,024 reserve): clamped, and the limits say so
+    limits = setup.resolve(8_000)
+    assert (limits.trigger, limits.target) == (6_976, 6_000)
+    assert limits.adjustments == (
+        "ContextPolicy.max_tokens=16,000 is above the budget of 6,976 tokens for 'openai:gpt-4o' "
+        '(8,000-token window, override), so compaction would never start: using max_tokens=6,976',
+    )
     with pytest.raises(ValueError, match=r'target_tokens \(10,000\) must be below'):
         compaction_setup(max_tokens=10_000, target_tokens=10_000)
 
@@ -340,7 +348,8 @@ async def test_a_history_ending_mid_turn_after_user_reply():
         (300_000, None, 1_000_000, (300_000, 40_000)),
         # an explicit target below the trigger is kept as it is
         (50_000, 30_000, None, (50_000, 30_000)),
-        (50_000, 30_000, 32_000, (50_000, 30_000)),
+        # a trigger above the budget (the window less the 1,024 reserve) is clamped to it
+        (50_000, 30_000, 32_000, (30_976, 30_000)),
         (None, 20_000, 128_000, (102_400, 20_000)),
         # ... and one the window's trigger undercuts falls back to the default rule, not to trigger - 1
         (None, 50_000, 32_000, (25_600, 8_533)),

@@ -342,3 +342,21 @@ async def test_pin_tool_errors_keeps_an_early_tool_error_in_every_later_request(
 
 def _retry_texts(message: ModelMessage) -> str:
     return '\n'.join(p.model_response() for p in message.parts if isinstance(p, RetryPromptPart))
+
+
+async def test_a_summary_without_pins_has_no_pinned_heading():
+    from pydantic_ai_history.store import MemoryStore
+
+    stub = StubSummarizer()
+    compactor = SetupCompactor(settings(stub))
+    ctx, events = context(store=MemoryStore())  # the evicted transcript is stored: the summary names it
+    full = [*tool_loop(0), *rounds(0, 40, {}, result)]
+    out = await compactor(full, ctx)
+    assert_valid_history(out, original=full)
+    summary = summary_text(out[1]) or ''
+    assert 'summary number 1' in summary
+    assert compactions(events)[-1].pinned_units == 0
+    assert 'read_artifact' in texts(out)  # the stored transcript is named, without a heading of its own
+    assert PINNED_HEADING not in texts(out)
+    assert PINNED_HEADING not in summary
+    assert PINNED_HEADING not in compactions(events)[-1].summary

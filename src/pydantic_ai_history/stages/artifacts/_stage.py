@@ -33,14 +33,14 @@ from ..._room import kept_tokens, request_room
 from ..._utf8 import utf8
 from ...cache import cache_key
 from ...events import ArtifactProcessed
-from ...files import ConvertedDocument, FileResult, FittedAudio, FittedImage
-from ...model_info import model_info, model_name_of
+from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
+from ...model_info import is_test_model, model_info, model_name_of
 from ...retrieval import extract_passages
 from ...store import artifact_id
 from ...tokens import TokenCounter
 from .._llm import operations_of
 from .._request_fit import fit_request, is_processed
-from ._accepted import accepted_as_is, fits_as_is, unidentified_image
+from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
     Attachment,
@@ -468,14 +468,15 @@ class ArtifactPlanner:
         find = functools.partial(find_attachments, messages, start=start)
         attachments = await context.off_loop(find) if large_content(messages[start:]) else find()
         if not over_limit and attachments:
-            profile = file_input_profile(context.model)
-            attachments = [a for a in attachments if not self._passes_as_is(a, profile)]
+            attachments = self._not_taken_as_is(attachments, context)
         if not attachments:
             return messages
         replaced: dict[tuple[int, int, int | None], list[Any]] = {}
         for attachment in attachments:
             part = messages[attachment.message_index].parts[attachment.part_index]
-            items = await self._attachment_items(attachment, part, context)
+            items = self._inlined(attachment, context, over_limit) or await self._attachment_items(
+                attachment, part, context
+            )
             if items is not None:
                 replaced[(attachment.message_index, attachment.part_index, attachment.item_index)] = items
         if not replaced:
@@ -499,7 +500,31 @@ class ArtifactPlanner:
             result[m_index] = dataclasses.replace(message, parts=parts)
         return result
 
-    def _passes_as_is(self, attachment: Attachment, profile: Mapping[str, Any] | None) -> bool:
+    def _not_taken_as_is(self, attachments: list[Attachment], context: HistoryContext) -> list[Attachment]:
+        """The attachments the serving model does not take as they are (while the history fits)."""
+        if is_test_model(context.model):
+            return []  # pydantic-ai's test models take any file: what the app sent stays as it is
+        profile = file_input_profile(context.model)
+        settings = self._file_settings(context)
+        return [a for a in attachments if not self._passes_as_is(a, profile, settings)]
+
+    def _inlined(self, attachment: Attachment, context: HistoryContext, over_limit: bool) -> list[Any] | None:
+        """A small plain-text file as its own text, where the model profile cannot say the model reads text
+        documents (1.x) and the history fits; None otherwise (see `inline_text`)."""
+        if over_limit or file_input_profile(context.model) is not None:
+            return None
+        identifier = attachment.name or attachment.id[:12]
+        text = inline_text(attachment.media_type, attachment.data, identifier, self._file_settings(context))
+        return [text] if text is not None else None
+
+    def _file_settings(self, context: HistoryContext) -> FileSettings:
+        """The file settings with the serving provider's limits where none were set
+        (`FileSettings.for_model`); for a model that may be served by several, the strictest."""
+        return self.settings.file_settings.for_model(strictest_file_model(context.model))
+
+    def _passes_as_is(
+        self, attachment: Attachment, profile: Mapping[str, Any] | None, settings: FileSettings | None = None
+    ) -> bool:
         """A file the serving model accepts, within the file limits, that no check here must first read.
 
         Documents (PDF, plain text) pass on their type and size. An image passes without reading only when no
@@ -509,7 +534,8 @@ class ArtifactPlanner:
         """
         if not accepted_as_is(attachment.media_type, profile):
             return False
-        if not fits_as_is(attachment.media_type, len(attachment.data), None, self.settings.file_settings):
+        limits = settings if settings is not None else self.settings.file_settings
+        if not fits_as_is(attachment.media_type, len(attachment.data), None, limits):
             return False
         return not attachment.media_type.startswith('image/') or unidentified_image(attachment.data)
 
@@ -566,7 +592,7 @@ class ArtifactPlanner:
     async def _read(
         self, attachment: Attachment, plain_id: str, context: HistoryContext
     ) -> tuple[FileResult, bool]:
-        settings = self.settings.file_settings
+        settings = self._file_settings(context)
         is_document = not attachment.media_type.startswith(('image/', 'audio/'))
         key = cache_key('artifact-convert', plain_id, settings.fingerprint())
         if is_document and context.cache is not None:
@@ -580,7 +606,7 @@ class ArtifactPlanner:
             attachment.data,
             media_type=attachment.media_type,
             name=attachment.name,
-            model_name=context.counter.model_name,
+            model_name=strictest_file_model(context.model) or context.counter.model_name,
             settings=settings,
         )
         if isinstance(result, ConvertedDocument) and context.cache is not None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..._context import StageOperations
 from ..._marks import readback_tool
+from ..._summarizer_settings import Timeout
 from ...tokens import TokenCounter
 from .._request_fit import passages_within
 from ._extract import ARTIFACT_MARKER, Candidate
@@ -81,7 +82,7 @@ async def summarize_text(
     focus: str | None,
     model: Any,
     max_tokens: int,
-    timeout: float,
+    timeout: Timeout,
     operations: StageOperations,
 ) -> str:
     """One summarizer call; raises on failure (the caller falls back to `extract`)."""

@@ -816,7 +816,10 @@ class Compactor:
             except SummarizerError as exc:
                 self._breakers.failure(context.scope)
                 error, calls = str(exc), exc.calls
-                logger.warning('compactor: summarizer failed (%s); using the deterministic fallback', error)
+                if exc.timed_out:
+                    context.warn('summarizer_timeout', f'compaction summary: {error}; the fallback was used')
+                else:
+                    logger.warning('compactor: summarizer failed (%s); using the fallback', error)
             else:
                 self._breakers.success(context.scope)
                 if cache is not None:

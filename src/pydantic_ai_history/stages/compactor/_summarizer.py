@@ -35,9 +35,16 @@ _RECORD_FRAMING_TOKENS = 40
 class SummarizerError(Exception):
     """The summarizer failed (raised, timed out, answered empty or too long) after `calls` calls."""
 
-    def __init__(self, reason: str, calls: int) -> None:
+    def __init__(self, reason: str, calls: int, *, timed_out: bool = False) -> None:
         super().__init__(reason)
         self.calls = calls
+        self.timed_out = timed_out
+        """Whether the call ran out of `SummarizerSettings.timeout` (the message names the setting)."""
+
+
+def _timeout_reason(exc: TimeoutError, summarizer: SummarizerSettings) -> str:
+    """What a timeout says (the call's own message names the setting and the seconds)."""
+    return str(exc) or f'timed out (SummarizerSettings.timeout={summarizer.timeout!r})'
 
 
 @dataclass(frozen=True)
@@ -157,8 +164,8 @@ async def run_summarizer(
                 instructions=instructions,
                 timeout=summarizer.timeout,
             )
-        except TimeoutError:
-            raise SummarizerError(f'timed out after {summarizer.timeout:g} s', calls) from None
+        except TimeoutError as exc:
+            raise SummarizerError(_timeout_reason(exc, summarizer), calls, timed_out=True) from None
         except Exception as exc:
             raise SummarizerError(f'{type(exc).__name__}: {exc}', calls) from exc
         text = output.strip() if isinstance(output, str) else ''

@@ -56,9 +56,10 @@ class SummarySections:
 
     @property
     def text(self) -> str:
-        """All sections as the model reads them (for events and people, never parsed back)."""
-        carried = '\n\n'.join(p for p in (self.reference, self.pinned) if p)
-        return f'{self.summary}\n\n{PINNED_HEADING}\n{carried}' if carried else self.summary
+        """All sections as the model reads them (for events and people, never parsed back); the pinned heading
+        only above pinned units."""
+        pinned = f'{PINNED_HEADING}\n{self.pinned}' if self.pinned else ''
+        return '\n\n'.join(p for p in (self.summary, self.reference, pinned) if p)
 
 
 def build_summary_message(
@@ -84,13 +85,11 @@ def build_summary_message(
         summary = UserPromptPart(content=seal('summary', f'{OPENINGS["summary"]}\n{sections.summary}'))
     parts: list[tuple[Any, str | None]] = [(p, None) for p in system_parts]
     parts.append((summary, 'summary'))
-    if sections.reference or sections.pinned:
-        heading = UserPromptPart(
-            content=seal('transcript', f'{PINNED_HEADING}\n{sections.reference}'.rstrip())
-        )
-        parts.append((heading, 'transcript'))
+    if sections.reference:
+        parts.append((UserPromptPart(content=seal('transcript', sections.reference)), 'transcript'))
     if sections.pinned:
-        parts.append((UserPromptPart(content=seal('pinned', sections.pinned)), 'pinned'))
+        pinned = f'{PINNED_HEADING}\n{sections.pinned}'
+        parts.append((UserPromptPart(content=seal('pinned', pinned)), 'pinned'))
     return own_request(parts, details=details)
 
 
@@ -114,7 +113,8 @@ def summary_sections(message: ModelMessage) -> SummarySections | None:
         elif kind == 'transcript' and isinstance(part, UserPromptPart) and isinstance(part.content, str):
             reference = _without_opening(strip_seal(part.content), PINNED_HEADING)
         elif kind == 'pinned' and isinstance(part, UserPromptPart) and isinstance(part.content, str):
-            pinned.append(strip_seal(part.content))
+            # the heading opens the pinned part; summaries written before 0.2 have it on the transcript part
+            pinned.append(_without_opening(strip_seal(part.content), PINNED_HEADING))
     return SummarySections(summary, '\n\n'.join(pinned), reference)
 
 

@@ -1,0 +1,78 @@
+"""The processor's spans, started only once a request does something: an idle request leaves no trace.
+
+Most requests change nothing (the history fits), and a span per request and per stage for each of them
+would crowd every trace of an instrumented app. So the request's span (`pydantic_ai_history.process`) and
+its stages' spans are opened, with the times they began, either when a stage opens a span of its own (a
+compaction, whose summarizer requests then nest under it) or, after the fact, when a stage changed the
+history.
+"""
+
+from __future__ import annotations
+
+from contextvars import Token
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from ._clock import wall
+
+__all__ = ('PROCESS_SPAN', 'DeferredSpans')
+
+PROCESS_SPAN = 'pydantic_ai_history.process'
+
+
+def _now_ns() -> int:
+    return int(wall() * 1e9)  # the package's clock: pinned inside a durable workflow
+
+
+class DeferredSpans:
+    """The spans of one request: the request's, and the running stage's, opened on first need."""
+
+    def __init__(self, tracer: Any) -> None:
+        self._tracer = tracer
+        self._started = _now_ns()
+        self._process: Any = None
+        self._process_token: Token[otel_context.Context] | None = None
+        self._stage: tuple[str, int] | None = None
+        self._stage_span: Any = None
+        self._stage_token: Token[otel_context.Context] | None = None
+
+    def stage_started(self, name: str) -> None:
+        self._stage = (f'pydantic_ai_history.{name}', _now_ns())
+
+    def open(self) -> None:
+        """Open the request's span and the running stage's (with the times they began); make them current."""
+        if self._process is None:
+            self._process = self._tracer.start_span(PROCESS_SPAN, start_time=self._started)
+            self._process_token = otel_context.attach(trace.set_span_in_context(self._process))
+        if self._stage is not None and self._stage_span is None:
+            name, started = self._stage
+            self._stage_span = self._tracer.start_span(name, start_time=started)
+            self._stage_token = otel_context.attach(trace.set_span_in_context(self._stage_span))
+
+    def stage_finished(self, changed: bool) -> None:
+        """End the stage's span; one that changed the history gets its span now if it had none."""
+        if changed:
+            self.open()
+        if self._stage_span is not None and self._stage_token is not None:
+            otel_context.detach(self._stage_token)
+            self._stage_span.end()
+        self._stage, self._stage_span, self._stage_token = None, None, None
+
+    def finish(self, changed: bool, attributes: dict[str, Any]) -> None:
+        """End the request's span (opened now if the history changed), with the request's figures."""
+        if changed:
+            self.open()
+        if self._process is not None and self._process.is_recording():
+            self._process.set_attributes(attributes)
+        self.close()
+
+    def close(self) -> None:
+        """End whatever is still open (a request that raised); idempotent."""
+        if self._stage_span is not None:
+            self.stage_finished(changed=False)
+        if self._process is not None and self._process_token is not None:
+            otel_context.detach(self._process_token)
+            self._process.end()
+            self._process, self._process_token = None, None
