@@ -59,6 +59,11 @@ __all__ = ('ArtifactPlanner',)
 
 logger = logging.getLogger('pydantic_ai_history.artifacts')
 
+PLAN_SPAN = 'pydantic_ai_history.artifact_plan'
+"""The span around the planner model's request (its `chat` span nests inside)."""
+SUMMARY_SPAN = 'pydantic_ai_history.artifact_summary'
+"""The span around one artifact summary's request."""
+
 _HEADER_TOKENS = 80
 """Reserved for the marker line that heads a reduced artifact."""
 
@@ -237,14 +242,16 @@ class ArtifactPlanner:
             )
             model = settings.planner_model if settings.planner_model is not None else context.summarizer_model
             if choice and model is not None:
-                plan, failure = await llm_plan(
-                    candidates,
-                    question=question,
-                    budget_tokens=budget,
-                    model=model,
-                    settings=settings,
-                    operations=operations_of(context),
-                )
+                # a span of our own: the planner's request nests under the stage's (see `DeferredSpans`)
+                with context.span(PLAN_SPAN, {'pydantic_ai_history.artifacts.candidates': len(candidates)}):
+                    plan, failure = await llm_plan(
+                        candidates,
+                        question=question,
+                        budget_tokens=budget,
+                        model=model,
+                        settings=settings,
+                        operations=operations_of(context),
+                    )
                 if failure is not None:
                     context.warn(
                         'artifact_planner_failed',
@@ -399,14 +406,15 @@ class ArtifactPlanner:
             chars = int(input_cap * len(text) / max(counter.count_text(text), 1))
             cut = functools.partial(extract_passages, text, focus, chars, chunk_chars=settings.chunk_chars)
             text = (await context.off_loop(cut) if _large(candidate) else cut()).text
-        summary = await summarize_text(
-            text,
-            focus=focus,
-            model=model,
-            max_tokens=max_tokens,
-            timeout=summarizer.timeout,
-            operations=operations_of(context),
-        )
+        with context.span(SUMMARY_SPAN, {'pydantic_ai_history.artifacts.max_tokens': max_tokens}):
+            summary = await summarize_text(
+                text,
+                focus=focus,
+                model=model,
+                max_tokens=max_tokens,
+                timeout=summarizer.timeout,
+                operations=operations_of(context),
+            )
         if counter.count_text(summary) > max_tokens:
             summary = counter.truncate_text(summary, max_tokens)
         if context.cache is not None:
