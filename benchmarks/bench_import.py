@@ -11,7 +11,7 @@ the import loads beyond pydantic-ai are listed from `sys.modules`.
 Variants:
   - ours: this checkout (`src/` first on PYTHONPATH), in `--python` (default: this interpreter);
   - before: another checkout of this package (`--before-src PATH`, e.g. main's `src/`), same interpreter;
-  - harness: `pydantic_ai_harness.compaction` in the harness venv of `run_peers.py` (benchmarks/.venvs/harness,
+  - harness: `pydantic_ai_harness.compaction` in the harness venv of `run_peers.py` (`.venvs/harness`,
     pydantic-ai-harness 0.62.0, which pins pydantic-ai-slim 2.62.0; created with uv on first use), or
     `--harness-python PATH`. `--no-harness` skips it.
 
@@ -66,7 +66,9 @@ class Variant:
 
 
 def _env(variant: Variant) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ('VIRTUAL_ENV', 'PYTHONPATH', 'TIKTOKEN_CACHE_DIR')}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ('VIRTUAL_ENV', 'PYTHONPATH', 'TIKTOKEN_CACHE_DIR')
+    }
     if variant.pythonpath:
         env['PYTHONPATH'] = variant.pythonpath
     return env
@@ -243,7 +245,10 @@ def main() -> None:
     variants = _variants(args)
     results = {}
     for variant in variants:
-        print(f'[import] {variant.label}: {variant.python} -c "import pydantic_ai, {variant.module}"', flush=True)
+        print(
+            f'[import] {variant.label}: {variant.python} -c "import pydantic_ai, {variant.module}"',
+            flush=True,
+        )
         results[variant.label] = measure(variant, args.runs)
     text = render(results, variants, args)
     print(text)
