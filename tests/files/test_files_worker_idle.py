@@ -15,13 +15,6 @@ import pytest
 from pydantic_ai_history.files import ConvertedDocument, FileSettings, _worker, read_file
 
 
-@pytest.fixture
-def no_workers() -> Iterator[None]:
-    _worker.shutdown_workers()
-    yield
-    _worker.shutdown_workers()
-
-
 def _idle_processes() -> list[int]:
     pool = _worker._current_pool()
     with pool._condition:
@@ -42,10 +35,21 @@ def _wait_for(condition: Callable[[], bool], seconds: float = 60.0) -> bool:
     return False
 
 
+@pytest.fixture
+def no_workers() -> Iterator[None]:
+    """No worker alive or being started (a stopped worker is replaced in the background)."""
+    pool = _worker._current_pool()
+    assert _wait_for(lambda: pool._busy == 0)
+    _worker.shutdown_workers()
+    yield
+    _worker.shutdown_workers()
+
+
 @pytest.mark.usefixtures('no_workers')
 def test_an_idle_worker_is_stopped_and_the_next_document_starts_one(documents: Path) -> None:
     docx = (documents / 'test.docx').read_bytes()
-    keep, stop = FileSettings(conversion_idle_seconds=math.inf), FileSettings(conversion_idle_seconds=0.5)
+    keep = FileSettings(conversion_idle_seconds=math.inf, conversion_workers=1)
+    stop = FileSettings(conversion_idle_seconds=0.5, conversion_workers=1)
     assert not _idle_processes()
     first = read_file(docx, name='test.docx', settings=keep)
     assert isinstance(first, ConvertedDocument)
