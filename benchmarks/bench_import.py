@@ -1,12 +1,14 @@
 """What `import pydantic_ai_history` adds over `import pydantic_ai`, against harness's compaction module.
 
 For each variant, fresh interpreters run `python -c "import pydantic_ai"` (the base) and
-`python -c "import pydantic_ai, MODULE"` alternately, RUNS times each after one warm-up pair (which also
-writes the bytecode caches); the figure is the median of the per-pair differences of wall time (the pairs
-share the machine's momentary load). A second figure comes from `python -X importtime -c "import pydantic_ai,
-MODULE"`: the summed cumulative time of what the second import statement loads, median over RUNS runs (this
-excludes interpreter start-up and is less noisy, but adds importtime's own overhead per module). The modules
-the import loads beyond pydantic-ai are listed from `sys.modules`.
+`python -c "import pydantic_ai, MODULE"` alternately, RUNS times each after one warm-up pair. The warm-up
+writes the bytecode caches, under benchmarks/.data/pycache for every variant (`PYTHONPYCACHEPREFIX`): with
+PYTHONDONTWRITEBYTECODE set, or a venv installed without bytecode, every run would compile the sources
+again. Figures: the median of the per-pair differences of wall time (a pair shares the machine's momentary
+load) and of CPU time (user + system of the child, less sensitive to other work on the machine); and from
+`python -X importtime -c "import pydantic_ai, MODULE"`, the summed cumulative time of what the second import
+statement loads, median over RUNS runs (no interpreter start-up, but importtime's own overhead per module).
+The modules the import adds to `sys.modules` are listed.
 
 Variants:
   - ours: this checkout (`src/` first on PYTHONPATH), in `--python` (default: this interpreter);
@@ -27,17 +29,21 @@ import datetime as dt
 import json
 import os
 import re
+import resource
 import shlex
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from run_peers import RESULTS, ROOT, _base_python, _cpu_model, ensure_venv
+from run_peers import DATA, RESULTS, ROOT, _base_python, _cpu_model, ensure_venv
 
 SECTION = '## Import time'
+PYCACHE = DATA / 'pycache'
+"""Every variant's bytecode cache (`PYTHONPYCACHEPREFIX`): written by the warm-up run, never beside the
+sources (another checkout is only read), and the same for every variant."""
 HEAVY = ('PIL', 'markitdown', 'pydantic_ai_history.files._read', 'tiktoken', 'defusedxml', 'sqlite3')
 """Modules reported as loaded or not by each variant's import."""
 
@@ -66,18 +72,23 @@ class Variant:
 
 
 def _env(variant: Variant) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ('VIRTUAL_ENV', 'PYTHONPATH', 'TIKTOKEN_CACHE_DIR')
-    }
+    unset = ('VIRTUAL_ENV', 'PYTHONPATH', 'TIKTOKEN_CACHE_DIR', 'PYTHONDONTWRITEBYTECODE')
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env['PYTHONPYCACHEPREFIX'] = str(PYCACHE)
     if variant.pythonpath:
         env['PYTHONPATH'] = variant.pythonpath
     return env
 
 
-def _wall(variant: Variant, code: str) -> float:
+def _run(variant: Variant, code: str) -> tuple[float, float]:
+    """Wall and CPU (user + system) ms of a fresh interpreter running `code`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run([variant.python, '-c', code], check=True, env=_env(variant))
-    return (time.perf_counter() - started) * 1000
+    wall = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return wall, cpu
 
 
 def _importtime(variant: Variant) -> float:
@@ -99,37 +110,37 @@ def _importtime(variant: Variant) -> float:
     return total / 1000
 
 
-@dataclass(frozen=True, kw_only=True)
-class Result:
-    """One variant's figures (ms are medians)."""
+@dataclass(kw_only=True)
+class Samples:
+    """One variant's measurements, one entry per round."""
 
-    base_ms: float
-    with_ms: float
-    added_ms: float
-    added_quartiles: tuple[float, float]
-    importtime_ms: float
-    modules: int
-    """How many modules the import adds to `sys.modules`."""
-    other_packages: list[str]
-    """Top-level packages other than the measured one among them."""
-    heavy: dict[str, bool]
+    base_wall: list[float] = field(default_factory=list)
+    added_wall: list[float] = field(default_factory=list)
+    added_cpu: list[float] = field(default_factory=list)
+    importtime: list[float] = field(default_factory=list)
+
+    def pair(self, variant: Variant, swap: bool) -> None:
+        base_code, with_code = 'import pydantic_ai', f'import pydantic_ai, {variant.module}'
+        if swap:  # alternate which runs first within a pair
+            (with_wall, with_cpu), (base_wall, base_cpu) = _run(variant, with_code), _run(variant, base_code)
+        else:
+            (base_wall, base_cpu), (with_wall, with_cpu) = _run(variant, base_code), _run(variant, with_code)
+        self.base_wall.append(base_wall)
+        self.added_wall.append(with_wall - base_wall)
+        self.added_cpu.append(with_cpu - base_cpu)
+        self.importtime.append(_importtime(variant))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Loaded:
+    """What the import adds to `sys.modules`."""
+
+    modules: list[str]
     pydantic_ai: str
     """pydantic-ai-slim's version in the interpreter."""
 
 
-def measure(variant: Variant, runs: int) -> Result:
-    base_code, with_code = 'import pydantic_ai', f'import pydantic_ai, {variant.module}'
-    _wall(variant, base_code), _wall(variant, with_code)  # warm-up, bytecode caches
-    bases, withs, added = [], [], []
-    for i in range(runs):
-        if i % 2:  # alternate which runs first within a pair
-            w, b = _wall(variant, with_code), _wall(variant, base_code)
-        else:
-            b, w = _wall(variant, base_code), _wall(variant, with_code)
-        bases.append(b)
-        withs.append(w)
-        added.append(w - b)
-    importtimes = [_importtime(variant) for _ in range(runs)]
+def _loaded(variant: Variant) -> Loaded:
     probe = subprocess.run(
         [variant.python, '-c', _PROBE.format(module=variant.module)],
         check=True,
@@ -138,19 +149,24 @@ def measure(variant: Variant, runs: int) -> Result:
         text=True,
     )
     loaded = json.loads(probe.stdout)
-    modules: list[str] = loaded['added']
-    quartiles = statistics.quantiles(added, n=4) if runs >= 4 else [min(added), max(added)]
-    return Result(
-        base_ms=statistics.median(bases),
-        with_ms=statistics.median(withs),
-        added_ms=statistics.median(added),
-        added_quartiles=(quartiles[0], quartiles[-1]),
-        importtime_ms=statistics.median(importtimes),
-        modules=len(modules),
-        other_packages=sorted({m.split('.')[0] for m in modules} - {variant.module.split('.')[0]}),
-        heavy={name: name in modules for name in HEAVY},
-        pydantic_ai=loaded['pydantic_ai'],
-    )
+    return Loaded(modules=loaded['added'], pydantic_ai=loaded['pydantic_ai'])
+
+
+def measure(variants: list[Variant], runs: int) -> dict[str, Samples]:
+    """RUNS rounds; each round measures every variant once, so a burst of load hits all of them."""
+    samples = {variant.label: Samples() for variant in variants}
+    for variant in variants:  # warm-up: bytecode caches, file system caches
+        _run(variant, 'import pydantic_ai'), _run(variant, f'import pydantic_ai, {variant.module}')
+    for i in range(runs):
+        for variant in variants:
+            samples[variant.label].pair(variant, swap=bool(i % 2))
+        print(f'[import] round {i + 1}/{runs}', flush=True)
+    return samples
+
+
+def _median_iqr(values: list[float]) -> str:
+    quartiles = statistics.quantiles(values, n=4) if len(values) >= 4 else [min(values), max(values)]
+    return f'**{statistics.median(values):.0f}** ({quartiles[0]:.0f} to {quartiles[-1]:.0f})'
 
 
 def _variants(args: argparse.Namespace) -> list[Variant]:
@@ -189,36 +205,43 @@ def _variants(args: argparse.Namespace) -> list[Variant]:
     return variants
 
 
-def render(results: dict[str, Result], variants: list[Variant], args: argparse.Namespace) -> str:
+def render(
+    samples: dict[str, Samples], loaded: dict[str, Loaded], variants: list[Variant], args: argparse.Namespace
+) -> str:
     command = shlex.join(['python', 'benchmarks/bench_import.py', *sys.argv[1:]])
-    load = os.getloadavg()[0]
     lines = [
         SECTION,
         '',
-        f'Produced by `{command}` on {dt.date.today().isoformat()} ({args.runs} runs per variant). Machine: '
+        f'Produced by `{command}` on {dt.date.today().isoformat()} ({args.runs} rounds). Machine: '
         f'{os.cpu_count()} CPUs, {_cpu_model()}; 1-min load average {args.load_start:.1f} at start and '
-        f'{load:.1f} at end. Python {sys.version.split()[0]}. Method: the docstring of '
-        '`benchmarks/bench_import.py` (wall: median of paired differences of fresh interpreters, with the '
-        'interquartile range; importtime: `python -X importtime`, summed cumulative of the second import).',
+        f'{os.getloadavg()[0]:.1f} at end. Python {sys.version.split()[0]}. Method: the docstring of '
+        '`benchmarks/bench_import.py`. "Added" is what `import pydantic_ai, MODULE` costs over '
+        '`import pydantic_ai` in a fresh interpreter: the median, with the interquartile range, in ms.',
         '',
-        '| variant | module | pydantic-ai-slim | `import pydantic_ai` (ms) | added, wall (ms) | '
-        'added, importtime (ms) | modules added | other packages loaded |',
-        '|---|---|---|---:|---:|---:|---:|---|',
+        '| variant | module | pydantic-ai-slim | `import pydantic_ai`, wall | added, wall | added, CPU | '
+        "added, `-X importtime` | modules added (of them pydantic-ai's) | other packages loaded |",
+        '|---|---|---|---:|---:|---:|---:|---:|---|',
     ]
     for variant in variants:
-        r = results[variant.label]
-        low, high = r.added_quartiles
-        others = ', '.join(f'`{p}`' for p in r.other_packages) or 'none'
+        s, found = samples[variant.label], loaded[variant.label]
+        own = variant.module.split('.')[0]
+        pai = sum(m.split('.')[0] == 'pydantic_ai' for m in found.modules)
+        others = sorted({m.split('.')[0] for m in found.modules} - {own, 'pydantic_ai'})
+        others = [name for name in others if not name.startswith('_')]  # C parts of stdlib modules
         lines.append(
-            f'| {variant.label} | `{variant.module}` | {r.pydantic_ai} | {r.base_ms:.0f} | '
-            f'**{r.added_ms:.0f}** ({low:.0f}–{high:.0f}) | {r.importtime_ms:.0f} | {r.modules} | {others} |'
+            f'| {variant.label} | `{variant.module}` | {found.pydantic_ai} | '
+            f'{statistics.median(s.base_wall):.0f} | {_median_iqr(s.added_wall)} | '
+            f'{_median_iqr(s.added_cpu)} | {_median_iqr(s.importtime)} | {len(found.modules)} ({pai}) | '
+            f'{", ".join(f"`{name}`" for name in others) or "none"} |'
         )
     lines += ['', 'Loaded by the import (beyond pydantic-ai):', '']
     lines.append('| variant | ' + ' | '.join(f'`{name}`' for name in HEAVY) + ' |')
     lines.append('|---|' + '---|' * len(HEAVY))
     for variant in variants:
-        heavy = results[variant.label].heavy
-        lines.append(f'| {variant.label} | ' + ' | '.join('yes' if heavy[n] else 'no' for n in HEAVY) + ' |')
+        modules = loaded[variant.label].modules
+        lines.append(
+            f'| {variant.label} | ' + ' | '.join('yes' if n in modules else 'no' for n in HEAVY) + ' |'
+        )
     return '\n'.join(lines) + '\n'
 
 
@@ -243,14 +266,11 @@ def main() -> None:
     args = parser.parse_args()
     args.load_start = os.getloadavg()[0]
     variants = _variants(args)
-    results = {}
     for variant in variants:
-        print(
-            f'[import] {variant.label}: {variant.python} -c "import pydantic_ai, {variant.module}"',
-            flush=True,
-        )
-        results[variant.label] = measure(variant, args.runs)
-    text = render(results, variants, args)
+        print(f'[import] {variant.label}: {variant.python} -c "import pydantic_ai, {variant.module}"')
+    loaded = {variant.label: _loaded(variant) for variant in variants}
+    samples = measure(variants, args.runs)
+    text = render(samples, loaded, variants, args)
     print(text)
     if not args.no_write:
         write_section(text)

@@ -23,8 +23,8 @@ from ._clock import message_time, perf, replay_safe
 from ._compat import (
     HAS_CAPABILITIES,
     CapabilityBase,
-    DurabilityBase,
     ModelMessage,
+    durability_base,
     instrumentation_of,
     run_id_of,
 )
@@ -285,7 +285,8 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         others = [c for c in capabilities if isinstance(c, HistoryProcessor) and c is not self]
         if others:
             raise _duplicate_error([*others, self])
-        if DurabilityBase is not None and any(isinstance(c, DurabilityBase) for c in capabilities):
+        durability = durability_base()
+        if durability is not None and any(isinstance(c, durability) for c in capabilities):
             problem = durable_store_problem(self.store)
             if problem is not None:
                 raise _user_error(problem)
