@@ -44,3 +44,7 @@ def __getattr__(name: str) -> object:
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value  # later lookups skip this hook
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

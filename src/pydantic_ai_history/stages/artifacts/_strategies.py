@@ -7,7 +7,6 @@ from typing import Any
 
 from ..._context import StageOperations
 from ..._marks import READ_ARTIFACT_TOOL
-from ...retrieval import extract_passages
 from ...tokens import TokenCounter
 from ._extract import ARTIFACT_MARKER, Candidate
 
@@ -41,6 +40,8 @@ def extract_text(
     candidate: Candidate, query: str, max_tokens: int, counter: TokenCounter, *, chunk_chars: int
 ) -> str:
     """The chunks most relevant to `query` with their position markers, within `max_tokens` (corrected)."""
+    from ...retrieval import extract_passages  # loaded by the first extraction, not with the package
+
     shown_query = ' '.join(query.split())[:200]
     head = (
         f'{ARTIFACT_MARKER} {candidate.id} | {_describe(candidate)} | '
