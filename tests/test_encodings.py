@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import os
 import subprocess
@@ -116,6 +117,21 @@ def test_an_encoding_the_app_built_first_is_reused(fresh_registry: dict[str, Any
     registry.ENCODINGS['o200k_base'] = apps
     assert load_encoding('o200k_base') is apps
     assert TokenCounter('gpt-4o').count_text('two words') == len(apps.encode_ordinary('two words'))
+
+
+def test_a_module_imported_again_keeps_the_registered_constructor(fresh_registry: dict[str, Any]) -> None:
+    """Temporal's workflow sandbox imports the package again per run; tiktoken (passed through) is shared."""
+    encodings_module.register_with_tiktoken()
+    assert registry.ENCODING_CONSTRUCTORS is not None
+    first = registry.ENCODING_CONSTRUCTORS['o200k_base']
+    spec = importlib.util.find_spec(encodings_module.__name__)
+    assert spec is not None
+    assert spec.loader is not None
+    again = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(again)
+    again.register_with_tiktoken()
+    assert registry.ENCODING_CONSTRUCTORS['o200k_base'] is first  # not wrapped a second time
+    assert again.load_encoding('o200k_base') is load_encoding('o200k_base')
 
 
 def test_damaged_package_falls_back_to_tiktokens_constructor(

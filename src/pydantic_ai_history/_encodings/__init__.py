@@ -27,7 +27,6 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ __all__ = (
     'PACKAGED',
     'EncodingFile',
     'EncodingUnavailableError',
+    'PackagedConstructor',
     'load_encoding',
     'packaged_encoding',
     'parse_bpe',
@@ -144,7 +144,7 @@ def _build(name: str) -> tiktoken.Encoding | str:
         if name in PACKAGED:
             register_with_tiktoken()
         return tiktoken.get_encoding(name)
-    except EncodingUnavailableError as exc:  # from _construct: both sources named
+    except EncodingUnavailableError as exc:  # from PackagedConstructor: both sources named
         return str(exc)
     except Exception as exc:
         return f'tiktoken: {type(exc).__name__}: {exc}'
@@ -165,26 +165,41 @@ def register_with_tiktoken() -> None:
         raise EncodingUnavailableError("tiktoken's registry has no constructors")
     for name, spec in PACKAGED.items():
         current = constructors.get(name)
-        if not (isinstance(current, partial) and current.func is _construct):
-            constructors[name] = partial(_construct, spec, current)
+        if name not in registry.ENCODINGS and not _is_packaged(current):
+            constructors[name] = PackagedConstructor(spec=spec, replaced=current)
 
 
-def _construct(spec: EncodingFile, replaced: Constructor | None) -> dict[str, Any]:
-    """tiktoken's constructor for `spec`: the packaged file, else the constructor this one replaced."""
-    try:
-        return packaged_arguments(spec)
-    except Exception as exc:  # a damaged install: tiktoken may still have the file cached
-        if replaced is None:
-            raise
-        failure = exc
-    try:
-        arguments = replaced()
-    except Exception as exc:
-        raise EncodingUnavailableError(
-            f'the packaged file: {failure}; tiktoken: {type(exc).__name__}: {exc}'
-        ) from exc
-    logger.warning('%s encoding loaded by tiktoken; the packaged file: %s', spec.name, failure)
-    return arguments
+@dataclass(frozen=True, kw_only=True)
+class PackagedConstructor:
+    """tiktoken's constructor for a packaged encoding: the packaged file, else the constructor it replaced."""
+
+    spec: EncodingFile
+    """The packaged encoding."""
+    replaced: Constructor | None
+    """The constructor registered before (tiktoken's own, which downloads), for a damaged install."""
+
+    def __call__(self) -> dict[str, Any]:
+        try:
+            return packaged_arguments(self.spec)
+        except Exception as exc:  # a damaged install: tiktoken may still have the file cached
+            if self.replaced is None:
+                raise
+            failure = exc
+        try:
+            arguments = self.replaced()
+        except Exception as exc:
+            raise EncodingUnavailableError(
+                f'the packaged file: {failure}; tiktoken: {type(exc).__name__}: {exc}'
+            ) from exc
+        logger.warning('%s encoding loaded by tiktoken; the packaged file: %s', self.spec.name, failure)
+        return arguments
+
+
+def _is_packaged(constructor: object) -> bool:
+    # By name, not identity: this module imported again (Temporal's workflow sandbox re-imports it) must
+    # recognise the constructor an earlier import registered, instead of wrapping it once more.
+    kind = type(constructor)
+    return kind.__module__ == __name__ and kind.__qualname__ == PackagedConstructor.__qualname__
 
 
 def packaged_arguments(spec: EncodingFile) -> dict[str, Any]:
