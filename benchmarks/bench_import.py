@@ -24,7 +24,8 @@ Variants:
 
 Writes the "## Import time" section of benchmarks/RESULTS.md (`--no-write` only prints it).
 
-Run: python benchmarks/bench_import.py [--runs 20] [--bytecode cached,none] [--before-src ../main/src] [--no-write]
+Run: python benchmarks/bench_import.py [--runs 20] [--bytecode cached,none] [--before-src ../main/src]
+     [--no-write]
 """
 
 from __future__ import annotations
