@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import os
 import subprocess
@@ -13,12 +14,19 @@ from typing import Any
 
 import pytest
 import tiktoken
+from tiktoken import registry
 from tiktoken.load import load_tiktoken_bpe
 
 import pydantic_ai_history._encodings as encodings_module
 import pydantic_ai_history.tokens as tokens_module
 from _tiktoken_reference import packaged_path, published, reference_encoding
-from pydantic_ai_history._encodings import PACKAGED, load_encoding, packaged_encoding, parse_bpe
+from pydantic_ai_history._encodings import (
+    PACKAGED,
+    EncodingUnavailableError,
+    load_encoding,
+    packaged_encoding,
+    parse_bpe,
+)
 from pydantic_ai_history.testing import StrictProvider
 from pydantic_ai_history.tokens import TokenCounter, estimate_tokens_offline
 
@@ -79,15 +87,83 @@ def test_damaged_file_is_refused() -> None:
         packaged_encoding(damaged)
 
 
-def test_damaged_package_falls_back_to_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
-    def damaged(spec: Any) -> Any:
-        raise ValueError('o200k_base.tiktoken has sha256 0000, expected 446a')
-
-    fallback = reference_encoding('o200k_base')
+@pytest.fixture
+def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """tiktoken's registry as in a process that has built no encoding yet (its constructors discovered);
+    returns the constructors, which the test may replace before the package registers its own."""
+    registry.list_encoding_names()
+    assert registry.ENCODING_CONSTRUCTORS is not None
+    constructors = dict(registry.ENCODING_CONSTRUCTORS)
+    monkeypatch.setattr(registry, 'ENCODING_CONSTRUCTORS', constructors)
+    monkeypatch.setattr(registry, 'ENCODINGS', {})
     monkeypatch.setattr(encodings_module, '_loaded', {})
-    monkeypatch.setattr(encodings_module, 'packaged_encoding', damaged)
-    monkeypatch.setattr(tiktoken, 'get_encoding', lambda name: fallback)
-    assert load_encoding('o200k_base') is fallback
+    return constructors
+
+
+TOY = {'pat_str': r'\S+|\s+', 'mergeable_ranks': {bytes([i]): i for i in range(256)}, 'special_tokens': {}}
+"""The arguments of a byte-level encoding: stands for what tiktoken's own constructor would download."""
+
+
+def test_the_packaged_encoding_is_built_by_tiktoken_once(fresh_registry: dict[str, Any]) -> None:
+    ours = load_encoding('o200k_base')
+    assert tiktoken.get_encoding('o200k_base') is ours
+    assert tiktoken.encoding_for_model('gpt-4o') is ours
+    assert {'o200k_base': ours} == registry.ENCODINGS  # cl100k is registered, not built
+    assert tiktoken.get_encoding('cl100k_base') is load_encoding('cl100k_base')
+
+
+def test_an_encoding_the_app_built_first_is_reused(fresh_registry: dict[str, Any]) -> None:
+    apps = tiktoken.Encoding('o200k_base', **TOY)
+    registry.ENCODINGS['o200k_base'] = apps
+    assert load_encoding('o200k_base') is apps
+    assert TokenCounter('gpt-4o').count_text('two words') == len(apps.encode_ordinary('two words'))
+
+
+def test_a_module_imported_again_keeps_the_registered_constructor(fresh_registry: dict[str, Any]) -> None:
+    """Temporal's workflow sandbox imports the package again per run; tiktoken (passed through) is shared."""
+    encodings_module.register_with_tiktoken()
+    assert registry.ENCODING_CONSTRUCTORS is not None
+    first = registry.ENCODING_CONSTRUCTORS['o200k_base']
+    spec = importlib.util.find_spec(encodings_module.__name__)
+    assert spec is not None
+    assert spec.loader is not None
+    again = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(again)
+    again.register_with_tiktoken()
+    assert registry.ENCODING_CONSTRUCTORS['o200k_base'] is first  # not wrapped a second time
+    assert again.load_encoding('o200k_base') is load_encoding('o200k_base')
+
+
+def test_damaged_package_falls_back_to_tiktokens_constructor(
+    fresh_registry: dict[str, Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    spec = PACKAGED['o200k_base']
+    monkeypatch.setitem(PACKAGED, 'o200k_base', type(spec)(**{**spec.__dict__, 'sha256': '0' * 64}))
+    fresh_registry['o200k_base'] = lambda: {'name': 'o200k_base', **TOY}
+    with caplog.at_level(logging.WARNING, logger='pydantic_ai_history.tokens'):
+        encoding = load_encoding('o200k_base')
+    assert encoding.n_vocab == 256  # the replaced constructor's encoding
+    assert tiktoken.get_encoding('o200k_base') is encoding
+    assert [r.getMessage() for r in caplog.records] == [
+        'o200k_base encoding loaded by tiktoken; the packaged file: o200k_base.tiktoken has sha256 '
+        '446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d, expected ' + '0' * 64
+    ]
+
+
+def test_damaged_package_and_no_tiktoken_names_both(
+    fresh_registry: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def offline() -> dict[str, Any]:
+        raise ConnectionError('no network')
+
+    spec = PACKAGED['o200k_base']
+    monkeypatch.setitem(PACKAGED, 'o200k_base', type(spec)(**{**spec.__dict__, 'sha256': '0' * 64}))
+    fresh_registry['o200k_base'] = offline
+    with pytest.raises(
+        EncodingUnavailableError, match=r'the packaged file: .*sha256.*; tiktoken: ConnectionError'
+    ):
+        load_encoding('o200k_base')
+    assert 'o200k_base' not in registry.ENCODINGS
 
 
 def test_neither_source_means_one_warning_and_an_estimate(
@@ -124,7 +200,8 @@ def test_unknown_encoding_is_asked_of_tiktoken(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_fresh_process_without_cache_or_network_counts_exactly(tmp_path: Path) -> None:
-    """No TIKTOKEN_CACHE_DIR, HOME and the temp dir empty, every proxy dead, sockets refused: exact counts."""
+    """No TIKTOKEN_CACHE_DIR, HOME and the temp dir empty, every proxy dead, sockets refused: exact counts,
+    and tiktoken's own `get_encoding` returns the package's encodings, each file parsed once."""
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith('_proxy')}
     env.pop('TIKTOKEN_CACHE_DIR', None)
     env.pop('DATA_GYM_CACHE_DIR', None)
@@ -144,11 +221,20 @@ def test_fresh_process_without_cache_or_network_counts_exactly(tmp_path: Path) -
 
         socket.socket.connect = refuse
         socket.create_connection = refuse
+        import tiktoken
+        import pydantic_ai_history._encodings as encodings
         from pydantic_ai_history.tokens import TokenCounter
 
+        parse, parsed = encodings.parse_bpe, []
+        encodings.parse_bpe = lambda data: parsed.append(len(data)) or parse(data)
         for model in ('gpt-4o', 'gpt-4'):
             counter = TokenCounter(model)
             print(counter.offline, counter.count_text('The quick brown fox jumps over the lazy dog.'))
+        # the app's own tiktoken calls get the same objects, built once each
+        o200k, cl100k = encodings.load_encoding('o200k_base'), encodings.load_encoding('cl100k_base')
+        assert tiktoken.get_encoding('o200k_base') is o200k is tiktoken.encoding_for_model('gpt-4o')
+        assert tiktoken.get_encoding('cl100k_base') is cl100k is tiktoken.encoding_for_model('gpt-4')
+        assert len(parsed) == 2, parsed
         """
     )
     result = subprocess.run(

@@ -51,7 +51,6 @@ __all__ = (
     'BinaryContent',
     'CapabilityBase',
     'CapabilityEventBase',
-    'DurabilityBase',
     'ModelMessage',
     'ModelRequest',
     'ModelRequestPart',
@@ -66,6 +65,7 @@ __all__ = (
     'answered_call_id',
     'compaction_unavailable',
     'decode_data_url',
+    'durability_base',
     'durable_operation',
     'instrumentation_of',
     'instrumented_agent_options',
@@ -187,13 +187,22 @@ else:
 
 try:
     from pydantic_ai.capabilities import durable_operation as _durable_operation
-    from pydantic_ai.durable_exec import BaseDurabilityCapability as _BaseDurability
 except ImportError:  # before pydantic-ai 2.x: no durable operations, every call runs where it is made
     _durable_operation = None  # type: ignore[assignment]
-    _BaseDurability = None  # type: ignore[assignment,misc]
 
-DurabilityBase: type[Any] | None = _BaseDurability
-"""pydantic-ai's durability capability base (Temporal, DBOS, Prefect), where the version has one."""
+
+def durability_base() -> type[Any] | None:
+    """pydantic-ai's durability capability base (Temporal, DBOS, Prefect), where the version has one.
+
+    Imported when first asked for, not with this module: it loads pydantic-ai's durable-execution machinery
+    (some 20 ms), which an app without a durable engine never needs.
+    """
+    try:
+        from pydantic_ai.durable_exec import BaseDurabilityCapability
+    except ImportError:  # before pydantic-ai 2.x
+        return None
+    return BaseDurabilityCapability
+
 
 _OperationT = TypeVar('_OperationT', bound=Callable[..., Awaitable[Any]])
 

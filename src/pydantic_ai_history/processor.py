@@ -27,8 +27,8 @@ from ._clock import message_time, perf, replay_safe
 from ._compat import (
     HAS_CAPABILITIES,
     CapabilityBase,
-    DurabilityBase,
     ModelMessage,
+    durability_base,
     instrumentation_of,
     run_id_of,
 )
@@ -358,7 +358,8 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         owner = _tool_owner(agent, self.readback_tool_name)
         if owner is not None:
             raise _user_error(_clash_message(self.readback_tool_name, owner))
-        if DurabilityBase is not None and any(isinstance(c, DurabilityBase) for c in capabilities):
+        durability = durability_base()
+        if durability is not None and any(isinstance(c, durability) for c in capabilities):
             problem = durable_store_problem(self.store)
             if problem is not None:
                 raise _user_error(problem)

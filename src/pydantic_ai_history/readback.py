@@ -27,7 +27,7 @@ from ._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
 from ._marks import READ_ARTIFACT_TOOL
 from ._offload import OFF_LOOP_CHARS
 from ._pages import Page
-from .files import ConvertedDocument, FileSettings, read_file
+from .files import ConvertedDocument, FileResult, FileSettings
 from .store import ArtifactStore, InvalidArtifactId, StoreError
 
 __all__ = (
@@ -189,10 +189,14 @@ async def _whole_document(data: bytes, media_type: str) -> str | None:
     """The full markdown of a stored document (PDF, DOCX, ...); None for images, audio, unreadable bytes."""
     if media_type.startswith(('image/', 'audio/', 'video/')):
         return None
-    result = await anyio.to_thread.run_sync(
-        partial(read_file, data, media_type=media_type, settings=_NO_CUTS)
-    )
+    result = await anyio.to_thread.run_sync(partial(_read_in_full, data, media_type))
     return result.text if isinstance(result, ConvertedDocument) else None
+
+
+def _read_in_full(data: bytes, media_type: str) -> FileResult:
+    from .files import read_file  # the readers load on first use: here, off the event loop
+
+    return read_file(data, media_type=media_type, settings=_NO_CUTS)
 
 
 _READBACK_CALL = '(artifact_id='

@@ -2,7 +2,17 @@
 
 The files are byte-for-byte the ones tiktoken downloads (`tiktoken_ext/openai_public.py` names their URLs and
 sha256 hashes, repeated below and re-checked on every load and by the test suite); the pattern and special
-tokens are tiktoken's own for each encoding. An encoding is built once per process and shared.
+tokens are tiktoken's own for each encoding.
+
+One copy per process, shared with tiktoken: on the first count, this package registers a constructor for each
+packaged encoding in tiktoken's own registry (`tiktoken.registry.ENCODING_CONSTRUCTORS`, where tiktoken's
+plugins put theirs) and asks tiktoken for the encoding (`tiktoken.get_encoding`). tiktoken builds it once,
+from the packaged file, under its own lock, and caches it; an app that also calls
+`tiktoken.get_encoding('o200k_base')` or `tiktoken.encoding_for_model('gpt-4o')` gets the same object, with
+no download and no `TIKTOKEN_CACHE_DIR`. An encoding tiktoken already built (the app asked first) is simply
+reused. A packaged file that fails its hash falls back to tiktoken's own constructor (its cache or the
+network), with a warning. (A `tiktoken_ext` plugin cannot do this: tiktoken refuses two plugins that define
+the same encoding name, and `openai_public` defines these.)
 
 tiktoken's `load_tiktoken_bpe` is not used on the packaged path because it copies any file it reads into
 its cache directory (and raises when a user-set `TIKTOKEN_CACHE_DIR` is read-only); the parsing below is its
@@ -15,9 +25,10 @@ import binascii
 import hashlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import tiktoken
@@ -26,9 +37,11 @@ __all__ = (
     'PACKAGED',
     'EncodingFile',
     'EncodingUnavailableError',
+    'PackagedConstructor',
     'load_encoding',
     'packaged_encoding',
     'parse_bpe',
+    'register_with_tiktoken',
 )
 
 logger = logging.getLogger('pydantic_ai_history.tokens')
@@ -95,8 +108,11 @@ PACKAGED: dict[str, EncodingFile] = {
 """The encodings this package ships, by tiktoken name."""
 
 _loaded: dict[str, tiktoken.Encoding | str] = {}
-"""Each encoding built so far, or why it could not be (so a failure costs one attempt per process)."""
+"""Each encoding obtained so far, or why it could not be (so a failure costs one attempt per process)."""
 _lock = threading.Lock()
+
+Constructor = Callable[[], dict[str, Any]]
+"""What tiktoken's registry holds per encoding name: a function returning `tiktoken.Encoding`'s arguments."""
 
 
 class EncodingUnavailableError(RuntimeError):
@@ -104,14 +120,15 @@ class EncodingUnavailableError(RuntimeError):
 
 
 def load_encoding(name: str) -> tiktoken.Encoding:
-    """The tiktoken encoding `name`: from the packaged file when there is one, else from tiktoken.
+    """The tiktoken encoding `name`, as `tiktoken.get_encoding` returns it: one object per process, shared
+    with the app. A packaged encoding is built from the packaged file (see the module docstring).
 
-    Built once per process. Raises `EncodingUnavailableError` when neither source has it (not packaged, or
-    the packaged file damaged, and no network or tiktoken cache); callers fall back to the offline estimate.
+    Raises `EncodingUnavailableError` when no source has it (not packaged, or the packaged file damaged,
+    and no network or tiktoken cache); callers fall back to the offline estimate.
     """
     loaded = _loaded.get(name)
     if loaded is None:
-        with _lock:  # two threads counting at once build the encoding (about 0.35 s) once
+        with _lock:  # two threads counting at once ask once (building an encoding takes about 0.35 s)
             loaded = _loaded.get(name)
             if loaded is None:
                 loaded = _loaded[name] = _build(name)
@@ -121,38 +138,89 @@ def load_encoding(name: str) -> tiktoken.Encoding:
 
 
 def _build(name: str) -> tiktoken.Encoding | str:
-    packaged_failure = ''
-    spec = PACKAGED.get(name)
-    if spec is not None:
-        try:
-            return packaged_encoding(spec)
-        except Exception as exc:  # a damaged install: tiktoken may still have the file cached
-            packaged_failure = f'the packaged file: {exc}; '
     try:
         import tiktoken
 
-        encoding = tiktoken.get_encoding(name)
+        if name in PACKAGED:
+            register_with_tiktoken()
+        return tiktoken.get_encoding(name)
+    except EncodingUnavailableError as exc:  # from PackagedConstructor: both sources named
+        return str(exc)
     except Exception as exc:
-        return f'{packaged_failure}tiktoken: {type(exc).__name__}: {exc}'
-    if packaged_failure:
-        logger.warning('%s encoding loaded from tiktoken; %s', name, packaged_failure.rstrip('; '))
-    return encoding
+        return f'tiktoken: {type(exc).__name__}: {exc}'
 
 
-def packaged_encoding(spec: EncodingFile) -> tiktoken.Encoding:
-    """Build `spec`'s encoding from the packaged file, after checking its sha256 against tiktoken's."""
-    import tiktoken
+def register_with_tiktoken() -> None:
+    """Make tiktoken build the packaged encodings from the packaged files (idempotent).
 
+    Each packaged name's constructor in `tiktoken.registry.ENCODING_CONSTRUCTORS` is replaced by one that
+    reads the packaged file and, should it be damaged, calls the constructor it replaced. Encodings tiktoken
+    has already built are left as they are.
+    """
+    from tiktoken import registry
+
+    registry.list_encoding_names()  # tiktoken discovers its plugins' constructors once; ours go over them
+    constructors = registry.ENCODING_CONSTRUCTORS
+    if constructors is None:  # pragma: no cover - list_encoding_names() fills it or raises
+        raise EncodingUnavailableError("tiktoken's registry has no constructors")
+    for name, spec in PACKAGED.items():
+        current = constructors.get(name)
+        if name not in registry.ENCODINGS and not _is_packaged(current):
+            constructors[name] = PackagedConstructor(spec=spec, replaced=current)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackagedConstructor:
+    """tiktoken's constructor for a packaged encoding: the packaged file, else the constructor it replaced."""
+
+    spec: EncodingFile
+    """The packaged encoding."""
+    replaced: Constructor | None
+    """The constructor registered before (tiktoken's own, which downloads), for a damaged install."""
+
+    def __call__(self) -> dict[str, Any]:
+        try:
+            return packaged_arguments(self.spec)
+        except Exception as exc:  # a damaged install: tiktoken may still have the file cached
+            if self.replaced is None:
+                raise
+            failure = exc
+        try:
+            arguments = self.replaced()
+        except Exception as exc:
+            raise EncodingUnavailableError(
+                f'the packaged file: {failure}; tiktoken: {type(exc).__name__}: {exc}'
+            ) from exc
+        logger.warning('%s encoding loaded by tiktoken; the packaged file: %s', self.spec.name, failure)
+        return arguments
+
+
+def _is_packaged(constructor: object) -> bool:
+    # By name, not identity: this module imported again (Temporal's workflow sandbox re-imports it) must
+    # recognise the constructor an earlier import registered, instead of wrapping it once more.
+    kind = type(constructor)
+    return kind.__module__ == __name__ and kind.__qualname__ == PackagedConstructor.__qualname__
+
+
+def packaged_arguments(spec: EncodingFile) -> dict[str, Any]:
+    """`tiktoken.Encoding`'s arguments for `spec`, from the packaged file after checking its sha256."""
     data = resources.files(__name__).joinpath(spec.file).read_bytes()
     actual = hashlib.sha256(data).hexdigest()
     if actual != spec.sha256:
         raise ValueError(f'{spec.file} has sha256 {actual}, expected {spec.sha256}')
-    return tiktoken.Encoding(
-        spec.name,
-        pat_str=spec.pat_str,
-        mergeable_ranks=parse_bpe(data),
-        special_tokens=dict(spec.special_tokens),
-    )
+    return {
+        'name': spec.name,
+        'pat_str': spec.pat_str,
+        'mergeable_ranks': parse_bpe(data),
+        'special_tokens': dict(spec.special_tokens),
+    }
+
+
+def packaged_encoding(spec: EncodingFile) -> tiktoken.Encoding:
+    """A new encoding built from `spec`'s packaged file, outside tiktoken's registry (for checks)."""
+    import tiktoken
+
+    return tiktoken.Encoding(**packaged_arguments(spec))
 
 
 def parse_bpe(data: bytes) -> dict[bytes, int]:

@@ -2,14 +2,23 @@
 
 Pure bytes in, results out: nothing here depends on pydantic-ai, so callers decide how results become
 message parts. `read_file` never raises for bad input; it is synchronous and CPU-bound.
+
+The readers (Pillow, markitdown, the format parsers and the worker pool) load on first use of `read_file`,
+`read_path` or `sniff_media_type`, not when this package is imported: an app that never sees a file never
+pays for them.
 """
 
 from __future__ import annotations
 
-from ._read import read_file, read_path
-from ._registry import sniff_media_type
+import importlib
+from typing import TYPE_CHECKING
+
 from ._results import ConvertedDocument, FileResult, FittedAudio, FittedImage, Truncation, UnreadableFile
 from ._settings import FileSettings
+
+if TYPE_CHECKING:
+    from ._read import read_file, read_path
+    from ._registry import sniff_media_type
 
 __all__ = (
     'ConvertedDocument',
@@ -23,3 +32,19 @@ __all__ = (
     'read_path',
     'sniff_media_type',
 )
+
+_LAZY = {'read_file': '._read', 'read_path': '._read', 'sniff_media_type': '._registry'}
+"""Public names whose modules import the readers, by the module that defines them."""
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -12,7 +12,7 @@ __all__ = ('FileSettings',)
 # Bumped when conversion output changes for the same settings, so cached conversions are not reused.
 _CONVERTER_VERSION = 3
 # Settings that change how a conversion runs, never what it produces: left out of cache keys.
-_OPERATIONAL = frozenset({'conversion_isolation', 'conversion_workers'})
+_OPERATIONAL = frozenset({'conversion_isolation', 'conversion_workers', 'conversion_idle_seconds'})
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class FileSettings:
     subprocesses). When a worker cannot be started, conversion falls back to inline with a warning."""
     conversion_workers: int = 2
     """Worker processes converting documents at the same time; further conversions wait for one."""
+    conversion_idle_seconds: float = 60.0
+    """A worker process left idle this long is stopped (it holds the converters, some 150-200 MB); the next
+    document conversion starts a new one, which takes a few seconds. `math.inf` keeps workers until exit."""
     max_uncompressed_bytes: int = 100 * 1024 * 1024
     """ZIP-based documents (DOCX, XLSX, PPTX, ODF, EPUB, ZIP) declaring more uncompressed bytes than this
     are not opened."""
@@ -99,6 +102,12 @@ class FileSettings:
             self.image_max_bytes or limits.image_max_bytes,
             self.image_max_dimension or limits.image_max_dimension,
         )
+
+    def __post_init__(self) -> None:
+        if not self.conversion_idle_seconds >= 0:  # also refuses NaN
+            raise ValueError(
+                f'FileSettings.conversion_idle_seconds must be >= 0, got {self.conversion_idle_seconds!r}'
+            )
 
     def fingerprint(self) -> str:
         """A stable string of every setting (and the converter version), for callers' cache keys."""

@@ -6,7 +6,9 @@ subprocesses speaking length-prefixed pickles on stdin/stdout, not `multiprocess
 re-import the app's `__main__`, which breaks scripts without a main guard. A worker is started on first
 use (loading the converters once, before any deadline runs), kept for later conversions, and killed when a
 conversion runs past `conversion_timeout_seconds` or grows past `conversion_max_memory_bytes` (resident
-size, polled from /proc on Linux; an address-space rlimit 1 GiB above it is the backstop elsewhere).
+size, polled from /proc on Linux; an address-space rlimit 1 GiB above it is the backstop elsewhere). A worker
+idle for `conversion_idle_seconds` (60 s by default) is stopped by a reaper thread, which itself ends when no
+worker is left idle. Every call here blocks: callers run it in a thread, never on an event loop.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import math
 import os
 import pickle
 import queue
@@ -176,6 +179,8 @@ class _Worker:
     memory: int
     replies: queue.Queue[Any] = field(default_factory=queue.Queue)
     jobs: int = 0
+    idle_until: float = math.inf
+    """When the reaper stops it if it is still idle (`time.monotonic()`)."""
 
     @classmethod
     def start(cls, memory: int) -> _Worker:
@@ -289,9 +294,12 @@ class _Pool:
 
     def __init__(self) -> None:
         self._pid = os.getpid()
-        self._condition = threading.Condition()
+        lock = threading.RLock()
+        self._condition = threading.Condition(lock)  # a worker or a slot is free
+        self._idle_changed = threading.Condition(lock)  # the reaper must look again at the idle workers
         self._idle: list[_Worker] = []
         self._busy = 0
+        self._reaping = False
 
     def convert(self, job: Job, settings: FileSettings, fmt: str) -> Outcome:
         worker = self._checkout(settings)
@@ -302,7 +310,7 @@ class _Pool:
             outcome, healthy = worker.convert(job, settings, fmt)
             return outcome
         finally:
-            self._checkin(worker, healthy)
+            self._checkin(worker, healthy, settings.conversion_idle_seconds)
 
     def _checkout(self, settings: FileSettings) -> _Worker | None:
         """An idle worker with the right memory limit, or None when the caller may start one."""
@@ -322,11 +330,11 @@ class _Pool:
                     continue
                 self._condition.wait()
 
-    def _checkin(self, worker: _Worker | None, healthy: bool) -> None:
+    def _checkin(self, worker: _Worker | None, healthy: bool, idle_seconds: float) -> None:
         if worker is not None and healthy:
             with self._condition:
                 self._busy -= 1
-                self._idle.append(worker)
+                self._park(worker, idle_seconds)
                 self._condition.notify()
             return
         if worker is None:  # it never started: free the slot
@@ -338,9 +346,9 @@ class _Pool:
             worker.kill()
         # Retired or stopped: its replacement starts now, in the background, keeping the slot, so the
         # next conversion does not pay for loading the converters.
-        threading.Thread(target=self._replace, args=(worker.memory,), daemon=True).start()
+        threading.Thread(target=self._replace, args=(worker.memory, idle_seconds), daemon=True).start()
 
-    def _replace(self, memory: int) -> None:
+    def _replace(self, memory: int, idle_seconds: float) -> None:
         try:
             worker: _Worker | None = _Worker.start(memory)
         except WorkerUnavailable:
@@ -348,12 +356,41 @@ class _Pool:
         with self._condition:
             self._busy -= 1
             if worker is not None:
-                self._idle.append(worker)
+                self._park(worker, idle_seconds)
             self._condition.notify()
+
+    def _park(self, worker: _Worker, idle_seconds: float) -> None:
+        """Make `worker` idle until `idle_seconds` from now (the caller holds the lock)."""
+        worker.idle_until = time.monotonic() + idle_seconds
+        self._idle.append(worker)
+        if self._reaping:
+            self._idle_changed.notify()
+        else:
+            self._reaping = True
+            threading.Thread(target=self._reap, daemon=True, name='file-converter-reaper').start()
+
+    def _reap(self) -> None:
+        """The reaper thread: stops workers idle past their deadline; ends when no worker is idle."""
+        while True:
+            with self._condition:
+                now = time.monotonic()
+                expired = [worker for worker in self._idle if worker.idle_until <= now]
+                if not expired:
+                    if not self._idle:
+                        self._reaping = False
+                        return
+                    wait = min(worker.idle_until for worker in self._idle) - now
+                    self._idle_changed.wait(wait if wait < threading.TIMEOUT_MAX else None)
+                    continue
+                self._idle = [worker for worker in self._idle if worker.idle_until > now]
+            for worker in expired:
+                logger.debug('stopping converter worker %d: idle', worker.process.pid)
+                worker.kill()
 
     def shutdown(self) -> None:
         with self._condition:
             idle, self._idle = self._idle, []
+            self._idle_changed.notify()
         for worker in idle:
             worker.kill()
 

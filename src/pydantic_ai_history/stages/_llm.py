@@ -9,7 +9,6 @@ costs about ten times the request itself; a structured answer (the artifact plan
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -276,15 +275,18 @@ async def convert_in_thread(
     settings: FileSettings,
 ) -> FileResult:
     """Read an attached file in a worker thread (and, for documents, a worker process under its limits)."""
-    from ..files import read_file
     from ..tokens import TokenCounter
 
     counter = TokenCounter(model_name, profile=profile)  # a counter of its own: it is used in the thread
-    read = functools.partial(
-        read_file, data, media_type=media_type, name=name, settings=settings, count_tokens=counter.count_text
-    )
-    result: FileResult = await anyio.to_thread.run_sync(read)
-    return result
+
+    def read() -> FileResult:
+        from ..files import read_file  # the readers load on first use: here, off the event loop
+
+        return read_file(
+            data, media_type=media_type, name=name, settings=settings, count_tokens=counter.count_text
+        )
+
+    return await anyio.to_thread.run_sync(read)
 
 
 def operations_of(context: HistoryContext) -> StageOperations:

@@ -35,7 +35,6 @@ from ...cache import cache_key
 from ...events import ArtifactProcessed
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
 from ...model_info import is_test_model, model_info, model_name_of
-from ...retrieval import extract_passages
 from ...store import artifact_id
 from ...tokens import TokenCounter
 from .._llm import operations_of
@@ -403,6 +402,8 @@ class ArtifactPlanner:
         text = candidate.text
         input_cap = summarizer.input_cap(model_info(model).context_window, answer_tokens=max_tokens)
         if counter.count_text(text) > input_cap:
+            from ...retrieval import extract_passages  # loaded by the first use, not with the package
+
             chars = int(input_cap * len(text) / max(counter.count_text(text), 1))
             cut = functools.partial(extract_passages, text, focus, chars, chunk_chars=settings.chunk_chars)
             text = (await context.off_loop(cut) if _large(candidate) else cut()).text

@@ -41,6 +41,7 @@ def extract_text(
     candidate: Candidate, query: str, max_tokens: int, counter: TokenCounter, *, chunk_chars: int
 ) -> str:
     """The chunks most relevant to `query` with their position markers, within `max_tokens` (corrected)."""
+
     shown_query = ' '.join(query.split())[:200]
     head = (
         f'{ARTIFACT_MARKER} {candidate.id} | {_describe(candidate)} | '
