@@ -172,11 +172,12 @@ class CompactionResult(HistoryEvent):
     """The summary text that now stands for the evicted messages."""
     reason: Literal['trigger', 'manual']
     """`trigger`: the history passed `limits.trigger`; `manual`: compaction was asked for."""
-    method: Literal['llm', 'cache', 'digest', 'truncate', 'provider']
+    method: Literal['llm', 'cache', 'digest', 'truncate', 'provider', 'stubs']
     """`llm`: the summarizer wrote it; `cache`: an identical evicted span was summarized before;
     `digest`/`truncate`: the deterministic fallbacks after a summarizer failure or during its cool-down;
     `provider`: the serving model compacted natively (`Model.compact_messages`), and `summary` is our note
-    beside its compaction item (`CompactionSettings.method`)."""
+    beside its compaction item (`CompactionSettings.method`); `stubs`: the cheap tier alone reached the
+    target (old tool outputs and files stored and stubbed, nothing summarized: `summary` is empty)."""
     evicted_messages: int
     """Messages the summary replaced."""
     summarizer_calls: int
@@ -187,6 +188,8 @@ class CompactionResult(HistoryEvent):
     """The summarizer failure that led to a fallback method; None otherwise."""
     pinned_units: int = 0
     """Pinned units among the evicted ones, carried verbatim in the summary's pinned section."""
+    stubbed_parts: int = 0
+    """Tool outputs and files the cheap tier stored and replaced by stubs (method `stubs`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

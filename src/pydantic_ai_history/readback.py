@@ -24,7 +24,8 @@ from ._compat import ModelMessage, ModelRequest, part_metadata, run_id_of
 from ._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
 from ._marks import READ_ARTIFACT_TOOL
 from .files import ConvertedDocument, FileSettings, read_file
-from .store import ArtifactStore, InvalidArtifactId, StoreError
+from .retrieval import rank_passages
+from .store import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError
 
 __all__ = (
     'READBACK_TOOLSET_ID',
@@ -34,6 +35,7 @@ __all__ = (
     'read_artifact_text',
     'readback_toolset',
     'readback_toolset_id',
+    'search_artifacts_text',
 )
 
 READBACK_TOOLSET_ID = 'pydantic_ai_history_readback'
@@ -74,7 +76,7 @@ async def read_artifact_text(
         return f'Error: the artifact store could not be read: {exc}'
     if info is None or data is None:
         return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).'
-    if info.media_type.startswith('text/') or info.media_type in _TEXT_TYPES:
+    if _is_text(info.media_type):
         text = data.decode('utf-8', errors='replace')
     else:
         document = await _whole_document(data, info.media_type)
@@ -94,6 +96,63 @@ async def read_artifact_text(
     end = offset + len(chunk)
     more = f' Call again with offset={end} for more.' if end < len(text) else ''
     return f'[{artifact_id}: characters {offset:,}-{end:,} of {len(text):,}.{more}]\n{chunk}'
+
+
+SEARCH_MAX_ARTIFACTS = 500
+"""A search reads at most this many of the scope's artifacts, the newest first."""
+SEARCH_MAX_BYTES = 32 * 1024 * 1024
+"""... and at most this many bytes of them in all: a search costs bounded time and memory whatever the store
+holds (what it did not read is said in its answer)."""
+
+
+async def search_artifacts_text(
+    store: ArtifactStore, query: str, limit: int = DEFAULT_READ_LIMIT, *, scope: str = ''
+) -> str:
+    """The passages most relevant to `query` in everything `scope` has stored (tool outputs, attachments'
+    text, the transcripts of compacted or dropped messages), at most `limit` characters, best first, each
+    headed by the artifact it comes from and how to read on. Errors come back as text, as with reads."""
+    try:
+        infos = await store.list_artifacts(scope=scope, limit=SEARCH_MAX_ARTIFACTS)
+    except StoreError as exc:
+        return f'Error: the stored artifacts cannot be searched ({exc}); read them by artifact_id.'
+    texts: list[tuple[StoredArtifact, str]] = []
+    skipped = 0
+    budget = SEARCH_MAX_BYTES
+    for info in infos:
+        if not _is_text(info.media_type) or info.size_bytes > budget:
+            skipped += 1
+            continue
+        try:
+            data = await store.get(info.artifact_id, scope=scope)
+        except StoreError:
+            data = None
+        if data is None:
+            continue
+        budget -= len(data)
+        texts.append((info, data.decode('utf-8', errors='replace')))
+    limit = max(1, min(limit, 200_000))
+    hits = await anyio.to_thread.run_sync(rank_passages, [t for _, t in texts], query, limit)
+    note = (
+        f' {skipped} stored file(s) (documents, images, or past the search limits) were not searched.'
+        if skipped
+        else ''
+    )
+    if not hits:
+        return f'[no stored passage matched {query!r} in {len(texts)} artifact(s).{note}]'
+    pieces = [f'[{len(hits)} passage(s) for {query!r} from {len(texts)} stored artifact(s).{note}]']
+    for index, chunk in hits:
+        info, text = texts[index]
+        described = info.metadata.get('call') or info.source
+        pieces.append(
+            f'[{info.artifact_id} ({described}): characters {chunk.start:,}-{chunk.end:,} of {len(text):,}; '
+            f'{READ_ARTIFACT_TOOL}(artifact_id="{info.artifact_id}", offset={chunk.start}) reads on]\n'
+            + chunk.text.strip('\n')
+        )
+    return '\n\n'.join(pieces)
+
+
+def _is_text(media_type: str) -> bool:
+    return media_type.startswith('text/') or media_type in _TEXT_TYPES
 
 
 _TEXT_TYPES = frozenset(
@@ -272,7 +331,7 @@ def readback_toolset(
 
     async def read_artifact(
         ctx: RunContext[Any],
-        artifact_id: str,
+        artifact_id: str | None = None,
         offset: int = 0,
         limit: int = DEFAULT_READ_LIMIT,
         query: str | None = None,
@@ -280,11 +339,16 @@ def readback_toolset(
         """Read back content that was shortened or removed from the conversation to save space.
 
         Args:
-            artifact_id: the id given in the note that replaced the content (starts with `art_`).
+            artifact_id: the id given in the note that replaced the content (starts with `art_`). Leave it
+                out, with a `query`, to search everything removed from this conversation.
             offset: the character to start from.
             limit: how many characters to return (at most 200,000).
             query: if given, return the passages most relevant to this question instead of a slice.
         """
+        if not artifact_id:
+            if not query:
+                return 'Error: give an artifact_id to read, or a query to search everything stored.'
+            return await search_artifacts_text(store, query, limit, scope=scope_of(ctx))
         return await read_artifact_text(store, artifact_id, offset, limit, query, scope=scope_of(ctx))
 
     toolset.add_function(read_artifact, name=READ_ARTIFACT_TOOL)

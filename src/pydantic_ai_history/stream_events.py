@@ -122,13 +122,16 @@ class CompactionFinishedEvent(HistoryStreamEvent, name='compaction_finished'):
     evicted_messages: int
     """Messages the summary replaced."""
     method: str
-    """How the summary was made: `llm`, `cache`, or a deterministic fallback (`digest`, `truncate`)."""
+    """How the summary was made: `llm`, `cache`, a deterministic fallback (`digest`, `truncate`), the provider
+    (`provider`), or `stubs` (old tool outputs stored and stubbed, nothing summarized)."""
     summarizer_calls: int
     """LLM calls made."""
     summary: str
     """The summary that now stands for the evicted messages."""
     error: str | None = None
     """The summarizer failure behind a fallback method; None otherwise."""
+    stubbed_parts: int = 0
+    """Tool outputs and files stored and replaced by stubs."""
 
 
 @dataclass(repr=False, kw_only=True)

@@ -161,3 +161,10 @@ class MemoryStore(ArtifactStore):
     async def _info(self, artifact_id: str, scope: str) -> StoredArtifact | None:
         item = self._lookup(artifact_id, scope)
         return None if item is None else item[0]
+
+    async def _list(self, scope: str, limit: int) -> list[StoredArtifact]:
+        bucket = self._scopes.get(scope)
+        if bucket is None:
+            return []
+        newest = list(bucket.items.values())[-limit:]
+        return [info for info, _ in reversed(newest)]

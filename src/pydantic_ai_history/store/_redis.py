@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from .._redis_client import DEFAULT_REDIS_URL, RedisClients
-from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreQuotaExceeded, scope_tag
+from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreError, StoreQuotaExceeded, scope_tag
 from ._breaker import StoreBreaker
 
 __all__ = ('RedisStore',)
@@ -17,6 +17,9 @@ __all__ = ('RedisStore',)
 _T = TypeVar('_T')
 
 logger = logging.getLogger('pydantic_ai_history.store')
+
+_LIST_SCAN_CAP = 10_000
+"""At most this many artifacts of a scope are read when it is listed (a search reads the newest of them)."""
 
 # One round trip, atomic: an existing artifact is kept; a scope over its budget is refused; otherwise the
 # bytes, the info and the scope's byte count are written together, so no process sees info without bytes.
@@ -184,6 +187,33 @@ class RedisStore(ArtifactStore):
         if raw is None:
             return None
         return StoredArtifact.from_json(raw, artifact_id)
+
+    async def _list(self, scope: str, limit: int) -> list[StoredArtifact]:
+        tag = scope_tag(scope)
+        base = f'{self.prefix}{tag}:' if tag else self.prefix
+
+        async def scan() -> list[Any]:
+            client = self._clients.get()
+            keys: list[bytes] = []
+            async for key in client.scan_iter(match=base + '*:info', count=500):
+                artifact = bytes(key)[len(base.encode()) : -len(b':info')]
+                if b':' not in artifact:  # another scope's key under the default scope's prefix
+                    keys.append(bytes(key))
+                if len(keys) >= _LIST_SCAN_CAP:
+                    break
+            values: list[Any] = await client.mget(keys) if keys else []
+            return list(zip(keys, values, strict=True))
+
+        found: list[StoredArtifact] = []
+        for key, raw in await self._call(scan):
+            if raw is None:
+                continue
+            artifact_id = key[len(base.encode()) : -len(b':info')].decode()
+            try:
+                found.append(StoredArtifact.from_json(raw, artifact_id))
+            except StoreError:
+                continue
+        return found  # newest first and `limit` applied by `list_artifacts`
 
     async def _call(self, func: Callable[[], Awaitable[_T]]) -> _T:
         from redis.exceptions import RedisError

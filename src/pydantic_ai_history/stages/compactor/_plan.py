@@ -39,6 +39,7 @@ def plan_cut(
     pinned_carried: int = 0,
     pinned_section_cost: int = 0,
     manual: bool = False,
+    tail_cap: int | None = None,
 ) -> CutPlan:
     """The first unit of the verbatim tail for a history whose units after the head cost `unit_costs`.
 
@@ -54,6 +55,8 @@ def plan_cut(
         pinned_carried: tokens of the pins earlier compactions carried, and of the transcript reference.
         pinned_section_cost: the pinned section's own overhead (heading, framing), paid when it has content.
         manual: a compaction the user asked for evicts at least one unit when there are two or more.
+        tail_cap: the most the unpinned units of the verbatim tail may cost (a deep event keeps less than the
+            target allows).
     """
     costs = list(unit_costs)
     reserve = pinned_carried
@@ -64,6 +67,8 @@ def plan_cut(
     if reserve:
         reserve += pinned_section_cost
     budget = target - fixed_cost - summary_reserve - reserve
+    if tail_cap is not None:
+        budget = min(budget, tail_cap)
     cut = fit_suffix(costs, budget, at_least=1)
     if cut == 0:
         last = len(costs) - 1

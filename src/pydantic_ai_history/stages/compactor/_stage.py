@@ -70,6 +70,7 @@ from ._native import NATIVE_NOTE, NativeLayout, compaction_cost, mark_compaction
 from ._plan import CutPlan, plan_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionSettings
+from ._stubs import apply_stubs, plan_stubs, store_stubbed
 from ._summarizer import SummarizerError, run_summarizer
 from ._summary_message import (
     PINNED_HEADING,
@@ -80,6 +81,8 @@ from ._summary_message import (
     summary_sections,
     summary_text,
 )
+from ._trail import TrailEntry, extract_trail, known_text, prune_trail
+from ._view import summarizer_view
 
 __all__ = ('Compactor',)
 
@@ -101,7 +104,7 @@ _REFERENCE = re.compile(
 )
 
 
-Method = Literal['llm', 'cache', 'digest', 'truncate', 'provider']
+Method = Literal['llm', 'cache', 'digest', 'truncate', 'provider', 'stubs']
 _FALLBACK_METHODS = frozenset({'digest', 'truncate'})
 
 
@@ -217,6 +220,18 @@ class Compactor:
                 history, context, context.estimate(history), limits, reason='manual', focus=focus
             )
 
+    def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
+        """Whether processing `messages` compacts, leaving stubs or a summary that name `read_artifact`.
+
+        Asked before the request's tools are prepared: the tool then comes with the compaction event, which
+        rewrites the cached prefix anyway, instead of rewriting the whole prefix one request later.
+        """
+        return (
+            context.store is not None
+            and len(messages) > 2
+            and context.estimate(messages).total > context.limits.trigger
+        )
+
     # ---- the steps ------------------------------------------------------------------------------------
 
     async def _compact(
@@ -273,6 +288,24 @@ class Compactor:
         cut = self._choose_cut(plan, limits, overhead + reserve, reason, context, estimate.total)
         if cut is None:
             return unchanged
+        if reason == 'trigger' and self.settings.stub_tool_results:
+            stubbed = await self._stub(plan, cut, context, overhead, messages)
+            if stubbed is not None:
+                result, after, count = stubbed
+                _announce(context, messages, estimate.total, 0, reason, announced)
+                summary = _Summary('', 'stubs', 0, '')
+                return self._finish(
+                    context,
+                    result,
+                    messages,
+                    estimate.total,
+                    after,
+                    reason,
+                    started,
+                    summary,
+                    0,
+                    stubbed=count,
+                )
         cut_at = plan.units[cut.unit].start
         if sum(plan.per_message[head:cut_at]) <= _SUMMARY_FRAMING_TOKENS:
             return unchanged  # no summary can be smaller than what it would replace
@@ -300,7 +333,10 @@ class Compactor:
         new_origin = None
         if plan.origin is not None and chain is not None:
             new_origin = Origin(plan.origin.length + len(evicted), chain)
-        final, message = _summary_message(plan, cut, evicted, evicted_pins, summary, reference, new_origin)
+        trail = self._trail(cut, summarized, plan.messages[cut_at:], context)
+        final, message = _summary_message(
+            plan, cut, evicted, evicted_pins, summary, reference, new_origin, trail
+        )
         result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
         result, reloaded = _keep_loads(messages, result, head + 1, counter)
         summary_cost = counter.count_message(message)
@@ -459,22 +495,84 @@ class Compactor:
         context: HistoryContext,
         reason: Literal['trigger', 'manual'],
     ) -> CutPlan:
-        """`plan_cut` over the body from `body_first`, with this compactor's summary reserve and the pins'
-        costs (the summary or the provider's item stands where the summary reserve is planned)."""
+        """`plan_cut` over the body from `body_first`, with this compactor's summary reserve (its trail
+        included) and the pins' costs (the summary or the provider's item stands where the summary reserve is
+        planned). At the trigger the verbatim tail is at most `keep_recent_tokens`: the event goes deep."""
         counter = context.counter
         return plan_cut(
             unit_costs=[sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]],
             body_first=body_first,
             target=context.limits.target,
             fixed_cost=fixed_cost,
-            summary_reserve=self.settings.summary_max_tokens + _SUMMARY_FRAMING_TOKENS,
+            summary_reserve=self.settings.summary_max_tokens
+            + _SUMMARY_FRAMING_TOKENS
+            + self._trail_budget(context),
             pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
             pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
             pinned_section_cost=counter.count_text(PINNED_HEADING)
             + _PINNED_UNIT_FRAMING_TOKENS
             + SEAL_TOKENS,
             manual=reason == 'manual',
+            tail_cap=self._keep_recent(context) if reason == 'trigger' else None,
         )
+
+    def _keep_recent(self, context: HistoryContext) -> int:
+        """The verbatim tail of an event at the trigger (`keep_recent_tokens`; a quarter of the target)."""
+        given = self.settings.keep_recent_tokens
+        return given if given is not None else context.limits.target // 4
+
+    def _trail_budget(self, context: HistoryContext) -> int:
+        """The tokens the summary's trail may take: `trail_share` of the target."""
+        return int(context.limits.target * self.settings.trail_share)
+
+    def _trail(
+        self,
+        cut: _Cut,
+        summarized: Sequence[ModelMessage],
+        kept: Sequence[ModelMessage],
+        context: HistoryContext,
+    ) -> tuple[TrailEntry, ...]:
+        """The trail of the new summary: the carried one and the details of what is summarized now that the
+        kept messages do not already hold, within the trail's budget."""
+        budget = self._trail_budget(context)
+        if budget <= 0:
+            return ()
+        new = extract_trail(summarized, known=known_text(kept))
+        return tuple(prune_trail(cut.earlier.trail, new, budget=budget, counter=context.counter))
+
+    async def _stub(
+        self,
+        plan: _Plan,
+        cut: _Cut,
+        context: HistoryContext,
+        overhead: int,
+        original: Sequence[ModelMessage],
+    ) -> tuple[list[ModelMessage], int, int] | None:
+        """The cheap tier: the history with the tool outputs and files before the verbatim tail stored and
+        stubbed, its size and how many stubs, when that alone brings it to the target; None when it does not
+        (or the store failed): the summary is needed."""
+        if context.store is None:
+            return None
+        settings = self.settings
+        counter = context.counter
+        units = plan.units
+        spans = [(units[i].start, units[i].end) for i in range(cut.body_first, cut.unit) if i not in cut.pins]
+        stubs = plan_stubs(
+            plan.messages,
+            spans,
+            counter=counter,
+            make_id=context.artifact_id,
+            min_tokens=settings.stub_min_tokens,
+            head_chars=settings.stub_head_chars,
+        )
+        planned = overhead + sum(plan.per_message) - sum(s.tokens_before - s.tokens_after for s in stubs)
+        if not stubs or planned > context.limits.target:
+            return None
+        stored, failed = await store_stubbed(stubs, context)
+        if failed:
+            return None  # the summary stores the whole transcript instead, or waits (`_keeps_content`)
+        result, _ = _keep_loads(original, apply_stubs(plan.messages, stored), plan.head + 1, counter)
+        return result, overhead + counter.count_messages(result), len(stored)
 
     def _native_cut(
         self,
@@ -772,14 +870,15 @@ class Compactor:
             cached = await cache.get(key)
             if cached:
                 return _Summary(cached, 'cache', 0, key)
-        if transcript is None:
-            transcript = render_units(
-                summarized,
-                split_units(summarized),
-                counter,
-                tool_result_max_tokens=settings.tool_result_max_tokens,
-            )
         task = first_user_text(plan.messages[: plan.head])
+        if transcript is None:
+            transcript = summarizer_view(
+                summarized,
+                counter,
+                record_tokens=settings.tool_result_max_tokens,
+                view_tokens=settings.summarizer_view_tokens,
+                query=' '.join(p for p in (task, focus) if p),
+            )
         error: str | None
         calls = 0
         if self._breakers.allows(context.scope):
@@ -831,6 +930,7 @@ class Compactor:
                 summarizer.instructions,
                 s.summary_max_tokens,
                 s.tool_result_max_tokens,
+                s.summarizer_view_tokens,
             )
         )
 
@@ -847,6 +947,7 @@ class Compactor:
         evicted: int,
         *,
         pinned: int = 0,
+        stubbed: int = 0,
     ) -> list[ModelMessage]:
         event = CompactionResult(
             run_id=context.run_id,
@@ -862,6 +963,7 @@ class Compactor:
             duration_ms=(perf() - started) * 1000,
             error=summary.error,
             pinned_units=pinned,
+            stubbed_parts=stubbed,
         )
         context.emit_event(event)
         context.annotate_span(_span_attributes(event))
@@ -958,9 +1060,10 @@ def _summary_message(
     summary: _Summary,
     reference: str | None,
     origin: Origin | None,
+    trail: tuple[TrailEntry, ...] = (),
 ) -> tuple[SummarySections, ModelMessage]:
     """The summary's sections and the message that carries them."""
-    final = _final_sections(summary.text, cut.earlier, reference, evicted_pins)
+    final = _final_sections(summary.text, cut.earlier, reference, evicted_pins, trail)
     # System prompts survive compaction as parts: those of evicted messages (window notes included, which
     # carry the ones the window dropped) and those the previous summary already carried.
     carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
@@ -1025,13 +1128,19 @@ def _reference_cost(earlier: SummarySections, context: HistoryContext) -> int:
 
 
 def _final_sections(
-    summary: str, earlier: SummarySections, reference: str | None, evicted_pins: Sequence[TranscriptUnit]
+    summary: str,
+    earlier: SummarySections,
+    reference: str | None,
+    evicted_pins: Sequence[TranscriptUnit],
+    trail: tuple[TrailEntry, ...] | None = None,
 ) -> SummarySections:
-    """The summarizer's text (capped), where the full transcript of what was just evicted can be read back
-    (when nothing was stored this time the earlier reference still stands), and the pinned section: what it
-    carried and what was pinned just now. Three parts of the summary message, told apart by structure."""
+    """The summarizer's text (capped), the trail of exact details (the earlier one where none is given), where
+    the full transcript of what was just evicted can be read back (when nothing was stored this time the
+    earlier reference still stands), and the pinned section: what it carried and what was pinned just now.
+    Parts of the summary message, told apart by structure."""
     pinned = '\n\n'.join(p for p in (earlier.pinned, *(u.text for u in evicted_pins)) if p)
-    return SummarySections(summary, pinned, reference or earlier.reference)
+    kept = earlier.trail if trail is None else trail
+    return SummarySections(summary, pinned, reference or earlier.reference, kept)
 
 
 def _report_unstored(

@@ -25,7 +25,17 @@ from ..._compat import (
     SystemPromptPart,
     UserPromptPart,
 )
-from ..._marks import MARKER_KEY, OPENINGS, marker_kind, own_request, part_kinds, seal, strip_seal
+from ..._marks import (
+    MARKER_KEY,
+    OPENINGS,
+    marker_kind,
+    own_metadata,
+    own_request,
+    part_kinds,
+    seal,
+    strip_seal,
+)
+from ._trail import TrailEntry, parse_trail, render_trail, trail_from_data
 
 __all__ = (
     'PINNED_HEADING',
@@ -45,7 +55,7 @@ _CACHE_FORMAT = 'pydantic-ai-history/summary-sections@1'
 
 @dataclass(frozen=True)
 class SummarySections:
-    """A summary message's two sections: the summarizer's text and the pinned section the package carries."""
+    """A summary message's sections: the summarizer's text and what the package writes and carries."""
 
     summary: str
     """The summarizer's (or the fallback's) text: what the next summarizer updates."""
@@ -53,12 +63,15 @@ class SummarySections:
     """Pinned units, verbatim; never shown to the summarizer."""
     reference: str = ''
     """The line naming the stored transcript of the latest evicted messages; never shown to the summarizer."""
+    trail: tuple[TrailEntry, ...] = ()
+    """The exact details of everything summarized so far (`_trail`), written by code; carried as data."""
 
     @property
     def text(self) -> str:
         """All sections as the model reads them (for events and people, never parsed back)."""
+        summary = '\n\n'.join(p for p in (self.summary, render_trail(self.trail)) if p)
         carried = '\n\n'.join(p for p in (self.reference, self.pinned) if p)
-        return f'{self.summary}\n\n{PINNED_HEADING}\n{carried}' if carried else self.summary
+        return f'{summary}\n\n{PINNED_HEADING}\n{carried}' if carried else summary
 
 
 def build_summary_message(
@@ -84,6 +97,9 @@ def build_summary_message(
         summary = UserPromptPart(content=seal('summary', f'{OPENINGS["summary"]}\n{sections.summary}'))
     parts: list[tuple[Any, str | None]] = [(p, None) for p in system_parts]
     parts.append((summary, 'summary'))
+    if sections.trail:
+        parts.append((UserPromptPart(content=seal('trail', render_trail(sections.trail))), 'trail'))
+        details = {**details, 'trail': [list(entry) for entry in sections.trail]}
     if sections.reference or sections.pinned:
         heading = UserPromptPart(
             content=seal('transcript', f'{PINNED_HEADING}\n{sections.reference}'.rstrip())
@@ -105,8 +121,16 @@ def summary_sections(message: ModelMessage) -> SummarySections | None:
     summary = ''
     reference = ''
     pinned: list[str] = []
+    trail = _trail_of(message)
     for part, kind in zip(message.parts, part_kinds(message), strict=True):
-        if kind == 'summary':
+        if (
+            kind == 'trail'
+            and trail is None
+            and isinstance(part, UserPromptPart)
+            and isinstance(part.content, str)
+        ):
+            trail = tuple(parse_trail(strip_seal(part.content)))
+        elif kind == 'summary':
             if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
                 summary = part.content or ''
             elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
@@ -115,7 +139,13 @@ def summary_sections(message: ModelMessage) -> SummarySections | None:
             reference = _without_opening(strip_seal(part.content), PINNED_HEADING)
         elif kind == 'pinned' and isinstance(part, UserPromptPart) and isinstance(part.content, str):
             pinned.append(strip_seal(part.content))
-    return SummarySections(summary, '\n\n'.join(pinned), reference)
+    return SummarySections(summary, '\n\n'.join(pinned), reference, trail or ())
+
+
+def _trail_of(message: ModelRequest) -> tuple[TrailEntry, ...] | None:
+    """The trail our metadata keeps on the message (as data); None where there is none to read."""
+    value = own_metadata(getattr(message, 'metadata', None)).get('trail')
+    return None if value is None else trail_from_data(value)
 
 
 def summary_text(message: ModelMessage) -> str | None:
@@ -132,6 +162,7 @@ def encode_sections(sections: SummarySections) -> str:
             'summary': sections.summary,
             'pinned': sections.pinned,
             'reference': sections.reference,
+            'trail': [list(entry) for entry in sections.trail],
         }
     )
 
@@ -150,5 +181,6 @@ def decode_sections(value: str) -> SummarySections:
             and isinstance(data.get('pinned'), str)
             and isinstance(data.get('reference'), str)
         ):
-            return SummarySections(data['summary'], data['pinned'], data['reference'])
+            trail = trail_from_data(data.get('trail', ()))
+            return SummarySections(data['summary'], data['pinned'], data['reference'], trail)
     return SummarySections(value)
