@@ -118,6 +118,22 @@ class _Summary:
 
 
 @dataclass
+class _Event:
+    """One compaction as it goes: what it started from, and whether `CompactionStarted` is out."""
+
+    messages: list[ModelMessage]
+    """The history given (our summary requests split out)."""
+    tokens: int
+    """Its estimate."""
+    overhead: int
+    """What instructions, tools and framing add to the messages' own count."""
+    reason: Literal['trigger', 'manual']
+    focus: str | None
+    started: float
+    announced: bool = False
+
+
+@dataclass
 class _Plan:
     """The history being compacted; after a prefix-cache hit it is the substituted one."""
 
@@ -244,68 +260,50 @@ class Compactor:
         reason: Literal['trigger', 'manual'],
         focus: str | None,
     ) -> list[ModelMessage]:
+        """Cheapest first: a cached summary of a prefix, then (at the trigger) stubs into the store, then the
+        provider's compaction where asked, then our summary."""
         started = perf()
         messages, estimate = _separated(messages, estimate, context)
         units = split_units(messages)
         if len(units) < 2:
             return messages
-        announced: list[bool] = []  # set once `CompactionStarted` is out: a fallback does not repeat it
-        native = await self._compact_natively(
-            messages,
-            units,
-            context,
-            estimate,
-            reason=reason,
-            focus=focus,
-            started=started,
-            announced=announced,
-        )
-        if native is not None:
-            return native
-        overhead = estimate.total - estimate.tokenizer
+        event = _Event(messages, estimate.total, estimate.total - estimate.tokenizer, reason, focus, started)
         plan, conversation = await self._prepare(messages, units, estimate, context)
-        head = plan.head
-        substituted, reloaded = _keep_loads(messages, plan.messages, head + 1, context.counter)
-        total = overhead + sum(plan.per_message) + reloaded
+        substituted, reloaded = _keep_loads(messages, plan.messages, plan.head + 1, context.counter)
+        total = event.overhead + sum(plan.per_message) + reloaded
         if reason == 'trigger' and _prefix_cache_suffices(plan, messages, total, estimate.total, limits):
             assert plan.origin is not None
-            _announce(context, messages, estimate.total, plan.origin.length - head, reason, announced)
-            return self._finish(
-                context,
-                substituted,
-                messages,
-                estimate.total,
-                total,
-                reason,
-                started,
-                _Summary(summary_text(plan.messages[head]) or '', 'cache', 0, ''),
-                evicted=plan.origin.length - head,
-            )
+            evicted = plan.origin.length - plan.head
+            _announce(context, event, evicted)
+            summary = _Summary(summary_text(plan.messages[plan.head]) or '', 'cache', 0, '')
+            return self._finish(context, event, substituted, total, summary, evicted)
         # a cached prefix summary that made the history smaller stands even when nothing more is compacted
         unchanged = substituted if total < estimate.total else messages
         # The loads the cut may unload are recorded again after the summary: planned for like the overhead.
         reserve = _reload_reserve(messages, context.counter)
-        cut = self._choose_cut(plan, limits, overhead + reserve, reason, context, estimate.total)
+        cut = self._choose_cut(plan, limits, event.overhead + reserve, reason, context, estimate.total)
         if cut is None:
             return unchanged
         if reason == 'trigger' and self.settings.stub_tool_results:
-            stubbed = await self._stub(plan, cut, context, overhead, messages)
+            stubbed = await self._stub(plan, cut, context, event)
             if stubbed is not None:
-                result, after, count = stubbed
-                _announce(context, messages, estimate.total, 0, reason, announced)
-                summary = _Summary('', 'stubs', 0, '')
-                return self._finish(
-                    context,
-                    result,
-                    messages,
-                    estimate.total,
-                    after,
-                    reason,
-                    started,
-                    summary,
-                    0,
-                    stubbed=count,
-                )
+                return stubbed
+        native = await self._compact_natively(messages, units, context, estimate, event)
+        if native is not None:
+            return native
+        return await self._summarize(plan, cut, conversation, context, event, unchanged)
+
+    async def _summarize(
+        self,
+        plan: _Plan,
+        cut: _Cut,
+        conversation: str,
+        context: HistoryContext,
+        event: _Event,
+        unchanged: list[ModelMessage],
+    ) -> list[ModelMessage]:
+        """Our summary (and its trail) in place of what is before the cut, once its transcript is stored."""
+        head = plan.head
         cut_at = plan.units[cut.unit].start
         if sum(plan.per_message[head:cut_at]) <= _SUMMARY_FRAMING_TOKENS:
             return unchanged  # no summary can be smaller than what it would replace
@@ -320,15 +318,15 @@ class Compactor:
         reference = await _spill_transcript(
             evicted, context, cut.previous_transcripts, None if rendered is None else rendered.whole
         )
-        if reference is None and self._keeps_content(plan, overhead, context):
+        if reference is None and self._keeps_content(plan, event.overhead, context):
             return unchanged
-        _announce(context, messages, estimate.total, len(evicted), reason, announced)
+        _announce(context, event, len(evicted))
         transcript = None if rendered is None else rendered.summarized
         span, chain = self._index.evicted_keys(
             None if plan.origin is None else plan.origin.chain, evicted, summarized
         )
         summary = await self._summary(
-            plan, summarized, cut.previous_text, focus, context, transcript, span_key=span
+            plan, summarized, cut.previous_text, event.focus, context, transcript, span_key=span
         )
         new_origin = None
         if plan.origin is not None and chain is not None:
@@ -338,35 +336,29 @@ class Compactor:
             plan, cut, evicted, evicted_pins, summary, reference, new_origin, trail
         )
         result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
-        result, reloaded = _keep_loads(messages, result, head + 1, counter)
+        result, reloaded = _keep_loads(event.messages, result, head + 1, counter)
         summary_cost = counter.count_message(message)
         after = (
-            overhead + sum(plan.per_message[:head]) + summary_cost + reloaded + sum(plan.per_message[cut_at:])
+            event.overhead
+            + sum(plan.per_message[:head])
+            + summary_cost
+            + reloaded
+            + sum(plan.per_message[cut_at:])
         )
-        if after >= estimate.total:
+        if after >= event.tokens:
             logger.info(
                 'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
-                estimate.total,
+                event.tokens,
                 after,
             )
             return unchanged
         if new_origin is not None:
             await self._remember(context, conversation, summary, final, new_origin)
         _report_unstored(reference, summarized, context)
-        if after > limits.target:
+        if after > context.limits.target:
             _warn_over_target(context, after, summary_cost, 'summary')
-        return self._finish(
-            context,
-            result,
-            messages,
-            estimate.total,
-            after,
-            reason,
-            started,
-            dataclasses.replace(summary, text=final.text),
-            len(evicted),
-            pinned=len(evicted_pins),
-        )
+        summary = dataclasses.replace(summary, text=final.text)
+        return self._finish(context, event, result, after, summary, len(evicted), pinned=len(evicted_pins))
 
     # ---- provider-native compaction (`CompactionSettings.method`) ----------------------------------------
 
@@ -399,11 +391,7 @@ class Compactor:
         units: list[Unit],
         context: HistoryContext,
         estimate: TokenEstimate,
-        *,
-        reason: Literal['trigger', 'manual'],
-        focus: str | None,
-        started: float,
-        announced: list[bool],
+        event: _Event,
     ) -> list[ModelMessage] | None:
         """Compact with the serving model's own compaction around our cut, pins and spill; None falls back.
 
@@ -418,9 +406,9 @@ class Compactor:
         if layout is None:
             return None
         plan = _Plan(messages, list(estimate.per_message), units, layout.body_start, None, None)
-        overhead = estimate.total - estimate.tokenizer
+        overhead = event.overhead
         cut = self._native_cut(
-            plan, layout, context, overhead + _reload_reserve(messages, context.counter), reason
+            plan, layout, context, overhead + _reload_reserve(messages, context.counter), event.reason
         )
         if cut is None:
             return None
@@ -429,8 +417,10 @@ class Compactor:
         reference = await _spill_transcript(evicted, context, cut.previous_transcripts)
         if reference is None and self._keeps_content(plan, overhead, context):
             return messages
-        _announce(context, messages, estimate.total, len(evicted), reason, announced)
-        response = await self._ask_provider(model, [*layout.sent, *cut.summarized(plan)], context, focus)
+        _announce(context, event, len(evicted))
+        response = await self._ask_provider(
+            model, [*layout.sent, *cut.summarized(plan)], context, event.focus
+        )
         if response is None:
             return None
         counter = context.counter
@@ -454,16 +444,7 @@ class Compactor:
             return None
         summary = _Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
         return self._finish(
-            context,
-            result,
-            messages,
-            estimate.total,
-            after,
-            reason,
-            started,
-            summary,
-            len(evicted),
-            pinned=len(cut.evicted_pins()),
+            context, event, result, after, summary, len(evicted), pinned=len(cut.evicted_pins())
         )
 
     def _native_fits(self, context: HistoryContext, item: int, after: int, before: int) -> bool:
@@ -545,12 +526,11 @@ class Compactor:
         plan: _Plan,
         cut: _Cut,
         context: HistoryContext,
-        overhead: int,
-        original: Sequence[ModelMessage],
-    ) -> tuple[list[ModelMessage], int, int] | None:
+        event: _Event,
+    ) -> list[ModelMessage] | None:
         """The cheap tier: the history with the tool outputs and files before the verbatim tail stored and
-        stubbed, its size and how many stubs, when that alone brings it to the target; None when it does not
-        (or the store failed): the summary is needed."""
+        stubbed, when that alone brings it to the target; None when it does not (or the store failed): the
+        summary is needed."""
         if context.store is None:
             return None
         settings = self.settings
@@ -565,14 +545,18 @@ class Compactor:
             min_tokens=settings.stub_min_tokens,
             head_chars=settings.stub_head_chars,
         )
-        planned = overhead + sum(plan.per_message) - sum(s.tokens_before - s.tokens_after for s in stubs)
-        if not stubs or planned > context.limits.target:
+        saved = sum(s.tokens_before - s.tokens_after for s in stubs)
+        if not stubs or event.overhead + sum(plan.per_message) - saved > context.limits.target:
             return None
         stored, failed = await store_stubbed(stubs, context)
         if failed:
             return None  # the summary stores the whole transcript instead, or waits (`_keeps_content`)
-        result, _ = _keep_loads(original, apply_stubs(plan.messages, stored), plan.head + 1, counter)
-        return result, overhead + counter.count_messages(result), len(stored)
+        result, _ = _keep_loads(event.messages, apply_stubs(plan.messages, stored), plan.head + 1, counter)
+        _announce(context, event, 0)
+        after = event.overhead + counter.count_messages(result)
+        return self._finish(
+            context, event, result, after, _Summary('', 'stubs', 0, ''), 0, stubbed=len(stored)
+        )
 
     def _native_cut(
         self,
@@ -937,18 +921,16 @@ class Compactor:
     def _finish(
         self,
         context: HistoryContext,
+        compaction: _Event,
         result: list[ModelMessage],
-        original: Sequence[ModelMessage],
-        tokens_before: int,
         tokens_after: int,
-        reason: Literal['trigger', 'manual'],
-        started: float,
         summary: _Summary,
         evicted: int,
         *,
         pinned: int = 0,
         stubbed: int = 0,
     ) -> list[ModelMessage]:
+        original, tokens_before, reason = compaction.messages, compaction.tokens, compaction.reason
         event = CompactionResult(
             run_id=context.run_id,
             messages_before=len(original),
@@ -960,7 +942,7 @@ class Compactor:
             method=summary.method,
             evicted_messages=evicted,
             summarizer_calls=summary.calls,
-            duration_ms=(perf() - started) * 1000,
+            duration_ms=(perf() - compaction.started) * 1000,
             error=summary.error,
             pinned_units=pinned,
             stubbed_parts=stubbed,
@@ -1028,26 +1010,19 @@ def _prefix_cache_suffices(
     return substituted and total <= limits.trigger and total < before
 
 
-def _announce(
-    context: HistoryContext,
-    messages: Sequence[ModelMessage],
-    tokens: int,
-    evicted: int,
-    reason: Literal['trigger', 'manual'],
-    announced: list[bool],
-) -> None:
-    """`CompactionStarted`, once per compaction (`announced` records that it went out)."""
-    if announced:
+def _announce(context: HistoryContext, event: _Event, evicted: int) -> None:
+    """`CompactionStarted`, once per compaction (a fallback does not repeat it)."""
+    if event.announced:
         return
-    announced.append(True)
+    event.announced = True
     context.emit_event(
         CompactionStarted(
             run_id=context.run_id,
-            messages_before=len(messages),
-            tokens_before=tokens,
+            messages_before=len(event.messages),
+            tokens_before=event.tokens,
             evicted_messages=evicted,
             target_tokens=context.limits.target,
-            reason=reason,
+            reason=event.reason,
         )
     )
 

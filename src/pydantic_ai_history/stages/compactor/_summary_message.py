@@ -118,28 +118,25 @@ def summary_sections(message: ModelMessage) -> SummarySections | None:
     """The sections of a summary request of ours, read from its parts; None for any other message."""
     if not isinstance(message, ModelRequest) or marker_kind(message) != 'summary':
         return None
-    summary = ''
-    reference = ''
-    pinned: list[str] = []
-    trail = _trail_of(message)
+    texts: dict[str, list[str]] = {}
     for part, kind in zip(message.parts, part_kinds(message), strict=True):
-        if (
-            kind == 'trail'
-            and trail is None
-            and isinstance(part, UserPromptPart)
-            and isinstance(part.content, str)
-        ):
-            trail = tuple(parse_trail(strip_seal(part.content)))
-        elif kind == 'summary':
-            if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
-                summary = part.content or ''
-            elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                summary = _without_opening(strip_seal(part.content), OPENINGS['summary'])
-        elif kind == 'transcript' and isinstance(part, UserPromptPart) and isinstance(part.content, str):
-            reference = _without_opening(strip_seal(part.content), PINNED_HEADING)
-        elif kind == 'pinned' and isinstance(part, UserPromptPart) and isinstance(part.content, str):
-            pinned.append(strip_seal(part.content))
-    return SummarySections(summary, '\n\n'.join(pinned), reference, trail or ())
+        if kind is None:
+            continue
+        if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
+            texts.setdefault(kind, []).append(part.content or '')
+        elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
+            texts.setdefault(kind, []).append(strip_seal(part.content))
+    summary = next(iter(texts.get('summary', ())), '')
+    reference = next(iter(texts.get('transcript', ())), '')
+    trail = _trail_of(message)
+    if trail is None:  # no metadata (pydantic-ai 1.0): the part we wrote, one value per line
+        trail = tuple(entry for text in texts.get('trail', ()) for entry in parse_trail(text))
+    return SummarySections(
+        _without_opening(summary, OPENINGS['summary']),
+        '\n\n'.join(texts.get('pinned', ())),
+        _without_opening(reference, PINNED_HEADING),
+        trail,
+    )
 
 
 def _trail_of(message: ModelRequest) -> tuple[TrailEntry, ...] | None:
