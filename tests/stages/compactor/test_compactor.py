@@ -41,8 +41,8 @@ from pydantic_ai_history._compat import COMPACTION_PART, COMPACTION_REQUEST_PART
 from pydantic_ai_history._context import MARKER_KEY, HistoryContext
 from pydantic_ai_history._marks import OPENINGS, marker_kind, sealed_kind
 from pydantic_ai_history.stages._transcript import named_transcripts
-from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.stages.compactor import CompactionSettings, summary_text
+from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.units import split_units
 
 pytestmark = pytest.mark.anyio
@@ -321,7 +321,8 @@ async def test_tool_results_are_shown_as_their_beginning_and_the_passages_releva
     # the summarizer read a part; the store keeps the whole, tail included
     [reference] = named_transcripts(summary_text(out[1]) or '')
     stored = await store.get(reference, scope=ctx.scope)
-    assert stored is not None and b'TAIL-OF-RESULT' in stored
+    assert stored is not None
+    assert b'TAIL-OF-RESULT' in stored
 
 
 @pytest.mark.parametrize(

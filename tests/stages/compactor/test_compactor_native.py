@@ -59,8 +59,8 @@ def compactor(**settings: Any) -> Compactor:
 
 
 NO_STUBS: dict[str, Any] = {'stub_tool_results': False}
-"""These tests are about the provider's compaction: the cheap tier that comes first is kept out of the way (see
-`test_the_cheap_tier_comes_before_the_providers_compaction`)."""
+"""These tests are about the provider's compaction: the cheap tier that comes first is kept out of the way
+(see `test_the_cheap_tier_comes_before_the_providers_compaction`)."""
 
 
 def native_context(model: Any, **kwargs: Any) -> tuple[Any, list[Any]]:
@@ -362,7 +362,7 @@ async def test_a_failing_provider_cools_down_like_the_summarizer() -> None:
 
 
 async def test_the_cheap_tier_comes_before_the_providers_compaction() -> None:
-    """Old tool outputs are stubbed into the store first; the provider is asked only when that is not enough."""
+    """Old tool outputs are stubbed into the store first; the provider is asked only when that falls short."""
     provider = ResponsesLikeProvider(steps=0)
     ctx, events = native_context(compacting_model(provider))
     history = tool_loop(20, 900)

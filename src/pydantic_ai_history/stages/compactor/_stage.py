@@ -39,12 +39,13 @@ from ..._compat import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    UserPromptPart,
     compaction_unavailable,
     is_compaction_response,
     request_compaction,
 )
 from ..._context import HistoryContext
-from ..._marks import SEAL_TOKENS, marker_kind, separate_own_parts
+from ..._marks import SEAL_TOKENS, marker_kind, part_kinds, separate_own_parts
 from ..._policy import ContextLimits
 from ..._summarizer_settings import SummarizerSettings
 from ...cache import SummaryCache, cache_key
@@ -161,7 +162,9 @@ class _Cut:
     """Where a compaction cuts, and what the pinned section carries on."""
 
     unit: int
-    """The first unit of the verbatim tail."""
+    """The first unit the summary does not take."""
+    verbatim: int
+    """The first unit of the verbatim tail (at or after `unit`): the cheap tier stubs what is before it."""
     body_first: int
     """The first unit after the head and the previous summary."""
     pins: dict[int, TranscriptUnit]
@@ -495,6 +498,7 @@ class Compactor:
             + SEAL_TOKENS,
             manual=reason == 'manual',
             tail_cap=self._keep_recent(context) if reason == 'trigger' else None,
+            keep_from=_latest_prompt_unit(plan, body_first),
         )
 
     def _keep_recent(self, context: HistoryContext) -> int:
@@ -536,7 +540,9 @@ class Compactor:
         settings = self.settings
         counter = context.counter
         units = plan.units
-        spans = [(units[i].start, units[i].end) for i in range(cut.body_first, cut.unit) if i not in cut.pins]
+        spans = [
+            (units[i].start, units[i].end) for i in range(cut.body_first, cut.verbatim) if i not in cut.pins
+        ]
         stubs = plan_stubs(
             plan.messages,
             spans,
@@ -548,14 +554,15 @@ class Compactor:
         saved = sum(s.tokens_before - s.tokens_after for s in stubs)
         if not stubs or event.overhead + sum(plan.per_message) - saved > context.limits.target:
             return None
-        stored, failed = await store_stubbed(stubs, context)
-        if failed:
+        if not await store_stubbed(stubs, context):
             return None  # the summary stores the whole transcript instead, or waits (`_keeps_content`)
-        result, _ = _keep_loads(event.messages, apply_stubs(plan.messages, stored), plan.head + 1, counter)
-        _announce(context, event, 0)
+        result, _ = _keep_loads(event.messages, apply_stubs(plan.messages, stubs), plan.head + 1, counter)
         after = event.overhead + counter.count_messages(result)
+        if after > context.limits.target:
+            return None  # the planned costs were off: the summary decides (the stored originals do no harm)
+        _announce(context, event, 0)
         return self._finish(
-            context, event, result, after, _Summary('', 'stubs', 0, ''), 0, stubbed=len(stored)
+            context, event, result, after, _Summary('', 'stubs', 0, ''), 0, stubbed=len(stubs)
         )
 
     def _native_cut(
@@ -580,7 +587,7 @@ class Compactor:
         if cut.unit is None:
             return None  # the LLM path plans the same cut, and says why nothing can be compacted
         previous = _REFERENCE.findall(earlier.reference if context.store is not None else '')
-        return _Cut(cut.unit, body_first, pins, earlier, previous, None)
+        return _Cut(cut.unit, cut.verbatim or cut.unit, body_first, pins, earlier, previous, None)
 
     async def _ask_provider(
         self, model: object, messages: list[ModelMessage], context: HistoryContext, focus: str | None
@@ -684,9 +691,9 @@ class Compactor:
                 trigger=limits.trigger,
             )
             return None
-        cut_unit = cut.unit
         return _Cut(
-            unit=cut_unit,
+            unit=cut.unit,
+            verbatim=cut.verbatim if cut.verbatim is not None else cut.unit,
             body_first=body_first,
             pins=pins,
             earlier=earlier,
@@ -1008,6 +1015,22 @@ def _prefix_cache_suffices(
     (and makes it smaller): then nothing more is compacted."""
     substituted = plan.origin is not None and plan.previous is not None and plan.messages is not messages
     return substituted and total <= limits.trigger and total < before
+
+
+def _latest_prompt_unit(plan: _Plan, body_first: int) -> int | None:
+    """The unit of the latest user prompt after the head, which a summary leaves verbatim when it can: the
+    instruction the agent is working on."""
+    for index in range(len(plan.units) - 1, body_first - 1, -1):
+        unit = plan.units[index]
+        for message in plan.messages[unit.start : unit.end]:
+            if isinstance(message, ModelRequest) and marker_kind(message) is None:
+                kinds = part_kinds(message)
+                if any(
+                    isinstance(p, UserPromptPart) and k is None
+                    for p, k in zip(message.parts, kinds, strict=True)
+                ):
+                    return index
+    return None
 
 
 def _announce(context: HistoryContext, event: _Event, evicted: int) -> None:

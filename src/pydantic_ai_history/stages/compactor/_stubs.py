@@ -113,39 +113,33 @@ def apply_stubs(messages: Sequence[ModelMessage], stubs: Sequence[Stub]) -> list
     return result
 
 
-async def store_stubbed(stubs: Sequence[Stub], context: HistoryContext) -> tuple[list[Stub], int]:
-    """Store each stub's original in the run's scope: the stubs whose original is stored, and how many could
-    not be (those keep their content; a `artifact_store_failed` warning says which)."""
+async def store_stubbed(stubs: Sequence[Stub], context: HistoryContext) -> bool:
+    """Store each stub's original in the run's scope; False (with one `artifact_store_failed` warning) at the
+    first failure, when the stubs must not be applied: their content stays in the history."""
     store = context.store
     if store is None:
-        return [], len(stubs)
-    stored: list[Stub] = []
-    failed: set[str] = set()
+        return False
     for stub in stubs:
-        if stub.artifact_id in failed:
+        if stub.data is None:
             continue
-        if stub.data is not None:
-            try:
-                await store.put(
-                    stub.artifact_id,
-                    stub.data,
-                    media_type=stub.media_type,
-                    source=stub.call,
-                    metadata={'call': stub.call, 'stored_by': 'compaction'},
-                    scope=context.scope,
-                )
-            except Exception as exc:  # StoreError, or a backend that raises something else: keep the content
-                failed.add(stub.artifact_id)
-                context.warn(
-                    'artifact_store_failed',
-                    f'could not store {stub.call} ({type(exc).__name__}: {exc}); it stays in the history',
-                    artifact_id=stub.artifact_id,
-                )
-                continue
-        stored.append(stub)
-    # a repeat whose first copy failed to store has nothing to point to
-    kept = [s for s in stored if s.artifact_id not in failed]
-    return kept, len(stubs) - len(kept)
+        try:
+            await store.put(
+                stub.artifact_id,
+                stub.data,
+                media_type=stub.media_type,
+                source=stub.call,
+                metadata={'call': stub.call, 'stored_by': 'compaction'},
+                scope=context.scope,
+            )
+        except Exception as exc:  # StoreError, or a backend that raises something else: keep the content
+            context.warn(
+                'artifact_store_failed',
+                f'could not store {stub.call} ({type(exc).__name__}: {exc}): old tool outputs stay in the '
+                'history',
+                artifact_id=stub.artifact_id,
+            )
+            return False
+    return True
 
 
 # ---- planning -------------------------------------------------------------------------------------------
@@ -260,7 +254,8 @@ class _Planner:
             data = None
         self.seen.add(artifact_id)
         stub = _tool_stub(described, size, artifact_id, text, self.head_chars, repeat=repeat, again=again)
-        self.add(index, p_index, None, artifact_id, data, media_type, described, stub, tokens)
+        after = self.counter.count_part(dataclasses.replace(part, content=stub))
+        self.add(index, p_index, None, artifact_id, data, media_type, described, stub, (tokens, after))
 
     def user_files(self, index: int, p_index: int, content: Sequence[Any]) -> None:
         for i_index, item in enumerate(content):
@@ -285,16 +280,10 @@ class _Planner:
             repeat = artifact_id in self.seen
             self.seen.add(artifact_id)
             stub = seal('artifact', _file_stub(described, size, artifact_id, head, self.head_chars, repeat))
+            after = self.counter.count_part(UserPromptPart(content=[stub]))
+            stored = None if repeat else data
             self.add(
-                index,
-                p_index,
-                i_index,
-                artifact_id,
-                None if repeat else data,
-                media_type,
-                described,
-                stub,
-                tokens,
+                index, p_index, i_index, artifact_id, stored, media_type, described, stub, (tokens, after)
             )
 
     def add(
@@ -307,9 +296,9 @@ class _Planner:
         media_type: str,
         described: str,
         text: str,
-        tokens: int,
+        cost: tuple[int, int],
     ) -> None:
-        after = self.counter.count_part(UserPromptPart(content=text))
+        tokens, after = cost  # what the part (or the file) costs now, and what its stub will
         if after >= tokens:
             return
         self.stubs.append(
