@@ -111,6 +111,16 @@ class RequestProcessed(HistoryEvent):
     """Wall time the processor took, in milliseconds."""
     anchored: bool
     """Whether the estimates were anchored to usage the provider reported."""
+    rewritten_messages: int = 0
+    """Messages an earlier request already sent that this one changes (or, when a tool of the package appears,
+    all of them): the provider's cached prompt prefix is written again from the first of them. 0 on the usual
+    request, which only appends."""
+    rewritten_tokens: int = 0
+    """Estimated tokens written to the provider's cache again because of that (from the first changed message
+    up to the messages new with this request): what prompt caching bills at the cache-write price."""
+    rewritten_by: str | None = None
+    """What changed the sent prefix: the stage's name, or `read_artifact` when the read-back tool first
+    appears in the request's tool list (tools come first in the prompt)."""
 
     @property
     def utilization(self) -> float | None:

@@ -89,6 +89,13 @@ class ContextUsageEvent(HistoryStreamEvent, name='context_usage'):
     """Messages before processing."""
     anchored: bool
     """Whether the estimate is anchored to usage the provider reported."""
+    rewritten_messages: int = 0
+    """Messages already sent that this request changes: the provider's cached prefix is written again from the
+    first of them (0: the request only appends)."""
+    rewritten_tokens: int = 0
+    """Estimated tokens written to the provider's cache again because of it."""
+    rewritten_by: str | None = None
+    """The stage that changed the sent prefix, or `read_artifact` when the read-back tool first appears."""
 
 
 @dataclass(repr=False, kw_only=True)
