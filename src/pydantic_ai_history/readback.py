@@ -139,16 +139,24 @@ async def search_artifacts_text(
     )
     if not hits:
         return f'[no stored passage matched {query!r} in {len(texts)} artifact(s).{note}]'
-    pieces = [f'[{len(hits)} passage(s) for {query!r} from {len(texts)} stored artifact(s).{note}]']
+    pieces: list[str] = []
+    used = 200  # the first line
     for index, chunk in hits:
         info, text = texts[index]
         described = info.metadata.get('call') or info.source
-        pieces.append(
+        piece = (
             f'[{info.artifact_id} ({described}): characters {chunk.start:,}-{chunk.end:,} of {len(text):,}; '
             f'{READ_ARTIFACT_TOOL}(artifact_id="{info.artifact_id}", offset={chunk.start}) reads on]\n'
             + chunk.text.strip('\n')
         )
-    return '\n\n'.join(pieces)
+        if used + len(piece) + 2 > limit:
+            if pieces:
+                continue  # the headers count too: the answer stays within `limit`
+            piece = piece[: max(limit - used - 2, 0)]
+        pieces.append(piece)
+        used += len(piece) + 2
+    opening = f'[{len(pieces)} passage(s) for {query!r} from {len(texts)} stored artifact(s).{note}]'
+    return '\n\n'.join([opening, *pieces])
 
 
 def _is_text(media_type: str) -> bool:
