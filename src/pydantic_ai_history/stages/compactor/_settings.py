@@ -53,7 +53,7 @@ class CompactionSettings:
     """Only tool outputs and files costing at least this many tokens become stubs (a stub costs ~80)."""
     stub_head_chars: int = 160
     """How much of a stubbed output's beginning its stub shows (0: none)."""
-    tool_result_max_tokens: int | None = 600
+    tool_result_max_tokens: int | None = 1_000
     """The summarizer's view: each tool result and tool-call argument larger than this is shown as its
     beginning and the passages most relevant to the task and the focus, within this many tokens. The stored
     transcript keeps everything, so `read_artifact` returns it whole; the summarizer reads what the summary
