@@ -107,7 +107,7 @@ def run_setup(
     processor = create_history_processor(
         policy=ContextPolicy(context_window=WINDOW),
         summarizer=SummarizerSettings(model=StubSummarizer().model()),
-        # the compactor's events alone: the artifact stage's own decisions (taken once, at arrival) have theirs
+        # the compactor's events alone: the artifact stage decides once, at arrival (its own tests)
         artifacts=False,
         store=store,
         on_event=events.append,
