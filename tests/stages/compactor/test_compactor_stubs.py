@@ -307,3 +307,16 @@ def test_the_trail_reads_back_from_its_text_where_messages_have_no_metadata() ->
     pruned = prune_trail([], [('amount', str(n)) for n in range(1000, 1400)], budget=100, counter=COUNTER)
     assert 0 < len(pruned) < 400
     assert pruned[-1] == ('amount', '1399'), 'the newest details of a kind are kept first'
+
+
+async def test_a_read_back_is_stubbed_without_storing_it_again() -> None:
+    messages = tool_loop(2)
+    read = {'artifact_id': 'art_' + 'b' * 64, 'query': 'STEP-001'}
+    messages += [call('read_artifact', 'r1', read), result('read_artifact', 'r1', text(1_500, 'READ-BACK'))]
+    messages += tool_loop(30, tag='more')[1:]
+    store = CountingStore()
+    out, _, _, _ = await run(messages, store)
+    [part] = [p for m in out for p in stubbed(m) if p.tool_call_id == 'r1']
+    assert 'from the store: the same call reads them again' in str(part.content)
+    assert "read_artifact(artifact_id='art_bbbb" in str(part.content)
+    assert len(store.writes) == len([p for m in out for p in stubbed(m)]) - 1, 'everything but the read-back'

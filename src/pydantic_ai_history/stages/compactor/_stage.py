@@ -129,9 +129,13 @@ class _Event:
     overhead: int
     """What instructions, tools and framing add to the messages' own count."""
     reason: Literal['trigger', 'manual']
+    """`trigger`: the history passed the trigger; `manual`: `compact()` was called."""
     focus: str | None
+    """What the summary must keep, when `compact()` was given a focus."""
     started: float
+    """When it started (`perf()`), for its duration."""
     announced: bool = False
+    """Whether `CompactionStarted` is out: a fallback does not repeat it."""
 
 
 @dataclass

@@ -243,6 +243,12 @@ class _Planner:
         key = _call_key(call, part.tool_name)
         again = bool(key) and self.last_index.get(key, index) > index
         text, media_type = _original_text(part)
+        if part.tool_name == READ_ARTIFACT_TOOL:  # already in the store: the same call reads it again
+            stub = f'{_STUB_OPENING} {described} returned {len(text):,} characters from the store: '
+            stub += 'the same call reads them again.'
+            after = self.counter.count_part(dataclasses.replace(part, content=stub))
+            self.add(index, p_index, None, '', None, media_type, described, stub, (tokens, after))
+            return
         if isinstance(ours, dict) and isinstance(ours.get('artifact_id'), str):
             # the artifact stage stored the original under this id before it reduced the part
             artifact_id, data, size = ours['artifact_id'], None, _size(ours, text)
