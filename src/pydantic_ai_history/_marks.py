@@ -98,10 +98,10 @@ def readback_tool_scope(name: str) -> Iterator[None]:
         _readback_tool.reset(token)
 
 
-Kind = Literal['summary', 'pinned', 'transcript', 'window', 'artifact']
-"""What a part of ours is: a summary, the pinned section or the stored-transcript reference carried with it,
-a window note, or the text that stands for an artifact."""
-_KINDS: frozenset[str] = frozenset({'summary', 'pinned', 'transcript', 'window', 'artifact'})
+Kind = Literal['summary', 'pinned', 'transcript', 'trail', 'window', 'artifact']
+"""What a part of ours is: a summary, the pinned section, the stored-transcript reference or the trail of
+exact details carried with it, a window note, or the text that stands for an artifact."""
+_KINDS: frozenset[str] = frozenset({'summary', 'pinned', 'transcript', 'trail', 'window', 'artifact'})
 
 OPENINGS: Mapping[str, str] = {
     'summary': '[pydantic-ai-history: summary of earlier conversation]',
@@ -115,7 +115,7 @@ when it is set."""
 
 _SEAL_OPENING = '\n[pydantic-ai-history '
 _SEAL = re.compile(
-    r'\n\[pydantic-ai-history (summary|pinned|transcript|window|artifact) mark ([0-9a-f]{24})\]\Z'
+    r'\n\[pydantic-ai-history (summary|pinned|transcript|trail|window|artifact) mark ([0-9a-f]{24})\]\Z'
 )
 _SEAL_MAX = 64
 """A seal line is shorter than this: only the tail of a text is searched for one."""

@@ -319,6 +319,9 @@ class JournaledStore(ArtifactStore):
     async def _info(self, artifact_id: str, scope: str) -> StoredArtifact | None:
         return await self._store.info(artifact_id, scope=scope)
 
+    async def _list(self, scope: str, limit: int) -> list[StoredArtifact]:
+        return await self._store.list_artifacts(scope=scope, limit=limit)
+
 
 class JournaledCache(SummaryCache):
     """The processor's cache as workflow code sees it: every read and write a durable operation.

@@ -135,6 +135,16 @@ class RequestProcessed(HistoryEvent):
     """Wall time the processor took, in milliseconds."""
     anchored: bool
     """Whether the estimates were anchored to usage the provider reported."""
+    rewritten_messages: int = 0
+    """Messages an earlier request already sent that this one changes (or, when a tool of the package appears,
+    all of them): the provider's cached prompt prefix is written again from the first of them. 0 on the usual
+    request, which only appends."""
+    rewritten_tokens: int = 0
+    """Estimated tokens written to the provider's cache again because of that (from the first changed message
+    up to the messages new with this request): what prompt caching bills at the cache-write price."""
+    rewritten_by: str | None = None
+    """What changed the sent prefix: the stage's name, or `read_artifact` when the read-back tool first
+    appears in the request's tool list (tools come first in the prompt)."""
 
     @property
     def utilization(self) -> float | None:
@@ -196,11 +206,12 @@ class CompactionResult(HistoryEvent):
     """The summary text that now stands for the evicted messages."""
     reason: Literal['trigger', 'manual']
     """`trigger`: the history passed `limits.trigger`; `manual`: compaction was asked for."""
-    method: Literal['llm', 'cache', 'digest', 'truncate', 'provider']
+    method: Literal['llm', 'cache', 'digest', 'truncate', 'provider', 'stubs']
     """`llm`: the summarizer wrote it; `cache`: an identical evicted span was summarized before;
     `digest`/`truncate`: the deterministic fallbacks after a summarizer failure or during its cool-down;
     `provider`: the serving model compacted natively (`Model.compact_messages`), and `summary` is our note
-    beside its compaction item (`CompactionSettings.method`)."""
+    beside its compaction item (`CompactionSettings.method`); `stubs`: the cheap tier alone reached the
+    target (old tool outputs and files stored and stubbed, nothing summarized: `summary` is empty)."""
     evicted_messages: int
     """Messages the summary replaced."""
     summarizer_calls: int
@@ -211,6 +222,8 @@ class CompactionResult(HistoryEvent):
     """The summarizer failure that led to a fallback method; None otherwise."""
     pinned_units: int = 0
     """Pinned units among the evicted ones, carried verbatim in the summary's pinned section."""
+    stubbed_parts: int = 0
+    """Tool outputs and files the cheap tier stored and replaced by stubs (method `stubs`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

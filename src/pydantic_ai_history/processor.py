@@ -28,6 +28,7 @@ from ._compat import (
     HAS_CAPABILITIES,
     CapabilityBase,
     ModelMessage,
+    ModelResponse,
     durability_base,
     instrumentation_of,
     run_id_of,
@@ -100,6 +101,11 @@ class RunStats:
     """Artifacts whose conversion or summary came from the shared cache."""
     warnings: int = 0
     stage_failures: int = 0
+    prefix_rewrites: int = 0
+    """Requests that changed messages an earlier request had sent (a compaction event, the read-back tool
+    appearing): each makes the provider write its prompt cache again from there."""
+    prefix_rewrite_tokens: int = 0
+    """Estimated tokens written to the provider's prompt cache again because of those requests."""
     last_utilization: float | None = None
     """Tokens sent over the context window for the latest request (None when the window is unknown)."""
     peak_utilization: float | None = None
@@ -252,6 +258,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         self._legacy_seq = 0
         self._tracer = _tracer()
         self._input_checks: OrderedDict[str | None, _InputCheck] = OrderedDict()
+        self._offered_readback: OrderedDict[str | None, bool] = OrderedDict()
+        """Per run: whether its previous request offered `read_artifact` (its first appearance rewrites the
+        cached prefix: tools come first)."""
         self.readback_gate = ReadbackGate(run_key=self._run_key, predict=self._will_name_readback)
         """Decides when `read_artifact` is offered: once a run's history holds something to read."""
         if self.model is not None and (self.policy.strict or model_info(self.model).context_window):
@@ -791,18 +800,24 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 violations=[str(v) for v in new_violations[:20]],
             )
         given = _Validity(messages, validity.structure, validity.violations)
+        sent = _sent_before(messages)
+        rewriter: str | None = None
         for stage in self._stages:
+            stage_input = current
             current = await self._run_stage(stage, current, context, validity, spans)
+            if rewriter is None and current is not stage_input and _first_change(messages, current) < sent:
+                rewriter = stage.name
         if current is not messages:
             problem = self._over_budget(current, before.total, context)
             if problem is not None:
                 logger.error('the processed history was worse than the input (%s); input kept', problem)
                 self._emit(StageFailed(run_id=context.run_id, stage='processor', error=problem))
-                current, validity = messages, given
+                current, validity, rewriter = messages, given, None
         check.adopt(validity)
         context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
         # the idle path: nothing changed, so the estimate of the input stands
         after = before if current is messages else context.estimate(current)
+        rewrite = self._rewrite(messages, current, sent, rewriter, context)
         event = RequestProcessed(
             run_id=context.run_id,
             messages_before=len(messages),
@@ -813,6 +828,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             context_window=context.context_window,
             duration_ms=(perf() - started) * 1000,
             anchored=after.anchor_verified,
+            rewritten_messages=rewrite[0],
+            rewritten_tokens=rewrite[1],
+            rewritten_by=rewrite[2],
         )
         if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
             spans.finish(current is not messages, _span_attributes(event, context))
@@ -889,6 +907,47 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         return (
             f'the output is {after:,} tokens, the input {before:,}, which {fitted} the budget of {budget:,}'
         )
+
+    def _rewrite(
+        self,
+        messages: list[ModelMessage],
+        result: list[ModelMessage],
+        sent: int,
+        rewriter: str | None,
+        context: HistoryContext,
+    ) -> tuple[int, int, str | None]:
+        """The prefix rewrite this request causes: messages already sent that changed, the tokens written to
+        the provider's cache again from the first of them, and what changed them (a stage, or the read-back
+        tool appearing in the tool list, which precedes every message)."""
+        offered = self._readback_offered(context)
+        first = _first_change(messages, result) if rewriter is not None else sent
+        if offered:
+            first, rewriter = 0, READ_ARTIFACT_TOOL
+        if first >= sent or rewriter is None:
+            return 0, 0, None
+        new = len(messages) - sent  # the newest response and the current request were never sent
+        counts = context.counter
+        tokens = sum(counts.count_message(m) for m in result[first : max(len(result) - new, first)])
+        logger.info(
+            'prefix rewrite by %s: %d sent message(s) changed, ~%d tokens cached again',
+            rewriter,
+            sent - first,
+            tokens,
+        )
+        return sent - first, tokens, rewriter
+
+    def _readback_offered(self, context: HistoryContext) -> bool:
+        """Whether this request is the first of its run to offer `read_artifact` (known from the request's
+        tool definitions, which the capability passes; never on the run's first request: none is cached)."""
+        if not context.tool_definitions:
+            return False
+        offered = any(t.name == READ_ARTIFACT_TOOL for t in context.tool_definitions)
+        run = context.run_id
+        before = self._offered_readback.pop(run, None)
+        self._offered_readback[run] = offered
+        while len(self._offered_readback) > self.max_tracked_runs:
+            self._offered_readback.popitem(last=False)
+        return offered and before is False
 
     def _hard_budget(self, context: HistoryContext) -> int:
         """The limit no output may newly pass: the policy's budget, which the window enforces."""
@@ -969,6 +1028,22 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             cache_hits=self.cache.stats.hits,
             cache_misses=self.cache.stats.misses,
         )
+
+
+def _sent_before(messages: Sequence[ModelMessage]) -> int:
+    """How many leading messages an earlier request already sent: every one before the newest response."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], ModelResponse):
+            return index
+    return 0
+
+
+def _first_change(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> int:
+    """The first index where `after` no longer holds `before`'s message (the same object)."""
+    for index, (old, new) in enumerate(zip(before, after, strict=False)):
+        if old is not new:
+            return index
+    return min(len(before), len(after))
 
 
 def _coerce(kind: type[_SettingsT], value: object, name: str) -> _SettingsT:
@@ -1175,6 +1250,9 @@ def _record(stats: RunStats, event: HistoryEvent) -> None:
         stats.last_utilization = utilization
         if utilization is not None:
             stats.peak_utilization = max(stats.peak_utilization or 0.0, utilization)
+        if event.rewritten_messages:
+            stats.prefix_rewrites += 1
+            stats.prefix_rewrite_tokens += event.rewritten_tokens
     elif isinstance(event, WindowApplied):
         stats.window_applications += 1
     elif isinstance(event, CompactionResult):
@@ -1316,7 +1394,11 @@ def _span_attributes(event: RequestProcessed, context: HistoryContext) -> dict[s
         'pydantic_ai_history.tokens_after': event.tokens_after,
         'pydantic_ai_history.anchored': event.anchored,
         'pydantic_ai_history.duration_ms': event.duration_ms,
+        'pydantic_ai_history.prefix_rewrite.messages': event.rewritten_messages,
+        'pydantic_ai_history.prefix_rewrite.tokens': event.rewritten_tokens,
     }
+    if event.rewritten_by is not None:
+        attributes['pydantic_ai_history.prefix_rewrite.by'] = event.rewritten_by
     if context.context_window is not None:
         attributes['pydantic_ai_history.context_window'] = context.context_window
     if context.run_id is not None:

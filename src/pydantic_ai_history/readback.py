@@ -28,7 +28,7 @@ from ._marks import READ_ARTIFACT_TOOL
 from ._offload import OFF_LOOP_CHARS
 from ._pages import Page
 from .files import ConvertedDocument, FileResult, FileSettings
-from .store import ArtifactStore, InvalidArtifactId, StoreError
+from .store import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError
 
 __all__ = (
     'MAX_READ_LIMIT',
@@ -41,6 +41,7 @@ __all__ = (
     'read_artifact_text',
     'readback_toolset',
     'readback_toolset_id',
+    'search_artifacts_text',
 )
 
 READBACK_TOOLSET_ID = 'pydantic_ai_history_readback'
@@ -116,7 +117,7 @@ async def _read_artifact(
         return f'Error: the artifact store could not be read: {exc}', None
     if info is None or data is None:
         return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).', None
-    if info.media_type.startswith('text/') or info.media_type in _TEXT_TYPES:
+    if _is_text(info.media_type):
         text: str | None = None
     else:
         text = await _whole_document(data, info.media_type)
@@ -164,6 +165,111 @@ def _within(chunk: str, room: ReadRoom) -> str:
         size = max(int(len(chunk) * room.max_tokens / tokens * 0.95), 1)
         chunk = chunk[:size]
     return chunk
+
+
+SEARCH_MAX_ARTIFACTS = 500
+"""A search reads at most this many of the scope's artifacts, the newest first."""
+SEARCH_MAX_BYTES = 32 * 1024 * 1024
+"""... and at most this many bytes of them in all: a search costs bounded time and memory whatever the store
+holds (what it did not read is said in its answer)."""
+
+
+async def search_artifacts_text(
+    store: ArtifactStore,
+    query: str,
+    limit: int = DEFAULT_READ_LIMIT,
+    *,
+    scope: str = '',
+    room: ReadRoom | None = None,
+    tool_name: str = READ_ARTIFACT_TOOL,
+) -> str:
+    """The passages most relevant to `query` in everything `scope` has stored (tool outputs, attachments'
+    text, the transcripts of compacted or dropped messages), at most `limit` characters (and `room.max_tokens`
+    tokens), best first, each headed by the artifact it comes from and how to read on with `tool_name`.
+    Errors come back as text, as with reads."""
+    try:
+        infos = await store.list_artifacts(scope=scope, limit=SEARCH_MAX_ARTIFACTS)
+    except StoreError as exc:
+        return f'Error: the stored artifacts cannot be searched ({exc}); read them by artifact_id.'
+    texts, skipped = await _searchable_texts(store, infos, scope)
+    limit = max(1, min(limit, MAX_READ_LIMIT))
+    search = partial(_search_within, texts, skipped, query, limit, room, tool_name)
+    return await anyio.to_thread.run_sync(search)
+
+
+async def _searchable_texts(
+    store: ArtifactStore, infos: Sequence[StoredArtifact], scope: str
+) -> tuple[list[tuple[StoredArtifact, str]], int]:
+    """The text artifacts a search reads, newest first within `SEARCH_MAX_BYTES`, and how many it skipped."""
+    texts: list[tuple[StoredArtifact, str]] = []
+    skipped = 0
+    budget = SEARCH_MAX_BYTES
+    for info in infos:
+        if not _is_text(info.media_type) or info.size_bytes > budget:
+            skipped += 1
+            continue
+        try:
+            data = await store.get(info.artifact_id, scope=scope)
+        except StoreError:
+            data = None
+        if data is None:
+            continue
+        budget -= len(data)
+        texts.append((info, data.decode('utf-8', errors='replace')))
+    return texts, skipped
+
+
+def _search_within(
+    texts: list[tuple[StoredArtifact, str]],
+    skipped: int,
+    query: str,
+    limit: int,
+    room: ReadRoom | None,
+    tool_name: str,
+) -> str:
+    """The search's answer within `limit` characters, shortened until it fits `room` (off the event loop)."""
+    answer = _search_answer(texts, skipped, query, limit, tool_name)
+    while room is not None and room.count_tokens(answer) > room.max_tokens and limit > 200:
+        limit = max(int(limit * room.max_tokens / room.count_tokens(answer) * 0.9), 200)
+        answer = _search_answer(texts, skipped, query, limit, tool_name)
+    return answer
+
+
+def _search_answer(
+    texts: list[tuple[StoredArtifact, str]], skipped: int, query: str, limit: int, tool_name: str
+) -> str:
+    from .retrieval import rank_documents  # loaded by the first search, not with the package
+
+    hits = rank_documents([t for _, t in texts], query, limit)
+    note = (
+        f' {skipped} stored file(s) (documents, images, or past the search limits) were not searched.'
+        if skipped
+        else ''
+    )
+    if not hits:
+        return f'[no stored passage matched {query!r} in {len(texts)} artifact(s).{note}]'
+    pieces: list[str] = []
+    used = 200  # the first line
+    for index, chunk in hits:
+        info, text = texts[index]
+        described = info.metadata.get('call') or info.source
+        piece = (
+            f'[{info.artifact_id} ({described}): characters {chunk.start:,}-{chunk.end:,} of {len(text):,}; '
+            f'{tool_name}(artifact_id="{info.artifact_id}", offset={chunk.start}) reads on]\n'
+            + chunk.text.strip('\n')
+        )
+        if used + len(piece) + 2 > limit:
+            if pieces:
+                continue  # the headers count too: the answer stays within `limit`
+            piece = piece[: max(limit - used - 2, 0)]
+        pieces.append(piece)
+        used += len(piece) + 2
+    opening = f'[{len(pieces)} passage(s) for {query!r} from {len(texts)} stored artifact(s).{note}]'
+    return '\n\n'.join([opening, *pieces])
+
+
+def _is_text(media_type: str) -> bool:
+    return media_type.startswith('text/') or media_type in _TEXT_TYPES
 
 
 _TEXT_TYPES = frozenset(
@@ -366,7 +472,7 @@ def readback_toolset(
 
     async def read_artifact(
         ctx: RunContext[Any],
-        artifact_id: str,
+        artifact_id: str | None = None,
         offset: int = 0,
         limit: int = DEFAULT_READ_LIMIT,
         query: str | None = None,
@@ -377,12 +483,19 @@ def readback_toolset(
         first line says which characters it returned and the offset of the next page.
 
         Args:
-            artifact_id: the id given in the note that replaced the content (starts with `art_`).
+            artifact_id: the id given in the note that replaced the content (starts with `art_`). Leave it
+                out, with a `query`, to search everything removed from this conversation.
             offset: the character to start from.
             limit: at most how many characters to return (never more than 200,000).
             query: if given, return the passages most relevant to this question instead of a slice.
         """
         bound = room(ctx) if room is not None else None
+        if not artifact_id:
+            if not query:
+                return 'Error: give an artifact_id to read, or a query to search everything stored.'
+            return await search_artifacts_text(
+                store, query, limit, scope=scope_of(ctx), room=bound, tool_name=tool_name
+            )
         text, page = await _read_artifact(
             store, artifact_id, offset, limit, query, scope=scope_of(ctx), room=bound
         )

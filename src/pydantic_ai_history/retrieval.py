@@ -603,3 +603,32 @@ def top_passages(text: str, query: str, max_chars: int) -> str:
     if not result.matched:
         return f'[no passage matched {query!r}; showing the beginning]\n' + result.text
     return result.text
+
+
+def rank_documents(documents: Sequence[str], query: str, max_chars: int) -> list[tuple[int, Chunk]]:
+    """The chunks of all `documents` most relevant to `query`, best first, together at most `max_chars`:
+    `(document index, chunk)` pairs. One BM25 ranking over every chunk of every document, so a term that is
+    rare across the whole collection (an id, an error code) weighs most wherever it is. Empty when nothing
+    matches."""
+    chunked = [
+        (d, c) for d, text in enumerate(documents) for c in chunk_text(text, max_chars=DEFAULT_CHUNK_CHARS)
+    ]
+    terms = _query_terms(query)
+    scores = bm25_scores([tokenize(c.context + '\n' + c.text) for _, c in chunked], terms)
+    order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
+    chosen: list[tuple[int, Chunk]] = []
+    used = 0
+    for index in order:
+        size = len(chunked[index][1].text)
+        if used + size > max_chars:
+            if chosen:
+                continue
+            document, chunk = chunked[index]  # even the best chunk is too large: its head
+            cut = max_chars
+            chunk = Chunk(
+                chunk.index, chunk.start, chunk.start + cut, chunk.text[:cut], chunk.context, chunk.kind
+            )
+            return [(document, chunk)]
+        chosen.append(chunked[index])
+        used += size
+    return chosen

@@ -89,6 +89,13 @@ class ContextUsageEvent(HistoryStreamEvent, name='context_usage'):
     """Messages before processing."""
     anchored: bool
     """Whether the estimate is anchored to usage the provider reported."""
+    rewritten_messages: int = 0
+    """Messages already sent that this request changes: the provider's cached prefix is written again from the
+    first of them (0: the request only appends)."""
+    rewritten_tokens: int = 0
+    """Estimated tokens written to the provider's cache again because of it."""
+    rewritten_by: str | None = None
+    """The stage that changed the sent prefix, or `read_artifact` when the read-back tool first appears."""
 
 
 @dataclass(repr=False, kw_only=True)
@@ -122,13 +129,16 @@ class CompactionFinishedEvent(HistoryStreamEvent, name='compaction_finished'):
     evicted_messages: int
     """Messages the summary replaced."""
     method: str
-    """How the summary was made: `llm`, `cache`, or a deterministic fallback (`digest`, `truncate`)."""
+    """How the summary was made: `llm`, `cache`, a deterministic fallback (`digest`, `truncate`), the provider
+    (`provider`), or `stubs` (old tool outputs stored and stubbed, nothing summarized)."""
     summarizer_calls: int
     """LLM calls made."""
     summary: str
     """The summary that now stands for the evicted messages."""
     error: str | None = None
     """The summarizer failure behind a fallback method; None otherwise."""
+    stubbed_parts: int = 0
+    """Tool outputs and files stored and replaced by stubs."""
 
 
 @dataclass(repr=False, kw_only=True)

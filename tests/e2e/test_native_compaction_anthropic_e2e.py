@@ -170,7 +170,7 @@ async def test_the_real_anthropic_adapter_compacts_and_every_request_is_accepted
         artifacts=False,
         policy=ContextPolicy(context_window=WINDOW, max_tokens=TRIGGER, target_tokens=TARGET),
         summarizer=SummarizerSettings(model=FunctionModel(never)),
-        compaction=CompactionSettings(method='provider', summary_max_tokens=400),
+        compaction=CompactionSettings(method='provider', summary_max_tokens=400, stub_tool_results=False),
         on_history_event=events.append,
     )
     # a modest max_tokens keeps the SDK from streaming the requests (the mock answers in JSON)

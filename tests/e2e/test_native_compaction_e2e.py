@@ -103,7 +103,8 @@ def processor(method: str, summarizer: Summarizer, events: list[HistoryEvent], *
         artifacts=False,
         policy=ContextPolicy(context_window=WINDOW, max_tokens=TRIGGER, target_tokens=TARGET),
         summarizer=SummarizerSettings(model=summarizer.model()),
-        compaction=CompactionSettings(method=method, summary_max_tokens=400),  # type: ignore[arg-type]
+        # the provider's compaction is the point: no cheap tier of stubs before it
+        compaction=CompactionSettings(method=method, summary_max_tokens=400, stub_tool_results=False),  # type: ignore[arg-type]
         store=kw.pop('store', MemoryStore()),
         on_history_event=events.append,
         **kw,

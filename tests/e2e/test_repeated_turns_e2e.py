@@ -37,6 +37,7 @@ async def test_each_turn_carries_one_summary() -> None:
         target_tokens=3_000,
         summarizer=fake_model(summarizer),
         on_event=events.append,
+        stubs=False,  # summaries are the point: no cheap tier of stubs before them
     )
     provider = strict(5, 16_000)
     agent = make_agent(provider.model(), processor)

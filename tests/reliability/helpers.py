@@ -95,6 +95,7 @@ def full_processor(
     on_event: Callable[[HistoryEvent], None] | None = None,
     window_budget: int | None = None,
     artifact_budget: int | None = None,
+    stubs: bool = True,
 ) -> HistoryProcessor:
     artifacts = ArtifactSettings(
         llm_planning=planner is not None,
@@ -103,7 +104,7 @@ def full_processor(
         default_reduction=default_reduction,  # type: ignore[arg-type]
         artifact_budget_tokens=artifact_budget,
     )
-    compaction = CompactionSettings(summary_max_tokens=400)
+    compaction = CompactionSettings(summary_max_tokens=400, stub_tool_results=stubs)
     artifact_stage: Any = ArtifactPlanner(artifacts)
     if artifact_summarizer is not None and artifact_summarizer is not summarizer:
         # One summarizer serves every stage; these tests make the artifact summaries fail on their own.

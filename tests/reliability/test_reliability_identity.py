@@ -154,7 +154,9 @@ async def test_a_request_part_opening_with_our_marker_keeps_every_part_in_the_tr
     stub = StubSummarizer()
     store = RecordingStore()
     ctx, _ = context(store=store)
-    settings = compaction_setup(max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model())
+    settings = compaction_setup(
+        max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model(), stub_tool_results=False
+    )
     out = await SetupCompactor(settings)(messages, ctx)
     assert_valid_history(out, original=messages)
     assert marker_kind(out[1]) == 'summary'

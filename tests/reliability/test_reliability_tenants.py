@@ -267,7 +267,8 @@ async def test_no_breaker_across_tenants() -> None:
         return ModelResponse(parts=[TextPart('Summary: pages were read.')])
 
     events: list[HistoryEvent] = []
-    settings = CompactionSettings(max_failures=2, cooldown_seconds=3_600)
+    # summarizer calls are the point: no cheap tier of stubs before them
+    settings = CompactionSettings(max_failures=2, cooldown_seconds=3_600, stub_tool_results=False)
     processor = create_history_processor(
         policy=ContextPolicy(context_window=WINDOW, max_tokens=6_000, target_tokens=2_500),
         summarizer=SummarizerSettings(model=FunctionModel(summarize), timeout=5),

@@ -16,6 +16,7 @@ from pydantic_ai_history.store import (
     StoredArtifact,
     StoreError,
     artifact_id,
+    scope_tag,
 )
 
 pytestmark = pytest.mark.anyio
@@ -131,3 +132,52 @@ async def test_longest_valid_id(store):
     aid = 'A-_9' * 32
     await store.put(aid, b'x', media_type='text/plain', source='t')
     assert await store.get(aid) == b'x'
+
+
+async def test_a_scope_lists_what_it_holds_newest_first_and_nothing_of_other_scopes(store):
+    """What a search over a conversation reads: its own artifacts, info only, bounded by `limit`."""
+    clock = [1_000.0]
+    for backend in (store, getattr(store, '_store', None)):
+        if backend is not None and hasattr(backend, '_clock'):
+            backend._clock = lambda: clock[0]
+    ids = []
+    for number in range(3):
+        data = f'artifact {number}'.encode()
+        aid = store.artifact_id(data, scope='conversation:a')
+        await store.put(aid, data, media_type='text/plain', source=f'tool {number}', scope='conversation:a')
+        ids.append(aid)
+        clock[0] += 10
+        if isinstance(store, DirectoryStore):  # the listing orders by the sidecars' modification time
+            os.utime(store.root / scope_tag('conversation:a') / f'{aid}.json', (clock[0], clock[0]))
+    other = b'another conversation'
+    await store.put(
+        store.artifact_id(other, scope='conversation:b'),
+        other,
+        media_type='text/plain',
+        source='x',
+        scope='conversation:b',
+    )
+    await store.put(artifact_id(b'default'), b'default', media_type='text/plain', source='d')
+
+    listed = await store.list_artifacts(scope='conversation:a')
+    assert [i.artifact_id for i in listed] == ids[::-1]
+    assert [i.source for i in listed] == ['tool 2', 'tool 1', 'tool 0']
+    assert [i.artifact_id for i in await store.list_artifacts(scope='conversation:a', limit=2)] == ids[:0:-1]
+    assert [i.source for i in await store.list_artifacts(scope='conversation:b')] == ['x']
+    assert [i.source for i in await store.list_artifacts()] == ['d'], 'the default scope holds only its own'
+    assert await store.list_artifacts(scope='conversation:none') == []
+
+
+async def test_a_store_that_cannot_list_says_so():
+    class Legacy(ArtifactStore):
+        async def _put(self, *args):
+            raise NotImplementedError
+
+        async def _get(self, artifact_id, scope):
+            return None
+
+        async def _info(self, artifact_id, scope):
+            return None
+
+    with pytest.raises(StoreError, match='cannot list'):
+        await Legacy().list_artifacts()

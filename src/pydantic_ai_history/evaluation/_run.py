@@ -32,6 +32,7 @@ from ._strategies import (
     PEERS,
     STRATEGIES,
     SUMMARY_RESERVE,
+    TRAIL_SHARE,
     Compacted,
     Cut,
     digest_strategy,
@@ -105,7 +106,7 @@ class _Run:
         messages = session.messages
         total = self.counter.estimate(messages).total
         record = SessionResult(name=session.name, messages=len(messages), tokens=self.tokens(messages))
-        target = compaction_target(total, self.settings.keep_fraction, SUMMARY_RESERVE)
+        target = compaction_target(total, self.settings.keep_fraction, SUMMARY_RESERVE, TRAIL_SHARE)
         digest = await digest_strategy(messages, total, target)
         start = tail_start(messages, digest.messages)
         if start is None:

@@ -91,12 +91,14 @@ def builtin_session_paths(folder: str | os.PathLike[str] | None = None) -> list[
     return []
 
 
-def compaction_target(total_tokens: int, keep_fraction: float, summary_reserve: int) -> int:
+def compaction_target(
+    total_tokens: int, keep_fraction: float, summary_reserve: int, trail_share: float = 0.0
+) -> int:
     """The compactor's target that keeps about `keep_fraction` of a `total_tokens` history verbatim: that
-    share, plus what the summary itself is allowed."""
+    share, plus what the summary itself is allowed, plus the share of the target its trail may take."""
     if not 0 < keep_fraction < 1:
         raise ValueError(f'keep_fraction must be in (0, 1), got {keep_fraction!r}')
-    return max(1, round(total_tokens * keep_fraction)) + summary_reserve
+    return round((max(1, round(total_tokens * keep_fraction)) + summary_reserve) / (1 - trail_share))
 
 
 def kept_head(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int:

@@ -45,6 +45,8 @@ COUNTING_MODEL = 'openai:gpt-4o'
 """Tokens are counted alike for every strategy (o200k), whatever model summarizes."""
 SUMMARY_RESERVE = CompactionSettings().summary_max_tokens + 140
 """What the compactor's target allows the summary on top of the kept share (its cap, framing, reference)."""
+TRAIL_SHARE = CompactionSettings().trail_share
+"""The share of the target the summary's trail takes on top of that, so the kept share stays the same."""
 
 
 @dataclass(frozen=True, kw_only=True)

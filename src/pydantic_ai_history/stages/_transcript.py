@@ -19,7 +19,7 @@ import io
 import itertools
 import re
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,12 +176,17 @@ def _tool(name: str | None) -> str:
     return f' tool="{_TOOL_NAME.sub("_", name)[:80]}"' if name else ''
 
 
+Cut = Callable[[str, int], str]
+"""How a record body over the cap is shortened to at most about `cap` tokens (default: head and tail)."""
+
+
 @dataclass(frozen=True)
 class _Renderer:
     counter: TokenCounter
     cap: int | None
     nonce: str
     system_prompts: bool = True
+    cut: Cut | None = None
 
     def record(
         self, role: str, body: str, *, tool: str | None = None, capped: bool = True
@@ -190,8 +195,12 @@ class _Renderer:
             raise _NonceInContent
         tokens = self.counter.count_text(body)
         if capped and self.cap is not None and tokens > self.cap:
-            body = self.counter.truncate_text(body, self.cap, head_fraction=0.5)
-            tokens = self.cap
+            if self.cut is None:
+                body = self.counter.truncate_text(body, self.cap, head_fraction=0.5)
+                tokens = self.cap
+            else:
+                body = self.cut(body, self.cap)
+                tokens = self.counter.count_text(body)
         opening = f'<msg-{self.nonce} role="{role}"{_tool(tool)}>\n'
         closing = f'\n</msg-{self.nonce}>'
         # The tags are counted, not estimated from their length: a random nonce can take twice the tokens a
@@ -224,7 +233,7 @@ class _Renderer:
             opening = OPENINGS['summary']
             text = text[len(opening) :].lstrip('\n') if text.startswith(opening) else text
             return self.record('earlier_summary', text, capped=False)
-        if kind in ('pinned', 'transcript'):
+        if kind in ('pinned', 'transcript', 'trail'):
             return self.record('earlier_summary_pinned', text, capped=False)
         return self.part(part)  # an artifact's text stands for what the user or the tool sent
 
@@ -269,9 +278,10 @@ def render_units(
     tool_result_max_tokens: int | None,
     system_prompts: bool = True,
     preamble: str | None = None,
+    cut: Cut | None = None,
 ) -> list[TranscriptUnit]:
     """Render each unit's messages as framed records; tool results and call arguments are cut to
-    `tool_result_max_tokens`.
+    `tool_result_max_tokens` (by `cut`, else head and tail).
 
     `None` renders them whole (the pinned section of a summary); `system_prompts=False` leaves system prompt
     parts out (the summary message keeps them as parts). Every unit shares one nonce, found in no content.
@@ -284,6 +294,7 @@ def render_units(
         tool_result_max_tokens=tool_result_max_tokens,
         system_prompts=system_prompts,
         preamble=preamble,
+        cut=cut,
     )
     return [unit for unit in rendered if unit is not None]
 
@@ -296,6 +307,7 @@ def render_each_unit(
     tool_result_max_tokens: int | None,
     system_prompts: bool = True,
     preamble: str | None = None,
+    cut: Cut | None = None,
 ) -> list[TranscriptUnit | None]:
     """`render_units`, one entry per unit of `units`: None for a unit with nothing to render.
 
@@ -303,7 +315,7 @@ def render_each_unit(
     encoded as it is rendered, so the whole text is held once, as the bytes the store keeps.
     """
     while True:
-        renderer = _Renderer(counter, tool_result_max_tokens, new_nonce(), system_prompts)
+        renderer = _Renderer(counter, tool_result_max_tokens, new_nonce(), system_prompts, cut)
         try:
             return _render(messages, units, renderer, preamble)
         except _NonceInContent:

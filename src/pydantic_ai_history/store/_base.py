@@ -225,6 +225,19 @@ class ArtifactStore(ABC):
             raise ValueError('offset and limit must not be negative')
         return await self._read(validate_artifact_id(artifact_id), offset, limit, scope)
 
+    async def list_artifacts(self, *, scope: str = '', limit: int = 1_000) -> list[StoredArtifact]:
+        """What `scope` holds (info only, no bytes), newest first, at most `limit` entries: what a search over
+        the conversation reads. `StoreError` when the backend cannot list (a custom store written before
+        listing existed): callers then read back by id only."""
+        if limit < 1:
+            raise ValueError('limit must be positive')
+        found = await self._list(scope, limit)
+        return sorted(found, key=lambda info: info.created_at, reverse=True)[:limit]
+
+    async def _list(self, scope: str, limit: int) -> list[StoredArtifact]:
+        # Not abstract: stores written before listing existed keep working, without search.
+        raise StoreError(f'{type(self).__name__} cannot list its artifacts')
+
     async def aclose(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
         """Release connections; the default has none."""
 

@@ -24,6 +24,7 @@ from ._base import (
     StoreError,
     StoreQuotaExceeded,
     scope_tag,
+    validate_artifact_id,
 )
 from ._breaker import StoreBreaker
 from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, Held, PruneReport, StoreBound, plan_prune
@@ -197,6 +198,9 @@ class DirectoryStore(ArtifactStore):
 
     async def _info(self, artifact_id: str, scope: str) -> StoredArtifact | None:
         return await self._run(self._info_sync, artifact_id, scope)
+
+    async def _list(self, scope: str, limit: int) -> list[StoredArtifact]:
+        return await self._run(self._list_sync, scope, limit)
 
     async def _run(self, func: Callable[..., _T], *args: object) -> _T:
         return await anyio.to_thread.run_sync(func, *args)
@@ -443,6 +447,31 @@ class DirectoryStore(ArtifactStore):
     def _info_sync(self, artifact_id: str, scope: str) -> StoredArtifact | None:
         raw = self._read_file(self._path(artifact_id, '.json', scope))
         return None if raw is None else StoredArtifact.from_json(raw, artifact_id)
+
+    def _list_sync(self, scope: str, limit: int) -> list[StoredArtifact]:
+        """The sidecars of `scope`'s folder, newest (by modification time) first, at most `limit` read."""
+        folder = self._folder(scope)
+        if not folder.is_dir() or folder.is_symlink():
+            return []
+        sidecars: list[tuple[float, str]] = []
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = entry.name
+                if (
+                    name.endswith('.json')
+                    and not name.startswith('.')
+                    and entry.is_file(follow_symlinks=False)
+                ):
+                    sidecars.append((entry.stat(follow_symlinks=False).st_mtime, name[: -len('.json')]))
+        found: list[StoredArtifact] = []
+        for _, artifact_id in sorted(sidecars, reverse=True)[:limit]:
+            try:
+                info = self._info_sync(validate_artifact_id(artifact_id), scope)
+            except StoreError:  # a corrupt sidecar or a planted link: not listed
+                continue
+            if info is not None:
+                found.append(info)
+        return found
 
 
 _LEFTOVER_AGE = 3600.0

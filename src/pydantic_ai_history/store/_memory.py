@@ -159,3 +159,11 @@ class MemoryStore(ArtifactStore):
     async def _info(self, artifact_id: str, scope: str) -> StoredArtifact | None:
         item = self._lookup(artifact_id, scope)
         return None if item is None else item[0]
+
+    async def _list(self, scope: str, limit: int) -> list[StoredArtifact]:
+        ids = self._scopes.get(scope)
+        if not ids:
+            return []
+        # most recently used first; a listing reads without touching the recency of what it lists
+        recent = [self._items[(scope, artifact_id)][0] for artifact_id in reversed(ids)]
+        return recent[:limit]

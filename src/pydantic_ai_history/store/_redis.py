@@ -23,6 +23,9 @@ logger = logging.getLogger('pydantic_ai_history.store')
 DEFAULT_REDIS_MAX_BYTES = 256 * 1024**2
 """Default retention by size for `RedisStore`: 256 MiB of content under one prefix."""
 
+_LIST_SCAN_CAP = 10_000
+"""At most this many artifacts of a scope are read when it is listed (a search reads the newest of them)."""
+
 
 class RedisStore(ArtifactStore):
     """Artifacts as `prefix + [scope:] + id` (the bytes) and the same key + `':info'` (JSON info) in Redis.
@@ -217,6 +220,33 @@ class RedisStore(ArtifactStore):
         if raw is None:
             return None
         return StoredArtifact.from_json(raw, artifact_id)
+
+    async def _list(self, scope: str, limit: int) -> list[StoredArtifact]:
+        tag = scope_tag(scope)
+        base = f'{self.prefix}{tag}:' if tag else self.prefix
+
+        async def scan() -> list[Any]:
+            client = self._clients.get()
+            keys: list[bytes] = []
+            async for key in client.scan_iter(match=base + '*:info', count=500):
+                artifact = bytes(key)[len(base.encode()) : -len(b':info')]
+                if b':' not in artifact:  # another scope's key under the default scope's prefix
+                    keys.append(bytes(key))
+                if len(keys) >= _LIST_SCAN_CAP:
+                    break
+            values: list[Any] = await client.mget(keys) if keys else []
+            return list(zip(keys, values, strict=True))
+
+        found: list[StoredArtifact] = []
+        for key, raw in await self._call(scan):
+            if raw is None:
+                continue
+            artifact_id = key[len(base.encode()) : -len(b':info')].decode()
+            try:
+                found.append(StoredArtifact.from_json(raw, artifact_id))
+            except StoreError:
+                continue
+        return found  # newest first and `limit` applied by `list_artifacts`
 
     async def _call(self, func: Callable[[], Awaitable[_T]]) -> _T:
         from redis.exceptions import RedisError

@@ -39,8 +39,10 @@ from pydantic_ai_history import (
 )
 from pydantic_ai_history._compat import COMPACTION_PART, COMPACTION_REQUEST_PART
 from pydantic_ai_history._context import MARKER_KEY, HistoryContext
-from pydantic_ai_history._marks import OPENINGS, marker_kind
+from pydantic_ai_history._marks import OPENINGS, marker_kind, sealed_kind
+from pydantic_ai_history.stages._transcript import named_transcripts
 from pydantic_ai_history.stages.compactor import CompactionSettings, summary_text
+from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.units import split_units
 
 pytestmark = pytest.mark.anyio
@@ -60,6 +62,8 @@ async def compact(
 def settings(stub: StubSummarizer, **kwargs: Any) -> CompactionSettings:
     kwargs.setdefault('max_tokens', 20_000)
     kwargs.setdefault('target_tokens', 8_000)
+    # these tests are about the summary: the cheap tier that comes first has its own (test_compactor_stubs.py)
+    kwargs.setdefault('stub_tool_results', False)
     return compaction_setup(summarizer_model=stub.model(), **kwargs)
 
 
@@ -85,8 +89,10 @@ async def test_over_the_trigger_head_summary_and_a_fitting_contiguous_tail():
     assert tail[-2:] == messages[-2:], 'the current request and the call it answers stay'
     counter = ctx.counter
     assert counter.count_messages(out) <= 8_000
-    # the sliding-window stop rule: the unit before the tail did not fit what the target left for it
-    budget = 8_000 - counter.count_message(messages[0]) - cfg.summary_max_tokens - 40
+    # the sliding-window stop rule: the unit before the tail did not fit what the target left for it (the
+    # summary with its trail aside), nor the quarter of the target an event at the trigger keeps verbatim
+    left = 8_000 - counter.count_message(messages[0]) - cfg.summary_max_tokens - 40 - int(8_000 * 0.1)
+    budget = min(left, 8_000 // 4)
     units = split_units(messages)
     first_kept = next(i for i, u in enumerate(units) if messages[u.start] is tail[0])
     before = units[first_kept - 1]
@@ -108,20 +114,26 @@ async def test_the_summary_message_per_version():
         'never a system prompt mid-history'
     )
     assert marker_kind(message) == 'summary'
+    part, trail = message.parts  # the summarizer's text, and the trail of exact details the code writes
     if COMPACTION_REQUEST_PART is not None:  # 2.x: the official request-side summary part
-        [part] = message.parts
         assert isinstance(part, COMPACTION_REQUEST_PART)
         assert part.content.startswith('## Goal and constraints')
         assert part.provider_name is None
     else:  # 1.x (late 1.x has CompactionPart only as a response part)
-        [part] = message.parts
         assert isinstance(part, UserPromptPart)
         assert part.content.startswith(OPENINGS['summary'] + '\n## Goal and constraints')
         if COMPACTION_PART is not None:
             assert not isinstance(part, COMPACTION_PART)
+    assert isinstance(trail, UserPromptPart)
+    assert isinstance(trail.content, str)
+    assert sealed_kind(trail.content) is not None
+    assert 'STEP-000' in trail.content, 'the exact ids of the summarized results'
     if HAS_MESSAGE_METADATA:
-        assert message.metadata[MARKER_KEY]['kind'] == 'summary'  # type: ignore[attr-defined]
-        assert message.metadata[MARKER_KEY]['evicted_messages'] > 0  # type: ignore[attr-defined]
+        ours = message.metadata[MARKER_KEY]  # type: ignore[attr-defined]
+        assert ours['kind'] == 'summary'
+        assert ours['evicted_messages'] > 0
+        assert ours['parts'] == ['summary', 'trail']
+        assert ['identifier', 'STEP-000'] in ours['trail'], 'the trail is data, not only text'
 
 
 async def test_an_unfinished_tool_round_stays_verbatim_even_when_it_is_over_the_target():
@@ -281,22 +293,36 @@ async def test_no_model_at_all_falls_back_to_the_digest():
     assert 'Automatic digest' in (summary_text(out[1]) or '')
 
 
-async def test_tool_results_are_capped_with_head_and_tail_and_the_task_is_in_the_prompt():
+async def test_tool_results_are_shown_as_their_beginning_and_the_passages_relevant_to_the_task():
     stub = StubSummarizer()
-    big = 'HEAD-OF-RESULT ' + 'alpha beta gamma delta ' * 2_000 + ' TAIL-OF-RESULT'
+    filler = 'alpha beta gamma delta ' * 100 + '\n\n'
+    big = (
+        'HEAD-OF-RESULT\n'
+        + filler * 10
+        + 'The billing database moves to Postgres 16 on host pg-billing-7.\n\n'
+        + filler * 10
+        + 'TAIL-OF-RESULT'
+    )
     messages = [
         system_user(SYSTEM, TASK),
         call('fetch', 'x', {}),
         result('fetch', 'x', big),
         *tool_loop(30)[1:],
     ]
-    await compact(messages, settings(stub, tool_result_max_tokens=500))
+    store = MemoryStore()
+    out, _, ctx = await compact(messages, settings(stub, tool_result_max_tokens=500), store=store)
     prompt = stub.prompts[0]
     assert 'HEAD-OF-RESULT' in prompt
-    assert 'TAIL-OF-RESULT' in prompt
-    assert 'tokens omitted' in prompt
+    assert 'pg-billing-7' in prompt, 'the passage about the task, from the middle of the result'
+    assert 'TAIL-OF-RESULT' not in prompt
+    assert 'tokens in all (stored whole)' in prompt
     assert 0 < prompt.count('alpha beta gamma delta') < 200
     assert prompt_block(prompt, 'original_task') == TASK
+    # the summarizer read a part; the store keeps the whole, tail included
+    [reference] = named_transcripts(summary_text(out[1]) or '')
+    stored = await store.get(reference, scope=ctx.scope)
+    assert stored is not None
+    assert b'TAIL-OF-RESULT' in stored
 
 
 @pytest.mark.parametrize(

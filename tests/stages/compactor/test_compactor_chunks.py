@@ -29,6 +29,14 @@ def big_history(regions: int, units_per_region: int, tokens_per_unit: int) -> li
     return messages
 
 
+WHOLE_VIEW: dict[str, object] = {
+    'tool_result_max_tokens': None,
+    'summarizer_view_tokens': None,
+    'stub_tool_results': False,
+}
+"""The summarizer sees every token it replaces (no bounded view, no stubs first): what chunking is for."""
+
+
 async def test_a_400k_token_evicted_span_is_summarized_in_chunks_that_cover_every_region():
     def behaviour(prompt: str, number: int) -> str:
         seen = sorted(set(re.findall(r'REGION\d{3}MARK', prompt)))
@@ -38,7 +46,7 @@ async def test_a_400k_token_evicted_span_is_summarized_in_chunks_that_cover_ever
     messages = big_history(regions=40, units_per_region=10, tokens_per_unit=1_050)  # about 430K tokens
     ctx, events = context()
     assert ctx.estimate(messages).total > 420_000
-    out = await SetupCompactor(compaction_setup(summarizer_model=stub.model()))(
+    out = await SetupCompactor(compaction_setup(summarizer_model=stub.model(), **WHOLE_VIEW))(
         messages, ctx
     )  # defaults: 120K/40K
     assert_valid_history(out, original=messages)
@@ -87,7 +95,7 @@ async def test_a_tool_result_larger_than_a_summarizer_request_is_seen_whole_acro
     ]
     ctx, events = context()
     assert ctx.estimate(messages).total > 250_000
-    out = await SetupCompactor(compaction_setup(summarizer_model=stub.model()))(messages, ctx)
+    out = await SetupCompactor(compaction_setup(summarizer_model=stub.model(), **WHOLE_VIEW))(messages, ctx)
     assert_valid_history(out, original=messages)
     [event] = [e for e in events if isinstance(e, CompactionResult)]
     assert event.method == 'llm'

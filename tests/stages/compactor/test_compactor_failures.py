@@ -28,7 +28,7 @@ from _compaction import (
 )
 from _history import call, result
 from pydantic_ai_history import CompactionResult, assert_valid_history
-from pydantic_ai_history.stages.compactor import CompactionSettings, summary_text
+from pydantic_ai_history.stages.compactor import CompactionSettings, summary_sections, summary_text
 
 pytestmark = pytest.mark.anyio
 
@@ -125,7 +125,9 @@ async def test_the_head_tail_cut_keeps_the_first_quarter_and_last_three_quarters
     assert_valid_history(out, original=messages)
     [event] = [e for e in events if isinstance(e, CompactionResult)]
     assert event.method == 'truncate'
-    cut = summary_text(out[1]) or ''
+    sections = summary_sections(out[1])
+    assert sections is not None
+    cut = sections.summary  # the trail beside it lists every id, as data
     assert 'STEP-000' in cut, 'the start of the evicted span is kept'
     last_evicted = event.evicted_messages // 2 - 1
     assert f'STEP-{last_evicted:03d}' in cut, 'its end is kept'

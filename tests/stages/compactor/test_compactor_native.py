@@ -55,7 +55,12 @@ LIMITS = ContextPolicy(context_window=64_000, max_tokens=12_000, target_tokens=6
 
 
 def compactor(**settings: Any) -> Compactor:
-    return Compactor(CompactionSettings(method='provider', summary_max_tokens=500, **settings))
+    return Compactor(CompactionSettings(method='provider', summary_max_tokens=500, **NO_STUBS, **settings))
+
+
+NO_STUBS: dict[str, Any] = {'stub_tool_results': False}
+"""These tests are about the provider's compaction: the cheap tier that comes first is kept out of the way
+(see `test_the_cheap_tier_comes_before_the_providers_compaction`)."""
 
 
 def native_context(model: Any, **kwargs: Any) -> tuple[Any, list[Any]]:
@@ -137,7 +142,7 @@ async def test_a_previous_llm_summary_is_compacted_with_the_rest() -> None:
     history: list[ModelMessage] = tool_loop(20, 900)
     history[5] = pin(history[5])
     llm_ctx, _ = context(limits=LIMITS, store=MemoryStore(), summarizer=_summarizer_settings())
-    summarized = await Compactor(CompactionSettings(summary_max_tokens=500))(history, llm_ctx)
+    summarized = await Compactor(CompactionSettings(summary_max_tokens=500, **NO_STUBS))(history, llm_ctx)
     assert marker_kind(summarized[1]) == 'summary'
     grown = [*summarized]
     for i in range(20, 34):
@@ -303,12 +308,16 @@ async def test_without_the_first_user_message_nothing_follows_the_item_but_the_n
 async def test_auto_compacts_with_the_provider_where_it_can_and_says_nothing_where_it_cannot() -> None:
     provider = ResponsesLikeProvider(steps=0)
     ctx, events = native_context(compacting_model(provider))
-    await Compactor(CompactionSettings(method='auto', summary_max_tokens=500))(tool_loop(20, 900), ctx)
+    await Compactor(CompactionSettings(method='auto', summary_max_tokens=500, **NO_STUBS))(
+        tool_loop(20, 900), ctx
+    )
     assert methods(events) == ['provider']
 
     plain = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('x')]), model_name='plain')
     ctx, events = native_context(plain, summarizer=_summarizer_settings())
-    await Compactor(CompactionSettings(method='auto', summary_max_tokens=500))(tool_loop(20, 900), ctx)
+    await Compactor(CompactionSettings(method='auto', summary_max_tokens=500, **NO_STUBS))(
+        tool_loop(20, 900), ctx
+    )
     assert methods(events) == ['llm']
     assert codes(events) == []
 
@@ -331,7 +340,12 @@ async def test_a_failing_provider_cools_down_like_the_summarizer() -> None:
     provider = ResponsesLikeProvider(steps=0, fail=True)
     ctx, events = native_context(compacting_model(provider), summarizer=_summarizer_settings())
     settings = CompactionSettings(
-        method='provider', summary_max_tokens=500, max_failures=2, cooldown_seconds=60, clock=lambda: clock[0]
+        method='provider',
+        summary_max_tokens=500,
+        max_failures=2,
+        cooldown_seconds=60,
+        clock=lambda: clock[0],
+        **NO_STUBS,
     )
     stage = Compactor(settings)
 
@@ -345,3 +359,15 @@ async def test_a_failing_provider_cools_down_like_the_summarizer() -> None:
     provider.fail = False
     await stage(tool_loop(20, 900, tag='later'), ctx)
     assert methods(events)[-1] == 'provider'
+
+
+async def test_the_cheap_tier_comes_before_the_providers_compaction() -> None:
+    """Old tool outputs are stubbed into the store first; the provider is asked only when that falls short."""
+    provider = ResponsesLikeProvider(steps=0)
+    ctx, events = native_context(compacting_model(provider))
+    history = tool_loop(20, 900)
+    out = await Compactor(CompactionSettings(method='provider', summary_max_tokens=500))(history, ctx)
+    assert methods(events) == ['stubs']
+    assert provider.compactions == []
+    assert len(out) == len(history)
+    assert_valid_history(out, original=history)

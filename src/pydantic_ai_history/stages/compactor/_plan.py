@@ -26,6 +26,9 @@ class CutPlan:
     summary's reserve and the pinned units' reserve."""
     pinned_reserve: int
     """Tokens reserved up front for the pinned units (verbatim in the tail or text in the pinned section)."""
+    verbatim: int | None = None
+    """The first unit of the tail kept verbatim under `tail_cap` (what a cheap tier may not touch): `unit`,
+    unless the summary stops earlier to keep the unit `keep_from`. None when nothing can be compacted."""
 
 
 def plan_cut(
@@ -39,6 +42,8 @@ def plan_cut(
     pinned_carried: int = 0,
     pinned_section_cost: int = 0,
     manual: bool = False,
+    tail_cap: int | None = None,
+    keep_from: int | None = None,
 ) -> CutPlan:
     """The first unit of the verbatim tail for a history whose units after the head cost `unit_costs`.
 
@@ -54,6 +59,10 @@ def plan_cut(
         pinned_carried: tokens of the pins earlier compactions carried, and of the transcript reference.
         pinned_section_cost: the pinned section's own overhead (heading, framing), paid when it has content.
         manual: a compaction the user asked for evicts at least one unit when there are two or more.
+        tail_cap: the most the unpinned units of the verbatim tail may cost (a deep event keeps less than the
+            target allows).
+        keep_from: a unit the summary should not take (the latest user prompt) when everything from it on fits
+            what the target allows: the cut stops there, while `verbatim` stays under `tail_cap`.
     """
     costs = list(unit_costs)
     reserve = pinned_carried
@@ -63,7 +72,8 @@ def plan_cut(
         costs[offset] = 0
     if reserve:
         reserve += pinned_section_cost
-    budget = target - fixed_cost - summary_reserve - reserve
+    allowed = target - fixed_cost - summary_reserve - reserve
+    budget = allowed if tail_cap is None else min(allowed, tail_cap)
     cut = fit_suffix(costs, budget, at_least=1)
     if cut == 0:
         last = len(costs) - 1
@@ -72,4 +82,11 @@ def plan_cut(
             tail_budget=budget,
             pinned_reserve=reserve,
         )
-    return CutPlan(unit=body_first + cut, tail_budget=budget, pinned_reserve=reserve)
+    unit = body_first + cut
+    if (
+        keep_from is not None
+        and body_first <= keep_from < unit
+        and sum(costs[keep_from - body_first :]) <= allowed
+    ):
+        unit = keep_from
+    return CutPlan(unit=unit, tail_budget=budget, pinned_reserve=reserve, verbatim=body_first + cut)

@@ -38,11 +38,34 @@ class CompactionSettings:
     one provider. A durable run asks through its durable model (a journaled `compact_messages` operation)."""
     summary_max_tokens: int = 2_000
     """The cap on a summary; a longer summarizer answer counts as a failure (and the fallback is used)."""
-    tool_result_max_tokens: int | None = None
-    """Cuts each tool result and tool-call argument to this many tokens (head + tail) in the transcript the
-    summarizer sees. Default None: the summarizer sees everything it replaces, a transcript over its input cap
-    in several calls; a cap spends fewer summarizer tokens on large tool outputs, whose full text stays in the
-    store for `read_artifact` either way."""
+    keep_recent_tokens: int | None = None
+    """The verbatim tail a compaction event keeps at the trigger: the newest units within this many tokens
+    (the last unit always). Before it, tool outputs become stubs and, when that is not enough, messages are
+    summarized. None: a quarter of the target. A small tail makes the event deep: every request until the
+    next event reads a smaller cached prefix, and the next event is further away. `compact()` (on demand)
+    keeps as much as the target allows instead."""
+    stub_tool_results: bool = True
+    """The cheap tier of a compaction event at the trigger: tool outputs and attached files older than the
+    verbatim tail are stored and replaced by stubs that name them for `read_artifact` (exact read-back), the
+    same content stored once. When the stubbed history fits the target, the summarizer is not called at
+    all. Needs a store; False summarizes directly."""
+    stub_min_tokens: int = 300
+    """Only tool outputs and files costing at least this many tokens become stubs (a stub costs ~80)."""
+    stub_head_chars: int = 160
+    """How much of a stubbed output's beginning its stub shows (0: none)."""
+    tool_result_max_tokens: int | None = 1_000
+    """The summarizer's view: each tool result and tool-call argument larger than this is shown as its
+    beginning and the passages most relevant to the task and the focus, within this many tokens. The stored
+    transcript keeps everything, so `read_artifact` returns it whole; the summarizer reads what the summary
+    needs. None shows everything (a transcript over the summarizer's input cap then goes in several calls)."""
+    summarizer_view_tokens: int | None = 24_000
+    """The summarizer's whole view of what it replaces (the original task and the previous summary come on
+    top): tool results are cut further, down to 100 tokens each, until it fits. User and assistant messages
+    are always shown whole. None: no bound but the per-result cut."""
+    trail_share: float = 0.1
+    """The share of the target the summary's trail may take: the exact details (user constraints, paths,
+    commands, errors, identifiers, amounts) of the summarized messages, written beside the summarizer's prose
+    by code, carried forward and pruned across compactions. 0 writes none."""
     task_max_tokens: int = 4_000
     """The original task (first user message) is cut to this in the summarizer's prompt."""
     max_failures: int = 3
@@ -62,10 +85,22 @@ class CompactionSettings:
     """Monotonic seconds, for the cool-down (injectable for tests)."""
 
     def __post_init__(self) -> None:
-        for name in ('summary_max_tokens', 'tool_result_max_tokens', 'task_max_tokens', 'max_failures'):
+        names = (
+            'summary_max_tokens',
+            'tool_result_max_tokens',
+            'task_max_tokens',
+            'max_failures',
+            'keep_recent_tokens',
+            'summarizer_view_tokens',
+        )
+        for name in names:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f'CompactionSettings.{name} must be positive, got {value!r}')
+        if self.stub_min_tokens < 0 or self.stub_head_chars < 0:
+            raise ValueError('CompactionSettings.stub_min_tokens and stub_head_chars must not be negative')
+        if not 0 <= self.trail_share < 1:
+            raise ValueError(f'CompactionSettings.trail_share must be in [0, 1), got {self.trail_share!r}')
         if self.cooldown_seconds < 0:
             raise ValueError(
                 f'CompactionSettings.cooldown_seconds must not be negative, got {self.cooldown_seconds!r}'

@@ -39,12 +39,13 @@ from ..._compat import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    UserPromptPart,
     compaction_unavailable,
     is_compaction_response,
     request_compaction,
 )
 from ..._context import HistoryContext
-from ..._marks import SEAL_TOKENS, marker_kind, separate_own_parts
+from ..._marks import READ_ARTIFACT_TOOL, SEAL_TOKENS, marker_kind, part_kinds, separate_own_parts
 from ..._policy import ContextLimits
 from ..._summarizer_settings import SummarizerSettings
 from ...cache import SummaryCache, cache_key
@@ -71,6 +72,7 @@ from ._native import NATIVE_NOTE, NativeLayout, compaction_cost, mark_compaction
 from ._plan import CutPlan, plan_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionSettings
+from ._stubs import apply_stubs, plan_stubs, store_stubbed
 from ._summarizer import SummarizerError, run_summarizer
 from ._summary_message import (
     PINNED_HEADING,
@@ -81,6 +83,8 @@ from ._summary_message import (
     summary_sections,
     summary_text,
 )
+from ._trail import TrailEntry, extract_trail, known_text, prune_trail
+from ._view import summarizer_view
 
 __all__ = ('Compactor',)
 
@@ -102,7 +106,7 @@ _REFERENCE = re.compile(
 )
 
 
-Method = Literal['llm', 'cache', 'digest', 'truncate', 'provider']
+Method = Literal['llm', 'cache', 'digest', 'truncate', 'provider', 'stubs']
 _FALLBACK_METHODS = frozenset({'digest', 'truncate'})
 
 
@@ -113,6 +117,26 @@ class _Summary:
     calls: int
     key: str
     error: str | None = None
+
+
+@dataclass
+class _Event:
+    """One compaction as it goes: what it started from, and whether `CompactionStarted` is out."""
+
+    messages: list[ModelMessage]
+    """The history given (our summary requests split out)."""
+    tokens: int
+    """Its estimate."""
+    overhead: int
+    """What instructions, tools and framing add to the messages' own count."""
+    reason: Literal['trigger', 'manual']
+    """`trigger`: the history passed the trigger; `manual`: `compact()` was called."""
+    focus: str | None
+    """What the summary must keep, when `compact()` was given a focus."""
+    started: float
+    """When it started (`perf()`), for its duration."""
+    announced: bool = False
+    """Whether `CompactionStarted` is out: a fallback does not repeat it."""
 
 
 @dataclass
@@ -143,7 +167,9 @@ class _Cut:
     """Where a compaction cuts, and what the pinned section carries on."""
 
     unit: int
-    """The first unit of the verbatim tail."""
+    """The first unit the summary does not take."""
+    verbatim: int
+    """The first unit of the verbatim tail (at or after `unit`): the cheap tier stubs what is before it."""
     body_first: int
     """The first unit after the head and the previous summary."""
     pins: dict[int, TranscriptUnit]
@@ -229,6 +255,18 @@ class Compactor:
                 history, context, context.estimate(history), limits, reason='manual', focus=focus
             )
 
+    def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
+        """Whether processing `messages` compacts, leaving stubs or a summary that name `read_artifact`.
+
+        Asked before the request's tools are prepared: the tool then comes with the compaction event, which
+        rewrites the cached prefix anyway, instead of rewriting the whole prefix one request later.
+        """
+        return (
+            context.store is not None
+            and len(messages) > 2
+            and context.estimate(messages).total > context.limits.trigger
+        )
+
     # ---- the steps ------------------------------------------------------------------------------------
 
     async def _compact(
@@ -241,50 +279,50 @@ class Compactor:
         reason: Literal['trigger', 'manual'],
         focus: str | None,
     ) -> list[ModelMessage]:
+        """Cheapest first: a cached summary of a prefix, then (at the trigger) stubs into the store, then the
+        provider's compaction where asked, then our summary."""
         started = perf()
         messages, estimate = _separated(messages, estimate, context)
         units = split_units(messages)
         if len(units) < 2:
             return messages
-        announced: list[bool] = []  # set once `CompactionStarted` is out: a fallback does not repeat it
-        native = await self._compact_natively(
-            messages,
-            units,
-            context,
-            estimate,
-            reason=reason,
-            focus=focus,
-            started=started,
-            announced=announced,
-        )
-        if native is not None:
-            return native
-        overhead = estimate.total - estimate.tokenizer
+        event = _Event(messages, estimate.total, estimate.total - estimate.tokenizer, reason, focus, started)
         plan, conversation = await self._prepare(messages, units, estimate, context)
-        head = plan.head
-        substituted, reloaded = _keep_loads(messages, plan.messages, head + 1, context.counter)
-        total = overhead + sum(plan.per_message) + reloaded
+        substituted, reloaded = _keep_loads(messages, plan.messages, plan.head + 1, context.counter)
+        total = event.overhead + sum(plan.per_message) + reloaded
         if reason == 'trigger' and _prefix_cache_suffices(plan, messages, total, estimate.total, limits):
             assert plan.origin is not None
-            _announce(context, messages, estimate.total, plan.origin.length - head, reason, announced)
-            return self._finish(
-                context,
-                substituted,
-                messages,
-                estimate.total,
-                total,
-                reason,
-                started,
-                _Summary(summary_text(plan.messages[head]) or '', 'cache', 0, ''),
-                evicted=plan.origin.length - head,
-            )
+            evicted = plan.origin.length - plan.head
+            _announce(context, event, evicted)
+            summary = _Summary(summary_text(plan.messages[plan.head]) or '', 'cache', 0, '')
+            return self._finish(context, event, substituted, total, summary, evicted)
         # a cached prefix summary that made the history smaller stands even when nothing more is compacted
         unchanged = substituted if total < estimate.total else messages
         # The loads the cut may unload are recorded again after the summary: planned for like the overhead.
         reserve = _reload_reserve(messages, context.counter)
-        cut = self._choose_cut(plan, limits, overhead + reserve, reason, context, estimate.total)
+        cut = self._choose_cut(plan, limits, event.overhead + reserve, reason, context, estimate.total)
         if cut is None:
             return unchanged
+        if reason == 'trigger' and self.settings.stub_tool_results:
+            stubbed = await self._stub(plan, cut, context, event)
+            if stubbed is not None:
+                return stubbed
+        native = await self._compact_natively(messages, units, context, estimate, event)
+        if native is not None:
+            return native
+        return await self._summarize(plan, cut, conversation, context, event, unchanged)
+
+    async def _summarize(
+        self,
+        plan: _Plan,
+        cut: _Cut,
+        conversation: str,
+        context: HistoryContext,
+        event: _Event,
+        unchanged: list[ModelMessage],
+    ) -> list[ModelMessage]:
+        """Our summary (and its trail) in place of what is before the cut, once its transcript is stored."""
+        head = plan.head
         await cut.check_stored(context)
         cut_at = plan.units[cut.unit].start
         if sum(plan.per_message[head:cut_at]) <= _SUMMARY_FRAMING_TOKENS:
@@ -300,50 +338,47 @@ class Compactor:
         reference = await _spill_transcript(
             evicted, context, cut, None if rendered is None else rendered.whole
         )
-        if reference is None and self._keeps_content(plan, overhead, context):
+        if reference is None and self._keeps_content(plan, event.overhead, context):
             return unchanged
-        _announce(context, messages, estimate.total, len(evicted), reason, announced)
+        _announce(context, event, len(evicted))
         transcript = None if rendered is None else rendered.summarized
         span, chain = self._index.evicted_keys(
             None if plan.origin is None else plan.origin.chain, evicted, summarized
         )
         summary = await self._summary(
-            plan, summarized, cut.previous_text, focus, context, transcript, span_key=span
+            plan, summarized, cut.previous_text, event.focus, context, transcript, span_key=span
         )
         new_origin = None
         if plan.origin is not None and chain is not None:
             new_origin = Origin(plan.origin.length + len(evicted), chain)
-        final, message = _summary_message(plan, cut, evicted, evicted_pins, summary, reference, new_origin)
+        trail = self._trail(cut, summarized, plan.messages[cut_at:], context)
+        final, message = _summary_message(
+            plan, cut, evicted, evicted_pins, summary, reference, new_origin, trail
+        )
         result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
-        result, reloaded = _keep_loads(messages, result, head + 1, counter)
+        result, reloaded = _keep_loads(event.messages, result, head + 1, counter)
         summary_cost = counter.count_message(message)
         after = (
-            overhead + sum(plan.per_message[:head]) + summary_cost + reloaded + sum(plan.per_message[cut_at:])
+            event.overhead
+            + sum(plan.per_message[:head])
+            + summary_cost
+            + reloaded
+            + sum(plan.per_message[cut_at:])
         )
-        if after >= estimate.total:
+        if after >= event.tokens:
             logger.info(
                 'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
-                estimate.total,
+                event.tokens,
                 after,
             )
             return unchanged
         if new_origin is not None:
             await self._remember(context, conversation, summary, final, new_origin)
         _report_unstored(reference, summarized, context)
-        if after > limits.target:
+        if after > context.limits.target:
             _warn_over_target(context, after, summary_cost, 'summary')
-        return self._finish(
-            context,
-            result,
-            messages,
-            estimate.total,
-            after,
-            reason,
-            started,
-            dataclasses.replace(summary, text=final.text),
-            len(evicted),
-            pinned=len(evicted_pins),
-        )
+        summary = dataclasses.replace(summary, text=final.text)
+        return self._finish(context, event, result, after, summary, len(evicted), pinned=len(evicted_pins))
 
     # ---- provider-native compaction (`CompactionSettings.method`) ----------------------------------------
 
@@ -376,11 +411,7 @@ class Compactor:
         units: list[Unit],
         context: HistoryContext,
         estimate: TokenEstimate,
-        *,
-        reason: Literal['trigger', 'manual'],
-        focus: str | None,
-        started: float,
-        announced: list[bool],
+        event: _Event,
     ) -> list[ModelMessage] | None:
         """Compact with the serving model's own compaction around our cut, pins and spill; None falls back.
 
@@ -395,9 +426,9 @@ class Compactor:
         if layout is None:
             return None
         plan = _Plan(messages, list(estimate.per_message), units, layout.body_start, None, None)
-        overhead = estimate.total - estimate.tokenizer
+        overhead = event.overhead
         cut = self._native_cut(
-            plan, layout, context, overhead + _reload_reserve(messages, context.counter), reason
+            plan, layout, context, overhead + _reload_reserve(messages, context.counter), event.reason
         )
         if cut is None:
             return None
@@ -407,8 +438,10 @@ class Compactor:
         reference = await _spill_transcript(evicted, context, cut)
         if reference is None and self._keeps_content(plan, overhead, context):
             return messages
-        _announce(context, messages, estimate.total, len(evicted), reason, announced)
-        response = await self._ask_provider(model, [*layout.sent, *cut.summarized(plan)], context, focus)
+        _announce(context, event, len(evicted))
+        response = await self._ask_provider(
+            model, [*layout.sent, *cut.summarized(plan)], context, event.focus
+        )
         if response is None:
             return None
         counter = context.counter
@@ -432,16 +465,7 @@ class Compactor:
             return None
         summary = _Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
         return self._finish(
-            context,
-            result,
-            messages,
-            estimate.total,
-            after,
-            reason,
-            started,
-            summary,
-            len(evicted),
-            pinned=len(cut.evicted_pins()),
+            context, event, result, after, summary, len(evicted), pinned=len(cut.evicted_pins())
         )
 
     def _native_fits(self, context: HistoryContext, item: int, after: int, before: int) -> bool:
@@ -473,21 +497,90 @@ class Compactor:
         context: HistoryContext,
         reason: Literal['trigger', 'manual'],
     ) -> CutPlan:
-        """`plan_cut` over the body from `body_first`, with this compactor's summary reserve and the pins'
-        costs (the summary or the provider's item stands where the summary reserve is planned)."""
+        """`plan_cut` over the body from `body_first`, with this compactor's summary reserve (its trail
+        included) and the pins' costs (the summary or the provider's item stands where the summary reserve is
+        planned). At the trigger the verbatim tail is at most `keep_recent_tokens`: the event goes deep."""
         counter = context.counter
         return plan_cut(
             unit_costs=[sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]],
             body_first=body_first,
             target=context.limits.target,
             fixed_cost=fixed_cost,
-            summary_reserve=self.settings.summary_max_tokens + _SUMMARY_FRAMING_TOKENS,
+            summary_reserve=self.settings.summary_max_tokens
+            + _SUMMARY_FRAMING_TOKENS
+            + self._trail_budget(context),
             pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
             pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
             pinned_section_cost=counter.count_text(PINNED_HEADING)
             + _PINNED_UNIT_FRAMING_TOKENS
             + SEAL_TOKENS,
             manual=reason == 'manual',
+            tail_cap=self._keep_recent(context) if reason == 'trigger' else None,
+            keep_from=_latest_prompt_unit(plan, body_first),
+        )
+
+    def _keep_recent(self, context: HistoryContext) -> int:
+        """The verbatim tail of an event at the trigger (`keep_recent_tokens`; a quarter of the target)."""
+        given = self.settings.keep_recent_tokens
+        return given if given is not None else context.limits.target // 4
+
+    def _trail_budget(self, context: HistoryContext) -> int:
+        """The tokens the summary's trail may take: `trail_share` of the target."""
+        return int(context.limits.target * self.settings.trail_share)
+
+    def _trail(
+        self,
+        cut: _Cut,
+        summarized: Sequence[ModelMessage],
+        kept: Sequence[ModelMessage],
+        context: HistoryContext,
+    ) -> tuple[TrailEntry, ...]:
+        """The trail of the new summary: the carried one and the details of what is summarized now that the
+        kept messages do not already hold, within the trail's budget."""
+        budget = self._trail_budget(context)
+        if budget <= 0:
+            return ()
+        new = extract_trail(summarized, known=known_text(kept))
+        return tuple(prune_trail(cut.earlier.trail, new, budget=budget, counter=context.counter))
+
+    async def _stub(
+        self,
+        plan: _Plan,
+        cut: _Cut,
+        context: HistoryContext,
+        event: _Event,
+    ) -> list[ModelMessage] | None:
+        """The cheap tier: the history with the tool outputs and files before the verbatim tail stored and
+        stubbed, when that alone brings it to the target; None when it does not (or the store failed): the
+        summary is needed."""
+        if context.store is None:
+            return None
+        settings = self.settings
+        counter = context.counter
+        units = plan.units
+        spans = [
+            (units[i].start, units[i].end) for i in range(cut.body_first, cut.verbatim) if i not in cut.pins
+        ]
+        stubs = plan_stubs(
+            plan.messages,
+            spans,
+            counter=counter,
+            make_id=context.artifact_id,
+            min_tokens=settings.stub_min_tokens,
+            head_chars=settings.stub_head_chars,
+        )
+        saved = sum(s.tokens_before - s.tokens_after for s in stubs)
+        if not stubs or event.overhead + sum(plan.per_message) - saved > context.limits.target:
+            return None
+        if not await store_stubbed(stubs, context):
+            return None  # the summary stores the whole transcript instead, or waits (`_keeps_content`)
+        result, _ = _keep_loads(event.messages, apply_stubs(plan.messages, stubs), plan.head + 1, counter)
+        after = event.overhead + counter.count_messages(result)
+        if after > context.limits.target:
+            return None  # the planned costs were off: the summary decides (the stored originals do no harm)
+        _announce(context, event, 0)
+        return self._finish(
+            context, event, result, after, _Summary('', 'stubs', 0, ''), 0, stubbed=len(stubs)
         )
 
     def _native_cut(
@@ -512,7 +605,7 @@ class Compactor:
         if cut.unit is None:
             return None  # the LLM path plans the same cut, and says why nothing can be compacted
         previous = _REFERENCE.findall(earlier.reference if context.store is not None else '')
-        return _Cut(cut.unit, body_first, pins, earlier, previous, None)
+        return _Cut(cut.unit, cut.verbatim or cut.unit, body_first, pins, earlier, previous, None)
 
     async def _ask_provider(
         self, model: object, messages: list[ModelMessage], context: HistoryContext, focus: str | None
@@ -616,9 +709,9 @@ class Compactor:
                 trigger=limits.trigger,
             )
             return None
-        cut_unit = cut.unit
         return _Cut(
-            unit=cut_unit,
+            unit=cut.unit,
+            verbatim=cut.verbatim if cut.verbatim is not None else cut.unit,
             body_first=body_first,
             pins=pins,
             earlier=earlier,
@@ -792,11 +885,12 @@ class Compactor:
             if cached:
                 return _Summary(cached, 'cache', 0, key)
         if transcript is None:
-            transcript = render_units(
+            transcript = summarizer_view(
                 summarized,
-                split_units(summarized),
                 counter,
-                tool_result_max_tokens=settings.tool_result_max_tokens,
+                record_tokens=settings.tool_result_max_tokens,
+                view_tokens=settings.summarizer_view_tokens,
+                query=' '.join(p for p in (task, focus) if p),
             )
         error: str | None
         calls = 0
@@ -852,23 +946,23 @@ class Compactor:
                 summarizer.instructions,
                 s.summary_max_tokens,
                 s.tool_result_max_tokens,
+                s.summarizer_view_tokens,
             )
         )
 
     def _finish(
         self,
         context: HistoryContext,
+        compaction: _Event,
         result: list[ModelMessage],
-        original: Sequence[ModelMessage],
-        tokens_before: int,
         tokens_after: int,
-        reason: Literal['trigger', 'manual'],
-        started: float,
         summary: _Summary,
         evicted: int,
         *,
         pinned: int = 0,
+        stubbed: int = 0,
     ) -> list[ModelMessage]:
+        original, tokens_before, reason = compaction.messages, compaction.tokens, compaction.reason
         event = CompactionResult(
             run_id=context.run_id,
             messages_before=len(original),
@@ -880,9 +974,10 @@ class Compactor:
             method=summary.method,
             evicted_messages=evicted,
             summarizer_calls=summary.calls,
-            duration_ms=(perf() - started) * 1000,
+            duration_ms=(perf() - compaction.started) * 1000,
             error=summary.error,
             pinned_units=pinned,
+            stubbed_parts=stubbed,
         )
         context.emit_event(event)
         context.annotate_span(_span_attributes(event))
@@ -947,26 +1042,35 @@ def _prefix_cache_suffices(
     return substituted and total <= limits.trigger and total < before
 
 
-def _announce(
-    context: HistoryContext,
-    messages: Sequence[ModelMessage],
-    tokens: int,
-    evicted: int,
-    reason: Literal['trigger', 'manual'],
-    announced: list[bool],
-) -> None:
-    """`CompactionStarted`, once per compaction (`announced` records that it went out)."""
-    if announced:
+def _latest_prompt_unit(plan: _Plan, body_first: int) -> int | None:
+    """The unit of the latest user prompt after the head, which a summary leaves verbatim when it can: the
+    instruction the agent is working on."""
+    for index in range(len(plan.units) - 1, body_first - 1, -1):
+        unit = plan.units[index]
+        for message in plan.messages[unit.start : unit.end]:
+            if isinstance(message, ModelRequest) and marker_kind(message) is None:
+                kinds = part_kinds(message)
+                if any(
+                    isinstance(p, UserPromptPart) and k is None
+                    for p, k in zip(message.parts, kinds, strict=True)
+                ):
+                    return index
+    return None
+
+
+def _announce(context: HistoryContext, event: _Event, evicted: int) -> None:
+    """`CompactionStarted`, once per compaction (a fallback does not repeat it)."""
+    if event.announced:
         return
-    announced.append(True)
+    event.announced = True
     context.emit_event(
         CompactionStarted(
             run_id=context.run_id,
-            messages_before=len(messages),
-            tokens_before=tokens,
+            messages_before=len(event.messages),
+            tokens_before=event.tokens,
             evicted_messages=evicted,
             target_tokens=context.limits.target,
-            reason=reason,
+            reason=event.reason,
         )
     )
 
@@ -979,9 +1083,10 @@ def _summary_message(
     summary: _Summary,
     reference: str | None,
     origin: Origin | None,
+    trail: tuple[TrailEntry, ...] = (),
 ) -> tuple[SummarySections, ModelMessage]:
     """The summary's sections and the message that carries them."""
-    final = _final_sections(summary.text, cut.earlier, reference, evicted_pins, cut.gone_transcripts)
+    final = _final_sections(summary.text, cut.earlier, reference, evicted_pins, trail, cut.gone_transcripts)
     # System prompts survive compaction as parts: those of evicted messages (window notes included, which
     # carry the ones the window dropped) and those the previous summary already carried.
     carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
@@ -1013,7 +1118,9 @@ def _native_note(
     cut: _Cut, layout: NativeLayout, evicted: Sequence[ModelMessage], reference: str | None
 ) -> ModelRequest:
     """Our request after a provider's compaction item: its note, the pinned section, the transcript line."""
-    final = _final_sections(NATIVE_NOTE, layout.earlier, reference, cut.evicted_pins(), cut.gone_transcripts)
+    final = _final_sections(
+        NATIVE_NOTE, layout.earlier, reference, cut.evicted_pins(), gone=cut.gone_transcripts
+    )
     details: dict[str, object] = {'method': 'provider', 'evicted_messages': len(evicted)}
     if cut.evicted_pins():
         details['pinned_units'] = len(cut.evicted_pins())
@@ -1050,16 +1157,19 @@ def _final_sections(
     earlier: SummarySections,
     reference: str | None,
     evicted_pins: Sequence[TranscriptUnit],
+    trail: tuple[TrailEntry, ...] | None = None,
     gone: Sequence[str] = (),
 ) -> SummarySections:
-    """The summarizer's text (capped), where the full transcript of what was just evicted can be read back
-    (when nothing was stored this time the earlier reference still stands, or says its transcript is no
-    longer stored when the store removed it: never a dead id), and the pinned section: what it carried and
-    what was pinned just now. Three parts of the summary message, told apart by structure."""
+    """The summarizer's text (capped), the trail of exact details (the earlier one where none is given), where
+    the full transcript of what was just evicted can be read back (when nothing was stored this time the
+    earlier reference still stands, or says its transcript is no longer stored when the store removed it:
+    never a dead id), and the pinned section: what it carried and what was pinned just now. Parts of the
+    summary message, told apart by structure."""
     pinned = '\n\n'.join(p for p in (earlier.pinned, *(u.text for u in evicted_pins)) if p)
     if reference is None and gone and set(_REFERENCE.findall(earlier.reference)) <= set(gone):
         reference = NO_LONGER_STORED
-    return SummarySections(summary, pinned, reference or earlier.reference)
+    kept = earlier.trail if trail is None else trail
+    return SummarySections(summary, pinned, reference or earlier.reference, kept)
 
 
 def _report_unstored(
@@ -1104,5 +1214,6 @@ async def _spill_transcript(
     chain = '; its first line names the transcript of earlier messages' if cut.previous_transcripts else ''
     return (
         f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
-        f'{read_call(key)} finds any detail in it{chain}.'
+        f'{read_call(key)} finds any detail in it{chain}; {READ_ARTIFACT_TOOL}(query=...) without an id '
+        'searches everything stored from this conversation.'
     )

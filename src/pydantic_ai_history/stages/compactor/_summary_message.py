@@ -25,7 +25,17 @@ from ..._compat import (
     SystemPromptPart,
     UserPromptPart,
 )
-from ..._marks import MARKER_KEY, OPENINGS, marker_kind, own_request, part_kinds, seal, strip_seal
+from ..._marks import (
+    MARKER_KEY,
+    OPENINGS,
+    marker_kind,
+    own_metadata,
+    own_request,
+    part_kinds,
+    seal,
+    strip_seal,
+)
+from ._trail import TrailEntry, parse_trail, render_trail, trail_from_data
 
 __all__ = (
     'PINNED_HEADING',
@@ -45,7 +55,7 @@ _CACHE_FORMAT = 'pydantic-ai-history/summary-sections@1'
 
 @dataclass(frozen=True)
 class SummarySections:
-    """A summary message's two sections: the summarizer's text and the pinned section the package carries."""
+    """A summary message's sections: the summarizer's text and what the package writes and carries."""
 
     summary: str
     """The summarizer's (or the fallback's) text: what the next summarizer updates."""
@@ -53,13 +63,16 @@ class SummarySections:
     """Pinned units, verbatim; never shown to the summarizer."""
     reference: str = ''
     """The line naming the stored transcript of the latest evicted messages; never shown to the summarizer."""
+    trail: tuple[TrailEntry, ...] = ()
+    """The exact details of everything summarized so far (`_trail`), written by code; carried as data."""
 
     @property
     def text(self) -> str:
         """All sections as the model reads them (for events and people, never parsed back); the pinned heading
         only above pinned units."""
+        summary = '\n\n'.join(p for p in (self.summary, render_trail(self.trail)) if p)
         pinned = f'{PINNED_HEADING}\n{self.pinned}' if self.pinned else ''
-        return '\n\n'.join(p for p in (self.summary, self.reference, pinned) if p)
+        return '\n\n'.join(p for p in (summary, self.reference, pinned) if p)
 
 
 def build_summary_message(
@@ -85,6 +98,9 @@ def build_summary_message(
         summary = UserPromptPart(content=seal('summary', f'{OPENINGS["summary"]}\n{sections.summary}'))
     parts: list[tuple[Any, str | None]] = [(p, None) for p in system_parts]
     parts.append((summary, 'summary'))
+    if sections.trail:
+        parts.append((UserPromptPart(content=seal('trail', render_trail(sections.trail))), 'trail'))
+        details = {**details, 'trail': [list(entry) for entry in sections.trail]}
     if sections.reference:
         parts.append((UserPromptPart(content=seal('transcript', sections.reference)), 'transcript'))
     if sections.pinned:
@@ -101,21 +117,33 @@ def summary_sections(message: ModelMessage) -> SummarySections | None:
     """The sections of a summary request of ours, read from its parts; None for any other message."""
     if not isinstance(message, ModelRequest) or marker_kind(message) != 'summary':
         return None
-    summary = ''
-    reference = ''
-    pinned: list[str] = []
+    texts: dict[str, list[str]] = {}
     for part, kind in zip(message.parts, part_kinds(message), strict=True):
-        if kind == 'summary':
-            if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
-                summary = part.content or ''
-            elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                summary = _without_opening(strip_seal(part.content), OPENINGS['summary'])
-        elif kind == 'transcript' and isinstance(part, UserPromptPart) and isinstance(part.content, str):
-            reference = _without_opening(strip_seal(part.content), PINNED_HEADING)
-        elif kind == 'pinned' and isinstance(part, UserPromptPart) and isinstance(part.content, str):
-            # the heading opens the pinned part; summaries written before 0.2 have it on the transcript part
-            pinned.append(_without_opening(strip_seal(part.content), PINNED_HEADING))
-    return SummarySections(summary, '\n\n'.join(pinned), reference)
+        if kind is None:
+            continue
+        if COMPACTION_PART is not None and isinstance(part, COMPACTION_PART):
+            texts.setdefault(kind, []).append(part.content or '')
+        elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
+            texts.setdefault(kind, []).append(strip_seal(part.content))
+    summary = next(iter(texts.get('summary', ())), '')
+    reference = next(iter(texts.get('transcript', ())), '')
+    trail = _trail_of(message)
+    if trail is None:  # no metadata (pydantic-ai 1.0): the part we wrote, one value per line
+        trail = tuple(entry for text in texts.get('trail', ()) for entry in parse_trail(text))
+    # the heading opens the pinned part; summaries written before 0.2 have it on the transcript part
+    pinned = [_without_opening(text, PINNED_HEADING) for text in texts.get('pinned', ())]
+    return SummarySections(
+        _without_opening(summary, OPENINGS['summary']),
+        '\n\n'.join(pinned),
+        _without_opening(reference, PINNED_HEADING),
+        trail,
+    )
+
+
+def _trail_of(message: ModelRequest) -> tuple[TrailEntry, ...] | None:
+    """The trail our metadata keeps on the message (as data); None where there is none to read."""
+    value = own_metadata(getattr(message, 'metadata', None)).get('trail')
+    return None if value is None else trail_from_data(value)
 
 
 def summary_text(message: ModelMessage) -> str | None:
@@ -132,6 +160,7 @@ def encode_sections(sections: SummarySections) -> str:
             'summary': sections.summary,
             'pinned': sections.pinned,
             'reference': sections.reference,
+            'trail': [list(entry) for entry in sections.trail],
         }
     )
 
@@ -150,5 +179,6 @@ def decode_sections(value: str) -> SummarySections:
             and isinstance(data.get('pinned'), str)
             and isinstance(data.get('reference'), str)
         ):
-            return SummarySections(data['summary'], data['pinned'], data['reference'])
+            trail = trail_from_data(data.get('trail', ()))
+            return SummarySections(data['summary'], data['pinned'], data['reference'], trail)
     return SummarySections(value)

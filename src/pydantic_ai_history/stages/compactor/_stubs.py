@@ -1,0 +1,367 @@
+"""The cheap tier of a compaction event: old tool outputs and attachments become stubs into the store.
+
+At a compaction event, every large tool output and attached file outside the verbatim tail is stored and
+replaced by a stub that says what it was (the call and its arguments, its size, how it begins) and names the
+id `read_artifact` reads it back from, exactly. Nothing is summarized and nothing is lost; the summarizer is
+called only when the stubbed history still does not fit the target.
+
+Repeated results are stored once: equal content gets one id (ids are keyed content hashes), and a later stub
+of the same content, or an earlier result of a call made again with the same arguments, says so in a shorter
+stub. A tool output the artifact stage already reduced points to the original it stored.
+
+Planning is a pure function of the messages (`plan_stubs`); storing is the one effect (`store_stubbed`); a
+part whose original could not be stored keeps its content (`apply_stubs` applies only the stored ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..._compat import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+    is_media,
+    json_text,
+    part_metadata,
+    with_part_metadata,
+)
+from ..._context import ARTIFACT_MARKER, HistoryContext
+from ..._marks import MARKER_KEY, READ_ARTIFACT_TOOL, part_kinds, seal, unseal
+from ...tokens import TokenCounter
+
+__all__ = ('STUB_STRATEGY', 'Stub', 'apply_stubs', 'plan_stubs', 'store_stubbed')
+
+STUB_STRATEGY = 'stub'
+"""The `strategy` our metadata records on a tool return the cheap tier stubbed (never stubbed again)."""
+
+_STUB_OPENING = f'{ARTIFACT_MARKER} stored]'
+_CALL_CHARS = 160
+"""The call as the stub shows it (`name(arg=value, ...)`) is cut to this many characters."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stub:
+    """One part (or one file in a user prompt) to replace with a stub, and its original to store first."""
+
+    message: int
+    """Index of the message in the history."""
+    part: int
+    """Index of the part in the message."""
+    item: int | None
+    """Index of the file in a user prompt's content list; None when the stub replaces the part's content."""
+    artifact_id: str
+    """Where the original is (or already was) stored in the run's scope."""
+    data: bytes | None
+    """The original to store; None when it is already stored (a repeat, or an artifact stage note's
+    original)."""
+    media_type: str
+    """The original's media type."""
+    call: str
+    """What it was, as the stub and the store's metadata say: the call that returned it, or the file."""
+    text: str
+    """What stands in the history instead."""
+    tokens_before: int
+    """What the part (or the file) cost before."""
+    tokens_after: int
+    """What the stub costs."""
+
+
+def plan_stubs(
+    messages: Sequence[ModelMessage],
+    spans: Iterable[tuple[int, int]],
+    *,
+    counter: TokenCounter,
+    make_id: Callable[[bytes], str],
+    min_tokens: int,
+    head_chars: int,
+) -> list[Stub]:
+    """The stubs for the tool outputs and attached files of `messages[start:end]` for each span that cost at
+    least `min_tokens` and more than their stub. Pure: the ids come from `make_id` (the store's keyed id)."""
+    calls = _calls(messages)
+    last_index = _last_call_of_each_key(messages, calls)
+    planner = _Planner(counter, make_id, min_tokens, head_chars, calls, last_index)
+    for start, end in spans:
+        for index in range(start, end):
+            message = messages[index]
+            if isinstance(message, ModelRequest):
+                planner.request(index, message)
+    return planner.stubs
+
+
+def apply_stubs(messages: Sequence[ModelMessage], stubs: Sequence[Stub]) -> list[ModelMessage]:
+    """`messages` with each stub in place of its part or file (new messages; nothing mutated)."""
+    by_message: dict[int, list[Stub]] = {}
+    for stub in stubs:
+        by_message.setdefault(stub.message, []).append(stub)
+    result = list(messages)
+    for index, found in by_message.items():
+        message = result[index]
+        assert isinstance(message, ModelRequest)
+        parts = list(message.parts)
+        for stub in found:
+            parts[stub.part] = _stubbed_part(parts[stub.part], stub)
+        result[index] = dataclasses.replace(message, parts=parts)
+    return result
+
+
+async def store_stubbed(stubs: Sequence[Stub], context: HistoryContext) -> bool:
+    """Store each stub's original in the run's scope; False (with one `artifact_store_failed` warning) at the
+    first failure, when the stubs must not be applied: their content stays in the history."""
+    store = context.store
+    if store is None:
+        return False
+    for stub in stubs:
+        if stub.data is None:
+            continue
+        try:
+            await store.put(
+                stub.artifact_id,
+                stub.data,
+                media_type=stub.media_type,
+                source=stub.call,
+                metadata={'call': stub.call, 'stored_by': 'compaction'},
+                scope=context.scope,
+            )
+        except Exception as exc:  # StoreError, or a backend that raises something else: keep the content
+            context.warn(
+                'artifact_store_failed',
+                f'could not store {stub.call} ({type(exc).__name__}: {exc}): old tool outputs stay in the '
+                'history',
+                artifact_id=stub.artifact_id,
+            )
+            return False
+    return True
+
+
+# ---- planning -------------------------------------------------------------------------------------------
+
+
+def _calls(messages: Sequence[ModelMessage]) -> dict[str, ToolCallPart]:
+    """Tool call id -> the call (the last one with that id: pydantic-ai pairs a return with the latest)."""
+    calls: dict[str, ToolCallPart] = {}
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, ToolCallPart):
+                    calls[part.tool_call_id] = part
+    return calls
+
+
+def _call_key(call: ToolCallPart | None, tool_name: str) -> str:
+    if call is None:
+        return ''
+    args = (
+        call.args if isinstance(call.args, str) else json.dumps(call.args or {}, sort_keys=True, default=str)
+    )
+    return f'{tool_name}\0{args}'
+
+
+def _last_call_of_each_key(
+    messages: Sequence[ModelMessage], calls: dict[str, ToolCallPart]
+) -> dict[str, int]:
+    """Tool name and arguments -> the index of the message with the latest result of that call."""
+    last: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart):
+                    key = _call_key(calls.get(part.tool_call_id), part.tool_name)
+                    if key:
+                        last[key] = index
+    return last
+
+
+def describe_call(call: ToolCallPart | None, tool_name: str) -> str:
+    """`name(arg=value, ...)`, cut to a readable length: what the stub says the output came from."""
+    if call is None:
+        return f'{tool_name}(...)'
+    try:
+        args = call.args_as_dict()
+    except Exception:
+        args = {}
+    shown = ', '.join(f'{k}={v!r}' for k, v in args.items()) if args else ''
+    text = f'{tool_name}({shown})'
+    return text if len(text) <= _CALL_CHARS else text[: _CALL_CHARS - 4] + '...)'
+
+
+def _head(text: str, chars: int) -> str:
+    words = ' '.join(text[: chars * 4].split())
+    return words if len(words) <= chars and len(text) <= chars * 4 else words[:chars].rstrip() + '...'
+
+
+def _original_text(part: ToolReturnPart) -> tuple[str, str]:
+    """The text the model saw for a tool return (JSON for structured content) and its media type."""
+    content = part.content
+    if isinstance(content, str):
+        return content, 'text/plain'
+    try:
+        return part.model_response_str(), 'application/json'
+    except Exception:
+        return json_text(content), 'application/json'
+
+
+@dataclass
+class _Planner:
+    counter: TokenCounter
+    make_id: Callable[[bytes], str]
+    min_tokens: int
+    head_chars: int
+    calls: dict[str, ToolCallPart]
+    last_index: dict[str, int]
+    stubs: list[Stub] = dataclasses.field(default_factory=list)
+    seen: set[str] = dataclasses.field(default_factory=set)
+
+    def request(self, index: int, message: ModelRequest) -> None:
+        for p_index, (part, kind) in enumerate(zip(message.parts, part_kinds(message), strict=True)):
+            if isinstance(part, ToolReturnPart):
+                self.tool_return(index, p_index, part)
+            elif (
+                isinstance(part, UserPromptPart) and kind is None and isinstance(part.content, (list, tuple))
+            ):
+                self.user_files(index, p_index, part.content)
+
+    def tool_return(self, index: int, p_index: int, part: ToolReturnPart) -> None:
+        ours = part_metadata(part).get(MARKER_KEY)
+        if isinstance(ours, dict) and ours.get('strategy') == STUB_STRATEGY:
+            return
+        if isinstance(part.content, (list, tuple)) and any(is_media(i) for i in part.content):
+            return  # files a tool returned stay with their call (a later version may store them too)
+        tokens = self.counter.count_part(part)
+        if tokens < self.min_tokens:
+            return
+        call = self.calls.get(part.tool_call_id)
+        described = describe_call(call, part.tool_name)
+        key = _call_key(call, part.tool_name)
+        again = bool(key) and self.last_index.get(key, index) > index
+        text, media_type = _original_text(part)
+        if part.tool_name == READ_ARTIFACT_TOOL:  # already in the store: the same call reads it again
+            stub = f'{_STUB_OPENING} {described} returned {len(text):,} characters from the store: '
+            stub += 'the same call reads them again.'
+            after = self.counter.count_part(dataclasses.replace(part, content=stub))
+            self.add(index, p_index, None, '', None, media_type, described, stub, (tokens, after))
+            return
+        if isinstance(ours, dict) and isinstance(ours.get('artifact_id'), str):
+            # the artifact stage stored the original under this id before it reduced the part
+            artifact_id, data, size = ours['artifact_id'], None, _size(ours, text)
+        else:
+            data = text.encode()
+            artifact_id, size = self.make_id(data), f'{len(text):,} characters'
+        repeat = artifact_id in self.seen
+        if repeat:
+            data = None
+        self.seen.add(artifact_id)
+        stub = _tool_stub(described, size, artifact_id, text, self.head_chars, repeat=repeat, again=again)
+        after = self.counter.count_part(dataclasses.replace(part, content=stub))
+        self.add(index, p_index, None, artifact_id, data, media_type, described, stub, (tokens, after))
+
+    def user_files(self, index: int, p_index: int, content: Sequence[Any]) -> None:
+        for i_index, item in enumerate(content):
+            if isinstance(item, BinaryContent):
+                data, media_type = item.data, item.media_type
+                tokens = self.counter.count_part(UserPromptPart(content=[item]))
+                described = f'attached file {getattr(item, "identifier", None) or media_type}'
+                size = f'{len(data):,} bytes, {media_type}'
+                head = ''
+            elif isinstance(item, str) and (body := unseal('artifact', item)) is not None:
+                # a document the artifact stage converted to text (its original is stored under its own id)
+                tokens = self.counter.count_part(UserPromptPart(content=[item]))
+                data, media_type = body.encode(), 'text/markdown'
+                described = 'the text of an attached file'
+                size = f'{len(body):,} characters'
+                head = body
+            else:
+                continue
+            if tokens < self.min_tokens:
+                continue
+            artifact_id = self.make_id(data)
+            repeat = artifact_id in self.seen
+            self.seen.add(artifact_id)
+            stub = seal('artifact', _file_stub(described, size, artifact_id, head, self.head_chars, repeat))
+            after = self.counter.count_part(UserPromptPart(content=[stub]))
+            stored = None if repeat else data
+            self.add(
+                index, p_index, i_index, artifact_id, stored, media_type, described, stub, (tokens, after)
+            )
+
+    def add(
+        self,
+        index: int,
+        p_index: int,
+        i_index: int | None,
+        artifact_id: str,
+        data: bytes | None,
+        media_type: str,
+        described: str,
+        text: str,
+        cost: tuple[int, int],
+    ) -> None:
+        tokens, after = cost  # what the part (or the file) costs now, and what its stub will
+        if after >= tokens:
+            return
+        self.stubs.append(
+            Stub(
+                message=index,
+                part=p_index,
+                item=i_index,
+                artifact_id=artifact_id,
+                data=data,
+                media_type=media_type,
+                call=described,
+                text=text,
+                tokens_before=tokens,
+                tokens_after=after,
+            )
+        )
+
+
+def _size(ours: dict[str, Any], text: str) -> str:
+    original = ours.get('original_tokens')
+    return f'~{original:,} tokens' if isinstance(original, int) else f'{len(text):,} characters'
+
+
+def _read_hint(artifact_id: str) -> str:
+    return f'{READ_ARTIFACT_TOOL}(artifact_id="{artifact_id}", query=...) returns it exactly'
+
+
+def _tool_stub(
+    described: str, size: str, artifact_id: str, text: str, head_chars: int, *, repeat: bool, again: bool
+) -> str:
+    if repeat:
+        same = f'returned the same {size} as an earlier call'
+        return f'{_STUB_OPENING} {described} {same}: {_read_hint(artifact_id)}.'
+    note = ' (the same call was made again later)' if again else ''
+    stub = f'{_STUB_OPENING} {described} returned {size}{note}: {_read_hint(artifact_id)}.'
+    if again or head_chars <= 0:
+        return stub
+    return f'{stub}\nIt began: {_head(text, head_chars)}'
+
+
+def _file_stub(described: str, size: str, artifact_id: str, head: str, head_chars: int, repeat: bool) -> str:
+    same = ' (the same file as earlier)' if repeat else ''
+    stub = f'{_STUB_OPENING} {described}{same} ({size}): {_read_hint(artifact_id)}.'
+    if not head or repeat or head_chars <= 0:
+        return stub
+    return f'{stub}\nIt began: {_head(head, head_chars)}'
+
+
+def _stubbed_part(part: Any, stub: Stub) -> Any:
+    if stub.item is None:
+        new = dataclasses.replace(part, content=stub.text)
+        marker = {
+            'artifact_id': stub.artifact_id,
+            'original_tokens': stub.tokens_before,
+            'strategy': STUB_STRATEGY,
+        }
+        return with_part_metadata(new, {MARKER_KEY: marker})
+    content = list(part.content)
+    content[stub.item] = stub.text
+    return dataclasses.replace(part, content=content)
