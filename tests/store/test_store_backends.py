@@ -136,6 +136,7 @@ async def test_longest_valid_id(store):
 
 async def test_a_scope_lists_what_it_holds_newest_first_and_nothing_of_other_scopes(store):
     """What a search over a conversation reads: its own artifacts, info only, bounded by `limit`."""
+    await store.prepare()  # a persistent store's ids are keyed by its secret
     clock = [1_000.0]
     for backend in (store, getattr(store, '_store', None)):
         if backend is not None and hasattr(backend, '_clock'):

@@ -384,10 +384,20 @@ _Replacement = tuple[str, dict[str, Any], tuple[Any, ...]]
 
 
 async def fit_request(
-    messages: list[ModelMessage], room: int, context: HistoryContext, *, query: str, stage: str
+    messages: list[ModelMessage],
+    room: int,
+    context: HistoryContext,
+    *,
+    query: str,
+    stage: str,
+    most: int | None = None,
 ) -> list[ModelMessage]:
     """`messages` with the newest request reduced to at most `room` tokens where its content allows (its
-    structure stays: every call keeps its return); `messages` itself when it fits or nothing can be cut."""
+    structure stays: every call keeps its return); `messages` itself when it fits or nothing can be cut.
+
+    A piece the store cannot keep is cut only as far as `most` (the most the request can carry, once the
+    window drops what it may) requires: what could not be stored stays inline where the request can carry it.
+    """
     request = messages[-1]
     if not isinstance(request, ModelRequest):
         return messages
@@ -397,22 +407,35 @@ async def fit_request(
         items = await context.off_loop(reducible_items, request, counter, hints)
     else:
         items = reducible_items(request, counter, hints)
-    before = counter.count_message(request)
-    target = room - (before - sum(item.tokens for item in items))
     fit = _Fit(items, context, query=query, stage=stage)
+    plan, current = await _fitted(fit, request, room)
+    if plan is not None and most is not None and most > room and fit.unstored(plan):
+        room = most
+        plan, current = await _fitted(fit, request, room)
+    if plan is None:
+        return messages
+    before = counter.count_message(request)
+    fit.report(plan, reason=f'the newest request is {before:,} tokens, over its room of {room:,} ({stage})')
+    return [*messages[:-1], current]
+
+
+async def _fitted(fit: _Fit, request: ModelRequest, room: int) -> tuple[FitPlan | None, ModelRequest]:
+    """The plan that brings `request` within `room` and the request it makes; None when nothing is cut."""
+    counter = fit.context.counter
+    items = fit.items
+    target = room - (counter.count_message(request) - sum(item.tokens for item in items))
     plan = FitPlan({})
     current = request
     for _ in range(_PASSES):
         plan = plan_fit(items, target)
         if plan.empty:
-            return messages
+            return None, request
         current = _replaced(request, await fit.replacements(plan))
         after = counter.count_message(current)
         if after <= room:
             break
         target -= after - room  # the texts came out larger than planned: plan for less
-    fit.report(plan, reason=f'the newest request is {before:,} tokens, over its room of {room:,} ({stage})')
-    return [*messages[:-1], current]
+    return plan, current
 
 
 class _Fit:
@@ -492,6 +515,11 @@ class _Fit:
             text = note if number == 1 else f'[#{number}]'
             out[(item.part_index, item.item_index)] = (text, marker, item.files)
         return out
+
+    def unstored(self, plan: FitPlan) -> bool:
+        """Whether an original the plan cuts could not be stored."""
+        pieces = any(not self.stored[i][1] for i in plan.caps if i in self.stored)
+        return pieces or (bool(plan.group) and self.group is not None and not self.group[2])
 
     def report(self, plan: FitPlan, *, reason: str) -> None:
         """The events of the final plan: one per reduced piece (and group), and what could not be stored."""

@@ -215,12 +215,17 @@ async def test_a_transcript_the_store_removed_is_said_to_be_gone_never_named() -
     store = _Forgetful()
     ctx, _ = context(context_window=None, store=store, limits=ContextLimits.fixed(budget=40_000))
     compactor = SetupCompactor(
-        compaction_setup(max_tokens=12_000, target_tokens=5_000, summarizer_model=StubSummarizer().model())
+        compaction_setup(
+            max_tokens=12_000,
+            target_tokens=5_000,
+            summarizer_model=StubSummarizer().model(),
+            stub_tool_results=False,
+        )
     )
     history = await compactor(tool_loop(30, tokens=500, tag='a'), ctx)
     [first] = _REFERENCE_ID.findall(summary_text(history[1]) or '')
     store.forget()
-    history = await compactor([*history, *tool_loop(20, tokens=500, tag='b')[1:]], ctx)
+    history = await compactor([*history, *tool_loop(30, tokens=500, tag='b')[1:]], ctx)
     [second] = _REFERENCE_ID.findall(summary_text(history[1]) or '')
     data = await store.get(second)
     assert data is not None

@@ -351,7 +351,7 @@ async def test_a_summary_without_pins_has_no_pinned_heading():
     from pydantic_ai_history.store import MemoryStore
 
     stub = StubSummarizer()
-    compactor = SetupCompactor(settings(stub))
+    compactor = SetupCompactor(settings(stub, stub_tool_results=False))
     ctx, events = context(store=MemoryStore())  # the evicted transcript is stored: the summary names it
     full = [*tool_loop(0), *rounds(0, 40, {}, result)]
     out = await compactor(full, ctx)

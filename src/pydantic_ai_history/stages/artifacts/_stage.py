@@ -29,7 +29,7 @@ from ..._compat import (
 from ..._context import MARKER_KEY, HistoryContext
 from ..._marks import seal
 from ..._offload import OFF_LOOP_CHARS, is_large, large_content
-from ..._room import kept_tokens, request_room
+from ..._room import kept_tokens, request_room, window_room
 from ..._utf8 import utf8
 from ...cache import cache_key
 from ...events import ArtifactProcessed
@@ -176,14 +176,19 @@ class ArtifactPlanner:
         """The newest request within its room, when the history does not fit: what it carries (every tool
         return whatever its size, read-backs included, and the user's own message) is reduced, largest first,
         down to the room; older messages are the compactor's and the window's."""
-        room = self._newest_room(messages, context)
-        if room is None:
+        rooms = self._newest_room(messages, context)
+        if rooms is None:
             return messages
-        return await fit_request(messages, room, context, query=latest_question(messages), stage=self.name)
+        room, most = rooms
+        return await fit_request(
+            messages, room, context, query=latest_question(messages), stage=self.name, most=most
+        )
 
-    def _newest_room(self, messages: Sequence[ModelMessage], context: HistoryContext) -> int | None:
-        """The newest request's room when the history is over the hard limit and that request over its room;
-        None when nothing must be cut from it."""
+    def _newest_room(
+        self, messages: Sequence[ModelMessage], context: HistoryContext
+    ) -> tuple[int, int] | None:
+        """The newest request's room when the history is over the hard limit and that request over its room,
+        and the most it could carry (what the window can free); None when nothing must be cut from it."""
         estimate = context.estimate(messages)
         if estimate.total <= self.settings.hard_limit(context.limits) or not isinstance(
             messages[-1], ModelRequest
@@ -202,7 +207,7 @@ class ArtifactPlanner:
             kept=kept,
             floor=self.settings.resolve_budget(context.limits),
         )
-        return room if newest > room else None
+        return (room, window_room(context.limits, kept=kept)) if newest > room else None
 
     async def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
         """Whether processing `messages` certainly reduces part of the current request, leaving a note that

@@ -45,7 +45,7 @@ from ..._compat import (
     request_compaction,
 )
 from ..._context import HistoryContext
-from ..._marks import READ_ARTIFACT_TOOL, SEAL_TOKENS, marker_kind, part_kinds, separate_own_parts
+from ..._marks import SEAL_TOKENS, marker_kind, part_kinds, readback_tool, separate_own_parts
 from ..._policy import ContextLimits
 from ..._summarizer_settings import SummarizerSettings
 from ...cache import SummaryCache, cache_key
@@ -1214,6 +1214,6 @@ async def _spill_transcript(
     chain = '; its first line names the transcript of earlier messages' if cut.previous_transcripts else ''
     return (
         f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
-        f'{read_call(key)} finds any detail in it{chain}; {READ_ARTIFACT_TOOL}(query=...) without an id '
+        f'{read_call(key)} finds any detail in it{chain}; {readback_tool()}(query=...) without an id '
         'searches everything stored from this conversation.'
     )

@@ -35,7 +35,8 @@ from ..._compat import (
     with_part_metadata,
 )
 from ..._context import ARTIFACT_MARKER, HistoryContext
-from ..._marks import MARKER_KEY, READ_ARTIFACT_TOOL, part_kinds, seal, unseal
+from ..._marks import MARKER_KEY, part_kinds, readback_tool, seal, unseal
+from ..._utf8 import utf8
 from ...tokens import TokenCounter
 
 __all__ = ('STUB_STRATEGY', 'Stub', 'apply_stubs', 'plan_stubs', 'store_stubbed')
@@ -243,7 +244,7 @@ class _Planner:
         key = _call_key(call, part.tool_name)
         again = bool(key) and self.last_index.get(key, index) > index
         text, media_type = _original_text(part)
-        if part.tool_name == READ_ARTIFACT_TOOL:  # already in the store: the same call reads it again
+        if part.tool_name == readback_tool():  # already in the store: the same call reads it again
             stub = f'{_STUB_OPENING} {described} returned {len(text):,} characters from the store: '
             stub += 'the same call reads them again.'
             after = self.counter.count_part(dataclasses.replace(part, content=stub))
@@ -253,7 +254,7 @@ class _Planner:
             # the artifact stage stored the original under this id before it reduced the part
             artifact_id, data, size = ours['artifact_id'], None, _size(ours, text)
         else:
-            data = text.encode()
+            data = utf8(text)
             artifact_id, size = self.make_id(data), f'{len(text):,} characters'
         repeat = artifact_id in self.seen
         if repeat:
@@ -274,7 +275,7 @@ class _Planner:
             elif isinstance(item, str) and (body := unseal('artifact', item)) is not None:
                 # a document the artifact stage converted to text (its original is stored under its own id)
                 tokens = self.counter.count_part(UserPromptPart(content=[item]))
-                data, media_type = body.encode(), 'text/markdown'
+                data, media_type = utf8(body), 'text/markdown'
                 described = 'the text of an attached file'
                 size = f'{len(body):,} characters'
                 head = body
@@ -329,7 +330,7 @@ def _size(ours: dict[str, Any], text: str) -> str:
 
 
 def _read_hint(artifact_id: str) -> str:
-    return f'{READ_ARTIFACT_TOOL}(artifact_id="{artifact_id}", query=...) returns it exactly'
+    return f'{readback_tool()}(artifact_id="{artifact_id}", query=...) returns it exactly'
 
 
 def _tool_stub(
