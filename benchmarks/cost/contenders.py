@@ -62,6 +62,8 @@ NEEDS = {
 
 Reader = Callable[[Any, str, str], Awaitable[str]]
 """`(run context, id, fact) -> what one read-back returns`."""
+Searcher = Callable[[Any, str], Awaitable[str]]
+"""`(run context, fact) -> what one search of everything stored returns`."""
 
 
 @dataclass
@@ -70,6 +72,8 @@ class Setup:
     id_pattern: Pattern[str] | None = None
     """How the final context names what the read-back tool can read; None without one."""
     read: Reader | None = None
+    search: Searcher | None = None
+    """One search of everything stored (a read-back without an id); None without one."""
     close: Callable[[], Awaitable[None]] | None = None
     temporary: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
 
@@ -81,7 +85,7 @@ def build(key: str, window: int, summarizer: Model) -> Setup:
 
 def _ours(window: int, summarizer: Model, *, artifacts: bool = True) -> Setup:
     from pydantic_ai_history import SummarizerSettings, create_history_processor
-    from pydantic_ai_history.readback import read_artifact_text
+    from pydantic_ai_history.readback import read_artifact_text, search_artifacts_text
 
     processor = create_history_processor(summarizer=SummarizerSettings(model=summarizer), artifacts=artifacts)
 
@@ -90,7 +94,10 @@ def _ours(window: int, summarizer: Model, *, artifacts: bool = True) -> Setup:
             processor.store, artifact_id, query=fact, scope=processor.scope_of(ctx)
         )
 
-    return Setup([processor], ARTIFACT_ID, read)
+    async def search(ctx: Any, fact: str) -> str:
+        return await search_artifacts_text(processor.store, fact, scope=processor.scope_of(ctx))
+
+    return Setup([processor], ARTIFACT_ID, read, search)
 
 
 def _ours_compactor(window: int, summarizer: Model) -> Setup:

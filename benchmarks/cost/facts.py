@@ -6,8 +6,10 @@
   context names and the fact itself as the query, returns text containing it. Ours:
   `read_artifact(artifact_id=id, query=fact)` for every `art_...` id in the final context; harness's
   `ToolOutputLimits(Spill)`: `read_tool_result(handle=h, pattern=fact)` for every spill handle in it. A
-  contender without a read-back tool has nothing one read away. This is generous to every contender in the
-  same way: the model would have to pick the right id, and to think of the fact as its query.
+  contender without a read-back tool has nothing one read away. A contender whose read-back tool also
+  searches everything it stored without an id (ours: `read_artifact(query=fact)`) has the fact one read away
+  when that one call returns it too. This is generous to every contender in the same way: the model would have
+  to pick the right id (or search), and to think of the fact as its query.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ('ARTIFACT_ID', 'SPILL_HANDLE', 'FactsKept', 'count_facts', 'named_ids')
+__all__ = ('ARTIFACT_ID', 'SPILL_HANDLE', 'FactsKept', 'Searcher', 'count_facts', 'named_ids')
 
 ARTIFACT_ID = re.compile(r'\bart_[0-9a-f]{16,64}\b')
 """How ours names what it stored (`store.keyed_artifact_id`: 'art_' + hex HMAC-SHA256)."""
@@ -25,6 +27,8 @@ SPILL_HANDLE = re.compile(r"""handle[= ]'([^']+)'""")
 
 Reader = Callable[[str, str], Awaitable[str]]
 """`(id, fact) -> what one read-back call returns`."""
+Searcher = Callable[[str], Awaitable[str]]
+"""`fact -> what one search call (a read-back without an id) returns`."""
 
 
 @dataclass(frozen=True)
@@ -48,17 +52,28 @@ def named_ids(text: str, pattern: re.Pattern[str]) -> list[str]:
 
 
 async def count_facts(
-    facts: Iterable[str], final_text: str, ids: Sequence[str], read: Reader | None
+    facts: Iterable[str],
+    final_text: str,
+    ids: Sequence[str],
+    read: Reader | None,
+    search: Searcher | None = None,
 ) -> FactsKept:
-    """Split `facts` into those in `final_text`, those one `read(id, fact)` away (over `ids`), the rest."""
+    """Split `facts` into those in `final_text`, those one `read(id, fact)` (over `ids`) or one `search(fact)`
+    away, the rest."""
     present: list[str] = []
     reachable: list[str] = []
     for fact in facts:
         if fact in final_text:
             present.append(fact)
-        elif read is not None and await _found(fact, ids, read):
+        elif await _reachable(fact, ids, read, search):
             reachable.append(fact)
     return FactsKept(tuple(present), tuple(reachable), len(ids))
+
+
+async def _reachable(fact: str, ids: Sequence[str], read: Reader | None, search: Searcher | None) -> bool:
+    if read is not None and await _found(fact, ids, read):
+        return True
+    return search is not None and fact in await search(fact)
 
 
 async def _found(fact: str, ids: Sequence[str], read: Reader) -> bool:

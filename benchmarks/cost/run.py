@@ -110,8 +110,9 @@ async def run_one(config: RunConfig, workload: Workload, encode: Encoder, prices
     wall = time.perf_counter() - started
     try:
         read = partial(setup.read, probe.ctx) if setup.read is not None else None
+        search = partial(setup.search, probe.ctx) if setup.search is not None else None
         ids = named_ids(provider.final_text, setup.id_pattern) if setup.id_pattern is not None else []
-        facts = await count_facts([f.text for f in workload.facts], provider.final_text, ids, read)
+        facts = await count_facts([f.text for f in workload.facts], provider.final_text, ids, read, search)
     finally:
         if setup.close is not None:
             await setup.close()

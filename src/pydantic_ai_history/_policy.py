@@ -169,7 +169,7 @@ class ContextPolicy:
         adjustments: list[str] = []
         trigger = self.max_tokens
         if trigger is None:
-            trigger = min(DEFAULT_MAX_TOKENS, int(window * TRIGGER_FRACTION_OF_WINDOW), budget)
+            trigger = min(DEFAULT_MAX_TOKENS, int(budget * TRIGGER_FRACTION_OF_WINDOW))
         elif trigger > budget:
             adjustments.append(
                 f'ContextPolicy.max_tokens={trigger:,} is above the budget of {budget:,} tokens {where}, so '

@@ -81,10 +81,11 @@ def heuristic_plan(
 ) -> ArtifactPlan:
     """The deterministic plan: newest and smallest first; include what fits, reduce the rest.
 
-    Small artifacts (at most `large_artifact_chars`) are always included. A large one is included when it fits
-    what is left of the budget, else reduced with `default_reduction` (extract with the user's latest question
-    and the tool call's arguments as the query) when at least `min_extract_tokens` are left, else excluded.
-    The current request's artifacts are never excluded: they keep at least a `min_preview_tokens` extract.
+    Small artifacts (at most `large_artifact_chars`) are always included. A large one is included when it
+    fits what is left of the budget and `max_artifact_tokens`, else reduced with `default_reduction`
+    (extract with the user's latest question and the tool call's arguments as the query) when at least
+    `min_extract_tokens` are left, else excluded. The current request's artifacts are never excluded: they
+    keep at least a `min_preview_tokens` extract.
     """
     order = sorted(candidates, key=lambda c: (-c.artifact.step, c.artifact.tokens, c.id))
     remaining = budget_tokens
@@ -93,8 +94,9 @@ def heuristic_plan(
     for priority, candidate in enumerate(order):
         a = candidate.artifact
         query = _query_for(candidate, question)
-        if a.chars <= settings.large_artifact_chars or a.tokens <= remaining:
-            if a.chars > settings.large_artifact_chars:
+        large = a.chars > settings.large_artifact_chars
+        if not large or a.tokens <= settings.view_cap(remaining):
+            if large:
                 large_left -= 1
             decisions.append(
                 ArtifactDecision(
@@ -106,7 +108,7 @@ def heuristic_plan(
             )
             remaining -= a.tokens
             continue
-        share = remaining // max(large_left, 1)
+        share = settings.view_cap(remaining // max(large_left, 1))
         large_left -= 1
         if share >= settings.min_extract_tokens or candidate.in_current_request:
             reduction = ProcessingStrategy(settings.default_reduction)

@@ -31,6 +31,13 @@ class ArtifactSettings:
     """The share of the hard limit the artifacts may use together, in (0, 1]."""
     large_artifact_chars: int = 10_000
     """Only artifacts above this many characters are ever reduced."""
+    max_artifact_tokens: int | None = 500
+    """The most one large artifact keeps in the history: the view it gets when it arrives (its passages most
+    relevant to the question, or its summary), beside a note naming its stored original, which
+    `read_artifact` reads or searches. Decided once, when the artifact arrives in the newest request, which
+    no provider has cached yet: every token kept is paid again, as a cache read, by every later request until
+    the next compaction event, and changing the decision later would rewrite the cached prompt from there.
+    None: as much as the artifact budget has left (an artifact that fits is kept whole)."""
     skip_below_chars: int = 5_000
     """No planning when the artifacts being planned total less than this."""
     llm_planning: bool | None = None
@@ -92,6 +99,11 @@ class ArtifactSettings:
             value = getattr(self, name)
             if value <= 0:
                 raise ValueError(f'ArtifactSettings.{name} must be positive, got {value!r}')
+        if self.max_artifact_tokens is not None and self.max_artifact_tokens <= 0:
+            raise ValueError(
+                'ArtifactSettings.max_artifact_tokens must be positive or None, '
+                f'got {self.max_artifact_tokens!r}'
+            )
         if self.artifact_budget_tokens is not None and self.artifact_budget_tokens <= 0:
             raise ValueError(
                 'ArtifactSettings.artifact_budget_tokens must be positive, '
@@ -101,6 +113,10 @@ class ArtifactSettings:
     @property
     def uses_llm_planning(self) -> bool:
         return self.llm_planning if self.llm_planning is not None else self.planner_model is not None
+
+    def view_cap(self, tokens: int) -> int:
+        """What one large artifact of `tokens` may keep of `tokens` (`max_artifact_tokens`)."""
+        return tokens if self.max_artifact_tokens is None else min(tokens, self.max_artifact_tokens)
 
     def hard_limit(self, limits: ContextLimits) -> int:
         """The history's hard limit for this stage: the policy's budget, at most its compaction trigger."""

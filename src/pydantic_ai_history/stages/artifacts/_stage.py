@@ -20,7 +20,6 @@ from ..._compat import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
-    ToolReturnPart,
     file_input_profile,
     json_text,
     make_request,
@@ -36,9 +35,8 @@ from ...events import ArtifactProcessed
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
 from ...model_info import is_test_model, model_info, model_name_of
 from ...store import artifact_id
-from ...tokens import TokenCounter
 from .._llm import operations_of
-from .._request_fit import fit_request, is_processed
+from .._request_fit import fit_request
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
@@ -89,16 +87,16 @@ def _fitted_strategy(
     large = a.chars > settings.large_artifact_chars
     strategy = decision.strategy if large else ProcessingStrategy.INCLUDE_FULL
     rationale = decision.rationale
-    allowance = remaining // (large_left + 1) if large else remaining
+    allowance = settings.view_cap(remaining // (large_left + 1)) if large else remaining
     if candidate.in_current_request:
         allowance = max(allowance, settings.min_preview_tokens)
-    if strategy is ProcessingStrategy.INCLUDE_FULL and large and a.tokens > remaining:
+    if strategy is ProcessingStrategy.INCLUDE_FULL and large and a.tokens > settings.view_cap(remaining):
         strategy = (
             ProcessingStrategy.EXTRACT
             if allowance >= settings.min_extract_tokens
             else ProcessingStrategy.EXCLUDE
         )
-        rationale += f'; {a.tokens:,} tokens do not fit the {remaining:,} left'
+        rationale += f'; {a.tokens:,} tokens do not fit the {settings.view_cap(remaining):,} left'
     reducing = strategy in (ProcessingStrategy.SUMMARIZE, ProcessingStrategy.EXTRACT)
     if reducing and allowance < settings.min_extract_tokens:
         strategy = ProcessingStrategy.EXCLUDE
@@ -120,36 +118,33 @@ class ArtifactPlanner:
         await context.count_newest(messages)
         estimate = context.estimate(messages)
         over_limit = estimate.total > hard_limit
-        # Under the limit only the current request can hold new work; reading older messages would cost
-        # time on every request for nothing (they were handled when they first appeared).
-        start = 0 if over_limit else len(messages) - 1
+        # Only the newest request, which no provider has cached yet: what arrived earlier was decided when
+        # it arrived, and changing it now would rewrite the cached prompt from there (older messages are
+        # the compactor's, at its events, and the window's).
+        start = len(messages) - 1
         result = messages
         if settings.convert_attachments:
             result = await self._attachments(result, context, start=start, over_limit=over_limit)
-        result = await self._reduce(result, context, start=start, estimate_total=estimate.total)
+        result = await self._reduce(result, context, start=start)
         return await self._fit_newest(result, context)
 
     async def _reduce(
-        self, messages: list[ModelMessage], context: HistoryContext, *, start: int, estimate_total: int
+        self, messages: list[ModelMessage], context: HistoryContext, *, start: int
     ) -> list[ModelMessage]:
-        """Plan and reduce the large tool returns from message `start` on, each by its own size."""
+        """Plan and reduce the large tool returns from message `start` on (the newest request), together
+        within the artifact budget and each within `max_artifact_tokens`; older ones were decided when they
+        arrived, and the compactor makes room for these at its next event (the request's own fit cuts what
+        must go)."""
         settings = self.settings
-        hard_limit = settings.hard_limit(context.limits)
-        over_limit = estimate_total > hard_limit
         candidates = await self._candidates(messages, context, start=start)
         if not candidates:
             return messages
-        fixed = _fixed_artifact_tokens(messages, context.counter, settings) if over_limit else 0
         planned = await self._run_reducers(candidates, messages, context)
         large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
         reduced = [c for c in planned if c.reduced_by]
         if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
             return messages
-        available = max(settings.resolve_budget(context.limits) - fixed, 0)
-        if over_limit:
-            available = min(
-                available, max(hard_limit - (estimate_total - sum(c.artifact.tokens for c in planned)), 0)
-            )
+        available = settings.resolve_budget(context.limits)
         question = latest_question(messages)
         plan = await self._plan(planned, question, available, context)
         outcomes = await self._execute(plan, planned, question, available, context)
@@ -689,25 +684,6 @@ def _user_like_item(item: Any) -> Any:
     from ..._compat import UserPromptPart
 
     return UserPromptPart(content=[item])
-
-
-def _fixed_artifact_tokens(
-    messages: Sequence[ModelMessage],
-    counter: TokenCounter,
-    settings: ArtifactSettings,
-) -> int:
-    """Tokens of tool returns already processed (they count against the budget but are not planned again)."""
-    total = 0
-    for message in messages:
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if (
-                    isinstance(part, ToolReturnPart)
-                    and part.tool_name not in settings.exempt_tools
-                    and is_processed(part)
-                ):
-                    total += counter.count_part(part)
-    return total
 
 
 def _content_id(text: str) -> str:

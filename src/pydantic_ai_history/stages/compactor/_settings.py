@@ -49,6 +49,11 @@ class CompactionSettings:
     verbatim tail are stored and replaced by stubs that name them for `read_artifact` (exact read-back), the
     same content stored once. When the stubbed history fits the target, the summarizer is not called at
     all. Needs a store; False summarizes directly."""
+    cached_input_ratio: float = 0.1
+    """A cached input token's price over an uncached one's (Anthropic and recent OpenAI models: 0.1; gpt-4o
+    0.5). It decides how deep an event goes: stubs alone end it when carrying what they leave beyond a
+    summary, read from the cache by every request until the next event, costs less than the summarizer's call
+    (`_depth`); a higher ratio makes summaries worth their call sooner. 1 never prefers stubs for cost."""
     stub_min_tokens: int = 300
     """Only tool outputs and files costing at least this many tokens become stubs (a stub costs ~80)."""
     stub_head_chars: int = 160
@@ -58,7 +63,7 @@ class CompactionSettings:
     beginning and the passages most relevant to the task and the focus, within this many tokens. The stored
     transcript keeps everything, so `read_artifact` returns it whole; the summarizer reads what the summary
     needs. None shows everything (a transcript over the summarizer's input cap then goes in several calls)."""
-    summarizer_view_tokens: int | None = 24_000
+    summarizer_view_tokens: int | None = 12_000
     """The summarizer's whole view of what it replaces (the original task and the previous summary come on
     top): tool results are cut further, down to 100 tokens each, until it fits. User and assistant messages
     are always shown whole. None: no bound but the per-result cut."""
@@ -99,6 +104,10 @@ class CompactionSettings:
                 raise ValueError(f'CompactionSettings.{name} must be positive, got {value!r}')
         if self.stub_min_tokens < 0 or self.stub_head_chars < 0:
             raise ValueError('CompactionSettings.stub_min_tokens and stub_head_chars must not be negative')
+        if not 0 < self.cached_input_ratio <= 1:
+            raise ValueError(
+                f'CompactionSettings.cached_input_ratio must be in (0, 1], got {self.cached_input_ratio!r}'
+            )
         if not 0 <= self.trail_share < 1:
             raise ValueError(f'CompactionSettings.trail_share must be in [0, 1), got {self.trail_share!r}')
         if self.cooldown_seconds < 0:

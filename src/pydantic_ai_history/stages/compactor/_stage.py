@@ -67,6 +67,7 @@ from .._transcript import (
     transcript_preamble,
 )
 from ._breaker import ScopedBreakers
+from ._depth import EventCosts, stubs_suffice
 from ._fallback import digest, head_tail_cut
 from ._native import NATIVE_NOTE, NativeLayout, compaction_cost, mark_compaction, native_layout
 from ._plan import CutPlan, plan_cut
@@ -522,7 +523,7 @@ class Compactor:
     def _keep_recent(self, context: HistoryContext) -> int:
         """The verbatim tail of an event at the trigger (`keep_recent_tokens`; a quarter of the target)."""
         given = self.settings.keep_recent_tokens
-        return given if given is not None else context.limits.target // 4
+        return given if given is not None else context.limits.target // 8
 
     def _trail_budget(self, context: HistoryContext) -> int:
         """The tokens the summary's trail may take: `trail_share` of the target."""
@@ -570,7 +571,12 @@ class Compactor:
             head_chars=settings.stub_head_chars,
         )
         saved = sum(s.tokens_before - s.tokens_after for s in stubs)
-        if not stubs or event.overhead + sum(plan.per_message) - saved > context.limits.target:
+        stubbed = event.overhead + sum(plan.per_message) - saved
+        if (
+            not stubs
+            or stubbed > context.limits.target
+            or not self._stubs_suffice(plan, cut, stubbed, event, context)
+        ):
             return None
         if not await store_stubbed(stubs, context):
             return None  # the summary stores the whole transcript instead, or waits (`_keeps_content`)
@@ -582,6 +588,37 @@ class Compactor:
         return self._finish(
             context, event, result, after, _Summary('', 'stubs', 0, ''), 0, stubbed=len(stubs)
         )
+
+    def _stubs_suffice(
+        self, plan: _Plan, cut: _Cut, stubbed: int, event: _Event, context: HistoryContext
+    ) -> bool:
+        """Whether stubs alone are the cheaper end of this event (`_depth`): what they leave beyond a summary,
+        read by every request until the next event, against the summarizer's call."""
+        settings = self.settings
+        per_message = plan.per_message
+        tail_start = plan.units[cut.verbatim].start
+        body_start = plan.units[cut.body_first].start
+        replaced = sum(per_message[body_start:tail_start])
+        summary_tokens = settings.summary_max_tokens // 2
+        body_units = max(len(plan.units) - cut.body_first, 1)
+        view = (
+            replaced
+            if settings.summarizer_view_tokens is None
+            else min(replaced, settings.summarizer_view_tokens)
+        )
+        costs = EventCosts(
+            stubbed=stubbed,
+            summarized=event.overhead
+            + sum(per_message[:body_start])
+            + summary_tokens
+            + self._trail_budget(context)
+            + sum(per_message[tail_start:]),
+            trigger=context.limits.trigger,
+            growth=sum(per_message[body_start:]) // body_units,
+            view_tokens=view,
+            summary_tokens=summary_tokens,
+        )
+        return stubs_suffice(costs, cached_input_ratio=settings.cached_input_ratio)
 
     def _native_cut(
         self,
