@@ -225,12 +225,12 @@ def _sixteen_k_model() -> Any:
 @pytest.mark.parametrize(
     ('model', 'window', 'expected'),
     [
-        # gpt-4o: 128,000 window, 16,384 max output -> budget 111,616; trigger 80% of the window
-        ('openai:gpt-4o', None, (128_000, 111_616, 102_400, 34_133)),
+        # gpt-4o: 128,000 window, 16,384 max output -> budget 111,616; trigger 80% of the budget
+        ('openai:gpt-4o', None, (128_000, 111_616, 89_292, 29_764)),
         # a 16K FunctionModel (the window given by hand where the profile cannot carry it)
-        ('16k', 16_000, (16_000, 14_976, 12_800, 4_266)),
+        ('16k', 16_000, (16_000, 14_976, 11_980, 3_993)),
         # a model nobody knows: the documented 128,000 fallback, with the generic 1,024 reserve
-        ('acme:unknown-model-7', None, (128_000, 126_976, 102_400, 34_133)),
+        ('acme:unknown-model-7', None, (128_000, 126_976, 101_580, 33_860)),
     ],
 )
 async def test_every_stage_sees_the_same_trigger_target_and_budget(

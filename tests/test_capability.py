@@ -9,7 +9,13 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 
-from pydantic_ai_history import ContextPolicy, HistoryProcessor, SlidingWindow, assert_valid_history
+from pydantic_ai_history import (
+    ArtifactSettings,
+    ContextPolicy,
+    HistoryProcessor,
+    SlidingWindow,
+    assert_valid_history,
+)
 from pydantic_ai_history._compat import HAS_CAPABILITIES, ProcessHistory
 from pydantic_ai_history.testing import StrictProvider
 
@@ -162,8 +168,12 @@ async def _tool_lists(
 async def test_a_run_that_never_spills_sends_the_tool_lists_it_would_without_us() -> None:
     from pydantic_ai_history import create_history_processor
 
-    for page in (PAGE, PAGE * 30):  # small returns, and large ones (~150,000 characters) that fit
-        processor = create_history_processor(policy=ContextPolicy(context_window=1_000_000), compaction=False)
+    for page in (PAGE, PAGE * 30):  # small returns, and large ones (~150,000 characters) let in whole
+        processor = create_history_processor(
+            policy=ContextPolicy(context_window=1_000_000),
+            artifacts=ArtifactSettings(max_artifact_tokens=None),
+            compaction=False,
+        )
         with_us = await _tool_lists([processor.capability()], calls=3, page=page)
         without = await _tool_lists([], calls=3, page=page)
         assert with_us == without == [['page']] * 4

@@ -36,8 +36,10 @@ DEFAULT_RESERVE_TOKENS = 1_024
 DEFAULT_FALLBACK_CONTEXT_WINDOW = 128_000
 """The window assumed for a model nobody knows (a local Ollama model, a new id): the size most models served
 today accept. A `HistoryWarning` (`context_window_fallback`) says so on the first request of each model."""
-TRIGGER_FRACTION_OF_WINDOW = 0.8
-"""Without `max_tokens`, compaction starts at 80% of the usable window when that is below 120,000."""
+TRIGGER_FRACTION_OF_BUDGET = 0.8
+"""Without `max_tokens`, compaction starts at 80% of the budget (the input room: the usable window less the
+answer's reserve) when that is below 120,000: the rest is the room a new tool output needs before the event
+makes more, and every request until then reads the history from the cache (what lower triggers save)."""
 TARGET_FRACTION_OF_TRIGGER = 1 / 3
 
 
@@ -113,8 +115,8 @@ class ContextPolicy:
     budget_tokens: int | None = None
     """The hard limit for the history sent. Default: the usable window minus the reserve."""
     max_tokens: int | None = None
-    """The compaction trigger. Default: 120,000, or 80% of the usable window when that is smaller, and never
-    above the budget."""
+    """The compaction trigger. Default: 120,000, or 80% of the budget when that is smaller; never above the
+    budget."""
     target_tokens: int | None = None
     """The history's size after a compaction. Default: a third of the trigger, at most 40,000. A target not
     below the trigger gets that default too (compacting to just under the trigger would compact again on every
@@ -169,7 +171,7 @@ class ContextPolicy:
         adjustments: list[str] = []
         trigger = self.max_tokens
         if trigger is None:
-            trigger = min(DEFAULT_MAX_TOKENS, int(budget * TRIGGER_FRACTION_OF_WINDOW))
+            trigger = min(DEFAULT_MAX_TOKENS, int(budget * TRIGGER_FRACTION_OF_BUDGET))
         elif trigger > budget:
             adjustments.append(
                 f'ContextPolicy.max_tokens={trigger:,} is above the budget of {budget:,} tokens {where}, so '

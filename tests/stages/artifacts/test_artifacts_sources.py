@@ -17,7 +17,6 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-from _limits import artifact_limits
 from pydantic_ai_history import assert_valid_history
 from pydantic_ai_history.stages.artifacts import (
     ARTIFACT_MARKER,
@@ -184,12 +183,21 @@ async def test_registered_reducer_runs_before_planning(fixtures_dir: Path) -> No
     assert len(part.content) < 2_000
 
 
-async def test_older_artifact_replanned_when_over_budget(fixtures_dir: Path) -> None:
-    """A large return kept in full earlier is reduced once the history no longer fits; newest first."""
+async def test_an_artifact_is_decided_once_when_it_arrives(fixtures_dir: Path) -> None:
+    """A large return is reduced when it arrives (a view within `max_artifact_tokens`, the original stored)
+    and never planned again: when a later one arrives over the limit, only the newest request changes."""
     products = json.loads((fixtures_dir / 'tool_outputs' / 'tau-bench_retail_products.json').read_text())
     processor, recorder = make_processor(context_window=64_000)
     first = await processor.process(tool_history('List the products', 'products', products))
-    assert tool_returns(first)[0].content is products  # fits a 64K window in full
+    [view] = tool_returns(first)
+    assert marker(view).get('strategy') == 'extract'
+    counter = processor.counter_for('gpt-4o')
+    cap = ArtifactSettings().max_artifact_tokens
+    assert cap is not None
+    assert counter.count_part(view) <= cap + 100  # the view, and the line naming the stored original
+    stored = await processor.store.get(marker(view)['artifact_id'], scope=processor.scope_of(None))
+    assert stored is not None
+    assert json.loads(stored) == products
     airports = (fixtures_dir / 'tool_outputs' / 'vega_datasets' / 'airports.csv').read_text()
     from pydantic_ai.messages import ToolCallPart, ToolReturnPart
 
@@ -197,19 +205,15 @@ async def test_older_artifact_replanned_when_over_budget(fixtures_dir: Path) -> 
         *first,
         ModelResponse(
             parts=[ToolCallPart(tool_name='airports', args={}, tool_call_id='c2')],
-            usage=RequestUsage(input_tokens=30_000, output_tokens=5),
+            usage=RequestUsage(input_tokens=60_000, output_tokens=5),  # over the limit, as the provider says
         ),
         ModelRequest(parts=[ToolReturnPart(tool_name='airports', content=airports, tool_call_id='c2')]),
     ]
     out = await processor.process(later)
     assert_valid_history(out)
-    strategies = {p.tool_name: marker(p).get('strategy') for p in tool_returns(out)}
-    assert strategies['airports'] == 'extract'
-    assert strategies['products'] in {'extract', 'exclude'}
-    budget = ArtifactSettings().resolve_budget(artifact_limits(64_000))
-    counter = processor.counter_for('gpt-4o')
-    assert sum(counter.count_part(p) for p in tool_returns(out)) <= budget
-    assert recorder.artifacts[-2].source == "tool 'airports'"  # the newest is served first
+    assert all(new is old for new, old in zip(out[:-1], later[:-1], strict=True))  # the cached prefix stays
+    assert marker(tool_returns(out)[-1]).get('strategy') == 'extract'
+    assert [a.source for a in recorder.artifacts] == ["tool 'products'", "tool 'airports'"]
 
 
 async def test_reply_only_history_is_untouched() -> None:

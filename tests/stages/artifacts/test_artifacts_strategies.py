@@ -107,9 +107,12 @@ async def test_strategy_gives_valid_budgeted_history(fixtures_dir: Path, name: s
 
 
 async def test_small_budget_fits_include_full(fixtures_dir: Path) -> None:
-    """When the budget allows, the plan's include_full keeps the artifact unchanged and unmarked."""
+    """When the budget and the per-artifact cap allow, the plan's include_full keeps the artifact unchanged
+    and unmarked."""
     tool, content = _fixture(fixtures_dir, 'vega_datasets/stocks.csv')
-    settings = ArtifactSettings(llm_planning=True, planner_model=planner_model(_plan_all('include_full')))
+    settings = ArtifactSettings(
+        llm_planning=True, planner_model=planner_model(_plan_all('include_full')), max_artifact_tokens=None
+    )
     processor, recorder = make_processor(settings, context_window=64_000)
     history = tool_history('How did MSFT do?', tool, content)
     out = await processor.process(history)
@@ -266,7 +269,7 @@ async def test_processed_once_and_read_back_exact(fixtures_dir: Path) -> None:
 async def test_older_artifacts_are_not_replanned_under_budget(fixtures_dir: Path) -> None:
     """An include_full artifact from an earlier step stays as sent while the history is under budget."""
     tool, content = _fixture(fixtures_dir, 'vega_datasets/stocks.csv')  # 12 KB: large, but fits
-    processor, recorder = make_processor(context_window=128_000)
+    processor, recorder = make_processor(ArtifactSettings(max_artifact_tokens=None), context_window=128_000)
     history = tool_history('How did MSFT do?', tool, content)
     out = await processor.process(history)
     assert tool_returns(out)[0] is tool_returns(history)[0]

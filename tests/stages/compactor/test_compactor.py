@@ -330,8 +330,8 @@ async def test_tool_results_are_shown_as_their_beginning_and_the_passages_releva
     [
         (None, (120_000, 40_000)),
         (1_000_000, (120_000, 40_000)),
-        (128_000, (102_400, 34_133)),
-        (20_000, (16_000, 5_333)),
+        (128_000, (101_580, 33_860)),
+        (20_000, (15_180, 5_060)),
     ],
 )
 def test_limits_from_the_context_window(window: int | None, expected: tuple[int, int]):
@@ -366,7 +366,7 @@ async def test_a_history_ending_mid_turn_after_user_reply():
     [
         # the target follows the trigger, wherever the trigger came from: min(40,000, trigger / 3)
         (None, None, None, (120_000, 40_000)),
-        (None, None, 128_000, (102_400, 34_133)),
+        (None, None, 128_000, (101_580, 33_860)),
         (50_000, None, None, (50_000, 16_666)),
         (50_000, None, 128_000, (50_000, 16_666)),
         (50_000, None, 1_000_000, (50_000, 16_666)),
@@ -376,9 +376,9 @@ async def test_a_history_ending_mid_turn_after_user_reply():
         (50_000, 30_000, None, (50_000, 30_000)),
         # a trigger above the budget (the window less the 1,024 reserve) is clamped to it
         (50_000, 30_000, 32_000, (30_976, 30_000)),
-        (None, 20_000, 128_000, (102_400, 20_000)),
-        # ... and one the window's trigger undercuts falls back to the default rule, not to trigger - 1
-        (None, 50_000, 32_000, (25_600, 8_533)),
+        (None, 20_000, 128_000, (101_580, 20_000)),
+        # ... and one the budget's trigger undercuts falls back to the default rule, not to trigger - 1
+        (None, 50_000, 32_000, (24_780, 8_260)),
     ],
 )
 def test_the_default_target_depends_on_the_trigger_alone(
