@@ -36,7 +36,12 @@ from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig
 
-from pydantic_ai_history import ContextPolicy, SummarizerSettings, create_history_processor
+from pydantic_ai_history import (
+    ArtifactSettings,
+    ContextPolicy,
+    SummarizerSettings,
+    create_history_processor,
+)
 
 try:  # the brief has DirectoryStore exported at the top level; on main it lives in `store`
     from pydantic_ai_history import DirectoryStore  # type: ignore[attr-defined]
@@ -139,12 +144,16 @@ def tool_loop_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRespo
     returns = [p for p in request.parts if isinstance(p, ToolReturnPart)]
     if returns and returns[0].tool_name == 'read_artifact':
         return ModelResponse(parts=[TextPart(f'done; read back: {returns[0].model_response_str()[:20_000]}')])
-    fetched = sum(
-        1
-        for m in messages
-        if isinstance(m, ModelResponse)
-        for p in m.parts
-        if isinstance(p, ToolCallPart) and p.tool_name == 'fetch_logs'
+    # the newest page asked for: its call is in the last unit, which every compaction keeps verbatim
+    fetched = max(
+        (
+            int(p.args_as_dict()['page'])
+            for m in messages
+            if isinstance(m, ModelResponse)
+            for p in m.parts
+            if isinstance(p, ToolCallPart) and p.tool_name == 'fetch_logs'
+        ),
+        default=0,
     )
     if fetched < FETCHES:
         return ModelResponse(
@@ -189,6 +198,8 @@ def attachments_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRes
 def _processor() -> Any:
     return create_history_processor(
         policy=ContextPolicy(context_window=WINDOW, max_tokens=TRIGGER, target_tokens=TARGET),
+        # tool outputs kept whole while the artifact budget allows, so the loop reaches the trigger
+        artifacts=ArtifactSettings(max_artifact_tokens=None),
         summarizer=SummarizerSettings(
             model=FunctionModel(
                 summarizer_model, model_name='summarizer', profile={'context_window': 128_000}
