@@ -103,6 +103,8 @@ def full_processor(
         planner_timeout=planner_timeout,
         default_reduction=default_reduction,  # type: ignore[arg-type]
         artifact_budget_tokens=artifact_budget,
+        # artifacts kept whole while the budget allows, so these loops reach the compactor within a few turns
+        max_artifact_tokens=None,
     )
     compaction = CompactionSettings(summary_max_tokens=400, stub_tool_results=stubs)
     artifact_stage: Any = ArtifactPlanner(artifacts)

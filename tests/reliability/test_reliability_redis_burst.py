@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.redis, pytest.mark.slow]
 
 RUNS = 200
 WINDOW, TRIGGER, TARGET = 4_000, 1_600, 700
-STEPS = 3
+STEPS = 4
 ART_ID = re.compile(r'art_[0-9a-f]{64}')
 
 

@@ -238,7 +238,7 @@ async def test_a_transcript_the_store_removed_is_said_to_be_gone_never_named() -
     store.forget()
     store.full = True
     ctx.limits = ContextLimits.fixed(budget=12_500)
-    history = await compactor([*history, *tool_loop(20, tokens=500, tag='c')[1:]], ctx)
+    history = await compactor([*history, *tool_loop(30, tokens=500, tag='c')[1:]], ctx)
     summary = summary_text(history[1]) or ''
     assert second not in summary
     assert not _REFERENCE_ID.findall(summary)

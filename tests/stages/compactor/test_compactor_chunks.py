@@ -74,7 +74,11 @@ async def test_a_small_summarizer_window_lowers_the_input_cap():
     messages = big_history(regions=4, units_per_region=10, tokens_per_unit=1_050)  # about 43K tokens
     ctx, _ = context()
     settings = compaction_setup(
-        max_tokens=20_000, target_tokens=8_000, summarizer_model=stub.model(), summarizer_input_tokens=12_000
+        max_tokens=20_000,
+        target_tokens=8_000,
+        summarizer_model=stub.model(),
+        summarizer_input_tokens=12_000,
+        **WHOLE_VIEW,
     )
     out = await SetupCompactor(settings)(messages, ctx)
     assert_valid_history(out, original=messages)
