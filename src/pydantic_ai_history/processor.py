@@ -922,7 +922,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         offered = self._readback_offered(context)
         first = _first_change(messages, result) if rewriter is not None else sent
         if offered:
-            first, rewriter = 0, READ_ARTIFACT_TOOL
+            first, rewriter = 0, self.readback_tool_name
         if first >= sent or rewriter is None:
             return 0, 0, None
         new = len(messages) - sent  # the newest response and the current request were never sent
@@ -941,7 +941,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         tool definitions, which the capability passes; never on the run's first request: none is cached)."""
         if not context.tool_definitions:
             return False
-        offered = any(t.name == READ_ARTIFACT_TOOL for t in context.tool_definitions)
+        offered = any(t.name == self.readback_tool_name for t in context.tool_definitions)
         run = context.run_id
         before = self._offered_readback.pop(run, None)
         self._offered_readback[run] = offered

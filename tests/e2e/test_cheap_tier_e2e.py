@@ -23,6 +23,8 @@ from pydantic_ai.usage import UsageLimits
 
 from _compaction import StubSummarizer
 from pydantic_ai_history import (
+    ArtifactProcessed,
+    ArtifactSettings,
     CompactionResult,
     ContextPolicy,
     HistoryEvent,
@@ -255,3 +257,46 @@ async def test_search_and_read_stay_in_the_scope() -> None:
     assert 'no stored passage matched' in await search_artifacts_text(store, 'nothing-like-this', scope='c1')
     artifact = store.artifact_id(first, scope='c1')
     assert 'INV-2231' in await read_artifact_text(store, artifact, query='INV-2231', scope='c1')
+
+
+async def test_with_the_artifact_stage_only_the_newest_request_changes_between_events(
+    fixtures_dir: Path,
+) -> None:
+    """The default processor: large outputs (every third one is over 10,000 characters) are reduced when they
+    arrive and never planned again, so between compaction events no request rewrites what was sent."""
+    loop = Loop(60)
+    data = pages(fixtures_dir, 60)
+    events: list[HistoryEvent] = []
+    processor = create_history_processor(
+        policy=ContextPolicy(context_window=WINDOW),
+        summarizer=SummarizerSettings(model=StubSummarizer().model()),
+        on_event=events.append,
+    )
+    provider = StrictProvider(loop, context_window=WINDOW)
+    agent = make_agent(provider.model(), processor)
+
+    @agent.tool_plain
+    def fetch(page: int) -> str:
+        """Fetch one page of the dataset."""
+        return '\n\n'.join(data[page : page + 4]) if page % 3 == 0 else data[page]
+
+    result = await agent.run(TASK, usage_limits=UsageLimits(request_limit=None))
+    assert result.output == 'All pages done.'
+    assert not provider.rejected
+    assert not [e for e in events if isinstance(e, StageFailed)]
+    reduced = [e for e in events if isinstance(e, ArtifactProcessed) and e.strategy != 'include_full']
+    assert len(reduced) >= 15, 'the large outputs were reduced as they arrived'
+    cap = ArtifactSettings().max_artifact_tokens
+    assert cap is not None
+    assert all(e.tokens_after <= cap + 100 for e in reduced)
+    events_at = set(compacted_requests(events))
+    assert events_at, 'the loop reached the trigger'
+    processed = [e for e in events if isinstance(e, RequestProcessed)]
+    rewrites = {i for i, e in enumerate(processed) if e.rewritten_messages}
+    # the first reduction brings `read_artifact`: the tool list changes once, while the history is short
+    tool_came = {i for i, e in enumerate(processed) if e.rewritten_by == 'read_artifact'}
+    assert len(tool_came) == 1
+    assert rewrites - events_at <= tool_came
+    assert not [e for e in processed if e.rewritten_by == 'artifacts'], 'artifacts never rewrite the prefix'
+    for record in provider.requests:
+        assert_valid_history(list(record.history))

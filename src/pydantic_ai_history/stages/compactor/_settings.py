@@ -41,7 +41,7 @@ class CompactionSettings:
     keep_recent_tokens: int | None = None
     """The verbatim tail a compaction event keeps at the trigger: the newest units within this many tokens
     (the last unit always). Before it, tool outputs become stubs and, when that is not enough, messages are
-    summarized. None: a quarter of the target. A small tail makes the event deep: every request until the
+    summarized. None: an eighth of the target. A small tail makes the event deep: every request until the
     next event reads a smaller cached prefix, and the next event is further away. `compact()` (on demand)
     keeps as much as the target allows instead."""
     stub_tool_results: bool = True

@@ -521,7 +521,7 @@ class Compactor:
         )
 
     def _keep_recent(self, context: HistoryContext) -> int:
-        """The verbatim tail of an event at the trigger (`keep_recent_tokens`; a quarter of the target)."""
+        """The verbatim tail of an event at the trigger (`keep_recent_tokens`; an eighth of the target)."""
         given = self.settings.keep_recent_tokens
         return given if given is not None else context.limits.target // 8
 
