@@ -429,7 +429,8 @@ async def test_a_large_exported_spreadsheet_shows_its_head_rows_and_its_row_coun
 _STALL_LIMIT = 0.5
 """Seconds: the longest the loop may go without running the ticker while the 20 MB return is processed. The
 100 ms target is measured by `benchmarks/bench_large_content.py` (33 ms); here the bound leaves room for a
-busy CI machine's scheduling, while a stall of the processing itself (12.2 s before it left the loop) fails."""
+busy CI machine's scheduling, while a stall of the processing itself (12.2 s before it left the loop)
+fails."""
 
 
 async def _max_stall(run: Callable[[], Any]) -> float:
