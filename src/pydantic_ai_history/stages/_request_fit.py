@@ -412,9 +412,9 @@ async def fit_request(
     if plan is not None and most is not None and most > room and fit.unstored(plan):
         room = most
         plan, current = await _fitted(fit, request, room)
-    if plan is None:
-        return messages
     before = counter.count_message(request)
+    if plan is None or counter.count_message(current) >= before:
+        return messages  # nothing to cut, or notes that cost more than what they would replace
     fit.report(plan, reason=f'the newest request is {before:,} tokens, over its room of {room:,} ({stage})')
     return [*messages[:-1], current]
 
