@@ -66,7 +66,9 @@ def main() -> None:
             model=summarizer or FunctionModel(ticket_summarizer, model_name='ticket-summarizer'),
             instructions=INSTRUCTIONS,
         ),
-        compaction=CompactionSettings(on_compaction=summaries.append),
+        # Every event is summarized here, to show the summarizer at work; by default, an event whose stubbed
+        # history already fits the target calls no summarizer at all.
+        compaction=CompactionSettings(stub_tool_results=False, on_compaction=summaries.append),
     )
     agent = Agent(model, **wire(processor))
 
