@@ -1,10 +1,12 @@
-"""`import pydantic_ai_history` loads no file readers and no tokenizer: they load on first use.
+"""`import pydantic_ai_history` loads nothing until a name is used; file readers, the tokenizer, the store
+and cache backends and passage retrieval load on first use.
 
 Each check runs in a fresh interpreter and reads `sys.modules` (what was imported), never a clock.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import subprocess
@@ -25,8 +27,14 @@ DEFERRED = (
     'pydantic_ai_history.files._structured',
     'pydantic_ai_history.files._tables',
     'pydantic_ai_history.files._worker',
+    'sqlite3',
+    'pydantic_ai_history.cache._sqlite',
+    'pydantic_ai_history.cache._redis',
+    'pydantic_ai_history.store._directory',
+    'pydantic_ai_history.store._redis',
+    'pydantic_ai_history.retrieval',
 )
-"""Modules (and their submodules) that only a file or a token count may load."""
+"""Modules (and their submodules) that only a file, a token count, a chosen backend or a cut may load."""
 
 
 def _loaded_after(script: str) -> set[str]:
@@ -46,6 +54,34 @@ def _loaded_after(script: str) -> set[str]:
 
 def test_import_loads_no_file_reader_and_no_tokenizer() -> None:
     assert _loaded_after('import pydantic_ai_history\n') == set()
+
+
+def test_import_alone_loads_no_module_of_the_package() -> None:
+    probe = textwrap.dedent(
+        """
+        import json, sys
+        import pydantic_ai_history
+        print(json.dumps(sorted(m for m in sys.modules if m.startswith('pydantic_ai_history'))))
+        """
+    )
+    done = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == ['pydantic_ai_history', 'pydantic_ai_history._lazy']
+
+
+@pytest.mark.parametrize(
+    'package', ['pydantic_ai_history', 'pydantic_ai_history.store', 'pydantic_ai_history.cache']
+)
+def test_every_public_name_resolves_once_used(package: str) -> None:
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        value = getattr(module, name)
+        home = getattr(value, '__module__', None)
+        if isinstance(home, str) and home.startswith('pydantic_ai_history'):
+            assert getattr(importlib.import_module(home), name) is value, name
+    assert set(module.__all__) <= set(dir(module))
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        module.no_such_name  # noqa: B018
 
 
 def test_building_a_processor_loads_none_of_them_either() -> None:

@@ -9,30 +9,35 @@ custom stages (see the README's "A custom stage").
 
 from __future__ import annotations
 
-from ._context import HistoryContext, HistoryStage
-from ._policy import ContextLimits, ContextPolicy
-from ._summarizer_settings import SummarizerSettings
-from .events import (
-    ArtifactProcessed,
-    CompactionResult,
-    ContentLost,
-    HistoryEvent,
-    HistoryWarning,
-    RequestProcessed,
-    StageFailed,
-    WarningKind,
-    WindowApplied,
-)
-from .factory import create_history_processor
-from .files import FileSettings
-from .model_info import ContextWindowUnknownError
-from .pinning import PinPredicate, pin, pin_tool_errors
-from .processor import HistoryProcessor
-from .stages.artifacts import ArtifactPlanner, ArtifactSettings
-from .stages.compactor import CompactionSettings, Compactor
-from .stages.window import SlidingWindow
-from .tokens import TokenCounter, TokenizerProfile
-from .validate import HistoryValidationError, Violation, assert_valid_history, validate_history
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._context import HistoryContext, HistoryStage
+    from ._policy import ContextLimits, ContextPolicy
+    from ._summarizer_settings import SummarizerSettings
+    from .events import (
+        ArtifactProcessed,
+        CompactionResult,
+        ContentLost,
+        HistoryEvent,
+        HistoryWarning,
+        RequestProcessed,
+        StageFailed,
+        WarningKind,
+        WindowApplied,
+    )
+    from .factory import create_history_processor
+    from .files import FileSettings
+    from .model_info import ContextWindowUnknownError
+    from .pinning import PinPredicate, pin, pin_tool_errors
+    from .processor import HistoryProcessor
+    from .stages.artifacts import ArtifactPlanner, ArtifactSettings
+    from .stages.compactor import CompactionSettings, Compactor
+    from .stages.window import SlidingWindow
+    from .tokens import TokenCounter, TokenizerProfile
+    from .validate import HistoryValidationError, Violation, assert_valid_history, validate_history
 
 __all__ = (
     'ArtifactPlanner',
@@ -70,3 +75,39 @@ __all__ = (
 )
 
 __version__ = '0.1.0'
+
+_EXPORTS = {
+    'ArtifactPlanner': '.stages.artifacts',
+    'ArtifactProcessed': '.events',
+    'ArtifactSettings': '.stages.artifacts',
+    'CompactionResult': '.events',
+    'CompactionSettings': '.stages.compactor',
+    'Compactor': '.stages.compactor',
+    'ContentLost': '.events',
+    'ContextLimits': '._policy',
+    'ContextPolicy': '._policy',
+    'ContextWindowUnknownError': '.model_info',
+    'FileSettings': '.files',
+    'HistoryContext': '._context',
+    'HistoryEvent': '.events',
+    'HistoryProcessor': '.processor',
+    'HistoryStage': '._context',
+    'HistoryValidationError': '.validate',
+    'HistoryWarning': '.events',
+    'PinPredicate': '.pinning',
+    'RequestProcessed': '.events',
+    'SlidingWindow': '.stages.window',
+    'StageFailed': '.events',
+    'SummarizerSettings': '._summarizer_settings',
+    'TokenCounter': '.tokens',
+    'TokenizerProfile': '.tokens',
+    'Violation': '.validate',
+    'WarningKind': '.events',
+    'WindowApplied': '.events',
+    'assert_valid_history': '.validate',
+    'create_history_processor': '.factory',
+    'pin': '.pinning',
+    'pin_tool_errors': '.pinning',
+    'validate_history': '.validate',
+}
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -5,12 +5,19 @@ It depends on nothing (the file readers import no pydantic-ai), and errs on the 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
 __all__ = ('estimate_tokens_offline',)
 
-_CJK = re.compile(r'[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f]')
+
+@functools.cache
+def _cjk() -> re.Pattern[str]:
+    # Compiled at first use: a class this wide takes milliseconds to compile, a cost every import would pay.
+    return re.compile(
+        r'[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f]'
+    )
 
 
 def estimate_tokens_offline(text: str) -> int:
@@ -22,5 +29,5 @@ def estimate_tokens_offline(text: str) -> int:
     """
     if not text:
         return 0
-    cjk = len(_CJK.findall(text))
+    cjk = 0 if text.isascii() else len(_cjk().findall(text))
     return cjk + math.ceil((len(text) - cjk) / 3)

@@ -17,6 +17,7 @@ header, which is shown before the chunk and counted when ranking.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -67,7 +68,14 @@ class Chunk:
 # ---- tokenizing and ranking ---------------------------------------------------------------------------
 
 _WORD = re.compile(r'[^\W_]+')
-_CJK = re.compile(r'[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]')
+
+
+@functools.cache
+def _cjk() -> re.Pattern[str]:
+    # Compiled at first use: a class this wide takes milliseconds to compile, a cost every import would pay.
+    return re.compile(r'[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]')
+
+
 _STOP_WORDS = frozenset(
     {
         'a',
@@ -131,9 +139,10 @@ def tokenize(text: str) -> list[str]:
     """Lower-cased words and numbers; `_`, punctuation and JSON syntax separate them; CJK per character."""
     tokens: list[str] = []
     for token in _WORD.findall(text.lower()):
-        if not token.isascii() and _CJK.search(token):
-            tokens.extend(_CJK.findall(token))
-            rest = _CJK.sub(' ', token).split()
+        cjk = None if token.isascii() else _cjk()
+        if cjk is not None and cjk.search(token):
+            tokens.extend(cjk.findall(token))
+            rest = cjk.sub(' ', token).split()
             tokens.extend(rest)
         else:
             tokens.append(token)

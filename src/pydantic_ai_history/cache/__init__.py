@@ -8,12 +8,17 @@ server degrades to memory with a warning instead of failing the run. The process
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 from ._base import CacheStats, SummaryCache, cache_key
-from ._fallback import FallbackCache, redis_cache
 from ._memory import MemoryCache
-from ._redis import RedisCache
 from ._scoped import ScopedCache, scoped, scoped_key
-from ._sqlite import SQLiteCache
+
+if TYPE_CHECKING:
+    from ._fallback import FallbackCache, redis_cache
+    from ._redis import RedisCache
+    from ._sqlite import SQLiteCache
 
 __all__ = (
     'CacheStats',
@@ -28,3 +33,12 @@ __all__ = (
     'scoped',
     'scoped_key',
 )
+
+# Backends load on first use: the default path never needs them (their imports, e.g. sqlite3, cost time).
+_LAZY = {
+    'FallbackCache': '._fallback',
+    'RedisCache': '._redis',
+    'SQLiteCache': '._sqlite',
+    'redis_cache': '._fallback',
+}
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

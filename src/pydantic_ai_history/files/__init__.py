@@ -10,9 +10,9 @@ pays for them.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports
 from ._results import ConvertedDocument, FileResult, FittedAudio, FittedImage, Truncation, UnreadableFile
 from ._settings import FileSettings
 
@@ -36,15 +36,4 @@ __all__ = (
 _LAZY = {'read_file': '._read', 'read_path': '._read', 'sniff_media_type': '._registry'}
 """Public names whose modules import the readers, by the module that defines them."""
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later lookups skip this hook
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -43,7 +43,6 @@ from .._offload import OFF_LOOP_CHARS, large_content
 from .._pages import Page
 from .._utf8 import utf8
 from ..events import ArtifactProcessed
-from ..retrieval import rank_passages
 from ..tokens import TokenCounter
 
 __all__ = (
@@ -287,6 +286,8 @@ def passages_within(
     room = max_tokens / correction - counter.count_text(head) - 4
     target = max(int(room * chars_per_token), 200)
     body = head
+    from ..retrieval import rank_passages  # loaded by the first extraction, not with the package
+
     ranking = rank_passages(text, query, chunk_chars=min(chunk_chars, max(target // 3, 300)))
     for _ in range(5):
         body = head + ranking.select(target).text

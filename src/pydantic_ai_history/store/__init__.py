@@ -8,7 +8,9 @@ validated against `^[A-Za-z0-9_-]{1,128}$`.
 
 from __future__ import annotations
 
-from .._redis_client import RedisPoolSettings
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 from ._base import (
     ArtifactStore,
     InvalidArtifactId,
@@ -19,11 +21,14 @@ from ._base import (
     keyed_artifact_id,
     scope_tag,
 )
-from ._breaker import StoreBreaker
-from ._directory import DirectoryStore
 from ._memory import MemoryStore
-from ._redis import RedisStore
-from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, PruneReport
+
+if TYPE_CHECKING:
+    from .._redis_client import RedisPoolSettings
+    from ._breaker import StoreBreaker
+    from ._directory import DirectoryStore
+    from ._redis import RedisStore
+    from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, PruneReport
 
 __all__ = (
     'DEFAULT_MAX_AGE',
@@ -43,3 +48,15 @@ __all__ = (
     'keyed_artifact_id',
     'scope_tag',
 )
+
+# Backends load on first use: the default path never needs them (their imports, e.g. sqlite3, cost time).
+_LAZY = {
+    'DEFAULT_MAX_AGE': '._retention',
+    'DEFAULT_MAX_BYTES': '._retention',
+    'DirectoryStore': '._directory',
+    'PruneReport': '._retention',
+    'RedisPoolSettings': '.._redis_client',
+    'RedisStore': '._redis',
+    'StoreBreaker': '._breaker',
+}
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
