@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 from pathlib import Path
-from typing import get_args
+from typing import Literal, get_args, get_origin, get_type_hints
 
 import pytest
 
@@ -152,16 +152,15 @@ def _distinct(value: object, name: str, number: int) -> object:
 def _example(cls: type[HistoryEvent]) -> HistoryEvent:
     """An instance with every required field filled by its type, each with a value of its own."""
     values = {'int': 7, 'str': 'x', 'float': 1.5, 'bool': True}
+    hints = get_type_hints(cls)
     kwargs = {}
     for number, f in enumerate(dataclasses.fields(cls)):
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            annotation = str(f.type)
-            if annotation.startswith('Literal'):
-                kwargs[f.name] = annotation.split("'")[1]
-            elif annotation == 'WarningKind':
-                kwargs[f.name] = 'over_budget'
+            hint = hints[f.name]
+            if get_origin(hint) is Literal:  # a `Literal` or an alias of one (`WarningKind`, ...)
+                kwargs[f.name] = get_args(hint)[-1]
             else:  # distinct per field, so a field copied from the wrong one shows
-                kwargs[f.name] = _distinct(values[annotation.split(' ')[0]], f.name, number)
+                kwargs[f.name] = _distinct(values[str(f.type).split(' ')[0]], f.name, number)
     return cls(run_id='run-1', **kwargs)
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = (
     'ARTIFACT_MARKER',
     'MARKER_KEY',
+    'CompactionRequest',
     'HistoryContext',
     'HistoryStage',
     'ScopeKey',
@@ -77,6 +78,16 @@ read-back tool's gate sees that there is something to read (a spoofed one only o
 nothing outside the run's scope). Processed content itself is recognised by identity only (`_marks`): its
 metadata, or the seal of the text that replaces an attached file; a tool output that merely opens with this
 text is still reduced."""
+
+
+@dataclass(frozen=True)
+class CompactionRequest:
+    """A compaction the model asked for (`HistoryProcessor.compaction_tool`)."""
+
+    focus: str | None = None
+    """What the model said the summary must keep."""
+    min_tokens: int | None = None
+    """Below this many tokens the request is declined (None: the policy's target)."""
 
 
 def _unknown_model_limits() -> ContextLimits:
@@ -131,6 +142,13 @@ class HistoryContext:
     open_spans: Callable[[], None] | None = None
     """Opens the processor's span and the running stage's before a stage opens one of its own (they are
     started only for requests that do something: `_spans.DeferredSpans`)."""
+    background_allowed: bool = False
+    """Whether a stage may start work that outlives this request (a summary made ahead of its compaction
+    event): the processor serves the run as a capability, whose run hook tells the stages when the run ends
+    (`end_run`), and this is not durable workflow code."""
+    compaction_request: CompactionRequest | None = None
+    """The model asked for a compaction with the `compact_context` tool, answered in this request: the
+    compactor compacts now (when the history is worth it), with the focus the model gave."""
 
     @property
     def context_window(self) -> int:

@@ -9,16 +9,52 @@ from ._clock import wall
 
 __all__ = (
     'ArtifactProcessed',
+    'BackgroundDiscardReason',
+    'BackgroundSummaryDiscarded',
+    'BackgroundSummaryStarted',
+    'BackgroundSummaryUsed',
+    'CompactionReason',
     'CompactionResult',
     'CompactionStarted',
     'ContentLost',
     'HistoryEvent',
     'HistoryWarning',
+    'NearLimitNoticeSent',
     'RequestProcessed',
     'StageFailed',
     'WarningKind',
     'WindowApplied',
 )
+
+CompactionReason = Literal['trigger', 'manual', 'model']
+"""Why a compaction ran: `trigger`, the history passed `limits.trigger`; `manual`, code called `compact()`;
+`model`, the model called the `compact_context` tool (`HistoryProcessor.compaction_tool`)."""
+
+BackgroundDiscardReason = Literal[
+    'history_changed',
+    'cut_no_longer_fits',
+    'inputs_changed',
+    'not_needed',
+    'failed',
+    'run_ended',
+    'capacity',
+]
+"""Why a background summary was thrown away (`BackgroundSummaryDiscarded.reason`):
+
+- `history_changed`: the history no longer extends the snapshot it was started on (an old message was
+  rewritten or removed: the app edited it, a window dropped it), so it summarizes something that is gone.
+- `cut_no_longer_fits`: at the trigger, what it leaves verbatim (its cut and everything added since) no longer
+  fits the target: the event cuts later, with a summary of its own.
+- `inputs_changed`: at the trigger, the summary the event needs is of other messages or another focus (a
+  cached prefix summary stood in, the model asked for a compaction with a focus).
+- `not_needed`: the event ended without a summary (a cached prefix summary sufficed, nothing could be
+  compacted, the provider compacted natively).
+- `failed`: the background work raised (not a summarizer failure, which gives the deterministic fallback a
+  blocking compaction would have given).
+- `run_ended`: the run ended before its trigger: the work was cancelled (or its finished result dropped).
+- `capacity`: more runs held a background summary than `CompactionSettings.max_background_summaries`: the
+  oldest was cancelled.
+"""
 
 WarningKind = Literal[
     'context_window_fallback',
@@ -186,8 +222,9 @@ class CompactionStarted(HistoryEvent):
     """Messages the summary will replace."""
     target_tokens: int
     """The size the compaction aims for (`limits.target`)."""
-    reason: Literal['trigger', 'manual']
-    """`trigger`: the history passed `limits.trigger`; `manual`: compaction was asked for."""
+    reason: CompactionReason
+    """`trigger`: the history passed `limits.trigger`; `manual`: `compact()` was called; `model`: the model
+    called the `compact_context` tool."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,8 +241,9 @@ class CompactionResult(HistoryEvent):
     """Estimated tokens after."""
     summary: str
     """The summary text that now stands for the evicted messages."""
-    reason: Literal['trigger', 'manual']
-    """`trigger`: the history passed `limits.trigger`; `manual`: compaction was asked for."""
+    reason: CompactionReason
+    """`trigger`: the history passed `limits.trigger`; `manual`: `compact()` was called; `model`: the model
+    called the `compact_context` tool."""
     method: Literal['llm', 'cache', 'digest', 'truncate', 'provider', 'stubs']
     """`llm`: the summarizer wrote it; `cache`: an identical evicted span was summarized before;
     `digest`/`truncate`: the deterministic fallbacks after a summarizer failure or during its cool-down;
@@ -224,6 +262,79 @@ class CompactionResult(HistoryEvent):
     """Pinned units among the evicted ones, carried verbatim in the summary's pinned section."""
     stubbed_parts: int = 0
     """Tool outputs and files the cheap tier stored and replaced by stubs (method `stubs`)."""
+    background: bool = False
+    """Whether the summary was made in the background, ahead of the trigger (a `BackgroundSummaryUsed` says
+    how long this request waited for it); its `summarizer_calls` are counted here."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackgroundSummaryStarted(HistoryEvent):
+    """The summary of the next compaction event started in the background, on a snapshot of the history,
+    off the request path (`CompactionSettings.background_start`). A `BackgroundSummaryUsed` or a
+    `BackgroundSummaryDiscarded` follows it."""
+
+    snapshot_messages: int
+    """Messages of the snapshot it summarizes from."""
+    snapshot_tokens: int
+    """Estimated tokens of the snapshot."""
+    trigger_tokens: int
+    """The compaction trigger (`limits.trigger`) the history is nearing."""
+    evicted_messages: int
+    """Messages the summary will replace (those before its cut)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackgroundSummaryUsed(HistoryEvent):
+    """A compaction event used the summary made in the background: the history still extended its snapshot
+    and its cut still fitted the target. The `CompactionResult` of the event follows."""
+
+    evicted_messages: int
+    """Messages the summary replaced."""
+    method: str
+    """How it was made: `llm`, `cache` (found in the cache), or a deterministic fallback (`digest`,
+    `truncate`) when the summarizer failed, as a blocking compaction would have fallen back."""
+    ready: bool
+    """Whether it was finished when the event needed it (the request did not wait for it)."""
+    waited_ms: float
+    """How long the event's request waited for it, in milliseconds (0 when it was ready)."""
+    lead_ms: float
+    """How long before the event it started, in milliseconds."""
+    summarizer_calls: int
+    """Summarizer calls it made (its cost): also in the event's `CompactionResult`."""
+    input_tokens: int
+    """Input tokens of those calls, as the summarizer reported them."""
+    output_tokens: int
+    """Output tokens of those calls."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackgroundSummaryDiscarded(HistoryEvent):
+    """A summary started in the background was thrown away: `reason` says why. What it cost (its calls
+    and tokens, when it finished) was spent for nothing; the event, if any, compacted as without it."""
+
+    reason: BackgroundDiscardReason
+    """Why (see `BackgroundDiscardReason`)."""
+    finished: bool
+    """Whether it had finished (its calls were paid); False: it was cancelled while it ran."""
+    summarizer_calls: int
+    """Summarizer calls it completed (0 when cancelled before an answer)."""
+    input_tokens: int
+    """Input tokens of those calls, as the summarizer reported them."""
+    output_tokens: int
+    """Output tokens of those calls."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NearLimitNoticeSent(HistoryEvent):
+    """The model was told, for this request only, that the history nears its limit
+    (`HistoryProcessor.near_limit_notice`)."""
+
+    context_tokens: int
+    """Estimated tokens of the history sent (instructions and tools included)."""
+    limit_tokens: int
+    """The limit it nears: the compaction trigger, or the budget when nothing compacts."""
+    notice: str
+    """The text the model was sent."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,11 +31,17 @@ if TYPE_CHECKING:
 
 from .events import (
     ArtifactProcessed,
+    BackgroundDiscardReason,
+    BackgroundSummaryDiscarded,
+    BackgroundSummaryStarted,
+    BackgroundSummaryUsed,
+    CompactionReason,
     CompactionResult,
     CompactionStarted,
     ContentLost,
     HistoryEvent,
     HistoryWarning,
+    NearLimitNoticeSent,
     RequestProcessed,
     StageFailed,
     WindowApplied,
@@ -43,11 +49,15 @@ from .events import (
 
 __all__ = (
     'ArtifactProcessedEvent',
+    'BackgroundSummaryDiscardedEvent',
+    'BackgroundSummaryStartedEvent',
+    'BackgroundSummaryUsedEvent',
     'CompactionFinishedEvent',
     'CompactionStartedEvent',
     'ContextUsageEvent',
     'HistoryStreamEvent',
     'HistoryWarningEvent',
+    'NearLimitNoticeEvent',
     'WindowAppliedEvent',
     'stream_event_for',
     'ui_forwarding',
@@ -110,8 +120,9 @@ class CompactionStartedEvent(HistoryStreamEvent, name='compaction_started'):
     """Messages the summary will replace."""
     target_tokens: int
     """The size the compaction aims for."""
-    reason: Literal['trigger', 'manual']
-    """`trigger`: the history passed the trigger; `manual`: compaction was asked for."""
+    reason: CompactionReason
+    """`trigger`: the history passed the trigger; `manual`: `compact()` was called; `model`: the model called
+    the `compact_context` tool."""
 
 
 @dataclass(repr=False, kw_only=True)
@@ -139,6 +150,73 @@ class CompactionFinishedEvent(HistoryStreamEvent, name='compaction_finished'):
     """The summarizer failure behind a fallback method; None otherwise."""
     stubbed_parts: int = 0
     """Tool outputs and files stored and replaced by stubs."""
+    background: bool = False
+    """Whether the summary was made in the background, ahead of the trigger."""
+
+
+@dataclass(repr=False, kw_only=True)
+class BackgroundSummaryStartedEvent(HistoryStreamEvent, name='background_summary_started'):
+    """The next event's summary started in the background (a `BackgroundSummaryStarted`)."""
+
+    snapshot_messages: int
+    """Messages of the snapshot it summarizes from."""
+    snapshot_tokens: int
+    """Estimated tokens of the snapshot."""
+    trigger_tokens: int
+    """The compaction trigger the history is nearing."""
+    evicted_messages: int
+    """Messages the summary will replace."""
+
+
+@dataclass(repr=False, kw_only=True)
+class BackgroundSummaryUsedEvent(HistoryStreamEvent, name='background_summary_used'):
+    """A compaction event used the summary made in the background (a `BackgroundSummaryUsed`)."""
+
+    evicted_messages: int
+    """Messages the summary replaced."""
+    method: str
+    """How it was made: `llm`, `cache`, or a deterministic fallback (`digest`, `truncate`)."""
+    ready: bool
+    """Whether it was finished when the event needed it."""
+    waited_ms: float
+    """How long the event's request waited for it, in milliseconds."""
+    lead_ms: float
+    """How long before the event it started, in milliseconds."""
+    summarizer_calls: int
+    """Summarizer calls it made."""
+    input_tokens: int
+    """Input tokens of those calls."""
+    output_tokens: int
+    """Output tokens of those calls."""
+
+
+@dataclass(repr=False, kw_only=True)
+class BackgroundSummaryDiscardedEvent(HistoryStreamEvent, name='background_summary_discarded'):
+    """A summary started in the background was thrown away (a `BackgroundSummaryDiscarded`)."""
+
+    reason: BackgroundDiscardReason
+    """Why (see `BackgroundDiscardReason`)."""
+    finished: bool
+    """Whether it had finished (its calls were paid) or was cancelled."""
+    summarizer_calls: int
+    """Summarizer calls it completed."""
+    input_tokens: int
+    """Input tokens of those calls."""
+    output_tokens: int
+    """Output tokens of those calls."""
+
+
+@dataclass(repr=False, kw_only=True)
+class NearLimitNoticeEvent(HistoryStreamEvent, name='near_limit_notice'):
+    """The model was told, for this request only, that the history nears its limit (a
+    `NearLimitNoticeSent`)."""
+
+    context_tokens: int
+    """Estimated tokens of the history sent."""
+    limit_tokens: int
+    """The limit it nears: the compaction trigger, or the budget when nothing compacts."""
+    notice: str
+    """The text the model was sent."""
 
 
 @dataclass(repr=False, kw_only=True)
@@ -199,10 +277,21 @@ def stream_event_for(event: HistoryEvent) -> HistoryStreamEvent | None:
         return _copied(ArtifactProcessedEvent, event)
     if isinstance(event, WindowApplied):
         return _copied(WindowAppliedEvent, event)
+    streamed = _STREAMED.get(type(event))
+    if streamed is not None:
+        return _copied(streamed, event)
     return _warning_event(event)
 
 
 _E = TypeVar('_E', bound='HistoryStreamEvent')
+
+_STREAMED: dict[type[HistoryEvent], type[HistoryStreamEvent]] = {
+    BackgroundSummaryStarted: BackgroundSummaryStartedEvent,
+    BackgroundSummaryUsed: BackgroundSummaryUsedEvent,
+    BackgroundSummaryDiscarded: BackgroundSummaryDiscardedEvent,
+    NearLimitNoticeSent: NearLimitNoticeEvent,
+}
+"""The events whose stream form copies every field of the same name."""
 
 
 def _copied(cls: type[_E], event: HistoryEvent, **renamed: Any) -> _E:

@@ -84,6 +84,26 @@ class CompactionSettings:
     75% cut of the transcript, at unit boundaries)."""
     cache_ttl: float | None = None
     """Seconds summaries and prefix records live in the cache; None keeps them until evicted."""
+    background_start: float | None = None
+    """Start the next event's summary in the background once the history passes this fraction of the trigger
+    (0.6: at 60%), so the request that crosses the trigger does not wait for the summarizer. None (default):
+    every summary is made when the event needs it.
+
+    The summary is made on a snapshot of the history (the same messages a blocking compaction would summarize
+    for the same cut, so it is the same summary), off the request path, and used at the trigger while the
+    history still extends the snapshot and what it leaves verbatim (its cut and everything added since) fits
+    the target; otherwise it is thrown away and the event compacts as without it (events say which, and why).
+    Only an event the cost rule (`cached_input_ratio`) expects to summarize starts one: stubs cost no model
+    call. The earlier it starts, the more time the summarizer has, and the more the event leaves verbatim
+    (the messages added after the snapshot): the next event comes sooner.
+
+    Needs the processor as a capability (`Agent(capabilities=[processor])`, pydantic-ai 1.x late and 2.x),
+    whose run hook cancels the work when the run ends; as a plain history processor, and in durable workflow
+    code (Temporal, DBOS, Prefect), which may not start background work, the summary is made at the trigger,
+    as one journaled operation. `method='provider'`/`'auto'` compactions are never started ahead."""
+    max_background_summaries: int = 64
+    """At most this many runs hold a background summary at a time (each holds a reference to its history and
+    one summarizer call); starting one more cancels the oldest (`capacity`)."""
     on_compaction: Callable[[CompactionResult], None] | None = None
     """Called with every `CompactionResult` (also emitted as an event to `on_event`)."""
     clock: Callable[[], float] = field(default=monotonic, compare=False)
@@ -97,6 +117,7 @@ class CompactionSettings:
             'max_failures',
             'keep_recent_tokens',
             'summarizer_view_tokens',
+            'max_background_summaries',
         )
         for name in names:
             value = getattr(self, name)
@@ -107,6 +128,11 @@ class CompactionSettings:
         if not 0 < self.cached_input_ratio <= 1:
             raise ValueError(
                 f'CompactionSettings.cached_input_ratio must be in (0, 1], got {self.cached_input_ratio!r}'
+            )
+        if self.background_start is not None and not 0 < self.background_start < 1:
+            raise ValueError(
+                'CompactionSettings.background_start must be in (0, 1) or None, '
+                f'got {self.background_start!r}'
             )
         if not 0 <= self.trail_share < 1:
             raise ValueError(f'CompactionSettings.trail_share must be in [0, 1), got {self.trail_share!r}')

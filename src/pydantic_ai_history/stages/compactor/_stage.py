@@ -26,13 +26,16 @@ item in place of our summary (layout in `_native`); anything else falls back to 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from opentelemetry.trace import use_span
 from pydantic_ai.exceptions import UserError
+from pydantic_ai.usage import RunUsage
 
 from ..._clock import perf
 from ..._compat import (
@@ -49,7 +52,16 @@ from ..._marks import SEAL_TOKENS, marker_kind, part_kinds, readback_tool, separ
 from ..._policy import ContextLimits
 from ..._summarizer_settings import SummarizerSettings
 from ...cache import SummaryCache, cache_key
-from ...events import CompactionResult, CompactionStarted
+from ...events import (
+    BackgroundDiscardReason,
+    BackgroundSummaryDiscarded,
+    BackgroundSummaryStarted,
+    BackgroundSummaryUsed,
+    CompactionReason,
+    CompactionResult,
+    CompactionStarted,
+    HistoryEvent,
+)
 from ...model_info import model_name_of
 from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
@@ -66,6 +78,7 @@ from .._transcript import (
     render_units,
     transcript_preamble,
 )
+from ._background import BackgroundJob, BackgroundSummaries, start_job
 from ._breaker import ScopedBreakers
 from ._depth import EventCosts, stubs_suffice
 from ._fallback import digest, head_tail_cut
@@ -73,7 +86,7 @@ from ._native import NATIVE_NOTE, NativeLayout, compaction_cost, mark_compaction
 from ._plan import CutPlan, plan_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionSettings
-from ._stubs import apply_stubs, plan_stubs, store_stubbed
+from ._stubs import Stub, apply_stubs, plan_stubs, store_stubbed
 from ._summarizer import SummarizerError, run_summarizer
 from ._summary_message import (
     PINNED_HEADING,
@@ -86,6 +99,11 @@ from ._summary_message import (
 )
 from ._trail import TrailEntry, extract_trail, known_text, prune_trail
 from ._view import summarizer_view
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from ..._summarizer_settings import ModelRef
 
 __all__ = ('Compactor',)
 
@@ -118,6 +136,21 @@ class _Summary:
     calls: int
     key: str
     error: str | None = None
+    background: bool = False
+    """Made ahead of the event, in the background (`CompactionSettings.background_start`)."""
+
+
+@dataclass(frozen=True)
+class _SummaryRequest:
+    """What one summary is of: everything the summarizer reads, and the key of all of it."""
+
+    key: str
+    model: ModelRef | None
+    summarized: Sequence[ModelMessage]
+    previous: str | None
+    focus: str | None
+    task: str | None
+    transcript: list[TranscriptUnit] | None
 
 
 @dataclass
@@ -130,8 +163,9 @@ class _Event:
     """Its estimate."""
     overhead: int
     """What instructions, tools and framing add to the messages' own count."""
-    reason: Literal['trigger', 'manual']
-    """`trigger`: the history passed the trigger; `manual`: `compact()` was called."""
+    reason: CompactionReason
+    """`trigger`: the history passed the trigger; `manual`: `compact()` was called; `model`: the model called
+    `compact_context`."""
     focus: str | None
     """What the summary must keep, when `compact()` was given a focus."""
     started: float
@@ -161,6 +195,24 @@ class _Rendered:
 
     whole: list[TranscriptUnit]
     summarized: list[TranscriptUnit]
+
+
+@dataclass
+class _Evicted:
+    """What a summary at a cut replaces, and what its summarizer is asked."""
+
+    cut_at: int
+    """The message index where the verbatim tail starts."""
+    messages: list[ModelMessage]
+    """The messages the summary replaces (after the head and the previous summary)."""
+    pins: list[TranscriptUnit]
+    """The pinned units among them, carried verbatim."""
+    rendered: _Rendered | None
+    """Their rendering, where the stored transcript and the summarizer share one."""
+    request: _SummaryRequest
+    """The summary the event needs: what the summarizer reads, and its key."""
+    chain: str | None
+    """The rolling hash of the evicted messages, for the prefix index."""
 
 
 @dataclass
@@ -220,6 +272,8 @@ class Compactor:
     """Model name -> why it refused `compact_messages` as unsupported: not asked again."""
     _provider_breakers: ScopedBreakers = field(init=False, repr=False)
     """The provider's compaction calls cool down after failures like the summarizer's (the LLM stands in)."""
+    _background: BackgroundSummaries = field(init=False, repr=False)
+    """The summaries started ahead of their events (`background_start`), one per run."""
 
     def __post_init__(self) -> None:
         self._breakers = ScopedBreakers(
@@ -233,14 +287,41 @@ class Compactor:
             clock=self.settings.clock,
         )
         self._index = PrefixIndex(ttl=self.settings.cache_ttl)
+        self._background = BackgroundSummaries(self.settings.max_background_summaries)
 
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         limits = context.limits
         estimate = context.estimate(messages)
-        if estimate.total <= limits.trigger:
+        reason = self._reason(estimate.total, context)
+        if reason is None:
+            await self._anticipate(messages, context, estimate)
             return messages
-        with context.span(COMPACTION_SPAN, {'pydantic_ai_history.compaction.reason': 'trigger'}):
-            return await self._compact(messages, context, estimate, limits, reason='trigger', focus=None)
+        focus = context.compaction_request.focus if reason == 'model' and context.compaction_request else None
+        held = self._background.pop(context.run_id)
+        with context.span(COMPACTION_SPAN, {'pydantic_ai_history.compaction.reason': reason}):
+            try:
+                return await self._compact(
+                    messages, context, estimate, limits, reason=reason, focus=focus, held=held
+                )
+            finally:
+                if held is not None and not held.used:
+                    self._discard(held, held.reason, context)
+
+    def _reason(self, tokens: int, context: HistoryContext) -> Literal['trigger', 'model'] | None:
+        """Why this request compacts: the model asked (`compact_context`) and the history is worth it, or it
+        is over the trigger; None when it does not."""
+        requested = context.compaction_request
+        if requested is not None:
+            floor = requested.min_tokens if requested.min_tokens is not None else context.limits.target
+            if tokens >= floor:
+                return 'model'
+            logger.info(
+                'compactor: the model asked for a compaction, but the history (%d tokens) is under the %d '
+                'that make one worth its cost',
+                tokens,
+                floor,
+            )
+        return 'trigger' if tokens > context.limits.trigger else None
 
     async def compact(
         self, messages: Sequence[ModelMessage], context: HistoryContext, *, focus: str | None = None
@@ -251,10 +332,15 @@ class Compactor:
         """
         history = list(messages)
         limits = context.limits
+        held = self._background.pop(context.run_id)
         with context.span(COMPACTION_SPAN, {'pydantic_ai_history.compaction.reason': 'manual'}):
-            return await self._compact(
-                history, context, context.estimate(history), limits, reason='manual', focus=focus
-            )
+            try:
+                return await self._compact(
+                    history, context, context.estimate(history), limits, reason='manual', focus=focus
+                )
+            finally:
+                if held is not None:
+                    self._discard(held, 'inputs_changed', context)
 
     def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
         """Whether processing `messages` compacts, leaving stubs or a summary that name `read_artifact`.
@@ -277,12 +363,16 @@ class Compactor:
         estimate: TokenEstimate,
         limits: ContextLimits,
         *,
-        reason: Literal['trigger', 'manual'],
+        reason: CompactionReason,
         focus: str | None,
+        held: BackgroundJob[_Summary] | None = None,
     ) -> list[ModelMessage]:
         """Cheapest first: a cached summary of a prefix, then (at the trigger) stubs into the store, then the
-        provider's compaction where asked, then our summary."""
+        provider's compaction where asked, then our summary. A summary made in the background (`held`) that
+        still applies is used before anything else: it is paid for already."""
         started = perf()
+        if held is not None and not held.extended_by(messages):
+            held.reason, held = 'history_changed', None
         messages, estimate = _separated(messages, estimate, context)
         units = split_units(messages)
         if len(units) < 2:
@@ -300,11 +390,14 @@ class Compactor:
         # a cached prefix summary that made the history smaller stands even when nothing more is compacted
         unchanged = substituted if total < estimate.total else messages
         # The loads the cut may unload are recorded again after the summary: planned for like the overhead.
-        reserve = _reload_reserve(messages, context.counter)
-        cut = self._choose_cut(plan, limits, event.overhead + reserve, reason, context, estimate.total)
+        overhead = event.overhead + _reload_reserve(messages, context.counter)
+        cut = self._choose_cut(plan, limits, overhead, reason, context, estimate.total)
         if cut is None:
             return unchanged
-        if reason == 'trigger' and self.settings.stub_tool_results:
+        adopted = self._held_cut(plan, messages, cut, held, context, overhead) if held is not None else None
+        if adopted is not None:
+            return await self._summarize(plan, adopted, conversation, context, event, unchanged, held)
+        if reason != 'manual' and self.settings.stub_tool_results:
             stubbed = await self._stub(plan, cut, context, event)
             if stubbed is not None:
                 return stubbed
@@ -321,40 +414,31 @@ class Compactor:
         context: HistoryContext,
         event: _Event,
         unchanged: list[ModelMessage],
+        held: BackgroundJob[_Summary] | None = None,
     ) -> list[ModelMessage]:
         """Our summary (and its trail) in place of what is before the cut, once its transcript is stored."""
         head = plan.head
         await cut.check_stored(context)
-        cut_at = plan.units[cut.unit].start
-        if sum(plan.per_message[head:cut_at]) <= _SUMMARY_FRAMING_TOKENS:
+        evicted = self._evicted(plan, cut, context, event.focus)
+        if evicted is None:
             return unchanged  # no summary can be smaller than what it would replace
-        body_start = head + (plan.previous is not None)
-        evicted = plan.messages[body_start:cut_at]
-        evicted_pins = cut.evicted_pins()
-        summarized = cut.summarized(plan)
-
         counter = context.counter
-        rendered = self._render_evicted(plan, cut, body_start, counter)
+        rendered = evicted.rendered
         # What is evicted is stored before anything is paid for or removed (see `_keeps_content`).
         reference = await _spill_transcript(
-            evicted, context, cut, None if rendered is None else rendered.whole
+            evicted.messages, context, cut, None if rendered is None else rendered.whole
         )
         if reference is None and self._keeps_content(plan, event.overhead, context):
             return unchanged
-        _announce(context, event, len(evicted))
-        transcript = None if rendered is None else rendered.summarized
-        span, chain = self._index.evicted_keys(
-            None if plan.origin is None else plan.origin.chain, evicted, summarized
-        )
-        summary = await self._summary(
-            plan, summarized, cut.previous_text, event.focus, context, transcript, span_key=span
-        )
+        _announce(context, event, len(evicted.messages))
+        summary = await self._summary_for(evicted.request, context, held)
         new_origin = None
-        if plan.origin is not None and chain is not None:
-            new_origin = Origin(plan.origin.length + len(evicted), chain)
-        trail = self._trail(cut, summarized, plan.messages[cut_at:], context)
+        if plan.origin is not None and evicted.chain is not None:
+            new_origin = Origin(plan.origin.length + len(evicted.messages), evicted.chain)
+        cut_at = evicted.cut_at
+        trail = self._trail(cut, evicted.request.summarized, plan.messages[cut_at:], context)
         final, message = _summary_message(
-            plan, cut, evicted, evicted_pins, summary, reference, new_origin, trail
+            plan, cut, evicted.messages, evicted.pins, summary, reference, new_origin, trail
         )
         result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
         result, reloaded = _keep_loads(event.messages, result, head + 1, counter)
@@ -375,11 +459,38 @@ class Compactor:
             return unchanged
         if new_origin is not None:
             await self._remember(context, conversation, summary, final, new_origin)
-        _report_unstored(reference, summarized, context)
+        _report_unstored(reference, evicted.request.summarized, context)
         if after > context.limits.target:
             _warn_over_target(context, after, summary_cost, 'summary')
         summary = dataclasses.replace(summary, text=final.text)
-        return self._finish(context, event, result, after, summary, len(evicted), pinned=len(evicted_pins))
+        return self._finish(
+            context, event, result, after, summary, len(evicted.messages), pinned=len(evicted.pins)
+        )
+
+    def _evicted(self, plan: _Plan, cut: _Cut, context: HistoryContext, focus: str | None) -> _Evicted | None:
+        """What a summary at `cut` replaces and what the summarizer is asked for it; None when no summary can
+        be smaller than what it would replace."""
+        head = plan.head
+        cut_at = plan.units[cut.unit].start
+        if sum(plan.per_message[head:cut_at]) <= _SUMMARY_FRAMING_TOKENS:
+            return None
+        body_start = head + (plan.previous is not None)
+        evicted = plan.messages[body_start:cut_at]
+        summarized = cut.summarized(plan)
+        rendered = self._render_evicted(plan, cut, body_start, context.counter)
+        span, chain = self._index.evicted_keys(
+            None if plan.origin is None else plan.origin.chain, evicted, summarized
+        )
+        request = self._summary_request(
+            plan,
+            summarized,
+            cut.previous_text,
+            focus,
+            context,
+            None if rendered is None else rendered.summarized,
+            span_key=span,
+        )
+        return _Evicted(cut_at, evicted, cut.evicted_pins(), rendered, request, chain)
 
     # ---- provider-native compaction (`CompactionSettings.method`) ----------------------------------------
 
@@ -496,11 +607,13 @@ class Compactor:
         pins: dict[int, TranscriptUnit],
         earlier: SummarySections,
         context: HistoryContext,
-        reason: Literal['trigger', 'manual'],
+        reason: CompactionReason,
+        shrink: int = 0,
     ) -> CutPlan:
         """`plan_cut` over the body from `body_first`, with this compactor's summary reserve (its trail
         included) and the pins' costs (the summary or the provider's item stands where the summary reserve is
-        planned). At the trigger the verbatim tail is at most `keep_recent_tokens`: the event goes deep."""
+        planned). At the trigger (and when the model asks) the verbatim tail is at most `keep_recent_tokens`,
+        less `shrink`: the event goes deep."""
         counter = context.counter
         return plan_cut(
             unit_costs=[sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]],
@@ -515,8 +628,8 @@ class Compactor:
             pinned_section_cost=counter.count_text(PINNED_HEADING)
             + _PINNED_UNIT_FRAMING_TOKENS
             + SEAL_TOKENS,
-            manual=reason == 'manual',
-            tail_cap=self._keep_recent(context) if reason == 'trigger' else None,
+            manual=reason != 'trigger',
+            tail_cap=max(self._keep_recent(context) - shrink, 0) if reason != 'manual' else None,
             keep_from=_latest_prompt_unit(plan, body_first),
         )
 
@@ -554,32 +667,12 @@ class Compactor:
         """The cheap tier: the history with the tool outputs and files before the verbatim tail stored and
         stubbed, when that alone brings it to the target; None when it does not (or the store failed): the
         summary is needed."""
-        if context.store is None:
-            return None
-        settings = self.settings
-        counter = context.counter
-        units = plan.units
-        spans = [
-            (units[i].start, units[i].end) for i in range(cut.body_first, cut.verbatim) if i not in cut.pins
-        ]
-        stubs = plan_stubs(
-            plan.messages,
-            spans,
-            counter=counter,
-            make_id=context.artifact_id,
-            min_tokens=settings.stub_min_tokens,
-            head_chars=settings.stub_head_chars,
-        )
-        saved = sum(s.tokens_before - s.tokens_after for s in stubs)
-        stubbed = event.overhead + sum(plan.per_message) - saved
-        if (
-            not stubs
-            or stubbed > context.limits.target
-            or not self._stubs_suffice(plan, cut, stubbed, event, context)
-        ):
+        stubs = self._planned_stubs(plan, cut, context, event)
+        if stubs is None:
             return None
         if not await store_stubbed(stubs, context):
             return None  # the summary stores the whole transcript instead, or waits (`_keeps_content`)
+        counter = context.counter
         result, _ = _keep_loads(event.messages, apply_stubs(plan.messages, stubs), plan.head + 1, counter)
         after = event.overhead + counter.count_messages(result)
         if after > context.limits.target:
@@ -589,8 +682,39 @@ class Compactor:
             context, event, result, after, _Summary('', 'stubs', 0, ''), 0, stubbed=len(stubs)
         )
 
+    def _planned_stubs(
+        self, plan: _Plan, cut: _Cut, context: HistoryContext, event: _Event, growth: int = 0
+    ) -> list[Stub] | None:
+        """The stubs of the tool outputs and files before the verbatim tail when they alone end the event
+        (within the target, and the cheaper end by `_depth`); None when the summary is needed. `growth`:
+        tokens the history adds before the event (a background summary plans ahead of it)."""
+        if context.store is None:
+            return None
+        settings = self.settings
+        units = plan.units
+        spans = [
+            (units[i].start, units[i].end) for i in range(cut.body_first, cut.verbatim) if i not in cut.pins
+        ]
+        stubs = plan_stubs(
+            plan.messages,
+            spans,
+            counter=context.counter,
+            make_id=context.artifact_id,
+            min_tokens=settings.stub_min_tokens,
+            head_chars=settings.stub_head_chars,
+        )
+        saved = sum(s.tokens_before - s.tokens_after for s in stubs)
+        stubbed = event.overhead + sum(plan.per_message) - saved + growth
+        if (
+            not stubs
+            or stubbed > context.limits.target
+            or not self._stubs_suffice(plan, cut, stubbed, event, context, growth)
+        ):
+            return None
+        return stubs
+
     def _stubs_suffice(
-        self, plan: _Plan, cut: _Cut, stubbed: int, event: _Event, context: HistoryContext
+        self, plan: _Plan, cut: _Cut, stubbed: int, event: _Event, context: HistoryContext, growth: int = 0
     ) -> bool:
         """Whether stubs alone are the cheaper end of this event (`_depth`): what they leave beyond a summary,
         read by every request until the next event, against the summarizer's call."""
@@ -612,7 +736,8 @@ class Compactor:
             + sum(per_message[:body_start])
             + summary_tokens
             + self._trail_budget(context)
-            + sum(per_message[tail_start:]),
+            + sum(per_message[tail_start:])
+            + growth,
             trigger=context.limits.trigger,
             growth=sum(per_message[body_start:]) // body_units,
             view_tokens=view,
@@ -620,13 +745,234 @@ class Compactor:
         )
         return stubs_suffice(costs, cached_input_ratio=settings.cached_input_ratio)
 
+    # ---- background summaries (`CompactionSettings.background_start`) ------------------------------------
+
+    async def _anticipate(
+        self, messages: list[ModelMessage], context: HistoryContext, estimate: TokenEstimate
+    ) -> None:
+        """Below the trigger: drop the run's background summary when the history no longer extends its
+        snapshot, and start one once the history passes `background_start` of the trigger."""
+        start = self.settings.background_start
+        run = context.run_id
+        if start is None or run is None or not context.background_allowed or self.settings.method != 'llm':
+            return
+        held = self._background.get(run)
+        if held is not None:
+            if held.extended_by(messages):
+                return
+            self._background.pop(run)
+            self._discard(held, 'history_changed', context)
+        if estimate.total <= context.limits.trigger * start:
+            return
+        job = await self._background_job(messages, context, estimate)
+        if job is None:
+            return
+        for pushed in self._background.add(job):
+            self._discard(pushed, 'capacity', context)
+        context.emit_event(
+            BackgroundSummaryStarted(
+                run_id=run,
+                snapshot_messages=len(messages),
+                snapshot_tokens=estimate.total,
+                trigger_tokens=context.limits.trigger,
+                evicted_messages=job.evicted,
+            )
+        )
+        logger.info(
+            'compactor: the summary of %d messages started in the background at %d of %d tokens',
+            job.evicted,
+            estimate.total,
+            context.limits.trigger,
+        )
+
+    async def _background_job(
+        self, snapshot: list[ModelMessage], context: HistoryContext, estimate: TokenEstimate
+    ) -> BackgroundJob[_Summary] | None:
+        """The next event planned on `snapshot` as the trigger will plan it, its summary started in a task;
+        None when that event will not summarize (stubs end it, nothing can be compacted, a cached prefix
+        summary stands in)."""
+        assert context.run_id is not None
+        messages, estimate = _separated(snapshot, estimate, context)
+        units = split_units(messages)
+        if len(units) < 2:
+            return None
+        event = _Event(messages, estimate.total, estimate.total - estimate.tokenizer, 'trigger', None, perf())
+        plan, _ = await self._prepare(messages, units, estimate, context)
+        if plan.messages is not messages:
+            return None
+        limits = context.limits
+        overhead = event.overhead + _reload_reserve(messages, context.counter)
+        # What the history adds until the trigger joins the verbatim tail: the cut leaves it that room.
+        growth = max(limits.trigger - estimate.total, 0)
+        trigger_cut = self._choose_cut(plan, limits, overhead, 'trigger', context, estimate.total, quiet=True)
+        if trigger_cut is None or (
+            self.settings.stub_tool_results
+            and self._planned_stubs(plan, trigger_cut, context, event, growth) is not None
+        ):
+            return None
+        cut = self._choose_cut(
+            plan, limits, overhead, 'trigger', context, estimate.total, shrink=growth, quiet=True
+        )
+        evicted = self._evicted(plan, cut, context, None) if cut is not None else None
+        if evicted is None:
+            return None
+        usage = RunUsage()
+        # its own usage (its cost, in its events), added to the run's when it is done; its events are the
+        # compactor's to emit, from the requests that use or discard it
+        own = dataclasses.replace(context, usage=usage, emit_event=_ignore, open_spans=None)
+        span = _background_span(context, len(evicted.messages), estimate.total)
+        task = start_job(self._background_summary(evicted.request, own, context.usage, span))
+        job = BackgroundJob[_Summary](
+            context.run_id,
+            list(snapshot),
+            evicted.cut_at,
+            evicted.request.key,
+            len(evicted.messages),
+            task,
+            usage,
+            span=span,
+        )
+        task.add_done_callback(job.finish)
+        return job
+
+    async def _background_summary(
+        self, request: _SummaryRequest, context: HistoryContext, run_usage: object, span: Span | None
+    ) -> _Summary:
+        """The summary of a background job, under its span; the run pays for it as for a blocking one."""
+        try:
+            if span is None:
+                return await self._summary(request, context)
+            with use_span(span, end_on_exit=False):
+                return await self._summary(request, context)
+        finally:
+            add_usage(run_usage, context.usage)
+
+    def _held_cut(
+        self,
+        plan: _Plan,
+        messages: list[ModelMessage],
+        cut: _Cut,
+        held: BackgroundJob[_Summary],
+        context: HistoryContext,
+        overhead: int,
+    ) -> _Cut | None:
+        """The cut of the run's background summary, when this event can use it: the history is the snapshot
+        with messages added (checked by the caller), the cut is a unit boundary of it, and what it leaves
+        verbatim still fits the target. Otherwise None, and `held.reason` says why."""
+        if plan.messages is not messages:
+            held.reason = 'inputs_changed'  # a cached prefix summary stands in for part of it
+            return None
+        unit = next((i for i, u in enumerate(plan.units) if u.start == held.cut_at), None)
+        fits = self._plan_cut(
+            plan,
+            cut.body_first,
+            overhead + sum(plan.per_message[: plan.head]),
+            cut.pins,
+            cut.earlier,
+            context,
+            'manual',
+        )
+        floor = fits.verbatim if fits.verbatim is not None else cut.body_first
+        if unit is None or unit <= cut.body_first or unit < floor:
+            held.reason = 'cut_no_longer_fits'
+            return None
+        return dataclasses.replace(cut, unit=unit, verbatim=unit)
+
+    async def _summary_for(
+        self, request: _SummaryRequest, context: HistoryContext, held: BackgroundJob[_Summary] | None
+    ) -> _Summary:
+        """The background summary when it is the one this event needs (the same key), else a new one."""
+        if held is not None:
+            if held.key == request.key:
+                summary = await self._take(held, context)
+                if summary is not None:
+                    return summary
+            else:
+                held.reason = 'inputs_changed'
+        return await self._summary(request, context)
+
+    async def _take(self, held: BackgroundJob[_Summary], context: HistoryContext) -> _Summary | None:
+        """The background summary, waited for if it still runs; None when its work raised."""
+        ready = held.ready
+        asked = perf()
+        try:
+            summary = await held.result()
+        except Exception:
+            held.reason = 'failed'
+            logger.warning('compactor: the background summary failed; summarizing now', exc_info=True)
+            return None
+        held.used = True
+        cost = held.cost()
+        used = BackgroundSummaryUsed(
+            run_id=held.run_id,
+            evicted_messages=held.evicted,
+            method=summary.method,
+            ready=ready,
+            waited_ms=0.0 if ready else (perf() - asked) * 1000,
+            lead_ms=(asked - held.started) * 1000,
+            summarizer_calls=cost.calls,
+            input_tokens=cost.input_tokens,
+            output_tokens=cost.output_tokens,
+        )
+        held.close_span({'pydantic_ai_history.background.outcome': 'used'})
+        context.emit_event(used)
+        context.annotate_span(
+            {
+                'pydantic_ai_history.background.used': True,
+                'pydantic_ai_history.background.waited_ms': used.waited_ms,
+            }
+        )
+        return dataclasses.replace(summary, background=True)
+
+    def _discard(
+        self, job: BackgroundJob[_Summary], reason: BackgroundDiscardReason, context: HistoryContext
+    ) -> None:
+        self._end(job, reason, context.emit_event)
+
+    def _end(
+        self, job: BackgroundJob[Any], reason: BackgroundDiscardReason, emit: Callable[[HistoryEvent], None]
+    ) -> None:
+        """Throw `job` away (cancelled if it still runs), saying why and what it cost."""
+        finished = job.ready
+        self._background.cancel(job)
+        cost = job.cost()
+        job.close_span(
+            {
+                'pydantic_ai_history.background.outcome': 'discarded',
+                'pydantic_ai_history.background.reason': reason,
+            }
+        )
+        logger.info(
+            'compactor: a background summary was thrown away (%s; %s, %d summarizer call(s))',
+            reason,
+            'finished' if finished else 'cancelled',
+            cost.calls,
+        )
+        emit(
+            BackgroundSummaryDiscarded(
+                run_id=job.run_id,
+                reason=reason,
+                finished=finished,
+                summarizer_calls=cost.calls,
+                input_tokens=cost.input_tokens,
+                output_tokens=cost.output_tokens,
+            )
+        )
+
+    def end_run(self, run_id: str, emit: Callable[[HistoryEvent], None]) -> None:
+        """The run ended: its background summary, if it holds one, is cancelled (`run_ended`). The processor
+        calls this from its run hook; it never waits."""
+        job = self._background.pop(run_id)
+        if job is not None:
+            self._end(job, 'run_ended', emit)
+
     def _native_cut(
         self,
         plan: _Plan,
         layout: NativeLayout,
         context: HistoryContext,
         overhead: int,
-        reason: Literal['trigger', 'manual'],
+        reason: CompactionReason,
     ) -> _Cut | None:
         """Where the verbatim tail starts after a native compaction: our cut rules, pins and reserves."""
         body_first = next((i for i, u in enumerate(plan.units) if u.start >= layout.body_start), None)
@@ -712,11 +1058,16 @@ class Compactor:
         plan: _Plan,
         limits: ContextLimits,
         overhead: int,
-        reason: Literal['trigger', 'manual'],
+        reason: CompactionReason,
         context: HistoryContext,
         tokens: int,
+        *,
+        shrink: int = 0,
+        quiet: bool = False,
     ) -> _Cut | None:
-        """Where the verbatim tail starts (a unit boundary), or None when nothing can be compacted."""
+        """Where the verbatim tail starts (a unit boundary), or None when nothing can be compacted (said
+        at the trigger unless `quiet`). `shrink`: tokens the verbatim tail leaves to what a background
+        summary's history adds until its trigger."""
         head = plan.head
         body_first = next(
             i for i, u in enumerate(plan.units) if u.start >= head + (plan.previous is not None)
@@ -735,9 +1086,11 @@ class Compactor:
         # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
         # they never push the cut.
         cut = self._plan_cut(
-            plan, body_first, overhead + sum(plan.per_message[:head]), pins, earlier, context, reason
+            plan, body_first, overhead + sum(plan.per_message[:head]), pins, earlier, context, reason, shrink
         )
         if cut.unit is None:
+            if quiet or reason != 'trigger':
+                return None
             context.warn(
                 'compaction_impossible',
                 'the history is over the compaction trigger but every unit after the preserved head is '
@@ -889,7 +1242,7 @@ class Compactor:
             summarized=[u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],
         )
 
-    async def _summary(
+    def _summary_request(
         self,
         plan: _Plan,
         summarized: Sequence[ModelMessage],
@@ -899,11 +1252,9 @@ class Compactor:
         transcript: list[TranscriptUnit] | None = None,
         *,
         span_key: str,
-    ) -> _Summary:
-        """The summarizer's text for `summarized` (the evicted messages but the pinned units, hashed as
-        `span_key`), rendered as `transcript` when the caller has it."""
-        settings = self.settings
-        counter = context.counter
+    ) -> _SummaryRequest:
+        """What the summarizer is asked for `summarized` (the evicted messages but the pinned units, hashed as
+        `span_key`), rendered as `transcript` when the caller has it; keyed by everything it reads."""
         model = context.summarizer_model
         task = first_user_text(plan.messages[: plan.head])
         # Everything the summarizer reads is in the key (the original task too); the processor's cache view
@@ -916,25 +1267,42 @@ class Compactor:
             focus or '',
             task or '',
         )
+        return _SummaryRequest(key, model, summarized, previous, focus, task, transcript)
+
+    async def _summary(self, request: _SummaryRequest, context: HistoryContext) -> _Summary:
+        """The summarizer's text for `request`: cached, else asked, else the deterministic fallback."""
+        settings = self.settings
+        counter = context.counter
+        key, summarized, previous, focus, task = (
+            request.key,
+            request.summarized,
+            request.previous,
+            request.focus,
+            request.task,
+        )
         cache = context.cache
         if cache is not None:
             cached = await cache.get(key)
             if cached:
                 return _Summary(cached, 'cache', 0, key)
+        transcript = request.transcript
         if transcript is None:
-            transcript = summarizer_view(
-                summarized,
-                counter,
-                record_tokens=settings.tool_result_max_tokens,
-                view_tokens=settings.summarizer_view_tokens,
-                query=' '.join(p for p in (task, focus) if p),
+            transcript = await context.off_loop(
+                functools.partial(
+                    summarizer_view,
+                    summarized,
+                    counter,
+                    record_tokens=settings.tool_result_max_tokens,
+                    view_tokens=settings.summarizer_view_tokens,
+                    query=' '.join(p for p in (task, focus) if p),
+                )
             )
         error: str | None
         calls = 0
         if self._breakers.allows(context.scope):
             try:
                 outcome = await run_summarizer(
-                    model=model,
+                    model=request.model,
                     settings=settings,
                     summarizer=context.summarizer,
                     counter=counter,
@@ -960,6 +1328,19 @@ class Compactor:
             error = (
                 f'summarizer cooling down after {self._breakers.failures(context.scope)} consecutive failures'
             )
+        return self._fallback(summarized, previous, transcript, counter, calls, error)
+
+    def _fallback(
+        self,
+        summarized: Sequence[ModelMessage],
+        previous: str | None,
+        transcript: list[TranscriptUnit],
+        counter: TokenCounter,
+        calls: int,
+        error: str | None,
+    ) -> _Summary:
+        """The deterministic stand-in for a summary the summarizer did not give (`fallback`)."""
+        settings = self.settings
         text: str | None = None
         method: Method = 'truncate'
         if settings.fallback == 'digest':
@@ -1015,6 +1396,7 @@ class Compactor:
             error=summary.error,
             pinned_units=pinned,
             stubbed_parts=stubbed,
+            background=summary.background,
         )
         context.emit_event(event)
         context.annotate_span(_span_attributes(event))
@@ -1042,6 +1424,26 @@ class Compactor:
 COMPACTION_SPAN = 'compact_messages'
 """The span around a compaction, named like pydantic-ai-harness's so trace views group them; the summarizer's
 chat spans are its children."""
+BACKGROUND_SPAN = 'background_compaction'
+"""The span of a summary made ahead of its event, from its start until it is used or thrown away (its
+attributes say which, and why); the summarizer's chat spans are its children. Named like harness's."""
+
+
+def _background_span(context: HistoryContext, evicted: int, tokens: int) -> Span | None:
+    """The span of a background summary on the run's tracer (None when nothing records spans)."""
+    if context.tracer is None:
+        return None
+    return context.tracer.start_span(
+        BACKGROUND_SPAN,
+        attributes={
+            'pydantic_ai_history.compaction.evicted_messages': evicted,
+            'pydantic_ai_history.tokens_before': tokens,
+        },
+    )
+
+
+def _ignore(event: HistoryEvent) -> None:
+    """The events of a background job's own context: the compactor says what became of the job."""
 
 
 def _span_attributes(event: CompactionResult) -> dict[str, str | int | bool]:
