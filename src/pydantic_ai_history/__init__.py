@@ -17,12 +17,17 @@ if TYPE_CHECKING:
     from ._context import HistoryContext, HistoryStage
     from ._policy import ContextLimits, ContextPolicy
     from ._summarizer_settings import SummarizerSettings
+    from .compaction_tool import CompactionTool
     from .events import (
         ArtifactProcessed,
+        BackgroundSummaryDiscarded,
+        BackgroundSummaryStarted,
+        BackgroundSummaryUsed,
         CompactionResult,
         ContentLost,
         HistoryEvent,
         HistoryWarning,
+        NearLimitNoticeSent,
         RequestProcessed,
         StageFailed,
         WarningKind,
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
     from .factory import create_history_processor
     from .files import FileSettings
     from .model_info import ContextWindowUnknownError
+    from .notice import NearLimitNotice
     from .pinning import PinPredicate, pin, pin_tool_errors
     from .processor import HistoryProcessor
     from .stages.artifacts import ArtifactPlanner, ArtifactSettings
@@ -43,8 +49,12 @@ __all__ = (
     'ArtifactPlanner',
     'ArtifactProcessed',
     'ArtifactSettings',
+    'BackgroundSummaryDiscarded',
+    'BackgroundSummaryStarted',
+    'BackgroundSummaryUsed',
     'CompactionResult',
     'CompactionSettings',
+    'CompactionTool',
     'Compactor',
     'ContentLost',
     'ContextLimits',
@@ -57,6 +67,8 @@ __all__ = (
     'HistoryStage',
     'HistoryValidationError',
     'HistoryWarning',
+    'NearLimitNotice',
+    'NearLimitNoticeSent',
     'PinPredicate',
     'RequestProcessed',
     'SlidingWindow',
@@ -80,8 +92,12 @@ _EXPORTS = {
     'ArtifactPlanner': '.stages.artifacts',
     'ArtifactProcessed': '.events',
     'ArtifactSettings': '.stages.artifacts',
+    'BackgroundSummaryDiscarded': '.events',
+    'BackgroundSummaryStarted': '.events',
+    'BackgroundSummaryUsed': '.events',
     'CompactionResult': '.events',
     'CompactionSettings': '.stages.compactor',
+    'CompactionTool': '.compaction_tool',
     'Compactor': '.stages.compactor',
     'ContentLost': '.events',
     'ContextLimits': '._policy',
@@ -94,6 +110,8 @@ _EXPORTS = {
     'HistoryStage': '._context',
     'HistoryValidationError': '.validate',
     'HistoryWarning': '.events',
+    'NearLimitNotice': '.notice',
+    'NearLimitNoticeSent': '.events',
     'PinPredicate': '.pinning',
     'RequestProcessed': '.events',
     'SlidingWindow': '.stages.window',

@@ -45,6 +45,7 @@ __all__ = (
     'LOAD_CAPABILITY_RETURN_PART',
     'NATIVE_TOOL_CALL_PARTS',
     'NATIVE_TOOL_RETURN_PARTS',
+    'REQUEST_SCOPED_PROMPTS',
     'RETRY_FEEDBACK_PART',
     'TOOLS_HAVE_METADATA',
     'TOOL_AVAILABILITY_DELTA_PART',
@@ -71,6 +72,7 @@ __all__ = (
     'instrumented_agent_options',
     'is_compaction_response',
     'is_media',
+    'is_request_scoped',
     'json_text',
     'make_request',
     'media_type_of',
@@ -79,6 +81,7 @@ __all__ = (
     'post_compaction_window',
     'pydantic_ai_version',
     'request_compaction',
+    'request_scoped_prompt',
     'result_usage',
     'tool_availability_text',
     'with_part_metadata',
@@ -281,6 +284,26 @@ def _carried(ctx: object, name: str) -> Any:
 
 TOOLS_HAVE_METADATA = 'metadata' in {f.name for f in dataclasses.fields(_tools.ToolDefinition)}
 """Whether tool definitions carry `metadata` (late 1.x, 2.x; not 1.0)."""
+
+_SYSTEM_PROMPT_FIELDS = frozenset(f.name for f in dataclasses.fields(SystemPromptPart))
+REQUEST_SCOPED_PROMPTS = 'scope' in _SYSTEM_PROMPT_FIELDS
+"""Whether a system prompt can be request-scoped (2.x): the model sees it only in the request it is part of,
+and pydantic-ai leaves it out of later ones (or the provider clears it), so the cached prefix stays."""
+
+
+def is_request_scoped(part: object) -> bool:
+    """Whether `part` is a request-scoped system prompt: a nudge for one request, not the conversation's."""
+    return isinstance(part, SystemPromptPart) and getattr(part, 'scope', 'conversation') == 'request'
+
+
+def request_scoped_prompt(text: str, metadata: Mapping[str, Any]) -> SystemPromptPart:
+    """A system prompt for one request (`REQUEST_SCOPED_PROMPTS`), marked with `metadata`; where prompts have
+    no scope, a plain one (for the outgoing copy of one request only)."""
+    if not REQUEST_SCOPED_PROMPTS:
+        return SystemPromptPart(content=text)
+    extra: dict[str, Any] = {'scope': 'request', 'metadata': dict(metadata)}  # fields 1.x lacks
+    return SystemPromptPart(content=text, **extra)
+
 
 _REQUEST_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelRequest))
 _HAS_REQUEST_METADATA = 'metadata' in _REQUEST_FIELDS

@@ -12,6 +12,8 @@ from ._marks import READ_ARTIFACT_TOOL
 from ._policy import ContextPolicy
 from ._summarizer_settings import ModelRef, SummarizerSettings
 from .cache import MemoryCache, SummaryCache
+from .compaction_tool import CompactionTool
+from .notice import NearLimitNotice
 from .pinning import PinPredicate
 from .processor import DEFAULT_ID, EventHandler, HistoryProcessor
 from .stages.artifacts import ArtifactSettings
@@ -56,6 +58,8 @@ def create_history_processor(
     store: ArtifactStore | None = None,
     scope: ScopeKey | None = None,
     readback_tool_name: str = READ_ARTIFACT_TOOL,
+    compaction_tool: CompactionTool | bool = False,
+    near_limit_notice: NearLimitNotice | bool = False,
     on_event: EventHandler | None = None,
     **legacy: Any,
 ) -> HistoryProcessor:
@@ -91,6 +95,8 @@ def create_history_processor(
         store=store if store is not None else MemoryStore(),
         scope=scope,
         readback_tool_name=readback_tool_name,
+        compaction_tool=compaction_tool,
+        near_limit_notice=near_limit_notice,
         on_history_event=on_event,
     )
 

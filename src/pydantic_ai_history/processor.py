@@ -26,14 +26,19 @@ from pydantic_ai import RunContext
 from ._clock import message_time, perf, replay_safe
 from ._compat import (
     HAS_CAPABILITIES,
+    REQUEST_SCOPED_PROMPTS,
+    TOOLS_HAVE_METADATA,
     CapabilityBase,
     ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
     ModelResponse,
     durability_base,
     instrumentation_of,
+    request_scoped_prompt,
     run_id_of,
 )
-from ._context import MARKER_KEY, HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._context import MARKER_KEY, CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
 from ._local_server import local_server_of
 from ._marks import READ_ARTIFACT_TOOL, readback_tool_scope, seal_key_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
@@ -42,11 +47,20 @@ from ._room import read_room_tokens
 from ._spans import DeferredSpans
 from ._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
 from .cache import MemoryCache, SummaryCache, scoped
+from .compaction_tool import (
+    COMPACTION_TOOL_METADATA,
+    CompactionTool,
+    compaction_toolset,
+    compaction_toolset_id,
+    requested_compaction,
+)
 from .events import (
     ArtifactProcessed,
+    BackgroundSummaryDiscarded,
     CompactionResult,
     HistoryEvent,
     HistoryWarning,
+    NearLimitNoticeSent,
     RequestProcessed,
     StageFailed,
     WindowApplied,
@@ -59,6 +73,7 @@ from .model_info import (
     profile_window,
     serving_candidates,
 )
+from .notice import NearLimitNotice
 from .pinning import PinPredicate
 from .readback import READBACK_TOOL_METADATA, ReadbackGate, ReadRoom, readback_toolset_id
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
@@ -106,6 +121,11 @@ class RunStats:
     appearing): each makes the provider write its prompt cache again from there."""
     prefix_rewrite_tokens: int = 0
     """Estimated tokens written to the provider's prompt cache again because of those requests."""
+    background_summaries_used: int = 0
+    """Compaction events whose summary was made in the background, ahead of the trigger."""
+    background_summaries_discarded: int = 0
+    """Summaries made (or started) in the background and thrown away; their calls count in
+    `summarizer_calls`."""
     last_utilization: float | None = None
     """Tokens sent over the context window for the latest request (None when the window is unknown)."""
     peak_utilization: float | None = None
@@ -216,6 +236,17 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     """The name of the read-back tool (and of the tool every note, stub and summary tells the model to call).
     Rename it when the app has a tool of its own called `read_artifact`: a clash fails when the agent is built
     (where its tools are known then), else on the first request, naming both."""
+    compaction_tool: CompactionTool | bool = False
+    """Give the model a `compact_context(focus=...)` tool to ask for a compaction at a natural break in its
+    task (see `compaction_tool.CompactionTool`): the next request then compacts as at the trigger, with the
+    model's focus. True for the defaults; False (default) adds no tool. Needs a compaction stage. The tool is
+    in every request's tool list from the first (its definition is what it costs); on pydantic-ai 1.0, add
+    `processor.compaction_toolset()` to the agent's toolsets."""
+    near_limit_notice: NearLimitNotice | bool = False
+    """Tell the model, in a system prompt for that request only, when its history nears its limit (see
+    `notice.NearLimitNotice`): the compaction trigger, or the budget when nothing compacts. True for the
+    defaults; False (default) changes no prompt. Cache-safe: the notice is the last thing of its request and
+    is left out of later ones. Needs the processor as a capability (not on pydantic-ai 1.0)."""
     on_history_event: EventHandler | None = None
     """Receives every `HistoryEvent` (they are also logged). `create_history_processor(on_event=...)` sets it;
     the field has its own name because `on_event` is pydantic-ai's hook for the run's stream events."""
@@ -233,6 +264,10 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             self.artifacts = _coerce(ArtifactSettings, self.artifacts, 'artifacts')
         if not isinstance(self.compaction, bool):
             self.compaction = _coerce(CompactionSettings, self.compaction, 'compaction')
+        if not isinstance(self.compaction_tool, bool):
+            self.compaction_tool = _coerce(CompactionTool, self.compaction_tool, 'compaction_tool')
+        if not isinstance(self.near_limit_notice, bool):
+            self.near_limit_notice = _coerce(NearLimitNotice, self.near_limit_notice, 'near_limit_notice')
         _check_fields(self)
         if self.max_tracked_runs < 1:
             raise ValueError(f'max_tracked_runs must be positive, got {self.max_tracked_runs!r}')
@@ -263,6 +298,13 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         cached prefix: tools come first)."""
         self.readback_gate = ReadbackGate(run_key=self._run_key, predict=self._will_name_readback)
         """Decides when `read_artifact` is offered: once a run's history holds something to read."""
+        self._tool = _enabled(CompactionTool, self.compaction_tool)
+        self._notice = _enabled(NearLimitNotice, self.near_limit_notice)
+        if self._tool is not None:
+            _check_compaction_tool(self._tool, self._stages, self.readback_tool_name)
+        self._open_runs: set[str] = set()
+        """Runs inside `wrap_run` (bounded by the runs going on): their end is told to the stages, so work a
+        stage starts for one in the background (a summary ahead of its event) ends with it."""
         if self.model is not None and (self.policy.strict or model_info(self.model).context_window):
             # settings that cannot work with a known window (or an unknown one under strict) fail here
             self.limits_for(self.model)
@@ -286,7 +328,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history processor pydantic-ai calls before every model request (`history_processors=`)."""
         _claim_step(self, ctx, 'history processor')
-        processed = await self.process(messages, ctx=ctx)
+        processed, _ = await self._step(messages, ctx=ctx, requested=self._requested(messages))
         self.readback_gate.observe(ctx, messages, processed)
         return processed
 
@@ -297,21 +339,94 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         _claim_step(self, ctx, 'capability')
         parameters = request_context.model_request_parameters
         tools = [*parameters.function_tools, *parameters.output_tools]
+        self._check_tool_names(tools)
+        before = request_context.messages
+        with gathering() as stream_events:
+            messages, processed = await self._step(
+                before,
+                ctx=ctx,
+                tool_definitions=tools,
+                serving_model=request_context.model,
+                requested=self._requested(before),
+            )
+            if messages is not before:  # the idle path leaves pydantic-ai's lists as they are
+                self.readback_gate.observe(ctx, before, messages)
+                request_context.messages = messages.copy()
+                ctx.messages[:] = messages
+            limits = self.limits_for(self._serving(ctx, request_context.model))
+            self._plan(ctx, limits.budget)
+            if self._notice is not None and processed is not None:
+                self._send_notice(ctx, request_context, processed, limits)
+        await publish(ctx, stream_events)
+        return request_context
+
+    async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
+        """The run's lifetime: work a stage started for the run in the background (a summary made ahead of its
+        compaction event) ends when the run does, however it ends (cancelled, never awaited). Durable
+        workflow code starts no such work."""
+        run_key = self._run_key(ctx)
+        if run_key is None or self.journaled(ctx):
+            return await handler()
+        self._open_runs.add(run_key)
+        try:
+            return await handler()
+        finally:
+            self._open_runs.discard(run_key)
+            self._end_run(run_key)
+
+    def _end_run(self, run_key: str) -> None:
+        for stage in self._stages:
+            end_run = getattr(stage, 'end_run', None)
+            if end_run is not None:
+                try:
+                    end_run(run_key, self._emit)
+                except Exception:  # cleanup only: the run's own outcome stands
+                    logger.exception('stage %r failed to end the run', getattr(stage, 'name', stage))
+
+    def _requested(self, messages: Sequence[ModelMessage]) -> CompactionRequest | None:
+        """The model's compaction request, when the tool is on and the newest request answers its call."""
+        return requested_compaction(messages, self._tool) if self._tool is not None else None
+
+    def _check_tool_names(self, tools: Sequence[ToolDefinition]) -> None:
+        """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""
         clash = next((t for t in tools if t.name == self.readback_tool_name and not _is_readback(t)), None)
         if clash is not None:
             raise _user_error(_clash_message(self.readback_tool_name, "one of this run's toolsets"))
-        before = request_context.messages
-        with gathering() as stream_events:
-            messages = await self.process(
-                before, ctx=ctx, tool_definitions=tools, serving_model=request_context.model
+        if self._tool is not None and TOOLS_HAVE_METADATA:
+            name = self._tool.name
+            if any(t.name == name and not _is_ours(t, COMPACTION_TOOL_METADATA) for t in tools):
+                raise _user_error(_tool_clash_message(name, "one of this run's toolsets"))
+
+    def _send_notice(
+        self,
+        ctx: RunContext[Any],
+        request_context: ModelRequestContext,
+        processed: RequestProcessed,
+        limits: ContextLimits,
+    ) -> None:
+        """The near-limit notice for this request, when the history is past its start: enqueued as a
+        request-scoped system prompt (2.x), else added to the end of this request's outgoing copy only."""
+        assert self._notice is not None
+        compacts = any(hasattr(stage, 'compact') for stage in self._stages)
+        limit = limits.trigger if compacts else limits.budget
+        tool = self._tool.name if self._tool is not None else None
+        text = self._notice.text(processed.tokens_after, limit, compacts=compacts, tool=tool)
+        if text is None:
+            return
+        part = request_scoped_prompt(text, {MARKER_KEY: {'kind': 'near_limit_notice'}})
+        enqueue = getattr(ctx, 'enqueue', None)
+        if REQUEST_SCOPED_PROMPTS and enqueue is not None:
+            enqueue(part)
+        else:
+            request_context.messages = _with_last_request_part(request_context.messages, part)
+        self._emit(
+            NearLimitNoticeSent(
+                run_id=processed.run_id,
+                context_tokens=processed.tokens_after,
+                limit_tokens=limit,
+                notice=text,
             )
-        if messages is not before:  # the idle path leaves pydantic-ai's lists as they are
-            self.readback_gate.observe(ctx, before, messages)
-            request_context.messages = messages.copy()
-            ctx.messages[:] = messages
-        self._plan(ctx, self.limits_for(self._serving(ctx, request_context.model)).budget)
-        await publish(ctx, stream_events)
-        return request_context
+        )
 
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
@@ -344,8 +459,21 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             self._planned_budgets.popitem(last=False)
 
     def get_toolset(self) -> AbstractToolset[Any] | None:
-        """`read_artifact`, offered only once the run's history holds a note that names it."""
-        return self.readback_toolset()
+        """`read_artifact`, offered only once the run's history holds a note that names it; and, when
+        `compaction_tool` is on, `compact_context`."""
+        readback = self.readback_toolset()
+        if self._tool is None:
+            return readback
+        from pydantic_ai.toolsets import CombinedToolset
+
+        return CombinedToolset([readback, self.compaction_toolset()])
+
+    def compaction_toolset(self) -> AbstractToolset[Any]:
+        """A toolset with the `compact_context` tool (`compaction_tool`), for `Agent(toolsets=...)` on
+        pydantic-ai 1.0 (with capabilities, the processor offers it itself). Its id is derived from the
+        processor's `id`."""
+        tool = self._tool if self._tool is not None else CompactionTool()
+        return compaction_toolset(tool, toolset_id=compaction_toolset_id(self.id))
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -367,6 +495,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         owner = _tool_owner(agent, self.readback_tool_name)
         if owner is not None:
             raise _user_error(_clash_message(self.readback_tool_name, owner))
+        owner = _tool_owner(agent, self._tool.name) if self._tool is not None else None
+        if owner is not None and self._tool is not None:
+            raise _user_error(_tool_clash_message(self._tool.name, owner))
         durability = durability_base()
         if durability is not None and any(isinstance(c, durability) for c in capabilities):
             problem = durable_store_problem(self.store)
@@ -564,17 +695,19 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         tool_definitions: Sequence[ToolDefinition] = (),
         serving_model: Model | None = None,
         store: ArtifactStore | None = None,
+        compaction_request: CompactionRequest | None = None,
     ) -> HistoryContext:
         """The per-call context the stages receive, with the limits resolved for the serving model.
 
         `store`: the store this request writes to (default: the processor's; a stand-in while it is
-        unavailable)."""
+        unavailable). `compaction_request`: the model's, found in the newest request."""
         store = self.store if store is None else store
         if model is None:
             model = self._serving(ctx, serving_model)
         # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
         operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
         scope = self.scope_of(ctx)
+        run_id = self._run_key(ctx)
         return HistoryContext(
             # a wrapper over several models counts like the first it tries
             counter=self.counter_for(cast('ModelRef | None', serving_candidates(model)[0])),
@@ -584,7 +717,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             keep_first_user_message=self.keep_first_user_message,
             model=model,
             run_context=ctx,
-            run_id=self._run_key(ctx),
+            run_id=run_id,
             # every key a stage uses carries the run's scope: nothing one tenant's run cached reaches another
             cache=scoped(JournaledCache(operations) if operations is not None else self.cache, scope),
             store=JournaledStore(operations, store) if operations is not None else store,
@@ -594,6 +727,8 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             tool_definitions=tuple(tool_definitions),
             serving_model=serving_model,
             scope=scope,
+            background_allowed=operations is None and run_id in self._open_runs,
+            compaction_request=compaction_request,
         )
 
     async def compact(
@@ -662,17 +797,35 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         `serving_model`: the model object that will send this request (the capability passes pydantic-ai's;
         under durable execution it journals provider-native compaction).
         """
+        processed, _ = await self._step(
+            messages, ctx=ctx, model=model, tool_definitions=tool_definitions, serving_model=serving_model
+        )
+        return processed
+
+    async def _step(
+        self,
+        messages: Sequence[ModelMessage],
+        *,
+        ctx: Any = None,
+        model: Any = None,
+        tool_definitions: Sequence[Any] = (),
+        serving_model: Model | None = None,
+        requested: CompactionRequest | None = None,
+    ) -> tuple[list[ModelMessage], RequestProcessed | None]:
+        """`process`, and its `RequestProcessed` (None when there was nothing to process); `requested`: the
+        model's compaction request, which only a model request step honours."""
         if not isinstance(messages, list):
             messages = list(messages)
         await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
+        step = _Step(ctx, model, tool_definitions, serving_model, requested)
         if self.journaled(ctx):
             # workflow code: no clock, no I/O (the store's secret is explicit under durability)
             with self._workflow_scope(messages):
-                return await self._process_traced(messages, ctx, model, tool_definitions, serving_model)
+                return await self._process_traced(messages, step)
         # the store's secret (persisted beside its data) is loaded before the first id or mark is made
         store = await self._prepared_store(ctx)
         with self._marks_scope(store):
-            return await self._process_traced(messages, ctx, model, tool_definitions, serving_model, store)
+            return await self._process_traced(messages, step, store)
 
     async def _prepared_store(self, ctx: Any) -> ArtifactStore:
         """The store with its secret loaded (a no-op once loaded); while it cannot be, a stand-in that refuses
@@ -734,21 +887,21 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         return operations is not None and (self.id, 'store_write') in operations
 
     async def _process_traced(
-        self,
-        current: list[ModelMessage],
-        ctx: Any,
-        model: Any,
-        tool_definitions: Sequence[Any],
-        serving_model: Model | None = None,
-        store: ArtifactStore | None = None,
-    ) -> list[ModelMessage]:
+        self, current: list[ModelMessage], step: _Step, store: ArtifactStore | None = None
+    ) -> tuple[list[ModelMessage], RequestProcessed | None]:
         started = perf()
+        ctx = step.ctx
         context = self.make_context(
-            ctx=ctx, model=model, tool_definitions=tool_definitions, serving_model=serving_model, store=store
+            ctx=ctx,
+            model=step.model,
+            tool_definitions=step.tool_definitions,
+            serving_model=step.serving_model,
+            store=store,
+            compaction_request=step.requested,
         )
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
-            return current
+            return current, None
         tracer = self._tracer_for(ctx)
         spans = DeferredSpans(tracer) if tracer is not None else None
         if spans is not None:
@@ -762,7 +915,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             self._emit(
                 StageFailed(run_id=context.run_id, stage='processor', error=f'{type(exc).__name__}: {exc}')
             )
-            return current
+            return current, None
         finally:
             if spans is not None:
                 spans.close()
@@ -784,7 +937,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         context: HistoryContext,
         started: float,
         spans: DeferredSpans | None = None,
-    ) -> list[ModelMessage]:
+    ) -> tuple[list[ModelMessage], RequestProcessed]:
         await context.count_newest(messages)  # a large new message is tokenized off the event loop
         before = context.estimate(messages)
         current = messages
@@ -835,7 +988,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
             spans.finish(current is not messages, _span_attributes(event, context))
         self._emit(event)
-        return current
+        return current, event
 
     async def _run_stage(
         self,
@@ -1067,6 +1220,12 @@ _FIELD_TYPES: tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...] = (
     ('cache', SummaryCache, 'a SummaryCache, e.g. MemoryCache() or SQLiteCache(path)'),
     ('store', ArtifactStore, "an ArtifactStore, e.g. DirectoryStore('artifacts/') or MemoryStore()"),
     ('max_tracked_runs', int, 'a whole number'),
+    ('compaction_tool', (bool, CompactionTool), 'a CompactionTool (or a mapping of its fields) or a bool'),
+    (
+        'near_limit_notice',
+        (bool, NearLimitNotice),
+        'a NearLimitNotice (or a mapping of its fields) or a bool',
+    ),
 )
 """Each field whose type is checked at construction, its types, and what to say instead."""
 
@@ -1179,7 +1338,54 @@ def _exempting(settings: ArtifactSettings, tool_name: str) -> ArtifactSettings:
 
 def _is_readback(tool: ToolDefinition) -> bool:
     """Whether a tool definition is our read-back tool's (marked in its metadata)."""
-    return (getattr(tool, 'metadata', None) or {}).get(MARKER_KEY) == READBACK_TOOL_METADATA[MARKER_KEY]
+    return _is_ours(tool, READBACK_TOOL_METADATA)
+
+
+def _is_ours(tool: ToolDefinition, mark: Mapping[str, str]) -> bool:
+    """Whether a tool definition carries our `mark` in its metadata."""
+    return (getattr(tool, 'metadata', None) or {}).get(MARKER_KEY) == mark[MARKER_KEY]
+
+
+def _enabled(kind: type[_SettingsT], value: _SettingsT | bool) -> _SettingsT | None:
+    """The settings of an optional feature: its own, its defaults for True, None when it is off."""
+    if value is True:
+        return kind()
+    return None if value is False else value
+
+
+def _check_compaction_tool(tool: CompactionTool, stages: Sequence[HistoryStage], readback_name: str) -> None:
+    """A compaction tool needs a stage that compacts, and a name of its own (settings that cannot work fail
+    here, naming the field)."""
+    if not any(hasattr(stage, 'compact') for stage in stages):
+        raise ValueError(
+            'HistoryProcessor.compaction_tool needs a compaction stage, but this processor has none '
+            '(compaction=False, or stages= without a Compactor): the model could ask for a compaction that '
+            'nothing would run'
+        )
+    if not _TOOL_NAME.fullmatch(tool.name) or tool.name == readback_name:
+        raise ValueError(
+            'CompactionTool.name must be a tool name providers accept (letters, digits, _ and -, at most 64, '
+            f'starting with a letter or _) and differ from the read-back tool, got {tool.name!r}'
+        )
+
+
+def _with_last_request_part(messages: Sequence[ModelMessage], part: ModelRequestPart) -> list[ModelMessage]:
+    """A copy of `messages` whose last request (the one being sent) has `part` at its end."""
+    result = list(messages)
+    for index in range(len(result) - 1, -1, -1):
+        message = result[index]
+        if isinstance(message, ModelRequest):
+            result[index] = dataclasses.replace(message, parts=[*message.parts, part])
+            break
+    return result
+
+
+def _tool_clash_message(name: str, owner: str) -> str:
+    return (
+        f"The agent already has a tool named {name!r} (from {owner}), the name of the history processor's "
+        f"compaction tool: rename one of them, e.g. HistoryProcessor(compaction_tool=CompactionTool(name='"
+        "compact_history'))."
+    )
 
 
 def _tool_owner(agent: object, name: str) -> str | None:
@@ -1259,6 +1465,10 @@ def _record(stats: RunStats, event: HistoryEvent) -> None:
         stats.compactions += 1
         stats.summarizer_calls += event.summarizer_calls
         stats.compaction_methods[event.method] += 1
+        stats.background_summaries_used += event.background
+    elif isinstance(event, BackgroundSummaryDiscarded):
+        stats.summarizer_calls += event.summarizer_calls  # paid for, used by no event
+        stats.background_summaries_discarded += 1
     elif isinstance(event, ArtifactProcessed):
         stats.artifacts_by_strategy[event.strategy] += 1
         if event.cache_hit:
@@ -1371,6 +1581,18 @@ class _InputCheck:
             self._last = list(validity.messages)
         self._checked = None
         self._structure = validity.structure
+
+
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """What one processing call is about, besides the messages."""
+
+    ctx: Any
+    model: Any
+    tool_definitions: Sequence[Any]
+    serving_model: Model | None
+    requested: CompactionRequest | None
+    """The model's compaction request (`compact_context`), found in the newest request of a model step."""
 
 
 @dataclasses.dataclass

@@ -23,6 +23,7 @@ from ._compat import (
     ToolCallPart,
     UserPromptPart,
     answered_call_id,
+    is_request_scoped,
 )
 
 __all__ = (
@@ -229,7 +230,13 @@ def fit_suffix(costs: Sequence[int], budget: int, *, at_least: int = 1) -> int:
 
 
 def system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
-    """The system prompt parts of `messages`, in order: what a stage that drops messages must carry on."""
+    """The system prompt parts of `messages`, in order: what a stage that drops messages must carry on. A
+    request-scoped one (a nudge for the request it was part of, such as a near-limit notice) is not carried:
+    the model no longer sees it anyway."""
     return [
-        p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)
+        p
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, SystemPromptPart) and not is_request_scoped(p)
     ]

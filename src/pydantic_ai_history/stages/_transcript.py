@@ -39,6 +39,7 @@ from .._compat import (
     ToolReturnPart,
     UserPromptPart,
     is_media,
+    is_request_scoped,
     json_text,
     media_type_of,
 )
@@ -239,7 +240,9 @@ class _Renderer:
 
     def part(self, part: Any) -> tuple[str, int] | None:
         if isinstance(part, SystemPromptPart):
-            return self.record('system', part.content, capped=False) if self.system_prompts else None
+            if not self.system_prompts or is_request_scoped(part):  # a nudge for one request: not content
+                return None
+            return self.record('system', part.content, capped=False)
         if isinstance(part, UserPromptPart):
             return self.record('user', content_text(part.content), capped=False)
         if isinstance(part, ToolReturnPart):

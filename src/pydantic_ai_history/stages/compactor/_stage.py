@@ -396,7 +396,8 @@ class Compactor:
             return unchanged
         adopted = self._held_cut(plan, messages, cut, held, context, overhead) if held is not None else None
         if adopted is not None:
-            return await self._summarize(plan, adopted, conversation, context, event, unchanged, held)
+            held_cut, gap = adopted
+            return await self._summarize(plan, held_cut, conversation, context, event, unchanged, held, gap)
         if reason != 'manual' and self.settings.stub_tool_results:
             stubbed = await self._stub(plan, cut, context, event)
             if stubbed is not None:
@@ -415,8 +416,10 @@ class Compactor:
         event: _Event,
         unchanged: list[ModelMessage],
         held: BackgroundJob[_Summary] | None = None,
+        gap: Sequence[Stub] = (),
     ) -> list[ModelMessage]:
-        """Our summary (and its trail) in place of what is before the cut, once its transcript is stored."""
+        """Our summary (and its trail) in place of what is before the cut, once its transcript is stored;
+        `gap`: stubs for tool outputs after the cut (those a background summary's history added)."""
         head = plan.head
         await cut.check_stored(context)
         evicted = self._evicted(plan, cut, context, event.focus)
@@ -436,11 +439,13 @@ class Compactor:
         if plan.origin is not None and evicted.chain is not None:
             new_origin = Origin(plan.origin.length + len(evicted.messages), evicted.chain)
         cut_at = evicted.cut_at
-        trail = self._trail(cut, evicted.request.summarized, plan.messages[cut_at:], context)
+        stubbed = bool(gap) and await store_stubbed(gap, context)
+        kept = apply_stubs(plan.messages, gap)[cut_at:] if stubbed else plan.messages[cut_at:]
+        trail = self._trail(cut, evicted.request.summarized, kept, context)
         final, message = _summary_message(
             plan, cut, evicted.messages, evicted.pins, summary, reference, new_origin, trail
         )
-        result = [*plan.messages[:head], message, *plan.messages[cut_at:]]
+        result = [*plan.messages[:head], message, *kept]
         result, reloaded = _keep_loads(event.messages, result, head + 1, counter)
         summary_cost = counter.count_message(message)
         after = (
@@ -448,7 +453,7 @@ class Compactor:
             + sum(plan.per_message[:head])
             + summary_cost
             + reloaded
-            + sum(plan.per_message[cut_at:])
+            + (counter.count_messages(kept) if stubbed else sum(plan.per_message[cut_at:]))
         )
         if after >= event.tokens:
             logger.info(
@@ -464,7 +469,14 @@ class Compactor:
             _warn_over_target(context, after, summary_cost, 'summary')
         summary = dataclasses.replace(summary, text=final.text)
         return self._finish(
-            context, event, result, after, summary, len(evicted.messages), pinned=len(evicted.pins)
+            context,
+            event,
+            result,
+            after,
+            summary,
+            len(evicted.messages),
+            pinned=len(evicted.pins),
+            stubbed=len(gap) if stubbed else 0,
         )
 
     def _evicted(self, plan: _Plan, cut: _Cut, context: HistoryContext, focus: str | None) -> _Evicted | None:
@@ -609,14 +621,19 @@ class Compactor:
         context: HistoryContext,
         reason: CompactionReason,
         shrink: int = 0,
+        savings: dict[int, int] | None = None,
     ) -> CutPlan:
         """`plan_cut` over the body from `body_first`, with this compactor's summary reserve (its trail
         included) and the pins' costs (the summary or the provider's item stands where the summary reserve is
         planned). At the trigger (and when the model asks) the verbatim tail is at most `keep_recent_tokens`,
-        less `shrink`: the event goes deep."""
+        less `shrink`: the event goes deep. `savings`: tokens stubs take off units (by unit index)."""
         counter = context.counter
+        saved = savings or {}
         return plan_cut(
-            unit_costs=[sum(plan.per_message[u.start : u.end]) for u in plan.units[body_first:]],
+            unit_costs=[
+                sum(plan.per_message[u.start : u.end]) - saved.get(i, 0)
+                for i, u in enumerate(plan.units[body_first:], body_first)
+            ],
             body_first=body_first,
             target=context.limits.target,
             fixed_cost=fixed_cost,
@@ -855,14 +872,20 @@ class Compactor:
         held: BackgroundJob[_Summary],
         context: HistoryContext,
         overhead: int,
-    ) -> _Cut | None:
-        """The cut of the run's background summary, when this event can use it: the history is the snapshot
-        with messages added (checked by the caller), the cut is a unit boundary of it, and what it leaves
-        verbatim still fits the target. Otherwise None, and `held.reason` says why."""
+    ) -> tuple[_Cut, list[Stub]] | None:
+        """The cut of the run's background summary when this event can use it, with the stubs of the tool
+        outputs the history added since, before this event's own verbatim tail (the cheap tier keeps the
+        event as deep as a blocking one). It can when the history is the snapshot with messages added (checked
+        by the caller), the cut is a unit boundary of it, and what it leaves (stubs included) fits the
+        target. Otherwise None, and `held.reason` says why."""
         if plan.messages is not messages:
             held.reason = 'inputs_changed'  # a cached prefix summary stands in for part of it
             return None
         unit = next((i for i, u in enumerate(plan.units) if u.start == held.cut_at), None)
+        if unit is None or unit <= cut.body_first:
+            held.reason = 'cut_no_longer_fits'
+            return None
+        gap = self._gap_stubs(plan, unit, cut, context)
         fits = self._plan_cut(
             plan,
             cut.body_first,
@@ -871,12 +894,29 @@ class Compactor:
             cut.earlier,
             context,
             'manual',
+            savings=_unit_savings(plan, gap),
         )
-        floor = fits.verbatim if fits.verbatim is not None else cut.body_first
-        if unit is None or unit <= cut.body_first or unit < floor:
+        if unit < (fits.verbatim if fits.verbatim is not None else cut.body_first):
             held.reason = 'cut_no_longer_fits'
             return None
-        return dataclasses.replace(cut, unit=unit, verbatim=unit)
+        return dataclasses.replace(cut, unit=unit, verbatim=unit), gap
+
+    def _gap_stubs(self, plan: _Plan, unit: int, cut: _Cut, context: HistoryContext) -> list[Stub]:
+        """The stubs of the tool outputs and files from `unit` (a background summary's cut) to the verbatim
+        tail this event keeps (`cut.verbatim`), pinned units aside."""
+        settings = self.settings
+        if not settings.stub_tool_results or context.store is None:
+            return []
+        units = plan.units
+        spans = [(units[i].start, units[i].end) for i in range(unit, cut.verbatim) if i not in cut.pins]
+        return plan_stubs(
+            plan.messages,
+            spans,
+            counter=context.counter,
+            make_id=context.artifact_id,
+            min_tokens=settings.stub_min_tokens,
+            head_chars=settings.stub_head_chars,
+        )
 
     async def _summary_for(
         self, request: _SummaryRequest, context: HistoryContext, held: BackgroundJob[_Summary] | None
@@ -1536,6 +1576,16 @@ def _summary_message(
     if origin is not None:
         details['covers_messages'] = origin.length
     return final, build_summary_message(final, details=details, system_parts=kept_system)
+
+
+def _unit_savings(plan: _Plan, stubs: Sequence[Stub]) -> dict[int, int]:
+    """The tokens `stubs` take off each unit, by unit index."""
+    unit_of = {m: i for i, u in enumerate(plan.units) for m in range(u.start, u.end)}
+    savings: dict[int, int] = {}
+    for stub in stubs:
+        unit = unit_of[stub.message]
+        savings[unit] = savings.get(unit, 0) + stub.tokens_before - stub.tokens_after
+    return savings
 
 
 def _keep_loads(
