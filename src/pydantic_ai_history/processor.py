@@ -302,6 +302,8 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         self._notice = _enabled(NearLimitNotice, self.near_limit_notice)
         if self._tool is not None:
             _check_compaction_tool(self._tool, self._stages, self.readback_tool_name)
+        self._notices: OrderedDict[str | None, ModelRequestPart] = OrderedDict()
+        """Late 1.x: the notice of a run's current request, until `wrap_model_request` puts it on the wire."""
         self._open_runs: set[str] = set()
         """Runs inside `wrap_run` (bounded by the runs going on): their end is told to the stages, so work a
         stage starts for one in the background (a summary ahead of its event) ends with it."""
@@ -360,6 +362,17 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         await publish(ctx, stream_events)
         return request_context
 
+    if not REQUEST_SCOPED_PROMPTS:  # late 1.x: no request-scoped prompts, and no request-only message list
+
+        async def wrap_model_request(
+            self, ctx: RunContext[Any], *, request_context: ModelRequestContext, handler: Any
+        ) -> Any:
+            """The near-limit notice on the outgoing copy of the request only, at its end (late 1.x)."""
+            part = self._notices.pop(self._run_key(ctx), None)
+            if part is not None:
+                request_context.messages = _with_last_request_part(request_context.messages, part)
+            return await handler(request_context)
+
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         """The run's lifetime: work a stage started for the run in the background (a summary made ahead of its
         compaction event) ends when the run does, however it ends (cancelled, never awaited). Durable
@@ -414,11 +427,12 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         if text is None:
             return
         part = request_scoped_prompt(text, {MARKER_KEY: {'kind': 'near_limit_notice'}})
-        enqueue = getattr(ctx, 'enqueue', None)
-        if REQUEST_SCOPED_PROMPTS and enqueue is not None:
-            enqueue(part)
-        else:
-            request_context.messages = _with_last_request_part(request_context.messages, part)
+        if REQUEST_SCOPED_PROMPTS:
+            ctx.enqueue(part)
+        else:  # here the hook's messages become the history: the wire copy gets it (`wrap_model_request`)
+            self._notices[processed.run_id] = part
+            while len(self._notices) > self.max_tracked_runs:
+                self._notices.popitem(last=False)
         self._emit(
             NearLimitNoticeSent(
                 run_id=processed.run_id,
