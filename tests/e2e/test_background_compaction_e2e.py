@@ -1,0 +1,310 @@
+"""Background compaction through a real `Agent` on a strict provider (`CompactionSettings.background_start`).
+
+The summary of the next compaction event starts ahead of the trigger, on a snapshot, in an asyncio task; the
+request that crosses the trigger uses it. Checked by order of events, never by wall-clock time (the latency
+is measured in benchmarks/bench_cost.py's latency run):
+
+- the summarizer call the event used started before the trigger request was processed, and none started
+  while it was;
+- it is the summary a blocking compaction makes for the same cut (same prompt but for the transcript's random
+  nonce, same answer), and the history stays valid, within the window;
+- a run that ends before its trigger cancels the work: no task left, no call left hanging;
+- concurrent runs on one processor each use their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage, UsageLimits
+
+from pydantic_ai_history import (
+    BackgroundSummaryDiscarded,
+    BackgroundSummaryStarted,
+    BackgroundSummaryUsed,
+    CompactionResult,
+    CompactionSettings,
+    ContextPolicy,
+    HistoryEvent,
+    RequestProcessed,
+    StageFailed,
+    SummarizerSettings,
+    assert_valid_history,
+    create_history_processor,
+)
+from pydantic_ai_history._compat import HAS_CAPABILITIES
+from pydantic_ai_history._marks import marker_kind
+from pydantic_ai_history.stages import _transcript
+from pydantic_ai_history.stages.compactor import summary_sections
+from pydantic_ai_history.stages.compactor._background import TASK_NAME
+from pydantic_ai_history.testing import StrictProvider
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.e2e,
+    pytest.mark.skipif(not HAS_CAPABILITIES, reason='background work needs the run hook of a capability'),
+]
+
+WINDOW = 32_000
+TRIGGER, TARGET = 16_000, 8_000
+TASK = 'Go through the dataset one page at a time with the fetch tool and collect every ticket id.'
+
+
+def pages(fixtures_dir: Path, count: int) -> list[str]:
+    """Real tool outputs (CSV rows, JSON records), each with one distinctive fact in its middle."""
+    lines: list[str] = []
+    for name in ('airports.csv', 'seattle-weather.csv', 'cars.json', 'stocks.csv'):
+        lines.extend((fixtures_dir / 'tool_outputs' / 'vega_datasets' / name).read_text().splitlines())
+    out = []
+    for i in range(count):
+        chunk = lines[(i * 60) % (len(lines) - 60) :][:60]
+        out.append('\n'.join([*chunk[:30], f'ticket id: T-{i:04d}', *chunk[30:]]))
+    return out
+
+
+def nonce_free(prompt: str) -> str:
+    """The summarizer's prompt without the transcript's random nonce (drawn anew for every rendering)."""
+    found = re.search(r'carry the nonce ([0-9a-f]+)', prompt)
+    return prompt.replace(found.group(1), 'NONCE') if found else prompt
+
+
+@dataclass
+class Call:
+    prompt: str
+    """The prompt, nonce taken out."""
+    processed: int
+    """How many requests the processor had finished when the call started."""
+    answer: str
+
+
+@dataclass
+class Summarizer:
+    """A deterministic summarizer: its answer is a function of its prompt (nonce aside). `gate` holds every
+    call until it is set (a summarizer slower than the model); `processed()` tells where the run is."""
+
+    processed: Callable[[], int]
+    gate: anyio.Event | None = None
+    calls: list[Call] = field(default_factory=list)
+    cancelled: int = 0
+
+    def model(self) -> FunctionModel:
+        return FunctionModel(self.respond, model_name='summarizer')
+
+    async def respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        request = messages[-1]
+        assert isinstance(request, ModelRequest)
+        prompt = nonce_free(
+            '\n'.join(
+                p.content
+                for p in request.parts
+                if isinstance(p, UserPromptPart) and isinstance(p.content, str)
+            )
+        )
+        started = self.processed()
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+        except BaseException:
+            self.cancelled += 1
+            raise
+        digest = hashlib.sha256(prompt.encode()).hexdigest()[:16]
+        answer = f'## Goal and constraints\ncollect ticket ids\n## Current state\nsummary {digest}'
+        self.calls.append(Call(prompt, started, answer))
+        return ModelResponse(
+            parts=[TextPart(answer)], usage=RequestUsage(input_tokens=len(prompt) // 4, output_tokens=40)
+        )
+
+
+class Loop:
+    """The scripted model: fetch `steps` pages one at a time, then answer. `on_call` runs at each call."""
+
+    def __init__(self, steps: int, on_call: Callable[[int], None] | None = None) -> None:
+        self.steps = steps
+        self.on_call = on_call
+        self.step = 0
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step, self.step = self.step, self.step + 1
+        if self.on_call is not None:
+            self.on_call(step)
+        if step < self.steps:
+            return ModelResponse(
+                parts=[
+                    TextPart(f'Page {step} next.'),
+                    ToolCallPart('fetch', {'page': step}, tool_call_id=f'c{step}'),
+                ]
+            )
+        return ModelResponse(parts=[TextPart('All pages done.')])
+
+
+def setup(
+    fixtures_dir: Path,
+    loop: Loop,
+    summarizer_gate: anyio.Event | None = None,
+    *,
+    background_start: float | None = 0.6,
+    keep_recent_tokens: int | None = None,
+    max_tokens: int = TRIGGER,
+) -> tuple[Any, StrictProvider, list[HistoryEvent], Summarizer, Any]:
+    data = pages(fixtures_dir, loop.steps)
+    events: list[HistoryEvent] = []
+    summarizer = Summarizer(lambda: sum(isinstance(e, RequestProcessed) for e in events), summarizer_gate)
+    processor = create_history_processor(
+        policy=ContextPolicy(context_window=WINDOW, max_tokens=max_tokens, target_tokens=TARGET),
+        summarizer=SummarizerSettings(model=summarizer.model()),
+        artifacts=False,
+        # summaries win over stubs whatever the history (the cost rule is `_depth`'s own tests)
+        compaction=CompactionSettings(
+            background_start=background_start, cached_input_ratio=1.0, keep_recent_tokens=keep_recent_tokens
+        ),
+        on_event=events.append,
+    )
+    provider = StrictProvider(loop, context_window=WINDOW)
+    from pydantic_ai import Agent
+
+    agent = Agent(provider.model(), capabilities=[processor])
+
+    @agent.tool_plain
+    async def fetch(page: int) -> str:
+        """Fetch one page of the dataset."""
+        await anyio.sleep(0)
+        return data[page]
+
+    return agent, provider, events, summarizer, processor
+
+
+def request_of(events: list[HistoryEvent], kind: type[HistoryEvent]) -> list[int]:
+    """The index of the request in whose processing each event of `kind` was emitted."""
+    found, processed = [], 0
+    for event in events:
+        if isinstance(event, RequestProcessed):
+            processed += 1
+        elif isinstance(event, kind):
+            found.append(processed)
+    return found
+
+
+async def test_the_event_uses_the_summary_made_before_its_trigger(
+    fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one nonce for every transcript: its random tokens change how much of a record the view shows
+    monkeypatch.setattr(_transcript, 'new_nonce', lambda: 'f00dfeedf00dfeed')
+    gate = anyio.Event()
+    # the summarizer answers only once the model has answered again: slower than a model step
+    loop = Loop(40, on_call=lambda step: gate.set() if step > 0 else None)
+    agent, provider, events, summarizer, processor = setup(fixtures_dir, loop, gate)
+    result = await agent.run(TASK, usage_limits=UsageLimits(request_limit=None))
+    assert result.output == 'All pages done.'
+    assert not provider.rejected
+    assert not [e for e in events if isinstance(e, StageFailed)]
+    for record in provider.requests:
+        assert_valid_history(list(record.history))
+
+    compactions = [e for e in events if isinstance(e, CompactionResult)]
+    used = [e for e in events if isinstance(e, BackgroundSummaryUsed)]
+    kinds = [type(e).__name__ for e in events if not isinstance(e, RequestProcessed)]
+    assert compactions, kinds
+    assert used, kinds
+    first = compactions[0]
+    assert first.background, first
+    assert first.method == 'llm', first
+    assert first.stubbed_parts > 0, first
+    assert first.tokens_after <= TARGET, 'as deep as a blocking event: the gap after the snapshot is stubbed'
+    trigger = request_of(events, CompactionResult)[0]
+    started = request_of(events, BackgroundSummaryStarted)[0]
+    assert started < trigger
+
+    # the event's summary is a call that started before the trigger request was processed, and no call
+    # started while it was
+    answers = [c for c in summarizer.calls if c.answer in first.summary]
+    assert len(answers) == 1, (first.summary, summarizer.calls)
+    assert answers[0].processed < trigger
+    assert all(c.processed != trigger for c in summarizer.calls)
+    assert used[0].summarizer_calls == first.summarizer_calls == 1
+    stats = processor.stats().overall
+    assert stats.background_summaries_used == len(used)
+    assert stats.summarizer_calls == len(summarizer.calls)
+
+    # a blocking compaction of the snapshot with the same cut asks the same and gets the same summary
+    snapshot = list(provider.requests[started].history)
+    blocking = Summarizer(lambda: 0)
+    # its trigger under the snapshot, its verbatim tail the least (what the background cut keeps of it)
+    baseline = create_history_processor(
+        policy=ContextPolicy(context_window=WINDOW, max_tokens=TARGET + 1, target_tokens=TARGET),
+        summarizer=SummarizerSettings(model=blocking.model()),
+        artifacts=False,
+        compaction=CompactionSettings(cached_input_ratio=1.0, keep_recent_tokens=1, stub_tool_results=False),
+    )
+    compacted = await baseline.process(snapshot, model=provider.model())
+    assert [c.prompt for c in blocking.calls] == [answers[0].prompt]
+    (summary,) = [m for m in compacted if marker_kind(m) == 'summary']
+    assert summary_sections(summary).summary == answers[0].answer  # type: ignore[union-attr]
+
+
+async def test_a_run_that_ends_before_its_trigger_cancels_its_background_work(fixtures_dir: Path) -> None:
+    gate = anyio.Event()  # never set: the summarizer would run forever
+    agent, _, events, summarizer, processor = setup(fixtures_dir, Loop(8), gate, background_start=0.5)
+    result = await agent.run(TASK, usage_limits=UsageLimits(request_limit=None))
+    assert result.output == 'All pages done.'
+    assert [e for e in events if isinstance(e, BackgroundSummaryStarted)], 'the run passed background_start'
+    assert not [e for e in events if isinstance(e, CompactionResult)]
+    (discarded,) = [e for e in events if isinstance(e, BackgroundSummaryDiscarded)]
+    assert discarded.reason == 'run_ended'
+    assert not discarded.finished
+    assert discarded.summarizer_calls == 0
+    await anyio.sleep(0)
+    await anyio.sleep(0)
+    import asyncio
+
+    assert [t for t in asyncio.all_tasks() if t.get_name() == TASK_NAME] == []
+    assert summarizer.cancelled == 1, 'the summarizer call was cancelled, not left hanging'
+    assert processor.stats().overall.background_summaries_discarded == 1
+
+
+async def test_concurrent_runs_each_use_their_own(fixtures_dir: Path) -> None:
+    loops = [Loop(30), Loop(30)]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        first = messages[0]
+        assert isinstance(first, ModelRequest)
+        prompt = next(p.content for p in first.parts if isinstance(p, UserPromptPart))
+        return loops[int(str(prompt)[-1])](messages, info)
+
+    agent, provider, events, summarizer, _ = setup(fixtures_dir, Loop(30))
+    provider.respond = respond
+    outputs: list[str] = []
+
+    async def run(number: int) -> None:
+        result = await agent.run(f'{TASK} Run {number}', usage_limits=UsageLimits(request_limit=None))
+        outputs.append(result.output)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run, 0)
+        group.start_soon(run, 1)
+    assert outputs == ['All pages done.', 'All pages done.']
+    assert not provider.rejected
+    used = [e for e in events if isinstance(e, BackgroundSummaryUsed)]
+    compactions = [e for e in events if isinstance(e, CompactionResult) and e.background]
+    assert len({e.run_id for e in used}) == 2, used
+    # each run's event used its own run's summary: the same run id, and a summary of its own prompt
+    for event in compactions:
+        mine = [e for e in used if e.run_id == event.run_id]
+        assert mine, event
+    for call in summarizer.calls:
+        assert ('Run 0' in call.prompt) != ('Run 1' in call.prompt), 'one run per summary'
