@@ -17,6 +17,7 @@ import re
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -95,6 +96,10 @@ __all__ = ('DEFAULT_ID', 'SERIALIZATION_NAME', 'EventHandler', 'HistoryProcessor
 _SettingsT = TypeVar('_SettingsT')
 
 logger = logging.getLogger('pydantic_ai_history')
+
+_PROCESSED: ContextVar[RequestProcessed | None] = ContextVar('pydantic_ai_history_processed', default=None)
+"""The `RequestProcessed` of the latest `process` call in this context: the request hook reads it after the
+call (for the near-limit notice) without changing what `process`, which apps override, returns."""
 
 EventHandler = Callable[[HistoryEvent], None]
 
@@ -330,7 +335,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history processor pydantic-ai calls before every model request (`history_processors=`)."""
         _claim_step(self, ctx, 'history processor')
-        processed, _ = await self._step(messages, ctx=ctx, requested=self._requested(messages))
+        processed = await self.process(messages, ctx=ctx)
         self.readback_gate.observe(ctx, messages, processed)
         return processed
 
@@ -344,13 +349,14 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         self._check_tool_names(tools)
         before = request_context.messages
         with gathering() as stream_events:
-            messages, processed = await self._step(
-                before,
-                ctx=ctx,
-                tool_definitions=tools,
-                serving_model=request_context.model,
-                requested=self._requested(before),
-            )
+            token = _PROCESSED.set(None)
+            try:
+                messages = await self.process(
+                    before, ctx=ctx, tool_definitions=tools, serving_model=request_context.model
+                )
+                processed = _PROCESSED.get()
+            finally:
+                _PROCESSED.reset(token)
             if messages is not before:  # the idle path leaves pydantic-ai's lists as they are
                 self.readback_gate.observe(ctx, before, messages)
                 request_context.messages = messages.copy()
@@ -811,26 +817,11 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         `serving_model`: the model object that will send this request (the capability passes pydantic-ai's;
         under durable execution it journals provider-native compaction).
         """
-        processed, _ = await self._step(
-            messages, ctx=ctx, model=model, tool_definitions=tool_definitions, serving_model=serving_model
-        )
-        return processed
-
-    async def _step(
-        self,
-        messages: Sequence[ModelMessage],
-        *,
-        ctx: Any = None,
-        model: Any = None,
-        tool_definitions: Sequence[Any] = (),
-        serving_model: Model | None = None,
-        requested: CompactionRequest | None = None,
-    ) -> tuple[list[ModelMessage], RequestProcessed | None]:
-        """`process`, and its `RequestProcessed` (None when there was nothing to process); `requested`: the
-        model's compaction request, which only a model request step honours."""
         if not isinstance(messages, list):
             messages = list(messages)
         await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
+        # the model's compaction request is read from the history of a run step (the same on replay)
+        requested = self._requested(messages) if ctx is not None else None
         step = _Step(ctx, model, tool_definitions, serving_model, requested)
         if self.journaled(ctx):
             # workflow code: no clock, no I/O (the store's secret is explicit under durability)
@@ -902,7 +893,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
 
     async def _process_traced(
         self, current: list[ModelMessage], step: _Step, store: ArtifactStore | None = None
-    ) -> tuple[list[ModelMessage], RequestProcessed | None]:
+    ) -> list[ModelMessage]:
         started = perf()
         ctx = step.ctx
         context = self.make_context(
@@ -915,7 +906,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         )
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
-            return current, None
+            return current
         tracer = self._tracer_for(ctx)
         spans = DeferredSpans(tracer) if tracer is not None else None
         if spans is not None:
@@ -929,7 +920,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             self._emit(
                 StageFailed(run_id=context.run_id, stage='processor', error=f'{type(exc).__name__}: {exc}')
             )
-            return current, None
+            return current
         finally:
             if spans is not None:
                 spans.close()
@@ -951,7 +942,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         context: HistoryContext,
         started: float,
         spans: DeferredSpans | None = None,
-    ) -> tuple[list[ModelMessage], RequestProcessed]:
+    ) -> list[ModelMessage]:
         await context.count_newest(messages)  # a large new message is tokenized off the event loop
         before = context.estimate(messages)
         current = messages
@@ -1002,7 +993,8 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
             spans.finish(current is not messages, _span_attributes(event, context))
         self._emit(event)
-        return current, event
+        _PROCESSED.set(event)
+        return current
 
     async def _run_stage(
         self,

@@ -41,7 +41,13 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import UsageLimits
 
-from pydantic_ai_history import ContextPolicy, HistoryEvent, SummarizerSettings, create_history_processor
+from pydantic_ai_history import (
+    CompactionSettings,
+    ContextPolicy,
+    HistoryEvent,
+    SummarizerSettings,
+    create_history_processor,
+)
 from pydantic_ai_history.store import DirectoryStore
 
 AGENT_NAME = 'history_dbos'
@@ -254,10 +260,16 @@ def dbos_config(workdir: Path) -> DBOSConfig:
 
 
 def build(
-    workdir: Path, scenario: str = 'loop', *, crash_at: int | None = None, stream_events: bool = False
+    workdir: Path,
+    scenario: str = 'loop',
+    *,
+    crash_at: int | None = None,
+    stream_events: bool = False,
+    background: bool = False,
 ) -> App:
     """Construct DBOS on `workdir/dbos.sqlite`, the agent and the workflow (not launched yet). With
-    `stream_events`, the agent has an `event_stream_handler` that keeps every event in `App.streamed`."""
+    `stream_events`, the agent has an `event_stream_handler` that keeps every event in `App.streamed`; with
+    `background`, the compactor is set to start its summaries ahead of the trigger (`background_start`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     DBOS(config=dbos_config(workdir))
     log = CallLog(workdir / 'calls.jsonl')
@@ -268,6 +280,7 @@ def build(
             model=FunctionModel(Summarizer(log), model_name='summarizer'), timeout=30
         ),
         store=DirectoryStore(workdir / 'artifacts', secret=SECRET),
+        compaction=CompactionSettings(background_start=0.3) if background else True,
         on_event=events.append,
     )
     streamed: list[AgentStreamEvent] = []
@@ -320,7 +333,8 @@ def main(argv: list[str]) -> None:
     command, workdir, workflow_id = argv[0], Path(argv[1]), argv[2]
     scenario = os.environ.get('HISTORY_DBOS_SCENARIO', 'loop')
     crash_at = os.environ.get('HISTORY_DBOS_CRASH_AT')
-    app = build(workdir, scenario, crash_at=int(crash_at) if crash_at else None)
+    background = bool(os.environ.get('HISTORY_DBOS_BACKGROUND'))
+    app = build(workdir, scenario, crash_at=int(crash_at) if crash_at else None, background=background)
     DBOS.launch()  # recovers this executor's PENDING workflows in the background
     try:
         if command == 'run':

@@ -38,6 +38,7 @@ from temporalio.workflow import ActivityConfig
 
 from pydantic_ai_history import (
     ArtifactSettings,
+    CompactionSettings,
     ContextPolicy,
     SummarizerSettings,
     create_history_processor,
@@ -195,7 +196,7 @@ def attachments_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRes
     return ModelResponse(parts=[TextPart(f'read the attachments; saw {len(text)} characters of text')])
 
 
-def _processor() -> Any:
+def _processor(*, background_start: float | None = None) -> Any:
     return create_history_processor(
         policy=ContextPolicy(context_window=WINDOW, max_tokens=TRIGGER, target_tokens=TARGET),
         # tool outputs kept whole while the artifact budget allows, so the loop reaches the trigger
@@ -206,6 +207,7 @@ def _processor() -> Any:
             )
         ),
         store=DirectoryStore(STORE_ROOT, secret=SECRET),
+        compaction=CompactionSettings(background_start=background_start),
     )
 
 
@@ -249,6 +251,17 @@ events_agent: Agent[None, str] = Agent(
 """The tool loop again, with an `event_stream_handler`: pydantic-ai runs it as an activity per event."""
 
 
+background_agent: Agent[None, str] = Agent(
+    FunctionModel(tool_loop_model, model_name='tool-loop', profile={'context_window': WINDOW}),
+    name='history_background',
+    instructions='Read the billing logs page by page with fetch_logs.',
+    tools=[fetch_logs],
+    capabilities=[_processor(background_start=0.3), TemporalDurability(activity_config=ONE_ATTEMPT)],
+)
+"""The tool loop with `background_start`: workflow code starts no background work, the summary is made at the
+trigger as one activity."""
+
+
 @workflow.defn
 class ToolLoopWorkflow(PydanticAIWorkflow):
     __pydantic_ai_agents__ = (tool_loop_agent,)
@@ -279,4 +292,14 @@ class EventsWorkflow(PydanticAIWorkflow):
         return result.all_messages()
 
 
-WORKFLOWS = (ToolLoopWorkflow, AttachmentsWorkflow, EventsWorkflow)
+@workflow.defn
+class BackgroundWorkflow(PydanticAIWorkflow):
+    __pydantic_ai_agents__ = (background_agent,)
+
+    @workflow.run
+    async def run(self, prompt: str) -> list[ModelMessage]:
+        result = await background_agent.run(prompt, usage_limits=UsageLimits(request_limit=50))
+        return result.all_messages()
+
+
+WORKFLOWS = (ToolLoopWorkflow, AttachmentsWorkflow, EventsWorkflow, BackgroundWorkflow)

@@ -39,7 +39,7 @@ import _dbos_app as app_module
 from _dbos_app import CAPABILITY_ID, PAGES, App, build, fetch_logs_text, prompt_for, start
 from pydantic_ai import CapabilityEvent
 
-from pydantic_ai_history import ArtifactProcessed, CompactionResult
+from pydantic_ai_history import ArtifactProcessed, BackgroundSummaryStarted, CompactionResult
 from pydantic_ai_history.stream_events import (
     CompactionFinishedEvent,
     CompactionStartedEvent,
@@ -100,9 +100,17 @@ async def step_names(workflow_id: str) -> list[str]:
 # ---- 1, 2: the loop completes; the summarizer ran as a DBOS step --------------------------------------------
 
 
-async def test_tool_loop_spills_compacts_and_summarizes_in_dbos_steps(launched: Callable[..., App]) -> None:
-    app = launched('loop')
-    messages = await run_workflow(app, 'loop-1')
+@pytest.mark.parametrize('background', [False, True], ids=['blocking', 'background_start'])
+async def test_tool_loop_spills_compacts_and_summarizes_in_dbos_steps(
+    launched: Callable[..., App], background: bool
+) -> None:
+    # with `background_start`, durable workflow code starts no background work: the summary is made at the
+    # trigger, as one step, exactly as without it
+    app = launched('loop', background=background)
+    # workflow ids (and with them DBOS's run ids) of their own: a processor claims each run step it serves
+    workflow_id = 'loop-background' if background else 'loop-1'
+    messages = await run_workflow(app, workflow_id)
+    assert not [e for e in app.events if isinstance(e, BackgroundSummaryStarted)]
 
     assert final_text(messages) == 'Root cause: the ledger service timed out.'
     assert [r['n'] for r in app.log.records('model')] == list(range(1, PAGES + 2))
@@ -113,8 +121,8 @@ async def test_tool_loop_spills_compacts_and_summarizes_in_dbos_steps(launched: 
     summaries = app.log.records('summary')
     assert len(summaries) == sum(c.summarizer_calls for c in compactions) >= 1
 
-    steps = await step_names('loop-1')
-    print(f'\nDBOS steps of loop-1: {steps}')
+    steps = await step_names(workflow_id)
+    print(f'\nDBOS steps of {workflow_id}: {steps}')
     ours = [name for name in steps if CAPABILITY_ID in name]
     outside = [(r['workflow_id'], r['step_id'], r['where']) for r in summaries if r['step_id'] is None]
     assert not outside, (
@@ -125,7 +133,7 @@ async def test_tool_loop_spills_compacts_and_summarizes_in_dbos_steps(launched: 
     # the summary was produced inside one of the capability's steps: its recorded output carries the text
     outputs = {
         s['function_name']: repr(s['output'])
-        for s in await DBOS.list_workflow_steps_async('loop-1')
+        for s in await DBOS.list_workflow_steps_async(workflow_id)
         if CAPABILITY_ID in s['function_name']
     }
     assert any(summaries[0]['text'] in out for out in outputs.values()), (
@@ -188,17 +196,22 @@ def _result(proc: subprocess.CompletedProcess[str]) -> list[dict]:
     return json.loads(proc.stdout.split('RESULT:\n', 1)[1])
 
 
+@pytest.mark.parametrize('background', [False, True], ids=['blocking', 'background_start'])
 async def test_recovery_in_a_new_process_repeats_no_recorded_call(
-    tmp_path: Path, launched: Callable[..., App]
+    tmp_path: Path, launched: Callable[..., App], background: bool
 ) -> None:
+    suffix = 'background' if background else '1'
     # the uninterrupted run: what the crashed-and-recovered one must add up to
-    reference = launched('loop', 'reference')
-    reference_messages = await run_workflow(reference, 'reference-1')
+    reference = launched('loop', 'reference', background=background)
+    reference_messages = await run_workflow(reference, f'reference-{suffix}')
     reference_models = len(reference.log.records('model'))
     reference_summaries = len(reference.log.records('summary'))
 
     workdir = tmp_path / 'crash'
-    crashed = await asyncio.to_thread(_script, 'run', workdir, 'crash-1', HISTORY_DBOS_CRASH_AT=str(CRASH_AT))
+    env = {'HISTORY_DBOS_BACKGROUND': '1'} if background else {}
+    crashed = await asyncio.to_thread(
+        _script, 'run', workdir, f'crash-{suffix}', HISTORY_DBOS_CRASH_AT=str(CRASH_AT), **env
+    )
     assert crashed.returncode == 1, f'the first process should die in model call {CRASH_AT}: {crashed.stderr}'
     log = app_module.CallLog(workdir / 'calls.jsonl')
     before = log.records()
@@ -207,7 +220,7 @@ async def test_recovery_in_a_new_process_repeats_no_recorded_call(
     assert [r['n'] for r in before if r['kind'] == 'model'] == list(range(1, CRASH_AT))
     assert recorded_summaries, 'the crash comes after at least one compaction'
 
-    recovered = await asyncio.to_thread(_script, 'recover', workdir, 'crash-1')
+    recovered = await asyncio.to_thread(_script, 'recover', workdir, f'crash-{suffix}', **env)
     messages = _result(recovered)
     after = [r for r in log.records() if r['pid'] != first_pid]
     repeated_models = [r['n'] for r in after if r['kind'] == 'model' and r['n'] < CRASH_AT]

@@ -290,6 +290,33 @@ async def test_tool_loop_compacts_in_activities_and_replays(
     assert app.CALLS.snapshot() == counted
 
 
+async def test_background_start_makes_the_summary_once_at_the_trigger_and_replays(
+    temporal_client: Client, runner: SandboxedWorkflowRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With `background_start`, workflow code starts no background task (not deterministic): the summary is
+    made at the trigger, in the processor's activity, and replay makes no summarizer call again."""
+    caplog.set_level(logging.INFO, logger='pydantic_ai_history')
+    before = app.CALLS.snapshot()
+    messages, handle = await _run(
+        temporal_client, runner, app.BackgroundWorkflow.run, 'Find the routes that return 503.'
+    )
+    trouble = _processor_trouble(caplog)
+    assert not trouble, 'in workflow code:\n' + '\n'.join(trouble)
+    _, summarizer, _ = (a - b for a, b in zip(app.CALLS.snapshot(), before, strict=True))
+    assert 'summary' in [marker_kind(m) for m in messages]
+    assert summarizer >= 1
+    history_activities = [a for a in await _activity_types(handle) if 'pydantic_ai_history' in a]
+    assert summarizer <= len(history_activities), 'a summarizer call outside the processor activities'
+    assert not [r for r in caplog.records if 'in the background' in r.getMessage()]
+
+    history = await handle.fetch_history()
+    counted = app.CALLS.snapshot()
+    replayer = Replayer(workflows=list(app.WORKFLOWS), plugins=[PydanticAIPlugin()], workflow_runner=runner)
+    with anyio.fail_after(RUN_TIMEOUT):
+        await replayer.replay_workflow(history)
+    assert app.CALLS.snapshot() == counted, 'replay called the model or the summarizer again'
+
+
 async def test_read_artifact_returns_the_stored_original(
     temporal_client: Client, runner: SandboxedWorkflowRunner, caplog: pytest.LogCaptureFixture
 ) -> None:
