@@ -201,7 +201,8 @@ async def test_the_model_compacts_at_a_natural_break_with_its_focus(fixtures_dir
     assert FOCUS in summarizer.prompts[0], 'the summarizer was given the model focus'
     # the request that carries the tool's answer is the one compacted, and the model sees its call answered
     at = request_of(events, first)
-    calls = [i for i, r in enumerate(provider.requests) if len(r.history) > 1 and _calls_compact(r.history[-2])]
+    requests = provider.requests
+    calls = [i for i, r in enumerate(requests) if len(r.history) > 1 and _calls_compact(r.history[-2])]
     assert calls == [at], 'the request that carries the tool answer is the one compacted'
     returns = [
         p
