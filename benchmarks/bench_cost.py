@@ -73,6 +73,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument('--from-json', type=Path, help='render a saved run instead of running')
     parser.add_argument('--no-latency', action='store_true', help='skip the latency run')
     parser.add_argument('--latency-only', action='store_true', help='only the latency run')
+    parser.add_argument(
+        '--latency-steps', type=int, default=LATENCY['steps'], help=f'latency run steps ({LATENCY["steps"]})'
+    )
+    parser.add_argument(
+        '--model-seconds',
+        type=float,
+        default=LATENCY['model_seconds'],
+        help=f'latency run: the model answers in this many seconds ({LATENCY["model_seconds"]})',
+    )
     parser.add_argument('--write', action='store_true', help='replace the section in benchmarks/RESULTS.md')
     parser.add_argument('--section', default=SECTION, help=f'its heading (default "{SECTION}")')
     parser.add_argument('--note', default='', help='a sentence added to the section header')
@@ -148,15 +157,16 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
                 _progress(result)
                 payload['runs'].append(result)
     if args.latency or args.latency_only:
-        workload = build_workload(LATENCY['steps'], encode, seed, median_tokens=args.median_tokens)
-        payload['latency_meta'] = LATENCY
+        latency = {**LATENCY, 'steps': args.latency_steps, 'model_seconds': args.model_seconds}
+        workload = build_workload(latency['steps'], encode, seed, median_tokens=args.median_tokens)
+        payload['latency_meta'] = latency
         for contender in args.contenders:
             config = RunConfig(
                 contender,
-                LATENCY['window'],
-                LATENCY['steps'],
-                model_seconds=LATENCY['model_seconds'],
-                summarizer_seconds=LATENCY['summarizer_seconds'],
+                latency['window'],
+                latency['steps'],
+                model_seconds=latency['model_seconds'],
+                summarizer_seconds=latency['summarizer_seconds'],
             )
             result = asyncio.run(run_one(config, workload, encode, prices))
             _progress(result, latency=True)

@@ -6,6 +6,10 @@ model. Packages are imported only when their contender is built, so ours runs wi
 
 - `ours`: `create_history_processor(summarizer=SummarizerSettings(model=summarizer))`, the defaults;
 - `ours-compactor`: the same with `artifacts=False`;
+- `ours-background`: the defaults with `compaction=CompactionSettings(background_start=0.4)` (the summary
+  starts in the background at 40% of the trigger);
+- `ours-model`: the defaults with `compaction_tool=True, near_limit_notice=True` (the scripted model never
+  calls the tool: what they cost is the tool's definition in every request and the notices);
 - `harness-summarizing`: `SummarizingCompaction(model=summarizer, max_fraction=0.9, keep_messages=20)`, its
   README's first example;
 - `harness-tiered`: `TieredCompaction(tiers=[ClearToolResults(max_tokens=1, keep_pairs=3),
@@ -41,6 +45,8 @@ __all__ = ('CONTENDERS', 'LABELS', 'Setup', 'build')
 LABELS = {
     'ours': 'ours, defaults',
     'ours-compactor': 'ours, `artifacts=False`',
+    'ours-background': 'ours, `background_start=0.4`',
+    'ours-model': 'ours, `compaction_tool` + `near_limit_notice`',
     'harness-summarizing': 'harness `SummarizingCompaction(max_fraction=0.9, keep_messages=20)`',
     'harness-tiered': 'harness `TieredCompaction([ClearToolResults, SummarizingCompaction])`',
     'harness-fallback': 'harness `FallbackCompaction(background_start=0.85)`',
@@ -52,6 +58,8 @@ CONTENDERS = tuple(LABELS)
 NEEDS = {
     'ours': 'pydantic_ai_history',
     'ours-compactor': 'pydantic_ai_history',
+    'ours-background': 'pydantic_ai_history',
+    'ours-model': 'pydantic_ai_history',
     'harness-summarizing': 'pydantic_ai_harness',
     'harness-tiered': 'pydantic_ai_harness',
     'harness-fallback': 'pydantic_ai_harness',
@@ -83,11 +91,13 @@ def build(key: str, window: int, summarizer: Model) -> Setup:
     return _BUILDERS[key](window, summarizer)
 
 
-def _ours(window: int, summarizer: Model, *, artifacts: bool = True) -> Setup:
+def _ours(window: int, summarizer: Model, *, artifacts: bool = True, **options: Any) -> Setup:
     from pydantic_ai_history import SummarizerSettings, create_history_processor
     from pydantic_ai_history.readback import read_artifact_text, search_artifacts_text
 
-    processor = create_history_processor(summarizer=SummarizerSettings(model=summarizer), artifacts=artifacts)
+    processor = create_history_processor(
+        summarizer=SummarizerSettings(model=summarizer), artifacts=artifacts, **options
+    )
 
     async def read(ctx: Any, artifact_id: str, fact: str) -> str:
         return await read_artifact_text(
@@ -102,6 +112,16 @@ def _ours(window: int, summarizer: Model, *, artifacts: bool = True) -> Setup:
 
 def _ours_compactor(window: int, summarizer: Model) -> Setup:
     return _ours(window, summarizer, artifacts=False)
+
+
+def _ours_background(window: int, summarizer: Model) -> Setup:
+    from pydantic_ai_history import CompactionSettings
+
+    return _ours(window, summarizer, compaction=CompactionSettings(background_start=0.4))
+
+
+def _ours_model(window: int, summarizer: Model) -> Setup:
+    return _ours(window, summarizer, compaction_tool=True, near_limit_notice=True)
 
 
 def _harness_summarizing(window: int, summarizer: Model) -> Setup:
@@ -168,6 +188,8 @@ def _none(window: int, summarizer: Model) -> Setup:
 _BUILDERS: dict[str, Callable[[int, Model], Setup]] = {
     'ours': _ours,
     'ours-compactor': _ours_compactor,
+    'ours-background': _ours_background,
+    'ours-model': _ours_model,
     'harness-summarizing': _harness_summarizing,
     'harness-tiered': _harness_tiered,
     'harness-fallback': _harness_fallback,

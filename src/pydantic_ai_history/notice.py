@@ -3,8 +3,11 @@
 Off by default (`HistoryProcessor(near_limit_notice=True)` or `NearLimitNotice(...)`): a run that does not
 enable it sends the same prompts as before. Once the processed history passes `start` of its limit (the
 compaction trigger, where older messages are summarized; the budget, where the window drops them, when
-nothing compacts), each request carries a short notice with the figures, and, when the `compact_context` tool
-is offered, says the model may call it at a natural break.
+nothing compacts), a request carries a short notice with the figures, and, when the `compact_context` tool
+is offered, says the model may call it at a natural break. It is sent when the history passes `start`, and
+again each time it has grown by `every` of the limit since (not with every request: a prompt cache keyed by
+breakpoints, such as Anthropic's with a model that has no request-scoped system prompts, writes the request
+with its notice and cannot reuse that write for the next request, which leaves the notice out).
 
 It never disturbs the cached prefix. On pydantic-ai 2.x it is a request-scoped `SystemPromptPart` enqueued
 from the request hook (pydantic-ai's way for per-request nudges): it is sent last in its request, and later
@@ -26,19 +29,23 @@ class NearLimitNotice:
     """When to tell the model its history nears its limit (`HistoryProcessor(near_limit_notice=...)`)."""
 
     start: float = 0.85
-    """Send the notice with every request whose processed history is past this fraction of its limit (the
-    compaction trigger; the budget when nothing compacts). Each costs its own tokens (about 50), uncached."""
+    """Send the notice once the processed history passes this fraction of its limit (the compaction trigger;
+    the budget when nothing compacts). Each costs its own tokens (about 50), uncached."""
+    every: float = 0.05
+    """Send it again each time the history has grown by this fraction of the limit since the last one."""
 
     def __post_init__(self) -> None:
         if not 0 < self.start <= 1:
             raise ValueError(f'NearLimitNotice.start must be in (0, 1], got {self.start!r}')
+        if not 0 < self.every <= 1:
+            raise ValueError(f'NearLimitNotice.every must be in (0, 1], got {self.every!r}')
 
-    def text(self, tokens: int, limit: int, *, compacts: bool, tool: str | None) -> str | None:
-        """The notice for a history of `tokens` against `limit`, or None below `start`. `compacts`: the limit
-        is the compaction trigger; `tool`: the name of the compaction tool, when the model has it."""
+    def band(self, tokens: int, limit: int) -> int | None:
+        """How many `every` steps past `start` a history of `tokens` is (0 from `start` on); None below
+        `start`. A notice goes with the first request of each band."""
         if limit <= 0 or tokens <= limit * self.start:
             return None
-        return notice_text(tokens, limit, compacts=compacts, tool=tool)
+        return int((tokens / limit - self.start) / self.every)
 
 
 def notice_text(tokens: int, limit: int, *, compacts: bool, tool: str | None) -> str:

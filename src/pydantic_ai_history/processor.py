@@ -74,7 +74,7 @@ from .model_info import (
     profile_window,
     serving_candidates,
 )
-from .notice import NearLimitNotice
+from .notice import NearLimitNotice, notice_text
 from .pinning import PinPredicate
 from .readback import READBACK_TOOL_METADATA, ReadbackGate, ReadRoom, readback_toolset_id
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
@@ -309,6 +309,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             _check_compaction_tool(self._tool, self._stages, self.readback_tool_name)
         self._notices: OrderedDict[str | None, ModelRequestPart] = OrderedDict()
         """Late 1.x: the notice of a run's current request, until `wrap_model_request` puts it on the wire."""
+        self._notice_bands: OrderedDict[str | None, int] = OrderedDict()
+        """The band (`NearLimitNotice.band`) of each run's latest notice, while its history stays past the
+        notice's start (bounded by `max_tracked_runs`)."""
         self._open_runs: set[str] = set()
         """Runs inside `wrap_run` (bounded by the runs going on): their end is told to the stages, so work a
         stage starts for one in the background (a summary ahead of its event) ends with it."""
@@ -423,15 +426,25 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         processed: RequestProcessed,
         limits: ContextLimits,
     ) -> None:
-        """The near-limit notice for this request, when the history is past its start: enqueued as a
-        request-scoped system prompt (2.x), else added to the end of this request's outgoing copy only."""
+        """The near-limit notice for this request, when the history entered a new band past its start:
+        enqueued as a request-scoped system prompt (2.x), else added to the end of this request's outgoing
+        copy only."""
         assert self._notice is not None
         compacts = any(hasattr(stage, 'compact') for stage in self._stages)
         limit = limits.trigger if compacts else limits.budget
-        tool = self._tool.name if self._tool is not None else None
-        text = self._notice.text(processed.tokens_after, limit, compacts=compacts, tool=tool)
-        if text is None:
+        band = self._notice.band(processed.tokens_after, limit)
+        if band is None:  # under its start (again, after a compaction): the next crossing is told
+            self._notice_bands.pop(processed.run_id, None)
             return
+        last = self._notice_bands.get(processed.run_id)
+        if last is not None and band <= last:
+            return
+        self._notice_bands[processed.run_id] = band
+        self._notice_bands.move_to_end(processed.run_id)
+        while len(self._notice_bands) > self.max_tracked_runs:
+            self._notice_bands.popitem(last=False)
+        tool = self._tool.name if self._tool is not None else None
+        text = notice_text(processed.tokens_after, limit, compacts=compacts, tool=tool)
         part = request_scoped_prompt(text, {MARKER_KEY: {'kind': 'near_limit_notice'}})
         if REQUEST_SCOPED_PROMPTS:
             ctx.enqueue(part)
