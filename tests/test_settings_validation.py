@@ -14,10 +14,13 @@ from pydantic_ai.models.test import TestModel
 
 from pydantic_ai_history import (
     CompactionResult,
+    CompactionSettings,
+    CompactionTool,
     ContextPolicy,
     HistoryEvent,
     HistoryProcessor,
     HistoryWarning,
+    NearLimitNotice,
     SummarizerSettings,
     create_history_processor,
 )
@@ -234,3 +237,35 @@ def test_on_event_is_accepted_as_the_factory_spells_it() -> None:
     assert processor.on_history_event == seen.append
     with pytest.raises(TypeError, match='not both'):
         HistoryProcessor(on_event=seen.append, on_history_event=seen.append)
+
+
+@pytest.mark.parametrize(
+    ('build', 'field'),
+    [
+        (
+            lambda: create_history_processor(compaction=CompactionSettings(background_start=1.0)),
+            'background_start',
+        ),
+        (
+            lambda: create_history_processor(compaction=CompactionSettings(background_start=0)),
+            'background_start',
+        ),
+        (lambda: create_history_processor(compaction_tool=CompactionTool(min_tokens=-1)), 'min_tokens'),
+        (lambda: create_history_processor(compaction_tool=CompactionTool(name='compact context')), 'name'),
+        (lambda: create_history_processor(compaction_tool=True, compaction=False), 'compaction_tool'),
+        (lambda: create_history_processor(near_limit_notice=NearLimitNotice(start=0)), 'start'),
+        (lambda: create_history_processor(near_limit_notice=NearLimitNotice(every=0)), 'every'),
+        (lambda: create_history_processor(near_limit_notice='yes'), 'near_limit_notice'),
+        (lambda: create_history_processor().compaction_toolset(), 'compaction_tool'),
+    ],
+)
+def test_the_new_features_fail_at_construction_naming_the_field(build: Any, field: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=field):
+        build()
+
+
+def test_the_new_features_are_off_by_default() -> None:
+    processor = create_history_processor()
+    assert processor.compaction_tool is False
+    assert processor.near_limit_notice is False
+    assert CompactionSettings().background_start is None

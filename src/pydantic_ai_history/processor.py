@@ -505,8 +505,12 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         """A toolset with the `compact_context` tool (`compaction_tool`), for `Agent(toolsets=...)` on
         pydantic-ai 1.0 (with capabilities, the processor offers it itself). Its id is derived from the
         processor's `id`."""
-        tool = self._tool if self._tool is not None else CompactionTool()
-        return compaction_toolset(tool, toolset_id=compaction_toolset_id(self.id))
+        if self._tool is None:
+            raise ValueError(
+                'compaction_toolset() needs HistoryProcessor(compaction_tool=True) (or a CompactionTool): '
+                'without it the model could ask for a compaction that nothing would run'
+            )
+        return compaction_toolset(self._tool, toolset_id=compaction_toolset_id(self.id))
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
