@@ -48,7 +48,7 @@ from pydantic_ai_history import (
     assert_valid_history,
     create_history_processor,
 )
-from pydantic_ai_history._compat import HAS_CAPABILITIES
+from pydantic_ai_history._compat import HAS_CAPABILITIES, HAS_CAPABILITY_EVENTS, instrumented_agent_options
 from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.stages import _transcript
 from pydantic_ai_history.stages.compactor import summary_sections
@@ -161,6 +161,7 @@ def setup(
     background_start: float | None = 0.6,
     keep_recent_tokens: int | None = None,
     max_tokens: int = TRIGGER,
+    tracer_provider: Any = None,
 ) -> tuple[Any, StrictProvider, list[HistoryEvent], Summarizer, Any]:
     data = pages(fixtures_dir, loop.steps)
     events: list[HistoryEvent] = []
@@ -178,7 +179,13 @@ def setup(
     provider = StrictProvider(loop, context_window=WINDOW)
     from pydantic_ai import Agent
 
-    agent = Agent(provider.model(), capabilities=[processor])
+    capabilities: list[Any] = [processor]
+    if tracer_provider is not None:
+        from pydantic_ai.models.instrumented import InstrumentationSettings
+
+        options = instrumented_agent_options(InstrumentationSettings(tracer_provider=tracer_provider))
+        capabilities += options.get('capabilities', [])
+    agent = Agent(provider.model(), capabilities=capabilities)
 
     @agent.tool_plain
     async def fetch(page: int) -> str:
@@ -308,3 +315,46 @@ async def test_concurrent_runs_each_use_their_own(fixtures_dir: Path) -> None:
         assert mine, event
     for call in summarizer.calls:
         assert ('Run 0' in call.prompt) != ('Run 1' in call.prompt), 'one run per summary'
+
+
+@pytest.mark.skipif(not HAS_CAPABILITY_EVENTS, reason='capability events arrived with pydantic-ai 2.x')
+async def test_spans_and_stream_events_say_what_became_of_each(fixtures_dir: Path) -> None:
+    sdk = pytest.importorskip(
+        'opentelemetry.sdk.trace', reason='opentelemetry-sdk is not installed (dev extra)'
+    )
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from pydantic_ai_history.stream_events import (
+        BackgroundSummaryDiscardedEvent,
+        BackgroundSummaryStartedEvent,
+        BackgroundSummaryUsedEvent,
+    )
+
+    exporter = InMemorySpanExporter()
+    tracer_provider = sdk.TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # 45 pages: one event uses its background summary, and the run ends holding the next one
+    agent, provider, events, _, _ = setup(fixtures_dir, Loop(45), tracer_provider=tracer_provider)
+    streamed: list[Any] = []
+    async with agent.run_stream_events(TASK, usage_limits=UsageLimits(request_limit=None)) as stream:
+        async for event in stream:
+            streamed.append(event)
+    tracer_provider.shutdown()
+    assert not provider.rejected
+
+    used = [e for e in events if isinstance(e, BackgroundSummaryUsed)]
+    assert used, [type(e).__name__ for e in events if not isinstance(e, RequestProcessed)]
+    assert [e for e in streamed if isinstance(e, BackgroundSummaryStartedEvent)]
+    used_events = [e for e in streamed if isinstance(e, BackgroundSummaryUsedEvent)]
+    assert [(e.evicted_messages, e.summarizer_calls) for e in used_events] == [
+        (e.evicted_messages, e.summarizer_calls) for e in used
+    ]
+    spans = [s for s in exporter.get_finished_spans() if s.name == 'background_compaction']
+    outcomes = [(s.attributes or {}).get('pydantic_ai_history.background.outcome') for s in spans]
+    assert outcomes.count('used') == len(used), outcomes
+    discarded = [e for e in events if isinstance(e, BackgroundSummaryDiscarded)]
+    assert outcomes.count('discarded') == len(discarded), outcomes
+    # a discard during the run is streamed; the one at its end goes to `on_event` and the span only
+    in_run = [e for e in discarded if e.reason != 'run_ended']
+    assert len([e for e in streamed if isinstance(e, BackgroundSummaryDiscardedEvent)]) == len(in_run)
