@@ -58,8 +58,11 @@ from pydantic_ai_history.testing import StrictProvider
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.e2e,
-    pytest.mark.skipif(not HAS_CAPABILITIES, reason='background work needs the run hook of a capability'),
+    pytest.mark.filterwarnings('ignore:`Agent\\(history_processors='),  # deprecated on late 1.x
 ]
+needs_run_hook = pytest.mark.skipif(
+    not HAS_CAPABILITIES, reason='background work needs the run hook of a capability'
+)
 
 WINDOW = 32_000
 TRIGGER, TARGET = 16_000, 8_000
@@ -162,7 +165,10 @@ def setup(
     keep_recent_tokens: int | None = None,
     max_tokens: int = TRIGGER,
     tracer_provider: Any = None,
+    plain: bool = False,
 ) -> tuple[Any, StrictProvider, list[HistoryEvent], Summarizer, Any]:
+    """The loop's agent with the processor as a capability, or with `plain`, as a plain history processor
+    (`ProcessHistory` where pydantic-ai has capabilities, else `history_processors=`)."""
     data = pages(fixtures_dir, loop.steps)
     events: list[HistoryEvent] = []
     summarizer = Summarizer(lambda: sum(isinstance(e, RequestProcessed) for e in events), summarizer_gate)
@@ -185,7 +191,14 @@ def setup(
 
         options = instrumented_agent_options(InstrumentationSettings(tracer_provider=tracer_provider))
         capabilities += options.get('capabilities', [])
-    agent = Agent(provider.model(), capabilities=capabilities)
+    if not plain:
+        agent = Agent(provider.model(), capabilities=capabilities)
+    elif HAS_CAPABILITIES:
+        from pydantic_ai.capabilities import ProcessHistory
+
+        agent = Agent(provider.model(), capabilities=[ProcessHistory(processor)])
+    else:
+        agent = Agent(provider.model(), history_processors=[processor])
 
     @agent.tool_plain
     async def fetch(page: int) -> str:
@@ -207,6 +220,7 @@ def request_of(events: list[HistoryEvent], kind: type[HistoryEvent]) -> list[int
     return found
 
 
+@needs_run_hook
 async def test_the_event_uses_the_summary_made_before_its_trigger(
     fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -264,6 +278,7 @@ async def test_the_event_uses_the_summary_made_before_its_trigger(
     assert summary_sections(summary).summary == answers[0].answer  # type: ignore[union-attr]
 
 
+@needs_run_hook
 async def test_a_run_that_ends_before_its_trigger_cancels_its_background_work(fixtures_dir: Path) -> None:
     gate = anyio.Event()  # never set: the summarizer would run forever
     agent, _, events, summarizer, processor = setup(fixtures_dir, Loop(8), gate, background_start=0.5)
@@ -284,6 +299,7 @@ async def test_a_run_that_ends_before_its_trigger_cancels_its_background_work(fi
     assert processor.stats().overall.background_summaries_discarded == 1
 
 
+@needs_run_hook
 async def test_concurrent_runs_each_use_their_own(fixtures_dir: Path) -> None:
     loops = [Loop(30), Loop(30)]
 
@@ -358,3 +374,17 @@ async def test_spans_and_stream_events_say_what_became_of_each(fixtures_dir: Pat
     # a discard during the run is streamed; the one at its end goes to `on_event` and the span only
     in_run = [e for e in discarded if e.reason != 'run_ended']
     assert len([e for e in streamed if isinstance(e, BackgroundSummaryDiscardedEvent)]) == len(in_run)
+
+
+async def test_without_the_run_hook_the_summary_is_made_at_the_trigger(fixtures_dir: Path) -> None:
+    """As a plain history processor (`ProcessHistory`, `history_processors=`) nothing would end background
+    work with the run: no summary starts ahead, the event summarizes when it comes, as without the setting."""
+    agent, provider, events, summarizer, _ = setup(fixtures_dir, Loop(40), plain=True)
+    result = await agent.run(TASK, usage_limits=UsageLimits(request_limit=None))
+    assert result.output == 'All pages done.'
+    assert not provider.rejected
+    compactions = [e for e in events if isinstance(e, CompactionResult)]
+    assert [e.method for e in compactions if e.method == 'llm'], compactions
+    assert not [e for e in events if isinstance(e, (BackgroundSummaryStarted, BackgroundSummaryUsed))]
+    assert not any(c.background for c in compactions)
+    assert len(summarizer.calls) == sum(c.summarizer_calls for c in compactions)
