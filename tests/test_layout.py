@@ -161,3 +161,14 @@ def test_the_detector_sees_imports_in_functions_and_type_checking_blocks(tmp_pat
     graph = import_graph()
     assert graph[f'{PACKAGE}.d'] == {f'{PACKAGE}.c'}
     assert [list(map(_short, c)) for c in cycles(graph)] == [['a', 'sub.b', 'c', 'a']]
+
+
+def test_only_the_command_line_imports_the_command_line():
+    """The library (evaluation included) works without the CLI; the CLI builds on the library."""
+    cli = (f'{PACKAGE}.cli', f'{PACKAGE}._cli', f'{PACKAGE}.__main__')
+    importers = {
+        _short(module)
+        for module, imported in import_graph().items()
+        if not module.startswith(cli) and any(m.startswith(cli) for m in imported)
+    }
+    assert not importers
