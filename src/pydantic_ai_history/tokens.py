@@ -20,14 +20,18 @@ from typing import Any, Literal
 from pydantic_ai import messages as _messages
 
 from ._compat import (
+    CACHE_POINTS,
     COMPACTION_PART,
     FILE_PART,
+    INSTRUCTION_DELTA_PART,
     NATIVE_TOOL_CALL_PARTS,
     NATIVE_TOOL_RETURN_PARTS,
     RETRY_FEEDBACK_PART,
+    SPEECH_PART,
     TOOL_AVAILABILITY_DELTA_PART,
     BinaryContent,
     ModelMessage,
+    ModelRequest,
     ModelResponse,
     RetryPromptPart,
     SystemPromptPart,
@@ -526,7 +530,7 @@ class TokenCounter:
                     total += self.count_text(item)
                 elif is_media(item):
                     total += self._count_media(item)
-                elif type(item).__name__ == 'CachePoint':
+                elif isinstance(item, CACHE_POINTS):
                     continue
                 else:
                     plain.append(item)
@@ -549,7 +553,7 @@ class TokenCounter:
         if decoded is not None:
             data = decoded[0]
         kind = media_type.split('/', 1)[0]
-        if media_type != _SVG and (kind == 'image' or type(item).__name__ == 'ImageUrl'):
+        if media_type != _SVG and (kind == 'image' or isinstance(item, _messages.ImageUrl)):
             size = self._image_dimensions(data) if data is not None else None
             width, height = size or (_DEFAULT_IMAGE_SIDE, _DEFAULT_IMAGE_SIDE)
             return image_tokens(width, height, profile.image_formula)
@@ -692,7 +696,8 @@ class TokenCounter:
     def _default_overhead(self, messages: Sequence[ModelMessage], tool_definitions: Iterable[Any]) -> int:
         profile = self.tokenizer_profile
         raw = profile.reply_overhead
-        instructions = getattr(messages[-1], 'instructions', None) if messages else None
+        last = messages[-1] if messages else None
+        instructions = last.instructions if isinstance(last, ModelRequest) else None
         if isinstance(instructions, str) and instructions:
             raw += profile.message_overhead + self.count_text(instructions)
         return math.ceil(raw * profile.correction) + self.count_tool_definitions(tool_definitions)
@@ -707,9 +712,9 @@ _SENT_REQUEST_PARTS: tuple[type[Any], ...] = tuple(
         RetryPromptPart,
         RETRY_FEEDBACK_PART,
         COMPACTION_PART,
-        getattr(_messages, 'InstructionDeltaPart', None),
+        INSTRUCTION_DELTA_PART,
         TOOL_AVAILABILITY_DELTA_PART,
-        getattr(_messages, 'SpeechPart', None),
+        SPEECH_PART,
     )
     if t is not None
 )

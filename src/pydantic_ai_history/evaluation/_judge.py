@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
+from pydantic_ai.usage import RunUsage
 
 from .._compat import result_usage
 from ..readback import ReadbackGate, readback_toolset
@@ -107,5 +108,5 @@ async def grade_answer(model: Any, probe: Probe, answer: str) -> tuple[Grades, i
     return result.output, _tokens(result_usage(result))
 
 
-def _tokens(usage: Any) -> int:
-    return int(getattr(usage, 'input_tokens', 0) or 0) + int(getattr(usage, 'output_tokens', 0) or 0)
+def _tokens(usage: RunUsage) -> int:
+    return usage.input_tokens + usage.output_tokens

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from pydantic_ai.usage import RunUsage
 
 from .._compat import result_usage
 from ._facts import Fact
@@ -119,5 +120,5 @@ async def generate_probes(
     return probes, _tokens(result_usage(result))
 
 
-def _tokens(usage: Any) -> int:
-    return int(getattr(usage, 'input_tokens', 0) or 0) + int(getattr(usage, 'output_tokens', 0) or 0)
+def _tokens(usage: RunUsage) -> int:
+    return usage.input_tokens + usage.output_tokens

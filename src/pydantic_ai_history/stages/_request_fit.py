@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._compat import (
+    CACHE_POINTS,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -82,7 +83,7 @@ def tool_return_text(part: ToolReturnPart) -> tuple[str, str, tuple[Any, ...]]:
         return content, 'text/plain', ()
     if isinstance(content, (list, tuple)) and any(is_media(i) for i in content):
         files = tuple(i for i in content if is_media(i))
-        rest = [i for i in content if not is_media(i) and type(i).__name__ != 'CachePoint']
+        rest = [i for i in content if not is_media(i) and not isinstance(i, CACHE_POINTS)]
         if all(isinstance(i, str) for i in rest):
             return '\n'.join(rest), 'text/plain', files
         return json_text(rest), 'application/json', files
