@@ -1,9 +1,4 @@
-"""Token accounting: tiktoken counts of every part type, image pricing by pixels, provider-usage anchoring.
-
-Counts are memoized twice: by message identity (the hot path: a history that grew by one message only
-costs the new message) and by text content (histories reloaded from JSON are new objects with the same
-strings). Binary content is never stringified.
-"""
+"""`TokenCounter`: counts of every part type, media pricing, provider-usage anchoring, memoized."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic_ai import messages as _messages
 
-from ._compat import (
+from .._compat import (
     CACHE_POINTS,
     COMPACTION_PART,
     FILE_PART,
@@ -47,17 +42,17 @@ from ._compat import (
     media_type_of,
     tool_availability_text,
 )
+from .._model_name import parse_model_name
 from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
 from ._identity_memo import IdentityMemo
-from ._model_name import parse_model_name
 from ._running_counts import CountsView, RunningCounts
 
 __all__ = (
     'TokenCounter',
     'TokenEstimate',
     'TokenizerProfile',
-    'estimate_tokens_offline',
+    'image_size',
     'image_tokens',
     'profile_for_model',
 )
