@@ -17,9 +17,11 @@ import tiktoken
 from tiktoken import registry
 from tiktoken.load import load_tiktoken_bpe
 
-import pydantic_ai_history.tokens._encodings as encodings_module
 import pydantic_ai_history.tokens._counter as tokens_module
+import pydantic_ai_history.tokens._encodings as encodings_module
 from _tiktoken_reference import packaged_path, published, reference_encoding
+from pydantic_ai_history.testing import StrictProvider
+from pydantic_ai_history.tokens import TokenCounter, estimate_tokens_offline
 from pydantic_ai_history.tokens._encodings import (
     PACKAGED,
     EncodingUnavailableError,
@@ -27,8 +29,6 @@ from pydantic_ai_history.tokens._encodings import (
     packaged_encoding,
     parse_bpe,
 )
-from pydantic_ai_history.testing import StrictProvider
-from pydantic_ai_history.tokens import TokenCounter, estimate_tokens_offline
 
 NAMES = ('o200k_base', 'cl100k_base')
 

@@ -49,8 +49,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-import pydantic_ai_history.tokens._encodings as encodings_module
 import pydantic_ai_history.tokens._counter as tokens_module
+import pydantic_ai_history.tokens._encodings as encodings_module
 from _tiktoken_reference import reference_encoding
 from pydantic_ai_history import _compat
 from pydantic_ai_history.tokens import (
