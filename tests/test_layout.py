@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parents[1] / 'src' / PACKAGE
 
 KNOWN_CYCLE_EDGES = frozenset(
     {
-        # HistoryContext names, for its type hints, the operations and the artifact plan, which import the
-        # stages, which import HistoryContext.
+        # HistoryContext's type hints import TextPurpose from `_operations` and ArtifactPlan from the artifact
+        # stage's package, both of which import HistoryContext; importing them from `_summarizer_settings`
+        # and `stages.artifacts._models` removes both edges.
         ('_context', '_operations'),
         ('_context', 'stages.artifacts'),
     }
