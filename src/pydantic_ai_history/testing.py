@@ -110,7 +110,7 @@ class StrictProvider:
         texts: list[str] = []
         images = _REPLY_PRIMING + _MESSAGE_OVERHEAD * len(messages)
         for message in messages:
-            instructions = getattr(message, 'instructions', None)
+            instructions = message.instructions if isinstance(message, ModelRequest) else None
             if isinstance(instructions, str):
                 texts.append(instructions)
             for part in message.parts:
