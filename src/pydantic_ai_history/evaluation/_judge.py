@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
-from pydantic_ai.usage import RunUsage
 
 from .._compat import result_usage
 from ..readback import ReadbackGate, readback_toolset
@@ -92,7 +91,7 @@ async def answer_probe(
         for part in message.parts
         if getattr(part, 'part_kind', '') == 'tool-call' and getattr(part, 'tool_name', '') == 'read_artifact'
     )
-    return Answer(text=str(result.output), tokens=_tokens(result_usage(result)), read_calls=calls)
+    return Answer(text=str(result.output), tokens=result_usage(result).total_tokens, read_calls=calls)
 
 
 async def grade_answer(model: Any, probe: Probe, answer: str) -> tuple[Grades, int]:
@@ -105,8 +104,4 @@ async def grade_answer(model: Any, probe: Probe, answer: str) -> tuple[Grades, i
         f'Agent answer: {answer}'
     )
     result = await agent.run(prompt)
-    return result.output, _tokens(result_usage(result))
-
-
-def _tokens(usage: RunUsage) -> int:
-    return usage.input_tokens + usage.output_tokens
+    return result.output, result_usage(result).total_tokens

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from pydantic_ai.usage import RunUsage
 
 from .._compat import result_usage
 from ._facts import Fact
@@ -117,8 +116,4 @@ async def generate_probes(
     )
     result = await agent.run(prompt)
     probes = [Probe(kind=p.kind, question=p.question, answer=p.answer) for p in result.output.probes[:count]]
-    return probes, _tokens(result_usage(result))
-
-
-def _tokens(usage: RunUsage) -> int:
-    return usage.input_tokens + usage.output_tokens
+    return probes, result_usage(result).total_tokens

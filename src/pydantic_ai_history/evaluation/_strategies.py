@@ -91,8 +91,7 @@ def metered(model: ModelRef) -> Any:
 
         async def request(self, *args: Any, **kwargs: Any) -> ModelResponse:
             response = await super().request(*args, **kwargs)
-            usage = response.usage
-            self.tokens += usage.input_tokens + usage.output_tokens
+            self.tokens += response.usage.total_tokens
             self.calls += 1
             return response
 
