@@ -166,7 +166,7 @@ def test_the_detector_sees_imports_in_functions_and_type_checking_blocks(tmp_pat
 
 def test_only_the_command_line_imports_the_command_line():
     """The library (evaluation included) works without the CLI; the CLI builds on the library."""
-    cli = (f'{PACKAGE}.cli', f'{PACKAGE}._cli', f'{PACKAGE}.__main__')
+    cli = (f'{PACKAGE}.cli', f'{PACKAGE}.__main__')
     importers = {
         _short(module)
         for module, imported in import_graph().items()
