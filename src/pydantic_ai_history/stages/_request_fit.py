@@ -41,9 +41,9 @@ from .._compat import (
 from .._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
 from .._marks import marker_kind, part_kinds, readback_tool, seal, sealed_kind
 from .._offload import OFF_LOOP_CHARS, large_content
-from .._pages import Page
 from .._utf8 import utf8
 from ..events import ArtifactProcessed
+from ..readback._pages import Page
 from ..retrieval import rank_passages
 from ..tokens import TokenCounter
 
