@@ -34,7 +34,7 @@ import _sizes
 from pydantic_ai_history import ContextPolicy, HistoryProcessor, create_history_processor
 
 try:
-    from pydantic_ai_history._encodings import load_encoding
+    from pydantic_ai_history.tokens._encodings import load_encoding
 except ImportError:  # a version before the encodings shipped (for before/after figures)
     import tiktoken
 

@@ -18,7 +18,7 @@ from unittest import mock
 import tiktoken
 from tiktoken_ext import openai_public
 
-PACKAGE = 'pydantic_ai_history._encodings'
+PACKAGE = 'pydantic_ai_history.tokens._encodings'
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from pydantic_ai.messages import (
 )
 
 from pydantic_ai_history import TokenCounter, assert_valid_history, validate_history
-from pydantic_ai_history._cli.formatting import ProgressBar, format_table
-from pydantic_ai_history._cli.inspect import ACTIONS, _rows
 from pydantic_ai_history._compat import ToolCallPart, ToolReturnPart, with_part_metadata
 from pydantic_ai_history._context import MARKER_KEY
 from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, main, run_demo
+from pydantic_ai_history.cli.formatting import ProgressBar, format_table
+from pydantic_ai_history.cli.inspect import ACTIONS, _rows
 from pydantic_ai_history.stages.compactor import build_summary_message
 from pydantic_ai_history.stages.window import window_note
 
@@ -232,7 +232,7 @@ async def test_inspect_a_finished_run_as_the_next_request_finds_it():
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
     from pydantic_ai_history import HistoryWarning, RequestProcessed
-    from pydantic_ai_history._cli.inspect import inspect_messages, render_inspect
+    from pydantic_ai_history.cli.inspect import inspect_messages, render_inspect
 
     def respond(messages: list, info: AgentInfo) -> ModelResponse:
         done = sum(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)

@@ -17,18 +17,18 @@ import tiktoken
 from tiktoken import registry
 from tiktoken.load import load_tiktoken_bpe
 
-import pydantic_ai_history._encodings as encodings_module
-import pydantic_ai_history.tokens as tokens_module
+import pydantic_ai_history.tokens._counter as tokens_module
+import pydantic_ai_history.tokens._encodings as encodings_module
 from _tiktoken_reference import packaged_path, published, reference_encoding
-from pydantic_ai_history._encodings import (
+from pydantic_ai_history.testing import StrictProvider
+from pydantic_ai_history.tokens import TokenCounter, estimate_tokens_offline
+from pydantic_ai_history.tokens._encodings import (
     PACKAGED,
     EncodingUnavailableError,
     load_encoding,
     packaged_encoding,
     parse_bpe,
 )
-from pydantic_ai_history.testing import StrictProvider
-from pydantic_ai_history.tokens import TokenCounter, estimate_tokens_offline
 
 NAMES = ('o200k_base', 'cl100k_base')
 
@@ -222,7 +222,7 @@ def test_fresh_process_without_cache_or_network_counts_exactly(tmp_path: Path) -
         socket.socket.connect = refuse
         socket.create_connection = refuse
         import tiktoken
-        import pydantic_ai_history._encodings as encodings
+        import pydantic_ai_history.tokens._encodings as encodings
         from pydantic_ai_history.tokens import TokenCounter
 
         parse, parsed = encodings.parse_bpe, []

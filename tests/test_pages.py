@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic_ai.messages import ToolReturnPart
 
-from pydantic_ai_history._pages import Page
+from pydantic_ai_history.readback._pages import Page
 
 ID = 'art_' + 'b' * 64
 

@@ -49,8 +49,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-import pydantic_ai_history._encodings as encodings_module
-import pydantic_ai_history.tokens as tokens_module
+import pydantic_ai_history.tokens._counter as tokens_module
+import pydantic_ai_history.tokens._encodings as encodings_module
 from _tiktoken_reference import reference_encoding
 from pydantic_ai_history import _compat
 from pydantic_ai_history.tokens import (
@@ -694,9 +694,9 @@ def test_offline_in_a_fresh_process_with_an_empty_cache(tmp_path: Path, fixtures
         f"""
         from pathlib import Path
         from pydantic_ai.messages import ModelMessagesTypeAdapter
-        import pydantic_ai_history._encodings
+        import pydantic_ai_history.tokens._encodings
         from pydantic_ai_history.tokens import TokenCounter
-        pydantic_ai_history._encodings.PACKAGED.clear()
+        pydantic_ai_history.tokens._encodings.PACKAGED.clear()
         path = Path({str(fixtures_dir / 'conversations/tau_bench_airline_task9_trial0.json')!r})
         messages = ModelMessagesTypeAdapter.validate_json(path.read_bytes())
         counter = TokenCounter('openai:gpt-4o')

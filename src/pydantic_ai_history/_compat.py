@@ -29,10 +29,12 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.usage import RunUsage
 
 _DepsT = TypeVar('_DepsT')
 
 __all__ = (
+    'CACHE_POINTS',
     'CAPABILITY_LOAD_DELTA_PART',
     'COMPACTION_PART',
     'COMPACTION_REQUEST_PART',
@@ -47,6 +49,7 @@ __all__ = (
     'NATIVE_TOOL_RETURN_PARTS',
     'REQUEST_SCOPED_PROMPTS',
     'RETRY_FEEDBACK_PART',
+    'SPEECH_PART',
     'TOOLS_HAVE_METADATA',
     'TOOL_AVAILABILITY_DELTA_PART',
     'BinaryContent',
@@ -100,6 +103,10 @@ NATIVE_TOOL_RETURN_PARTS = _first_present('NativeToolReturnPart', 'BuiltinToolRe
 COMPACTION_PART: type[Any] | None = getattr(_m, 'CompactionPart', None)
 RETRY_FEEDBACK_PART: type[Any] | None = getattr(_m, 'RetryFeedbackPart', None)
 FILE_PART: type[Any] | None = getattr(_m, 'FilePart', None)
+SPEECH_PART: type[Any] | None = getattr(_m, 'SpeechPart', None)
+CACHE_POINTS: tuple[type[Any], ...] = tuple(vars(_m)[n] for n in ('CachePoint',) if n in vars(_m))
+"""`CachePoint` (a prompt-caching marker inside user content, not content) for isinstance checks; on 1.0,
+which has none, the tuple is empty and matches nothing."""
 
 
 def _union_classes(annotation: Any) -> frozenset[type[Any]]:
@@ -364,12 +371,11 @@ def with_part_metadata(part: Any, extra: Mapping[str, Any]) -> Any:
     return dataclasses.replace(part, metadata={**current, **extra})
 
 
-def result_usage(result: Any) -> Any:
+def result_usage(result: Any) -> RunUsage:
     """An agent run result's `RunUsage`: a method on 1.x, a property on 2.x (where calling is deprecated)."""
-    from pydantic_ai.usage import RunUsage
-
     value = result.usage
-    return value if isinstance(value, RunUsage) else value()
+    usage: RunUsage = value if isinstance(value, RunUsage) else value()
+    return usage
 
 
 def run_id_of(ctx: Any) -> str | None:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
 
 from ._compat import BinaryContent, durable_operation, instrumentation_of
 from ._local_server import LocalServer, ask_context_window, local_server_of
-from ._summarizer_settings import Timeout  # read at run time: a durable operation's argument type
+from ._summarizer_settings import TextPurpose, Timeout  # read at run time: durable operations' argument types
 from .cache import SummaryCache
 from .files import FileResult
 from .files._results import file_result_from_json, file_result_to_json
@@ -45,9 +45,6 @@ __all__ = (
     'RunOperations',
     'TextPurpose',
 )
-
-TextPurpose = Literal['compaction_summary', 'chunk_merge', 'artifact_summary']
-"""What a text request is for; also the name of the durable operation that makes it."""
 
 OPERATION_NAMES = (
     'compaction_summary',

@@ -9,7 +9,14 @@ if TYPE_CHECKING:
     from pydantic_ai.models import AbstractModel
     from pydantic_ai.settings import ModelSettings
 
-__all__ = ('DEFAULT_SUMMARIZER_INPUT_TOKENS', 'ModelRef', 'SummarizerSettings', 'Timeout', 'check_model_ref')
+__all__ = (
+    'DEFAULT_SUMMARIZER_INPUT_TOKENS',
+    'ModelRef',
+    'SummarizerSettings',
+    'TextPurpose',
+    'Timeout',
+    'check_model_ref',
+)
 
 ModelRef: TypeAlias = Union['AbstractModel', str]
 """A pydantic-ai model (`Model`, or a wrapper such as `FallbackModel`), or a name such as
@@ -21,6 +28,9 @@ DEFAULT_SUMMARIZER_INPUT_TOKENS = 180_000
 Timeout: TypeAlias = Union[float, Literal['auto'], None]  # noqa: UP007 - a runtime alias on Python 3.10
 """Seconds, `'auto'` (scaled to the request and the model's measured speed; none for a local server), or None
 (no limit)."""
+
+TextPurpose: TypeAlias = Literal['compaction_summary', 'chunk_merge', 'artifact_summary']
+"""What a text request is for; also the name of the durable operation that makes it."""
 
 
 def check_model_ref(value: object, field: str) -> None:

@@ -13,6 +13,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pydantic_ai.models.wrapper import WrapperModel
+
 from ._model_name import KNOWN_PROVIDERS, ModelFamily, ModelName, family_of, parse_model_name
 
 __all__ = (
@@ -360,7 +362,7 @@ def serving_candidates(model: object) -> tuple[object, ...]:
     while pending and len(found) + len(pending) <= _MAX_CANDIDATES:
         current = pending.pop(0)
         inner = _fallback_models(current)
-        wrapped = getattr(current, 'wrapped', None)
+        wrapped = _wrapped(current)
         if inner is None and wrapped is not None and (_profile(current) is None or _wraps_fallback(wrapped)):
             inner = [wrapped] if wrapped is not current else None
         if inner is None:
@@ -375,11 +377,16 @@ def _wraps_fallback(model: object) -> bool:
     for _ in range(_MAX_CANDIDATES):
         if _fallback_models(model) is not None:
             return True
-        wrapped = getattr(model, 'wrapped', None)
+        wrapped = _wrapped(model)
         if wrapped is None or wrapped is model:
             return False
         model = wrapped
     return False
+
+
+def _wrapped(model: object) -> object | None:
+    """The model a wrapper (instrumentation, a durable engine's, a concurrency limit) delegates to."""
+    return model.wrapped if isinstance(model, WrapperModel) else None
 
 
 def _fallback_models(model: object) -> list[object] | None:
@@ -410,7 +417,7 @@ def is_test_model(model: object) -> bool:
 
 def _innermost(model: object) -> object:
     for _ in range(_MAX_CANDIDATES):
-        wrapped = getattr(model, 'wrapped', None)
+        wrapped = _wrapped(model)
         if wrapped is None or wrapped is model:
             break
         model = wrapped

@@ -29,9 +29,9 @@ from ._compat import (
     ToolReturnPart,
     answered_call_id,
 )
-from ._encodings import load_encoding
-from ._estimate import estimate_tokens_offline
 from .tokens import image_size, image_tokens
+from .tokens._encodings import load_encoding
+from .tokens._estimate import estimate_tokens_offline
 from .units import tool_call_ids
 
 __all__ = ('ProviderRejected', 'RequestRecord', 'StrictProvider')
@@ -110,7 +110,7 @@ class StrictProvider:
         texts: list[str] = []
         images = _REPLY_PRIMING + _MESSAGE_OVERHEAD * len(messages)
         for message in messages:
-            instructions = getattr(message, 'instructions', None)
+            instructions = message.instructions if isinstance(message, ModelRequest) else None
             if isinstance(instructions, str):
                 texts.append(instructions)
             for part in message.parts:

@@ -14,9 +14,9 @@ from pydantic_ai_history.evaluation import (
     fact_probes,
     present_share,
     recoverable_share,
+    scripted_summarizer,
     session_from_messages,
 )
-from pydantic_ai_history.evaluation._run import scripted_summarizer
 from pydantic_ai_history.evaluation._sessions import kept_head, tail_start
 from pydantic_ai_history.evaluation._strategies import (
     Cut,

@@ -238,7 +238,7 @@ async def test_tokenizer_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     (the strict provider keeps its own, already loaded, encoder)."""
     import tiktoken
 
-    import pydantic_ai_history._encodings as encodings_module
+    import pydantic_ai_history.tokens._encodings as encodings_module
 
     def unavailable(name: Any) -> Any:
         raise ConnectionError(f'cannot download {name}: no network')

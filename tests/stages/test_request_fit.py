@@ -20,8 +20,8 @@ from pydantic_ai.usage import RequestUsage
 
 from pydantic_ai_history import HistoryContext, HistoryEvent, HistoryWarning, assert_valid_history
 from pydantic_ai_history._marks import MARKER_KEY, sealed_kind
-from pydantic_ai_history._pages import Page
 from pydantic_ai_history.events import ArtifactProcessed, ContentLost
+from pydantic_ai_history.readback._pages import Page
 from pydantic_ai_history.stages._request_fit import (
     POINTER_TOKENS,
     STUB_TOKENS,

@@ -95,7 +95,7 @@ class SummaryCache(ABC):
 
     def _report_failure(self, operation: str, error: Exception) -> None:
         self.stats.errors += 1
-        level = logging.DEBUG if getattr(self, '_failing', False) else logging.WARNING
+        level = logging.DEBUG if self._failing else logging.WARNING
         logger.log(
             level,
             'cache %s: %s failed (%s: %s); answered as a miss, the run goes on',
@@ -107,7 +107,7 @@ class SummaryCache(ABC):
         self._failing = True
 
     def _recovered(self) -> None:
-        if getattr(self, '_failing', False):
+        if self._failing:
             self._failing = False
             logger.info('cache %s works again', type(self).__name__)
 

@@ -20,8 +20,9 @@ from ._facts import Fact, FactKind, extract_facts, select_facts
 from ._judge import DIMENSIONS, Grades
 from ._probes import Probe, ProbeKind, fact_probes
 from ._report import EvalReport, SessionResult, StrategyResult, StrategySummary
-from ._run import EvalSettings, evaluate, evaluate_sync, scripted_summarizer
+from ._run import EvalSettings, evaluate, evaluate_sync
 from ._scores import present_share, recoverable_share
+from ._scripted import scripted_summarizer
 from ._sessions import (
     EvalSession,
     SessionError,

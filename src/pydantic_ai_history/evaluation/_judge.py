@@ -91,7 +91,7 @@ async def answer_probe(
         for part in message.parts
         if getattr(part, 'part_kind', '') == 'tool-call' and getattr(part, 'tool_name', '') == 'read_artifact'
     )
-    return Answer(text=str(result.output), tokens=_tokens(result_usage(result)), read_calls=calls)
+    return Answer(text=str(result.output), tokens=result_usage(result).total_tokens, read_calls=calls)
 
 
 async def grade_answer(model: Any, probe: Probe, answer: str) -> tuple[Grades, int]:
@@ -104,8 +104,4 @@ async def grade_answer(model: Any, probe: Probe, answer: str) -> tuple[Grades, i
         f'Agent answer: {answer}'
     )
     result = await agent.run(prompt)
-    return result.output, _tokens(result_usage(result))
-
-
-def _tokens(usage: Any) -> int:
-    return int(getattr(usage, 'input_tokens', 0) or 0) + int(getattr(usage, 'output_tokens', 0) or 0)
+    return result.output, result_usage(result).total_tokens

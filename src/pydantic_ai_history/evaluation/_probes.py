@@ -116,8 +116,4 @@ async def generate_probes(
     )
     result = await agent.run(prompt)
     probes = [Probe(kind=p.kind, question=p.question, answer=p.answer) for p in result.output.probes[:count]]
-    return probes, _tokens(result_usage(result))
-
-
-def _tokens(usage: Any) -> int:
-    return int(getattr(usage, 'input_tokens', 0) or 0) + int(getattr(usage, 'output_tokens', 0) or 0)
+    return probes, result_usage(result).total_tokens

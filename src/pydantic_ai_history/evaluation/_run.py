@@ -19,6 +19,7 @@ from ._judge import DIMENSIONS, answer_probe, grade_answer
 from ._probes import Probe, fact_probes, generate_probes
 from ._report import EvalReport, SessionResult, StrategyResult
 from ._scores import present_share, recoverable_share
+from ._scripted import scripted_summarizer
 from ._sessions import (
     EvalSession,
     SessionError,
@@ -78,15 +79,6 @@ class EvalSettings:
         unknown = sorted(set(self.strategies) - set(STRATEGIES))
         if unknown:
             raise ValueError(f'unknown strategies: {", ".join(unknown)} (known: {", ".join(STRATEGIES)})')
-
-
-def scripted_summarizer() -> Any:
-    """The offline stand-in for a summarizer: the demo's scripted one (a `FunctionModel`, no network)."""
-    from pydantic_ai.models.function import FunctionModel
-
-    from .._cli.demo import summarize_prompt
-
-    return FunctionModel(summarize_prompt, model_name='scripted-summarizer')
 
 
 @dataclass

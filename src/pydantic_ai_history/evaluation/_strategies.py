@@ -91,10 +91,7 @@ def metered(model: ModelRef) -> Any:
 
         async def request(self, *args: Any, **kwargs: Any) -> ModelResponse:
             response = await super().request(*args, **kwargs)
-            usage = response.usage
-            self.tokens += (getattr(usage, 'input_tokens', 0) or 0) + (
-                getattr(usage, 'output_tokens', 0) or 0
-            )
+            self.tokens += response.usage.total_tokens
             self.calls += 1
             return response
 

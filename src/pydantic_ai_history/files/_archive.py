@@ -9,17 +9,12 @@ from io import BytesIO
 
 from ._base import Extraction, FileInfo, Reader, ReaderError
 from ._budget import bomb_reason
+from ._manifest import human_size
 from ._results import Truncation
 from ._settings import FileSettings
 
 MAX_LISTED = 200
 MAX_CONVERTED = 50
-
-
-def _size(n: int) -> str:
-    from ._manifest import human_size
-
-    return human_size(n)
 
 
 class ZipReader(Reader):
@@ -35,9 +30,6 @@ class ZipReader(Reader):
     extensions = ('.zip',)
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
-        from ._read import convert_document
-        from ._registry import sniff_media_type
-
         try:
             archive = zipfile.ZipFile(BytesIO(data))
         except (zipfile.BadZipFile, OSError, ValueError) as e:
@@ -48,8 +40,8 @@ class ZipReader(Reader):
                 limit = settings.max_archive_entries
                 raise ReaderError(f'ZIP has {len(entries):,} entries (limit {limit:,}); possible zip bomb')
             declared = sum(e.file_size for e in entries)
-            lines = [f'Archive with {len(entries):,} files, {_size(declared)} uncompressed:', '']
-            lines.extend(f'- {e.filename} ({_size(e.file_size)})' for e in entries[:MAX_LISTED])
+            lines = [f'Archive with {len(entries):,} files, {human_size(declared)} uncompressed:', '']
+            lines.extend(f'- {e.filename} ({human_size(e.file_size)})' for e in entries[:MAX_LISTED])
             if len(entries) > MAX_LISTED:
                 lines.append(f'- … {len(entries) - MAX_LISTED:,} more files')
             skipped: list[str] = []
@@ -72,12 +64,12 @@ class ZipReader(Reader):
                     skipped.append(f'{name}: size header is wrong; possible zip bomb')
                     continue
                 budget -= len(content)
-                media_type = sniff_media_type(content, name, None)
+                media_type = info.members.sniff(content, name, None)
                 if media_type in self.media_types or media_type.startswith(('image/', 'audio/', 'video/')):
                     skipped.append(f'{name}: {media_type}, not shown inside an archive')
                     continue
                 converted += 1
-                result = convert_document(content, media_type, posixpath.basename(name), entry_settings)
+                result = info.members.convert(content, media_type, posixpath.basename(name), entry_settings)
                 lines.extend(['', f'## File: {name}', ''])
                 if isinstance(result, str):
                     lines.append(f'(could not be read: {result})')
@@ -96,7 +88,9 @@ class ZipReader(Reader):
         if entry.flag_bits & 0x1:
             return 'encrypted'
         if entry.file_size > budget:
-            return f'{_size(entry.file_size)} uncompressed exceeds the remaining limit; possible zip bomb'
+            return (
+                f'{human_size(entry.file_size)} uncompressed exceeds the remaining limit; possible zip bomb'
+            )
         if bomb_reason(entry, settings) is not None:
             ratio = entry.file_size // max(entry.compress_size, 1)
             return f'compression ratio {ratio:,}:1; possible zip bomb'

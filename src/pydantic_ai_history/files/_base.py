@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -18,6 +19,19 @@ class FileInfo:
     name: str | None
     extension: str | None
     """Lower-case, with the dot, e.g. '.csv'."""
+    members: MemberReader
+    """How a container (a ZIP archive) reads the files inside it."""
+
+
+@dataclass(frozen=True)
+class MemberReader:
+    """The dispatcher's own sniffing and conversion, handed to container readers so that they read their
+    members the way top-level files are read without importing the dispatcher (which imports them)."""
+
+    sniff: Callable[[bytes, str | None, str | None], str]
+    """The media type of bytes, given their name and declared type (`sniff_media_type`)."""
+    convert: Callable[[bytes, str, str | None, FileSettings], Extraction | str]
+    """A member's extraction, cut to `max_tokens`, or the reason it could not be read."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ._audio import fit_audio
-from ._base import Extraction, FileInfo, Reader, ReaderError
+from ._base import Extraction, FileInfo, MemberReader, Reader, ReaderError
 from ._budget import check_before_parse
 from ._images import fit_image
 from ._manifest import document_manifest, human_size, unreadable_manifest
@@ -103,7 +103,7 @@ def extract(data: bytes, media_type: str, name: str | None, settings: FileSettin
     reader = reader_for(media_type)
     if reader is None:
         return f'unsupported file type ({media_type})'
-    info = FileInfo(media_type=media_type, name=name, extension=extension_of(name))
+    info = FileInfo(media_type=media_type, name=name, extension=extension_of(name), members=_MEMBERS)
     try:
         extraction = reader.read(data, info, settings)
     except ReaderError as e:
@@ -172,6 +172,9 @@ def convert_document(
     if isinstance(extraction, str):
         return extraction
     return replace(extraction, text=cut_tokens(extraction.text, settings.max_tokens).text)
+
+
+_MEMBERS = MemberReader(sniff=sniff_media_type, convert=convert_document)
 
 
 def _convert(

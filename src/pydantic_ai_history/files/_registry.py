@@ -20,8 +20,9 @@ from ._markitdown import (
     RssReader,
 )
 from ._structured import JsonLinesReader, JsonReader, SvgReader, XmlReader, YamlReader
-from ._tables import CsvReader, XlsReader, XlsxReader
+from ._tables import CsvReader, XlsReader
 from ._text import RtfReader, TextReader, looks_like_text
+from ._xlsx import XlsxReader
 
 READERS: tuple[Reader, ...] = (
     PdfReader(),

@@ -1,4 +1,4 @@
-"""Tables (CSV, TSV, XLSX, XLS): header, head rows and tail rows, capped columns and cells, as markdown."""
+"""Tables (CSV, TSV, XLS; XLSX in `_xlsx`): header, head and tail rows, capped columns and cells."""
 
 from __future__ import annotations
 
@@ -194,40 +194,13 @@ def _capped_lines(text: str, max_chars: int, cut: list[int]) -> Iterator[str]:
         start = end
 
 
-def _merge(truncations: list[Truncation]) -> tuple[Truncation, ...]:
+def merge_truncations(truncations: list[Truncation]) -> tuple[Truncation, ...]:
     """Sum per-sheet truncations by unit, so the document reports one 'rows shown x of y'."""
     merged: dict[str, tuple[int, int]] = {}
     for t in truncations:
         shown, total = merged.get(t.unit, (0, 0))
         merged[t.unit] = (shown + t.shown, total + t.total)
     return tuple(Truncation(unit, shown, total) for unit, (shown, total) in merged.items())
-
-
-class XlsxReader(Reader):
-    """Excel 2007+ workbooks, each sheet's XML streamed row by row (`_xlsx.read_sheets`).
-
-    Rather than markitdown's pandas-to-HTML rendering: only the rows shown are kept, reading stops at the row
-    limit or the time limit (the rest is counted), and the same `collect_table` streaming as CSV applies.
-    """
-
-    format = 'XLSX'
-    media_types = ('application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',)
-    extensions = ('.xlsx', '.xlsm')
-
-    def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
-        from ._xlsx import read_sheets
-
-        parts: list[str] = []
-        truncations: list[Truncation] = []
-        for sheet in read_sheets(data, settings):
-            parts.append(f'## {sheet.title}')
-            if sheet.table is None:
-                parts.append('(empty sheet)')
-                continue
-            markdown, sheet_truncations = render_table(sheet.table, settings)
-            parts.append(markdown)
-            truncations.extend(sheet_truncations)
-        return Extraction('\n\n'.join(parts), _merge(truncations), pages=len(parts) // 2)
 
 
 def truncate_markdown_tables(markdown: str, settings: FileSettings) -> tuple[str, tuple[Truncation, ...]]:
@@ -255,7 +228,7 @@ def truncate_markdown_tables(markdown: str, settings: FileSettings) -> tuple[str
         flush()
         out.append(line)
     flush()
-    return '\n'.join(out), _merge(truncations)
+    return '\n'.join(out), merge_truncations(truncations)
 
 
 def _split_row(line: str) -> list[str]:

@@ -139,17 +139,18 @@ class TextReader(Reader):
         return Extraction(f'```{language}\n{text}\n```', truncations, format=language.capitalize())
 
 
-# RTF destinations whose content is not document text (fonts, styles, pictures, metadata...).
+# RTF destinations whose content is not document text (fonts, styles, pictures, metadata...). A field's
+# instruction is skipped, its result (a link's text) kept; list numbers (`listtext`) are text.
 _RTF_SKIP_WORDS = """
 aftncn aftnsep aftnsepc annotation atnauthor atndate atnicn atnid atnparent atnref atntime atrfend
 atrfstart author background bkmkend bkmkstart blipuid buptim category colorschememapping colortbl
 comment company creatim datafield datastore defchp defpap do doccomm docvar dptxbxtext ebcend
 ebcstart factoidname falt fchars ffdeftext ffentrymcr ffexitmcr ffformat ffhelptext ffl ffname
-ffstattext field file filetbl fldinst fldtype fname fontemb fontfile fonttbl footer footerf footerl
+ffstattext file filetbl fldinst fldtype fname fontemb fontfile fonttbl footer footerf footerl
 footerr footnote formfield ftncn ftnsep ftnsepc g generator gridtbl header headerf headerl headerr
 hl hlfr hlinkbase hlloc hlsrc hsv htmltag info keycode keywords latentstyles lchars levelnumbers
 leveltext lfolevel linkval list listlevel listname listoverride listoverridetable listpicture
-liststylename listtable listtext lsdlockedexcept macc maccPr mailmerge maln malnScr manager margPr
+liststylename listtable lsdlockedexcept macc maccPr mailmerge maln malnScr manager margPr
 mbar mbarPr mbaseJc mbegChr mborderBox mborderBoxPr mbox mboxPr mchr mcount mctrlPr md mdeg mdegHide
 mden mdiff mdPr me mendChr meqArr meqArrPr mf mfName mfPr mfunc mfuncPr mgroupChr mgroupChrPr mgrow
 mhideBot mhideLeft mhideRight mhideTop mhtmltag mlim mlimloc mlimlow mlimlowPr mlimupp mlimuppPr mm
@@ -281,7 +282,8 @@ def rtf_to_text(rtf: str) -> str:
         elif hex_byte is not None or char is not None:  # line breaks in the source are not text
             state.data(hex_byte, char)
     state.flush()
-    text = ''.join(state.out)
+    # `\uN` writes UTF-16 units: a character outside the BMP arrives as two surrogates, joined here.
+    text = ''.join(state.out).encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')
     return re.sub(r'\n{3,}', '\n\n', '\n'.join(line.rstrip() for line in text.splitlines())).strip()
 
 

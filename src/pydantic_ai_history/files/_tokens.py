@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._estimate import estimate_tokens_offline
+from ..tokens._estimate import estimate_tokens_offline
 
 CountTokens = Callable[[str], int]
 

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -48,8 +49,9 @@ _BOOTSTRAP = (
     'import pickle, struct, sys\n'
     'size = struct.unpack("<Q", sys.stdin.buffer.read(8))[0]\n'
     'sys.path[:] = pickle.loads(sys.stdin.buffer.read(size))\n'
+    'from pydantic_ai_history.files._read import extract\n'
     'from pydantic_ai_history.files._worker import serve\n'
-    'serve()\n'
+    'serve(extract)\n'
 )
 # Numeric libraries imported by converters reserve address space per thread; one thread each is plenty.
 _ENV = {'OPENBLAS_NUM_THREADS': '1', 'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'}
@@ -93,16 +95,15 @@ def _receive(stream: IO[bytes]) -> Any:
 # ---- the worker side ------------------------------------------------------------------------------------
 
 
-def serve() -> None:
-    """The worker's loop: set the memory limit, load the converters, then convert until stdin closes."""
+def serve(extract: Callable[[bytes, str, str | None, FileSettings], Outcome]) -> None:
+    """The worker's loop: set the memory limit, load the converters, then convert with `extract` (the
+    dispatcher's, passed in by the bootstrap so that this module need not import it) until stdin closes."""
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), 'wb')
     os.dup2(2, 1)  # a converter that prints must not corrupt the replies
     _limit_address_space(_receive(requests))
     _preload()
     _send(replies, 'ready')
-    from ._read import extract
-
     while True:
         try:
             data, media_type, name, settings = _receive(requests)

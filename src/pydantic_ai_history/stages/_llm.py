@@ -24,8 +24,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models.instrumented import InstrumentationSettings
 
     from .._context import HistoryContext, StageOperations
-    from .._operations import TextPurpose
-    from .._summarizer_settings import ModelRef, Timeout
+    from .._summarizer_settings import ModelRef, TextPurpose, Timeout
     from ..files import FileResult, FileSettings
     from ..tokens import TokenizerProfile
     from .artifacts._models import ArtifactPlan

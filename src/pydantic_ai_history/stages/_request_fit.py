@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._compat import (
+    CACHE_POINTS,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -40,9 +41,9 @@ from .._compat import (
 from .._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
 from .._marks import marker_kind, part_kinds, readback_tool, seal, sealed_kind
 from .._offload import OFF_LOOP_CHARS, large_content
-from .._pages import Page
 from .._utf8 import utf8
 from ..events import ArtifactProcessed
+from ..readback._pages import Page
 from ..tokens import TokenCounter
 
 __all__ = (
@@ -81,7 +82,7 @@ def tool_return_text(part: ToolReturnPart) -> tuple[str, str, tuple[Any, ...]]:
         return content, 'text/plain', ()
     if isinstance(content, (list, tuple)) and any(is_media(i) for i in content):
         files = tuple(i for i in content if is_media(i))
-        rest = [i for i in content if not is_media(i) and type(i).__name__ != 'CachePoint']
+        rest = [i for i in content if not is_media(i) and not isinstance(i, CACHE_POINTS)]
         if all(isinstance(i, str) for i in rest):
             return '\n'.join(rest), 'text/plain', files
         return json_text(rest), 'application/json', files

@@ -25,6 +25,7 @@ from typing import Any
 
 from .._clock import replay_safe_token
 from .._compat import (
+    CACHE_POINTS,
     COMPACTION_PART,
     FILE_PART,
     NATIVE_TOOL_CALL_PARTS,
@@ -379,7 +380,7 @@ def content_text(content: Any) -> str:
     if is_media(content):
         return f'[{media_type_of(content) or "file"}]'
     if isinstance(content, (list, tuple)):
-        return '\n'.join(content_text(item) for item in content if type(item).__name__ != 'CachePoint')
+        return '\n'.join(content_text(item) for item in content if not isinstance(item, CACHE_POINTS))
     return json_text(content)
 
 

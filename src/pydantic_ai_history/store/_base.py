@@ -140,6 +140,10 @@ class ArtifactStore(ABC):
     backend sees them. Putting an id that is already stored in the scope keeps the stored copy.
     """
 
+    # Class defaults too: a subclass written before secrets existed may not call this __init__.
+    _secret: bytes | None = None
+    _loading: _Loading | None = None
+
     def __init__(self, *, secret: bytes | str | None = None) -> None:
         self._secret = _secret_bytes(secret)
         self._loading: _Loading | None = None
@@ -159,10 +163,10 @@ class ArtifactStore(ABC):
         to a secret of this process, which would make ids and marks no other process recognises; the next
         call tries again.
         """
-        if getattr(self, '_secret', None) is not None:
+        if self._secret is not None:
             return
         loop = asyncio.get_running_loop()
-        loading: _Loading | None = getattr(self, '_loading', None)
+        loading = self._loading
         if loading is None or loading[0] is not loop:
             loading = (loop, loop.create_task(self._load_secret()))
             self._loading = loading
@@ -170,18 +174,18 @@ class ArtifactStore(ABC):
         try:
             secret = await asyncio.shield(task)
         finally:
-            if task.done() and getattr(self, '_loading', None) is loading:
+            if task.done() and self._loading is loading:
                 self._loading = None  # a failed load is tried again by the next call
-        if getattr(self, '_secret', None) is None:
+        if self._secret is None:
             self._secret = secret
 
     @property
     def secret_ready(self) -> bool:
         """Whether the secret is known (given, generated or loaded): ids and marks can be made without I/O."""
-        return getattr(self, '_secret', None) is not None
+        return self._secret is not None
 
     def _id_secret(self) -> bytes:
-        secret: bytes | None = getattr(self, '_secret', None)
+        secret = self._secret
         if secret is None:
             secret = self._secret = self._load_secret_sync()
         return secret

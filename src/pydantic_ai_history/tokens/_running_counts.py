@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
-from ._compat import ModelMessage, ModelResponse, is_compaction_response
+from .._compat import ModelMessage, ModelResponse, is_compaction_response
 
 __all__ = ('Branch', 'CountsView', 'RunningCounts')
 

@@ -22,13 +22,13 @@ from pydantic_ai.messages import ToolReturn
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
-from ._compat import TOOLS_HAVE_METADATA, ModelMessage, ModelRequest, part_metadata, run_id_of
-from ._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
-from ._marks import READ_ARTIFACT_TOOL
-from ._offload import OFF_LOOP_CHARS
+from .._compat import TOOLS_HAVE_METADATA, ModelMessage, ModelRequest, part_metadata, run_id_of
+from .._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
+from .._marks import READ_ARTIFACT_TOOL
+from .._offload import OFF_LOOP_CHARS
+from ..files import ConvertedDocument, FileResult, FileSettings
+from ..store import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError
 from ._pages import Page
-from .files import ConvertedDocument, FileResult, FileSettings
-from .store import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError
 
 __all__ = (
     'MAX_READ_LIMIT',
@@ -139,7 +139,7 @@ def _read_text(
     text = content.decode('utf-8', errors='replace') if isinstance(content, bytes) else content
     limit = max(1, min(limit, MAX_READ_LIMIT))
     if query:
-        from .retrieval import top_passages
+        from ..retrieval import top_passages
 
         passages = top_passages(text, query, max_chars=limit)
         while room is not None and room.count_tokens(passages) > room.max_tokens and limit > 200:
@@ -238,7 +238,7 @@ def _search_within(
 def _search_answer(
     texts: list[tuple[StoredArtifact, str]], skipped: int, query: str, limit: int, tool_name: str
 ) -> str:
-    from .retrieval import rank_documents  # loaded by the first search, not with the package
+    from ..retrieval import rank_documents  # loaded by the first search, not with the package
 
     hits = rank_documents([t for _, t in texts], query, limit)
     note = (
@@ -300,7 +300,7 @@ async def _whole_document(data: bytes, media_type: str) -> str | None:
 
 
 def _read_in_full(data: bytes, media_type: str) -> FileResult:
-    from .files import read_file  # the readers load on first use: here, off the event loop
+    from ..files import read_file  # the readers load on first use: here, off the event loop
 
     return read_file(data, media_type=media_type, settings=_NO_CUTS)
 

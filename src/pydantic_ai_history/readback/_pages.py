@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._compat import part_metadata
-from ._marks import MARKER_KEY
+from .._compat import part_metadata
+from .._marks import MARKER_KEY
 
 __all__ = ('PAGE_KEY', 'Page')
 

@@ -113,7 +113,7 @@ def message_role(message: ModelMessage) -> str:
         return 'assistant'
     roles: list[str] = []
     for part in message.parts:
-        kind = getattr(part, 'part_kind', '')
+        kind = part.part_kind
         role = {
             'system-prompt': 'system',
             'user-prompt': 'user',
@@ -131,7 +131,7 @@ def part_summary(message: ModelMessage) -> str:
     """The part kinds of a message with counts, e.g. `text, 2 tool-call`."""
     counts: dict[str, int] = {}
     for part in message.parts:
-        kind = str(getattr(part, 'part_kind', type(part).__name__))
+        kind = part.part_kind
         counts[kind] = counts.get(kind, 0) + 1
     return ', '.join(kind if n == 1 else f'{n} {kind}' for kind, n in counts.items()) or '(none)'
 

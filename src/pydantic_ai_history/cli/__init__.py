@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 processing error (the input was fine, processing failed); 2 usage or input error
 (bad arguments, a missing file, invalid JSON, a file that is not a history, an unknown context window).
-User errors are one line on stderr, never a traceback.
+User errors are one line on stderr, never a traceback. Each command's work is a module of its own here
+(`count`, `demo`, `eval`, `inspect`, `prune`); this module parses the arguments and dispatches.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._cli.common import EXIT_OK, EXIT_PROCESSING, EXIT_USAGE, CliError, load_history
-from ._cli.count import CountReport, count_history, count_messages, render_count
-from ._cli.demo import DemoResult, DemoSettings, run_demo
-from ._cli.eval import run_eval
-from ._cli.inspect import InspectReport, inspect_history, inspect_messages, render_inspect
-from ._cli.prune import parse_size, run_prune
+from .common import EXIT_OK, EXIT_PROCESSING, EXIT_USAGE, CliError, load_history
+from .count import CountReport, count_history, count_messages, render_count
+from .demo import DemoResult, DemoSettings, run_demo
+from .eval import run_eval
+from .inspect import InspectReport, inspect_history, inspect_messages, render_inspect
+from .prune import parse_size, run_prune
 
 __all__ = (
     'EXIT_OK',

@@ -1,9 +1,4 @@
-"""Token accounting: tiktoken counts of every part type, image pricing by pixels, provider-usage anchoring.
-
-Counts are memoized twice: by message identity (the hot path: a history that grew by one message only
-costs the new message) and by text content (histories reloaded from JSON are new objects with the same
-strings). Binary content is never stringified.
-"""
+"""`TokenCounter`: counts of every part type, media pricing, provider-usage anchoring, memoized."""
 
 from __future__ import annotations
 
@@ -19,15 +14,19 @@ from typing import Any, Literal
 
 from pydantic_ai import messages as _messages
 
-from ._compat import (
+from .._compat import (
+    CACHE_POINTS,
     COMPACTION_PART,
     FILE_PART,
+    INSTRUCTION_DELTA_PART,
     NATIVE_TOOL_CALL_PARTS,
     NATIVE_TOOL_RETURN_PARTS,
     RETRY_FEEDBACK_PART,
+    SPEECH_PART,
     TOOL_AVAILABILITY_DELTA_PART,
     BinaryContent,
     ModelMessage,
+    ModelRequest,
     ModelResponse,
     RetryPromptPart,
     SystemPromptPart,
@@ -43,17 +42,17 @@ from ._compat import (
     media_type_of,
     tool_availability_text,
 )
+from .._model_name import parse_model_name
 from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
 from ._identity_memo import IdentityMemo
-from ._model_name import parse_model_name
 from ._running_counts import CountsView, RunningCounts
 
 __all__ = (
     'TokenCounter',
     'TokenEstimate',
     'TokenizerProfile',
-    'estimate_tokens_offline',
+    'image_size',
     'image_tokens',
     'profile_for_model',
 )
@@ -526,7 +525,7 @@ class TokenCounter:
                     total += self.count_text(item)
                 elif is_media(item):
                     total += self._count_media(item)
-                elif type(item).__name__ == 'CachePoint':
+                elif isinstance(item, CACHE_POINTS):
                     continue
                 else:
                     plain.append(item)
@@ -549,7 +548,7 @@ class TokenCounter:
         if decoded is not None:
             data = decoded[0]
         kind = media_type.split('/', 1)[0]
-        if media_type != _SVG and (kind == 'image' or type(item).__name__ == 'ImageUrl'):
+        if media_type != _SVG and (kind == 'image' or isinstance(item, _messages.ImageUrl)):
             size = self._image_dimensions(data) if data is not None else None
             width, height = size or (_DEFAULT_IMAGE_SIDE, _DEFAULT_IMAGE_SIDE)
             return image_tokens(width, height, profile.image_formula)
@@ -692,7 +691,8 @@ class TokenCounter:
     def _default_overhead(self, messages: Sequence[ModelMessage], tool_definitions: Iterable[Any]) -> int:
         profile = self.tokenizer_profile
         raw = profile.reply_overhead
-        instructions = getattr(messages[-1], 'instructions', None) if messages else None
+        last = messages[-1] if messages else None
+        instructions = last.instructions if isinstance(last, ModelRequest) else None
         if isinstance(instructions, str) and instructions:
             raw += profile.message_overhead + self.count_text(instructions)
         return math.ceil(raw * profile.correction) + self.count_tool_definitions(tool_definitions)
@@ -707,9 +707,9 @@ _SENT_REQUEST_PARTS: tuple[type[Any], ...] = tuple(
         RetryPromptPart,
         RETRY_FEEDBACK_PART,
         COMPACTION_PART,
-        getattr(_messages, 'InstructionDeltaPart', None),
+        INSTRUCTION_DELTA_PART,
         TOOL_AVAILABILITY_DELTA_PART,
-        getattr(_messages, 'SpeechPart', None),
+        SPEECH_PART,
     )
     if t is not None
 )

@@ -15,13 +15,13 @@ import math
 import random
 import re
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .._compat import HAS_CAPABILITIES, BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
 from .._policy import ContextPolicy
 from .._summarizer_settings import SummarizerSettings
+from ..evaluation._scripted import TASKS, TOOLS, summarize_prompt, text_of
 from ..events import (
     ArtifactProcessed,
     CompactionResult,
@@ -92,16 +92,7 @@ class DemoResult:
 
 # ---- the local models -----------------------------------------------------------------------------------
 
-_TOOLS = ('search_orders', 'export_inventory', 'tail_logs', 'get_ticket')
 _ARTIFACT_ID = re.compile(r'art_[0-9a-f]{16,64}')
-_TASKS = (
-    'Audit the EU orders: find refunds that are still pending and check the payment logs for timeouts.',
-    'Here is the finance audit report (PDF). Reconcile it with the orders and the inventory in FRA-1.',
-    'Check the support tickets from Japanese and Chinese customers and draft replies.',
-    'This dashboard screenshot shows a spike. Find which service caused it in the logs.',
-    'Compare inventory across warehouses and list SKUs below their reorder level.',
-    'Summarize everything found so far for the weekly ops review.',
-)
 
 
 @dataclass
@@ -124,12 +115,12 @@ class _Script:
         rng = random.Random(self.settings.seed * 1_000_003 + self.turn * 1_009 + step)
         tool_names = {t.name for t in info.function_tools}
         if step % 6 == 5 and 'read_artifact' in tool_names:
-            found = _ARTIFACT_ID.findall(_text_of(messages[-8:]))
+            found = _ARTIFACT_ID.findall(text_of(messages[-8:]))
             if found:
                 return self._call(
                     'read_artifact', {'artifact_id': found[-1], 'query': 'ERROR timeout refund'}
                 )
-        tool = _TOOLS[(self.turn + step) % len(_TOOLS)]
+        tool = TOOLS[(self.turn + step) % len(TOOLS)]
         large = (self.turn * 7 + step) % 9 == 4
         args: dict[str, Any]
         if tool == 'search_orders':
@@ -166,7 +157,7 @@ class _Script:
         return f'call_{self.calls:05d}'
 
     def _final_answer(self, messages: list[ModelMessage]) -> str:
-        text = _text_of(messages[-12:])
+        text = text_of(messages[-12:])
         orders = sorted(set(re.findall(r'ORD-\d{6}', text)))[:5]
         errors = text.count('ERROR')
         return (
@@ -174,95 +165,6 @@ class _Script:
             f'{errors} error lines in the latest logs; sample orders: {", ".join(orders) or "none"}. '
             'Next: continue with the remaining checks.'
         )
-
-
-def _text_of(messages: Sequence[ModelMessage]) -> str:
-    chunks: list[str] = []
-    for message in messages:
-        for part in message.parts:
-            value = getattr(part, 'content', None)
-            if isinstance(value, str):
-                chunks.append(value)
-            elif isinstance(value, (list, tuple)):
-                chunks.extend(
-                    v if isinstance(v, str) else str(v)[:2_000]
-                    for v in value
-                    if not isinstance(v, BinaryContent)
-                )
-            elif value is not None and not isinstance(value, BinaryContent):
-                chunks.append(str(value))
-            args = getattr(part, 'args', None)
-            if args is not None:
-                chunks.append(str(args))
-    return '\n'.join(chunks)
-
-
-def summarize_prompt(messages: list[ModelMessage], info: Any) -> ModelResponse:
-    """The demo's summarizer (and planner): a structured summary written from the prompt it was given.
-
-    When the caller wants structured output (an output tool), it answers with arguments built from the
-    tool's JSON schema, so the planner's fallbacks are not what the demo shows.
-    """
-    if info.output_tools:
-        tool = info.output_tools[0]
-        args = _fill_schema(tool.parameters_json_schema, tool.parameters_json_schema, 0)
-        return ModelResponse(parts=[ToolCallPart(tool.name, args)], model_name='demo-summarizer')
-    text = _text_of(messages)
-    tools = {name: len(re.findall(rf'\b{name}\b', text)) for name in (*_TOOLS, 'read_artifact')}
-    orders = sorted(set(re.findall(r'ORD-\d{6}', text)))
-    tickets = sorted(set(re.findall(r'T-\d{4}', text)))
-    tasks = [t for t in _TASKS if t[:40] in text]
-    summary = '\n'.join(
-        [
-            '## Goal',
-            *(f'- {t}' for t in tasks[:3] or ['(the user task, see the first message)']),
-            '## Progress',
-            *(f'- {name}: called about {n} times' for name, n in tools.items() if n),
-            '## Key facts',
-            f'- orders seen: {len(orders)} ({", ".join(orders[:6])}{", ..." if len(orders) > 6 else ""})',
-            f'- tickets seen: {", ".join(tickets[:6]) or "none"}',
-            f'- error lines in logs: {text.count("ERROR")}; timeouts: {text.count("timeout")}',
-            f'- refunds mentioned: {text.count("refund")}',
-            '## Open items',
-            '- continue from the most recent messages below',
-        ]
-    )
-    return ModelResponse(parts=[TextPart(summary)], model_name='demo-summarizer')
-
-
-_SCALARS: dict[str, Any] = {'array': [], 'boolean': False, 'string': 'demo'}
-"""The value each scalar JSON-schema type gets (numbers take their minimum)."""
-
-
-def _fill_schema(schema: Any, root: Any, depth: int) -> Any:
-    """A minimal valid value for a JSON schema (first enum value, required fields only)."""
-    if not isinstance(schema, dict) or depth > 8:
-        return None
-    if '$ref' in schema:
-        name = str(schema['$ref']).rsplit('/', 1)[-1]
-        return _fill_schema(root.get('$defs', {}).get(name, {}), root, depth + 1)
-    if 'const' in schema:
-        return schema['const']
-    if 'enum' in schema:
-        return schema['enum'][0]
-    if 'default' in schema:
-        return schema['default']
-    for key in ('anyOf', 'oneOf', 'allOf'):
-        if key in schema:
-            options = [o for o in schema[key] if o.get('type') != 'null'] or schema[key]
-            return _fill_schema(options[0], root, depth + 1)
-    return _fill_typed(schema, root, depth)
-
-
-def _fill_typed(schema: dict[str, Any], root: Any, depth: int) -> Any:
-    kind = schema.get('type')
-    if kind == 'object' or 'properties' in schema:
-        props = schema.get('properties', {})
-        return {k: _fill_schema(props[k], root, depth + 1) for k in schema.get('required', []) if k in props}
-    if kind in ('integer', 'number'):
-        minimum = schema.get('minimum', 0)
-        return int(minimum) if kind == 'integer' else float(minimum)
-    return _SCALARS.get(str(kind))
 
 
 # ---- the session ----------------------------------------------------------------------------------------
@@ -308,11 +210,11 @@ def _build_agent(model: Any, processor: HistoryProcessor, seed: int) -> Any:
 
 
 def _turn_prompt(turn: int, attachments: dict[str, bytes]) -> Any:
-    task = _TASKS[turn % len(_TASKS)]
+    task = TASKS[turn % len(TASKS)]
     prompt = f'Turn {turn + 1}: {task}'
-    if turn % len(_TASKS) == 1:
+    if turn % len(TASKS) == 1:
         return [prompt, BinaryContent(attachments['pdf'], media_type='application/pdf')]
-    if turn % len(_TASKS) == 3:
+    if turn % len(TASKS) == 3:
         return [prompt, BinaryContent(attachments['png'], media_type='image/png')]
     return prompt
 
@@ -498,7 +400,7 @@ async def run_demo_async(
         while counts['request'] < requests:
             steps = min(per_turn, requests - counts['request'])
             script.start_turn(turn, steps)
-            output.line(f'turn {turn + 1}: {_TASKS[turn % len(_TASKS)]}')
+            output.line(f'turn {turn + 1}: {TASKS[turn % len(TASKS)]}')
             limits = UsageLimits(request_limit=steps + 5 if model is None else per_turn * 3)
             try:
                 result = await agent.run(

@@ -29,7 +29,9 @@ from .._compat import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
     ToolCallPart,
+    ToolReturnPart,
     UserPromptPart,
     part_metadata,
 )
@@ -250,15 +252,12 @@ def inspect_history(path: str | Path, **settings: Any) -> InspectReport:
 # ---- comparing input and output --------------------------------------------------------------------
 
 
-_PAIRED_KINDS = frozenset({'tool-call', 'tool-return', 'retry-prompt'})
+_PAIRED = (ToolCallPart, ToolReturnPart, RetryPromptPart)
 
 
 def _shape(message: ModelMessage) -> tuple[Any, ...]:
-    ids = tuple(
-        getattr(p, 'tool_call_id', None) if getattr(p, 'part_kind', '') in _PAIRED_KINDS else None
-        for p in message.parts
-    )
-    return type(message), tuple(getattr(p, 'part_kind', '') for p in message.parts), ids
+    ids = tuple(p.tool_call_id if isinstance(p, _PAIRED) else None for p in message.parts)
+    return type(message), tuple(p.part_kind for p in message.parts), ids
 
 
 def align(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> list[int | None]:

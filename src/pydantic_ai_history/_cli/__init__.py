@@ -1,1 +1,0 @@
-"""The command line's building blocks, one module per command; `cli.py` is the entry point."""

@@ -1,0 +1,123 @@
+"""The scripted summarizer: structured summaries written from the prompt, offline (no network, no key).
+
+The evaluation's default summarizer and the demo's; it recognises the demo session's tasks and tools.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from .._compat import BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
+
+__all__ = ('TASKS', 'TOOLS', 'scripted_summarizer', 'summarize_prompt', 'text_of')
+
+TOOLS = ('search_orders', 'export_inventory', 'tail_logs', 'get_ticket')
+"""The demo session's tools; the summary counts the calls to each."""
+TASKS = (
+    'Audit the EU orders: find refunds that are still pending and check the payment logs for timeouts.',
+    'Here is the finance audit report (PDF). Reconcile it with the orders and the inventory in FRA-1.',
+    'Check the support tickets from Japanese and Chinese customers and draft replies.',
+    'This dashboard screenshot shows a spike. Find which service caused it in the logs.',
+    'Compare inventory across warehouses and list SKUs below their reorder level.',
+    'Summarize everything found so far for the weekly ops review.',
+)
+"""The demo session's user tasks, one a turn; the summary names those it finds as the goal."""
+
+
+def scripted_summarizer() -> Any:
+    """The offline stand-in for a summarizer: `summarize_prompt` as a `FunctionModel` (no network)."""
+    from pydantic_ai.models.function import FunctionModel
+
+    return FunctionModel(summarize_prompt, model_name='scripted-summarizer')
+
+
+def text_of(messages: Sequence[ModelMessage]) -> str:
+    """Every part's text and tool arguments, one chunk a line (binary content left out)."""
+    chunks: list[str] = []
+    for message in messages:
+        for part in message.parts:
+            value = getattr(part, 'content', None)
+            if isinstance(value, str):
+                chunks.append(value)
+            elif isinstance(value, (list, tuple)):
+                chunks.extend(
+                    v if isinstance(v, str) else str(v)[:2_000]
+                    for v in value
+                    if not isinstance(v, BinaryContent)
+                )
+            elif value is not None and not isinstance(value, BinaryContent):
+                chunks.append(str(value))
+            args = getattr(part, 'args', None)
+            if args is not None:
+                chunks.append(str(args))
+    return '\n'.join(chunks)
+
+
+def summarize_prompt(messages: list[ModelMessage], info: Any) -> ModelResponse:
+    """The demo's summarizer (and planner): a structured summary written from the prompt it was given.
+
+    When the caller wants structured output (an output tool), it answers with arguments built from the
+    tool's JSON schema, so the planner's fallbacks are not what the demo shows.
+    """
+    if info.output_tools:
+        tool = info.output_tools[0]
+        args = _fill_schema(tool.parameters_json_schema, tool.parameters_json_schema, 0)
+        return ModelResponse(parts=[ToolCallPart(tool.name, args)], model_name='demo-summarizer')
+    text = text_of(messages)
+    tools = {name: len(re.findall(rf'\b{name}\b', text)) for name in (*TOOLS, 'read_artifact')}
+    orders = sorted(set(re.findall(r'ORD-\d{6}', text)))
+    tickets = sorted(set(re.findall(r'T-\d{4}', text)))
+    tasks = [t for t in TASKS if t[:40] in text]
+    summary = '\n'.join(
+        [
+            '## Goal',
+            *(f'- {t}' for t in tasks[:3] or ['(the user task, see the first message)']),
+            '## Progress',
+            *(f'- {name}: called about {n} times' for name, n in tools.items() if n),
+            '## Key facts',
+            f'- orders seen: {len(orders)} ({", ".join(orders[:6])}{", ..." if len(orders) > 6 else ""})',
+            f'- tickets seen: {", ".join(tickets[:6]) or "none"}',
+            f'- error lines in logs: {text.count("ERROR")}; timeouts: {text.count("timeout")}',
+            f'- refunds mentioned: {text.count("refund")}',
+            '## Open items',
+            '- continue from the most recent messages below',
+        ]
+    )
+    return ModelResponse(parts=[TextPart(summary)], model_name='demo-summarizer')
+
+
+_SCALARS: dict[str, Any] = {'array': [], 'boolean': False, 'string': 'demo'}
+"""The value each scalar JSON-schema type gets (numbers take their minimum)."""
+
+
+def _fill_schema(schema: Any, root: Any, depth: int) -> Any:
+    """A minimal valid value for a JSON schema (first enum value, required fields only)."""
+    if not isinstance(schema, dict) or depth > 8:
+        return None
+    if '$ref' in schema:
+        name = str(schema['$ref']).rsplit('/', 1)[-1]
+        return _fill_schema(root.get('$defs', {}).get(name, {}), root, depth + 1)
+    if 'const' in schema:
+        return schema['const']
+    if 'enum' in schema:
+        return schema['enum'][0]
+    if 'default' in schema:
+        return schema['default']
+    for key in ('anyOf', 'oneOf', 'allOf'):
+        if key in schema:
+            options = [o for o in schema[key] if o.get('type') != 'null'] or schema[key]
+            return _fill_schema(options[0], root, depth + 1)
+    return _fill_typed(schema, root, depth)
+
+
+def _fill_typed(schema: dict[str, Any], root: Any, depth: int) -> Any:
+    kind = schema.get('type')
+    if kind == 'object' or 'properties' in schema:
+        props = schema.get('properties', {})
+        return {k: _fill_schema(props[k], root, depth + 1) for k in schema.get('required', []) if k in props}
+    if kind in ('integer', 'number'):
+        minimum = schema.get('minimum', 0)
+        return int(minimum) if kind == 'integer' else float(minimum)
+    return _SCALARS.get(str(kind))
