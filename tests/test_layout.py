@@ -10,15 +10,7 @@ from pathlib import Path
 PACKAGE = 'pydantic_ai_history'
 ROOT = Path(__file__).resolve().parents[1] / 'src' / PACKAGE
 
-KNOWN_CYCLE_EDGES = frozenset(
-    {
-        # HistoryContext's type hints import TextPurpose from `_operations` and ArtifactPlan from the artifact
-        # stage's package, both of which import HistoryContext; importing them from `_summarizer_settings`
-        # and `stages.artifacts._models` removes both edges.
-        ('_context', '_operations'),
-        ('_context', 'stages.artifacts'),
-    }
-)
+KNOWN_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset()
 """Imports that still close a cycle, as (importer, imported) relative to the package; to be removed, never
 added to."""
 

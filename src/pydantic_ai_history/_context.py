@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.usage import RunUsage
 
-    from ._operations import TextPurpose
+    from ._summarizer_settings import TextPurpose
     from .cache import SummaryCache
     from .files import FileResult, FileSettings
     from .pinning import PinPredicate
-    from .stages.artifacts import ArtifactPlan
+    from .stages.artifacts._models import ArtifactPlan
     from .store import ArtifactStore
 
 __all__ = (
