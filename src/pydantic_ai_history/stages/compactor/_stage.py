@@ -707,19 +707,7 @@ class Compactor:
         tokens the history adds before the event (a background summary plans ahead of it)."""
         if context.store is None:
             return None
-        settings = self.settings
-        units = plan.units
-        spans = [
-            (units[i].start, units[i].end) for i in range(cut.body_first, cut.verbatim) if i not in cut.pins
-        ]
-        stubs = plan_stubs(
-            plan.messages,
-            spans,
-            counter=context.counter,
-            make_id=context.artifact_id,
-            min_tokens=settings.stub_min_tokens,
-            head_chars=settings.stub_head_chars,
-        )
+        stubs = self._stubs_from(cut.body_first, plan, cut, context)
         saved = sum(s.tokens_before - s.tokens_after for s in stubs)
         stubbed = event.overhead + sum(plan.per_message) - saved + growth
         if (
@@ -904,18 +892,22 @@ class Compactor:
     def _gap_stubs(self, plan: _Plan, unit: int, cut: _Cut, context: HistoryContext) -> list[Stub]:
         """The stubs of the tool outputs and files from `unit` (a background summary's cut) to the verbatim
         tail this event keeps (`cut.verbatim`), pinned units aside."""
-        settings = self.settings
-        if not settings.stub_tool_results or context.store is None:
+        if not self.settings.stub_tool_results or context.store is None:
             return []
+        return self._stubs_from(unit, plan, cut, context)
+
+    def _stubs_from(self, first: int, plan: _Plan, cut: _Cut, context: HistoryContext) -> list[Stub]:
+        """The stubs of the tool outputs and files of units `first` to the verbatim tail (`cut.verbatim`),
+        pinned units aside."""
         units = plan.units
-        spans = [(units[i].start, units[i].end) for i in range(unit, cut.verbatim) if i not in cut.pins]
+        spans = [(units[i].start, units[i].end) for i in range(first, cut.verbatim) if i not in cut.pins]
         return plan_stubs(
             plan.messages,
             spans,
             counter=context.counter,
             make_id=context.artifact_id,
-            min_tokens=settings.stub_min_tokens,
-            head_chars=settings.stub_head_chars,
+            min_tokens=self.settings.stub_min_tokens,
+            head_chars=self.settings.stub_head_chars,
         )
 
     async def _summary_for(
