@@ -297,6 +297,9 @@ class BackgroundSummaryUsed(HistoryEvent):
     """Whether it was finished when the event needed it (the request did not wait for it)."""
     waited_ms: float
     """How long the event's request waited for it, in milliseconds (0 when it was ready)."""
+    deferred_requests: int = 0
+    """Requests past the trigger that went out uncompacted while it was still being made, because they fitted
+    the budget (the event came at the first request after it was ready, or that no longer fitted)."""
     lead_ms: float
     """How long before the event it started, in milliseconds."""
     summarizer_calls: int

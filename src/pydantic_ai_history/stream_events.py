@@ -180,6 +180,8 @@ class BackgroundSummaryUsedEvent(HistoryStreamEvent, name='background_summary_us
     """Whether it was finished when the event needed it."""
     waited_ms: float
     """How long the event's request waited for it, in milliseconds."""
+    deferred_requests: int = 0
+    """Requests past the trigger that went out uncompacted, within the budget, while it was being made."""
     lead_ms: float
     """How long before the event it started, in milliseconds."""
     summarizer_calls: int

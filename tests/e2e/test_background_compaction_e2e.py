@@ -279,6 +279,48 @@ async def test_the_event_uses_the_summary_made_before_its_trigger(
 
 
 @needs_run_hook
+async def test_a_summary_not_ready_at_the_trigger_holds_no_request_up(fixtures_dir: Path) -> None:
+    """Past the trigger, the requests that fit the budget go out as they are while the summary is still being
+    made; the first request after it is ready compacts with it, without waiting."""
+    gate = anyio.Event()
+    events: list[HistoryEvent] = []
+    over_trigger = 0
+
+    def on_call(step: int) -> None:
+        nonlocal over_trigger
+        # the summarizer finishes only once three requests have gone out past the trigger
+        processed = [e for e in events if isinstance(e, RequestProcessed)]
+        over_trigger = sum(e.tokens_after > TRIGGER for e in processed)
+        if over_trigger >= 3:
+            gate.set()
+
+    # `on_call` reads the processor's event list through this name, bound here
+    agent, provider, events, summarizer, processor = setup(fixtures_dir, Loop(40, on_call), gate)
+    result = await agent.run(TASK, usage_limits=UsageLimits(request_limit=None))
+    assert result.output == 'All pages done.'
+    assert not provider.rejected
+    budget = processor.limits_for(provider.model()).budget
+    assert over_trigger >= 3
+    assert provider.peak_input_tokens <= budget
+    for record in provider.requests:
+        assert_valid_history(list(record.history))
+
+    used = [e for e in events if isinstance(e, BackgroundSummaryUsed)]
+    compactions = [e for e in events if isinstance(e, CompactionResult)]
+    assert compactions, [type(e).__name__ for e in events if not isinstance(e, RequestProcessed)]
+    assert used, [type(e).__name__ for e in events if not isinstance(e, RequestProcessed)]
+    first = compactions[0]
+    assert first.background, first
+    assert first.method == 'llm', first
+    assert used[0].deferred_requests >= 3, used[0]
+    assert used[0].ready, 'the event came once the summary was ready'
+    assert used[0].waited_ms == 0.0
+    # one summarizer call for the event: none started at the trigger
+    assert used[0].summarizer_calls == first.summarizer_calls == 1
+    assert len([c for c in summarizer.calls if c.answer in first.summary]) == 1
+
+
+@needs_run_hook
 async def test_a_run_that_ends_before_its_trigger_cancels_its_background_work(fixtures_dir: Path) -> None:
     gate = anyio.Event()  # never set: the summarizer would run forever
     agent, _, events, summarizer, processor = setup(fixtures_dir, Loop(8), gate, background_start=0.5)

@@ -71,6 +71,8 @@ class BackgroundJob(Generic[_R]):
     reason: BackgroundDiscardReason = 'not_needed'
     """Why it is thrown away if the event that takes it does not use it (set where the event decides)."""
     used: bool = False
+    deferred: int = 0
+    """Requests past the trigger that went out as they were, within the budget, while it still ran."""
     span: Span | None = None
     """Its span, from its start until it is used or thrown away (None when nothing records spans)."""
 

@@ -93,6 +93,9 @@ class CompactionSettings:
     for the same cut, so it is the same summary), off the request path, and used at the trigger while the
     history still extends the snapshot and what it leaves verbatim (its cut and everything added since) fits
     the target; otherwise it is thrown away and the event compacts as without it (events say which, and why).
+    A request past the trigger while the summary is still being made goes out as it is when it fits the budget
+    (the trigger sits below it): the event comes at the first request after the summary is ready, and waits
+    for it only when the request would not fit otherwise.
     Only an event the cost rule (`cached_input_ratio`) expects to summarize starts one: stubs cost no model
     call. The earlier it starts, the more time the summarizer has, and the more the event leaves verbatim
     (the messages added after the snapshot): the next event comes sooner.

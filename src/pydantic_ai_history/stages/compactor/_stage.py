@@ -296,6 +296,8 @@ class Compactor:
         if reason is None:
             await self._anticipate(messages, context, estimate)
             return messages
+        if reason == 'trigger' and self._still_making(messages, estimate, context):
+            return messages
         focus = context.compaction_request.focus if reason == 'model' and context.compaction_request else None
         held = self._background.pop(context.run_id)
         with context.span(COMPACTION_SPAN, {'pydantic_ai_history.compaction.reason': reason}):
@@ -306,6 +308,30 @@ class Compactor:
             finally:
                 if held is not None and not held.used:
                     self._discard(held, held.reason, context)
+
+    def _still_making(
+        self, messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
+    ) -> bool:
+        """Past the trigger, while the run's background summary of this history is still being made and the
+        request fits the budget: it goes out as it is rather than wait (the trigger sits below the budget so
+        that it can); the first request after the summary is ready, or that no longer fits, compacts."""
+        held = self._background.get(context.run_id)
+        if (
+            held is None
+            or held.ready
+            or estimate.total > context.limits.budget
+            or not held.extended_by(messages)
+        ):
+            return False
+        held.deferred += 1
+        logger.info(
+            'compactor: %d tokens, over the trigger (%d) and within the budget (%d): the request goes out '
+            'while the background summary is still being made',
+            estimate.total,
+            context.limits.trigger,
+            context.limits.budget,
+        )
+        return True
 
     def _reason(self, tokens: int, context: HistoryContext) -> Literal['trigger', 'model'] | None:
         """Why this request compacts: the model asked (`compact_context`) and the history is worth it, or it
@@ -941,6 +967,7 @@ class Compactor:
             method=summary.method,
             ready=ready,
             waited_ms=0.0 if ready else (perf() - asked) * 1000,
+            deferred_requests=held.deferred,
             lead_ms=(asked - held.started) * 1000,
             summarizer_calls=cost.calls,
             input_tokens=cost.input_tokens,
