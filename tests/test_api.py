@@ -160,19 +160,13 @@ def _capabilities(agent: Any) -> list[Any]:
 # ---- one home per setting ----------------------------------------------------------------------------------
 
 
-@pytest.mark.filterwarnings('default::DeprecationWarning')
-def test_the_0_1_0_keywords_still_work_and_name_their_new_home() -> None:
-    from pydantic_ai.models.test import TestModel
-
-    model = TestModel()
-    with pytest.warns(DeprecationWarning, match=r'policy=ContextPolicy\(max_tokens=\.\.\.\)'):
-        processor = create_history_processor(
-            max_tokens=50_000, target_tokens=16_000, context_utilization=0.5, summarizer_model=model
-        )
-    assert processor.policy == ContextPolicy(max_tokens=50_000, target_tokens=16_000, utilization=0.5)
-    assert processor.summarizer.model is model
-    with pytest.raises(TypeError, match='unexpected keyword'):
-        create_history_processor(max_token=1)  # a typo is not swallowed
+def test_the_0_1_0_keywords_fail_naming_their_new_home() -> None:
+    with pytest.raises(TypeError, match=r'max_tokens= is now policy=ContextPolicy\(max_tokens=') as raised:
+        create_history_processor(max_tokens=50_000, summarizer_model='test')  # type: ignore[call-arg]
+    assert 'the 0.1.0 keywords were removed' in str(raised.value)
+    assert 'summarizer_model= is now summarizer=SummarizerSettings(model=...)' in str(raised.value)
+    with pytest.raises(TypeError, match=r'unexpected keyword argument\(s\): max_token$'):
+        create_history_processor(max_token=1)  # type: ignore[call-arg]  # a typo is named as one
 
 
 def test_settings_reject_bad_values_naming_the_field() -> None:

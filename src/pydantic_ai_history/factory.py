@@ -1,11 +1,10 @@
-"""`create_history_processor()`: the processor with its defaults; the 0.1.0 keywords mapped to their homes."""
+"""`create_history_processor()`: the processor with its defaults (a memory cache and store)."""
 
 from __future__ import annotations
 
-import dataclasses
-import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+
+from typing_extensions import Never
 
 from ._context import HistoryStage, ScopeKey
 from ._marks import READ_ARTIFACT_TOOL
@@ -23,22 +22,22 @@ from .tokens import TokenizerProfile
 
 __all__ = ('create_history_processor',)
 
-_LEGACY_HOMES: Mapping[str, tuple[str, str]] = {
-    # 0.1.0 keyword: (new home, its field)
-    'context_window': ('policy', 'context_window'),
-    'context_utilization': ('policy', 'utilization'),
-    'max_tokens': ('policy', 'max_tokens'),
-    'target_tokens': ('policy', 'target_tokens'),
-    'reserve_tokens': ('policy', 'reserve_tokens'),
-    'summarizer_model': ('summarizer', 'model'),
-    'summarizer_settings': ('summarizer', 'model_settings'),
-    'summarizer_instructions': ('summarizer', 'instructions'),
-    'summarizer_timeout': ('summarizer', 'timeout'),
-    'planner_model': ('artifacts', 'planner_model'),
-    'llm_planning': ('artifacts', 'llm_planning'),
-    'on_compaction': ('compaction', 'on_compaction'),
+_MOVED: Mapping[str, str] = {
+    # 0.1.0 keyword: its home since
+    'context_window': 'policy=ContextPolicy(context_window=...)',
+    'context_utilization': 'policy=ContextPolicy(utilization=...)',
+    'max_tokens': 'policy=ContextPolicy(max_tokens=...)',
+    'target_tokens': 'policy=ContextPolicy(target_tokens=...)',
+    'reserve_tokens': 'policy=ContextPolicy(reserve_tokens=...)',
+    'summarizer_model': 'summarizer=SummarizerSettings(model=...)',
+    'summarizer_settings': 'summarizer=SummarizerSettings(model_settings=...)',
+    'summarizer_instructions': 'summarizer=SummarizerSettings(instructions=...)',
+    'summarizer_timeout': 'summarizer=SummarizerSettings(timeout=...)',
+    'planner_model': 'artifacts=ArtifactSettings(planner_model=...)',
+    'llm_planning': 'artifacts=ArtifactSettings(llm_planning=...)',
+    'on_compaction': 'compaction=CompactionSettings(on_compaction=...)',
 }
-"""Where each keyword of 0.1.0's factory lives now. They still work, with a `DeprecationWarning`."""
+"""Where each keyword of 0.1.0's factory lives now: passing one fails with a `TypeError` that says so."""
 
 
 def create_history_processor(
@@ -61,7 +60,7 @@ def create_history_processor(
     compaction_tool: CompactionTool | bool = False,
     near_limit_notice: NearLimitNotice | bool = False,
     on_event: EventHandler | None = None,
-    **legacy: Any,
+    **removed: Never,
 ) -> HistoryProcessor:
     """The history processor: artifact planner, then compactor, then sliding window.
 
@@ -76,14 +75,16 @@ def create_history_processor(
 
     `on_event` receives every `HistoryEvent` (the processor's `on_history_event` field).
 
-    The 0.1.0 keywords (`max_tokens=`, `summarizer_model=`, ...) still work and warn with their new home.
+    The 0.1.0 keywords (`max_tokens=`, `summarizer_model=`, ...) are gone: passing one raises a `TypeError`
+    that names its home.
     """
-    policy, summarizer, artifacts, compaction = _legacy(legacy, policy, summarizer, artifacts, compaction)
+    if removed:
+        raise TypeError(_unexpected(removed))
     return HistoryProcessor(
         id=id,
         model=model,
-        policy=policy,
-        summarizer=summarizer,
+        policy=policy if policy is not None else ContextPolicy(),
+        summarizer=summarizer if summarizer is not None else SummarizerSettings(),
         artifacts=artifacts,
         compaction=compaction,
         window=window,
@@ -101,51 +102,11 @@ def create_history_processor(
     )
 
 
-def _legacy(
-    keywords: Mapping[str, Any],
-    policy: ContextPolicy | None,
-    summarizer: SummarizerSettings | None,
-    artifacts: ArtifactSettings | bool,
-    compaction: CompactionSettings | bool,
-) -> tuple[ContextPolicy, SummarizerSettings, ArtifactSettings | bool, CompactionSettings | bool]:
-    """The settings with the 0.1.0 keywords moved to their homes (a keyword overrides the object's field)."""
-    unknown = sorted(set(keywords) - set(_LEGACY_HOMES))
+def _unexpected(keywords: Mapping[str, object]) -> str:
+    """What is wrong with keywords the factory does not take: where a 0.1.0 keyword went, or a typo."""
+    moved = [f'{name}= is now {_MOVED[name]}' for name in sorted(keywords) if name in _MOVED]
+    unknown = sorted(set(keywords) - set(_MOVED))
+    problems = [f'the 0.1.0 keywords were removed: {"; ".join(moved)}'] if moved else []
     if unknown:
-        raise TypeError(
-            f'create_history_processor() got unexpected keyword argument(s): {", ".join(unknown)}'
-        )
-    moved: dict[str, dict[str, Any]] = {}
-    for name, value in keywords.items():
-        if value is None:
-            continue
-        home, field_name = _LEGACY_HOMES[name]
-        warnings.warn(
-            f'create_history_processor({name}=...) is deprecated: use {_spelling(home)}({field_name}=...)',
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        moved.setdefault(home, {})[field_name] = value
-    policy = _with(policy if policy is not None else ContextPolicy(), moved.get('policy'))
-    summarizer = _with(
-        summarizer if summarizer is not None else SummarizerSettings(), moved.get('summarizer')
-    )
-    if artifacts is not False and 'artifacts' in moved:
-        base = artifacts if isinstance(artifacts, ArtifactSettings) else ArtifactSettings()
-        artifacts = _with(base, moved['artifacts'])
-    if compaction is not False and 'compaction' in moved:
-        base_compaction = compaction if isinstance(compaction, CompactionSettings) else CompactionSettings()
-        compaction = _with(base_compaction, moved['compaction'])
-    return policy, summarizer, artifacts, compaction
-
-
-def _with(settings: Any, values: Mapping[str, Any] | None) -> Any:
-    return dataclasses.replace(settings, **values) if values else settings
-
-
-def _spelling(home: str) -> str:
-    return {
-        'policy': 'policy=ContextPolicy',
-        'summarizer': 'summarizer=SummarizerSettings',
-        'artifacts': 'artifacts=ArtifactSettings',
-        'compaction': 'compaction=CompactionSettings',
-    }[home]
+        problems.append(f'unexpected keyword argument(s): {", ".join(unknown)}')
+    return f'create_history_processor(): {". ".join(problems)}'

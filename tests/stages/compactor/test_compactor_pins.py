@@ -40,9 +40,11 @@ from _compaction import (
 from _history import call, is_suffix_by_identity, result
 from pydantic_ai_history import (
     CompactionResult,
+    ContextPolicy,
     HistoryEvent,
     HistoryWarning,
     StageFailed,
+    SummarizerSettings,
     assert_valid_history,
     create_history_processor,
     pin,
@@ -299,12 +301,10 @@ async def test_pin_tool_errors_keeps_an_early_tool_error_in_every_later_request(
     events: list[HistoryEvent] = []
     processor = create_history_processor(
         pin=pin_tool_errors,
-        max_tokens=E2E_TRIGGER,
-        target_tokens=E2E_TARGET,
-        summarizer_model=summarizer.model(),
+        policy=ContextPolicy(context_window=E2E_WINDOW, max_tokens=E2E_TRIGGER, target_tokens=E2E_TARGET),
+        summarizer=SummarizerSettings(model=summarizer.model()),
         # summaries carry the evicted error in their pinned section (stubs would keep the unit in place)
         compaction=CompactionSettings(summary_max_tokens=600, stub_tool_results=False),
-        context_window=E2E_WINDOW,
         on_event=events.append,
     )
     agent = agent_with(provider.model(), processor, system_prompt='Read every page with the fetch tool.')
