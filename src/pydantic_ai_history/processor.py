@@ -397,6 +397,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
             self._end_run(run_key)
 
     def _end_run(self, run_key: str) -> None:
+        # the run's near-limit state goes with it (bounded by max_tracked_runs either way)
+        self._notices.pop(run_key, None)
+        self._notice_bands.pop(run_key, None)
         for stage in self._stages:
             end_run = getattr(stage, 'end_run', None)
             if end_run is not None:
