@@ -250,3 +250,18 @@ def lost_markers(
     for summary in summaries:
         found |= set(re.findall(MARKER, summary))
     return planted - found
+
+
+class PageSteps:
+    """A model that calls the `page` tool `steps` times (one page a step), then answers 'Done.'."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.step = 0
+        self.__name__ = 'steps'
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step, self.step = self.step, self.step + 1
+        if step >= self.steps:
+            return ModelResponse(parts=[TextPart('Done.')])
+        return ModelResponse(parts=[ToolCallPart('page', {'n': step}, tool_call_id=f'c{step}')])

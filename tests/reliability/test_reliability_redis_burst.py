@@ -14,9 +14,9 @@ import re
 from typing import Any
 
 import pytest
-from helpers import filler, make_agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from helpers import PageSteps, filler, make_agent
+from pydantic_ai.messages import ModelMessage, ModelRequest
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 from _compaction import StubSummarizer
@@ -37,18 +37,6 @@ RUNS = 200
 WINDOW, TRIGGER, TARGET = 4_000, 1_600, 700
 STEPS = 4
 ART_ID = re.compile(r'art_[0-9a-f]{64}')
-
-
-class Steps:
-    def __init__(self) -> None:
-        self.step = 0
-        self.__name__ = 'steps'
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        step, self.step = self.step, self.step + 1
-        if step >= STEPS:
-            return ModelResponse(parts=[TextPart('Done.')])
-        return ModelResponse(parts=[ToolCallPart('page', {'n': step}, tool_call_id=f'c{step}')])
 
 
 def named_ids(messages: list[ModelMessage]) -> set[str]:
@@ -82,7 +70,7 @@ async def _burst(url: str, attempt: int, caplog: Any) -> None:
     async def run(i: int) -> list[ModelMessage]:
         result = await agent.run(
             f'User {i}: read the pages.',
-            model=FunctionModel(Steps()),
+            model=FunctionModel(PageSteps(STEPS)),
             deps=i,
             usage_limits=UsageLimits(request_limit=None),
         )

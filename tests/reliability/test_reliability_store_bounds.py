@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import filler, make_agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from helpers import PageSteps, filler, make_agent
+from pydantic_ai.messages import ModelMessage, ModelRequest
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 from _compaction import StubSummarizer
@@ -24,20 +24,6 @@ pytestmark = pytest.mark.anyio
 WINDOW, TRIGGER, TARGET = 6_000, 3_000, 1_200
 STEPS = 5
 TRANSCRIPT_ID = re.compile(r'artifact_id="(art_[0-9a-f]{64})"')
-
-
-class Steps:
-    """A model that calls the tool `STEPS` times, then answers."""
-
-    def __init__(self) -> None:
-        self.step = 0
-        self.__name__ = 'steps'
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        step, self.step = self.step, self.step + 1
-        if step >= STEPS:
-            return ModelResponse(parts=[TextPart('Done.')])
-        return ModelResponse(parts=[ToolCallPart('page', {'n': step}, tool_call_id=f'c{step}')])
 
 
 def transcripts(messages: list[ModelMessage]) -> list[str]:
@@ -69,7 +55,7 @@ async def test_memory_store_at_its_cap_keeps_the_newest_conversations_readable()
     for c in range(conversations):
         result = await agent.run(
             f'Conversation {c}: read the pages.',
-            model=FunctionModel(Steps()),
+            model=FunctionModel(PageSteps(STEPS)),
             deps=c,
             usage_limits=UsageLimits(request_limit=None),
         )
