@@ -8,6 +8,8 @@ import warnings
 import pydantic_ai.messages as m
 import pytest
 from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RunUsage
 
 from pydantic_ai_history import _compat
 
@@ -58,3 +60,22 @@ def test_part_metadata_roundtrip() -> None:
 @pytest.mark.parametrize('ctx', [object(), None])
 def test_run_id_of_without_run_id(ctx: object) -> None:
     assert _compat.run_id_of(ctx) is None
+
+
+def test_bound_durable_operation_reads_the_field_pydantic_ai_installs() -> None:
+    """The one private pydantic-ai field the package reads: this fails when pydantic-ai renames it or changes
+    its keys, where durable operations exist (2.x); before them nothing is ever bound."""
+    from pydantic_ai import RunContext
+
+    try:
+        from pydantic_ai.capabilities import durable_operation  # noqa: F401
+    except ImportError:
+        assert not any(f.name == '_durable_operations' for f in dataclasses.fields(RunContext))
+        return
+    field = next(f for f in dataclasses.fields(RunContext) if f.name == '_durable_operations')
+    assert 'tuple[str, str]' in str(field.type)
+    ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+    assert not _compat.bound_durable_operation(ctx, 'history', 'store_write')
+    ctx = dataclasses.replace(ctx, _durable_operations={('history', 'store_write'): object()})
+    assert _compat.bound_durable_operation(ctx, 'history', 'store_write')
+    assert not _compat.bound_durable_operation(ctx, 'other', 'store_write')

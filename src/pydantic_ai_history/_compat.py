@@ -214,6 +214,20 @@ def durability_base() -> type[Any] | None:
     return BaseDurabilityCapability
 
 
+def bound_durable_operation(ctx: object, capability_id: str | None, name: str) -> bool:
+    """Whether a durability capability bound the operation `name` of the capability `capability_id` for the
+    run of `ctx`: its calls are then journaled (workflow code), else they run where they are made.
+
+    pydantic-ai has no public way to ask this: `RunContext._durable_operations` is the dispatch table its
+    durability capabilities install ("private pending the capability surface decisions",
+    pydantic/pydantic-ai#5477, closed by #6696 without a public query). This is the one place that reads it;
+    `tests/test_compat.py` fails when the field changes. `RunContext.in_durable_context` (public) is not the
+    same question: it is also true where our operations were not bound.
+    """
+    operations = getattr(ctx, '_durable_operations', None)
+    return operations is not None and (capability_id, name) in operations
+
+
 _OperationT = TypeVar('_OperationT', bound=Callable[..., Awaitable[Any]])
 
 

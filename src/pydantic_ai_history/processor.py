@@ -27,6 +27,7 @@ from pydantic_ai import RunContext
 from ._clock import message_time, perf, replay_safe
 from ._compat import (
     HAS_CAPABILITIES,
+    bound_durable_operation,
     REQUEST_SCOPED_PROMPTS,
     TOOLS_HAVE_METADATA,
     CapabilityBase,
@@ -908,8 +909,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
 
     def journaled(self, ctx: object) -> bool:
         """Whether this run journals the processor's operations: a durability capability bound them."""
-        operations = getattr(ctx, '_durable_operations', None)
-        return operations is not None and (self.id, 'store_write') in operations
+        return bound_durable_operation(ctx, self.id, 'store_write')
 
     async def _process_traced(
         self, current: list[ModelMessage], step: _Step, store: ArtifactStore | None = None
