@@ -13,10 +13,9 @@ import functools
 import inspect
 import logging
 import math
-import re
 import weakref
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -24,10 +23,23 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from opentelemetry.trace import NoOpTracer
 from pydantic_ai import RunContext
 
+from ._agent_checks import (
+    TOOL_NAME,
+    agent_capabilities,
+    claim_step,
+    clash_message,
+    duplicate_error,
+    durable_store_problem,
+    history_processor_in,
+    is_ours,
+    is_readback,
+    tool_clash_message,
+    tool_owner,
+    user_error,
+)
 from ._clock import message_time, perf, replay_safe
 from ._compat import (
     HAS_CAPABILITIES,
-    bound_durable_operation,
     REQUEST_SCOPED_PROMPTS,
     TOOLS_HAVE_METADATA,
     CapabilityBase,
@@ -35,6 +47,7 @@ from ._compat import (
     ModelRequest,
     ModelRequestPart,
     ModelResponse,
+    bound_durable_operation,
     durability_base,
     instrumentation_of,
     request_scoped_prompt,
@@ -47,7 +60,9 @@ from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunO
 from ._policy import ContextLimits, ContextPolicy, ContextPolicyError
 from ._room import read_room_tokens
 from ._spans import DeferredSpans
+from ._stats import HistoryStats, RunStats, record_event
 from ._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
+from ._validity import InputCheck, Validity
 from .cache import MemoryCache, SummaryCache, scoped
 from .compaction_tool import (
     COMPACTION_TOOL_METADATA,
@@ -57,15 +72,11 @@ from .compaction_tool import (
     requested_compaction,
 )
 from .events import (
-    ArtifactProcessed,
-    BackgroundSummaryDiscarded,
-    CompactionResult,
     HistoryEvent,
     HistoryWarning,
     NearLimitNoticeSent,
     RequestProcessed,
     StageFailed,
-    WindowApplied,
 )
 from .model_info import (
     ContextWindowUnknownError,
@@ -77,7 +88,7 @@ from .model_info import (
 )
 from .notice import NearLimitNotice, notice_text
 from .pinning import PinPredicate
-from .readback import READBACK_TOOL_METADATA, ReadbackGate, ReadRoom, readback_toolset_id
+from .readback import ReadbackGate, ReadRoom, readback_toolset_id
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
@@ -85,7 +96,7 @@ from .store import ArtifactStore, MemoryStore, StoreError
 from .store._unavailable import UnavailableStore
 from .stream_events import gather, gathering, publish
 from .tokens import TokenCounter, TokenizerProfile
-from .validate import PAIRING_CODES, StructureCheck, Violation
+from .validate import StructureCheck
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model, ModelRequestContext
@@ -103,71 +114,6 @@ _PROCESSED: ContextVar[RequestProcessed | None] = ContextVar('pydantic_ai_histor
 call (for the near-limit notice) without changing what `process`, which apps override, returns."""
 
 EventHandler = Callable[[HistoryEvent], None]
-
-
-@dataclass
-class RunStats:
-    """Running totals for one agent run (or, in `HistoryStats.overall`, for all runs)."""
-
-    requests: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    peak_tokens_out: int = 0
-    window_applications: int = 0
-    compactions: int = 0
-    summarizer_calls: int = 0
-    compaction_methods: Counter[str] = field(default_factory=Counter)
-    artifacts_by_strategy: Counter[str] = field(default_factory=Counter)
-    artifact_cache_hits: int = 0
-    """Artifacts whose conversion or summary came from the shared cache."""
-    warnings: int = 0
-    stage_failures: int = 0
-    prefix_rewrites: int = 0
-    """Requests that changed messages an earlier request had sent (a compaction event, the read-back tool
-    appearing): each makes the provider write its prompt cache again from there."""
-    prefix_rewrite_tokens: int = 0
-    """Estimated tokens written to the provider's prompt cache again because of those requests."""
-    background_summaries_used: int = 0
-    """Compaction events whose summary was made in the background, ahead of the trigger."""
-    background_summaries_discarded: int = 0
-    """Summaries made (or started) in the background and thrown away; their calls count in
-    `summarizer_calls`."""
-    last_utilization: float | None = None
-    """Tokens sent over the context window for the latest request (None when the window is unknown)."""
-    peak_utilization: float | None = None
-
-    @property
-    def reduction_percent(self) -> float:
-        """How much smaller the processed histories were than their inputs, over all requests."""
-        return 100.0 * (1 - self.tokens_out / self.tokens_in) if self.tokens_in else 0.0
-
-    def copy(self) -> RunStats:
-        """A snapshot that later requests do not change."""
-        return dataclasses.replace(
-            self,
-            compaction_methods=Counter(self.compaction_methods),
-            artifacts_by_strategy=Counter(self.artifacts_by_strategy),
-        )
-
-
-@dataclass
-class HistoryStats:
-    """`processor.stats()`: a snapshot of the totals overall and per run, and the shared cache's hit counts.
-
-    `runs` is keyed by the pydantic-ai run id (a stable per-run key on 1.0, which has no run ids); requests
-    processed without a `RunContext` count only in `overall`. At most `max_tracked_runs` runs are kept, the
-    least recently active dropped first.
-    """
-
-    overall: RunStats
-    runs: dict[str, RunStats]
-    cache_hits: int
-    cache_misses: int
-
-    @property
-    def cache_hit_rate(self) -> float:
-        total = self.cache_hits + self.cache_misses
-        return self.cache_hits / total if total else 0.0
 
 
 def _tracer() -> Any:
@@ -277,7 +223,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         _check_fields(self)
         if self.max_tracked_runs < 1:
             raise ValueError(f'max_tracked_runs must be positive, got {self.max_tracked_runs!r}')
-        if not isinstance(self.readback_tool_name, str) or not _TOOL_NAME.fullmatch(self.readback_tool_name):
+        if not isinstance(self.readback_tool_name, str) or not TOOL_NAME.fullmatch(self.readback_tool_name):
             raise ValueError(
                 f'readback_tool_name must be a tool name providers accept (letters, digits, _ and -, at most '
                 f'64, starting with a letter or _), got {self.readback_tool_name!r}'
@@ -298,7 +244,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         self._legacy_runs: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
         self._legacy_seq = 0
         self._tracer = _tracer()
-        self._input_checks: OrderedDict[str | None, _InputCheck] = OrderedDict()
+        self._input_checks: OrderedDict[str | None, InputCheck] = OrderedDict()
         self._offered_readback: OrderedDict[str | None, bool] = OrderedDict()
         """Per run: whether its previous request offered `read_artifact` (its first appearance rewrites the
         cached prefix: tools come first)."""
@@ -338,7 +284,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
 
     async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history processor pydantic-ai calls before every model request (`history_processors=`)."""
-        _claim_step(self, ctx, 'history processor')
+        claim_step(self, ctx, 'history processor')
         processed = await self.process(messages, ctx=ctx)
         self.readback_gate.observe(ctx, messages, processed)
         return processed
@@ -347,7 +293,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """The capability hook: process the history once per request step, and persist the result."""
-        _claim_step(self, ctx, 'capability')
+        claim_step(self, ctx, 'capability')
         parameters = request_context.model_request_parameters
         tools = [*parameters.function_tools, *parameters.output_tools]
         self._check_tool_names(tools)
@@ -415,13 +361,13 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
 
     def _check_tool_names(self, tools: Sequence[ToolDefinition]) -> None:
         """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""
-        clash = next((t for t in tools if t.name == self.readback_tool_name and not _is_readback(t)), None)
+        clash = next((t for t in tools if t.name == self.readback_tool_name and not is_readback(t)), None)
         if clash is not None:
-            raise _user_error(_clash_message(self.readback_tool_name, "one of this run's toolsets"))
+            raise user_error(clash_message(self.readback_tool_name, "one of this run's toolsets"))
         if self._tool is not None and TOOLS_HAVE_METADATA:
             name = self._tool.name
-            if any(t.name == name and not _is_ours(t, COMPACTION_TOOL_METADATA) for t in tools):
-                raise _user_error(_tool_clash_message(name, "one of this run's toolsets"))
+            if any(t.name == name and not is_ours(t, COMPACTION_TOOL_METADATA) for t in tools):
+                raise user_error(tool_clash_message(name, "one of this run's toolsets"))
 
     def _send_notice(
         self,
@@ -523,27 +469,29 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     @classmethod
     def combine(cls, capabilities: Sequence[Any]) -> Any:
         """Two history processors under one id on one agent: refused, since each keeps its own state."""
-        raise _duplicate_error(capabilities)
+        raise duplicate_error(capabilities)
 
     def for_agent(self, agent: Any) -> Any:
         """Checked when the agent is built: one history processor per agent (however it was added: as a
         capability, in `ProcessHistory`, in a combined capability), and under a durability capability a store
         that every worker sees."""
-        capabilities = _agent_capabilities(agent)
-        found = [p for p in map(_history_processor_in, capabilities) if p is not None]
+        capabilities = agent_capabilities(agent)
+        found = [
+            p for p in (history_processor_in(c, HistoryProcessor) for c in capabilities) if p is not None
+        ]
         if len(found) > 1:
-            raise _duplicate_error(found)
-        owner = _tool_owner(agent, self.readback_tool_name)
+            raise duplicate_error(found)
+        owner = tool_owner(agent, self.readback_tool_name)
         if owner is not None:
-            raise _user_error(_clash_message(self.readback_tool_name, owner))
-        owner = _tool_owner(agent, self._tool.name) if self._tool is not None else None
+            raise user_error(clash_message(self.readback_tool_name, owner))
+        owner = tool_owner(agent, self._tool.name) if self._tool is not None else None
         if owner is not None and self._tool is not None:
-            raise _user_error(_tool_clash_message(self._tool.name, owner))
+            raise user_error(tool_clash_message(self._tool.name, owner))
         durability = durability_base()
         if durability is not None and any(isinstance(c, durability) for c in capabilities):
             problem = durable_store_problem(self.store)
             if problem is not None:
-                raise _user_error(problem)
+                raise user_error(problem)
         return self
 
     def capability(self) -> HistoryProcessor:
@@ -977,7 +925,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
                 'no stage may add to them',
                 violations=[str(v) for v in new_violations[:20]],
             )
-        given = _Validity(messages, validity.structure, validity.violations)
+        given = Validity(messages, validity.structure, validity.violations)
         sent = _sent_before(messages)
         rewriter: str | None = None
         for stage in self._stages:
@@ -1021,7 +969,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         stage: HistoryStage,
         messages: list[ModelMessage],
         context: HistoryContext,
-        validity: _Validity,
+        validity: Validity,
         spans: DeferredSpans | None = None,
     ) -> list[ModelMessage]:
         result = messages
@@ -1054,7 +1002,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         result: list[ModelMessage],
         messages: list[ModelMessage],
         context: HistoryContext,
-        validity: _Validity,
+        validity: Validity,
     ) -> str | None:
         """Why a stage's output is worse than its input, or None when it may replace it.
 
@@ -1132,9 +1080,9 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
         """The limit no output may newly pass: the policy's budget, which the window enforces."""
         return context.limits.budget
 
-    def _input_check(self, run_id: str | None) -> _InputCheck:
+    def _input_check(self, run_id: str | None) -> InputCheck:
         """The run's incremental input check: each run continues its own previous input."""
-        check = self._input_checks.pop(run_id, None) or _InputCheck()
+        check = self._input_checks.pop(run_id, None) or InputCheck()
         self._input_checks[run_id] = check
         while len(self._input_checks) > self.max_tracked_runs:
             self._input_checks.popitem(last=False)
@@ -1187,7 +1135,7 @@ class HistoryProcessor(CapabilityBase[Any], HistoryOperations):
     def _emit(self, event: HistoryEvent) -> None:
         for stats in (self._overall, self._run_stats(event.run_id)):
             if stats is not None:
-                _record(stats, event)
+                record_event(stats, event)
         if isinstance(event, (HistoryWarning, StageFailed)):
             pass  # already logged at warning/error level where raised
         else:
@@ -1283,75 +1231,8 @@ def _profile_window_key(model: object) -> int | None:
     return None if model is None or isinstance(model, str) else profile_window(model)
 
 
-def _agent_capabilities(agent: object) -> list[object]:
-    """The capabilities an agent was built with, flattened: its public `root_capability` (late 1.x, 2.x)
-    walked with the public `apply`, and what a wrapper capability wraps."""
-    found: list[object] = []
-    root = getattr(agent, 'root_capability', None)
-    apply = getattr(root, 'apply', None)
-    if callable(apply):
-        apply(found.append)
-    unwrapped: list[object] = []
-    for capability in found:
-        for _ in range(32):  # `WrapperCapability.wrapped`, public; a wrapper of itself must not loop
-            unwrapped.append(capability)
-            inner = getattr(capability, 'wrapped', None)
-            if inner is None or inner is capability or not hasattr(inner, 'apply'):
-                break
-            capability = inner
-    return unwrapped
-
-
-def _history_processor_in(capability: object) -> HistoryProcessor | None:
-    """The history processor a capability is or runs: itself, or `ProcessHistory(processor)`'s (its public
-    `processor` field, also a bound method of one)."""
-    if isinstance(capability, HistoryProcessor):
-        return capability
-    processor = getattr(capability, 'processor', None)
-    if isinstance(processor, HistoryProcessor):
-        return processor
-    owner = getattr(processor, '__self__', None)
-    return owner if isinstance(owner, HistoryProcessor) else None
-
-
 _CONFIG_ERRORS = (ContextWindowUnknownError, ContextPolicyError)
 """Configuration errors: raised out of the run (everything else is caught, logged and the history kept)."""
-
-_STEPS: OrderedDict[tuple[str, int], tuple[int, str]] = OrderedDict()
-"""Which processor (by `id()`) processed each run step, and by which entry point: two history processors on
-one agent, however added, are found on the first step they share."""
-_MAX_STEPS = 4_096
-
-
-def _claim_step(processor: HistoryProcessor, ctx: object, entry: str) -> None:
-    """Refuse a second history processor on a run step (`UserError`); the same one replaying it is fine.
-
-    The agent's constructor refuses what it can see (`for_agent`), but a processor added as a plain history
-    processor (`ProcessHistory(p)`, `history_processors=[p]`) is not told of its agent: two of them, or one
-    added twice by two routes, are refused here, before either changes the history.
-    """
-    # only with pydantic-ai's run ids: 1.0's stand-in key is shared by an agent delegating with `usage=`
-    run_key = run_id_of(ctx)
-    step = getattr(ctx, 'run_step', None)
-    if run_key is None or not isinstance(step, int):
-        return
-    key, claim = (run_key, step), (id(processor), entry)
-    previous = _STEPS.get(key)
-    if previous is None:
-        _STEPS[key] = claim
-        while len(_STEPS) > _MAX_STEPS:
-            _STEPS.popitem(last=False)
-    elif previous != claim:
-        raise _user_error(
-            'An agent takes one history processor, but this run step was processed by two (or by one '
-            'added twice: as a capability and in ProcessHistory or history_processors). Each keeps its own '
-            'state and would rewrite the history the other just processed; add the processor once, as a '
-            'capability (Agent(capabilities=[processor])) where pydantic-ai has capabilities.'
-        )
-
-
-_TOOL_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]{0,63}')
-"""A tool name every provider accepts."""
 
 
 def _exempting(settings: ArtifactSettings, tool_name: str) -> ArtifactSettings:
@@ -1360,16 +1241,6 @@ def _exempting(settings: ArtifactSettings, tool_name: str) -> ArtifactSettings:
         return settings
     exempt = (settings.exempt_tools - {READ_ARTIFACT_TOOL}) | {tool_name}
     return dataclasses.replace(settings, exempt_tools=frozenset(exempt))
-
-
-def _is_readback(tool: ToolDefinition) -> bool:
-    """Whether a tool definition is our read-back tool's (marked in its metadata)."""
-    return _is_ours(tool, READBACK_TOOL_METADATA)
-
-
-def _is_ours(tool: ToolDefinition, mark: Mapping[str, str]) -> bool:
-    """Whether a tool definition carries our `mark` in its metadata."""
-    return (getattr(tool, 'metadata', None) or {}).get(MARKER_KEY) == mark[MARKER_KEY]
 
 
 def _enabled(kind: type[_SettingsT], value: _SettingsT | bool) -> _SettingsT | None:
@@ -1388,7 +1259,7 @@ def _check_compaction_tool(tool: CompactionTool, stages: Sequence[HistoryStage],
             '(compaction=False, or stages= without a Compactor): the model could ask for a compaction that '
             'nothing would run'
         )
-    if not _TOOL_NAME.fullmatch(tool.name) or tool.name == readback_name:
+    if not TOOL_NAME.fullmatch(tool.name) or tool.name == readback_name:
         raise ValueError(
             'CompactionTool.name must be a tool name providers accept (letters, digits, _ and -, at most 64, '
             f'starting with a letter or _) and differ from the read-back tool, got {tool.name!r}'
@@ -1404,209 +1275,6 @@ def _with_last_request_part(messages: Sequence[ModelMessage], part: ModelRequest
             result[index] = dataclasses.replace(message, parts=[*message.parts, part])
             break
     return result
-
-
-def _tool_clash_message(name: str, owner: str) -> str:
-    return (
-        f"The agent already has a tool named {name!r} (from {owner}), the name of the history processor's "
-        f"compaction tool: rename one of them, e.g. HistoryProcessor(compaction_tool=CompactionTool(name='"
-        "compact_history'))."
-    )
-
-
-def _tool_owner(agent: object, name: str) -> str | None:
-    """The label of the agent's own toolset that already has a tool called `name`, where it is known when the
-    agent is built (tools registered on it, function toolsets given to it); None otherwise."""
-    for toolset in getattr(agent, 'toolsets', None) or ():
-        tools = getattr(toolset, 'tools', None)
-        if isinstance(tools, Mapping) and name in tools:
-            return str(getattr(toolset, 'label', type(toolset).__name__))
-    return None
-
-
-def _clash_message(name: str, owner: str) -> str:
-    return (
-        f"The agent already has a tool named {name!r} (from {owner}), the name of the history processor's "
-        f'read-back tool ({name!r}): rename one of them, e.g. HistoryProcessor(readback_tool_name='
-        f"'read_stored_content') or create_history_processor(readback_tool_name=...)."
-    )
-
-
-def _user_error(message: str) -> Exception:
-    from pydantic_ai.exceptions import UserError
-
-    return UserError(message)
-
-
-def durable_store_problem(store: ArtifactStore) -> str | None:
-    """Why `store` cannot serve a durable agent, or None.
-
-    Workers run the operations that write the store and the `read_artifact` tool that reads it, each on any
-    worker, so the store must be one they all see. Workflow code makes artifact ids without I/O, so the
-    store's id secret must be given, the same on every worker.
-    """
-    name = type(store).__name__
-    if isinstance(store, MemoryStore):
-        return (
-            'Under durable execution (Temporal, DBOS, Prefect) the artifact store must be one every worker '
-            f'sees, but this processor has a {name}: its originals would be written on one worker and read '
-            "back on another. Use DirectoryStore('/shared/path', secret=...) or RedisStore(url, secret=...)."
-        )
-    if getattr(store, '_secret', None) is None:
-        return (
-            f'Under durable execution the {name} needs an explicit id secret, the same on every worker '
-            f'(workflow code makes artifact ids and must not read it from storage): {name}(..., secret=...), '
-            'for example from an environment variable.'
-        )
-    return None
-
-
-def _duplicate_error(capabilities: Sequence[object]) -> Exception:
-    from pydantic_ai.exceptions import UserError
-
-    ids = ', '.join(repr(getattr(c, 'id', None)) for c in capabilities)
-    return UserError(
-        f'An agent takes one history processor, but it was given {len(capabilities)} (ids {ids}). Each keeps '
-        'its own state and would rewrite the history the other just processed; configure one processor '
-        '(its stages, policy and summarizer cover every combination) and remove the others.'
-    )
-
-
-def _record(stats: RunStats, event: HistoryEvent) -> None:
-    if isinstance(event, RequestProcessed):
-        stats.requests += 1
-        stats.tokens_in += event.tokens_before
-        stats.tokens_out += event.tokens_after
-        stats.peak_tokens_out = max(stats.peak_tokens_out, event.tokens_after)
-        utilization = event.utilization
-        stats.last_utilization = utilization
-        if utilization is not None:
-            stats.peak_utilization = max(stats.peak_utilization or 0.0, utilization)
-        if event.rewritten_messages:
-            stats.prefix_rewrites += 1
-            stats.prefix_rewrite_tokens += event.rewritten_tokens
-    elif isinstance(event, WindowApplied):
-        stats.window_applications += 1
-    elif isinstance(event, CompactionResult):
-        stats.compactions += 1
-        stats.summarizer_calls += event.summarizer_calls
-        stats.compaction_methods[event.method] += 1
-        stats.background_summaries_used += event.background
-    elif isinstance(event, BackgroundSummaryDiscarded):
-        stats.summarizer_calls += event.summarizer_calls  # paid for, used by no event
-        stats.background_summaries_discarded += 1
-    elif isinstance(event, ArtifactProcessed):
-        stats.artifacts_by_strategy[event.strategy] += 1
-        if event.cache_hit:
-            stats.artifact_cache_hits += 1
-    elif isinstance(event, HistoryWarning):
-        stats.warnings += 1
-    elif isinstance(event, StageFailed):
-        stats.stage_failures += 1
-
-
-_HISTORY_CODES = frozenset(
-    {'empty', 'starts_with_response', 'starts_with_tool_return', 'not_ending_with_request'}
-)
-"""Violations about the history's ends: where they are is the history itself, whichever message is there."""
-
-_Key = tuple[str, object]
-
-
-class _Validity:
-    """What the next stage receives, and what was already wrong with it: no stage may add to that.
-
-    A violation is the same one when it has the same code and the same place: for pairing, the tool call id
-    (so a call and its return that were paired must stay paired, however messages move); for the ends, the
-    history; otherwise the message, by identity with the input (a message a stage wrote has no old place).
-    """
-
-    def __init__(
-        self, messages: list[ModelMessage], structure: StructureCheck, violations: list[Violation]
-    ) -> None:
-        self.messages = messages
-        self.structure = structure
-        self.violations = violations
-        self._keys: Counter[_Key] | None = None
-
-    def added(self, violations: Sequence[Violation], result: Sequence[ModelMessage]) -> list[Violation]:
-        """The violations of `result` (a stage's output) that its input did not have."""
-        if self._keys is None:
-            self._keys = Counter(_key(v, self.messages, None) for v in self.violations)
-        places = {id(m): i for i, m in enumerate(self.messages)}
-        remaining = Counter(self._keys)
-        added: list[Violation] = []
-        for violation in violations:
-            key = _key(violation, result, places)
-            if remaining[key] > 0:
-                remaining[key] -= 1
-            else:
-                added.append(violation)
-        return added
-
-    def accept(
-        self, messages: list[ModelMessage], structure: StructureCheck, violations: list[Violation]
-    ) -> None:
-        """A stage's output becomes the next stage's input."""
-        self.messages, self.structure, self.violations, self._keys = messages, structure, violations, None
-
-
-def _key(violation: Violation, messages: Sequence[ModelMessage], places: dict[int, int] | None) -> _Key:
-    if violation.code in PAIRING_CODES:
-        return violation.code, violation.tool_call_id
-    if violation.code in _HISTORY_CODES or violation.index < 0:
-        return violation.code, None
-    if places is None:
-        return violation.code, violation.index
-    return violation.code, places.get(id(messages[violation.index]), ('new', violation.index))
-
-
-class _InputCheck:
-    """Validates each input history, incrementally.
-
-    Within a run every input is the previous output plus a response and a request (the same objects). The
-    checks are not all local (a return may answer a call many messages back), so the check keeps the
-    pairing state of the history it last saw and, when the new input extends it, only feeds the new
-    messages: the idle path stays cheap on long histories while broken input is still reported on every
-    request that brings it. Any other input is checked from scratch.
-    """
-
-    def __init__(self) -> None:
-        self._last: list[ModelMessage] = []
-        self._checked: list[ModelMessage] | None = None
-        self._structure = StructureCheck()
-        self._reported: frozenset[str] = frozenset()
-
-    def unreported(self, violations: Sequence[Violation]) -> list[Violation]:
-        """Violations not reported before: a broken old message warns once, not on every request."""
-        new = [v for v in violations if str(v) not in self._reported]
-        self._reported = frozenset(str(v) for v in violations)
-        return new
-
-    def check(self, messages: list[ModelMessage]) -> _Validity:
-        """The validity of `messages`, from the state of the last history seen when it is a prefix."""
-        last = self._last
-        known = len(last)
-        extends = False
-        if 0 < known <= len(messages) and self._structure.length == known:
-            last.extend(messages[known:])
-            # One comparison in C: identical messages never reach `__eq__`, and equal ones pair alike.
-            extends = last == messages
-        if not extends:
-            self._structure = StructureCheck()
-            known = 0
-        self._structure.extend(messages[known:])
-        # `_last` now copies `messages` when they extend it; until `adopt`, no input extends anything
-        self._checked, self._last = (messages, last) if extends else (None, [])
-        return _Validity(messages, self._structure, self._structure.violations(messages))
-
-    def adopt(self, validity: _Validity) -> None:
-        """Continue from the history the stages returned: the next input extends it."""
-        if validity.messages is not self._checked or not self._last:
-            # our own copy: the caller may change the list it gets back
-            self._last = list(validity.messages)
-        self._checked = None
-        self._structure = validity.structure
 
 
 @dataclasses.dataclass(frozen=True)

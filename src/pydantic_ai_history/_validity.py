@@ -1,0 +1,115 @@
+"""The processor's guard: what was already wrong with a history, so that no stage may add to it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from ._compat import ModelMessage
+from .validate import PAIRING_CODES, StructureCheck, Violation
+
+__all__ = ('InputCheck', 'Validity')
+
+
+_HISTORY_CODES = frozenset(
+    {'empty', 'starts_with_response', 'starts_with_tool_return', 'not_ending_with_request'}
+)
+"""Violations about the history's ends: where they are is the history itself, whichever message is there."""
+
+_Key = tuple[str, object]
+
+
+class Validity:
+    """What the next stage receives, and what was already wrong with it: no stage may add to that.
+
+    A violation is the same one when it has the same code and the same place: for pairing, the tool call id
+    (so a call and its return that were paired must stay paired, however messages move); for the ends, the
+    history; otherwise the message, by identity with the input (a message a stage wrote has no old place).
+    """
+
+    def __init__(
+        self, messages: list[ModelMessage], structure: StructureCheck, violations: list[Violation]
+    ) -> None:
+        self.messages = messages
+        self.structure = structure
+        self.violations = violations
+        self._keys: Counter[_Key] | None = None
+
+    def added(self, violations: Sequence[Violation], result: Sequence[ModelMessage]) -> list[Violation]:
+        """The violations of `result` (a stage's output) that its input did not have."""
+        if self._keys is None:
+            self._keys = Counter(_key(v, self.messages, None) for v in self.violations)
+        places = {id(m): i for i, m in enumerate(self.messages)}
+        remaining = Counter(self._keys)
+        added: list[Violation] = []
+        for violation in violations:
+            key = _key(violation, result, places)
+            if remaining[key] > 0:
+                remaining[key] -= 1
+            else:
+                added.append(violation)
+        return added
+
+    def accept(
+        self, messages: list[ModelMessage], structure: StructureCheck, violations: list[Violation]
+    ) -> None:
+        """A stage's output becomes the next stage's input."""
+        self.messages, self.structure, self.violations, self._keys = messages, structure, violations, None
+
+
+def _key(violation: Violation, messages: Sequence[ModelMessage], places: dict[int, int] | None) -> _Key:
+    if violation.code in PAIRING_CODES:
+        return violation.code, violation.tool_call_id
+    if violation.code in _HISTORY_CODES or violation.index < 0:
+        return violation.code, None
+    if places is None:
+        return violation.code, violation.index
+    return violation.code, places.get(id(messages[violation.index]), ('new', violation.index))
+
+
+class InputCheck:
+    """Validates each input history, incrementally.
+
+    Within a run every input is the previous output plus a response and a request (the same objects). The
+    checks are not all local (a return may answer a call many messages back), so the check keeps the
+    pairing state of the history it last saw and, when the new input extends it, only feeds the new
+    messages: the idle path stays cheap on long histories while broken input is still reported on every
+    request that brings it. Any other input is checked from scratch.
+    """
+
+    def __init__(self) -> None:
+        self._last: list[ModelMessage] = []
+        self._checked: list[ModelMessage] | None = None
+        self._structure = StructureCheck()
+        self._reported: frozenset[str] = frozenset()
+
+    def unreported(self, violations: Sequence[Violation]) -> list[Violation]:
+        """Violations not reported before: a broken old message warns once, not on every request."""
+        new = [v for v in violations if str(v) not in self._reported]
+        self._reported = frozenset(str(v) for v in violations)
+        return new
+
+    def check(self, messages: list[ModelMessage]) -> Validity:
+        """The validity of `messages`, from the state of the last history seen when it is a prefix."""
+        last = self._last
+        known = len(last)
+        extends = False
+        if 0 < known <= len(messages) and self._structure.length == known:
+            last.extend(messages[known:])
+            # One comparison in C: identical messages never reach `__eq__`, and equal ones pair alike.
+            extends = last == messages
+        if not extends:
+            self._structure = StructureCheck()
+            known = 0
+        self._structure.extend(messages[known:])
+        # `_last` now copies `messages` when they extend it; until `adopt`, no input extends anything
+        self._checked, self._last = (messages, last) if extends else (None, [])
+        return Validity(messages, self._structure, self._structure.violations(messages))
+
+    def adopt(self, validity: Validity) -> None:
+        """Continue from the history the stages returned: the next input extends it."""
+        if validity.messages is not self._checked or not self._last:
+            # our own copy: the caller may change the list it gets back
+            self._last = list(validity.messages)
+        self._checked = None
+        self._structure = validity.structure
