@@ -28,13 +28,13 @@ from .cache import SummaryCache
 from .files import FileResult
 from .files._results import file_result_from_json, file_result_to_json
 from .stages._llm import convert_in_thread, run_plan, run_text
-from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.artifacts._models import ArtifactPlan
 from .store import ArtifactStore, StoredArtifact
 
 if TYPE_CHECKING:
     from ._summarizer_settings import ModelRef, SummarizerSettings
     from .files import FileSettings
+    from .stages.artifacts._settings import ArtifactSettings
     from .tokens import TokenizerProfile
 
 __all__ = (
@@ -71,8 +71,7 @@ class HistoryOperations:
 
         token_profile: TokenizerProfile | None
 
-        @property
-        def history_stages(self) -> list[Any]: ...
+        def _artifact_settings(self) -> ArtifactSettings: ...
 
     @durable_operation(name='compaction_summary')
     async def summarize_history(
@@ -210,12 +209,6 @@ class HistoryOperations:
     def _planner_model(self, ctx: RunContext[Any]) -> ModelRef:
         planner = self._artifact_settings().planner_model
         return planner if planner is not None else self._summarizer_model(ctx)
-
-    def _artifact_settings(self) -> ArtifactSettings:
-        for stage in self.history_stages:
-            if isinstance(stage, ArtifactPlanner):
-                return stage.settings
-        return ArtifactSettings()
 
 
 def _name(model: ModelRef) -> str | None:

@@ -1,0 +1,1303 @@
+"""The capability every part of the package is: pydantic-ai's hooks around a pipeline of stages.
+
+`HistoryCapability` resolves the context policy once per request, runs its stages under one guard (a stage
+that raises or makes the history worse is skipped; the output never newly passes the budget), keeps per-run
+stats and turns every decision into an event, a log line and a span. `HistoryProcessor` composes the three
+built-in stages; each stage (`ArtifactPlanner`, `Compactor`, `SlidingWindow`) is also a capability of its
+own, whose pipeline is itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import logging
+import math
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from opentelemetry.trace import NoOpTracer
+from pydantic_ai import RunContext
+
+from ._agent_checks import (
+    TOOL_NAME,
+    agent_capabilities,
+    claim_step,
+    clash_message,
+    duplicate_error,
+    durable_store_problem,
+    history_processor_in,
+    is_ours,
+    is_readback,
+    tool_clash_message,
+    tool_owner,
+    user_error,
+)
+from ._clock import message_time, perf, replay_safe
+from ._compat import (
+    HAS_CAPABILITIES,
+    REQUEST_SCOPED_PROMPTS,
+    TOOLS_HAVE_METADATA,
+    CapabilityBase,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    bound_durable_operation,
+    durability_base,
+    instrumentation_of,
+    request_scoped_prompt,
+    run_id_of,
+)
+from ._context import MARKER_KEY, CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._local_server import local_server_of
+from ._marks import READ_ARTIFACT_TOOL, readback_tool_scope, seal_key_scope
+from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
+from ._policy import ContextLimits, ContextPolicy, ContextPolicyError
+from ._room import read_room_tokens
+from ._spans import DeferredSpans
+from ._stats import HistoryStats, RunStats, record_event
+from ._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
+from ._validity import InputCheck, Validity
+from .cache import MemoryCache, SummaryCache, scoped
+from .compaction_tool import (
+    COMPACTION_TOOL_METADATA,
+    CompactionTool,
+    compaction_toolset,
+    compaction_toolset_id,
+    requested_compaction,
+)
+from .events import (
+    HistoryEvent,
+    HistoryWarning,
+    NearLimitNoticeSent,
+    RequestProcessed,
+    StageFailed,
+)
+from .model_info import (
+    ContextWindowUnknownError,
+    is_test_model,
+    model_info,
+    model_name_of,
+    profile_window,
+    serving_candidates,
+)
+from .notice import NearLimitNotice, notice_text
+from .pinning import PinPredicate
+from .readback import ReadbackGate, ReadRoom, readback_toolset_id
+from .stages.artifacts._settings import ArtifactSettings
+from .store import ArtifactStore, MemoryStore, StoreError
+from .store._unavailable import UnavailableStore
+from .stream_events import gather, gathering, publish
+from .tokens import TokenCounter, TokenizerProfile
+from .validate import StructureCheck
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model, ModelRequestContext
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.toolsets import AbstractToolset
+
+__all__ = ('DEFAULT_ID', 'SERIALIZATION_NAME', 'EventHandler', 'HistoryCapability', 'exempting_readback')
+
+_SettingsT = TypeVar('_SettingsT')
+
+logger = logging.getLogger('pydantic_ai_history')
+
+_PROCESSED: ContextVar[RequestProcessed | None] = ContextVar('pydantic_ai_history_processed', default=None)
+"""The `RequestProcessed` of the latest `process` call in this context: the request hook reads it after the
+call (for the near-limit notice) without changing what `process`, which apps override, returns."""
+
+EventHandler = Callable[[HistoryEvent], None]
+
+
+def _tracer() -> Any:
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    return trace.get_tracer('pydantic_ai_history')
+
+
+DEFAULT_ID = 'pydantic_ai_history'
+"""The capability's default `id`: stable, so durable engines and message history can name it."""
+
+SERIALIZATION_NAME = 'PydanticAIHistory'
+"""The name an agent spec builds the processor by (`Agent.from_spec(..., custom_capability_types=...)`)."""
+
+
+@dataclass(kw_only=True, eq=False)
+class HistoryCapability(CapabilityBase[Any], HistoryOperations):
+    """pydantic-ai's hooks around a pipeline of stages, with the settings every stage shares.
+
+    One object serves every pydantic-ai version: `Agent(capabilities=[...])` where pydantic-ai has
+    capabilities (late 1.x, 2.x), `Agent(history_processors=[...])` on early 1.x. Every argument is
+    keyword-only. Subclasses say what the pipeline is (`HistoryProcessor`: the built-in stages; a stage:
+    itself).
+
+    A stage that raises, or returns a worse history than it was given, is skipped for that request (a
+    `StageFailed` event says why); the run goes on with the stage's input. Worse means: a tool call and its
+    return that were paired no longer are, or any other invariant violation where the input had none. And
+    the processed history is never bigger than the budget allows: when a history that fitted no longer does,
+    or one already over grew, the input is returned. Nothing is raised except a configuration error
+    (`ContextWindowUnknownError` under `ContextPolicy(strict=True)`).
+    """
+
+    id: str | None = DEFAULT_ID
+    """The capability's id, stable across runs and processes (durable execution names its operations after
+    it); the read-back toolset's id is derived from it. An agent holds one history processor."""
+    model: ModelRef | None = None
+    """The serving model (name or `Model`) when it is not the run's: decides token counting and the limits.
+    Default: the run's model, read on every request."""
+    policy: ContextPolicy = field(default_factory=ContextPolicy)
+    """Window, utilization, reserve, budget, compaction trigger and target: resolved once per request and
+    shared by every stage."""
+    summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
+    """The model and limits of every LLM call the stages make (compaction and artifact summaries, plans)."""
+    pin: PinPredicate | None = None
+    """Units with a message this accepts are kept by the compactor and the window (e.g. `pin_tool_errors`);
+    `pin()` markers are honoured regardless."""
+    keep_first_user_message: bool = True
+    """Keep the first user turn (the original task) verbatim through compactions and windowing."""
+    token_profile: TokenizerProfile | None = None
+    """Overrides how tokens are counted (encoding, correction, image formula). Default: by model family."""
+    cache: SummaryCache = field(default_factory=MemoryCache)
+    """The cache for summaries, conversions and prefix records. Default: an in-memory LRU. Shared by every
+    run; each run's entries are keyed by its scope (`scope`), so no tenant is ever served another's."""
+    store: ArtifactStore = field(default_factory=MemoryStore)
+    """Where originals of reduced artifacts and evicted transcripts are kept for `read_artifact`. Default: in
+    memory, bounded; a history persisted between processes needs `DirectoryStore` or `RedisStore`."""
+    scope: ScopeKey | None = None
+    """`ctx -> str`: the tenant or conversation whose artifacts a run may store and read back, e.g.
+    `lambda ctx: ctx.deps.tenant_id`. Default: pydantic-ai's conversation id (1.0: one shared scope)."""
+    readback_tool_name: str = READ_ARTIFACT_TOOL
+    """The name of the read-back tool (and of the tool every note, stub and summary tells the model to call).
+    Rename it when the app has a tool of its own called `read_artifact`: a clash fails when the agent is built
+    (where its tools are known then), else on the first request, naming both."""
+    compaction_tool: CompactionTool | bool = False
+    """Give the model a `compact_context(focus=...)` tool to ask for a compaction at a natural break in its
+    task (see `compaction_tool.CompactionTool`): the next request then compacts as at the trigger, with the
+    model's focus. True for the defaults; False (default) adds no tool. Needs a compaction stage. The tool is
+    in every request's tool list from the first (its definition is what it costs); on pydantic-ai 1.0, add
+    `processor.compaction_toolset()` to the agent's toolsets."""
+    near_limit_notice: NearLimitNotice | bool = False
+    """Tell the model, in a system prompt for that request only, when its history nears its limit (see
+    `notice.NearLimitNotice`): the compaction trigger, or the budget when nothing compacts. True for the
+    defaults; False (default) changes no prompt. Cache-safe: the notice is the last thing of its request and
+    is left out of later ones. Needs the processor as a capability (not on pydantic-ai 1.0)."""
+    on_history_event: EventHandler | None = None
+    """Receives every `HistoryEvent` (they are also logged). `create_history_processor(on_event=...)` sets it;
+    the field has its own name because `on_event` is pydantic-ai's hook for the run's stream events."""
+    max_tracked_runs: int = 1_024
+    """Per-run stats and incremental checks are kept for this many runs, least recently active dropped."""
+
+    # pydantic-ai compares capabilities by identity; the processor's state makes it one of a kind.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __post_init__(self) -> None:
+        self.policy = coerce_settings(ContextPolicy, self.policy, 'policy')
+        self.summarizer = coerce_settings(SummarizerSettings, self.summarizer, 'summarizer')
+        if not isinstance(self.compaction_tool, bool):
+            self.compaction_tool = coerce_settings(CompactionTool, self.compaction_tool, 'compaction_tool')
+        if not isinstance(self.near_limit_notice, bool):
+            self.near_limit_notice = coerce_settings(
+                NearLimitNotice, self.near_limit_notice, 'near_limit_notice'
+            )
+        _check_fields(self)
+        if self.max_tracked_runs < 1:
+            raise ValueError(f'max_tracked_runs must be positive, got {self.max_tracked_runs!r}')
+        if not isinstance(self.readback_tool_name, str) or not TOOL_NAME.fullmatch(self.readback_tool_name):
+            raise ValueError(
+                f'readback_tool_name must be a tool name providers accept (letters, digits, _ and -, at most '
+                f'64, starting with a letter or _), got {self.readback_tool_name!r}'
+            )
+        self._stages: list[HistoryStage] = self._pipeline()
+        self._counters: dict[str | None, TokenCounter] = {}
+        self._limits: dict[tuple[str | None, int | None], ContextLimits] = {}
+        self._server_windows: dict[str, int] = {}
+        """What local servers said their window is, by `LocalServer.key` (see `_local_server`)."""
+        self._servers_asked: set[str] = set()
+        self._planned_budgets: OrderedDict[str | None, int] = OrderedDict()
+        """The budget each run's current step was processed against (`before_model_request`), so an attempt
+        at a model with a smaller window (`prepare_model_request`) knows to fit its own copy."""
+        self._overall = RunStats()
+        self._runs: OrderedDict[str, RunStats] = OrderedDict()
+        self._legacy_runs: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
+        self._legacy_seq = 0
+        self._tracer = _tracer()
+        self._input_checks: OrderedDict[str | None, InputCheck] = OrderedDict()
+        self._offered_readback: OrderedDict[str | None, bool] = OrderedDict()
+        """Per run: whether its previous request offered `read_artifact` (its first appearance rewrites the
+        cached prefix: tools come first)."""
+        self.readback_gate = ReadbackGate(run_key=self._run_key, predict=self._will_name_readback)
+        """Decides when `read_artifact` is offered: once a run's history holds something to read."""
+        self._tool = _enabled(CompactionTool, self.compaction_tool)
+        self._notice = _enabled(NearLimitNotice, self.near_limit_notice)
+        if self._tool is not None:
+            _check_compaction_tool(self._tool, self._stages, self.readback_tool_name)
+        self._notices: OrderedDict[str | None, ModelRequestPart] = OrderedDict()
+        """Late 1.x: the notice of a run's current request, until `wrap_model_request` puts it on the wire."""
+        self._notice_bands: OrderedDict[str | None, int] = OrderedDict()
+        """The band (`NearLimitNotice.band`) of each run's latest notice, while its history stays past the
+        notice's start (bounded by `max_tracked_runs`)."""
+        self._open_runs: set[str] = set()
+        """Runs inside `wrap_run` (bounded by the runs going on): their end is told to the stages, so work a
+        stage starts for one in the background (a summary ahead of its event) ends with it."""
+        if self.model is not None and (self.policy.strict or model_info(self.model).context_window):
+            # settings that cannot work with a known window (or an unknown one under strict) fail here
+            self.limits_for(self.model)
+
+    def _pipeline(self) -> list[HistoryStage]:
+        """The stages to run, in order (called once, at construction)."""
+        raise NotImplementedError
+
+    def _artifact_settings(self) -> ArtifactSettings:
+        """The artifact settings the effects read (file conversion, planning, the read-back room)."""
+        return ArtifactSettings()
+
+    # ---- pydantic-ai entry points -------------------------------------------------------------------
+
+    async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
+        """The history processor pydantic-ai calls before every model request (`history_processors=`)."""
+        claim_step(self, ctx, 'history processor')
+        processed = await self.process(messages, ctx=ctx)
+        self.readback_gate.observe(ctx, messages, processed)
+        return processed
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """The capability hook: process the history once per request step, and persist the result."""
+        claim_step(self, ctx, 'capability')
+        parameters = request_context.model_request_parameters
+        tools = [*parameters.function_tools, *parameters.output_tools]
+        self._check_tool_names(tools)
+        before = request_context.messages
+        with gathering() as stream_events:
+            token = _PROCESSED.set(None)
+            try:
+                messages = await self.process(
+                    before, ctx=ctx, tool_definitions=tools, serving_model=request_context.model
+                )
+                processed = _PROCESSED.get()
+            finally:
+                _PROCESSED.reset(token)
+            if messages is not before:  # the idle path leaves pydantic-ai's lists as they are
+                self.readback_gate.observe(ctx, before, messages)
+                request_context.messages = messages.copy()
+                ctx.messages[:] = messages
+            limits = self.limits_for(self._serving(ctx, request_context.model))
+            self._plan(ctx, limits.budget)
+            if self._notice is not None and processed is not None:
+                self._send_notice(ctx, request_context, processed, limits)
+        await publish(ctx, stream_events)
+        return request_context
+
+    if not REQUEST_SCOPED_PROMPTS:  # late 1.x: no request-scoped prompts, and no request-only message list
+
+        async def wrap_model_request(
+            self, ctx: RunContext[Any], *, request_context: ModelRequestContext, handler: Any
+        ) -> Any:
+            """The near-limit notice on the outgoing copy of the request only, at its end (late 1.x)."""
+            part = self._notices.pop(self._run_key(ctx), None)
+            if part is not None:
+                request_context.messages = _with_last_request_part(request_context.messages, part)
+            return await handler(request_context)
+
+    async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
+        """The run's lifetime: work a stage started for the run in the background (a summary made ahead of its
+        compaction event) ends when the run does, however it ends (cancelled, never awaited). Durable
+        workflow code starts no such work."""
+        run_key = self._run_key(ctx)
+        if run_key is None or self.journaled(ctx):
+            return await handler()
+        self._open_runs.add(run_key)
+        try:
+            return await handler()
+        finally:
+            self._open_runs.discard(run_key)
+            self._end_run(run_key)
+
+    def _end_run(self, run_key: str) -> None:
+        # the run's near-limit state goes with it (bounded by max_tracked_runs either way)
+        self._notices.pop(run_key, None)
+        self._notice_bands.pop(run_key, None)
+        for stage in self._stages:
+            end_run = getattr(stage, 'end_run', None)
+            if end_run is not None:
+                try:
+                    end_run(run_key, self._emit)
+                except Exception:  # cleanup only: the run's own outcome stands
+                    logger.exception('stage %r failed to end the run', getattr(stage, 'name', stage))
+
+    def _requested(self, messages: Sequence[ModelMessage]) -> CompactionRequest | None:
+        """The model's compaction request, when the tool is on and the newest request answers its call."""
+        return requested_compaction(messages, self._tool) if self._tool is not None else None
+
+    def _check_tool_names(self, tools: Sequence[ToolDefinition]) -> None:
+        """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""
+        clash = next((t for t in tools if t.name == self.readback_tool_name and not is_readback(t)), None)
+        if clash is not None:
+            raise user_error(clash_message(self.readback_tool_name, "one of this run's toolsets"))
+        if self._tool is not None and TOOLS_HAVE_METADATA:
+            name = self._tool.name
+            if any(t.name == name and not is_ours(t, COMPACTION_TOOL_METADATA) for t in tools):
+                raise user_error(tool_clash_message(name, "one of this run's toolsets"))
+
+    def _send_notice(
+        self,
+        ctx: RunContext[Any],
+        request_context: ModelRequestContext,
+        processed: RequestProcessed,
+        limits: ContextLimits,
+    ) -> None:
+        """The near-limit notice for this request, when the history entered a new band past its start:
+        enqueued as a request-scoped system prompt (2.x), else added to the end of this request's outgoing
+        copy only."""
+        assert self._notice is not None
+        compacts = any(hasattr(stage, 'compact') for stage in self._stages)
+        limit = limits.trigger if compacts else limits.budget
+        band = self._notice.band(processed.tokens_after, limit)
+        if band is None:  # under its start (again, after a compaction): the next crossing is told
+            self._notice_bands.pop(processed.run_id, None)
+            return
+        last = self._notice_bands.get(processed.run_id)
+        if last is not None and band <= last:
+            return
+        self._notice_bands[processed.run_id] = band
+        self._notice_bands.move_to_end(processed.run_id)
+        while len(self._notice_bands) > self.max_tracked_runs:
+            self._notice_bands.popitem(last=False)
+        tool = self._tool.name if self._tool is not None else None
+        text = notice_text(processed.tokens_after, limit, compacts=compacts, tool=tool)
+        part = request_scoped_prompt(text, {MARKER_KEY: {'kind': 'near_limit_notice'}})
+        if REQUEST_SCOPED_PROMPTS:
+            ctx.enqueue(part)
+        else:  # here the hook's messages become the history: the wire copy gets it (`wrap_model_request`)
+            self._notices[processed.run_id] = part
+            while len(self._notices) > self.max_tracked_runs:
+                self._notices.popitem(last=False)
+        self._emit(
+            NearLimitNoticeSent(
+                run_id=processed.run_id,
+                context_tokens=processed.tokens_after,
+                limit_tokens=limit,
+                notice=text,
+            )
+        )
+
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Each attempt (pydantic-ai 2.x): when the model about to serve it has a smaller window than the one
+        the step was processed for (`ModelFallback` moved on to a smaller model), fit this attempt's copy of
+        the history to it. The stored history is left as the step made it."""
+        if self.model is not None:
+            return request_context
+        planned = self._planned_budgets.get(self._run_key(ctx))
+        if planned is None or self.limits_for(request_context.model).budget >= planned:
+            return request_context
+        parameters = request_context.model_request_parameters
+        with gathering() as stream_events:
+            messages = await self.process(
+                request_context.messages,
+                ctx=ctx,
+                tool_definitions=[*parameters.function_tools, *parameters.output_tools],
+                serving_model=request_context.model,
+            )
+        request_context.messages = messages.copy()
+        await publish(ctx, stream_events)
+        return request_context
+
+    def _plan(self, ctx: RunContext[Any], budget: int) -> None:
+        run_key = self._run_key(ctx)
+        self._planned_budgets.pop(run_key, None)
+        self._planned_budgets[run_key] = budget
+        while len(self._planned_budgets) > self.max_tracked_runs:
+            self._planned_budgets.popitem(last=False)
+
+    def get_toolset(self) -> AbstractToolset[Any] | None:
+        """`read_artifact`, offered only once the run's history holds a note that names it; and, when
+        `compaction_tool` is on, `compact_context`."""
+        readback = self.readback_toolset()
+        if self._tool is None:
+            return readback
+        from pydantic_ai.toolsets import CombinedToolset
+
+        return CombinedToolset([readback, self.compaction_toolset()])
+
+    def compaction_toolset(self) -> AbstractToolset[Any]:
+        """A toolset with the `compact_context` tool (`compaction_tool`), for `Agent(toolsets=...)` on
+        pydantic-ai 1.0 (with capabilities, the processor offers it itself). Its id is derived from the
+        processor's `id`."""
+        if self._tool is None:
+            raise ValueError(
+                'compaction_toolset() needs HistoryProcessor(compaction_tool=True) (or a CompactionTool): '
+                'without it the model could ask for a compaction that nothing would run'
+            )
+        return compaction_toolset(self._tool, toolset_id=compaction_toolset_id(self.id))
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None
+
+    @classmethod
+    def combine(cls, capabilities: Sequence[Any]) -> Any:
+        """Two history processors under one id on one agent: refused, since each keeps its own state."""
+        raise duplicate_error(capabilities)
+
+    def for_agent(self, agent: Any) -> Any:
+        """Checked when the agent is built: one history processor per agent (however it was added: as a
+        capability, in `ProcessHistory`, in a combined capability), and under a durability capability a store
+        that every worker sees."""
+        capabilities = agent_capabilities(agent)
+        found = [
+            p for p in (history_processor_in(c, HistoryCapability) for c in capabilities) if p is not None
+        ]
+        if len(found) > 1:
+            raise duplicate_error(found)
+        owner = tool_owner(agent, self.readback_tool_name)
+        if owner is not None:
+            raise user_error(clash_message(self.readback_tool_name, owner))
+        owner = tool_owner(agent, self._tool.name) if self._tool is not None else None
+        if owner is not None and self._tool is not None:
+            raise user_error(tool_clash_message(self._tool.name, owner))
+        durability = durability_base()
+        if durability is not None and any(isinstance(c, durability) for c in capabilities):
+            problem = durable_store_problem(self.store)
+            if problem is not None:
+                raise user_error(problem)
+        return self
+
+    def capability(self) -> HistoryCapability:
+        """The processor itself, a capability (kept for 0.1.0 code: `capabilities=[p.capability()]`)."""
+        if not HAS_CAPABILITIES:
+            raise RuntimeError(
+                'this pydantic-ai version has no capabilities: use Agent(history_processors=[processor])'
+            )
+        return self
+
+    def readback_toolset(self) -> AbstractToolset[Any]:
+        """A toolset with `read_artifact` for what the stages reduced (for `Agent(toolsets=...)` on 1.x).
+
+        The tool is offered only once the run's history holds a note that names it (see `ReadbackGate`). The
+        toolset's id is derived from the processor's `id`.
+        """
+        from .readback import readback_toolset
+
+        return readback_toolset(
+            self.store,
+            scope=self.scope_of,
+            gate=self.readback_gate,
+            toolset_id=readback_toolset_id(self.id),
+            room=self.read_room,
+            tool_name=self.readback_tool_name,
+        )
+
+    def read_room(self, ctx: RunContext[Any]) -> ReadRoom | None:
+        """What one `read_artifact` call may return: the room of the request that will carry it, shared by
+        the reads the model made in parallel (None when it cannot be worked out: the read's `limit` alone)."""
+        try:
+            model = self.model if self.model is not None else ctx.model
+            counter = self.counter_for(model)
+            limits = self.limits_for(model)
+            tokens = read_room_tokens(
+                ctx.messages,
+                counter=counter,
+                limits=limits,
+                floor=self._artifact_settings().resolve_budget(limits),
+                tool_name=self.readback_tool_name,
+                keep_first_user_message=self.keep_first_user_message,
+            )
+        except Exception:  # a bound only: the read still answers within its limit
+            logger.debug('could not work out the room of a read-back', exc_info=True)
+            return None
+        if tokens is None:
+            return None
+        correction = counter.tokenizer_profile.correction
+        return ReadRoom(
+            max_tokens=tokens, count_tokens=lambda text: math.ceil(counter.count_text(text) * correction)
+        )
+
+    @property
+    def history_stages(self) -> list[HistoryStage]:
+        """The stages in the order they run."""
+        return self._stages
+
+    def scope_of(self, ctx: RunContext[Any] | None) -> str:
+        """The scope a run's artifacts live in: the `scope` callable's answer, else `default_scope(ctx)`."""
+        if ctx is None or self.scope is None:
+            return default_scope(ctx)
+        try:
+            return str(self.scope(ctx))
+        except Exception:
+            # Never let a broken scope key widen access: the run gets a scope of its own.
+            logger.exception('the scope callable raised; this run reads back only what it stored itself')
+            return f'unscoped-run:{self._run_key(ctx) or id(ctx)}'
+
+    async def _will_name_readback(self, ctx: Any, messages: Sequence[ModelMessage]) -> bool:
+        """Whether a stage will certainly write a note naming `read_artifact` into this history."""
+        stages = [s for s in self._stages if hasattr(s, 'will_name_readback')]
+        if not stages or not messages:
+            return False
+        try:
+            context = self.make_context(ctx=ctx)
+            with self._marks_scope():
+                for stage in stages:
+                    verdict = stage.will_name_readback(messages, context)  # type: ignore[attr-defined]
+                    if await verdict if inspect.isawaitable(verdict) else verdict:
+                        return True
+        except Exception:  # a prediction only: the tool then comes with the next request
+            logger.debug('could not predict a read-back note', exc_info=True)
+        return False
+
+    # ---- processing -----------------------------------------------------------------------------------
+
+    def counter_for(self, model: ModelRef | None) -> TokenCounter:
+        """The shared token counter for a model (memoization is per model family)."""
+        name = model_name_of(model)
+        counter = self._counters.get(name)
+        if counter is None:
+            counter = TokenCounter(name, profile=self.token_profile)
+            self._counters[name] = counter
+        return counter
+
+    def limits_for(self, model: ModelRef | None) -> ContextLimits:
+        """The context policy resolved for `model`: what every stage plans against on its requests.
+
+        Resolved once per model (a profile-less `Model` and its name resolve alike); a wrapper that may call
+        several models (`FallbackModel`) gets the limits of the one with the smallest known window. An unknown
+        window falls back to `ContextPolicy.fallback_context_window` with one `context_window_fallback`
+        warning (logged at INFO for pydantic-ai's test models); a setting the window makes impossible raises
+        `ContextPolicyError`, one it makes clamp warns once (`setting_clamped`).
+        """
+        key = (model_name_of(model), _profile_window_key(model))
+        limits = self._limits.get(key)
+        if limits is None:
+            limits = self.policy.resolve(model_info(model, server_windows=self._server_windows))
+            if limits.window_source == 'fallback' and self._server_not_asked(model):
+                return limits  # provisional: the first request asks the model's server
+            self._limits[key] = limits
+            self._announce(limits, model)
+        return limits
+
+    def _server_not_asked(self, model: ModelRef | None) -> bool:
+        servers = (local_server_of(candidate) for candidate in serving_candidates(model))
+        return any(s is not None and s.key not in self._servers_asked for s in servers)
+
+    def _announce(self, limits: ContextLimits, model: ModelRef | None) -> None:
+        """Say once per model what the limits had to assume or change."""
+        for adjustment in limits.adjustments:
+            logger.warning('setting_clamped: %s', adjustment)
+            self._emit(
+                HistoryWarning(
+                    code='setting_clamped', message=adjustment, details={'model': limits.model_name}
+                )
+            )
+        if limits.window_source != 'fallback':
+            return
+        message = (
+            f'the context window of {limits.model_name!r} is unknown: assuming '
+            f'{limits.model_window:,} tokens. Set ContextPolicy(context_window=...) (or the model '
+            "profile's context_window), or ContextPolicy(strict=True) to make this an error."
+        )
+        # pydantic-ai's test models have no window on purpose: an app's tests should not see a warning
+        level = logging.INFO if is_test_model(model) else logging.WARNING
+        logger.log(level, 'context_window_fallback: %s', message)
+        self._emit(
+            HistoryWarning(
+                code='context_window_fallback',
+                message=message,
+                details={'model': limits.model_name, 'assumed_context_window': limits.model_window},
+            )
+        )
+
+    async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
+        """Ask the local server of each model that may serve the request for its window, once per server and
+        process; only when the policy does not set the window.
+
+        Under durable execution it is the `context_window_probe` operation, asked on every run's first step
+        whatever this process remembers: workflow code must make the same calls on every replay (the engine
+        answers them from its journal, the worker from its own cache).
+        """
+        if self.policy.context_window is not None or model is None or isinstance(model, str):
+            return
+        journaled = ctx is not None and self.journaled(ctx)
+        if journaled and getattr(ctx, 'run_step', 1) > 1:
+            return
+        for candidate in serving_candidates(model):
+            server = local_server_of(candidate)
+            if server is None or (server.key in self._servers_asked and not journaled):
+                continue
+            self._servers_asked.add(server.key)
+            if journaled and ctx is not None:
+                window = await self.ask_server_window(ctx, server.base_url, server.model_name)
+            else:
+                window = await self.probe_server_window(
+                    ctx, server.base_url, server.model_name, model=candidate
+                )
+            if window is not None:
+                logger.info('%s serves %r with a %s-token window', server.base_url, server.model_name, window)
+                self._server_windows[server.key] = window
+                self._limits.clear()  # resolved again with the server's window
+
+    def _serving(self, ctx: RunContext[Any] | None, serving_model: Model | None) -> ModelRef | None:
+        """The model whose limits apply: the processor's `model`, else the one pydantic-ai hands the request
+        hook, else the run's."""
+        if self.model is not None:
+            return self.model
+        if serving_model is not None:
+            return serving_model
+        return ctx.model if ctx is not None else None
+
+    def make_context(
+        self,
+        *,
+        ctx: RunContext[Any] | None = None,
+        model: ModelRef | None = None,
+        tool_definitions: Sequence[ToolDefinition] = (),
+        serving_model: Model | None = None,
+        store: ArtifactStore | None = None,
+        compaction_request: CompactionRequest | None = None,
+    ) -> HistoryContext:
+        """The per-call context the stages receive, with the limits resolved for the serving model.
+
+        `store`: the store this request writes to (default: the processor's; a stand-in while it is
+        unavailable). `compaction_request`: the model's, found in the newest request."""
+        store = self.store if store is None else store
+        if model is None:
+            model = self._serving(ctx, serving_model)
+        # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
+        operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
+        scope = self.scope_of(ctx)
+        run_id = self._run_key(ctx)
+        return HistoryContext(
+            # a wrapper over several models counts like the first it tries
+            counter=self.counter_for(cast('ModelRef | None', serving_candidates(model)[0])),
+            limits=self.limits_for(model),
+            summarizer=self.summarizer,
+            pin=self.pin,
+            keep_first_user_message=self.keep_first_user_message,
+            model=model,
+            run_context=ctx,
+            run_id=run_id,
+            # every key a stage uses carries the run's scope: nothing one tenant's run cached reaches another
+            cache=scoped(JournaledCache(operations) if operations is not None else self.cache, scope),
+            store=JournaledStore(operations, store) if operations is not None else store,
+            operations=operations,
+            emit_event=self._emit,
+            usage=ctx.usage if ctx is not None else None,
+            tool_definitions=tuple(tool_definitions),
+            serving_model=serving_model,
+            scope=scope,
+            background_allowed=operations is None and run_id in self._open_runs,
+            compaction_request=compaction_request,
+        )
+
+    async def compact(
+        self,
+        messages: Sequence[ModelMessage],
+        *,
+        focus: str | None = None,
+        ctx: Any = None,
+        model: Any = None,
+    ) -> list[ModelMessage]:
+        """Compact now, whatever the trigger says; `focus` tells the summarizer what matters most.
+
+        Guarded like every stage: if it raises or breaks the history, the history comes back unchanged and a
+        `StageFailed` event says why. Raises `RuntimeError` when the processor has no compaction stage.
+        """
+        for stage in self._stages:
+            compact = getattr(stage, 'compact', None)
+            if compact is not None:
+                history = list(messages)
+                if self.journaled(ctx):
+                    with self._workflow_scope(history):
+                        return await self._compact_with(stage, compact, history, focus, ctx, model)
+                store = await self._prepared_store(ctx)
+                with self._marks_scope(store):
+                    return await self._compact_with(stage, compact, history, focus, ctx, model, store)
+        raise RuntimeError(
+            'this processor has no compaction stage (create_history_processor(compaction=False)?)'
+        )
+
+    async def _compact_with(
+        self,
+        stage: HistoryStage,
+        compact: Any,
+        history: list[ModelMessage],
+        focus: str | None,
+        ctx: Any,
+        model: Any,
+        store: ArtifactStore | None = None,
+    ) -> list[ModelMessage]:
+        context = self.make_context(ctx=ctx, model=model, store=store)
+        check = self._input_check(context.run_id)
+        validity = check.check(history)
+        result = await self._run_stage(_OnDemand(stage.name, compact, focus), history, context, validity)
+        if result is not history:
+            problem = self._over_budget(result, context.estimate(history).total, context)
+            if problem is not None:
+                self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
+                return history
+        check.adopt(validity)
+        return result
+
+    async def process(
+        self,
+        messages: Sequence[ModelMessage],
+        *,
+        ctx: Any = None,
+        model: Any = None,
+        tool_definitions: Sequence[Any] = (),
+        serving_model: Model | None = None,
+    ) -> list[ModelMessage]:
+        """Run every stage over `messages` and return the history to send; the input list is never changed.
+
+        A list that needs no change comes back itself (the idle path copies nothing); otherwise the result is
+        a new list. `tool_definitions` (the request's `ToolDefinition`s, which the capability passes) are
+        counted in the estimate until the provider's usage has shown what instructions and tools really cost.
+        `serving_model`: the model object that will send this request (the capability passes pydantic-ai's;
+        under durable execution it journals provider-native compaction).
+        """
+        if not isinstance(messages, list):
+            messages = list(messages)
+        await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
+        # the model's compaction request is read from the history of a run step (the same on replay)
+        requested = self._requested(messages) if ctx is not None else None
+        step = _Step(ctx, model, tool_definitions, serving_model, requested)
+        if self.journaled(ctx):
+            # workflow code: no clock, no I/O (the store's secret is explicit under durability)
+            with self._workflow_scope(messages):
+                return await self._process_traced(messages, step)
+        # the store's secret (persisted beside its data) is loaded before the first id or mark is made
+        store = await self._prepared_store(ctx)
+        with self._marks_scope(store):
+            return await self._process_traced(messages, step, store)
+
+    async def _prepared_store(self, ctx: Any) -> ArtifactStore:
+        """The store with its secret loaded (a no-op once loaded); while it cannot be, a stand-in that refuses
+        every write, said at error level (`store_unavailable`) on every request."""
+        try:
+            await self.store.prepare()
+        except StoreError as exc:
+            message = (
+                f'the artifact store cannot give its secret ({exc}): nothing is stored and no id or mark is '
+                'made with a secret of this process; the request is processed as with a store that refuses '
+                'every write'
+            )
+            logger.error('store_unavailable: %s', message)
+            self._emit(HistoryWarning(run_id=self._run_key(ctx), code='store_unavailable', message=message))
+            return UnavailableStore(self.store, str(exc))
+        return self.store
+
+    @contextlib.contextmanager
+    def _marks_scope(self, store: ArtifactStore | None = None) -> Iterator[None]:
+        """Seals made and verified with the key of the store's secret: the one secret, kept where the data is,
+        so every process sharing the store recognises the package's notes (no environment variable)."""
+        store = self.store if store is None else store
+        with readback_tool_scope(self.readback_tool_name):
+            if isinstance(store, UnavailableStore) or not store.secret_ready:
+                # the store cannot say (or, in a prediction before the first request, has not said yet): the
+                # process's own key, whose marks no other process reads as ours
+                yield
+                return
+            with seal_key_scope(store._id_secret()):
+                yield
+
+    @contextlib.contextmanager
+    def marks(self) -> Iterator[None]:
+        """Read (and write) the package's marks as this processor does, outside a run.
+
+        Within a run the processor keys its seals with its store's secret. Code that inspects a processed
+        history on its own (`summary_text`, `note_transcript`, `stages.compactor.summary_sections`, ...) reads
+        metadata marks anywhere, but a seal (the only mark on pydantic-ai 1.0, and on user-prompt text) only
+        within `with processor.marks():`. A `RedisStore` must have loaded its secret first
+        (`await processor.store.prepare()`); otherwise this raises `StoreError`.
+        """
+        with seal_key_scope(self.store._id_secret()), readback_tool_scope(self.readback_tool_name):
+            yield
+
+    @contextlib.contextmanager
+    def _workflow_scope(self, messages: Sequence[ModelMessage]) -> Iterator[None]:
+        """Workflow code: clocks pinned to the newest message, seals keyed by the store's explicit secret."""
+        # the secret is explicit under durability (checked in `for_agent`), so reading it does no I/O
+        with (
+            replay_safe(message_time(messages)),
+            seal_key_scope(self.store._id_secret()),
+            readback_tool_scope(self.readback_tool_name),
+        ):
+            yield
+
+    def journaled(self, ctx: object) -> bool:
+        """Whether this run journals the processor's operations: a durability capability bound them."""
+        return bound_durable_operation(ctx, self.id, 'store_write')
+
+    async def _process_traced(
+        self, current: list[ModelMessage], step: _Step, store: ArtifactStore | None = None
+    ) -> list[ModelMessage]:
+        started = perf()
+        ctx = step.ctx
+        context = self.make_context(
+            ctx=ctx,
+            model=step.model,
+            tool_definitions=step.tool_definitions,
+            serving_model=step.serving_model,
+            store=store,
+            compaction_request=step.requested,
+        )
+        if not current:
+            context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
+            return current
+        tracer = self._tracer_for(ctx)
+        spans = DeferredSpans(tracer) if tracer is not None else None
+        if spans is not None:
+            context.tracer, context.open_spans = tracer, spans.open
+        try:
+            return await self._process(current, context, started, spans)
+        except _CONFIG_ERRORS:
+            raise
+        except Exception as exc:  # outside any stage, e.g. counting content of a kind nobody foresaw
+            logger.exception('processing failed; the history is passed on unchanged')
+            self._emit(
+                StageFailed(run_id=context.run_id, stage='processor', error=f'{type(exc).__name__}: {exc}')
+            )
+            return current
+        finally:
+            if spans is not None:
+                spans.close()
+
+    def _tracer_for(self, ctx: object) -> Any:
+        """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines);
+        None for a run that is not instrumented; OpenTelemetry's global one outside a run."""
+        tracer = getattr(ctx, 'tracer', None)
+        if isinstance(tracer, NoOpTracer):
+            # late 1.x runs history processors with a no-op tracer on the context even when the run is
+            # instrumented by its `Instrumentation` capability; otherwise nothing records: no span at all
+            settings = instrumentation_of(ctx)
+            return settings.tracer if settings is not None else None
+        return tracer if tracer is not None else self._tracer
+
+    async def _process(
+        self,
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        started: float,
+        spans: DeferredSpans | None = None,
+    ) -> list[ModelMessage]:
+        await context.count_newest(messages)  # a large new message is tokenized off the event loop
+        before = context.estimate(messages)
+        current = messages
+        check = self._input_check(context.run_id)
+        validity = check.check(messages)
+        errors = [v for v in validity.violations if v.severity == 'error']
+        new_violations = check.unreported(errors)
+        if new_violations:
+            context.warn(
+                'invalid_input',
+                f'the history has {len(errors)} invariant violation(s) before processing; '
+                'no stage may add to them',
+                violations=[str(v) for v in new_violations[:20]],
+            )
+        given = Validity(messages, validity.structure, validity.violations)
+        sent = _sent_before(messages)
+        rewriter: str | None = None
+        for stage in self._stages:
+            stage_input = current
+            current = await self._run_stage(stage, current, context, validity, spans)
+            if rewriter is None and current is not stage_input and _first_change(messages, current) < sent:
+                rewriter = stage.name
+        if current is not messages:
+            problem = self._over_budget(current, before.total, context)
+            if problem is not None:
+                logger.error('the processed history was worse than the input (%s); input kept', problem)
+                self._emit(StageFailed(run_id=context.run_id, stage='processor', error=problem))
+                current, validity, rewriter = messages, given, None
+        check.adopt(validity)
+        context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
+        # the idle path: nothing changed, so the estimate of the input stands
+        after = before if current is messages else context.estimate(current)
+        rewrite = self._rewrite(messages, current, sent, rewriter, context)
+        event = RequestProcessed(
+            run_id=context.run_id,
+            messages_before=len(messages),
+            messages_after=len(current),
+            tokens_before=before.total,
+            tokens_after=after.total,
+            tokenizer_tokens_after=after.tokenizer,
+            context_window=context.context_window,
+            duration_ms=(perf() - started) * 1000,
+            anchored=after.anchor_verified,
+            rewritten_messages=rewrite[0],
+            rewritten_tokens=rewrite[1],
+            rewritten_by=rewrite[2],
+        )
+        if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
+            spans.finish(current is not messages, _span_attributes(event, context))
+        self._emit(event)
+        _PROCESSED.set(event)
+        return current
+
+    async def _run_stage(
+        self,
+        stage: HistoryStage,
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        validity: Validity,
+        spans: DeferredSpans | None = None,
+    ) -> list[ModelMessage]:
+        result = messages
+        try:
+            if spans is not None:
+                spans.stage_started(stage.name)
+            result = await stage(messages, context)
+        except _CONFIG_ERRORS:
+            raise
+        except Exception as exc:
+            logger.exception('stage %r failed; continuing with its input', stage.name)
+            self._emit(
+                StageFailed(run_id=context.run_id, stage=stage.name, error=f'{type(exc).__name__}: {exc}')
+            )
+            return messages
+        finally:
+            if spans is not None:
+                spans.stage_finished(changed=result is not messages)
+        if result is messages:
+            return result
+        problem = self._worse(result, messages, context, validity)
+        if problem is not None:
+            logger.error('stage %r made the history worse (%s); output discarded', stage.name, problem)
+            self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
+            return messages
+        return result
+
+    def _worse(
+        self,
+        result: list[ModelMessage],
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        validity: Validity,
+    ) -> str | None:
+        """Why a stage's output is worse than its input, or None when it may replace it.
+
+        Worse: empty; a tool call and its return that were paired are no longer (or any other violation where
+        the input had none).
+        """
+        if not result:
+            return 'invalid output: the history is empty'
+        structure = StructureCheck()
+        structure.extend(result)
+        violations = structure.violations(result)
+        added = validity.added(violations, result)
+        if added:
+            return 'invalid output: ' + '; '.join(str(v) for v in added[:5])
+        validity.accept(result, structure, violations)
+        return None
+
+    def _over_budget(self, result: list[ModelMessage], before: int, context: HistoryContext) -> str | None:
+        """Why the processed history is bigger than the hard budget allows, or None.
+
+        Checked on the whole pipeline's output, not per stage: a stage may grow the history (a file converted
+        for a model that cannot read it) when a later one brings it back within the budget.
+        """
+        budget = self._hard_budget(context)
+        after = context.estimate(result).total
+        if after <= before or after <= budget:
+            return None
+        fitted = 'fitted' if before <= budget else 'was already over'
+        return (
+            f'the output is {after:,} tokens, the input {before:,}, which {fitted} the budget of {budget:,}'
+        )
+
+    def _rewrite(
+        self,
+        messages: list[ModelMessage],
+        result: list[ModelMessage],
+        sent: int,
+        rewriter: str | None,
+        context: HistoryContext,
+    ) -> tuple[int, int, str | None]:
+        """The prefix rewrite this request causes: messages already sent that changed, the tokens written to
+        the provider's cache again from the first of them, and what changed them (a stage, or the read-back
+        tool appearing in the tool list, which precedes every message)."""
+        offered = self._readback_offered(context)
+        first = _first_change(messages, result) if rewriter is not None else sent
+        if offered:
+            first, rewriter = 0, self.readback_tool_name
+        if first >= sent or rewriter is None:
+            return 0, 0, None
+        new = len(messages) - sent  # the newest response and the current request were never sent
+        counts = context.counter
+        tokens = sum(counts.count_message(m) for m in result[first : max(len(result) - new, first)])
+        logger.info(
+            'prefix rewrite by %s: %d sent message(s) changed, ~%d tokens cached again',
+            rewriter,
+            sent - first,
+            tokens,
+        )
+        return sent - first, tokens, rewriter
+
+    def _readback_offered(self, context: HistoryContext) -> bool:
+        """Whether this request is the first of its run to offer `read_artifact` (known from the request's
+        tool definitions, which the capability passes; never on the run's first request: none is cached)."""
+        if not context.tool_definitions:
+            return False
+        offered = any(t.name == self.readback_tool_name for t in context.tool_definitions)
+        run = context.run_id
+        before = self._offered_readback.pop(run, None)
+        self._offered_readback[run] = offered
+        while len(self._offered_readback) > self.max_tracked_runs:
+            self._offered_readback.popitem(last=False)
+        return offered and before is False
+
+    def _hard_budget(self, context: HistoryContext) -> int:
+        """The limit no output may newly pass: the policy's budget, which the window enforces."""
+        return context.limits.budget
+
+    def _input_check(self, run_id: str | None) -> InputCheck:
+        """The run's incremental input check: each run continues its own previous input."""
+        check = self._input_checks.pop(run_id, None) or InputCheck()
+        self._input_checks[run_id] = check
+        while len(self._input_checks) > self.max_tracked_runs:
+            self._input_checks.popitem(last=False)
+        return check
+
+    # ---- events and stats ---------------------------------------------------------------------------
+
+    def _run_key(self, ctx: Any) -> str | None:
+        if ctx is None:
+            return None
+        run_id = run_id_of(ctx)
+        if run_id is not None:
+            return run_id
+        # pydantic-ai 1.0 has no run id, and replaces its message list with each processor output; the
+        # run's `RunUsage` is the one object that lives exactly as long as the run (unless the app shares
+        # one usage between runs on purpose, when they count as one).
+        usage = getattr(ctx, 'usage', None)
+        if usage is None:
+            return None
+        key = id(usage)
+        entry = self._legacy_runs.get(key)
+        if entry is not None and entry[0]() is usage:
+            return entry[1]
+        self._legacy_seq += 1
+        name = f'run-{self._legacy_seq}'
+        runs = self._legacy_runs
+
+        def forget(_: object, key: int = key) -> None:
+            runs.pop(key, None)
+
+        try:
+            ref = weakref.ref(usage, forget)
+        except TypeError:  # not weak-referenceable: fall back to the object id
+            return f'run-{key:x}'
+        runs[key] = (ref, name)
+        return name
+
+    def _run_stats(self, run_id: str | None) -> RunStats | None:
+        if run_id is None:
+            return None
+        stats = self._runs.get(run_id)
+        if stats is None:
+            stats = self._runs[run_id] = RunStats()
+            while len(self._runs) > self.max_tracked_runs:
+                self._runs.popitem(last=False)
+        else:
+            self._runs.move_to_end(run_id)
+        return stats
+
+    def _emit(self, event: HistoryEvent) -> None:
+        for stats in (self._overall, self._run_stats(event.run_id)):
+            if stats is not None:
+                record_event(stats, event)
+        if isinstance(event, (HistoryWarning, StageFailed)):
+            pass  # already logged at warning/error level where raised
+        else:
+            logger.debug('%s', event)
+        if self.on_history_event is not None:
+            try:
+                self.on_history_event(event)
+            except Exception:
+                logger.exception('on_event callback raised; ignored')
+        gather(event)
+
+    def stats(self) -> HistoryStats:
+        """Running totals per run and overall, plus the shared cache's hits and misses."""
+        return HistoryStats(
+            overall=self._overall.copy(),
+            runs={run_id: stats.copy() for run_id, stats in self._runs.items()},
+            cache_hits=self.cache.stats.hits,
+            cache_misses=self.cache.stats.misses,
+        )
+
+
+def _sent_before(messages: Sequence[ModelMessage]) -> int:
+    """How many leading messages an earlier request already sent: every one before the newest response."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], ModelResponse):
+            return index
+    return 0
+
+
+def _first_change(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> int:
+    """The first index where `after` no longer holds `before`'s message (the same object)."""
+    for index, (old, new) in enumerate(zip(before, after, strict=False)):
+        if old is not new:
+            return index
+    return min(len(before), len(after))
+
+
+def coerce_settings(kind: type[_SettingsT], value: object, name: str) -> _SettingsT:
+    """A settings object from itself or from a mapping of its fields (an agent spec's YAML or JSON)."""
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, dict):
+        return kind(**value)
+    raise TypeError(
+        f'{name} must be a {kind.__name__} or a mapping of its fields, got {type(value).__name__}'
+    )
+
+
+_FIELD_TYPES: tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...] = (
+    ('id', (str, type(None)), 'a string or None'),
+    ('keep_first_user_message', bool, 'True or False'),
+    ('token_profile', (TokenizerProfile, type(None)), 'a TokenizerProfile or None'),
+    ('cache', SummaryCache, 'a SummaryCache, e.g. MemoryCache() or SQLiteCache(path)'),
+    ('store', ArtifactStore, "an ArtifactStore, e.g. DirectoryStore('artifacts/') or MemoryStore()"),
+    ('max_tracked_runs', int, 'a whole number'),
+    ('compaction_tool', (bool, CompactionTool), 'a CompactionTool (or a mapping of its fields) or a bool'),
+    (
+        'near_limit_notice',
+        (bool, NearLimitNotice),
+        'a NearLimitNotice (or a mapping of its fields) or a bool',
+    ),
+)
+"""Each field whose type is checked at construction, its types, and what to say instead."""
+
+
+def _check_fields(processor: HistoryCapability) -> None:
+    """Every field's type, at construction and with its name (a path given as the store, a YAML string given
+    as a flag), rather than an `AttributeError` at the first request."""
+    for name, kinds, expected in _FIELD_TYPES:
+        value = getattr(processor, name)
+        if not isinstance(value, kinds) or (kinds is int and isinstance(value, bool)):
+            got = f'{type(value).__name__} {value!r}'
+            raise TypeError(f'{type(processor).__name__}.{name} must be {expected}, got {got}')
+    for name in ('pin', 'scope', 'on_history_event'):
+        value = getattr(processor, name)
+        if value is not None and not callable(value):
+            kind = type(processor).__name__
+            raise TypeError(f'{kind}.{name} must be callable or None, got {type(value).__name__}')
+    check_model_ref(processor.model, f'{type(processor).__name__}.model')
+
+
+def _profile_window_key(model: object) -> int | None:
+    """Part of the limits cache key: two `Model`s with one name may carry different profile windows."""
+    return None if model is None or isinstance(model, str) else profile_window(model)
+
+
+_CONFIG_ERRORS = (ContextWindowUnknownError, ContextPolicyError)
+"""Configuration errors: raised out of the run (everything else is caught, logged and the history kept)."""
+
+
+def exempting_readback(settings: ArtifactSettings, tool_name: str) -> ArtifactSettings:
+    """The artifact settings with the read-back tool, under its configured name, exempt from planning."""
+    if tool_name == READ_ARTIFACT_TOOL or READ_ARTIFACT_TOOL not in settings.exempt_tools:
+        return settings
+    exempt = (settings.exempt_tools - {READ_ARTIFACT_TOOL}) | {tool_name}
+    return dataclasses.replace(settings, exempt_tools=frozenset(exempt))
+
+
+def _enabled(kind: type[_SettingsT], value: _SettingsT | bool) -> _SettingsT | None:
+    """The settings of an optional feature: its own, its defaults for True, None when it is off."""
+    if value is True:
+        return kind()
+    return None if value is False else value
+
+
+def _check_compaction_tool(tool: CompactionTool, stages: Sequence[HistoryStage], readback_name: str) -> None:
+    """A compaction tool needs a stage that compacts, and a name of its own (settings that cannot work fail
+    here, naming the field)."""
+    if not any(hasattr(stage, 'compact') for stage in stages):
+        raise ValueError(
+            'compaction_tool needs a compaction stage, but this capability has none '
+            '(compaction=False, or stages= without a Compactor): the model could ask for a compaction that '
+            'nothing would run'
+        )
+    if not TOOL_NAME.fullmatch(tool.name) or tool.name == readback_name:
+        raise ValueError(
+            'CompactionTool.name must be a tool name providers accept (letters, digits, _ and -, at most 64, '
+            f'starting with a letter or _) and differ from the read-back tool, got {tool.name!r}'
+        )
+
+
+def _with_last_request_part(messages: Sequence[ModelMessage], part: ModelRequestPart) -> list[ModelMessage]:
+    """A copy of `messages` whose last request (the one being sent) has `part` at its end."""
+    result = list(messages)
+    for index in range(len(result) - 1, -1, -1):
+        message = result[index]
+        if isinstance(message, ModelRequest):
+            result[index] = dataclasses.replace(message, parts=[*message.parts, part])
+            break
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """What one processing call is about, besides the messages."""
+
+    ctx: Any
+    model: Any
+    tool_definitions: Sequence[Any]
+    serving_model: Model | None
+    requested: CompactionRequest | None
+    """The model's compaction request (`compact_context`), found in the newest request of a model step."""
+
+
+@dataclasses.dataclass
+class _OnDemand:
+    """A stage's `compact(messages, context, focus=...)` run as a stage, with the usual guard and check."""
+
+    name: str
+    compact: Any
+    focus: str | None
+
+    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        result: list[ModelMessage] = await self.compact(messages, context, focus=self.focus)
+        return result
+
+
+def _span_attributes(event: RequestProcessed, context: HistoryContext) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        'pydantic_ai_history.messages_before': event.messages_before,
+        'pydantic_ai_history.messages_after': event.messages_after,
+        'pydantic_ai_history.tokens_before': event.tokens_before,
+        'pydantic_ai_history.tokens_after': event.tokens_after,
+        'pydantic_ai_history.anchored': event.anchored,
+        'pydantic_ai_history.duration_ms': event.duration_ms,
+        'pydantic_ai_history.prefix_rewrite.messages': event.rewritten_messages,
+        'pydantic_ai_history.prefix_rewrite.tokens': event.rewritten_tokens,
+    }
+    if event.rewritten_by is not None:
+        attributes['pydantic_ai_history.prefix_rewrite.by'] = event.rewritten_by
+    if context.context_window is not None:
+        attributes['pydantic_ai_history.context_window'] = context.context_window
+    if context.run_id is not None:
+        attributes['pydantic_ai_history.run_id'] = context.run_id
+    if context.counter.model_name:
+        attributes['pydantic_ai_history.model'] = context.counter.model_name
+    return attributes
+
+
+def history_processor_annotations(cls: type[Any]) -> None:
+    """pydantic-ai 1.0 decides whether to pass `ctx` to a history processor from the callable's own
+    `__annotations__`, which an instance only has through its class; later versions read `__call__`'s
+    signature. There the dataclass field annotations are not needed once the class is built, so `__call__`'s
+    stand in for them."""
+    if not HAS_CAPABILITIES:
+        cls.__annotations__ = dict(cls.__call__.__annotations__)
