@@ -14,6 +14,7 @@ import dataclasses
 import inspect
 import logging
 import math
+import typing
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -1299,5 +1300,5 @@ def history_processor_annotations(cls: type[Any]) -> None:
     `__annotations__`, which an instance only has through its class; later versions read `__call__`'s
     signature. There the dataclass field annotations are not needed once the class is built, so `__call__`'s
     stand in for them."""
-    if not HAS_CAPABILITIES:
-        cls.__annotations__ = dict(cls.__call__.__annotations__)
+    if not HAS_CAPABILITIES:  # resolved here, where the names of `__call__`'s annotations are imported
+        cls.__annotations__ = typing.get_type_hints(cls.__call__)
