@@ -157,7 +157,9 @@ def duplicate_error(capabilities: Sequence[object]) -> Exception:
 
     ids = ', '.join(repr(getattr(c, 'id', None)) for c in capabilities)
     return UserError(
-        f'An agent takes one history processor, but it was given {len(capabilities)} (ids {ids}). Each keeps '
-        'its own state and would rewrite the history the other just processed; configure one processor '
-        '(its stages, policy and summarizer cover every combination) and remove the others.'
+        f'An agent takes one history processor, but it was given {len(capabilities)} (ids {ids}): a '
+        'HistoryProcessor or one of its stages used as a capability (ArtifactPlanner, Compactor, '
+        'SlidingWindow). Each keeps its own state and would rewrite the history the other just processed; '
+        'compose them in one HistoryProcessor(stages=[...]) (or its artifacts/compaction/window settings) '
+        'and remove the others.'
     )

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from opentelemetry.trace import NoOpTracer
 from pydantic_ai import RunContext
@@ -103,7 +103,14 @@ if TYPE_CHECKING:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
 
-__all__ = ('DEFAULT_ID', 'SERIALIZATION_NAME', 'EventHandler', 'HistoryCapability', 'exempting_readback')
+__all__ = (
+    'DEFAULT_ID',
+    'SERIALIZATION_NAME',
+    'EventHandler',
+    'HistoryCapability',
+    'StageCapability',
+    'exempting_readback',
+)
 
 _SettingsT = TypeVar('_SettingsT')
 
@@ -293,7 +300,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
                 request_context.messages = messages.copy()
                 ctx.messages[:] = messages
             limits = self.limits_for(self._serving(ctx, request_context.model))
-            self._plan(ctx, limits.budget)
+            self._plan_budget(ctx, limits.budget)
             if self._notice is not None and processed is not None:
                 self._send_notice(ctx, request_context, processed, limits)
         await publish(ctx, stream_events)
@@ -415,7 +422,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         await publish(ctx, stream_events)
         return request_context
 
-    def _plan(self, ctx: RunContext[Any], budget: int) -> None:
+    def _plan_budget(self, ctx: RunContext[Any], budget: int) -> None:
         run_key = self._run_key(ctx)
         self._planned_budgets.pop(run_key, None)
         self._planned_budgets[run_key] = budget
@@ -1293,6 +1300,43 @@ def _span_attributes(event: RequestProcessed, context: HistoryContext) -> dict[s
     if context.counter.model_name:
         attributes['pydantic_ai_history.model'] = context.counter.model_name
     return attributes
+
+
+@dataclass(kw_only=True, eq=False)
+class StageCapability(HistoryCapability):
+    """A stage that is a capability of its own: alone on an agent (`Agent(capabilities=[Compactor()])`, or
+    beside harness's and pydantic-ai's own capabilities) its pipeline is itself, with the shared settings
+    (`policy`, `summarizer`, `store`, ...) its fields give; in a `HistoryProcessor`'s pipeline those are the
+    processor's, and the stage's own are not read.
+
+    Called with a `RunContext` it is a history processor (`history_processors=[stage]` on early 1.x); called
+    with a `HistoryContext` it is a `HistoryStage` (`apply_stage`).
+    """
+
+    name: str = 'stage'
+    """The stage's name in events and logs."""
+
+    def _pipeline(self) -> list[HistoryStage]:
+        return [self]
+
+    async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        """The stage's work on one request's history (the pipeline's guard checks what it returns)."""
+        raise NotImplementedError
+
+    @overload
+    async def __call__(self, ctx: RunContext[Any], messages: list[ModelMessage], /) -> list[ModelMessage]: ...
+
+    @overload
+    async def __call__(
+        self, messages: list[ModelMessage], context: HistoryContext, /
+    ) -> list[ModelMessage]: ...
+
+    async def __call__(  # type: ignore[misc]  # pydantic-ai reads the first annotation: RunContext
+        self, ctx: RunContext[Any], messages: list[ModelMessage] | HistoryContext, /
+    ) -> list[ModelMessage]:
+        if isinstance(messages, HistoryContext):  # a pipeline's call: (messages, context)
+            return await self.apply_stage(cast('list[ModelMessage]', ctx), messages)
+        return await super().__call__(ctx, messages)
 
 
 def history_processor_annotations(cls: type[Any]) -> None:

@@ -303,4 +303,6 @@ class HistoryStage(Protocol):
 
     name: str
 
-    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]: ...
+    async def __call__(
+        self, messages: list[ModelMessage], context: HistoryContext, /
+    ) -> list[ModelMessage]: ...

@@ -22,7 +22,6 @@ from ._capability import (
 )
 from ._context import HistoryStage
 from ._stats import HistoryStats, RunStats
-from ._summarizer_settings import check_model_ref
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
@@ -52,7 +51,6 @@ class HistoryProcessor(HistoryCapability):
     def __post_init__(self) -> None:
         if not isinstance(self.artifacts, bool):
             self.artifacts = coerce_settings(ArtifactSettings, self.artifacts, 'artifacts')
-            check_model_ref(self.artifacts.planner_model, 'ArtifactSettings.planner_model')
         if not isinstance(self.compaction, bool):
             self.compaction = coerce_settings(CompactionSettings, self.compaction, 'compaction')
         _check_types(self)

@@ -6,12 +6,17 @@ with a stub); the full original goes to the spill store first, for `read_artifac
 
 from __future__ import annotations
 
-from ._extract import ARTIFACT_MARKER
-from ._models import Artifact, ArtifactDecision, ArtifactKind, ArtifactPlan, ProcessingStrategy
-from ._planner import PlanningChoice, heuristic_plan, llm_plan, should_use_llm_planning
-from ._reducers import INTERACTIVE_ROLES, browser_snapshot_reducer, console_output_reducer
-from ._settings import ArtifactSettings, Reducer
-from ._stage import ArtifactPlanner
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._extract import ARTIFACT_MARKER
+    from ._models import Artifact, ArtifactDecision, ArtifactKind, ArtifactPlan, ProcessingStrategy
+    from ._planner import PlanningChoice, heuristic_plan, llm_plan, should_use_llm_planning
+    from ._reducers import INTERACTIVE_ROLES, browser_snapshot_reducer, console_output_reducer
+    from ._settings import ArtifactSettings, Reducer
+    from ._stage import ArtifactPlanner
 
 __all__ = (
     'ARTIFACT_MARKER',
@@ -31,3 +36,24 @@ __all__ = (
     'llm_plan',
     'should_use_llm_planning',
 )
+
+_EXPORTS = {
+    'ARTIFACT_MARKER': '._extract',
+    'Artifact': '._models',
+    'ArtifactDecision': '._models',
+    'ArtifactKind': '._models',
+    'ArtifactPlan': '._models',
+    'ArtifactPlanner': '._stage',
+    'ArtifactSettings': '._settings',
+    'INTERACTIVE_ROLES': '._reducers',
+    'PlanningChoice': '._planner',
+    'ProcessingStrategy': '._models',
+    'Reducer': '._settings',
+    'browser_snapshot_reducer': '._reducers',
+    'console_output_reducer': '._reducers',
+    'heuristic_plan': '._planner',
+    'llm_plan': '._planner',
+    'should_use_llm_planning': '._planner',
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

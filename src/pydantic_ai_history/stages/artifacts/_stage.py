@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ..._capability import StageCapability, coerce_settings, exempting_readback, history_processor_annotations
 from ..._compat import (
     BinaryContent,
     ModelMessage,
@@ -29,6 +30,7 @@ from ..._context import MARKER_KEY, HistoryContext
 from ..._marks import seal
 from ..._offload import OFF_LOOP_CHARS, is_large, large_content
 from ..._room import kept_tokens, request_room, window_room
+from ..._summarizer_settings import check_model_ref
 from ..._utf8 import utf8
 from ...cache import cache_key
 from ...events import ArtifactProcessed
@@ -104,15 +106,30 @@ def _fitted_strategy(
     return strategy, rationale, allowance
 
 
-@dataclass
-class ArtifactPlanner:
+@dataclass(kw_only=True, eq=False)
+class ArtifactPlanner(StageCapability):
     """Plans and applies a strategy to every large tool output and attached file; see `ArtifactSettings`."""
 
-    settings: ArtifactSettings = dataclasses.field(default_factory=ArtifactSettings)
+    settings: ArtifactSettings = dataclasses.field(default_factory=ArtifactSettings, kw_only=False)
+    """The planner's settings (the one positional argument: `ArtifactPlanner(ArtifactSettings(...))`)."""
+    id: str | None = 'pydantic_ai_history.artifacts'
+    """The capability's id when the planner runs alone (stable: durable engines name its operations after
+    it)."""
     name: str = 'artifacts'
+    """The stage's name in events and logs."""
     _examined: CandidateMemo = dataclasses.field(default_factory=CandidateMemo, init=False, repr=False)
 
-    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+    def __post_init__(self) -> None:
+        self.settings = exempting_readback(
+            coerce_settings(ArtifactSettings, self.settings, 'settings'), self.readback_tool_name
+        )
+        check_model_ref(self.settings.planner_model, 'ArtifactSettings.planner_model')
+        super().__post_init__()
+
+    def _artifact_settings(self) -> ArtifactSettings:
+        return self.settings
+
+    async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         settings = self.settings
         hard_limit = settings.hard_limit(context.limits)
         await context.count_newest(messages)
@@ -768,3 +785,6 @@ def _apply(
         assert isinstance(message, ModelRequest)
         result[m_index] = dataclasses.replace(message, parts=parts)
     return result
+
+
+history_processor_annotations(ArtifactPlanner)

@@ -20,9 +20,14 @@ that prices, stores and assembles around them.
 
 from __future__ import annotations
 
-from ._note import dropped_count, note_transcript, window_note
-from ._select import WindowSelection, select_window
-from ._stage import SlidingWindow
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._note import dropped_count, note_transcript, window_note
+    from ._select import WindowSelection, select_window
+    from ._stage import SlidingWindow
 
 __all__ = (
     'SlidingWindow',
@@ -32,3 +37,14 @@ __all__ = (
     'select_window',
     'window_note',
 )
+
+_EXPORTS = {
+    'SlidingWindow': '._stage',
+    'WindowSelection': '._select',
+    'dropped_count': '._note',
+    'note_transcript': '._note',
+    'select_window': '._select',
+    'window_note': '._note',
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..._capability import StageCapability, history_processor_annotations
 from ..._compat import ModelMessage
 from ..._context import HistoryContext
 from ..._marks import SEAL_TOKENS, marker_kind, separate_own_parts
@@ -33,18 +34,21 @@ _REFERENCE_COST = 64
 _MAX_PASSES = 3
 
 
-@dataclass(kw_only=True)
-class SlidingWindow:
+@dataclass(kw_only=True, eq=False)
+class SlidingWindow(StageCapability):
     """Keep the longest run of recent units that fits; never skip a unit to keep older ones.
 
     The budget is the context policy's (`context.limits.budget`); `pin` and `keep_first_user_message` are the
     processor's (`context.pin`, `context.keep_first_user_message`): the window has no settings of its own.
     """
 
+    id: str | None = 'pydantic_ai_history.window'
+    """The capability's id when the window runs alone (stable: durable engines name its operations after
+    it)."""
     name: str = 'window'
     """The stage's name in events and logs."""
 
-    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+    async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         budget = context.limits.budget
         estimate = context.estimate(messages)
         if estimate.total <= budget:
@@ -230,3 +234,6 @@ async def _fit_newest(
     if newest <= room:
         return messages
     return await fit_request(messages, room, context, query=latest_question(messages), stage='window')
+
+
+history_processor_annotations(SlidingWindow)
