@@ -108,7 +108,8 @@ async def test_the_compactor_alone_after_pydantic_ais_file_understanding(fixture
     assert result.output == 'done'
     assert not provider.rejected
     compactions = [e for e in events if isinstance(e, CompactionResult)]
-    assert compactions and summarizer.calls == sum(c.summarizer_calls for c in compactions) > 0
+    assert compactions
+    assert summarizer.calls == sum(c.summarizer_calls for c in compactions) > 0
     assert all(c.tokens_after <= 3_000 for c in compactions)
     for record in provider.requests:
         assert_valid_history(list(record.history))
@@ -142,7 +143,9 @@ async def test_the_artifact_planner_alone_stubs_a_large_return_and_offers_its_re
     assert processed.strategy != 'include'
     # the model received the stub, which names the stored original and the tool that reads it back
     stub = str(provider.requests[-1].history[-1].parts[0].content)  # type: ignore[union-attr]
-    assert len(stub) < len(big) // 4 and processed.artifact_id in stub and planner.readback_tool_name in stub
+    assert len(stub) < len(big) // 4
+    assert processed.artifact_id in stub
+    assert planner.readback_tool_name in stub
     assert planner.readback_tool_name in tools[-1]
     assert planner.id == 'pydantic_ai_history.artifacts'
 
