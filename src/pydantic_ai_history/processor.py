@@ -65,6 +65,9 @@ from .events import (
     RequestProcessed,
     StageFailed,
     WindowApplied,
+    gather,
+    gathering,
+    publish,
 )
 from .model_info import (
     ContextWindowUnknownError,
@@ -82,7 +85,6 @@ from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
 from .store import ArtifactStore, MemoryStore, StoreError
 from .store._unavailable import UnavailableStore
-from .stream_events import gather, gathering, publish
 from .tokens import TokenCounter, TokenizerProfile
 from .validate import PAIRING_CODES, StructureCheck, Violation
 
