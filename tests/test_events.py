@@ -204,3 +204,97 @@ def test_stream_events_carry_their_sources_figures() -> None:
         assert own, cls.__name__
         for name in own:
             assert getattr(streamed, name) == getattr(event, renamed.get(name, name)), (cls.__name__, name)
+
+
+def test_events_compare_hash_and_print_as_dataclasses_do() -> None:
+    """The events share one `__eq__`, `__hash__` and `__repr__` (import time): each behaves as the one
+    `@dataclass(frozen=True)` would generate."""
+    for cls in [HistoryEvent, *_concrete_events()]:
+        event = _example(cls)
+        values = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+        twin_cls = dataclasses.make_dataclass(cls.__qualname__, list(values), frozen=True, kw_only=True)
+        twin = twin_cls(**values)
+        assert repr(event) == repr(twin)
+        assert event == dataclasses.replace(event)
+        assert event != dataclasses.replace(event, run_id='run-2')
+        assert event != twin
+        try:
+            expected: object = hash(twin)
+        except TypeError:  # a dict among the fields (`HistoryWarning.details`)
+            with pytest.raises(TypeError):
+                hash(event)
+        else:
+            assert hash(event) == expected
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            event.run_id = 'run-3'  # type: ignore[misc]
+
+
+def test_the_stream_carries_these_fields_per_kind() -> None:
+    """What a frontend (through `ui_forwarding()`) and a durable engine receive: the wire's fields."""
+    expected = {
+        'RequestProcessed': (
+            'context_usage',
+            {
+                'tokens',
+                'context_window',
+                'utilization',
+                'messages',
+                'tokens_before',
+                'messages_before',
+                'anchored',
+            }
+            | {'rewritten_messages', 'rewritten_tokens', 'rewritten_by'},
+        ),
+        'CompactionStarted': (
+            'compaction_started',
+            {'tokens_before', 'messages_before', 'evicted_messages', 'target_tokens', 'reason'},
+        ),
+        'CompactionResult': (
+            'compaction_finished',
+            {
+                'tokens_before',
+                'tokens_after',
+                'messages_before',
+                'messages_after',
+                'evicted_messages',
+                'method',
+            }
+            | {'summarizer_calls', 'summary', 'error', 'stubbed_parts', 'background'},
+        ),
+        'BackgroundSummaryStarted': (
+            'background_summary_started',
+            {'snapshot_messages', 'snapshot_tokens', 'trigger_tokens', 'evicted_messages'},
+        ),
+        'BackgroundSummaryUsed': (
+            'background_summary_used',
+            {'evicted_messages', 'method', 'ready', 'waited_ms', 'deferred_requests', 'lead_ms'}
+            | {'summarizer_calls', 'input_tokens', 'output_tokens'},
+        ),
+        'BackgroundSummaryDiscarded': (
+            'background_summary_discarded',
+            {'reason', 'finished', 'summarizer_calls', 'input_tokens', 'output_tokens'},
+        ),
+        'NearLimitNoticeSent': ('near_limit_notice', {'context_tokens', 'limit_tokens', 'notice'}),
+        'ArtifactProcessed': (
+            'artifact_processed',
+            {'artifact_id', 'source', 'strategy', 'tokens_before', 'tokens_after'},
+        ),
+        'WindowApplied': (
+            'window_applied',
+            {'tokens_before', 'tokens_after', 'messages_before', 'messages_after', 'budget'},
+        ),
+        'HistoryWarning': ('warning', {'code', 'message', 'level', 'details'}),
+        'ContentLost': ('warning', {'code', 'message', 'level', 'details'}),
+        'StageFailed': ('warning', {'code', 'message', 'level', 'details'}),
+    }
+    seen = {}
+    for cls in _concrete_events():
+        streamed = events_module.stream_event_for(_example(cls))
+        assert streamed is not None
+        name = (
+            streamed.kind.removeprefix('pydantic_ai_history.')
+            if HAS_CAPABILITY_EVENTS
+            else expected[cls.__name__][0]
+        )
+        seen[cls.__name__] = (name, set(events_module._payload(streamed)) - {'run_id'})
+    assert seen == expected

@@ -176,7 +176,7 @@ WarningKind = Literal[
 """
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HistoryEvent:
     """Base of all events. `run_id` is None on pydantic-ai versions without run ids."""
 
@@ -189,8 +189,25 @@ class HistoryEvent:
     def kind(self) -> str:
         return type(self).__name__
 
+    # One comparison, hash and repr for every kind, instead of three generated per class (the event classes'
+    # definitions are most of the package's import time); each behaves as the dataclass one would.
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
 
-@dataclass(frozen=True, kw_only=True)
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in fields(self))
+        return f'{type(self).__qualname__}({shown})'
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class RequestProcessed(HistoryEvent):
     """One model request went through the processor."""
 
@@ -226,7 +243,7 @@ class RequestProcessed(HistoryEvent):
         return self.tokens_after / self.context_window if self.context_window else None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class WindowApplied(HistoryEvent):
     """The sliding window dropped older units to fit its budget."""
 
@@ -248,7 +265,7 @@ class WindowApplied(HistoryEvent):
     """Why the window cut, for a human."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CompactionStarted(HistoryEvent):
     """A compaction is under way: the cut is chosen and the evicted messages are stored; the summary (an LLM
     call, unless a cached one stands) comes next. A `CompactionResult` follows it."""
@@ -266,7 +283,7 @@ class CompactionStarted(HistoryEvent):
     called the `compact_context` tool."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CompactionResult(HistoryEvent):
     """What one compaction did (also passed to `on_compaction`)."""
 
@@ -306,7 +323,7 @@ class CompactionResult(HistoryEvent):
     how long this request waited for it); its `summarizer_calls` are counted here."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class BackgroundSummaryStarted(HistoryEvent):
     """The summary of the next compaction event started in the background, on a snapshot of the history,
     off the request path (`CompactionSettings.background_start`). A `BackgroundSummaryUsed` or a
@@ -322,7 +339,7 @@ class BackgroundSummaryStarted(HistoryEvent):
     """Messages the summary will replace (those before its cut)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class BackgroundSummaryUsed(HistoryEvent):
     """A compaction event used the summary made in the background: the history still extended its snapshot
     and its cut still fitted the target. The `CompactionResult` of the event follows."""
@@ -349,7 +366,7 @@ class BackgroundSummaryUsed(HistoryEvent):
     """Output tokens of those calls."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class BackgroundSummaryDiscarded(HistoryEvent):
     """A summary started in the background was thrown away: `reason` says why. What it cost (its calls
     and tokens, when it finished) was spent for nothing; the event, if any, compacted as without it."""
@@ -366,7 +383,7 @@ class BackgroundSummaryDiscarded(HistoryEvent):
     """Output tokens of those calls."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NearLimitNoticeSent(HistoryEvent):
     """The model was told, for this request only, that the history nears its limit
     (`HistoryProcessor.near_limit_notice`)."""
@@ -379,7 +396,7 @@ class NearLimitNoticeSent(HistoryEvent):
     """The text the model was sent."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ArtifactProcessed(HistoryEvent):
     """A large tool return or attached file was handled by one strategy."""
 
@@ -399,7 +416,7 @@ class ArtifactProcessed(HistoryEvent):
     """Why this strategy, for a human."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HistoryWarning(HistoryEvent):
     """Something the user should know: the current request alone is over budget, input was invalid, ..."""
 
@@ -411,7 +428,7 @@ class HistoryWarning(HistoryEvent):
     """The figures behind the message (tokens, budget, ids), keyed by name; empty when there are none."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ContentLost(HistoryWarning):
     """Content left the history with no home: it is in neither the history nor the store (at most a summary
     or a note stands for it). Logged at error level; `code` says which stage: `window_dropped` (the window
@@ -431,7 +448,7 @@ class ContentLost(HistoryWarning):
     """How many user prompts were among them."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class StageFailed(HistoryEvent):
     """A stage raised or produced a worse history; its input was kept and the run went on."""
 
