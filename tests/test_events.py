@@ -17,7 +17,6 @@ from pydantic_ai_history import (
     HistoryProcessor,
     HistoryWarning,
     SlidingWindow,
-    stream_events,
 )
 from pydantic_ai_history import events as events_module
 from pydantic_ai_history._compat import HAS_CAPABILITY_EVENTS
@@ -81,9 +80,8 @@ def _docstring_of_warning_kind() -> str:
     raise AssertionError('WarningKind is not assigned in events.py')
 
 
-@pytest.mark.parametrize('module', [events_module, stream_events], ids=['events', 'stream_events'])
-def test_every_event_field_has_a_docstring(module: object) -> None:
-    tree = ast.parse(Path(module.__file__).read_text(encoding='utf-8'))  # type: ignore[attr-defined]
+def test_every_event_field_has_a_docstring() -> None:
+    tree = ast.parse(Path(events_module.__file__).read_text(encoding='utf-8'))
     missing = []
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
         for i, node in enumerate(cls.body):
@@ -170,13 +168,13 @@ def test_every_history_event_kind_has_its_stream_event() -> None:
     assert len(kinds) >= 8
     for cls in kinds:
         event = _example(cls)
-        streamed = stream_events.stream_event_for(event)
+        streamed = events_module.stream_event_for(event)
         assert streamed is not None, cls.__name__
         assert streamed.run_id == 'run-1'
         if HAS_CAPABILITY_EVENTS:
             assert streamed.kind.startswith('pydantic_ai_history.'), streamed.kind
-    lost = stream_events.stream_event_for(_example(events_module.ContentLost))
-    assert isinstance(lost, stream_events.HistoryWarningEvent)
+    lost = events_module.stream_event_for(_example(events_module.ContentLost))
+    assert isinstance(lost, events_module.HistoryWarningEvent)
     assert lost.level == 'error'
 
 
@@ -188,7 +186,7 @@ def test_stream_events_round_trip_through_pydantic_ais_event_schema() -> None:
 
     adapter = TypeAdapter(CapabilityEvent)
     for cls in _concrete_events():
-        event = stream_events.stream_event_for(_example(cls))
+        event = events_module.stream_event_for(_example(cls))
         assert event is not None
         assert adapter.validate_json(adapter.dump_json(event)) == event
 
@@ -197,12 +195,106 @@ def test_stream_events_carry_their_sources_figures() -> None:
     """Each stream field is the `on_event` field of the same name (context usage: the figures after)."""
     for cls in _concrete_events():
         event = _example(cls)
-        streamed = stream_events.stream_event_for(event)
+        streamed = events_module.stream_event_for(event)
         assert streamed is not None
-        if isinstance(streamed, stream_events.HistoryWarningEvent):
+        if isinstance(streamed, events_module.HistoryWarningEvent):
             continue  # one event for three sources: checked above
         renamed = {'tokens': 'tokens_after', 'messages': 'messages_after'}
-        own = [f.name for f in dataclasses.fields(streamed) if f.name not in stream_events._ENVELOPE]
+        own = [f.name for f in dataclasses.fields(streamed) if f.name not in events_module._ENVELOPE]
         assert own, cls.__name__
         for name in own:
             assert getattr(streamed, name) == getattr(event, renamed.get(name, name)), (cls.__name__, name)
+
+
+def test_events_compare_hash_and_print_as_dataclasses_do() -> None:
+    """The events share one `__eq__`, `__hash__` and `__repr__` (import time): each behaves as the one
+    `@dataclass(frozen=True)` would generate."""
+    for cls in [HistoryEvent, *_concrete_events()]:
+        event = _example(cls)
+        values = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+        twin_cls = dataclasses.make_dataclass(cls.__qualname__, list(values), frozen=True, kw_only=True)
+        twin = twin_cls(**values)
+        assert repr(event) == repr(twin)
+        assert event == dataclasses.replace(event)
+        assert event != dataclasses.replace(event, run_id='run-2')
+        assert event != twin
+        try:
+            expected: object = hash(twin)
+        except TypeError:  # a dict among the fields (`HistoryWarning.details`)
+            with pytest.raises(TypeError):
+                hash(event)
+        else:
+            assert hash(event) == expected
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            event.run_id = 'run-3'  # type: ignore[misc]
+
+
+def test_the_stream_carries_these_fields_per_kind() -> None:
+    """What a frontend (through `ui_forwarding()`) and a durable engine receive: the wire's fields."""
+    expected = {
+        'RequestProcessed': (
+            'context_usage',
+            {
+                'tokens',
+                'context_window',
+                'utilization',
+                'messages',
+                'tokens_before',
+                'messages_before',
+                'anchored',
+            }
+            | {'rewritten_messages', 'rewritten_tokens', 'rewritten_by'},
+        ),
+        'CompactionStarted': (
+            'compaction_started',
+            {'tokens_before', 'messages_before', 'evicted_messages', 'target_tokens', 'reason'},
+        ),
+        'CompactionResult': (
+            'compaction_finished',
+            {
+                'tokens_before',
+                'tokens_after',
+                'messages_before',
+                'messages_after',
+                'evicted_messages',
+                'method',
+            }
+            | {'summarizer_calls', 'summary', 'error', 'stubbed_parts', 'background'},
+        ),
+        'BackgroundSummaryStarted': (
+            'background_summary_started',
+            {'snapshot_messages', 'snapshot_tokens', 'trigger_tokens', 'evicted_messages'},
+        ),
+        'BackgroundSummaryUsed': (
+            'background_summary_used',
+            {'evicted_messages', 'method', 'ready', 'waited_ms', 'deferred_requests', 'lead_ms'}
+            | {'summarizer_calls', 'input_tokens', 'output_tokens'},
+        ),
+        'BackgroundSummaryDiscarded': (
+            'background_summary_discarded',
+            {'reason', 'finished', 'summarizer_calls', 'input_tokens', 'output_tokens'},
+        ),
+        'NearLimitNoticeSent': ('near_limit_notice', {'context_tokens', 'limit_tokens', 'notice'}),
+        'ArtifactProcessed': (
+            'artifact_processed',
+            {'artifact_id', 'source', 'strategy', 'tokens_before', 'tokens_after'},
+        ),
+        'WindowApplied': (
+            'window_applied',
+            {'tokens_before', 'tokens_after', 'messages_before', 'messages_after', 'budget'},
+        ),
+        'HistoryWarning': ('warning', {'code', 'message', 'level', 'details'}),
+        'ContentLost': ('warning', {'code', 'message', 'level', 'details'}),
+        'StageFailed': ('warning', {'code', 'message', 'level', 'details'}),
+    }
+    seen = {}
+    for cls in _concrete_events():
+        streamed = events_module.stream_event_for(_example(cls))
+        assert streamed is not None
+        name = (
+            streamed.kind.removeprefix('pydantic_ai_history.')
+            if HAS_CAPABILITY_EVENTS
+            else expected[cls.__name__][0]
+        )
+        seen[cls.__name__] = (name, set(events_module._payload(streamed)) - {'run_id'})
+    assert seen == expected

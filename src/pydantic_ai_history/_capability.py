@@ -79,6 +79,9 @@ from .events import (
     NearLimitNoticeSent,
     RequestProcessed,
     StageFailed,
+    gather,
+    gathering,
+    publish,
 )
 from .model_info import (
     ContextWindowUnknownError,
@@ -94,7 +97,6 @@ from .readback import ReadbackGate, ReadRoom, readback_toolset_id
 from .stages.artifacts._settings import ArtifactSettings
 from .store import ArtifactStore, MemoryStore, StoreError
 from .store._unavailable import UnavailableStore
-from .stream_events import gather, gathering, publish
 from .tokens import TokenCounter, TokenizerProfile
 from .validate import StructureCheck
 

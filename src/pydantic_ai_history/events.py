@@ -1,29 +1,68 @@
-"""Typed events: every decision the processor takes is one of these, sent to `on_event` and to logging."""
+"""Typed events: every decision the processor takes is one of these, sent to `on_event` and to logging.
+
+Where pydantic-ai has capability events (2.x), the capability also emits each into the run's own event stream,
+so `run_stream_events()`, `agent.iter()`, an `event_stream_handler` and durable engines' event handlers show
+them next to the model's own events. The stream form of a `HistoryEvent` is a `HistoryStreamEvent` of kind
+`pydantic_ai_history.<name>` (e.g. `pydantic_ai_history.context_usage`), made from it by `stream_event_for`;
+its fields are the event's own, so each is documented once, on the event.
+
+pydantic-ai's UI adapters do not forward capability events to a frontend (they are the agent's own signals);
+an app that wants them there adds `ui_forwarding()` to its agent, which re-emits each as the application
+event `pydantic_ai_history` (Vercel AI: a `data-pydantic_ai_history` chunk; AG-UI: a custom event).
+
+On versions without capability events the stream classes exist (so imports work everywhere) but are never
+emitted.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+import contextlib
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import MISSING, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._clock import wall
+from ._compat import HAS_CAPABILITY_EVENTS, CapabilityEventBase
+
+if TYPE_CHECKING:
+    from pydantic_ai import RunContext
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.messages import AgentStreamEvent
 
 __all__ = (
     'ArtifactProcessed',
+    'ArtifactProcessedEvent',
     'BackgroundDiscardReason',
     'BackgroundSummaryDiscarded',
+    'BackgroundSummaryDiscardedEvent',
     'BackgroundSummaryStarted',
+    'BackgroundSummaryStartedEvent',
     'BackgroundSummaryUsed',
+    'BackgroundSummaryUsedEvent',
+    'CompactionFinishedEvent',
     'CompactionReason',
     'CompactionResult',
     'CompactionStarted',
+    'CompactionStartedEvent',
     'ContentLost',
+    'ContextUsageEvent',
     'HistoryEvent',
+    'HistoryStreamEvent',
     'HistoryWarning',
+    'HistoryWarningEvent',
+    'NearLimitNoticeEvent',
     'NearLimitNoticeSent',
     'RequestProcessed',
     'StageFailed',
     'WarningKind',
     'WindowApplied',
+    'WindowAppliedEvent',
+    'stream_event_for',
+    'ui_forwarding',
 )
 
 CompactionReason = Literal['trigger', 'manual', 'model']
@@ -137,7 +176,7 @@ WarningKind = Literal[
 """
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HistoryEvent:
     """Base of all events. `run_id` is None on pydantic-ai versions without run ids."""
 
@@ -150,8 +189,25 @@ class HistoryEvent:
     def kind(self) -> str:
         return type(self).__name__
 
+    # One comparison, hash and repr for every kind, instead of three generated per class (the event classes'
+    # definitions are most of the package's import time); each behaves as the dataclass one would.
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
 
-@dataclass(frozen=True, kw_only=True)
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in fields(self))
+        return f'{type(self).__qualname__}({shown})'
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class RequestProcessed(HistoryEvent):
     """One model request went through the processor."""
 
@@ -187,7 +243,7 @@ class RequestProcessed(HistoryEvent):
         return self.tokens_after / self.context_window if self.context_window else None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class WindowApplied(HistoryEvent):
     """The sliding window dropped older units to fit its budget."""
 
@@ -209,7 +265,7 @@ class WindowApplied(HistoryEvent):
     """Why the window cut, for a human."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CompactionStarted(HistoryEvent):
     """A compaction is under way: the cut is chosen and the evicted messages are stored; the summary (an LLM
     call, unless a cached one stands) comes next. A `CompactionResult` follows it."""
@@ -227,7 +283,7 @@ class CompactionStarted(HistoryEvent):
     called the `compact_context` tool."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class CompactionResult(HistoryEvent):
     """What one compaction did (also passed to `on_compaction`)."""
 
@@ -267,7 +323,7 @@ class CompactionResult(HistoryEvent):
     how long this request waited for it); its `summarizer_calls` are counted here."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class BackgroundSummaryStarted(HistoryEvent):
     """The summary of the next compaction event started in the background, on a snapshot of the history,
     off the request path (`CompactionSettings.background_start`). A `BackgroundSummaryUsed` or a
@@ -283,7 +339,7 @@ class BackgroundSummaryStarted(HistoryEvent):
     """Messages the summary will replace (those before its cut)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class BackgroundSummaryUsed(HistoryEvent):
     """A compaction event used the summary made in the background: the history still extended its snapshot
     and its cut still fitted the target. The `CompactionResult` of the event follows."""
@@ -310,7 +366,7 @@ class BackgroundSummaryUsed(HistoryEvent):
     """Output tokens of those calls."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class BackgroundSummaryDiscarded(HistoryEvent):
     """A summary started in the background was thrown away: `reason` says why. What it cost (its calls
     and tokens, when it finished) was spent for nothing; the event, if any, compacted as without it."""
@@ -327,7 +383,7 @@ class BackgroundSummaryDiscarded(HistoryEvent):
     """Output tokens of those calls."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class NearLimitNoticeSent(HistoryEvent):
     """The model was told, for this request only, that the history nears its limit
     (`HistoryProcessor.near_limit_notice`)."""
@@ -340,7 +396,7 @@ class NearLimitNoticeSent(HistoryEvent):
     """The text the model was sent."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ArtifactProcessed(HistoryEvent):
     """A large tool return or attached file was handled by one strategy."""
 
@@ -360,7 +416,7 @@ class ArtifactProcessed(HistoryEvent):
     """Why this strategy, for a human."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HistoryWarning(HistoryEvent):
     """Something the user should know: the current request alone is over budget, input was invalid, ..."""
 
@@ -372,7 +428,7 @@ class HistoryWarning(HistoryEvent):
     """The figures behind the message (tokens, budget, ids), keyed by name; empty when there are none."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ContentLost(HistoryWarning):
     """Content left the history with no home: it is in neither the history nor the store (at most a summary
     or a note stands for it). Logged at error level; `code` says which stage: `window_dropped` (the window
@@ -392,7 +448,7 @@ class ContentLost(HistoryWarning):
     """How many user prompts were among them."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class StageFailed(HistoryEvent):
     """A stage raised or produced a worse history; its input was kept and the run went on."""
 
@@ -400,3 +456,260 @@ class StageFailed(HistoryEvent):
     """The name of the stage that failed."""
     error: str
     """What went wrong: the exception or the invariant the output broke."""
+
+
+# ---- their stream form: pydantic-ai capability events ------------------------------------------------------
+
+NAMESPACE = 'pydantic_ai_history'
+"""The namespace of every kind this package emits."""
+
+logger = logging.getLogger('pydantic_ai_history')
+
+
+@dataclass(repr=False, kw_only=True)
+class HistoryStreamEvent(CapabilityEventBase, namespace=NAMESPACE, abstract=True):
+    """Base of the package's stream events: the stream form of a `HistoryEvent` (see `stream_event_for`).
+
+    Each kind is a class of its own, because pydantic-ai registers a capability event's kind by its class (so
+    a serialized event comes back as the same typed event). But for `HistoryWarningEvent`, a kind's fields are
+    those of its source event of the same names (documented there), made by `_stream_form`."""
+
+    run_id: str | None = None
+    """The pydantic-ai run the request belongs to."""
+
+    def __eq__(self, other: object) -> bool:
+        # one comparison for every kind, instead of one generated per class (import time)
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(self))
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            """The fields `_stream_form` copies from the source event, which type checkers do not see."""
+
+
+_ENVELOPE = frozenset(f.name for f in fields(HistoryStreamEvent)) - {'run_id'}
+"""The fields pydantic-ai's capability event puts around every event (its kind, the capability's id, ...)."""
+
+_UNSTREAMED = frozenset(f.name for f in fields(HistoryEvent)) - {'run_id'}
+"""The fields of every `HistoryEvent` its stream form leaves out (`at`: the stream has its own order)."""
+
+_S = TypeVar('_S', bound=HistoryStreamEvent)
+
+_STREAM_FORMS: dict[type[HistoryEvent], tuple[type[HistoryStreamEvent], Mapping[str, str]]] = {}
+"""Each event class with a stream form of its own: that class and, per field of it, the source attribute."""
+
+
+def _stream_form(
+    source: type[HistoryEvent], *, drop: tuple[str, ...] = (), renamed: Mapping[str, str] | None = None
+) -> Callable[[type[_S]], type[_S]]:
+    """Make the decorated class the stream form of `source`: a dataclass whose fields are `source`'s (types
+    and defaults included), but for those in `drop`, and for `renamed` ones (stream name: source attribute,
+    a field or a property of `source`)."""
+    renamed = renamed or {}
+    by_name = {f.name: f for f in fields(source)}
+    unstreamed = _UNSTREAMED | {'run_id', *drop, *renamed.values()}
+    carried = {**{name: name for name in by_name if name not in unstreamed}, **renamed}
+
+    def build(cls: type[_S]) -> type[_S]:
+        annotations = inspect.get_annotations(cls)
+        for name, attribute in carried.items():
+            source_field = by_name.get(attribute)
+            if source_field is None:  # a property of the source: its return annotation is the type
+                annotations[name] = getattr(source, attribute).fget.__annotations__['return']
+                continue
+            annotations[name] = source_field.type
+            if source_field.default is not MISSING:
+                setattr(cls, name, source_field.default)
+            elif source_field.default_factory is not MISSING:
+                setattr(cls, name, field(default_factory=source_field.default_factory))
+        cls.__annotations__ = annotations
+        _STREAM_FORMS[source] = (cls, carried)
+        return dataclass(repr=False, eq=False, kw_only=True)(cls)
+
+    return build
+
+
+@_stream_form(
+    RequestProcessed,
+    drop=('tokenizer_tokens_after', 'duration_ms'),
+    renamed={'tokens': 'tokens_after', 'messages': 'messages_after', 'utilization': 'utilization'},
+)
+class ContextUsageEvent(HistoryStreamEvent, name='context_usage'):
+    """One per model request: how full the context is after processing (a `RequestProcessed`: `tokens` and
+    `messages` are its `tokens_after` and `messages_after`, `utilization` its `utilization`)."""
+
+
+@_stream_form(CompactionStarted)
+class CompactionStartedEvent(HistoryStreamEvent, name='compaction_started'):
+    """A compaction is under way (a `CompactionStarted`); a `CompactionFinishedEvent` follows."""
+
+
+@_stream_form(CompactionResult, drop=('reason', 'duration_ms', 'pinned_units'))
+class CompactionFinishedEvent(HistoryStreamEvent, name='compaction_finished'):
+    """A compaction is done (a `CompactionResult`)."""
+
+
+@_stream_form(BackgroundSummaryStarted)
+class BackgroundSummaryStartedEvent(HistoryStreamEvent, name='background_summary_started'):
+    """The next event's summary started in the background (a `BackgroundSummaryStarted`)."""
+
+
+@_stream_form(BackgroundSummaryUsed)
+class BackgroundSummaryUsedEvent(HistoryStreamEvent, name='background_summary_used'):
+    """A compaction event used the summary made in the background (a `BackgroundSummaryUsed`)."""
+
+
+@_stream_form(BackgroundSummaryDiscarded)
+class BackgroundSummaryDiscardedEvent(HistoryStreamEvent, name='background_summary_discarded'):
+    """A summary started in the background was thrown away (a `BackgroundSummaryDiscarded`)."""
+
+
+@_stream_form(NearLimitNoticeSent)
+class NearLimitNoticeEvent(HistoryStreamEvent, name='near_limit_notice'):
+    """The model was told, for this request only, that the history nears its limit (a
+    `NearLimitNoticeSent`)."""
+
+
+@_stream_form(ArtifactProcessed, drop=('cache_hit', 'rationale'))
+class ArtifactProcessedEvent(HistoryStreamEvent, name='artifact_processed'):
+    """A large tool return or attached file was handled (an `ArtifactProcessed`)."""
+
+
+@_stream_form(WindowApplied, drop=('units_dropped', 'pinned_kept', 'reason'))
+class WindowAppliedEvent(HistoryStreamEvent, name='window_applied'):
+    """The sliding window dropped older messages to fit the budget (a `WindowApplied`)."""
+
+
+@dataclass(repr=False, eq=False, kw_only=True)
+class HistoryWarningEvent(HistoryStreamEvent, name='warning'):
+    """Something the user should know (a `HistoryWarning`, `ContentLost` or `StageFailed`)."""
+
+    code: str
+    """A `WarningKind` value, or `stage_failed` when a stage was skipped for this request."""
+    message: str
+    """The same, for a human."""
+    level: Literal['warning', 'error']
+    """`error` when content left the history with no copy in the store (`ContentLost`)."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """The figures behind the message."""
+
+
+def stream_event_for(event: HistoryEvent) -> HistoryStreamEvent | None:
+    """The stream event that shows `event`, or None for a kind the stream does not carry."""
+    if isinstance(event, (HistoryWarning, StageFailed)):
+        return _warning_event(event)
+    for source in type(event).__mro__:
+        if (form := _STREAM_FORMS.get(source)) is not None:
+            cls, carried = form
+            return cls(run_id=event.run_id, **{name: getattr(event, attr) for name, attr in carried.items()})
+    return None
+
+
+def _warning_event(event: HistoryWarning | StageFailed) -> HistoryWarningEvent:
+    if isinstance(event, StageFailed):
+        return HistoryWarningEvent(
+            run_id=event.run_id,
+            code='stage_failed',
+            message=f'the {event.stage} stage was skipped for this request: {event.error}',
+            level='warning',
+            details={'stage': event.stage},
+        )
+    if isinstance(event, ContentLost):
+        lost = {'stage': event.stage, 'messages': event.messages, 'tool_calls': list(event.tool_calls)}
+        return HistoryWarningEvent(
+            run_id=event.run_id, code=event.code, message=event.message, level='error', details=lost
+        )
+    return HistoryWarningEvent(
+        run_id=event.run_id,
+        code=event.code,
+        message=event.message,
+        level='warning',
+        details=dict(event.details),
+    )
+
+
+_PENDING: ContextVar[list[HistoryStreamEvent] | None] = ContextVar('pydantic_ai_history_stream', default=None)
+"""The stream events of the request being processed, gathered for the hook to emit once it is done."""
+
+
+@contextlib.contextmanager
+def gathering() -> Iterator[list[HistoryStreamEvent]]:
+    """Gather the stream events of what runs inside (see `gather`) into the list it yields."""
+    pending: list[HistoryStreamEvent] = []
+    if not HAS_CAPABILITY_EVENTS:
+        yield pending
+        return
+    token = _PENDING.set(pending)
+    try:
+        yield pending
+    finally:
+        _PENDING.reset(token)
+
+
+def gather(event: HistoryEvent) -> None:
+    """Keep `event`'s stream event for the request being processed, when one is gathering them."""
+    pending = _PENDING.get()
+    if pending is not None and (stream_event := stream_event_for(event)) is not None:
+        pending.append(stream_event)
+
+
+async def publish(ctx: Any, events: list[HistoryStreamEvent]) -> None:
+    """Emit `events` into the run's stream from the capability's hook.
+
+    Events are gathered and emitted once processing is done because the stages report synchronously; the
+    stream delivers what a request hook emits when the request begins either way. A run without an event
+    stream (or an emit that fails) costs the stream its events, never the run.
+    """
+    for event in events:
+        try:
+            await ctx.emit(event)
+        except Exception:
+            logger.debug("could not emit %s into the run's event stream", event.kind, exc_info=True)
+            return
+
+
+def ui_forwarding() -> AbstractCapability[Any]:
+    """A capability for the app's agent that re-emits the package's stream events as the application event
+    `pydantic_ai_history`, which pydantic-ai's UI adapters forward to the frontend: Vercel AI as a
+    `data-pydantic_ai_history` chunk, AG-UI as a custom event. Its payload is the stream event's fields
+    (`kind`, e.g. `pydantic_ai_history.compaction_finished`, then the rest).
+
+    `Agent(..., capabilities=[processor, ui_forwarding()])`. pydantic-ai 2.x only.
+    """
+    if not HAS_CAPABILITY_EVENTS:
+        raise RuntimeError('this pydantic-ai version has no capability events to forward (2.x has)')
+    from pydantic_ai.capabilities import Hooks
+
+    ui_event = _ui_event_class()
+
+    async def forward(ctx: RunContext[Any], event: AgentStreamEvent) -> None:
+        if isinstance(event, HistoryStreamEvent):
+            await ctx.emit(ui_event(kind=event.kind, payload=_payload(event)))
+
+    return Hooks(event=forward)
+
+
+def _payload(event: HistoryStreamEvent) -> dict[str, Any]:
+    return {f.name: getattr(event, f.name) for f in fields(event) if f.name not in _ENVELOPE}
+
+
+@functools.cache
+def _ui_event_class() -> type[Any]:
+    """The application event `ui_forwarding()` emits, defined (and registered) when first forwarded."""
+    from pydantic_ai.messages import CustomEvent
+
+    @dataclass(repr=False, kw_only=True)
+    class HistoryUIEvent(CustomEvent, name=NAMESPACE):
+        """A stream event of the package, re-emitted for the frontend by `ui_forwarding()`."""
+
+        kind: str
+        """The stream event's kind, e.g. `pydantic_ai_history.context_usage`."""
+        payload: dict[str, Any]
+        """Its fields."""
+
+        def to_payload(self) -> dict[str, Any]:
+            return {'kind': self.kind, **self.payload}
+
+    return HistoryUIEvent

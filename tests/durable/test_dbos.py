@@ -40,7 +40,7 @@ from _dbos_app import CAPABILITY_ID, PAGES, App, build, fetch_logs_text, prompt_
 from pydantic_ai import CapabilityEvent
 
 from pydantic_ai_history import ArtifactProcessed, BackgroundSummaryStarted, CompactionResult
-from pydantic_ai_history.stream_events import (
+from pydantic_ai_history.events import (
     CompactionFinishedEvent,
     CompactionStartedEvent,
     ContextUsageEvent,

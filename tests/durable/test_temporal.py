@@ -54,12 +54,12 @@ except ImportError:  # pragma: no cover
 import _temporal_app as app
 
 from pydantic_ai_history._marks import marker_kind
-from pydantic_ai_history.readback import READBACK_TOOLSET_ID
-from pydantic_ai_history.stream_events import (
+from pydantic_ai_history.events import (
     CompactionFinishedEvent,
     CompactionStartedEvent,
     ContextUsageEvent,
 )
+from pydantic_ai_history.readback import READBACK_TOOLSET_ID
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

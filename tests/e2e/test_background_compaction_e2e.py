@@ -383,7 +383,7 @@ async def test_spans_and_stream_events_say_what_became_of_each(fixtures_dir: Pat
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from pydantic_ai_history.stream_events import (
+    from pydantic_ai_history.events import (
         BackgroundSummaryDiscardedEvent,
         BackgroundSummaryStartedEvent,
         BackgroundSummaryUsedEvent,

@@ -25,12 +25,13 @@ from pydantic_ai_history import (
     SummarizerSettings,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITY_EVENTS, instrumented_agent_options, result_usage
-from pydantic_ai_history.events import CompactionStarted, RequestProcessed
-from pydantic_ai_history.stream_events import (
+from pydantic_ai_history.events import (
     CompactionFinishedEvent,
+    CompactionStarted,
     CompactionStartedEvent,
     ContextUsageEvent,
     HistoryStreamEvent,
+    RequestProcessed,
 )
 from pydantic_ai_history.testing import StrictProvider
 
@@ -197,7 +198,7 @@ async def test_ui_forwarding_puts_the_events_in_the_vercel_ai_stream(exporter: A
     """pydantic-ai's UI adapters keep capability events to the agent; `ui_forwarding()` hands them on."""
     from pydantic_ai.ui.vercel_ai import VercelAIEventStream
 
-    from pydantic_ai_history.stream_events import ui_forwarding
+    from pydantic_ai_history.events import ui_forwarding
 
     async def chunks(forward: bool) -> list[Any]:
         agent, _, _, _ = _run_setup(exporter[1], [ui_forwarding()] if forward else [])
