@@ -265,23 +265,17 @@ class Compactor:
     settings: CompactionSettings = field(default_factory=CompactionSettings)
     name: str = 'compactor'
     _breakers: ScopedBreakers = field(init=False, repr=False)
+    """The summarizer's and the provider's compaction calls, each cooling down after its own failures."""
     _index: PrefixIndex = field(init=False, repr=False)
     _unsupported_warned: set[str] = field(init=False, repr=False, default_factory=set)
     """Why native compaction was unavailable, each said once (`method='provider'`)."""
     _refused: dict[str, str] = field(init=False, repr=False, default_factory=dict)
     """Model name -> why it refused `compact_messages` as unsupported: not asked again."""
-    _provider_breakers: ScopedBreakers = field(init=False, repr=False)
-    """The provider's compaction calls cool down after failures like the summarizer's (the LLM stands in)."""
     _background: BackgroundSummaries = field(init=False, repr=False)
     """The summaries started ahead of their events (`background_start`), one per run."""
 
     def __post_init__(self) -> None:
         self._breakers = ScopedBreakers(
-            max_failures=self.settings.max_failures,
-            cooldown=self.settings.cooldown_seconds,
-            clock=self.settings.clock,
-        )
-        self._provider_breakers = ScopedBreakers(
             max_failures=self.settings.max_failures,
             cooldown=self.settings.cooldown_seconds,
             clock=self.settings.clock,
@@ -570,7 +564,7 @@ class Compactor:
         (the LLM summary is), so the item never pushes the history past the target.
         """
         model = self._native_model(context) if self.settings.method != 'llm' else None
-        if model is None or not self._provider_breakers.allows(context.scope):
+        if model is None or not self._breakers.allows('provider', context.scope):
             return None
         layout = native_layout(messages, units, keep_first_user_message=context.keep_first_user_message)
         if layout is None:
@@ -1070,7 +1064,7 @@ class Compactor:
             self._unsupported(context, why_not)
             return None
         except Exception as exc:  # the provider failed: the LLM summary stands in
-            self._provider_breakers.failure(context.scope)
+            self._breakers.failure('provider', context.scope)
             context.warn(
                 'provider_compaction_failed',
                 f'the provider compaction failed ({type(exc).__name__}: {exc}); the LLM summary is used',
@@ -1084,7 +1078,7 @@ class Compactor:
                 'used instead',
             )
             return None
-        self._provider_breakers.success(context.scope)
+        self._breakers.success('provider', context.scope)
         add_usage(context.usage, response.usage, requests=1)
         return response
 
@@ -1358,7 +1352,7 @@ class Compactor:
             )
         error: str | None
         calls = 0
-        if self._breakers.allows(context.scope):
+        if self._breakers.allows('summarizer', context.scope):
             try:
                 outcome = await run_summarizer(
                     model=request.model,
@@ -1372,21 +1366,20 @@ class Compactor:
                     operations=operations_of(context),
                 )
             except SummarizerError as exc:
-                self._breakers.failure(context.scope)
+                self._breakers.failure('summarizer', context.scope)
                 error, calls = str(exc), exc.calls
                 if exc.timed_out:
                     context.warn('summarizer_timeout', f'compaction summary: {error}; the fallback was used')
                 else:
                     logger.warning('compactor: summarizer failed (%s); using the fallback', error)
             else:
-                self._breakers.success(context.scope)
+                self._breakers.success('summarizer', context.scope)
                 if cache is not None:
                     await cache.set(key, outcome.text, ttl=settings.cache_ttl)
                 return _Summary(outcome.text, 'llm', outcome.calls, key)
         else:
-            error = (
-                f'summarizer cooling down after {self._breakers.failures(context.scope)} consecutive failures'
-            )
+            failures = self._breakers.failures('summarizer', context.scope)
+            error = f'summarizer cooling down after {failures} consecutive failures'
         return self._fallback(summarized, previous, transcript, counter, calls, error)
 
     def _fallback(
