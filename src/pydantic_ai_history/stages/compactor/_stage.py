@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -90,6 +89,7 @@ from ._stubs import Stub, apply_stubs, plan_stubs, store_stubbed
 from ._summarizer import SummarizerError, run_summarizer
 from ._summary_message import (
     PINNED_HEADING,
+    TRANSCRIPT_REFERENCE_OPENING,
     SummarySections,
     build_summary_message,
     decode_sections,
@@ -116,13 +116,6 @@ _PINNED_UNIT_FRAMING_TOKENS = 2
 """Tokens reserved per pinned unit for the blank line that separates it in the pinned section."""
 _TRANSCRIPT_REFERENCE_TOKENS = 100
 """The one line of the pinned section that names the stored transcript of the latest evicted messages."""
-TRANSCRIPT_REFERENCE_OPENING = 'The full transcript of the '
-"""The fixed opening of that line (in the summary's own reference part), from which the next compaction reads
-the transcript id to chain it."""
-_REFERENCE = re.compile(
-    re.escape(TRANSCRIPT_REFERENCE_OPENING)
-    + r'\d+ messages summarized[^\n]*?[A-Za-z0-9_-]+\(artifact_id="([^"\n]+)"[^\n]*'
-)
 
 
 Method = Literal['llm', 'cache', 'digest', 'truncate', 'provider', 'stubs']
@@ -186,6 +179,16 @@ class _Plan:
     """Index of our previous summary (always `head`) when the history has one."""
     origin: Origin | None
     """Where the body after `head` (after the previous summary, if any) starts in the original history."""
+
+
+@dataclass(frozen=True)
+class _Spilled:
+    """The stored transcript of what a compaction evicted ('' for both where there is no store)."""
+
+    transcript: str
+    """Its id."""
+    line: str
+    """The reference line that tells the model how to read it back."""
 
 
 @dataclass
@@ -448,10 +451,10 @@ class Compactor:
         counter = context.counter
         rendered = evicted.rendered
         # What is evicted is stored before anything is paid for or removed (see `_keeps_content`).
-        reference = await _spill_transcript(
+        spilled = await _spill_transcript(
             evicted.messages, context, cut, None if rendered is None else rendered.whole
         )
-        if reference is None and self._keeps_content(plan, event.overhead, context):
+        if spilled is None and self._keeps_content(plan, event.overhead, context):
             return unchanged
         _announce(context, event, len(evicted.messages))
         summary = await self._summary_for(evicted.request, context, held)
@@ -463,7 +466,7 @@ class Compactor:
         kept = apply_stubs(plan.messages, gap)[cut_at:] if stubbed else plan.messages[cut_at:]
         trail = self._trail(cut, evicted.request.summarized, kept, context)
         final, message = _summary_message(
-            plan, cut, evicted.messages, evicted.pins, summary, reference, new_origin, trail
+            plan, cut, evicted.messages, evicted.pins, summary, spilled, new_origin, trail
         )
         result = [*plan.messages[:head], message, *kept]
         result, reloaded = _keep_loads(event.messages, result, head + 1, counter)
@@ -484,7 +487,7 @@ class Compactor:
             return unchanged
         if new_origin is not None:
             await self._remember(context, conversation, summary, final, new_origin)
-        _report_unstored(reference, evicted.request.summarized, context)
+        _report_unstored(spilled, evicted.request.summarized, context)
         if after > context.limits.target:
             _warn_over_target(context, after, summary_cost, 'summary')
         summary = dataclasses.replace(summary, text=final.text)
@@ -579,8 +582,8 @@ class Compactor:
         await cut.check_stored(context)
         cut_at = plan.units[cut.unit].start
         evicted = messages[layout.body_start : cut_at]
-        reference = await _spill_transcript(evicted, context, cut)
-        if reference is None and self._keeps_content(plan, overhead, context):
+        spilled = await _spill_transcript(evicted, context, cut)
+        if spilled is None and self._keeps_content(plan, overhead, context):
             return messages
         _announce(context, event, len(evicted))
         response = await self._ask_provider(
@@ -589,7 +592,7 @@ class Compactor:
         if response is None:
             return None
         counter = context.counter
-        note = _native_note(cut, layout, evicted, reference)
+        note = _native_note(cut, layout, evicted, spilled)
         marked = mark_compaction(response, {'evicted_messages': len(evicted)})
         item = compaction_cost(response, counter.count_message(response))
         result = [*layout.standing, marked, *layout.after_item, note, *messages[cut_at:]]
@@ -1040,7 +1043,7 @@ class Compactor:
         )
         if cut.unit is None:
             return None  # the LLM path plans the same cut, and says why nothing can be compacted
-        previous = _REFERENCE.findall(earlier.reference if context.store is not None else '')
+        previous = _previous_transcripts(earlier, context)
         return _Cut(cut.unit, cut.verbatim or cut.unit, body_first, pins, earlier, previous, None)
 
     async def _ask_provider(
@@ -1134,7 +1137,7 @@ class Compactor:
         pins = self._pinned_units(plan, body_first, last, counter, context.pin)
         # With a store, the previous compaction's transcript reference gives way to this one's (the new
         # transcript names the previous one in its first line, so the model can walk back through them all).
-        previous_transcripts = _REFERENCE.findall(earlier.reference if context.store is not None else '')
+        previous_transcripts = _previous_transcripts(earlier, context)
         # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
         # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
         # they never push the cut.
@@ -1572,12 +1575,12 @@ def _summary_message(
     evicted: Sequence[ModelMessage],
     evicted_pins: Sequence[TranscriptUnit],
     summary: _Summary,
-    reference: str | None,
+    spilled: _Spilled | None,
     origin: Origin | None,
     trail: tuple[TrailEntry, ...] = (),
 ) -> tuple[SummarySections, ModelMessage]:
     """The summary's sections and the message that carries them."""
-    final = _final_sections(summary.text, cut.earlier, reference, evicted_pins, trail, cut.gone_transcripts)
+    final = _final_sections(summary.text, cut.earlier, spilled, evicted_pins, trail, cut.gone_transcripts)
     # System prompts survive compaction as parts: those of evicted messages (window notes included, which
     # carry the ones the window dropped) and those the previous summary already carried.
     carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
@@ -1616,11 +1619,11 @@ def _reload_reserve(messages: Sequence[ModelMessage], counter: TokenCounter) -> 
 
 
 def _native_note(
-    cut: _Cut, layout: NativeLayout, evicted: Sequence[ModelMessage], reference: str | None
+    cut: _Cut, layout: NativeLayout, evicted: Sequence[ModelMessage], spilled: _Spilled | None
 ) -> ModelRequest:
     """Our request after a provider's compaction item: its note, the pinned section, the transcript line."""
     final = _final_sections(
-        NATIVE_NOTE, layout.earlier, reference, cut.evicted_pins(), gone=cut.gone_transcripts
+        NATIVE_NOTE, layout.earlier, spilled, cut.evicted_pins(), gone=cut.gone_transcripts
     )
     details: dict[str, object] = {'method': 'provider', 'evicted_messages': len(evicted)}
     if cut.evicted_pins():
@@ -1653,10 +1656,15 @@ def _reference_cost(earlier: SummarySections, context: HistoryContext) -> int:
     return _TRANSCRIPT_REFERENCE_TOKENS if context.store is not None or earlier.reference else 0
 
 
+def _previous_transcripts(earlier: SummarySections, context: HistoryContext) -> list[str]:
+    """The stored transcript the previous summary names, which this compaction's transcript chains to."""
+    return [earlier.transcript] if earlier.transcript and context.store is not None else []
+
+
 def _final_sections(
     summary: str,
     earlier: SummarySections,
-    reference: str | None,
+    spilled: _Spilled | None,
     evicted_pins: Sequence[TranscriptUnit],
     trail: tuple[TrailEntry, ...] | None = None,
     gone: Sequence[str] = (),
@@ -1667,17 +1675,19 @@ def _final_sections(
     never a dead id), and the pinned section: what it carried and what was pinned just now. Parts of the
     summary message, told apart by structure."""
     pinned = '\n\n'.join(p for p in (earlier.pinned, *(u.text for u in evicted_pins)) if p)
-    if reference is None and gone and set(_REFERENCE.findall(earlier.reference)) <= set(gone):
-        reference = NO_LONGER_STORED
     kept = earlier.trail if trail is None else trail
-    return SummarySections(summary, pinned, reference or earlier.reference, kept)
+    if spilled is not None and spilled.transcript:
+        return SummarySections(summary, pinned, spilled.line, kept, spilled.transcript)
+    if gone:  # the only transcript the earlier line names
+        return SummarySections(summary, pinned, NO_LONGER_STORED, kept)
+    return SummarySections(summary, pinned, earlier.reference, kept, earlier.transcript)
 
 
 def _report_unstored(
-    reference: str | None, summarized: Sequence[ModelMessage], context: HistoryContext
+    spilled: _Spilled | None, summarized: Sequence[ModelMessage], context: HistoryContext
 ) -> None:
     """Name, at error level, what a compaction evicted when its transcript could not be stored."""
-    if reference is None:
+    if spilled is None:
         context.lost(
             'compactor',
             'transcript_not_stored',
@@ -1692,8 +1702,9 @@ async def _spill_transcript(
     context: HistoryContext,
     cut: _Cut,
     rendered: Sequence[TranscriptUnit] | None = None,
-) -> str | None:
-    """Store the full transcript of the evicted messages; the line that tells the model how to read it.
+) -> _Spilled | None:
+    """Store the full transcript of the evicted messages; its id and the line that tells the model how to
+    read it.
 
     A summary, however good, loses detail; with the transcript in the spill store nothing the user or the
     tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. The transcript
@@ -1710,11 +1721,14 @@ async def _spill_transcript(
         rendered=rendered,
         gone=cut.gone_transcripts,
     )
+    if key is None:
+        return None
     if not key:
-        return key
+        return _Spilled('', '')
     chain = '; its first line names the transcript of earlier messages' if cut.previous_transcripts else ''
-    return (
+    line = (
         f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
         f'{read_call(key)} finds any detail in it{chain}; {readback_tool()}(query=...) without an id '
         'searches everything stored from this conversation.'
     )
+    return _Spilled(key, line)
