@@ -332,7 +332,7 @@ class Compactor:
                 return await self._compact(messages, context, estimate, reason=reason, focus=focus, held=held)
             finally:
                 if held is not None and not held.used:
-                    self._discard(held, held.reason, context)
+                    self._end(held, held.reason, context.emit_event)
 
     def _still_making(
         self, messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
@@ -390,7 +390,7 @@ class Compactor:
                 )
             finally:
                 if held is not None:
-                    self._discard(held, 'inputs_changed', context)
+                    self._end(held, 'inputs_changed', context.emit_event)
 
     def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
         """Whether processing `messages` compacts, leaving stubs or a summary that name `read_artifact`.
@@ -653,7 +653,7 @@ class Compactor:
         if layout is None:
             return None
         plan = _Plan(messages, list(event.per_message), event.units, layout.body_start, None, None)
-        cut = self._native_cut(plan, layout, context, event.reserved, event.reason)
+        cut = self._native_cut(plan, layout, context, event.reason, event.reserved)
         if cut is None:
             return None
         await cut.check_stored(context)
@@ -842,14 +842,14 @@ class Compactor:
             if held.extended_by(messages):
                 return
             self._background.pop(run)
-            self._discard(held, 'history_changed', context)
+            self._end(held, 'history_changed', context.emit_event)
         if estimate.total <= context.limits.trigger * start:
             return
         job = await self._background_job(messages, context, estimate)
         if job is None:
             return
         for pushed in self._background.add(job):
-            self._discard(pushed, 'capacity', context)
+            self._end(pushed, 'capacity', context.emit_event)
         context.emit_event(
             BackgroundSummaryStarted(
                 run_id=run,
@@ -1023,11 +1023,6 @@ class Compactor:
         )
         return dataclasses.replace(summary, background=True)
 
-    def _discard(
-        self, job: BackgroundJob[_Summary], reason: BackgroundDiscardReason, context: HistoryContext
-    ) -> None:
-        self._end(job, reason, context.emit_event)
-
     def _end(
         self, job: BackgroundJob[Any], reason: BackgroundDiscardReason, emit: Callable[[HistoryEvent], None]
     ) -> None:
@@ -1070,24 +1065,16 @@ class Compactor:
         plan: _Plan,
         layout: NativeLayout,
         context: HistoryContext,
-        overhead: int,
         reason: CompactionReason,
+        reserved: int,
     ) -> _Cut | None:
-        """Where the verbatim tail starts after a native compaction: our cut rules, pins and reserves."""
+        """Where the verbatim tail starts after a native compaction: our cut rules, pins and reserves (None
+        where nothing can be compacted: the LLM path plans the same cut, and says why)."""
         body_first = next((i for i, u in enumerate(plan.units) if u.start >= layout.body_start), None)
-        last = len(plan.units) - 1
-        if body_first is None or body_first >= last:
+        if body_first is None or body_first >= len(plan.units) - 1:
             return None
-        counter = context.counter
-        earlier = layout.earlier
-        pins = self._pinned_units(plan, body_first, last, counter, context.pin)
-        cut = self._plan_cut(
-            plan, body_first, overhead + counter.count_messages(layout.kept), pins, earlier, context, reason
-        )
-        if cut.unit is None:
-            return None  # the LLM path plans the same cut, and says why nothing can be compacted
-        previous = _previous_transcripts(earlier, context)
-        return _Cut(cut.unit, cut.verbatim or cut.unit, body_first, pins, earlier, previous, None)
+        fixed_cost = reserved + context.counter.count_messages(layout.kept)
+        return self._cut(plan, body_first, fixed_cost, layout.earlier, None, context, reason)
 
     async def _ask_provider(
         self, model: object, messages: list[ModelMessage], context: HistoryContext, focus: str | None
@@ -1150,7 +1137,7 @@ class Compactor:
     def _choose_cut(
         self,
         plan: _Plan,
-        overhead: int,
+        reserved: int,
         reason: CompactionReason,
         context: HistoryContext,
         tokens: int,
@@ -1165,25 +1152,13 @@ class Compactor:
         body_first = next(
             i for i, u in enumerate(plan.units) if u.start >= head + (plan.previous is not None)
         )
-        last = len(plan.units) - 1
-        if body_first > last:
+        if body_first > len(plan.units) - 1:
             return None
-        counter = context.counter
         earlier = _earlier_sections(plan)
         previous_text = earlier.summary if plan.previous is not None else None
-        pins = self._pinned_units(plan, body_first, last, counter, context.pin)
-        # With a store, the previous compaction's transcript reference gives way to this one's (the new
-        # transcript names the previous one in its first line, so the model can walk back through them all).
-        previous_transcripts = _previous_transcripts(earlier, context)
-        # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
-        # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
-        # they never push the cut.
-        cut = self._plan_cut(
-            plan, body_first, overhead + sum(plan.per_message[:head]), pins, earlier, context, reason, shrink
-        )
-        if cut.unit is None:
-            if quiet or reason != 'trigger':
-                return None
+        fixed_cost = reserved + sum(plan.per_message[:head])
+        cut = self._cut(plan, body_first, fixed_cost, earlier, previous_text, context, reason, shrink)
+        if cut is None and not quiet and reason == 'trigger':
             context.warn(
                 'compaction_impossible',
                 'the history is over the compaction trigger but every unit after the preserved head is '
@@ -1191,6 +1166,30 @@ class Compactor:
                 tokens=tokens,
                 trigger=context.limits.trigger,
             )
+        return cut
+
+    def _cut(
+        self,
+        plan: _Plan,
+        body_first: int,
+        fixed_cost: int,
+        earlier: SummarySections,
+        previous_text: str | None,
+        context: HistoryContext,
+        reason: CompactionReason,
+        shrink: int = 0,
+    ) -> _Cut | None:
+        """The cut of the body from `body_first`, with its pinned units; None when nothing can be compacted.
+
+        Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
+        pinned section): the larger of the two is reserved up front and they cost nothing in the walk, so
+        they never push the cut. With a store, the previous compaction's transcript reference gives way to
+        this one's (the new transcript names the previous one in its first line, so the model can walk back
+        through them all).
+        """
+        pins = self._pinned_units(plan, body_first, len(plan.units) - 1, context.counter, context.pin)
+        cut = self._plan_cut(plan, body_first, fixed_cost, pins, earlier, context, reason, shrink)
+        if cut.unit is None:
             return None
         return _Cut(
             unit=cut.unit,
@@ -1198,7 +1197,7 @@ class Compactor:
             body_first=body_first,
             pins=pins,
             earlier=earlier,
-            previous_transcripts=previous_transcripts,
+            previous_transcripts=_previous_transcripts(earlier, context),
             previous_text=previous_text,
         )
 
@@ -1364,16 +1363,8 @@ class Compactor:
 
     async def _summary(self, request: _SummaryRequest, context: HistoryContext) -> _Summary:
         """The summarizer's text for `request`: cached, else asked, else the deterministic fallback."""
-        settings = self.settings
-        counter = context.counter
-        key, summarized, previous, focus, task = (
-            request.key,
-            request.summarized,
-            request.previous,
-            request.focus,
-            request.task,
-        )
-        cache = context.cache
+        settings, counter, cache = self.settings, context.counter, context.cache
+        key, summarized, previous, task = request.key, request.summarized, request.previous, request.task
         if cache is not None:
             cached = await cache.get(key)
             if cached:
@@ -1387,7 +1378,7 @@ class Compactor:
                     counter,
                     record_tokens=settings.tool_result_max_tokens,
                     view_tokens=settings.summarizer_view_tokens,
-                    query=' '.join(p for p in (task, focus) if p),
+                    query=' '.join(p for p in (task, request.focus) if p),
                 )
             )
         error: str | None
@@ -1402,7 +1393,7 @@ class Compactor:
                     transcript=transcript,
                     original_task=task,
                     previous_summary=previous,
-                    focus=focus,
+                    focus=request.focus,
                     operations=operations_of(context),
                 )
             except SummarizerError as exc:
