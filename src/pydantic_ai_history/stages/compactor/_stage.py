@@ -64,7 +64,7 @@ from ...events import (
 from ...model_info import model_name_of
 from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
-from ...units import Unit, head_length, split_units, system_parts
+from ...units import Unit, split_units, system_parts
 from .._llm import add_usage, operations_of
 from .._loads import reload_reserve, with_reloads
 from .._spill import no_longer_stored, spill_transcript
@@ -81,7 +81,14 @@ from ._background import BackgroundJob, BackgroundSummaries, start_job
 from ._breaker import ScopedBreakers
 from ._depth import EventCosts, stubs_suffice
 from ._fallback import digest, head_tail_cut
-from ._native import NATIVE_NOTE, NativeLayout, compaction_cost, mark_compaction, native_layout
+from ._native import (
+    NATIVE_NOTE,
+    NativeLayout,
+    compaction_cost,
+    mark_compaction,
+    native_layout,
+    preserved_head,
+)
 from ._plan import CutPlan, plan_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionSettings
@@ -602,15 +609,14 @@ class Compactor:
         span, chain = self._index.evicted_keys(
             None if plan.origin is None else plan.origin.chain, evicted, summarized
         )
-        request = self._summary_request(
-            plan,
-            summarized,
-            cut.previous_text,
-            focus,
-            context,
-            None if rendered is None else rendered.summarized,
-            span_key=span,
-        )
+        model, previous = context.summarizer_model, cut.previous_text
+        task = first_user_text(plan.messages[:head])
+        # Everything the summarizer reads is in the key (the original task too); the processor's cache view
+        # adds the scope, so two tenants with the same evicted traffic never share a summary.
+        fingerprint = self._settings_fingerprint(model, context.summarizer)
+        key = cache_key('compactor-summary', span, fingerprint, previous or '', focus or '', task or '')
+        transcript = None if rendered is None else rendered.summarized
+        request = _SummaryRequest(key, model, summarized, previous, focus, task, transcript)
         return _Evicted(cut_at, evicted, cut.evicted_pins(), rendered, request, chain)
 
     # ---- provider-native compaction (`CompactionSettings.method`) ----------------------------------------
@@ -1118,7 +1124,7 @@ class Compactor:
     async def _prepare(self, event: _Event, context: HistoryContext) -> tuple[_Plan, str]:
         """The plan to compact and the conversation key; after a prefix-cache hit, the substituted history."""
         messages, units = event.messages, event.units
-        head = self._head(messages, units, context.keep_first_user_message)
+        head = preserved_head(messages, units, keep_first_user_message=context.keep_first_user_message)
         previous = head if head < len(messages) and marker_kind(messages[head]) == 'summary' else None
         cache = context.cache
         conversation = self._index.conversation_key(messages[:head]) if cache is not None else ''
@@ -1265,16 +1271,6 @@ class Compactor:
             pins[index] = rendered[0] if rendered else TranscriptUnit('', 0, len(messages))
         return pins
 
-    def _head(
-        self, messages: Sequence[ModelMessage], units: Sequence[Unit], keep_first_user_message: bool
-    ) -> int:
-        head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
-        # Where the first user message is gone (1.x renders our summary as user text), our own summary is
-        # not the head: it is the previous summary, to be updated.
-        while head > 0 and marker_kind(messages[head - 1]) is not None:
-            head -= 1
-        return head
-
     async def _lookup(
         self, cache: SummaryCache, conversation: str, plan: _Plan, context: HistoryContext
     ) -> _Plan | None:
@@ -1333,33 +1329,6 @@ class Compactor:
             whole=[u for u in each if u is not None],
             summarized=[u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],
         )
-
-    def _summary_request(
-        self,
-        plan: _Plan,
-        summarized: Sequence[ModelMessage],
-        previous: str | None,
-        focus: str | None,
-        context: HistoryContext,
-        transcript: list[TranscriptUnit] | None = None,
-        *,
-        span_key: str,
-    ) -> _SummaryRequest:
-        """What the summarizer is asked for `summarized` (the evicted messages but the pinned units, hashed as
-        `span_key`), rendered as `transcript` when the caller has it; keyed by everything it reads."""
-        model = context.summarizer_model
-        task = first_user_text(plan.messages[: plan.head])
-        # Everything the summarizer reads is in the key (the original task too); the processor's cache view
-        # adds the scope, so two tenants with the same evicted traffic never share a summary.
-        key = cache_key(
-            'compactor-summary',
-            span_key,
-            self._settings_fingerprint(model, context.summarizer),
-            previous or '',
-            focus or '',
-            task or '',
-        )
-        return _SummaryRequest(key, model, summarized, previous, focus, task, transcript)
 
     async def _summary(self, request: _SummaryRequest, context: HistoryContext) -> _Summary:
         """The summarizer's text for `request`: cached, else asked, else the deterministic fallback."""
