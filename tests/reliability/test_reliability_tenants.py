@@ -290,8 +290,8 @@ async def test_no_breaker_across_tenants() -> None:
         await agent.run('Read all pages.', model=FunctionModel(_fetches(6)), deps='mallory')
     (compactor,) = [stage for stage in processor.history_stages if stage.name == 'compactor']
     breakers = compactor._breakers  # type: ignore[attr-defined]
-    assert breakers.failures('tenant:mallory') == 2
-    assert not breakers.allows('tenant:mallory')
+    assert breakers.failures('summarizer', 'tenant:mallory') == 2
+    assert not breakers.allows('summarizer', 'tenant:mallory')
     mallory_calls = calls.count('mallory')
     mallory_methods = [e.method for e in events if isinstance(e, CompactionResult)]
     assert 'llm' not in mallory_methods
@@ -303,7 +303,7 @@ async def test_no_breaker_across_tenants() -> None:
     alice_methods = [e.method for e in events if isinstance(e, CompactionResult)]
     assert alice_methods
     assert set(alice_methods) == {'llm'}
-    assert breakers.allows('tenant:alice')
+    assert breakers.allows('summarizer', 'tenant:alice')
     assert calls.count('mallory') == mallory_calls  # and Mallory's breaker stayed open
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Callable
 
 import pytest
 from pydantic_ai.messages import (
@@ -33,6 +35,7 @@ from pydantic_ai_history import (
     SlidingWindow,
     assert_valid_history,
 )
+from pydantic_ai_history._marks import MARKER_KEY
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages.compactor import summary_text
 from pydantic_ai_history.stages.compactor._stage import TRANSCRIPT_REFERENCE_OPENING
@@ -243,3 +246,54 @@ async def test_a_transcript_the_store_removed_is_said_to_be_gone_never_named() -
     assert second not in summary
     assert not _REFERENCE_ID.findall(summary)
     assert 'no longer stored' in summary
+
+
+def _with_transcript_metadata(message: ModelMessage, transcript: str | None) -> ModelMessage:
+    """`message` (our summary) with the transcript id in its metadata replaced, or removed (None); as it is
+    where messages have no metadata (pydantic-ai 1.0: the text is all there is)."""
+    if not hasattr(message, 'metadata'):
+        return message
+    metadata = dict(message.metadata or {})
+    own = {k: v for k, v in metadata.get(MARKER_KEY, {}).items() if k != 'transcript'}
+    if transcript is not None:
+        own['transcript'] = transcript
+    return dataclasses.replace(message, metadata={**metadata, MARKER_KEY: own})
+
+
+async def _compacted_twice(edit: Callable[[ModelMessage], ModelMessage]) -> tuple[str, str]:
+    """The first compaction's transcript id, and the first line of the second's transcript, with `edit`
+    applied to the first summary in between (as a saved history reloaded in a new process)."""
+    store = MemoryStore()
+    ctx, _ = context(context_window=None, store=store)
+    compactor = SetupCompactor(
+        compaction_setup(
+            max_tokens=12_000,
+            target_tokens=5_000,
+            summarizer_model=StubSummarizer().model(),
+            stub_tool_results=False,
+        )
+    )
+    history = await compactor(tool_loop(30, tokens=500, tag='a'), ctx)
+    [first] = _REFERENCE_ID.findall(summary_text(history[1]) or '')
+    more = tool_loop(30, tokens=500, tag='b')[1:]
+    history = await compactor([history[0], edit(history[1]), *history[2:], *more], ctx)
+    [second] = _REFERENCE_ID.findall(summary_text(history[1]) or '')
+    data = await store.get(second)
+    assert data is not None
+    assert second != first
+    return first, data.decode().split('\n', 1)[0]
+
+
+async def test_a_summary_naming_its_transcript_only_in_its_text_still_chains() -> None:
+    """Summaries saved by earlier releases, and every summary on pydantic-ai 1.0 (no message metadata), name
+    their transcript only in the reference line: the next compaction's transcript still names it."""
+    first, opening = await _compacted_twice(lambda m: _with_transcript_metadata(m, None))
+    assert first in opening
+
+
+@pytest.mark.skipif(not hasattr(ModelRequest(parts=[]), 'metadata'), reason='messages have no metadata')
+async def test_the_transcript_chain_follows_the_id_kept_as_data_not_the_text() -> None:
+    """The summary keeps its transcript's id as data: the chain follows it, whatever the line's text says
+    (here the data says there is none, while the line still names the first transcript)."""
+    first, opening = await _compacted_twice(lambda m: _with_transcript_metadata(m, ''))
+    assert first not in opening

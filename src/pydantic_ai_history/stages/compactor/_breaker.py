@@ -1,14 +1,19 @@
-"""The summarizer's circuit breaker: after repeated failures in one scope, stop calling it there a while."""
+"""The compactor's circuit breakers: after repeated failures of a call in one scope, stop it there a while."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..._clock import monotonic
 
-__all__ = ('Breaker', 'ScopedBreakers')
+__all__ = ('Breaker', 'Call', 'ScopedBreakers')
+
+Call = Literal['summarizer', 'provider']
+"""What a breaker guards: the summarizer, or the serving model's own compaction (`method='provider'`). Each
+has its own breakers, so a provider that fails to compact does not also stop the LLM summary standing in."""
 
 
 @dataclass
@@ -39,8 +44,8 @@ class Breaker:
 
 @dataclass(kw_only=True)
 class ScopedBreakers:
-    """One `Breaker` per scope (conversation or tenant), so content in one scope that makes the summarizer
-    fail cannot switch every other scope to the fallback digest.
+    """One `Breaker` per call and scope (conversation or tenant), so content in one scope that makes the
+    summarizer fail cannot switch every other scope to the fallback digest.
 
     A provider outage then opens each active scope's breaker after its own `max_failures`; that costs a few
     failed calls per scope, never a wrong summary. At most `max_scopes` breakers are kept (the least
@@ -50,35 +55,36 @@ class ScopedBreakers:
     max_failures: int
     """Consecutive failures in one scope before its cool-down."""
     cooldown: float
-    """Seconds a scope's summarizer is not called after `max_failures` failures."""
+    """Seconds a scope's call is not made after `max_failures` failures."""
     clock: Callable[[], float] = field(default=monotonic, repr=False)
     """Monotonic seconds; injectable (tests, or a clock a durable engine journals)."""
     max_scopes: int = 4_096
     """Breakers kept at most."""
-    _breakers: OrderedDict[str, Breaker] = field(
-        default_factory=OrderedDict[str, Breaker], init=False, repr=False
+    _breakers: OrderedDict[tuple[Call, str], Breaker] = field(
+        default_factory=OrderedDict[tuple[Call, str], Breaker], init=False, repr=False
     )
 
-    def get(self, scope: str) -> Breaker:
-        """The breaker of `scope` (a closed one when the scope is new)."""
-        breaker = self._breakers.pop(scope, None)
+    def get(self, call: Call, scope: str) -> Breaker:
+        """The breaker of `call` in `scope` (a closed one when the scope is new)."""
+        key = (call, scope)
+        breaker = self._breakers.pop(key, None)
         if breaker is None:
             breaker = Breaker(self.max_failures, self.cooldown)
-        self._breakers[scope] = breaker
+        self._breakers[key] = breaker
         while len(self._breakers) > self.max_scopes:
             self._breakers.popitem(last=False)
         return breaker
 
-    def allows(self, scope: str) -> bool:
-        return self.get(scope).allows(self.clock())
+    def allows(self, call: Call, scope: str) -> bool:
+        return self.get(call, scope).allows(self.clock())
 
-    def success(self, scope: str) -> None:
-        self.get(scope).success()
+    def success(self, call: Call, scope: str) -> None:
+        self.get(call, scope).success()
 
-    def failure(self, scope: str) -> None:
-        self.get(scope).failure(self.clock())
+    def failure(self, call: Call, scope: str) -> None:
+        self.get(call, scope).failure(self.clock())
 
-    def failures(self, scope: str) -> int:
-        """Consecutive failures counted in `scope`."""
-        found = self._breakers.get(scope)
+    def failures(self, call: Call, scope: str) -> int:
+        """Consecutive failures of `call` counted in `scope`."""
+        found = self._breakers.get((call, scope))
         return 0 if found is None else found.failures

@@ -38,6 +38,7 @@ __all__ = (
     'compaction_cost',
     'mark_compaction',
     'native_layout',
+    'preserved_head',
 )
 
 NATIVE_NOTE = (
@@ -113,6 +114,27 @@ def _previous_compaction(messages: Sequence[ModelMessage]) -> int | None:
     return None
 
 
+def preserved_head(
+    messages: Sequence[ModelMessage], units: Sequence[Unit], *, keep_first_user_message: bool
+) -> int:
+    """The messages kept in front of any compaction (system prompt, first user message).
+
+    Where the first user message is gone (1.x renders our summary as user text), our own summary is not the
+    head: it is the previous summary, to be updated.
+    """
+    head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
+    while head > 0 and marker_kind(messages[head - 1]) is not None:
+        head -= 1
+    return head
+
+
+def _earlier(messages: Sequence[ModelMessage], index: int) -> SummarySections | None:
+    """The sections of our summary at `index` when one stands there before the last message."""
+    if index < len(messages) - 1 and marker_kind(messages[index]) == 'summary':
+        return summary_sections(messages[index]) or SummarySections('')
+    return None
+
+
 def _after_previous(messages: Sequence[ModelMessage], compaction: int) -> NativeLayout:
     index = compaction + 1
     task: ModelRequest | None = None
@@ -123,21 +145,17 @@ def _after_previous(messages: Sequence[ModelMessage], compaction: int) -> Native
         and any(isinstance(p, UserPromptPart) for p in candidate.parts)
     ):
         task, index = candidate, index + 1
-    earlier = SummarySections('')
-    if index < len(messages) - 1 and marker_kind(messages[index]) == 'summary':
-        earlier = summary_sections(messages[index]) or earlier
-        index += 1
+    earlier = _earlier(messages, index)
+    index += earlier is not None
     standing = list(messages[:compaction])
     sent = [*standing, messages[compaction], *([task] if task is not None else [])]
-    return NativeLayout(standing, task, sent, earlier, index)
+    return NativeLayout(standing, task, sent, earlier or SummarySections(''), index)
 
 
 def _from_head(
     messages: Sequence[ModelMessage], units: Sequence[Unit], *, keep_first_user_message: bool
 ) -> NativeLayout | None:
-    head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
-    while head > 0 and marker_kind(messages[head - 1]) is not None:
-        head -= 1
+    head = preserved_head(messages, units, keep_first_user_message=keep_first_user_message)
     requests = [m for m in messages[:head] if isinstance(m, ModelRequest)]
     if len(requests) != head:
         return None  # a malformed start (a response in the head): left to the LLM summary
@@ -149,13 +167,12 @@ def _from_head(
         if others:
             task = dataclasses.replace(request, parts=others)
             break
-    body_start = head
-    earlier = SummarySections('')
-    if head < len(messages) - 1 and marker_kind(messages[head]) == 'summary':
-        earlier = summary_sections(messages[head]) or earlier
-        body_start += 1
+    earlier = _earlier(messages, head)
+    body_start = head + (earlier is not None)
     # a previous LLM summary is content the provider compacts with the rest
-    return NativeLayout(standing, task, list(messages[:body_start]), earlier, body_start)
+    return NativeLayout(
+        standing, task, list(messages[:body_start]), earlier or SummarySections(''), body_start
+    )
 
 
 def _system_only(message: ModelMessage) -> bool:

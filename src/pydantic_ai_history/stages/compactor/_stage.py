@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -65,7 +64,7 @@ from ...events import (
 from ...model_info import model_name_of
 from ...pinning import PinPredicate, is_pinned
 from ...tokens import TokenCounter, TokenEstimate
-from ...units import Unit, head_length, split_units, system_parts
+from ...units import Unit, split_units, system_parts
 from .._llm import add_usage, operations_of
 from .._loads import reload_reserve, with_reloads
 from .._spill import no_longer_stored, spill_transcript
@@ -82,7 +81,14 @@ from ._background import BackgroundJob, BackgroundSummaries, start_job
 from ._breaker import ScopedBreakers
 from ._depth import EventCosts, stubs_suffice
 from ._fallback import digest, head_tail_cut
-from ._native import NATIVE_NOTE, NativeLayout, compaction_cost, mark_compaction, native_layout
+from ._native import (
+    NATIVE_NOTE,
+    NativeLayout,
+    compaction_cost,
+    mark_compaction,
+    native_layout,
+    preserved_head,
+)
 from ._plan import CutPlan, plan_cut
 from ._prefix_index import Origin, PrefixIndex, PrefixRecord
 from ._settings import CompactionSettings
@@ -90,6 +96,7 @@ from ._stubs import Stub, apply_stubs, plan_stubs, store_stubbed
 from ._summarizer import SummarizerError, run_summarizer
 from ._summary_message import (
     PINNED_HEADING,
+    TRANSCRIPT_REFERENCE_OPENING,
     SummarySections,
     build_summary_message,
     decode_sections,
@@ -116,13 +123,6 @@ _PINNED_UNIT_FRAMING_TOKENS = 2
 """Tokens reserved per pinned unit for the blank line that separates it in the pinned section."""
 _TRANSCRIPT_REFERENCE_TOKENS = 100
 """The one line of the pinned section that names the stored transcript of the latest evicted messages."""
-TRANSCRIPT_REFERENCE_OPENING = 'The full transcript of the '
-"""The fixed opening of that line (in the summary's own reference part), from which the next compaction reads
-the transcript id to chain it."""
-_REFERENCE = re.compile(
-    re.escape(TRANSCRIPT_REFERENCE_OPENING)
-    + r'\d+ messages summarized[^\n]*?[A-Za-z0-9_-]+\(artifact_id="([^"\n]+)"[^\n]*'
-)
 
 
 Method = Literal['llm', 'cache', 'digest', 'truncate', 'provider', 'stubs']
@@ -159,10 +159,17 @@ class _Event:
 
     messages: list[ModelMessage]
     """The history given (our summary requests split out)."""
+    units: list[Unit]
+    """Its units."""
+    per_message: Sequence[int]
+    """Its estimate per message."""
     tokens: int
     """Its estimate."""
     overhead: int
     """What instructions, tools and framing add to the messages' own count."""
+    reserved: int
+    """The overhead and the largest record of the loads a cut can unload (recorded again after the summary):
+    what a cut plans for besides the messages."""
     reason: CompactionReason
     """`trigger`: the history passed the trigger; `manual`: `compact()` was called; `model`: the model called
     `compact_context`."""
@@ -172,6 +179,28 @@ class _Event:
     """When it started (`perf()`), for its duration."""
     announced: bool = False
     """Whether `CompactionStarted` is out: a fallback does not repeat it."""
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a compaction ends with: the history and what the event says of it."""
+
+    messages: list[ModelMessage]
+    """The compacted history."""
+    tokens: int
+    """Its estimate (instructions and tools included)."""
+    summary: _Summary
+    """What stands for the evicted messages."""
+    evicted: int
+    """How many messages it replaces."""
+    pinned: int = 0
+    """Pinned units among them, carried verbatim."""
+    stubbed: int = 0
+    """Tool outputs and files stored and stubbed."""
+    replacement: int = 0
+    """What the summary message (or the provider's compaction item) costs."""
+    lost: Sequence[ModelMessage] = ()
+    """The summarized messages, named by `ContentLost` when their transcript could not be stored."""
 
 
 @dataclass
@@ -186,6 +215,18 @@ class _Plan:
     """Index of our previous summary (always `head`) when the history has one."""
     origin: Origin | None
     """Where the body after `head` (after the previous summary, if any) starts in the original history."""
+
+
+@dataclass(frozen=True)
+class _Spilled:
+    """The stored transcript of what a compaction evicted ('' for both where there is no store)."""
+
+    transcript: str = ''
+    """Its id."""
+    line: str = ''
+    """The reference line that tells the model how to read it back."""
+    lost: bool = False
+    """The store failed: the summary alone stands for the evicted messages."""
 
 
 @dataclass
@@ -265,13 +306,12 @@ class Compactor:
     settings: CompactionSettings = field(default_factory=CompactionSettings)
     name: str = 'compactor'
     _breakers: ScopedBreakers = field(init=False, repr=False)
+    """The summarizer's and the provider's compaction calls, each cooling down after its own failures."""
     _index: PrefixIndex = field(init=False, repr=False)
     _unsupported_warned: set[str] = field(init=False, repr=False, default_factory=set)
     """Why native compaction was unavailable, each said once (`method='provider'`)."""
     _refused: dict[str, str] = field(init=False, repr=False, default_factory=dict)
     """Model name -> why it refused `compact_messages` as unsupported: not asked again."""
-    _provider_breakers: ScopedBreakers = field(init=False, repr=False)
-    """The provider's compaction calls cool down after failures like the summarizer's (the LLM stands in)."""
     _background: BackgroundSummaries = field(init=False, repr=False)
     """The summaries started ahead of their events (`background_start`), one per run."""
 
@@ -281,16 +321,10 @@ class Compactor:
             cooldown=self.settings.cooldown_seconds,
             clock=self.settings.clock,
         )
-        self._provider_breakers = ScopedBreakers(
-            max_failures=self.settings.max_failures,
-            cooldown=self.settings.cooldown_seconds,
-            clock=self.settings.clock,
-        )
         self._index = PrefixIndex(ttl=self.settings.cache_ttl)
         self._background = BackgroundSummaries(self.settings.max_background_summaries)
 
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
-        limits = context.limits
         estimate = context.estimate(messages)
         reason = self._reason(estimate.total, context)
         if reason is None:
@@ -302,12 +336,10 @@ class Compactor:
         held = self._background.pop(context.run_id)
         with context.span(COMPACTION_SPAN, {'pydantic_ai_history.compaction.reason': reason}):
             try:
-                return await self._compact(
-                    messages, context, estimate, limits, reason=reason, focus=focus, held=held
-                )
+                return await self._compact(messages, context, estimate, reason=reason, focus=focus, held=held)
             finally:
                 if held is not None and not held.used:
-                    self._discard(held, held.reason, context)
+                    self._end(held, held.reason, context.emit_event)
 
     def _still_making(
         self, messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
@@ -357,16 +389,15 @@ class Compactor:
         When everything already fits the target, all units but the last are summarized.
         """
         history = list(messages)
-        limits = context.limits
         held = self._background.pop(context.run_id)
         with context.span(COMPACTION_SPAN, {'pydantic_ai_history.compaction.reason': 'manual'}):
             try:
                 return await self._compact(
-                    history, context, context.estimate(history), limits, reason='manual', focus=focus
+                    history, context, context.estimate(history), reason='manual', focus=focus
                 )
             finally:
                 if held is not None:
-                    self._discard(held, 'inputs_changed', context)
+                    self._end(held, 'inputs_changed', context.emit_event)
 
     def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
         """Whether processing `messages` compacts, leaving stubs or a summary that name `read_artifact`.
@@ -387,40 +418,31 @@ class Compactor:
         messages: list[ModelMessage],
         context: HistoryContext,
         estimate: TokenEstimate,
-        limits: ContextLimits,
         *,
         reason: CompactionReason,
         focus: str | None,
         held: BackgroundJob[_Summary] | None = None,
     ) -> list[ModelMessage]:
-        """Cheapest first: a cached summary of a prefix, then (at the trigger) stubs into the store, then the
-        provider's compaction where asked, then our summary. A summary made in the background (`held`) that
-        still applies is used before anything else: it is paid for already."""
+        """Cheapest first: a cached summary of a prefix, then the run's background summary where it still
+        applies (it is paid for already), then (at the trigger) stubs into the store, then the provider's
+        compaction where asked, then our summary."""
         started = perf()
         if held is not None and not held.extended_by(messages):
             held.reason, held = 'history_changed', None
-        messages, estimate = _separated(messages, estimate, context)
-        units = split_units(messages)
-        if len(units) < 2:
+        begun = await self._begin(messages, estimate, context, reason, focus, started)
+        if begun is None:
             return messages
-        event = _Event(messages, estimate.total, estimate.total - estimate.tokenizer, reason, focus, started)
-        plan, conversation = await self._prepare(messages, units, estimate, context)
-        substituted, reloaded = _keep_loads(messages, plan.messages, plan.head + 1, context.counter)
+        event, plan, conversation = begun
+        substituted, reloaded = _keep_loads(event.messages, plan.messages, plan.head + 1, context.counter)
         total = event.overhead + sum(plan.per_message) + reloaded
-        if reason == 'trigger' and _prefix_cache_suffices(plan, messages, total, estimate.total, limits):
-            assert plan.origin is not None
-            evicted = plan.origin.length - plan.head
-            _announce(context, event, evicted)
-            summary = _Summary(summary_text(plan.messages[plan.head]) or '', 'cache', 0, '')
-            return self._finish(context, event, substituted, total, summary, evicted)
+        if reason == 'trigger' and _prefix_cache_suffices(plan, event, total, context.limits):
+            return self._reuse_prefix(plan, event, context, substituted, total)
         # a cached prefix summary that made the history smaller stands even when nothing more is compacted
-        unchanged = substituted if total < estimate.total else messages
-        # The loads the cut may unload are recorded again after the summary: planned for like the overhead.
-        overhead = event.overhead + _reload_reserve(messages, context.counter)
-        cut = self._choose_cut(plan, limits, overhead, reason, context, estimate.total)
+        unchanged = substituted if total < event.tokens else event.messages
+        cut = self._choose_cut(plan, event.reserved, reason, context, event.tokens)
         if cut is None:
             return unchanged
-        adopted = self._held_cut(plan, messages, cut, held, context, overhead) if held is not None else None
+        adopted = self._held_cut(plan, event, cut, held, context) if held is not None else None
         if adopted is not None:
             held_cut, gap = adopted
             return await self._summarize(plan, held_cut, conversation, context, event, unchanged, held, gap)
@@ -428,10 +450,49 @@ class Compactor:
             stubbed = await self._stub(plan, cut, context, event)
             if stubbed is not None:
                 return stubbed
-        native = await self._compact_natively(messages, units, context, estimate, event)
+        native = await self._compact_natively(context, event)
         if native is not None:
             return native
         return await self._summarize(plan, cut, conversation, context, event, unchanged)
+
+    async def _begin(
+        self,
+        messages: list[ModelMessage],
+        estimate: TokenEstimate,
+        context: HistoryContext,
+        reason: CompactionReason,
+        focus: str | None,
+        started: float,
+    ) -> tuple[_Event, _Plan, str] | None:
+        """The event, the plan to compact and the conversation key; None when there is nothing to compact."""
+        messages, estimate = _separated(messages, estimate, context)
+        units = split_units(messages)
+        if len(units) < 2:
+            return None
+        overhead = estimate.total - estimate.tokenizer
+        event = _Event(
+            messages,
+            units,
+            estimate.per_message,
+            estimate.total,
+            overhead,
+            overhead + _reload_reserve(messages, context.counter),
+            reason,
+            focus,
+            started,
+        )
+        plan, conversation = await self._prepare(event, context)
+        return event, plan, conversation
+
+    def _reuse_prefix(
+        self, plan: _Plan, event: _Event, context: HistoryContext, substituted: list[ModelMessage], total: int
+    ) -> list[ModelMessage]:
+        """The history with the cached summary of its prefix, which alone brings it under the trigger."""
+        assert plan.origin is not None
+        evicted = plan.origin.length - plan.head
+        _announce(context, event, evicted)
+        summary = _Summary(summary_text(plan.messages[plan.head]) or '', 'cache', 0, '')
+        return self._finish(context, event, _Outcome(substituted, total, summary, evicted))
 
     async def _summarize(
         self,
@@ -446,64 +507,93 @@ class Compactor:
     ) -> list[ModelMessage]:
         """Our summary (and its trail) in place of what is before the cut, once its transcript is stored;
         `gap`: stubs for tool outputs after the cut (those a background summary's history added)."""
-        head = plan.head
         await cut.check_stored(context)
         evicted = self._evicted(plan, cut, context, event.focus)
         if evicted is None:
             return unchanged  # no summary can be smaller than what it would replace
-        counter = context.counter
         rendered = evicted.rendered
-        # What is evicted is stored before anything is paid for or removed (see `_keeps_content`).
-        reference = await _spill_transcript(
-            evicted.messages, context, cut, None if rendered is None else rendered.whole
+        spilled = await self._spill(
+            plan, cut, evicted.messages, context, event, None if rendered is None else rendered.whole
         )
-        if reference is None and self._keeps_content(plan, event.overhead, context):
+        if spilled is None:
             return unchanged
-        _announce(context, event, len(evicted.messages))
         summary = await self._summary_for(evicted.request, context, held)
-        new_origin = None
+        origin = None
         if plan.origin is not None and evicted.chain is not None:
-            new_origin = Origin(plan.origin.length + len(evicted.messages), evicted.chain)
-        cut_at = evicted.cut_at
+            origin = Origin(plan.origin.length + len(evicted.messages), evicted.chain)
         stubbed = bool(gap) and await store_stubbed(gap, context)
-        kept = apply_stubs(plan.messages, gap)[cut_at:] if stubbed else plan.messages[cut_at:]
-        trail = self._trail(cut, evicted.request.summarized, kept, context)
-        final, message = _summary_message(
-            plan, cut, evicted.messages, evicted.pins, summary, reference, new_origin, trail
+        outcome, final = self._summary_outcome(
+            plan, cut, evicted, summary, spilled, origin, list(gap) if stubbed else [], event, context
         )
-        result = [*plan.messages[:head], message, *kept]
-        result, reloaded = _keep_loads(event.messages, result, head + 1, counter)
+        if outcome.tokens >= event.tokens:
+            logger.info(
+                'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
+                event.tokens,
+                outcome.tokens,
+            )
+            return unchanged
+        if origin is not None:
+            await self._remember(context, conversation, summary, final, origin)
+        return self._conclude(context, event, outcome, spilled)
+
+    def _summary_outcome(
+        self,
+        plan: _Plan,
+        cut: _Cut,
+        evicted: _Evicted,
+        summary: _Summary,
+        spilled: _Spilled,
+        origin: Origin | None,
+        stubs: list[Stub],
+        event: _Event,
+        context: HistoryContext,
+    ) -> tuple[_Outcome, SummarySections]:
+        """The history with the summary message in place of the evicted messages (`stubs` applied to what
+        is kept), and the summary's sections."""
+        head, cut_at, counter = plan.head, evicted.cut_at, context.counter
+        kept = apply_stubs(plan.messages, stubs)[cut_at:] if stubs else plan.messages[cut_at:]
+        trail = self._trail(cut, evicted.request.summarized, kept, context)
+        final, message = _summary_message(plan, cut, evicted, summary, spilled, origin, trail)
+        result, reloaded = _keep_loads(
+            event.messages, [*plan.messages[:head], message, *kept], head + 1, counter
+        )
         summary_cost = counter.count_message(message)
         after = (
             event.overhead
             + sum(plan.per_message[:head])
             + summary_cost
             + reloaded
-            + (counter.count_messages(kept) if stubbed else sum(plan.per_message[cut_at:]))
+            + (counter.count_messages(kept) if stubs else sum(plan.per_message[cut_at:]))
         )
-        if after >= event.tokens:
-            logger.info(
-                'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
-                event.tokens,
-                after,
-            )
-            return unchanged
-        if new_origin is not None:
-            await self._remember(context, conversation, summary, final, new_origin)
-        _report_unstored(reference, evicted.request.summarized, context)
-        if after > context.limits.target:
-            _warn_over_target(context, after, summary_cost, 'summary')
-        summary = dataclasses.replace(summary, text=final.text)
-        return self._finish(
-            context,
-            event,
+        outcome = _Outcome(
             result,
             after,
-            summary,
+            dataclasses.replace(summary, text=final.text),
             len(evicted.messages),
             pinned=len(evicted.pins),
-            stubbed=len(gap) if stubbed else 0,
+            stubbed=len(stubs),
+            replacement=summary_cost,
+            lost=evicted.request.summarized,
         )
+        return outcome, final
+
+    async def _spill(
+        self,
+        plan: _Plan,
+        cut: _Cut,
+        evicted: Sequence[ModelMessage],
+        context: HistoryContext,
+        event: _Event,
+        rendered: Sequence[TranscriptUnit] | None = None,
+    ) -> _Spilled | None:
+        """The evicted messages' transcript stored before anything is paid for or removed, and the event
+        announced; None when the store failed and the history still fits the window: nothing is compacted
+        (`_keeps_content`)."""
+        spilled = await _spill_transcript(evicted, context, cut, rendered)
+        if spilled.lost and self._keeps_content(plan, event.overhead, context):
+            return None
+        _announce(context, event, len(evicted))
+        return spilled
 
     def _evicted(self, plan: _Plan, cut: _Cut, context: HistoryContext, focus: str | None) -> _Evicted | None:
         """What a summary at `cut` replaces and what the summarizer is asked for it; None when no summary can
@@ -519,15 +609,14 @@ class Compactor:
         span, chain = self._index.evicted_keys(
             None if plan.origin is None else plan.origin.chain, evicted, summarized
         )
-        request = self._summary_request(
-            plan,
-            summarized,
-            cut.previous_text,
-            focus,
-            context,
-            None if rendered is None else rendered.summarized,
-            span_key=span,
-        )
+        model, previous = context.summarizer_model, cut.previous_text
+        task = first_user_text(plan.messages[:head])
+        # Everything the summarizer reads is in the key (the original task too); the processor's cache view
+        # adds the scope, so two tenants with the same evicted traffic never share a summary.
+        fingerprint = self._settings_fingerprint(model, context.summarizer)
+        key = cache_key('compactor-summary', span, fingerprint, previous or '', focus or '', task or '')
+        transcript = None if rendered is None else rendered.summarized
+        request = _SummaryRequest(key, model, summarized, previous, focus, task, transcript)
         return _Evicted(cut_at, evicted, cut.evicted_pins(), rendered, request, chain)
 
     # ---- provider-native compaction (`CompactionSettings.method`) ----------------------------------------
@@ -555,14 +644,7 @@ class Compactor:
                 reason=why_not,
             )
 
-    async def _compact_natively(
-        self,
-        messages: list[ModelMessage],
-        units: list[Unit],
-        context: HistoryContext,
-        estimate: TokenEstimate,
-        event: _Event,
-    ) -> list[ModelMessage] | None:
+    async def _compact_natively(self, context: HistoryContext, event: _Event) -> list[ModelMessage] | None:
         """Compact with the serving model's own compaction around our cut, pins and spill; None falls back.
 
         The plan reserves the summary's cap for the compaction item and plans with what the item really costs
@@ -570,61 +652,35 @@ class Compactor:
         (the LLM summary is), so the item never pushes the history past the target.
         """
         model = self._native_model(context) if self.settings.method != 'llm' else None
-        if model is None or not self._provider_breakers.allows(context.scope):
+        if model is None or not self._breakers.allows('provider', context.scope):
             return None
-        layout = native_layout(messages, units, keep_first_user_message=context.keep_first_user_message)
+        messages = event.messages
+        layout = native_layout(messages, event.units, keep_first_user_message=context.keep_first_user_message)
         if layout is None:
             return None
-        plan = _Plan(messages, list(estimate.per_message), units, layout.body_start, None, None)
-        overhead = event.overhead
-        cut = self._native_cut(
-            plan, layout, context, overhead + _reload_reserve(messages, context.counter), event.reason
-        )
+        plan = _Plan(messages, list(event.per_message), event.units, layout.body_start, None, None)
+        cut = self._native_cut(plan, layout, context, event.reason, event.reserved)
         if cut is None:
             return None
         await cut.check_stored(context)
-        cut_at = plan.units[cut.unit].start
-        evicted = messages[layout.body_start : cut_at]
-        reference = await _spill_transcript(evicted, context, cut)
-        if reference is None and self._keeps_content(plan, overhead, context):
+        evicted = messages[layout.body_start : plan.units[cut.unit].start]
+        spilled = await self._spill(plan, cut, evicted, context, event)
+        if spilled is None:
             return messages
-        _announce(context, event, len(evicted))
-        response = await self._ask_provider(
-            model, [*layout.sent, *cut.summarized(plan)], context, event.focus
-        )
+        summarized = cut.summarized(plan)
+        response = await self._ask_provider(model, [*layout.sent, *summarized], context, event.focus)
         if response is None:
             return None
-        counter = context.counter
-        note = _native_note(cut, layout, evicted, reference)
-        marked = mark_compaction(response, {'evicted_messages': len(evicted)})
-        item = compaction_cost(response, counter.count_message(response))
-        result = [*layout.standing, marked, *layout.after_item, note, *messages[cut_at:]]
-        # pydantic-ai reads loads only after the compaction item: those before it are recorded after the note
-        result, reloaded = _keep_loads(
-            messages, result, len(layout.standing) + len(layout.after_item) + 2, counter
-        )
-        after = (
-            overhead
-            + counter.count_messages(layout.kept)
-            + item
-            + counter.count_message(note)
-            + reloaded
-            + sum(plan.per_message[cut_at:])
-        )
-        if not self._native_fits(context, item, after, estimate.total):
+        outcome = _native_outcome(plan, cut, layout, response, spilled, event, context.counter)
+        if not self._native_fits(context, outcome, event.tokens):
             return None
-        summary = _Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
-        return self._finish(
-            context, event, result, after, summary, len(evicted), pinned=len(cut.evicted_pins())
-        )
+        return self._conclude(context, event, dataclasses.replace(outcome, lost=summarized), spilled)
 
-    def _native_fits(self, context: HistoryContext, item: int, after: int, before: int) -> bool:
+    def _native_fits(self, context: HistoryContext, outcome: _Outcome, before: int) -> bool:
         """Whether the history with the provider's item is used: smaller than before, and at or under the
         target unless what keeps it over is the part no summary can shrink (as with the LLM summary)."""
-        target = context.limits.target
+        target, after, item = context.limits.target, outcome.tokens, outcome.replacement
         if after < before and (after <= target or item <= self.settings.summary_max_tokens):
-            if after > target:
-                _warn_over_target(context, after, item, 'compaction item')
             return True
         context.warn(
             'provider_compaction_failed',
@@ -722,7 +778,7 @@ class Compactor:
             return None  # the planned costs were off: the summary decides (the stored originals do no harm)
         _announce(context, event, 0)
         return self._finish(
-            context, event, result, after, _Summary('', 'stubs', 0, ''), 0, stubbed=len(stubs)
+            context, event, _Outcome(result, after, _Summary('', 'stubs', 0, ''), 0, stubbed=len(stubs))
         )
 
     def _planned_stubs(
@@ -792,14 +848,14 @@ class Compactor:
             if held.extended_by(messages):
                 return
             self._background.pop(run)
-            self._discard(held, 'history_changed', context)
+            self._end(held, 'history_changed', context.emit_event)
         if estimate.total <= context.limits.trigger * start:
             return
         job = await self._background_job(messages, context, estimate)
         if job is None:
             return
         for pushed in self._background.add(job):
-            self._discard(pushed, 'capacity', context)
+            self._end(pushed, 'capacity', context.emit_event)
         context.emit_event(
             BackgroundSummaryStarted(
                 run_id=run,
@@ -823,26 +879,22 @@ class Compactor:
         None when that event will not summarize (stubs end it, nothing can be compacted, a cached prefix
         summary stands in)."""
         assert context.run_id is not None
-        messages, estimate = _separated(snapshot, estimate, context)
-        units = split_units(messages)
-        if len(units) < 2:
+        begun = await self._begin(snapshot, estimate, context, 'trigger', None, perf())
+        if begun is None:
             return None
-        event = _Event(messages, estimate.total, estimate.total - estimate.tokenizer, 'trigger', None, perf())
-        plan, _ = await self._prepare(messages, units, estimate, context)
-        if plan.messages is not messages:
+        event, plan, _ = begun
+        if plan.messages is not event.messages:
             return None
-        limits = context.limits
-        overhead = event.overhead + _reload_reserve(messages, context.counter)
         # What the history adds until the trigger joins the verbatim tail: the cut leaves it that room.
-        growth = max(limits.trigger - estimate.total, 0)
-        trigger_cut = self._choose_cut(plan, limits, overhead, 'trigger', context, estimate.total, quiet=True)
+        growth = max(context.limits.trigger - event.tokens, 0)
+        trigger_cut = self._choose_cut(plan, event.reserved, 'trigger', context, event.tokens, quiet=True)
         if trigger_cut is None or (
             self.settings.stub_tool_results
             and self._planned_stubs(plan, trigger_cut, context, event, growth) is not None
         ):
             return None
         cut = self._choose_cut(
-            plan, limits, overhead, 'trigger', context, estimate.total, shrink=growth, quiet=True
+            plan, event.reserved, 'trigger', context, event.tokens, shrink=growth, quiet=True
         )
         evicted = self._evicted(plan, cut, context, None) if cut is not None else None
         if evicted is None:
@@ -851,7 +903,7 @@ class Compactor:
         # its own usage (its cost, in its events), added to the run's when it is done; its events are the
         # compactor's to emit, from the requests that use or discard it
         own = dataclasses.replace(context, usage=usage, emit_event=_ignore, open_spans=None)
-        span = _background_span(context, len(evicted.messages), estimate.total)
+        span = _background_span(context, len(evicted.messages), event.tokens)
         task = start_job(self._background_summary(evicted.request, own, context.usage, span))
         job = BackgroundJob[_Summary](
             context.run_id,
@@ -879,20 +931,14 @@ class Compactor:
             add_usage(run_usage, context.usage)
 
     def _held_cut(
-        self,
-        plan: _Plan,
-        messages: list[ModelMessage],
-        cut: _Cut,
-        held: BackgroundJob[_Summary],
-        context: HistoryContext,
-        overhead: int,
+        self, plan: _Plan, event: _Event, cut: _Cut, held: BackgroundJob[_Summary], context: HistoryContext
     ) -> tuple[_Cut, list[Stub]] | None:
         """The cut of the run's background summary when this event can use it, with the stubs of the tool
         outputs the history added since, before this event's own verbatim tail (the cheap tier keeps the
         event as deep as a blocking one). It can when the history is the snapshot with messages added (checked
         by the caller), the cut is a unit boundary of it, and what it leaves (stubs included) fits the
         target. Otherwise None, and `held.reason` says why."""
-        if plan.messages is not messages:
+        if plan.messages is not event.messages:
             held.reason = 'inputs_changed'  # a cached prefix summary stands in for part of it
             return None
         unit = next((i for i, u in enumerate(plan.units) if u.start == held.cut_at), None)
@@ -903,7 +949,7 @@ class Compactor:
         fits = self._plan_cut(
             plan,
             cut.body_first,
-            overhead + sum(plan.per_message[: plan.head]),
+            event.reserved + sum(plan.per_message[: plan.head]),
             cut.pins,
             cut.earlier,
             context,
@@ -983,11 +1029,6 @@ class Compactor:
         )
         return dataclasses.replace(summary, background=True)
 
-    def _discard(
-        self, job: BackgroundJob[_Summary], reason: BackgroundDiscardReason, context: HistoryContext
-    ) -> None:
-        self._end(job, reason, context.emit_event)
-
     def _end(
         self, job: BackgroundJob[Any], reason: BackgroundDiscardReason, emit: Callable[[HistoryEvent], None]
     ) -> None:
@@ -1030,24 +1071,16 @@ class Compactor:
         plan: _Plan,
         layout: NativeLayout,
         context: HistoryContext,
-        overhead: int,
         reason: CompactionReason,
+        reserved: int,
     ) -> _Cut | None:
-        """Where the verbatim tail starts after a native compaction: our cut rules, pins and reserves."""
+        """Where the verbatim tail starts after a native compaction: our cut rules, pins and reserves (None
+        where nothing can be compacted: the LLM path plans the same cut, and says why)."""
         body_first = next((i for i, u in enumerate(plan.units) if u.start >= layout.body_start), None)
-        last = len(plan.units) - 1
-        if body_first is None or body_first >= last:
+        if body_first is None or body_first >= len(plan.units) - 1:
             return None
-        counter = context.counter
-        earlier = layout.earlier
-        pins = self._pinned_units(plan, body_first, last, counter, context.pin)
-        cut = self._plan_cut(
-            plan, body_first, overhead + counter.count_messages(layout.kept), pins, earlier, context, reason
-        )
-        if cut.unit is None:
-            return None  # the LLM path plans the same cut, and says why nothing can be compacted
-        previous = _REFERENCE.findall(earlier.reference if context.store is not None else '')
-        return _Cut(cut.unit, cut.verbatim or cut.unit, body_first, pins, earlier, previous, None)
+        fixed_cost = reserved + context.counter.count_messages(layout.kept)
+        return self._cut(plan, body_first, fixed_cost, layout.earlier, None, context, reason)
 
     async def _ask_provider(
         self, model: object, messages: list[ModelMessage], context: HistoryContext, focus: str | None
@@ -1070,7 +1103,7 @@ class Compactor:
             self._unsupported(context, why_not)
             return None
         except Exception as exc:  # the provider failed: the LLM summary stands in
-            self._provider_breakers.failure(context.scope)
+            self._breakers.failure('provider', context.scope)
             context.warn(
                 'provider_compaction_failed',
                 f'the provider compaction failed ({type(exc).__name__}: {exc}); the LLM summary is used',
@@ -1084,23 +1117,18 @@ class Compactor:
                 'used instead',
             )
             return None
-        self._provider_breakers.success(context.scope)
+        self._breakers.success('provider', context.scope)
         add_usage(context.usage, response.usage, requests=1)
         return response
 
-    async def _prepare(
-        self,
-        messages: list[ModelMessage],
-        units: list[Unit],
-        estimate: TokenEstimate,
-        context: HistoryContext,
-    ) -> tuple[_Plan, str]:
+    async def _prepare(self, event: _Event, context: HistoryContext) -> tuple[_Plan, str]:
         """The plan to compact and the conversation key; after a prefix-cache hit, the substituted history."""
-        head = self._head(messages, units, context.keep_first_user_message)
+        messages, units = event.messages, event.units
+        head = preserved_head(messages, units, keep_first_user_message=context.keep_first_user_message)
         previous = head if head < len(messages) and marker_kind(messages[head]) == 'summary' else None
         cache = context.cache
         conversation = self._index.conversation_key(messages[:head]) if cache is not None else ''
-        plan = _Plan(messages, list(estimate.per_message), units, head, previous, None)
+        plan = _Plan(messages, list(event.per_message), units, head, previous, None)
         if cache is None:
             return plan, conversation
         if previous is not None:
@@ -1115,8 +1143,7 @@ class Compactor:
     def _choose_cut(
         self,
         plan: _Plan,
-        limits: ContextLimits,
-        overhead: int,
+        reserved: int,
         reason: CompactionReason,
         context: HistoryContext,
         tokens: int,
@@ -1131,32 +1158,44 @@ class Compactor:
         body_first = next(
             i for i, u in enumerate(plan.units) if u.start >= head + (plan.previous is not None)
         )
-        last = len(plan.units) - 1
-        if body_first > last:
+        if body_first > len(plan.units) - 1:
             return None
-        counter = context.counter
         earlier = _earlier_sections(plan)
         previous_text = earlier.summary if plan.previous is not None else None
-        pins = self._pinned_units(plan, body_first, last, counter, context.pin)
-        # With a store, the previous compaction's transcript reference gives way to this one's (the new
-        # transcript names the previous one in its first line, so the model can walk back through them all).
-        previous_transcripts = _REFERENCE.findall(earlier.reference if context.store is not None else '')
-        # Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
-        # pinned section): reserve the larger of the two up front and let them cost nothing in the walk, so
-        # they never push the cut.
-        cut = self._plan_cut(
-            plan, body_first, overhead + sum(plan.per_message[:head]), pins, earlier, context, reason, shrink
-        )
-        if cut.unit is None:
-            if quiet or reason != 'trigger':
-                return None
+        fixed_cost = reserved + sum(plan.per_message[:head])
+        cut = self._cut(plan, body_first, fixed_cost, earlier, previous_text, context, reason, shrink)
+        if cut is None and not quiet and reason == 'trigger':
             context.warn(
                 'compaction_impossible',
                 'the history is over the compaction trigger but every unit after the preserved head is '
                 'needed to reach the target; nothing was compacted',
                 tokens=tokens,
-                trigger=limits.trigger,
+                trigger=context.limits.trigger,
             )
+        return cut
+
+    def _cut(
+        self,
+        plan: _Plan,
+        body_first: int,
+        fixed_cost: int,
+        earlier: SummarySections,
+        previous_text: str | None,
+        context: HistoryContext,
+        reason: CompactionReason,
+        shrink: int = 0,
+    ) -> _Cut | None:
+        """The cut of the body from `body_first`, with its pinned units; None when nothing can be compacted.
+
+        Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
+        pinned section): the larger of the two is reserved up front and they cost nothing in the walk, so
+        they never push the cut. With a store, the previous compaction's transcript reference gives way to
+        this one's (the new transcript names the previous one in its first line, so the model can walk back
+        through them all).
+        """
+        pins = self._pinned_units(plan, body_first, len(plan.units) - 1, context.counter, context.pin)
+        cut = self._plan_cut(plan, body_first, fixed_cost, pins, earlier, context, reason, shrink)
+        if cut.unit is None:
             return None
         return _Cut(
             unit=cut.unit,
@@ -1164,7 +1203,7 @@ class Compactor:
             body_first=body_first,
             pins=pins,
             earlier=earlier,
-            previous_transcripts=previous_transcripts,
+            previous_transcripts=_previous_transcripts(earlier, context),
             previous_text=previous_text,
         )
 
@@ -1232,16 +1271,6 @@ class Compactor:
             pins[index] = rendered[0] if rendered else TranscriptUnit('', 0, len(messages))
         return pins
 
-    def _head(
-        self, messages: Sequence[ModelMessage], units: Sequence[Unit], keep_first_user_message: bool
-    ) -> int:
-        head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
-        # Where the first user message is gone (1.x renders our summary as user text), our own summary is
-        # not the head: it is the previous summary, to be updated.
-        while head > 0 and marker_kind(messages[head - 1]) is not None:
-            head -= 1
-        return head
-
     async def _lookup(
         self, cache: SummaryCache, conversation: str, plan: _Plan, context: HistoryContext
     ) -> _Plan | None:
@@ -1301,45 +1330,10 @@ class Compactor:
             summarized=[u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],
         )
 
-    def _summary_request(
-        self,
-        plan: _Plan,
-        summarized: Sequence[ModelMessage],
-        previous: str | None,
-        focus: str | None,
-        context: HistoryContext,
-        transcript: list[TranscriptUnit] | None = None,
-        *,
-        span_key: str,
-    ) -> _SummaryRequest:
-        """What the summarizer is asked for `summarized` (the evicted messages but the pinned units, hashed as
-        `span_key`), rendered as `transcript` when the caller has it; keyed by everything it reads."""
-        model = context.summarizer_model
-        task = first_user_text(plan.messages[: plan.head])
-        # Everything the summarizer reads is in the key (the original task too); the processor's cache view
-        # adds the scope, so two tenants with the same evicted traffic never share a summary.
-        key = cache_key(
-            'compactor-summary',
-            span_key,
-            self._settings_fingerprint(model, context.summarizer),
-            previous or '',
-            focus or '',
-            task or '',
-        )
-        return _SummaryRequest(key, model, summarized, previous, focus, task, transcript)
-
     async def _summary(self, request: _SummaryRequest, context: HistoryContext) -> _Summary:
         """The summarizer's text for `request`: cached, else asked, else the deterministic fallback."""
-        settings = self.settings
-        counter = context.counter
-        key, summarized, previous, focus, task = (
-            request.key,
-            request.summarized,
-            request.previous,
-            request.focus,
-            request.task,
-        )
-        cache = context.cache
+        settings, counter, cache = self.settings, context.counter, context.cache
+        key, summarized, previous, task = request.key, request.summarized, request.previous, request.task
         if cache is not None:
             cached = await cache.get(key)
             if cached:
@@ -1353,12 +1347,12 @@ class Compactor:
                     counter,
                     record_tokens=settings.tool_result_max_tokens,
                     view_tokens=settings.summarizer_view_tokens,
-                    query=' '.join(p for p in (task, focus) if p),
+                    query=' '.join(p for p in (task, request.focus) if p),
                 )
             )
         error: str | None
         calls = 0
-        if self._breakers.allows(context.scope):
+        if self._breakers.allows('summarizer', context.scope):
             try:
                 outcome = await run_summarizer(
                     model=request.model,
@@ -1368,25 +1362,24 @@ class Compactor:
                     transcript=transcript,
                     original_task=task,
                     previous_summary=previous,
-                    focus=focus,
+                    focus=request.focus,
                     operations=operations_of(context),
                 )
             except SummarizerError as exc:
-                self._breakers.failure(context.scope)
+                self._breakers.failure('summarizer', context.scope)
                 error, calls = str(exc), exc.calls
                 if exc.timed_out:
                     context.warn('summarizer_timeout', f'compaction summary: {error}; the fallback was used')
                 else:
                     logger.warning('compactor: summarizer failed (%s); using the fallback', error)
             else:
-                self._breakers.success(context.scope)
+                self._breakers.success('summarizer', context.scope)
                 if cache is not None:
                     await cache.set(key, outcome.text, ttl=settings.cache_ttl)
                 return _Summary(outcome.text, 'llm', outcome.calls, key)
         else:
-            error = (
-                f'summarizer cooling down after {self._breakers.failures(context.scope)} consecutive failures'
-            )
+            failures = self._breakers.failures('summarizer', context.scope)
+            error = f'summarizer cooling down after {failures} consecutive failures'
         return self._fallback(summarized, previous, transcript, counter, calls, error)
 
     def _fallback(
@@ -1427,19 +1420,37 @@ class Compactor:
             )
         )
 
-    def _finish(
-        self,
-        context: HistoryContext,
-        compaction: _Event,
-        result: list[ModelMessage],
-        tokens_after: int,
-        summary: _Summary,
-        evicted: int,
-        *,
-        pinned: int = 0,
-        stubbed: int = 0,
+    def _conclude(
+        self, context: HistoryContext, event: _Event, outcome: _Outcome, spilled: _Spilled
     ) -> list[ModelMessage]:
+        """The end of an event that replaced messages (our summary or the provider's item): what could not be
+        stored is named, a result over the target said, then `_finish`."""
+        if spilled.lost:
+            context.lost(
+                'compactor',
+                'transcript_not_stored',
+                'the store failed and the history does not fit the context window without compaction; '
+                'only the summary stands for them',
+                outcome.lost,
+            )
+        target, after, replacement = context.limits.target, outcome.tokens, outcome.replacement
+        if after > target:
+            what = 'compaction item' if outcome.summary.method == 'provider' else 'summary'
+            context.warn(
+                'compaction_over_target',
+                f'the compacted history is {after:,} tokens, over the target of {target:,}: the {what} takes '
+                f'{replacement:,}, the rest (preserved head, pinned units, the last unit with the current '
+                f'request, instructions and tools) {after - replacement:,}',
+                tokens=after,
+                target=target,
+            )
+        return self._finish(context, event, outcome)
+
+    def _finish(self, context: HistoryContext, compaction: _Event, outcome: _Outcome) -> list[ModelMessage]:
+        """Say what the compaction did (event, span, `on_compaction`, log) and return its history."""
         original, tokens_before, reason = compaction.messages, compaction.tokens, compaction.reason
+        result, tokens_after, summary = outcome.messages, outcome.tokens, outcome.summary
+        pinned = outcome.pinned
         event = CompactionResult(
             run_id=context.run_id,
             messages_before=len(original),
@@ -1449,12 +1460,12 @@ class Compactor:
             summary=summary.text,
             reason=reason,
             method=summary.method,
-            evicted_messages=evicted,
+            evicted_messages=outcome.evicted,
             summarizer_calls=summary.calls,
             duration_ms=(perf() - compaction.started) * 1000,
             error=summary.error,
             pinned_units=pinned,
-            stubbed_parts=stubbed,
+            stubbed_parts=outcome.stubbed,
             background=summary.background,
         )
         context.emit_event(event)
@@ -1518,26 +1529,13 @@ def _span_attributes(event: CompactionResult) -> dict[str, str | int | bool]:
     }
 
 
-def _warn_over_target(context: HistoryContext, after: int, replacement: int, what: str) -> None:
-    """`compaction_over_target`: what the summary (or the provider's item) takes, and what the rest takes."""
-    target = context.limits.target
-    context.warn(
-        'compaction_over_target',
-        f'the compacted history is {after:,} tokens, over the target of {target:,}: the {what} takes '
-        f'{replacement:,}, the rest (preserved head, pinned units, the last unit with the current request, '
-        f'instructions and tools) {after - replacement:,}',
-        tokens=after,
-        target=target,
-    )
-
-
-def _prefix_cache_suffices(
-    plan: _Plan, messages: Sequence[ModelMessage], total: int, before: int, limits: ContextLimits
-) -> bool:
+def _prefix_cache_suffices(plan: _Plan, event: _Event, total: int, limits: ContextLimits) -> bool:
     """Whether a cached summary of an earlier prefix, substituted alone, brings the history under the trigger
     (and makes it smaller): then nothing more is compacted."""
-    substituted = plan.origin is not None and plan.previous is not None and plan.messages is not messages
-    return substituted and total <= limits.trigger and total < before
+    substituted = (
+        plan.origin is not None and plan.previous is not None and plan.messages is not event.messages
+    )
+    return substituted and total <= limits.trigger and total < event.tokens
 
 
 def _latest_prompt_unit(plan: _Plan, body_first: int) -> int | None:
@@ -1576,24 +1574,19 @@ def _announce(context: HistoryContext, event: _Event, evicted: int) -> None:
 def _summary_message(
     plan: _Plan,
     cut: _Cut,
-    evicted: Sequence[ModelMessage],
-    evicted_pins: Sequence[TranscriptUnit],
+    evicted: _Evicted,
     summary: _Summary,
-    reference: str | None,
+    spilled: _Spilled,
     origin: Origin | None,
-    trail: tuple[TrailEntry, ...] = (),
+    trail: tuple[TrailEntry, ...],
 ) -> tuple[SummarySections, ModelMessage]:
     """The summary's sections and the message that carries them."""
-    final = _final_sections(summary.text, cut.earlier, reference, evicted_pins, trail, cut.gone_transcripts)
+    final = _final_sections(summary.text, cut.earlier, spilled, evicted.pins, trail, cut.gone_transcripts)
     # System prompts survive compaction as parts: those of evicted messages (window notes included, which
     # carry the ones the window dropped) and those the previous summary already carried.
     carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
-    kept_system = system_parts([*carriers, *evicted])
-    details = {'method': summary.method, 'evicted_messages': len(evicted)}
-    if evicted_pins:
-        details['pinned_units'] = len(evicted_pins)
-    if origin is not None:
-        details['covers_messages'] = origin.length
+    kept_system = system_parts([*carriers, *evicted.messages])
+    details = _summary_details(summary.method, evicted.messages, evicted.pins, origin)
     return final, build_summary_message(final, details=details, system_parts=kept_system)
 
 
@@ -1622,17 +1615,53 @@ def _reload_reserve(messages: Sequence[ModelMessage], counter: TokenCounter) -> 
     return counter.count_message(record) if record is not None else 0
 
 
-def _native_note(
-    cut: _Cut, layout: NativeLayout, evicted: Sequence[ModelMessage], reference: str | None
-) -> ModelRequest:
-    """Our request after a provider's compaction item: its note, the pinned section, the transcript line."""
-    final = _final_sections(
-        NATIVE_NOTE, layout.earlier, reference, cut.evicted_pins(), gone=cut.gone_transcripts
+def _native_outcome(
+    plan: _Plan,
+    cut: _Cut,
+    layout: NativeLayout,
+    response: ModelResponse,
+    spilled: _Spilled,
+    event: _Event,
+    counter: TokenCounter,
+) -> _Outcome:
+    """The history with the provider's compaction item in place of the evicted messages, followed by our
+    note: the pinned section and the transcript line."""
+    cut_at = plan.units[cut.unit].start
+    evicted = plan.messages[layout.body_start : cut_at]
+    pins = cut.evicted_pins()
+    final = _final_sections(NATIVE_NOTE, layout.earlier, spilled, pins, gone=cut.gone_transcripts)
+    note = build_summary_message(
+        final, details=_summary_details('provider', evicted, pins, None), system_parts=system_parts(evicted)
     )
-    details: dict[str, object] = {'method': 'provider', 'evicted_messages': len(evicted)}
-    if cut.evicted_pins():
-        details['pinned_units'] = len(cut.evicted_pins())
-    return build_summary_message(final, details=details, system_parts=system_parts(evicted))
+    marked = mark_compaction(response, {'evicted_messages': len(evicted)})
+    item = compaction_cost(response, counter.count_message(response))
+    result = [*layout.standing, marked, *layout.after_item, note, *plan.messages[cut_at:]]
+    # pydantic-ai reads loads only after the compaction item: those before it are recorded after the note
+    result, reloaded = _keep_loads(
+        event.messages, result, len(layout.standing) + len(layout.after_item) + 2, counter
+    )
+    after = (
+        event.overhead
+        + counter.count_messages(layout.kept)
+        + item
+        + counter.count_message(note)
+        + reloaded
+        + sum(plan.per_message[cut_at:])
+    )
+    summary = _Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
+    return _Outcome(result, after, summary, len(evicted), pinned=len(pins), replacement=item)
+
+
+def _summary_details(
+    method: str, evicted: Sequence[ModelMessage], pins: Sequence[TranscriptUnit], origin: Origin | None
+) -> dict[str, object]:
+    """What our summary message's metadata says of the compaction that wrote it."""
+    details: dict[str, object] = {'method': method, 'evicted_messages': len(evicted)}
+    if pins:
+        details['pinned_units'] = len(pins)
+    if origin is not None:
+        details['covers_messages'] = origin.length
+    return details
 
 
 def _separated(
@@ -1660,10 +1689,15 @@ def _reference_cost(earlier: SummarySections, context: HistoryContext) -> int:
     return _TRANSCRIPT_REFERENCE_TOKENS if context.store is not None or earlier.reference else 0
 
 
+def _previous_transcripts(earlier: SummarySections, context: HistoryContext) -> list[str]:
+    """The stored transcript the previous summary names, which this compaction's transcript chains to."""
+    return [earlier.transcript] if earlier.transcript and context.store is not None else []
+
+
 def _final_sections(
     summary: str,
     earlier: SummarySections,
-    reference: str | None,
+    spilled: _Spilled,
     evicted_pins: Sequence[TranscriptUnit],
     trail: tuple[TrailEntry, ...] | None = None,
     gone: Sequence[str] = (),
@@ -1674,24 +1708,12 @@ def _final_sections(
     never a dead id), and the pinned section: what it carried and what was pinned just now. Parts of the
     summary message, told apart by structure."""
     pinned = '\n\n'.join(p for p in (earlier.pinned, *(u.text for u in evicted_pins)) if p)
-    if reference is None and gone and set(_REFERENCE.findall(earlier.reference)) <= set(gone):
-        reference = NO_LONGER_STORED
     kept = earlier.trail if trail is None else trail
-    return SummarySections(summary, pinned, reference or earlier.reference, kept)
-
-
-def _report_unstored(
-    reference: str | None, summarized: Sequence[ModelMessage], context: HistoryContext
-) -> None:
-    """Name, at error level, what a compaction evicted when its transcript could not be stored."""
-    if reference is None:
-        context.lost(
-            'compactor',
-            'transcript_not_stored',
-            'the store failed and the history does not fit the context window without compaction; '
-            'only the summary stands for them',
-            summarized,
-        )
+    if spilled.transcript:
+        return SummarySections(summary, pinned, spilled.line, kept, spilled.transcript)
+    if spilled.lost and gone:  # the only transcript the earlier line names
+        return SummarySections(summary, pinned, NO_LONGER_STORED, kept)
+    return SummarySections(summary, pinned, earlier.reference, kept, earlier.transcript)
 
 
 async def _spill_transcript(
@@ -1699,15 +1721,16 @@ async def _spill_transcript(
     context: HistoryContext,
     cut: _Cut,
     rendered: Sequence[TranscriptUnit] | None = None,
-) -> str | None:
-    """Store the full transcript of the evicted messages; the line that tells the model how to read it.
+) -> _Spilled:
+    """Store the full transcript of the evicted messages; its id and the line that tells the model how to
+    read it.
 
     A summary, however good, loses detail; with the transcript in the spill store nothing the user or the
     tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. The transcript
     opens with a line naming the transcripts of earlier compactions the store still holds (and saying so of
     those it no longer does), so the summary needs only one reference line however many compactions there
-    were. Empty when there is no store (the summary is then the only record, as the app chose); None when the
-    store failed.
+    were. Without an id where there is no store (the summary is then the only record, as the app chose);
+    `lost` where the store failed.
     """
     key = await spill_transcript(
         evicted,
@@ -1718,10 +1741,11 @@ async def _spill_transcript(
         gone=cut.gone_transcripts,
     )
     if not key:
-        return key
+        return _Spilled(lost=key is None)
     chain = '; its first line names the transcript of earlier messages' if cut.previous_transcripts else ''
-    return (
+    line = (
         f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
         f'{read_call(key)} finds any detail in it{chain}; {readback_tool()}(query=...) without an id '
         'searches everything stored from this conversation.'
     )
+    return _Spilled(key, line)

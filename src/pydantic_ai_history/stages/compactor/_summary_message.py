@@ -35,10 +35,12 @@ from ..._marks import (
     seal,
     strip_seal,
 )
+from .._transcript import named_transcripts
 from ._trail import TrailEntry, parse_trail, render_trail, trail_from_data
 
 __all__ = (
     'PINNED_HEADING',
+    'TRANSCRIPT_REFERENCE_OPENING',
     'SummarySections',
     'build_summary_message',
     'decode_sections',
@@ -49,6 +51,9 @@ __all__ = (
 
 PINNED_HEADING = '## Pinned (kept verbatim)'
 """The heading of the pinned part of a summary message; what the model reads, never how it is found."""
+
+TRANSCRIPT_REFERENCE_OPENING = 'The full transcript of the '
+"""The fixed opening of the reference line (the summary's own reference part)."""
 
 _CACHE_FORMAT = 'pydantic-ai-history/summary-sections@1'
 
@@ -65,6 +70,9 @@ class SummarySections:
     """The line naming the stored transcript of the latest evicted messages; never shown to the summarizer."""
     trail: tuple[TrailEntry, ...] = ()
     """The exact details of everything summarized so far (`_trail`), written by code; carried as data."""
+    transcript: str = ''
+    """The id of the stored transcript `reference` names ('' when it names none): the next compaction chains
+    its own transcript to it. Carried as data beside the line."""
 
     @property
     def text(self) -> str:
@@ -101,6 +109,8 @@ def build_summary_message(
     if sections.trail:
         parts.append((UserPromptPart(content=seal('trail', render_trail(sections.trail))), 'trail'))
         details = {**details, 'trail': [list(entry) for entry in sections.trail]}
+    if sections.transcript:
+        details = {**details, 'transcript': sections.transcript}
     if sections.reference:
         parts.append((UserPromptPart(content=seal('transcript', sections.reference)), 'transcript'))
     if sections.pinned:
@@ -132,12 +142,25 @@ def summary_sections(message: ModelMessage) -> SummarySections | None:
         trail = tuple(entry for text in texts.get('trail', ()) for entry in parse_trail(text))
     # the heading opens the pinned part; summaries written before 0.2 have it on the transcript part
     pinned = [_without_opening(text, PINNED_HEADING) for text in texts.get('pinned', ())]
+    reference = _without_opening(reference, PINNED_HEADING)
+    transcript = own_metadata(getattr(message, 'metadata', None)).get('transcript')
     return SummarySections(
         _without_opening(summary, OPENINGS['summary']),
         '\n\n'.join(pinned),
-        _without_opening(reference, PINNED_HEADING),
+        reference,
         trail,
+        transcript if isinstance(transcript, str) else _legacy_transcript(reference),
     )
+
+
+def _legacy_transcript(reference: str) -> str:
+    """The transcript id read from the reference line, where it was not kept as data: summaries written on
+    pydantic-ai 1.0 (whose messages have no metadata) and by earlier releases (metadata without the id), in
+    saved histories and in the prefix cache. Only a line of ours is read: the fixed opening, then the read
+    call."""
+    if TRANSCRIPT_REFERENCE_OPENING not in reference:
+        return ''
+    return next(iter(named_transcripts(reference)), '')
 
 
 def _trail_of(message: ModelRequest) -> tuple[TrailEntry, ...] | None:
@@ -161,6 +184,7 @@ def encode_sections(sections: SummarySections) -> str:
             'pinned': sections.pinned,
             'reference': sections.reference,
             'trail': [list(entry) for entry in sections.trail],
+            'transcript': sections.transcript,
         }
     )
 
@@ -180,5 +204,8 @@ def decode_sections(value: str) -> SummarySections:
             and isinstance(data.get('reference'), str)
         ):
             trail = trail_from_data(data.get('trail', ()))
-            return SummarySections(data['summary'], data['pinned'], data['reference'], trail)
+            transcript = data.get('transcript')
+            if not isinstance(transcript, str):
+                transcript = _legacy_transcript(data['reference'])
+            return SummarySections(data['summary'], data['pinned'], data['reference'], trail, transcript)
     return SummarySections(value)
