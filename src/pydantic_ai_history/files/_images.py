@@ -7,7 +7,7 @@ import math
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from ._manifest import human_size, label, unreadable_manifest
+from ._manifest import human_size, label, unreadable
 from ._results import FittedImage, UnreadableFile
 from ._settings import FileSettings
 
@@ -38,15 +38,7 @@ def fit_image(
             reason += '; Pillow needs the pillow-heif plugin for HEIC/HEIF'
     except Exception as e:  # Pillow raises OSError, ValueError, SyntaxError, EOFError... for broken files
         reason = f'{type(e).__name__}: {e}'
-    reason = f'image could not be read: {reason}'
-    return UnreadableFile(
-        'unreadable',
-        name,
-        media_type,
-        len(data),
-        reason,
-        unreadable_manifest(name, len(data), media_type, reason),
-    )
+    return unreadable(name, media_type, len(data), f'image could not be read: {reason}')
 
 
 def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings) -> FittedImage:
