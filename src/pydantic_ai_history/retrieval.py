@@ -23,7 +23,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -76,63 +76,12 @@ def _cjk() -> re.Pattern[str]:
     return re.compile(r'[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]')
 
 
-_STOP_WORDS = frozenset(
-    {
-        'a',
-        'an',
-        'and',
-        'are',
-        'as',
-        'at',
-        'be',
-        'by',
-        'can',
-        'could',
-        'did',
-        'do',
-        'does',
-        'for',
-        'from',
-        'has',
-        'have',
-        'how',
-        'i',
-        'in',
-        'is',
-        'it',
-        'its',
-        'me',
-        'my',
-        'of',
-        'on',
-        'or',
-        'please',
-        'show',
-        'tell',
-        'that',
-        'the',
-        'their',
-        'them',
-        'there',
-        'these',
-        'this',
-        'to',
-        'was',
-        'were',
-        'what',
-        'when',
-        'where',
-        'which',
-        'who',
-        'whom',
-        'why',
-        'will',
-        'with',
-        'would',
-        'you',
-        'your',
-    }
+_STOP_WORDS_TEXT = (
+    'a an and are as at be by can could did do does for from has have how i in is it its me my of on or '
+    'please show tell that the their them there these this to was were what when where which who whom why '
+    'will with would you your'
 )
+_STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
 
 def tokenize(text: str) -> list[str]:
@@ -431,22 +380,7 @@ def _table_spans(text: str, max_chars: int) -> list[tuple[int, int, str]]:
     if first is None:
         return []
     header = text[first[0] : first[1]].rstrip('\r\n')
-    out: list[tuple[int, int, str]] = []
-    group_start: int | None = None
-    group_end = 0
-    for start, end in lines:
-        if group_start is not None and end - group_start > max_chars:
-            out.append((group_start, group_end, header))
-            group_start = None
-        if end - start > max_chars:
-            _split_span(text, start, end, max_chars, header, out)
-            continue
-        if group_start is None:
-            group_start = start
-        group_end = end
-    if group_start is not None:
-        out.append((group_start, group_end, header))
-    return out
+    return _group(text, ((start, end, header, False) for start, end in lines), max_chars)
 
 
 _HEADING = re.compile(r'^(#{1,6})\s+(.+?)\s*#*\s*$')
@@ -473,6 +407,14 @@ def _markdown_spans(text: str, max_chars: int) -> list[tuple[int, int, str]]:
             block, opens_heading = [start], False
     if block:
         blocks.append((block[0], len(text), heading, opens_heading))
+    return _group(text, blocks, max_chars)
+
+
+def _group(
+    text: str, blocks: Iterable[tuple[int, int, str, bool]], max_chars: int
+) -> list[tuple[int, int, str]]:
+    """Consecutive `(start, end, context, opens)` blocks grouped up to `max_chars` (a block that opens, e.g.
+    with a heading, starts a new group); a block larger than `max_chars` is split on its own."""
     out: list[tuple[int, int, str]] = []
     group_start: int | None = None
     group_end = 0

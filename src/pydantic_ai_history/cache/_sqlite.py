@@ -75,38 +75,30 @@ class SQLiteCache(SummaryCache):
         return self.corrupt or (self._retry_at is not None and self._monotonic() < self._retry_at)
 
     async def _get(self, key: str) -> str | None:
-        if not self.degraded:
-            try:
-                value = await self._run(self._get_sync, key)
-            except (sqlite3.Error, OSError) as e:
-                self._backend_failed(e)
-            else:
-                self._ok()
-                if value is not None:
-                    return value
+        _, value = await self._on_file(self._get_sync, key)
         # entries written while the file was unusable live in the fallback
-        return await self.fallback.get(key)
+        return value if value is not None else await self.fallback.get(key)
 
     async def _set(self, key: str, value: str, ttl: float | None) -> None:
-        if not self.degraded:
-            try:
-                await self._run(self._set_sync, key, value, ttl)
-            except (sqlite3.Error, OSError) as e:
-                self._backend_failed(e)
-            else:
-                self._ok()
-                return
-        await self.fallback.set(key, value, ttl=ttl)
+        written, _ = await self._on_file(self._set_sync, key, value, ttl)
+        if not written:
+            await self.fallback.set(key, value, ttl=ttl)
 
     async def _delete(self, key: str) -> None:
-        if not self.degraded:
-            try:
-                await self._run(self._delete_sync, key)
-            except (sqlite3.Error, OSError) as e:
-                self._backend_failed(e)
-            else:
-                self._ok()
+        await self._on_file(self._delete_sync, key)
         await self.fallback.delete(key)
+
+    async def _on_file(self, func: Callable[..., _T], *args: object) -> tuple[bool, _T | None]:
+        """`func` on the file unless degraded; `(False, None)` when the fallback must serve instead."""
+        if self.degraded:
+            return False, None
+        try:
+            result = await self._run(func, *args)
+        except (sqlite3.Error, OSError) as e:
+            self._backend_failed(e)
+            return False, None
+        self._ok()
+        return True, result
 
     def _backend_failed(self, error: Exception) -> None:
         if _is_corrupt(error):

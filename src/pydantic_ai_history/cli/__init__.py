@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .common import EXIT_OK, EXIT_PROCESSING, EXIT_USAGE, CliError, load_history
 from .count import CountReport, count_history, count_messages, render_count
@@ -47,6 +47,7 @@ __all__ = (
 )
 
 PROG = 'pydantic-ai-history'
+_N = TypeVar('_N', int, float)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,14 +56,28 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(message, EXIT_USAGE)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text.replace('_', '').replace(',', ''))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'{text!r} is not a whole number') from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f'{text!r} must be positive')
-    return value
+def _argument(
+    parse: Callable[[str], _N], valid: Callable[[_N], bool], kind: str, bound: str
+) -> Callable[[str], _N]:
+    """An argparse `type` that parses with `parse` and accepts what `valid` says, naming `kind` or `bound`."""
+
+    def convert(text: str) -> _N:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f'{text!r} is not {kind}') from None
+        if not valid(value):
+            raise argparse.ArgumentTypeError(f'{text!r} must be {bound}')
+        return value
+
+    return convert
+
+
+_positive = _argument(
+    lambda t: int(t.replace('_', '').replace(',', '')), lambda v: v > 0, 'a whole number', 'positive'
+)
+_days = _argument(float, lambda v: v > 0, 'a number of days', 'positive')
+_fraction = _argument(float, lambda v: 0 < v < 1, 'a number', 'between 0 and 1')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,16 +145,6 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _days(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'{text!r} is not a number of days') from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f'{text!r} must be positive')
-    return value
-
-
 def _add_prune(sub: argparse._SubParsersAction[Any]) -> None:
     prune = sub.add_parser(
         'prune',
@@ -160,16 +165,6 @@ def _add_prune(sub: argparse._SubParsersAction[Any]) -> None:
         metavar='SIZE',
         help='then the oldest until this much is held, e.g. 500MB (default: 1GiB folder, 256MiB Redis)',
     )
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'{text!r} is not a number') from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f'{text!r} must be between 0 and 1')
-    return value
 
 
 def _add_eval(sub: argparse._SubParsersAction[Any]) -> None:

@@ -113,16 +113,7 @@ class InspectReport:
             'context_window': self.context_window,
             'settings': self.settings,
             'messages': [dataclasses.asdict(r) for r in self.rows],
-            'totals': {
-                'messages_before': self.messages_before,
-                'messages_after': self.messages_after,
-                'tokens_before': self.tokens_before,
-                'tokens_after': self.tokens_after,
-                'anchored_before': self.anchored_before,
-                'anchored_after': self.anchored_after,
-                'framing_before': self.framing_before,
-                'framing_after': self.framing_after,
-            },
+            'totals': {name: getattr(self, name) for name in _TOTALS},
             'next_request_added': self.next_request_added,
             'actions': self.actions,
             'input_violations': self.input_violations,
@@ -132,6 +123,13 @@ class InspectReport:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+
+_TOTALS = tuple(
+    f'{total}_{when}'
+    for total in ('messages', 'tokens', 'anchored', 'framing')
+    for when in ('before', 'after')
+)
 
 
 def _jsonable(value: Any) -> Any:
@@ -169,14 +167,10 @@ async def inspect_messages(
     model = model or history_model_name(messages)
     dry = dry_run_model(model)
     events: list[HistoryEvent] = []
-    settings: dict[str, Any] = {}
-    if max_tokens is not None:
-        settings['max_tokens'] = max_tokens
-    if target_tokens is not None:
-        settings['target_tokens'] = target_tokens
+    given = {'max_tokens': max_tokens, 'target_tokens': target_tokens, 'summarizer_model': summarizer_model}
+    settings: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
     summarizer = SummarizerSettings()
     if summarizer_model is not None:
-        settings['summarizer_model'] = summarizer_model
         summarizer = SummarizerSettings(model=build_model(summarizer_model))
     try:
         # strict: a report on an assumed window would describe a processor nobody runs
@@ -448,19 +442,8 @@ def _header(report: InspectReport) -> list[str]:
 
 
 def _table(report: InspectReport) -> str:
-    rows = [
-        (
-            '' if r.index is None else r.index,
-            '' if r.out_index is None else r.out_index,
-            r.role,
-            r.parts,
-            r.tokens,
-            r.tokens_after,
-            r.action,
-            r.detail,
-        )
-        for r in report.rows
-    ]
+    # a row's fields are the table's columns, in order; an added or removed message has no index on one side
+    rows = [tuple('' if v is None else v for v in dataclasses.astuple(r)) for r in report.rows]
     if report.framing_before or report.framing_after:
         rows.append(('', '', '', '(no message)', report.framing_before, report.framing_after, '', 'framing'))
     total = f'{report.messages_before} -> {report.messages_after} messages'

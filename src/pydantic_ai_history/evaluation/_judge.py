@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .._compat import result_usage
-from ..readback import ReadbackGate, readback_toolset
+from .._compat import ToolCallPart, result_usage
+from ..readback import READ_ARTIFACT_TOOL, ReadbackGate, readback_toolset
 from ..store import ArtifactStore
 from ._probes import Probe
 
@@ -85,12 +85,8 @@ async def answer_probe(
     agent: Any = Agent(model, instructions=ANSWER_INSTRUCTIONS, toolsets=toolsets)
     prompt = f'<conversation>\n{context}\n</conversation>\n\nQuestion: {probe.question}'
     result = await agent.run(prompt, usage_limits=UsageLimits(request_limit=ANSWER_REQUEST_LIMIT))
-    calls = sum(
-        1
-        for message in result.all_messages()
-        for part in message.parts
-        if getattr(part, 'part_kind', '') == 'tool-call' and getattr(part, 'tool_name', '') == 'read_artifact'
-    )
+    parts = [part for message in result.all_messages() for part in message.parts]
+    calls = sum(isinstance(part, ToolCallPart) and part.tool_name == READ_ARTIFACT_TOOL for part in parts)
     return Answer(text=str(result.output), tokens=result_usage(result).total_tokens, read_calls=calls)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import wave
 
-from ._manifest import human_size, label
+from ._manifest import human_size, label, unreadable
 from ._results import FittedAudio, UnreadableFile
 from ._settings import FileSettings
 
@@ -78,7 +78,4 @@ def _too_large(
     reason = (
         f'audio too large: {human_size(len(data))} > {human_size(settings.audio_max_bytes)} limit ({why})'
     )
-    manifest = ' '.join(
-        f'{label(name)} ({human_size(len(data))}, {media_type}) -- not shown: {reason}'.split()
-    )
-    return UnreadableFile('unreadable', name, media_type, len(data), reason, manifest)
+    return unreadable(name, media_type, len(data), reason)

@@ -7,7 +7,7 @@ import math
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from ._manifest import human_size, label, unreadable_manifest
+from ._manifest import human_size, label, unreadable
 from ._results import FittedImage, UnreadableFile
 from ._settings import FileSettings
 
@@ -38,15 +38,7 @@ def fit_image(
             reason += '; Pillow needs the pillow-heif plugin for HEIC/HEIF'
     except Exception as e:  # Pillow raises OSError, ValueError, SyntaxError, EOFError... for broken files
         reason = f'{type(e).__name__}: {e}'
-    reason = f'image could not be read: {reason}'
-    return UnreadableFile(
-        'unreadable',
-        name,
-        media_type,
-        len(data),
-        reason,
-        unreadable_manifest(name, len(data), media_type, reason),
-    )
+    return unreadable(name, media_type, len(data), f'image could not be read: {reason}')
 
 
 def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings) -> FittedImage:
@@ -72,31 +64,7 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
             and max(width, height) <= max_dimension
         ):
             img.load()  # a truncated file fails here rather than at the provider
-            return FittedImage(
-                'image',
-                name,
-                media_type,
-                OUTPUT_TYPES[source_format],
-                data,
-                width,
-                height,
-                width,
-                height,
-                len(data),
-                (),
-                _manifest(
-                    name,
-                    len(data),
-                    source_format,
-                    width,
-                    height,
-                    OUTPUT_TYPES[source_format],
-                    width,
-                    height,
-                    len(data),
-                    (),
-                ),
-            )
+            return _fitted(name, media_type, source_format, data, source_format, data, img.size, img.size, ())
 
         changes: list[str] = []
         if frames > 1:
@@ -120,31 +88,16 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
     if work_size != shown_size:
         changes.append(f'resized {shown_size[0]}x{shown_size[1]} -> {work_size[0]}x{work_size[1]}')
     changes.append(f're-encoded {out_format}' + (f' q={quality}' if out_format in ('JPEG', 'WEBP') else ''))
-    out_type = OUTPUT_TYPES[out_format]
-    return FittedImage(
-        'image',
+    return _fitted(
         name,
         media_type,
-        out_type,
+        source_format,
+        data,
+        out_format,
         data_out,
-        work_size[0],
-        work_size[1],
-        width,
-        height,
-        len(data),
+        work_size,
+        (width, height),
         tuple(changes),
-        _manifest(
-            name,
-            len(data),
-            source_format,
-            width,
-            height,
-            out_type,
-            work_size[0],
-            work_size[1],
-            len(data_out),
-            tuple(changes),
-        ),
     )
 
 
@@ -213,20 +166,25 @@ def _format_of(data: bytes) -> str:
     return 'PNG'
 
 
-def _manifest(
+def _fitted(
     name: str | None,
-    size: int,
-    source_format: str,
-    width: int,
-    height: int,
     media_type: str,
-    out_width: int,
-    out_height: int,
-    out_size: int,
+    source_format: str,
+    data: bytes,
+    out_format: str,
+    out_data: bytes,
+    out_size: tuple[int, int],
+    size: tuple[int, int],
     changes: tuple[str, ...],
-) -> str:
-    line = f'{label(name)} ({human_size(size)}, {source_format}, {width}x{height}) -- image'
+) -> FittedImage:
+    """The result, with its manifest line: what the image was and, when changed, what it is shown as."""
+    out_type = OUTPUT_TYPES[out_format]
+    line = f'{label(name)} ({human_size(len(data))}, {source_format}, {size[0]}x{size[1]}) -- image'
     if not changes:
-        return line + ', unchanged'
-    line += f' shown as {media_type} {out_width}x{out_height} ({human_size(out_size)}): {"; ".join(changes)}'
-    return ' '.join(line.split())
+        line += ', unchanged'
+    else:
+        shown = f'{out_type} {out_size[0]}x{out_size[1]} ({human_size(len(out_data))})'
+        line = ' '.join(f'{line} shown as {shown}: {"; ".join(changes)}'.split())
+    return FittedImage(
+        'image', name, media_type, out_type, out_data, *out_size, *size, len(data), changes, line
+    )

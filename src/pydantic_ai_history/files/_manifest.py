@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._results import Truncation
+from ._results import Truncation, UnreadableFile
 
 
 def human_size(n: int) -> str:
@@ -47,5 +47,7 @@ def document_manifest(
     return ' '.join(line.split())
 
 
-def unreadable_manifest(name: str | None, size: int, media_type: str, reason: str) -> str:
-    return ' '.join(f'{label(name)} ({human_size(size)}, {media_type}) -- not shown: {reason}'.split())
+def unreadable(name: str | None, media_type: str, size: int, reason: str) -> UnreadableFile:
+    """A file that is not shown, with the manifest line that says why."""
+    manifest = ' '.join(f'{label(name)} ({human_size(size)}, {media_type}) -- not shown: {reason}'.split())
+    return UnreadableFile('unreadable', name, media_type, size, reason, manifest)

@@ -11,7 +11,7 @@ from ._audio import fit_audio
 from ._base import Extraction, FileInfo, MemberReader, Reader, ReaderError
 from ._budget import check_before_parse
 from ._images import fit_image
-from ._manifest import document_manifest, human_size, unreadable_manifest
+from ._manifest import document_manifest, human_size, unreadable
 from ._registry import extension_of, format_name, reader_for, sniff_media_type
 from ._results import ConvertedDocument, FileResult, Truncation, UnreadableFile
 from ._settings import FileSettings
@@ -49,7 +49,7 @@ def read_file(
     if size > settings.max_file_bytes:
         return _too_large(name, declared, size, settings)
     if size == 0:
-        return _unreadable(name, declared, 0, 'empty file (0 bytes)')
+        return unreadable(name, declared, 0, 'empty file (0 bytes)')
     try:
         sniffed = sniff_media_type(data, name, media_type)
     except Exception:  # sniffing peeks into ZIP containers; a broken one must not escape
@@ -61,7 +61,7 @@ def read_file(
             return fit_audio(data, sniffed, name, settings)
         return _convert(data, sniffed, name, settings, count_tokens)
     except Exception as e:  # the never-raise promise: a bug in one format must not fail the whole run
-        return _unreadable(
+        return unreadable(
             name, sniffed, size, f'{format_name(sniffed)} could not be read: {type(e).__name__}: {e}'
         )
 
@@ -85,7 +85,7 @@ def read_path(
             # Read one byte past the limit: the file may have grown since stat().
             data = f.read(settings.max_file_bytes + 1)
     except OSError as e:
-        return _unreadable(name, declared, 0, f'could not open file: {e.strerror or e}')
+        return unreadable(name, declared, 0, f'could not open file: {e.strerror or e}')
     return read_file(
         data,
         media_type=media_type,
@@ -186,10 +186,10 @@ def _convert(
 ) -> ConvertedDocument | UnreadableFile:
     refusal = check_before_parse(data, media_type, settings)
     if refusal is not None:
-        return _unreadable(name, media_type, len(data), f'{format_name(media_type)} not opened: {refusal}')
+        return unreadable(name, media_type, len(data), f'{format_name(media_type)} not opened: {refusal}')
     extraction = _extract_bounded(data, media_type, name, settings)
     if isinstance(extraction, str):
-        return _unreadable(name, media_type, len(data), extraction)
+        return unreadable(name, media_type, len(data), extraction)
     cut = cut_tokens(extraction.text, settings.max_tokens, count_tokens)
     truncations = extraction.truncations
     if cut.cut:
@@ -225,10 +225,4 @@ def _too_large(name: str | None, media_type: str, size: int, settings: FileSetti
     reason = (
         f'file too large: {human_size(size)} > {human_size(settings.max_file_bytes)} limit; not converted'
     )
-    return _unreadable(name, media_type, size, reason)
-
-
-def _unreadable(name: str | None, media_type: str, size: int, reason: str) -> UnreadableFile:
-    return UnreadableFile(
-        'unreadable', name, media_type, size, reason, unreadable_manifest(name, size, media_type, reason)
-    )
+    return unreadable(name, media_type, size, reason)

@@ -46,15 +46,14 @@ def collect_table(
     Stops after `max_rows` (default `table_max_rows`) data rows: the rest is never read.
     """
     max_rows = settings.table_max_rows if max_rows is None else max_rows
-    iterator = iter(rows)
     header: list[str] | None = None
     head: list[list[str]] = []
     tail: deque[list[str]] = deque(maxlen=max(settings.table_tail_rows, 0))
     total = 0
     columns = 0
-    for raw in iterator:
+    for raw in rows:
         # Cap columns while streaming so a 10,000-column row costs no more than a 50-column one.
-        row = [_cell(value) for value in raw[: settings.table_max_columns]]
+        row = ['' if value is None else str(value) for value in raw[: settings.table_max_columns]]
         columns = max(columns, len(raw))
         if header is None:
             header = row
@@ -69,12 +68,6 @@ def collect_table(
     if header is None:
         return None
     return Table(header, head, list(tail), total, columns)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ''
-    return str(value)
 
 
 def _format_cell(value: str, max_chars: int) -> str:

@@ -119,12 +119,10 @@ def serve(extract: Callable[[bytes, str, str | None, FileSettings], Outcome]) ->
 
 
 def _limit_address_space(max_bytes: int) -> None:
-    try:
+    with contextlib.suppress(ImportError, ValueError, OSError):  # Windows, or a lower hard limit
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
-    except (ImportError, ValueError, OSError):  # pragma: no cover - Windows, or a lower hard limit
-        pass
 
 
 def _preload() -> None:
@@ -332,16 +330,8 @@ class _Pool:
                 self._condition.wait()
 
     def _checkin(self, worker: _Worker | None, healthy: bool, idle_seconds: float) -> None:
-        if worker is not None and healthy:
-            with self._condition:
-                self._busy -= 1
-                self._park(worker, idle_seconds)
-                self._condition.notify()
-            return
-        if worker is None:  # it never started: free the slot
-            with self._condition:
-                self._busy -= 1
-                self._condition.notify()
+        if worker is None or healthy:  # a worker that never started only frees its slot
+            self._release(worker, idle_seconds)
             return
         if worker.process.poll() is None:
             worker.kill()
@@ -354,6 +344,10 @@ class _Pool:
             worker: _Worker | None = _Worker.start(memory)
         except WorkerUnavailable:
             worker = None
+        self._release(worker, idle_seconds)
+
+    def _release(self, worker: _Worker | None, idle_seconds: float) -> None:
+        """Free a slot, parking `worker` (when there is one) as idle."""
         with self._condition:
             self._busy -= 1
             if worker is not None:

@@ -58,7 +58,6 @@ def readback_toolset_id(capability_id: str | None) -> str:
     return f'{capability_id}_readback' if capability_id else READBACK_TOOLSET_ID
 
 
-"""The toolset's stable id: durable execution (Temporal, DBOS, Prefect) needs one on every leaf toolset."""
 DEFAULT_READ_LIMIT = 20_000
 """Characters returned per call unless the model asks for fewer: a page or so, cheap enough to afford."""
 MAX_READ_LIMIT = 200_000
@@ -141,10 +140,7 @@ def _read_text(
     if query:
         from ..retrieval import top_passages
 
-        passages = top_passages(text, query, max_chars=limit)
-        while room is not None and room.count_tokens(passages) > room.max_tokens and limit > 200:
-            limit = max(int(limit * room.max_tokens / room.count_tokens(passages) * 0.9), 200)
-            passages = top_passages(text, query, max_chars=limit)
+        passages = _fitted(partial(top_passages, text, query), limit, room)
         return passages, Page(artifact_id=artifact_id, total=len(text), query=query)
     offset = max(0, offset)
     chunk = text[offset : offset + limit]
@@ -228,10 +224,15 @@ def _search_within(
     tool_name: str,
 ) -> str:
     """The search's answer within `limit` characters, shortened until it fits `room` (off the event loop)."""
-    answer = _search_answer(texts, skipped, query, limit, tool_name)
+    return _fitted(lambda chars: _search_answer(texts, skipped, query, chars, tool_name), limit, room)
+
+
+def _fitted(answer_within: Callable[[int], str], limit: int, room: ReadRoom | None) -> str:
+    """`answer_within(limit)`, asked again for fewer characters (down to 200) until it fits `room`."""
+    answer = answer_within(limit)
     while room is not None and room.count_tokens(answer) > room.max_tokens and limit > 200:
         limit = max(int(limit * room.max_tokens / room.count_tokens(answer) * 0.9), 200)
-        answer = _search_answer(texts, skipped, query, limit, tool_name)
+        answer = answer_within(limit)
     return answer
 
 
