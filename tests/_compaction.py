@@ -269,7 +269,7 @@ class SetupCompactor:
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         return await self.compactor(messages, self.setup.configure(context))
 
-    async def compact(
+    async def compact_history(
         self, messages: Sequence[ModelMessage], context: HistoryContext, *, focus: str | None = None
     ) -> list[ModelMessage]:
-        return await self.compactor.compact(messages, self.setup.configure(context), focus=focus)
+        return await self.compactor.compact_history(messages, self.setup.configure(context), focus=focus)

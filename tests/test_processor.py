@@ -464,7 +464,7 @@ async def test_manual_compaction_is_guarded_like_a_stage() -> None:
         async def __call__(self, messages: list[ModelMessage], context: Any) -> list[ModelMessage]:
             return messages
 
-        async def compact(
+        async def compact_history(
             self, messages: list[ModelMessage], context: Any, *, focus: str | None = None
         ) -> Any:
             return [messages[-1], messages[0]]  # opens with a tool return: invalid

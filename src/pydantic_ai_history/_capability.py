@@ -370,7 +370,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         enqueued as a request-scoped system prompt (2.x), else added to the end of this request's outgoing
         copy only."""
         assert self._notice is not None
-        compacts = any(hasattr(stage, 'compact') for stage in self._stages)
+        compacts = any(hasattr(stage, 'compact_history') for stage in self._stages)
         limit = limits.trigger if compacts else limits.budget
         band = self._notice.band(processed.tokens_after, limit)
         if band is None:  # under its start (again, after a compaction): the next crossing is told
@@ -723,7 +723,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         `StageFailed` event says why. Raises `RuntimeError` when the processor has no compaction stage.
         """
         for stage in self._stages:
-            compact = getattr(stage, 'compact', None)
+            compact = getattr(stage, 'compact_history', None)
             if compact is not None:
                 history = list(messages)
                 if self.journaled(ctx):
@@ -1233,7 +1233,7 @@ def _enabled(kind: type[_SettingsT], value: _SettingsT | bool) -> _SettingsT | N
 def _check_compaction_tool(tool: CompactionTool, stages: Sequence[HistoryStage], readback_name: str) -> None:
     """A compaction tool needs a stage that compacts, and a name of its own (settings that cannot work fail
     here, naming the field)."""
-    if not any(hasattr(stage, 'compact') for stage in stages):
+    if not any(hasattr(stage, 'compact_history') for stage in stages):
         raise ValueError(
             'compaction_tool needs a compaction stage, but this capability has none '
             '(compaction=False, or stages= without a Compactor): the model could ask for a compaction that '

@@ -197,7 +197,7 @@ async def test_manual_compaction_with_focus_below_the_trigger():
     ctx, events = context()
     compactor = SetupCompactor(settings(stub))
     assert await compactor(messages, ctx) is messages
-    out = await compactor.compact(messages, ctx, focus='the replica cut-over date')
+    out = await compactor.compact_history(messages, ctx, focus='the replica cut-over date')
     assert_valid_history(out, original=messages)
     assert [marker_kind(m) for m in out] == [None, 'summary', None, None]
     assert out[-2:] == messages[-2:]
@@ -211,7 +211,7 @@ async def test_manual_compaction_evicts_down_to_the_target():
     stub = StubSummarizer()
     messages = tool_loop(12)  # about 12K tokens: below the 20K trigger, above the 8K target
     ctx, _ = context()
-    out = await SetupCompactor(settings(stub)).compact(messages, ctx)
+    out = await SetupCompactor(settings(stub)).compact_history(messages, ctx)
     assert_valid_history(out, original=messages)
     assert 4 < len(out) < len(messages)
     assert ctx.estimate(out).total <= 8_000

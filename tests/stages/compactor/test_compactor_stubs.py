@@ -119,7 +119,7 @@ async def test_stubs_below_the_trigger_and_on_demand_never_happen() -> None:
     compactor = SetupCompactor(
         compaction_setup(summarizer_model=stub.model(), max_tokens=20_000, target_tokens=8_000)
     )
-    out = await compactor.compact(tool_loop(30), ctx)
+    out = await compactor.compact_history(tool_loop(30), ctx)
     assert [e.method for e in events if isinstance(e, CompactionResult)] == ['llm'], (
         'compact() asks for a summary: it gets one'
     )

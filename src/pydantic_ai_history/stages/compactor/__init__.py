@@ -1,6 +1,6 @@
 """The compactor stage: summarize the older part of a long history with an LLM, incrementally and cached.
 
-`Compactor(CompactionSettings(...))` is a `HistoryStage`; `await compactor.compact(messages, context,
+`Compactor(CompactionSettings(...))` is a `HistoryStage`; `await compactor.compact_history(messages, context,
 focus=...)` compacts on demand. Pinned units are never summarized: those evicted are carried verbatim in a
 part of the summary message of their own, under `PINNED_HEADING`. With `CompactionSettings(method='provider')`
 the serving model's own compaction (`Model.compact_messages`, pydantic-ai 2.x) stands in for the LLM summary.

@@ -36,6 +36,7 @@ from opentelemetry.trace import use_span
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import RunUsage
 
+from ..._capability import StageCapability, coerce_settings, history_processor_annotations
 from ..._clock import perf
 from ..._compat import (
     ModelMessage,
@@ -299,12 +300,17 @@ class _Cut:
         ]
 
 
-@dataclass
-class Compactor:
+@dataclass(kw_only=True, eq=False)
+class Compactor(StageCapability):
     """Summarize the older part of the history when it passes `max_tokens`, down to `target_tokens`."""
 
-    settings: CompactionSettings = field(default_factory=CompactionSettings)
+    settings: CompactionSettings = field(default_factory=CompactionSettings, kw_only=False)
+    """The compactor's settings (the one positional argument: `Compactor(CompactionSettings(...))`)."""
+    id: str | None = 'pydantic_ai_history.compactor'
+    """The capability's id when the compactor runs alone (stable: durable engines name its operations after
+    it)."""
     name: str = 'compactor'
+    """The stage's name in events and logs."""
     _breakers: ScopedBreakers = field(init=False, repr=False)
     """The summarizer's and the provider's compaction calls, each cooling down after its own failures."""
     _index: PrefixIndex = field(init=False, repr=False)
@@ -316,6 +322,7 @@ class Compactor:
     """The summaries started ahead of their events (`background_start`), one per run."""
 
     def __post_init__(self) -> None:
+        self.settings = coerce_settings(CompactionSettings, self.settings, 'settings')
         self._breakers = ScopedBreakers(
             max_failures=self.settings.max_failures,
             cooldown=self.settings.cooldown_seconds,
@@ -323,8 +330,9 @@ class Compactor:
         )
         self._index = PrefixIndex(ttl=self.settings.cache_ttl)
         self._background = BackgroundSummaries(self.settings.max_background_summaries)
+        super().__post_init__()
 
-    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+    async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         estimate = context.estimate(messages)
         reason = self._reason(estimate.total, context)
         if reason is None:
@@ -381,7 +389,7 @@ class Compactor:
             )
         return 'trigger' if tokens > context.limits.trigger else None
 
-    async def compact(
+    async def compact_history(
         self, messages: Sequence[ModelMessage], context: HistoryContext, *, focus: str | None = None
     ) -> list[ModelMessage]:
         """Compact now, whatever the trigger says, to the target; `focus` says what the summary must keep.
@@ -1749,3 +1757,6 @@ async def _spill_transcript(
         'searches everything stored from this conversation.'
     )
     return _Spilled(key, line)
+
+
+history_processor_annotations(Compactor)
