@@ -167,7 +167,7 @@ def test_two_of_our_capabilities_on_one_agent_are_refused_naming_the_composition
 @needs_capabilities
 async def test_our_artifact_planner_with_harness_compaction(fixtures_dir: Path) -> None:
     harness = pytest.importorskip('pydantic_ai_harness', reason='pydantic-ai-harness is not installed')
-    compaction = harness.compaction.SummarizingCompaction(model=StubSummarizer().model(), max_tokens=8_000)
+    compaction = harness.SummarizingCompaction(model=StubSummarizer().model(), max_tokens=8_000)
     planner = ArtifactPlanner(policy=ContextPolicy(context_window=WINDOW))
     provider, fetch = tool_loop(30, pages(fixtures_dir))
     result = await agent_for(provider.model(), planner, fetch, compaction).run(
