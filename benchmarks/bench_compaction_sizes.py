@@ -85,7 +85,7 @@ def processor(summarizer: Summarizer, tokens: int, events: list[Any]) -> History
             target_tokens=min(40_000, trigger // 3),
         ),
         summarizer=SummarizerSettings(model=summarizer.model()),
-        on_event=events.append,
+        on_history_event=events.append,
     )
 
 

@@ -79,7 +79,7 @@ _SCRIPT = textwrap.dedent(
         processor = create_history_processor(
             policy=ContextPolicy(context_window=WINDOW),
             summarizer=SummarizerSettings(model=summarizer.model()),
-            on_event=events.append,
+            on_history_event=events.append,
         )
         agent = Agent(provider.model(), capabilities=[processor])
         @agent.tool_plain

@@ -35,11 +35,11 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_history import ContextLimits, HistoryContext, SummarizerSettings
+from pydantic_ai_history.messages.units import split_units
 from pydantic_ai_history.stages._transcript import render_units
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.tokens import TokenCounter
-from pydantic_ai_history.units import split_units
 
 SHARED = Path(__file__).resolve().parents[1].parent / 'shared'
 os.environ.setdefault('TIKTOKEN_CACHE_DIR', str(SHARED / 'tiktoken-cache'))

@@ -52,7 +52,7 @@ def main() -> None:
         policy=ContextPolicy(context_window=16_000, max_tokens=5_000, target_tokens=1_500),
         summarizer=SummarizerSettings(model=name or local_summarizer()),
         compaction=CompactionSettings(on_compaction=log_compaction),
-        on_event=log_event,
+        on_history_event=log_event,
     )
     agent = Agent(model, **wire(processor))
 

@@ -57,7 +57,9 @@ async def worker(number: int, history: list[ModelMessage], prefix: str) -> tuple
         policy=ContextPolicy(context_window=16_000, max_tokens=6_000, target_tokens=2_000),
         summarizer=SummarizerSettings(model=name or local_summarizer()),
         cache=cache,
-        on_event=lambda e: methods.append(getattr(e, 'method', '')) if e.kind == 'CompactionResult' else None,
+        on_history_event=lambda e: (
+            methods.append(getattr(e, 'method', '')) if e.kind == 'CompactionResult' else None
+        ),
     )
     await processor.process(history)
     stats = processor.stats().overall

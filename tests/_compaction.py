@@ -33,8 +33,8 @@ from pydantic_ai_history import (
     SummarizerSettings,
 )
 from pydantic_ai_history._compat import pydantic_ai_version
+from pydantic_ai_history.budget.model_info import ModelInfo
 from pydantic_ai_history.cache import MemoryCache
-from pydantic_ai_history.model_info import ModelInfo
 from pydantic_ai_history.tokens import TokenCounter
 
 MAJOR = int(pydantic_ai_version().split('.')[0])

@@ -17,7 +17,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from pydantic_ai_history.units import tool_call_ids
+from pydantic_ai_history.messages.units import tool_call_ids
 
 
 def load_conversation(path: Path) -> list[ModelMessage]:

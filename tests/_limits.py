@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pydantic_ai_history import ContextLimits, ContextPolicy
-from pydantic_ai_history.model_info import ModelInfo
+from pydantic_ai_history.budget.model_info import ModelInfo
 
 
 def artifact_policy(context_window: int) -> ContextPolicy:

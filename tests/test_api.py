@@ -29,7 +29,7 @@ from pydantic_ai_history import (
     validate_history,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES, AbstractCapability
-from pydantic_ai_history.model_info import ModelInfo
+from pydantic_ai_history.budget.model_info import ModelInfo
 from pydantic_ai_history.readback import READBACK_TOOLSET_ID
 from pydantic_ai_history.testing import StrictProvider
 
@@ -163,13 +163,15 @@ def _capabilities(agent: Any) -> list[Any]:
 # ---- one home per setting ----------------------------------------------------------------------------------
 
 
-def test_the_0_1_0_keywords_fail_naming_their_new_home() -> None:
-    with pytest.raises(TypeError, match=r'max_tokens= is now policy=ContextPolicy\(max_tokens=') as raised:
-        create_history_processor(max_tokens=50_000, summarizer_model='test')  # type: ignore[call-arg]
-    assert 'the 0.1.0 keywords were removed' in str(raised.value)
-    assert 'summarizer_model= is now summarizer=SummarizerSettings(model=...)' in str(raised.value)
-    with pytest.raises(TypeError, match=r'unexpected keyword argument\(s\): max_token$'):
-        create_history_processor(max_token=1)  # type: ignore[call-arg]  # a typo is named as one
+def test_the_factory_takes_the_processors_fields_and_nothing_else() -> None:
+    """The 0.1.0 keywords are gone (the CHANGELOG's migration table names their homes): a TypeError names
+    the keyword; `on_event=` is the one alias."""
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_tokens'"):
+        create_history_processor(max_tokens=50_000)  # type: ignore[call-arg]
+    events: list[object] = []
+    processor = create_history_processor(on_event=events.append, window=False)  # type: ignore[call-arg]
+    assert processor.on_history_event == events.append
+    assert [s.name for s in processor.history_stages] == ['artifacts', 'compactor']
 
 
 def test_settings_reject_bad_values_naming_the_field() -> None:

@@ -32,7 +32,7 @@ DEFERRED = (
     'pydantic_ai_history.cache._redis',
     'pydantic_ai_history.store._directory',
     'pydantic_ai_history.store._redis',
-    'pydantic_ai_history.retrieval',
+    'pydantic_ai_history.readback._retrieval',
 )
 """Modules (and their submodules) that only a file, a token count, a chosen backend or a cut may load."""
 

@@ -9,8 +9,8 @@ import pytest
 from pydantic_ai.models.test import TestModel
 
 from pydantic_ai_history import model_info as windows
-from pydantic_ai_history._policy import ContextPolicy
-from pydantic_ai_history.model_info import (
+from pydantic_ai_history.budget._policy import ContextPolicy
+from pydantic_ai_history.budget.model_info import (
     KNOWN_CONTEXT_WINDOWS,
     KNOWN_MAX_OUTPUT_TOKENS,
     ContextWindowUnknownError,

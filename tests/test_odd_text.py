@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pydantic_ai_history._nesting import MAX_PARSE_DEPTH, json_too_deep
-from pydantic_ai_history._utf8 import from_utf8, utf8
 from pydantic_ai_history.cache import cache_key
-from pydantic_ai_history.retrieval import chunk_text, detect_kind
+from pydantic_ai_history.messages._nesting import MAX_PARSE_DEPTH, json_too_deep
+from pydantic_ai_history.messages._utf8 import from_utf8, utf8
+from pydantic_ai_history.readback._retrieval import chunk_text, detect_kind
 from pydantic_ai_history.store import MemoryStore, StoredArtifact
 
 

@@ -26,11 +26,11 @@ from pydantic_ai_history import (
     validate_history,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES
+from pydantic_ai_history.messages.validate import StructureCheck
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages.window import note_transcript
 from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.testing import StrictProvider
-from pydantic_ai_history.validate import StructureCheck
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings('ignore::DeprecationWarning')]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pydantic_ai_history.retrieval import (
+from pydantic_ai_history.readback._retrieval import (
     bm25_scores,
     chunk_text,
     detect_kind,

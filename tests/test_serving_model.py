@@ -29,7 +29,7 @@ from pydantic_ai_history import (
     create_history_processor,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES
-from pydantic_ai_history.model_info import model_info, serving_candidates
+from pydantic_ai_history.budget.model_info import model_info, serving_candidates
 from pydantic_ai_history.testing import StrictProvider
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings('ignore::DeprecationWarning')]

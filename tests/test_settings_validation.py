@@ -25,7 +25,7 @@ from pydantic_ai_history import (
     create_history_processor,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES
-from pydantic_ai_history._policy import ContextPolicyError
+from pydantic_ai_history.budget._policy import ContextPolicyError
 from pydantic_ai_history.stages.artifacts import ArtifactSettings
 from pydantic_ai_history.testing import StrictProvider
 

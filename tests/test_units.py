@@ -21,7 +21,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from pydantic_ai_history.units import (
+from pydantic_ai_history.messages.units import (
     ToolPairing,
     Unit,
     fit_suffix,
@@ -30,7 +30,7 @@ from pydantic_ai_history.units import (
     split_units,
     tool_call_ids,
 )
-from pydantic_ai_history.validate import validate_history
+from pydantic_ai_history.messages.validate import validate_history
 
 
 def _conversations(fixtures_dir: Path) -> dict[str, list[ModelMessage]]:

@@ -19,14 +19,14 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from pydantic_ai_history.tokens import TokenCounter
-from pydantic_ai_history.units import tool_call_ids
-from pydantic_ai_history.validate import (
+from pydantic_ai_history.messages.units import tool_call_ids
+from pydantic_ai_history.messages.validate import (
     HistoryValidationError,
     Violation,
     assert_valid_history,
     validate_history,
 )
+from pydantic_ai_history.tokens import TokenCounter
 
 
 def _conversations(fixtures_dir: Path) -> dict[str, list[ModelMessage]]:

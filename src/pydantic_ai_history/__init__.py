@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._context import HistoryContext, HistoryStage
-    from ._policy import ContextLimits, ContextPolicy
-    from ._summarizer_settings import SummarizerSettings
-    from .compaction_tool import CompactionTool
+    from .budget._policy import ContextLimits, ContextPolicy
+    from .budget.model_info import ContextWindowUnknownError
+    from .budget.notice import NearLimitNotice
     from .events import (
         ArtifactProcessed,
         BackgroundSummaryDiscarded,
@@ -33,17 +32,17 @@ if TYPE_CHECKING:
         WarningKind,
         WindowApplied,
     )
-    from .factory import create_history_processor
     from .files import FileSettings
-    from .model_info import ContextWindowUnknownError
-    from .notice import NearLimitNotice
-    from .pinning import PinPredicate, pin, pin_tool_errors
-    from .processor import HistoryProcessor
+    from .messages.pinning import PinPredicate, pin, pin_tool_errors
+    from .messages.validate import HistoryValidationError, Violation, assert_valid_history, validate_history
+    from .pipeline._context import HistoryContext, HistoryStage
+    from .processor import HistoryProcessor, create_history_processor
+    from .stages._summarizer_settings import SummarizerSettings
     from .stages.artifacts import ArtifactPlanner, ArtifactSettings
     from .stages.compactor import CompactionSettings, Compactor
+    from .stages.compactor._tool import CompactionTool
     from .stages.window import SlidingWindow
     from .tokens import TokenCounter, TokenizerProfile
-    from .validate import HistoryValidationError, Violation, assert_valid_history, validate_history
 
 __all__ = (
     'ArtifactPlanner',
@@ -97,35 +96,35 @@ _EXPORTS = {
     'BackgroundSummaryUsed': '.events',
     'CompactionResult': '.events',
     'CompactionSettings': '.stages.compactor',
-    'CompactionTool': '.compaction_tool',
+    'CompactionTool': '.stages.compactor._tool',
     'Compactor': '.stages.compactor',
     'ContentLost': '.events',
-    'ContextLimits': '._policy',
-    'ContextPolicy': '._policy',
-    'ContextWindowUnknownError': '.model_info',
+    'ContextLimits': '.budget._policy',
+    'ContextPolicy': '.budget._policy',
+    'ContextWindowUnknownError': '.budget.model_info',
     'FileSettings': '.files',
-    'HistoryContext': '._context',
+    'HistoryContext': '.pipeline._context',
     'HistoryEvent': '.events',
     'HistoryProcessor': '.processor',
-    'HistoryStage': '._context',
-    'HistoryValidationError': '.validate',
+    'HistoryStage': '.pipeline._context',
+    'HistoryValidationError': '.messages.validate',
     'HistoryWarning': '.events',
-    'NearLimitNotice': '.notice',
+    'NearLimitNotice': '.budget.notice',
     'NearLimitNoticeSent': '.events',
-    'PinPredicate': '.pinning',
+    'PinPredicate': '.messages.pinning',
     'RequestProcessed': '.events',
     'SlidingWindow': '.stages.window',
     'StageFailed': '.events',
-    'SummarizerSettings': '._summarizer_settings',
+    'SummarizerSettings': '.stages._summarizer_settings',
     'TokenCounter': '.tokens',
     'TokenizerProfile': '.tokens',
-    'Violation': '.validate',
+    'Violation': '.messages.validate',
     'WarningKind': '.events',
     'WindowApplied': '.events',
-    'assert_valid_history': '.validate',
-    'create_history_processor': '.factory',
-    'pin': '.pinning',
-    'pin_tool_errors': '.pinning',
-    'validate_history': '.validate',
+    'assert_valid_history': '.messages.validate',
+    'create_history_processor': '.processor',
+    'pin': '.messages.pinning',
+    'pin_tool_errors': '.messages.pinning',
+    'validate_history': '.messages.validate',
 }
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

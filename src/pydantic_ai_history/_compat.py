@@ -461,7 +461,7 @@ def file_input_profile(model: Any) -> Mapping[str, Any] | None:
     """
     if 'supports_image_input' not in _PROFILE_KEYS:
         return None
-    from .model_info import serving_candidates
+    from .budget.model_info import serving_candidates
 
     profiles = [_profile_of(candidate) for candidate in serving_candidates(model)]
     if len(profiles) == 1:

@@ -25,8 +25,8 @@ from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ._clock import wall
 from ._compat import HAS_CAPABILITY_EVENTS, CapabilityEventBase
+from .pipeline._clock import wall
 
 if TYPE_CHECKING:
     from pydantic_ai import RunContext

@@ -1,4 +1,5 @@
-"""The history processor: the three built-in stages composed under one budget and one guard.
+"""The history processor: the three built-in stages composed under one budget and one guard, and
+`create_history_processor()`, which builds it.
 
 `Agent(capabilities=[processor])` on versions with capabilities, `Agent(history_processors=[processor])` on
 early 1.x. Each stage is also a capability of its own (see `HistoryCapability`).
@@ -9,9 +10,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec
 
-from ._capability import (
+from .pipeline._capability import (
     DEFAULT_ID,
     SERIALIZATION_NAME,
     EventHandler,
@@ -20,13 +21,23 @@ from ._capability import (
     exempting_readback,
     history_processor_annotations,
 )
-from ._context import HistoryStage
-from ._stats import HistoryStats, RunStats
+from .pipeline._context import HistoryStage
+from .pipeline._stats import HistoryStats, RunStats
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
 
-__all__ = ('DEFAULT_ID', 'SERIALIZATION_NAME', 'EventHandler', 'HistoryProcessor', 'HistoryStats', 'RunStats')
+__all__ = (
+    'DEFAULT_ID',
+    'SERIALIZATION_NAME',
+    'EventHandler',
+    'HistoryProcessor',
+    'HistoryStats',
+    'RunStats',
+    'create_history_processor',
+)
+
+_P = ParamSpec('_P')
 
 
 @dataclass(kw_only=True, eq=False)
@@ -119,3 +130,29 @@ def _accepting_on_event(init: Callable[..., None]) -> Callable[..., None]:
 
 setattr(HistoryProcessor, '__init__', _accepting_on_event(HistoryProcessor.__init__))  # noqa: B010
 history_processor_annotations(HistoryProcessor)
+
+
+def _taking_the_fields_of(
+    _: Callable[_P, HistoryProcessor],
+) -> Callable[[Callable[..., HistoryProcessor]], Callable[_P, HistoryProcessor]]:
+    """Type checkers read the factory's keywords from `HistoryProcessor`'s fields: one list, no mirror."""
+    return lambda factory: factory
+
+
+@_taking_the_fields_of(HistoryProcessor)
+def create_history_processor(**settings: Any) -> HistoryProcessor:
+    """The history processor: artifact planner, then compactor, then sliding window.
+
+    The result is a pydantic-ai capability where pydantic-ai has them (`Agent(capabilities=[processor])`)
+    and a history processor everywhere (`Agent(history_processors=[processor])` on early 1.x). Every keyword
+    is a field of `HistoryProcessor` (or of `HistoryCapability`, its base), documented there; each setting has
+    one home:
+
+    - `policy`: window, utilization, reserve, budget, compaction trigger (`max_tokens`) and target;
+    - `summarizer`: model, model settings, instructions, timeout and input cap of every LLM call;
+    - `artifacts` / `compaction`: each stage's own knobs, or False to switch it off; `window=False` switches
+      the sliding window off.
+
+    `on_event=` is accepted for `on_history_event=` (the field's name: `on_event` is pydantic-ai's hook).
+    """
+    return HistoryProcessor(**settings)

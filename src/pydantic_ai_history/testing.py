@@ -29,10 +29,10 @@ from ._compat import (
     ToolReturnPart,
     answered_call_id,
 )
+from .messages.units import tool_call_ids
 from .tokens import image_size, image_tokens
 from .tokens._encodings import load_encoding
 from .tokens._estimate import estimate_tokens_offline
-from .units import tool_call_ids
 
 __all__ = ('ProviderRejected', 'RequestRecord', 'StrictProvider')
 

@@ -18,7 +18,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.models.test import TestModel
 
 from pydantic_ai_history import HistoryProcessor
-from pydantic_ai_history._operations import OPERATION_NAMES
+from pydantic_ai_history.pipeline._operations import OPERATION_NAMES
 from pydantic_ai_history.store import DirectoryStore, MemoryStore
 
 

@@ -53,12 +53,12 @@ except ImportError:  # pragma: no cover
 
 import _temporal_app as app
 
-from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.events import (
     CompactionFinishedEvent,
     CompactionStartedEvent,
     ContextUsageEvent,
 )
+from pydantic_ai_history.messages._marks import marker_kind
 from pydantic_ai_history.readback import READBACK_TOOLSET_ID
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -49,7 +49,7 @@ from pydantic_ai_history import (
     create_history_processor,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES, HAS_CAPABILITY_EVENTS, instrumented_agent_options
-from pydantic_ai_history._marks import marker_kind
+from pydantic_ai_history.messages._marks import marker_kind
 from pydantic_ai_history.stages import _transcript
 from pydantic_ai_history.stages.compactor import summary_sections
 from pydantic_ai_history.stages.compactor._background import TASK_NAME

@@ -35,7 +35,7 @@ from pydantic_ai_history import (
     create_history_processor,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES, part_metadata
-from pydantic_ai_history._marks import MARKER_KEY
+from pydantic_ai_history.messages._marks import MARKER_KEY
 from pydantic_ai_history.readback import read_artifact_text, search_artifacts_text
 from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.testing import StrictProvider

@@ -36,7 +36,7 @@ from pydantic_ai_history import (
     assert_valid_history,
 )
 from pydantic_ai_history._compat import result_usage
-from pydantic_ai_history._marks import marker_kind
+from pydantic_ai_history.messages._marks import marker_kind
 from pydantic_ai_history.testing import StrictProvider
 
 pytestmark = [

@@ -35,9 +35,9 @@ from pydantic_ai_history import (
     create_history_processor,
 )
 from pydantic_ai_history._compat import BinaryContent, ModelMessage, ModelRequest, ModelResponse
-from pydantic_ai_history._marks import part_kinds
 from pydantic_ai_history.events import ContentLost, StageFailed
 from pydantic_ai_history.files import FileSettings
+from pydantic_ai_history.messages._marks import part_kinds
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages.artifacts import ArtifactSettings
 from pydantic_ai_history.store import MemoryStore

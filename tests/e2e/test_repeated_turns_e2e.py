@@ -14,7 +14,7 @@ from helpers import Behaviour, check_requests, fake_model, filler, full_processo
 
 from pydantic_ai_history import CompactionResult, HistoryEvent
 from pydantic_ai_history._compat import HAS_CAPABILITIES, ModelMessage
-from pydantic_ai_history._marks import marker_kind, part_kinds, separate_own_parts
+from pydantic_ai_history.messages._marks import marker_kind, part_kinds, separate_own_parts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 

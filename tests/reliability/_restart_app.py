@@ -39,8 +39,8 @@ from pydantic_ai.usage import RequestUsage, UsageLimits
 
 from pydantic_ai_history import ContextPolicy, HistoryProcessor, SummarizerSettings
 from pydantic_ai_history._compat import HAS_CAPABILITIES
-from pydantic_ai_history._marks import part_kinds, seal_key_scope, sealed_kind
-from pydantic_ai_history.pinning import pin_tool_errors
+from pydantic_ai_history.messages._marks import part_kinds, seal_key_scope, sealed_kind
+from pydantic_ai_history.messages.pinning import pin_tool_errors
 from pydantic_ai_history.stages.artifacts import ArtifactSettings
 from pydantic_ai_history.stages.compactor import CompactionSettings
 from pydantic_ai_history.store import DirectoryStore

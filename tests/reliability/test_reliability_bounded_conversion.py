@@ -26,8 +26,8 @@ from _history import reply, user
 from pydantic_ai_history import ContextPolicy, HistoryProcessor, SlidingWindow
 from pydantic_ai_history._compat import BinaryContent
 from pydantic_ai_history.files import ConvertedDocument, FittedAudio, UnreadableFile, read_file
+from pydantic_ai_history.messages.validate import validate_history
 from pydantic_ai_history.tokens import TokenCounter
-from pydantic_ai_history.validate import validate_history
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60

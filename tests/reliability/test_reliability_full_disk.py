@@ -35,7 +35,7 @@ from pydantic_ai_history import (
     StageFailed,
     assert_valid_history,
 )
-from pydantic_ai_history._marks import marker_kind
+from pydantic_ai_history.messages._marks import marker_kind
 from pydantic_ai_history.store import DirectoryStore, StoredArtifact
 from pydantic_ai_history.testing import StrictProvider
 from pydantic_ai_history.tokens import TokenCounter

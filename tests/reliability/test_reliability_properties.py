@@ -40,13 +40,13 @@ from pydantic_ai_history import (
     SummarizerSettings,
     create_history_processor,
 )
-from pydantic_ai_history._context import HistoryContext
 from pydantic_ai_history.cache import MemoryCache
+from pydantic_ai_history.messages.units import head_length, split_units
+from pydantic_ai_history.pipeline._context import HistoryContext
 from pydantic_ai_history.stages._request_fit import is_processed
 from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER, ArtifactPlanner, ArtifactSettings
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 from pydantic_ai_history.tokens import TokenCounter
-from pydantic_ai_history.units import head_length, split_units
 
 # The strategies build the deprecated 2.x `RetryPromptPart` on purpose: stored histories still hold it.
 pytestmark = pytest.mark.filterwarnings('ignore:`RetryPromptPart` is deprecated')

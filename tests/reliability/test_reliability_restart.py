@@ -17,7 +17,7 @@ from typing import Any
 
 import pydantic_ai_history
 from _compaction import prompt_block, transcript_records
-from pydantic_ai_history._marks import SECRET_ENV
+from pydantic_ai_history.messages._marks import SECRET_ENV
 
 APP = Path(__file__).with_name('_restart_app.py')
 SRC = Path(pydantic_ai_history.__file__).resolve().parents[1]

@@ -19,8 +19,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import RequestUsage
 
 from pydantic_ai_history import HistoryContext, HistoryEvent, HistoryWarning, assert_valid_history
-from pydantic_ai_history._marks import MARKER_KEY, sealed_kind
 from pydantic_ai_history.events import ArtifactProcessed, ContentLost
+from pydantic_ai_history.messages._marks import MARKER_KEY, sealed_kind
 from pydantic_ai_history.readback._pages import Page
 from pydantic_ai_history.stages._request_fit import (
     POINTER_TOKENS,
@@ -203,7 +203,7 @@ async def test_a_request_within_its_room_is_returned_as_it_is() -> None:
 
 
 def test_reducible_items_skip_our_notes_and_processed_returns() -> None:
-    from pydantic_ai_history._marks import seal
+    from pydantic_ai_history.messages._marks import seal
 
     request = ModelRequest(
         parts=[

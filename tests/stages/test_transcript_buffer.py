@@ -6,8 +6,8 @@ from pydantic_ai.messages import ModelMessage
 
 from _history import call, reply, result, system_user, user
 from pydantic_ai_history import TokenCounter
+from pydantic_ai_history.messages.units import split_units
 from pydantic_ai_history.stages._transcript import render_units, transcript_data, transcript_preamble
-from pydantic_ai_history.units import split_units
 
 
 def history() -> list[ModelMessage]:

@@ -23,8 +23,8 @@ from pydantic_ai_history import (
     pin_tool_errors,
     validate_history,
 )
-from pydantic_ai_history._marks import marker_kind
-from pydantic_ai_history.pinning import PinPredicate
+from pydantic_ai_history.messages._marks import marker_kind
+from pydantic_ai_history.messages.pinning import PinPredicate
 from pydantic_ai_history.stages.window import dropped_count, window_note
 from pydantic_ai_history.store import MemoryStore, artifact_id
 from pydantic_ai_history.tokens import TokenCounter

@@ -21,10 +21,10 @@ from pydantic_ai_history import (
     WindowApplied,
     assert_valid_history,
 )
-from pydantic_ai_history._marks import SEAL_TOKENS, marker_kind
+from pydantic_ai_history.messages._marks import SEAL_TOKENS, marker_kind
+from pydantic_ai_history.messages.units import split_units
 from pydantic_ai_history.stages.window import select_window
 from pydantic_ai_history.tokens import TokenCounter
-from pydantic_ai_history.units import split_units
 
 pytestmark = pytest.mark.anyio
 

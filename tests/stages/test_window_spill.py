@@ -24,7 +24,7 @@ from pydantic_ai_history import (
     assert_valid_history,
 )
 from pydantic_ai_history._compat import message_metadata
-from pydantic_ai_history._marks import marker_kind, own_metadata
+from pydantic_ai_history.messages._marks import marker_kind, own_metadata
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages._transcript import named_transcripts
 from pydantic_ai_history.stages.window import note_transcript, window_note

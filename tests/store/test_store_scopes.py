@@ -69,7 +69,7 @@ def test_short_secret_is_refused() -> None:
 
 
 def test_memory_stores_without_a_secret_use_the_process_secret() -> None:
-    from pydantic_ai_history._marks import process_secret
+    from pydantic_ai_history.messages._marks import process_secret
     from pydantic_ai_history.store import keyed_artifact_id
 
     data = b'the same content'

@@ -7,7 +7,7 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from .._utf8 import utf8
+from ..messages._utf8 import utf8
 
 logger = logging.getLogger('pydantic_ai_history.cache')
 

@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._utf8 import utf8
+from ..messages._utf8 import utf8
 from ._base import SummaryCache
 
 __all__ = ('MemoryCache',)

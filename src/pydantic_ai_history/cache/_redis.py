@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._redis_client import DEFAULT_REDIS_URL, RedisClients, RedisPoolSettings
-from .._utf8 import from_utf8, utf8
+from ..messages._utf8 import from_utf8, utf8
+from ..store._redis_client import DEFAULT_REDIS_URL, RedisClients, RedisPoolSettings
 from ._base import SummaryCache
 
 __all__ = ('RedisCache',)

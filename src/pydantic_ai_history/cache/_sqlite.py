@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import anyio.to_thread
 
-from .._private_files import create_private_file, make_private_dirs
+from ..store._private_files import create_private_file, make_private_dirs
 from ._base import SummaryCache
 from ._memory import MemoryCache
 

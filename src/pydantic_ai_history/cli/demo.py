@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .._compat import HAS_CAPABILITIES, BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
-from .._policy import ContextPolicy
-from .._summarizer_settings import SummarizerSettings
+from ..budget._policy import ContextPolicy
 from ..evaluation._scripted import TASKS, TOOLS, summarize_prompt, text_of
 from ..events import (
     ArtifactProcessed,
@@ -31,8 +30,9 @@ from ..events import (
     StageFailed,
     WindowApplied,
 )
+from ..messages.validate import validate_history
 from ..processor import HistoryProcessor, HistoryStats
-from ..validate import validate_history
+from ..stages._summarizer_settings import SummarizerSettings
 from . import demo_content as content
 from .common import build_model
 from .formatting import ProgressBar, format_table
@@ -309,7 +309,7 @@ async def run_demo_async(
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.usage import UsageLimits
 
-    from ..factory import create_history_processor
+    from ..processor import create_history_processor
     from ..testing import ProviderRejected, StrictProvider
 
     if requests < 1:
@@ -369,7 +369,7 @@ async def run_demo_async(
         ),
         summarizer=SummarizerSettings(model=helper),
         artifacts=artifacts,
-        on_event=on_event,
+        on_history_event=on_event,
     )
     agent = _build_agent(agent_model, processor, settings.seed)
     attachments = {

@@ -35,12 +35,12 @@ from .._compat import (
     UserPromptPart,
     part_metadata,
 )
-from .._context import MARKER_KEY
-from .._marks import marker_kind
+from ..budget.model_info import ContextWindowUnknownError
 from ..events import HistoryEvent, RequestProcessed
-from ..model_info import ContextWindowUnknownError
+from ..messages._marks import marker_kind
+from ..messages.validate import validate_history
+from ..pipeline._context import MARKER_KEY
 from ..stages.window import dropped_count
-from ..validate import validate_history
 from .common import (
     EXIT_PROCESSING,
     CliError,
@@ -160,9 +160,9 @@ async def inspect_messages(
     window; `max_tokens`/`target_tokens` default to `create_history_processor()`'s. Only with
     `summarizer_model` is an LLM called.
     """
-    from .._policy import ContextPolicy
-    from .._summarizer_settings import SummarizerSettings
-    from ..factory import create_history_processor
+    from ..budget._policy import ContextPolicy
+    from ..processor import create_history_processor
+    from ..stages._summarizer_settings import SummarizerSettings
 
     model = model or history_model_name(messages)
     dry = dry_run_model(model)
@@ -178,7 +178,7 @@ async def inspect_messages(
             context_window=context_window, max_tokens=max_tokens, target_tokens=target_tokens, strict=True
         )
         processor = create_history_processor(
-            model=dry, policy=policy, summarizer=summarizer, on_event=events.append
+            model=dry, policy=policy, summarizer=summarizer, on_history_event=events.append
         )
     except ContextWindowUnknownError:
         _unknown_window(model)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._compat import ModelMessage
-from .._summarizer_settings import ModelRef
-from ..model_info import model_name_of
+from ..budget.model_info import model_name_of
+from ..stages._summarizer_settings import ModelRef
 from ..tokens import TokenCounter
 from ._facts import extract_facts, select_facts
 from ._judge import DIMENSIONS, answer_probe, grade_answer

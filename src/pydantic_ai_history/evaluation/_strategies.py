@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from .._compat import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart
-from .._policy import ContextPolicy
-from .._summarizer_settings import ModelRef, SummarizerSettings
+from ..budget._policy import ContextPolicy
 from ..cache import MemoryCache
 from ..events import CompactionResult
-from ..factory import create_history_processor
+from ..processor import create_history_processor
+from ..stages._summarizer_settings import ModelRef, SummarizerSettings
 from ..stages.compactor import CompactionSettings
 from ..store import ArtifactStore, MemoryStore
 from ._sessions import tail_start
@@ -137,7 +137,7 @@ async def compact_with_ours(
         window=False,
         store=store,
         cache=MemoryCache(),
-        on_event=lambda event: events.append(event) if isinstance(event, CompactionResult) else None,
+        on_history_event=lambda event: events.append(event) if isinstance(event, CompactionResult) else None,
     )
     result = await processor.compact(messages, model=COUNTING_MODEL)
     last = events[-1] if events else None

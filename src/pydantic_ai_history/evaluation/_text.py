@@ -6,9 +6,9 @@ import re
 from collections.abc import Sequence
 
 from .._compat import ModelMessage
+from ..messages.units import split_units
 from ..stages._transcript import render_units
 from ..tokens import TokenCounter
-from ..units import split_units
 
 __all__ = ('contains', 'context_text', 'normalize')
 

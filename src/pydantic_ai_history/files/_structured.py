@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .._nesting import json_too_deep
+from ..messages._nesting import json_too_deep
 from ._base import Extraction, FileInfo, Reader
 from ._results import Truncation
 from ._settings import FileSettings

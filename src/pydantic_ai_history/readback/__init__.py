@@ -23,10 +23,10 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from .._compat import TOOLS_HAVE_METADATA, ModelMessage, ModelRequest, part_metadata, run_id_of
-from .._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
-from .._marks import READ_ARTIFACT_TOOL
-from .._offload import OFF_LOOP_CHARS
 from ..files import ConvertedDocument, FileResult, FileSettings
+from ..messages._marks import READ_ARTIFACT_TOOL
+from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
+from ..pipeline._offload import OFF_LOOP_CHARS
 from ..store import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError
 from ._pages import Page
 
@@ -138,7 +138,7 @@ def _read_text(
     text = content.decode('utf-8', errors='replace') if isinstance(content, bytes) else content
     limit = max(1, min(limit, MAX_READ_LIMIT))
     if query:
-        from ..retrieval import top_passages
+        from ._retrieval import top_passages
 
         passages = _fitted(partial(top_passages, text, query), limit, room)
         return passages, Page(artifact_id=artifact_id, total=len(text), query=query)
@@ -239,7 +239,7 @@ def _fitted(answer_within: Callable[[int], str], limit: int, room: ReadRoom | No
 def _search_answer(
     texts: list[tuple[StoredArtifact, str]], skipped: int, query: str, limit: int, tool_name: str
 ) -> str:
-    from ..retrieval import rank_documents  # loaded by the first search, not with the package
+    from ._retrieval import rank_documents  # loaded by the first search, not with the package
 
     hits = rank_documents([t for _, t in texts], query, limit)
     note = (

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._compat import part_metadata
-from .._marks import MARKER_KEY
+from ..messages._marks import MARKER_KEY
 
 __all__ = ('PAGE_KEY', 'Page')
 

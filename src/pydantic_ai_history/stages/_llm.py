@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from .._clock import perf
 from .._compat import instrumentation_of, instrumented_agent_options, result_usage
-from .._local_server import local_server_of
-from ..model_info import model_name_of
+from ..budget._local_server import local_server_of
+from ..budget.model_info import model_name_of
+from ..pipeline._clock import perf
 
 if TYPE_CHECKING:
     from pydantic_ai.models.instrumented import InstrumentationSettings
 
-    from .._context import HistoryContext, StageOperations
-    from .._summarizer_settings import ModelRef, TextPurpose, Timeout
     from ..files import FileResult, FileSettings
+    from ..pipeline._context import HistoryContext, StageOperations
     from ..tokens import TokenizerProfile
+    from ._summarizer_settings import ModelRef, TextPurpose, Timeout
     from .artifacts._models import ArtifactPlan
 
 __all__ = (

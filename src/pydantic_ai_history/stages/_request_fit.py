@@ -38,11 +38,11 @@ from .._compat import (
     part_metadata,
     with_part_metadata,
 )
-from .._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
-from .._marks import marker_kind, part_kinds, readback_tool, seal, sealed_kind
-from .._offload import OFF_LOOP_CHARS, large_content
-from .._utf8 import utf8
 from ..events import ArtifactProcessed
+from ..messages._marks import marker_kind, part_kinds, readback_tool, seal, sealed_kind
+from ..messages._utf8 import utf8
+from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
+from ..pipeline._offload import OFF_LOOP_CHARS, large_content
 from ..readback._pages import Page
 from ..tokens import TokenCounter
 
@@ -287,7 +287,7 @@ def passages_within(
     room = max_tokens / correction - counter.count_text(head) - 4
     target = max(int(room * chars_per_token), 200)
     body = head
-    from ..retrieval import rank_passages  # loaded by the first extraction, not with the package
+    from ..readback._retrieval import rank_passages  # loaded by the first extraction, not with the package
 
     ranking = rank_passages(text, query, chunk_chars=min(chunk_chars, max(target // 3, 300)))
     for _ in range(5):

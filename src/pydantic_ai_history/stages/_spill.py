@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._compat import ModelMessage
-from .._context import HistoryContext
+from ..messages.units import split_units
+from ..pipeline._context import HistoryContext
 from ..store import StoreError
-from ..units import split_units
 from ._transcript import TranscriptUnit, render_units, transcript_data, transcript_preamble
 
 __all__ = ('Transcript', 'no_longer_stored', 'render_transcript', 'spill_transcript', 'store_transcript')

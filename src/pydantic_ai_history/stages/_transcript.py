@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._clock import replay_safe_token
 from .._compat import (
     CACHE_POINTS,
     COMPACTION_PART,
@@ -44,10 +43,11 @@ from .._compat import (
     json_text,
     media_type_of,
 )
-from .._marks import OPENINGS, marker_kind, part_kinds, readback_tool, strip_seal
-from .._utf8 import from_utf8, utf8
+from ..messages._marks import OPENINGS, marker_kind, part_kinds, readback_tool, strip_seal
+from ..messages._utf8 import from_utf8, utf8
+from ..messages.units import Unit
+from ..pipeline._clock import replay_safe_token
 from ..tokens import TokenCounter
-from ..units import Unit
 
 __all__ = (
     'NO_LONGER_STORED',

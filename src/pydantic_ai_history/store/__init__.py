@@ -24,10 +24,10 @@ from ._base import (
 from ._memory import MemoryStore
 
 if TYPE_CHECKING:
-    from .._redis_client import RedisPoolSettings
     from ._breaker import StoreBreaker
     from ._directory import DirectoryStore
     from ._redis import RedisStore
+    from ._redis_client import RedisPoolSettings
     from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, PruneReport
 
 __all__ = (
@@ -55,7 +55,7 @@ _LAZY = {
     'DEFAULT_MAX_BYTES': '._retention',
     'DirectoryStore': '._directory',
     'PruneReport': '._retention',
-    'RedisPoolSettings': '.._redis_client',
+    'RedisPoolSettings': '._redis_client',
     'RedisStore': '._redis',
     'StoreBreaker': '._breaker',
 }

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .._utf8 import utf8
+from ..messages._utf8 import utf8
 
 __all__ = (
     'ArtifactStore',

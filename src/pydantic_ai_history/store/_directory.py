@@ -15,7 +15,6 @@ from typing import TypeVar
 
 import anyio.to_thread
 
-from .._private_files import PRIVATE_DIR_MODE, make_private_dirs, set_private_mode
 from ._base import (
     ARTIFACT_ID_PATTERN,
     SECRET_BYTES,
@@ -27,6 +26,7 @@ from ._base import (
     validate_artifact_id,
 )
 from ._breaker import StoreBreaker
+from ._private_files import PRIVATE_DIR_MODE, make_private_dirs, set_private_mode
 from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, Held, PruneReport, StoreBound, plan_prune
 from ._retention import report as retention_report
 

@@ -8,7 +8,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 
-from .._marks import process_secret
+from ..messages._marks import process_secret
 from ._base import ArtifactStore, StoredArtifact, StoreQuotaExceeded
 
 __all__ = ('MemoryStore',)

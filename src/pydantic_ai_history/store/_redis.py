@@ -8,9 +8,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from .._redis_client import DEFAULT_REDIS_URL, RedisClients, RedisPoolSettings
 from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreError, StoreQuotaExceeded, scope_tag
 from ._breaker import StoreBreaker
+from ._redis_client import DEFAULT_REDIS_URL, RedisClients, RedisPoolSettings
 from ._redis_scripts import PRUNE_SCRIPT, PUT_SCRIPT
 from ._retention import DEFAULT_MAX_AGE, PruneReport, StoreBound
 

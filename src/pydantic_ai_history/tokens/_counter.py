@@ -42,7 +42,7 @@ from .._compat import (
     media_type_of,
     tool_availability_text,
 )
-from .._model_name import parse_model_name
+from ..budget._model_name import parse_model_name
 from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
 from ._identity_memo import IdentityMemo

@@ -19,8 +19,8 @@ from _compaction import (
 )
 from _history import call, is_suffix_by_identity, result
 from pydantic_ai_history import CompactionResult, HistoryEvent, assert_valid_history
-from pydantic_ai_history._marks import marker_kind
 from pydantic_ai_history.cache import MemoryCache
+from pydantic_ai_history.messages._marks import marker_kind
 from pydantic_ai_history.stages.compactor import CompactionSettings, summary_text
 
 pytestmark = pytest.mark.anyio

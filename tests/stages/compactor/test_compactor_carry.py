@@ -35,7 +35,7 @@ from pydantic_ai_history import (
     SlidingWindow,
     assert_valid_history,
 )
-from pydantic_ai_history._marks import MARKER_KEY
+from pydantic_ai_history.messages._marks import MARKER_KEY
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages.compactor import summary_text
 from pydantic_ai_history.stages.compactor._stage import TRANSCRIPT_REFERENCE_OPENING

@@ -17,7 +17,7 @@ from _compaction import (
 )
 from _history import is_suffix_by_identity
 from pydantic_ai_history import CompactionResult, assert_valid_history
-from pydantic_ai_history._marks import marker_kind
+from pydantic_ai_history.messages._marks import marker_kind
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,8 @@ from _compaction import (
 )
 from _history import call, reply, result, user
 from pydantic_ai_history import TokenCounter, assert_valid_history
-from pydantic_ai_history.pinning import pin_tool_errors
+from pydantic_ai_history.messages.pinning import pin_tool_errors
+from pydantic_ai_history.messages.units import split_units
 from pydantic_ai_history.stages import _transcript
 from pydantic_ai_history.stages._transcript import render_units
 from pydantic_ai_history.stages.compactor import (
@@ -26,7 +27,6 @@ from pydantic_ai_history.stages.compactor import (
     summary_sections,
     summary_text,
 )
-from pydantic_ai_history.units import split_units
 
 pytestmark = pytest.mark.anyio
 

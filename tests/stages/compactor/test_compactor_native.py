@@ -33,9 +33,9 @@ from pydantic_ai_history._compat import (
     compaction_unavailable,
     is_compaction_response,
 )
-from pydantic_ai_history._marks import marker_kind
-from pydantic_ai_history.model_info import ModelInfo
-from pydantic_ai_history.pinning import pin
+from pydantic_ai_history.budget.model_info import ModelInfo
+from pydantic_ai_history.messages._marks import marker_kind
+from pydantic_ai_history.messages.pinning import pin
 from pydantic_ai_history.stages.compactor import PINNED_HEADING, summary_sections
 from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.tokens import TokenCounter

@@ -50,14 +50,14 @@ from pydantic_ai_history import (
     pin,
     pin_tool_errors,
 )
-from pydantic_ai_history.pinning import PinPredicate, is_pinned
+from pydantic_ai_history.messages.pinning import PinPredicate, is_pinned
+from pydantic_ai_history.messages.units import split_units
 from pydantic_ai_history.stages.compactor import (
     PINNED_HEADING,
     CompactionSettings,
     summary_text,
 )
 from pydantic_ai_history.testing import StrictProvider
-from pydantic_ai_history.units import split_units
 
 pytestmark = [
     pytest.mark.anyio,

@@ -25,7 +25,7 @@ from _compaction import (
 from _history import call, reply, result, user
 from pydantic_ai_history import CompactionResult, HistoryWarning, assert_valid_history
 from pydantic_ai_history._compat import part_metadata, with_part_metadata
-from pydantic_ai_history._marks import MARKER_KEY, marker_kind, seal
+from pydantic_ai_history.messages._marks import MARKER_KEY, marker_kind, seal
 from pydantic_ai_history.readback import names_readback, read_artifact_text
 from pydantic_ai_history.stages.compactor import summary_sections
 from pydantic_ai_history.stages.compactor._trail import (

@@ -6,9 +6,9 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from ...budget.model_info import model_name_of, serving_candidates
 from ...files import FileSettings
 from ...files._provider_limits import provider_file_limits
-from ...model_info import model_name_of, serving_candidates
 
 __all__ = (
     'ACCEPTED_AS_IS',

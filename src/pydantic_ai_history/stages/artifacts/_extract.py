@@ -17,9 +17,9 @@ from ..._compat import (
     decode_data_url,
     is_media,
 )
-from ..._context import ARTIFACT_MARKER
-from ..._marks import unseal
-from ..._utf8 import utf8
+from ...messages._marks import unseal
+from ...messages._utf8 import utf8
+from ...pipeline._context import ARTIFACT_MARKER
 from ...store import artifact_id
 from .._request_fit import call_hints, is_processed, latest_question, tool_return_text
 from ._models import Artifact

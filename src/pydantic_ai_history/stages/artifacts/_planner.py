@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._context import StageOperations
+from ...pipeline._context import StageOperations
 from ._extract import Candidate
 from ._models import Artifact, ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from ._settings import ArtifactSettings

@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..._policy import ContextLimits
-from ..._summarizer_settings import ModelRef
+from ...budget._policy import ContextLimits
 from ...files import FileSettings
+from .._summarizer_settings import ModelRef
 
 __all__ = ('ArtifactSettings', 'Reducer')
 

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..._capability import StageCapability, coerce_settings, exempting_readback, history_processor_annotations
 from ..._compat import (
     BinaryContent,
     ModelMessage,
@@ -26,19 +25,25 @@ from ..._compat import (
     make_request,
     with_part_metadata,
 )
-from ..._context import MARKER_KEY, HistoryContext
-from ..._marks import seal
-from ..._offload import OFF_LOOP_CHARS, is_large, large_content
-from ..._room import kept_tokens, request_room, window_room
-from ..._summarizer_settings import check_model_ref
-from ..._utf8 import utf8
+from ...budget._room import kept_tokens, request_room, window_room
+from ...budget.model_info import is_test_model, model_info, model_name_of
 from ...cache import cache_key
 from ...events import ArtifactProcessed
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
-from ...model_info import is_test_model, model_info, model_name_of
+from ...messages._marks import seal
+from ...messages._utf8 import utf8
+from ...pipeline._capability import (
+    StageCapability,
+    coerce_settings,
+    exempting_readback,
+    history_processor_annotations,
+)
+from ...pipeline._context import MARKER_KEY, HistoryContext
+from ...pipeline._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...store import artifact_id
 from .._llm import operations_of
 from .._request_fit import fit_request
+from .._summarizer_settings import check_model_ref
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
@@ -419,7 +424,9 @@ class ArtifactPlanner(StageCapability):
         text = candidate.text
         input_cap = summarizer.input_cap(model_info(model).context_window, answer_tokens=max_tokens)
         if counter.count_text(text) > input_cap:
-            from ...retrieval import extract_passages  # loaded by the first use, not with the package
+            from ...readback._retrieval import (
+                extract_passages,  # loaded by the first use, not with the package
+            )
 
             chars = int(input_cap * len(text) / max(counter.count_text(text), 1))
             cut = functools.partial(extract_passages, text, focus, chars, chunk_chars=settings.chunk_chars)

@@ -22,9 +22,9 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..._clock import perf
 from ..._compat import ModelMessage
 from ...events import BackgroundDiscardReason
+from ...pipeline._clock import perf
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..._clock import monotonic
+from ...pipeline._clock import monotonic
 
 __all__ = ('Breaker', 'Call', 'ScopedBreakers')
 

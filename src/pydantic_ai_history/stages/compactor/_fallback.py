@@ -22,7 +22,7 @@ from ..._compat import (
     ToolReturnPart,
     UserPromptPart,
 )
-from ..._marks import marker_kind
+from ...messages._marks import marker_kind
 from ...tokens import TokenCounter
 from .._transcript import TranscriptUnit, content_text
 

@@ -28,8 +28,8 @@ from ..._compat import (
     is_compaction_response,
     message_metadata,
 )
-from ..._marks import MARKER_KEY, marker_kind, own_metadata
-from ...units import Unit, head_length
+from ...messages._marks import MARKER_KEY, marker_kind, own_metadata
+from ...messages.units import Unit, head_length
 from ._summary_message import SummarySections, summary_sections
 
 __all__ = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ...units import fit_suffix
+from ...messages.units import fit_suffix
 
 __all__ = ('CutPlan', 'plan_cut')
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._compat import BinaryContent, ModelMessage, is_media, json_text, media_type_of
-from ..._utf8 import utf8
 from ...cache import SummaryCache, cache_key
+from ...messages._utf8 import utf8
 
 __all__ = ('Origin', 'PrefixIndex', 'PrefixRecord')
 

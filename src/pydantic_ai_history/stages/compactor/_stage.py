@@ -36,8 +36,6 @@ from opentelemetry.trace import use_span
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import RunUsage
 
-from ..._capability import StageCapability, coerce_settings, history_processor_annotations
-from ..._clock import perf
 from ..._compat import (
     ModelMessage,
     ModelRequest,
@@ -47,10 +45,8 @@ from ..._compat import (
     is_compaction_response,
     request_compaction,
 )
-from ..._context import HistoryContext
-from ..._marks import SEAL_TOKENS, marker_kind, part_kinds, readback_tool, separate_own_parts
-from ..._policy import ContextLimits
-from ..._summarizer_settings import SummarizerSettings
+from ...budget._policy import ContextLimits
+from ...budget.model_info import model_name_of
 from ...cache import SummaryCache, cache_key
 from ...events import (
     BackgroundDiscardReason,
@@ -62,13 +58,17 @@ from ...events import (
     CompactionStarted,
     HistoryEvent,
 )
-from ...model_info import model_name_of
-from ...pinning import PinPredicate, is_pinned
+from ...messages._marks import SEAL_TOKENS, marker_kind, part_kinds, readback_tool, separate_own_parts
+from ...messages.pinning import PinPredicate, is_pinned
+from ...messages.units import Unit, split_units, system_parts
+from ...pipeline._capability import StageCapability, coerce_settings, history_processor_annotations
+from ...pipeline._clock import perf
+from ...pipeline._context import HistoryContext
 from ...tokens import TokenCounter, TokenEstimate
-from ...units import Unit, split_units, system_parts
 from .._llm import add_usage, operations_of
 from .._loads import reload_reserve, with_reloads
 from .._spill import no_longer_stored, spill_transcript
+from .._summarizer_settings import SummarizerSettings
 from .._transcript import (
     NO_LONGER_STORED,
     TranscriptUnit,
@@ -111,7 +111,7 @@ from ._view import summarizer_view
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from ..._summarizer_settings import ModelRef
+    from .._summarizer_settings import ModelRef
 
 __all__ = ('Compactor',)
 

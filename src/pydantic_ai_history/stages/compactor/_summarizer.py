@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._context import StageOperations
-from ..._summarizer_settings import SummarizerSettings
-from ...model_info import model_info
+from ...budget.model_info import model_info
+from ...pipeline._context import StageOperations
 from ...tokens import TokenCounter
+from .._summarizer_settings import SummarizerSettings
 from .._transcript import TranscriptUnit, new_nonce, record_body, split_record
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
 from ._settings import CompactionSettings

@@ -25,7 +25,7 @@ from ..._compat import (
     SystemPromptPart,
     UserPromptPart,
 )
-from ..._marks import (
+from ...messages._marks import (
     MARKER_KEY,
     OPENINGS,
     marker_kind,

@@ -25,7 +25,7 @@ from ..._compat import (
     ToolReturnPart,
     UserPromptPart,
 )
-from ..._marks import part_kinds
+from ...messages._marks import part_kinds
 from ...tokens import TokenCounter
 from .._transcript import content_text
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from functools import partial
 
 from ..._compat import ModelMessage
+from ...messages.units import split_units
 from ...tokens import TokenCounter
-from ...units import split_units
 from .._transcript import TranscriptUnit, render_units
 
 __all__ = ('summarizer_view',)
@@ -58,7 +58,7 @@ def _cut(counter: TokenCounter, query: str, body: str, cap: int) -> str:
     note = f'\n[... {total:,} tokens in all (stored whole); the passages most relevant to the task follow]\n'
     room = int((cap * (1 - _HEAD_SHARE) - counter.count_text(note)) * chars_per_token)
     head = body[:head_chars]
-    from ...retrieval import extract_passages  # loaded by the first cut view, not with the package
+    from ...readback._retrieval import extract_passages  # loaded by the first cut view, not with the package
 
     passages = extract_passages(body[head_chars:], query, max(room, 0)).text if room > 50 else ''
     text = f'{head}{note}{passages}'

@@ -6,8 +6,8 @@ import re
 from collections.abc import Sequence
 
 from ..._compat import ModelMessage, ModelRequest, UserPromptPart, message_metadata
-from ..._marks import OPENINGS, marker_kind, own_metadata, own_request, part_kinds, seal, strip_seal
-from ...units import system_parts
+from ...messages._marks import OPENINGS, marker_kind, own_metadata, own_request, part_kinds, seal, strip_seal
+from ...messages.units import system_parts
 from .._transcript import named_transcripts, read_call
 
 __all__ = ('dropped_count', 'note_transcript', 'window_note')

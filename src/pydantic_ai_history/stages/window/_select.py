@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..._compat import ModelMessage, ModelRequest, UserPromptPart
-from ..._marks import marker_kind
-from ...pinning import PinPredicate, is_pinned
-from ...units import Unit, fit_suffix, head_length
+from ...messages._marks import marker_kind
+from ...messages.pinning import PinPredicate, is_pinned
+from ...messages.units import Unit, fit_suffix, head_length
 
 __all__ = ('WindowSelection', 'mandatory_cost', 'select_window')
 

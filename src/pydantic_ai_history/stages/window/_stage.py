@@ -9,14 +9,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..._capability import StageCapability, history_processor_annotations
 from ..._compat import ModelMessage
-from ..._context import HistoryContext
-from ..._marks import SEAL_TOKENS, marker_kind, separate_own_parts
-from ..._room import kept_tokens, window_room
+from ...budget._room import kept_tokens, window_room
 from ...events import WindowApplied
+from ...messages._marks import SEAL_TOKENS, marker_kind, separate_own_parts
+from ...messages.units import Unit, split_units
+from ...pipeline._capability import StageCapability, history_processor_annotations
+from ...pipeline._context import HistoryContext
 from ...tokens import TokenEstimate
-from ...units import Unit, split_units
 from .._loads import reload_reserve
 from .._request_fit import fit_request, latest_question
 from .._spill import store_transcript

@@ -25,6 +25,60 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 from opentelemetry.trace import NoOpTracer
 from pydantic_ai import RunContext
 
+from .._compat import (
+    HAS_CAPABILITIES,
+    REQUEST_SCOPED_PROMPTS,
+    TOOLS_HAVE_METADATA,
+    CapabilityBase,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    bound_durable_operation,
+    durability_base,
+    instrumentation_of,
+    request_scoped_prompt,
+    run_id_of,
+)
+from ..budget._local_server import local_server_of
+from ..budget._policy import ContextLimits, ContextPolicy, ContextPolicyError
+from ..budget._room import read_room_tokens
+from ..budget.model_info import (
+    ContextWindowUnknownError,
+    is_test_model,
+    model_info,
+    model_name_of,
+    profile_window,
+    serving_candidates,
+)
+from ..budget.notice import NearLimitNotice, notice_text
+from ..cache import MemoryCache, SummaryCache, scoped
+from ..events import (
+    HistoryEvent,
+    HistoryWarning,
+    NearLimitNoticeSent,
+    RequestProcessed,
+    StageFailed,
+    gather,
+    gathering,
+    publish,
+)
+from ..messages._marks import READ_ARTIFACT_TOOL, readback_tool_scope, seal_key_scope
+from ..messages.pinning import PinPredicate
+from ..messages.validate import StructureCheck
+from ..readback import ReadbackGate, ReadRoom, readback_toolset_id
+from ..stages._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
+from ..stages.artifacts._settings import ArtifactSettings
+from ..stages.compactor._tool import (
+    COMPACTION_TOOL_METADATA,
+    CompactionTool,
+    compaction_toolset,
+    compaction_toolset_id,
+    requested_compaction,
+)
+from ..store import ArtifactStore, MemoryStore, StoreError
+from ..store._unavailable import UnavailableStore
+from ..tokens import TokenCounter, TokenizerProfile
 from ._agent_checks import (
     TOOL_NAME,
     agent_capabilities,
@@ -40,65 +94,11 @@ from ._agent_checks import (
     user_error,
 )
 from ._clock import message_time, perf, replay_safe
-from ._compat import (
-    HAS_CAPABILITIES,
-    REQUEST_SCOPED_PROMPTS,
-    TOOLS_HAVE_METADATA,
-    CapabilityBase,
-    ModelMessage,
-    ModelRequest,
-    ModelRequestPart,
-    ModelResponse,
-    bound_durable_operation,
-    durability_base,
-    instrumentation_of,
-    request_scoped_prompt,
-    run_id_of,
-)
 from ._context import MARKER_KEY, CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
-from ._local_server import local_server_of
-from ._marks import READ_ARTIFACT_TOOL, readback_tool_scope, seal_key_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
-from ._policy import ContextLimits, ContextPolicy, ContextPolicyError
-from ._room import read_room_tokens
 from ._spans import DeferredSpans
 from ._stats import HistoryStats, RunStats, record_event
-from ._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
 from ._validity import InputCheck, Validity
-from .cache import MemoryCache, SummaryCache, scoped
-from .compaction_tool import (
-    COMPACTION_TOOL_METADATA,
-    CompactionTool,
-    compaction_toolset,
-    compaction_toolset_id,
-    requested_compaction,
-)
-from .events import (
-    HistoryEvent,
-    HistoryWarning,
-    NearLimitNoticeSent,
-    RequestProcessed,
-    StageFailed,
-    gather,
-    gathering,
-    publish,
-)
-from .model_info import (
-    ContextWindowUnknownError,
-    is_test_model,
-    model_info,
-    model_name_of,
-    profile_window,
-    serving_candidates,
-)
-from .notice import NearLimitNotice, notice_text
-from .pinning import PinPredicate
-from .readback import ReadbackGate, ReadRoom, readback_toolset_id
-from .stages.artifacts._settings import ArtifactSettings
-from .store import ArtifactStore, MemoryStore, StoreError
-from .store._unavailable import UnavailableStore
-from .tokens import TokenCounter, TokenizerProfile
-from .validate import StructureCheck
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model, ModelRequestContext
@@ -200,8 +200,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     defaults; False (default) changes no prompt. Cache-safe: the notice is the last thing of its request and
     is left out of later ones. Needs the processor as a capability (not on pydantic-ai 1.0)."""
     on_history_event: EventHandler | None = None
-    """Receives every `HistoryEvent` (they are also logged). `create_history_processor(on_event=...)` sets it;
-    the field has its own name because `on_event` is pydantic-ai's hook for the run's stream events."""
+    """Receives every `HistoryEvent` (they are also logged). The field has its own name because `on_event` is
+    pydantic-ai's hook for the run's stream events; `HistoryProcessor(on_event=...)` is accepted for it."""
     max_tracked_runs: int = 1_024
     """Per-run stats and incremental checks are kept for this many runs, least recently active dropped."""
 
@@ -498,7 +498,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         The tool is offered only once the run's history holds a note that names it (see `ReadbackGate`). The
         toolset's id is derived from the processor's `id`.
         """
-        from .readback import readback_toolset
+        from ..readback import readback_toolset
 
         return readback_toolset(
             self.store,

@@ -39,7 +39,7 @@ def check_model_ref(value: object, field: str) -> None:
     if value is None:
         return
     if isinstance(value, str):
-        from .model_info import unknown_provider
+        from ..budget.model_info import unknown_provider
 
         if not value:
             raise ValueError(f'{field} must name a model, got an empty string')

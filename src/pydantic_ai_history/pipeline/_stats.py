@@ -6,7 +6,7 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .events import (
+from ..events import (
     ArtifactProcessed,
     BackgroundSummaryDiscarded,
     CompactionResult,

@@ -9,14 +9,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ._compat import ModelMessage
-from ._marks import MARKER_KEY
+from .._compat import ModelMessage
+from ..budget._policy import ContextLimits, ContextPolicy
+from ..budget.model_info import ModelInfo
+from ..events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
+from ..messages._marks import MARKER_KEY
+from ..stages._summarizer_settings import ModelRef, SummarizerSettings, Timeout
+from ..tokens import TokenCounter, TokenEstimate
 from ._offload import large_content
-from ._policy import ContextLimits, ContextPolicy
-from ._summarizer_settings import ModelRef, SummarizerSettings, Timeout
-from .events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
-from .model_info import ModelInfo
-from .tokens import TokenCounter, TokenEstimate
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -26,12 +26,12 @@ if TYPE_CHECKING:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.usage import RunUsage
 
-    from ._summarizer_settings import TextPurpose
-    from .cache import SummaryCache
-    from .files import FileResult, FileSettings
-    from .pinning import PinPredicate
-    from .stages.artifacts._models import ArtifactPlan
-    from .store import ArtifactStore
+    from ..cache import SummaryCache
+    from ..files import FileResult, FileSettings
+    from ..messages.pinning import PinPredicate
+    from ..stages._summarizer_settings import TextPurpose
+    from ..stages.artifacts._models import ArtifactPlan
+    from ..store import ArtifactStore
 
 __all__ = (
     'ARTIFACT_MARKER',
@@ -176,7 +176,7 @@ class HistoryContext:
     def artifact_id(self, data: bytes) -> str:
         """The id `data` is stored under in this run's scope: keyed by the store, unguessable from content."""
         if self.store is None:
-            from .store import artifact_id
+            from ..store import artifact_id
 
             return artifact_id(data)
         return self.store.artifact_id(data, scope=self.scope)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._compat import ModelMessage, ModelResponse, ToolCallPart
+from .._compat import ModelMessage, ModelResponse, ToolCallPart
+from ..messages.units import head_length, split_units
+from ..tokens import TokenCounter
 from ._policy import ContextLimits
-from .tokens import TokenCounter
-from .units import head_length, split_units
 
 __all__ = (
     'NOTE_RESERVE',

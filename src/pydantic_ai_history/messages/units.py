@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ._compat import (
+from .._compat import (
     ModelMessage,
     ModelRequest,
     ModelResponse,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ._compat import BinaryContent, ModelMessage
+from .._compat import BinaryContent, ModelMessage
 
 __all__ = ('OFF_LOOP_CHARS', 'content_chars', 'is_large', 'large_content')
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from ._nesting import json_too_deep
+from ..messages._nesting import json_too_deep
 
 __all__ = (
     'BM25_B',

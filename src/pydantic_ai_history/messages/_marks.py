@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
 
-from ._compat import (
+from .._compat import (
     ModelMessage,
     ModelRequest,
     ModelRequestPart,

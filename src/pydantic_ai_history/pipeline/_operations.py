@@ -21,21 +21,24 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
 
-from ._compat import BinaryContent, durable_operation, instrumentation_of
-from ._local_server import LocalServer, ask_context_window, local_server_of
-from ._summarizer_settings import TextPurpose, Timeout  # read at run time: durable operations' argument types
-from .cache import SummaryCache
-from .files import FileResult
-from .files._results import file_result_from_json, file_result_to_json
-from .stages._llm import convert_in_thread, run_plan, run_text
-from .stages.artifacts._models import ArtifactPlan
-from .store import ArtifactStore, StoredArtifact
+from .._compat import BinaryContent, durable_operation, instrumentation_of
+from ..budget._local_server import LocalServer, ask_context_window, local_server_of
+from ..cache import SummaryCache
+from ..files import FileResult
+from ..files._results import file_result_from_json, file_result_to_json
+from ..stages._llm import convert_in_thread, run_plan, run_text
+from ..stages._summarizer_settings import (  # read at run time: durable operations' argument types
+    TextPurpose,
+    Timeout,
+)
+from ..stages.artifacts._models import ArtifactPlan
+from ..store import ArtifactStore, StoredArtifact
 
 if TYPE_CHECKING:
-    from ._summarizer_settings import ModelRef, SummarizerSettings
-    from .files import FileSettings
-    from .stages.artifacts._settings import ArtifactSettings
-    from .tokens import TokenizerProfile
+    from ..files import FileSettings
+    from ..stages._summarizer_settings import ModelRef, SummarizerSettings
+    from ..stages.artifacts._settings import ArtifactSettings
+    from ..tokens import TokenizerProfile
 
 __all__ = (
     'OPERATION_NAMES',
@@ -175,7 +178,7 @@ class HistoryOperations:
     def _server_api_key(self, server: LocalServer, *models: object) -> str | None:
         """The API key the model's own client sends to `server` (vLLM's `--api-key`), if any: sent to that
         server only, which receives it with every request anyway."""
-        from .model_info import serving_candidates
+        from ..budget.model_info import serving_candidates
 
         for model in (*models, self.model):
             model = getattr(model, 'model', model)  # a RunContext: the run's model

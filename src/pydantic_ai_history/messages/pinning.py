@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ._compat import (
+from .._compat import (
     ModelMessage,
     ModelRequest,
     RetryPromptPart,

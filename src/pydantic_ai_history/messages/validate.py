@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._compat import (
+from .._compat import (
     ModelMessage,
     ModelRequest,
     ModelResponse,

@@ -8,10 +8,10 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from ._compat import run_id_of
+from .._compat import run_id_of
+from ..readback import READBACK_TOOL_METADATA
+from ..store import ArtifactStore, MemoryStore
 from ._context import MARKER_KEY
-from .readback import READBACK_TOOL_METADATA
-from .store import ArtifactStore, MemoryStore
 
 if TYPE_CHECKING:
     from pydantic_ai.tools import ToolDefinition

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from ._compat import ModelMessage
-from .validate import PAIRING_CODES, StructureCheck, Violation
+from .._compat import ModelMessage
+from ..messages.validate import PAIRING_CODES, StructureCheck, Violation
 
 __all__ = ('InputCheck', 'Validity')
 

@@ -1,0 +1,43 @@
+"""The capability every part of the package is, and what its stages receive.
+
+`HistoryCapability` runs a pipeline of stages inside pydantic-ai's hooks, under one guard and one budget;
+`StageCapability` is a stage that is a capability of its own; `HistoryContext` is what a stage receives for
+one request; every side effect is a durable operation (`_operations`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._capability import HistoryCapability, StageCapability
+    from ._context import CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
+    from ._stats import HistoryStats, RunStats
+
+__all__ = (
+    'CompactionRequest',
+    'HistoryCapability',
+    'HistoryContext',
+    'HistoryStage',
+    'HistoryStats',
+    'RunStats',
+    'ScopeKey',
+    'StageCapability',
+    'default_scope',
+)
+
+_EXPORTS = {
+    'CompactionRequest': '._context',
+    'HistoryCapability': '._capability',
+    'HistoryContext': '._context',
+    'HistoryStage': '._context',
+    'HistoryStats': '._stats',
+    'RunStats': '._stats',
+    'ScopeKey': '._context',
+    'StageCapability': '._capability',
+    'default_scope': '._context',
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
