@@ -165,3 +165,28 @@ def test_only_the_command_line_imports_the_command_line():
         if not module.startswith(cli) and any(m.startswith(cli) for m in imported)
     }
     assert not importers
+
+
+def test_the_package_root_holds_few_modules():
+    """One folder per concept: the root keeps the public surface (processor, events, testing), the entry
+    points and the version shims; everything else lives in the package of its concept."""
+    root = sorted(p.name for p in ROOT.glob('*.py'))
+    assert root == [
+        '__init__.py',
+        '__main__.py',
+        '_compat.py',
+        '_lazy.py',
+        'events.py',
+        'processor.py',
+        'testing.py',
+    ]
+
+
+def test_stages_reach_the_processor_only_through_the_capability_base():
+    """A stage is a capability of its own (`pipeline`), never a part of the composition (`processor`)."""
+    importers = {
+        _short(module)
+        for module, imported in import_graph().items()
+        if module.startswith(f'{PACKAGE}.stages') and f'{PACKAGE}.processor' in imported
+    }
+    assert not importers
