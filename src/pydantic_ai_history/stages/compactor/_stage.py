@@ -561,7 +561,15 @@ class Compactor(StageCapability):
         head, cut_at, counter = plan.head, evicted.cut_at, context.counter
         kept = apply_stubs(plan.messages, stubs)[cut_at:] if stubs else plan.messages[cut_at:]
         trail = self._trail(cut, evicted.request.summarized, kept, context)
-        final, message = _summary_message(plan, cut, evicted, summary, spilled, origin, trail)
+        final = _final_sections(summary.text, cut.earlier, spilled, evicted.pins, trail, cut.gone_transcripts)
+        # System prompts survive compaction as parts: those of evicted messages (window notes included, which
+        # carry the ones the window dropped) and those the previous summary already carried.
+        carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
+        message = build_summary_message(
+            final,
+            details=_summary_details(summary.method, evicted.messages, evicted.pins, origin),
+            system_parts=system_parts([*carriers, *evicted.messages]),
+        )
         result, reloaded = _keep_loads(
             event.messages, [*plan.messages[:head], message, *kept], head + 1, counter
         )
@@ -1577,25 +1585,6 @@ def _announce(context: HistoryContext, event: _Event, evicted: int) -> None:
             reason=event.reason,
         )
     )
-
-
-def _summary_message(
-    plan: _Plan,
-    cut: _Cut,
-    evicted: _Evicted,
-    summary: _Summary,
-    spilled: _Spilled,
-    origin: Origin | None,
-    trail: tuple[TrailEntry, ...],
-) -> tuple[SummarySections, ModelMessage]:
-    """The summary's sections and the message that carries them."""
-    final = _final_sections(summary.text, cut.earlier, spilled, evicted.pins, trail, cut.gone_transcripts)
-    # System prompts survive compaction as parts: those of evicted messages (window notes included, which
-    # carry the ones the window dropped) and those the previous summary already carried.
-    carriers = [plan.messages[plan.previous]] if plan.previous is not None else []
-    kept_system = system_parts([*carriers, *evicted.messages])
-    details = _summary_details(summary.method, evicted.messages, evicted.pins, origin)
-    return final, build_summary_message(final, details=details, system_parts=kept_system)
 
 
 def _unit_savings(plan: _Plan, stubs: Sequence[Stub]) -> dict[int, int]:
