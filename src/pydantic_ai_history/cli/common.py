@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -107,32 +108,26 @@ def history_model_name(messages: Sequence[ModelMessage]) -> str | None:
     return None
 
 
+_ROLES = {
+    'system-prompt': 'system',
+    'user-prompt': 'user',
+    'tool-return': 'tool',
+    'retry-prompt': 'retry',
+    'retry-feedback': 'retry',
+    'compaction': 'summary',
+}
+
+
 def message_role(message: ModelMessage) -> str:
     """A short role: system, user, tool, retry (joined when mixed) for requests; assistant for responses."""
     if isinstance(message, ModelResponse):
         return 'assistant'
-    roles: list[str] = []
-    for part in message.parts:
-        kind = part.part_kind
-        role = {
-            'system-prompt': 'system',
-            'user-prompt': 'user',
-            'tool-return': 'tool',
-            'retry-prompt': 'retry',
-            'retry-feedback': 'retry',
-            'compaction': 'summary',
-        }.get(kind, 'other')
-        if role not in roles:
-            roles.append(role)
-    return '+'.join(roles) or 'request'
+    return '+'.join(dict.fromkeys(_ROLES.get(part.part_kind, 'other') for part in message.parts)) or 'request'
 
 
 def part_summary(message: ModelMessage) -> str:
     """The part kinds of a message with counts, e.g. `text, 2 tool-call`."""
-    counts: dict[str, int] = {}
-    for part in message.parts:
-        kind = part.part_kind
-        counts[kind] = counts.get(kind, 0) + 1
+    counts = Counter(part.part_kind for part in message.parts)
     return ', '.join(kind if n == 1 else f'{n} {kind}' for kind, n in counts.items()) or '(none)'
 
 

@@ -46,7 +46,6 @@ _SKUS = (
     'SKU-1008 desk lamp',
 )
 _STATUSES = ('pending', 'paid', 'shipped', 'delivered', 'refund_requested', 'refunded', 'cancelled')
-_WAREHOUSES = ('FRA-1', 'DUB-2', 'IAD-1', 'SIN-3', 'NRT-1')
 _SERVICES = ('payment-service', 'order-service', 'inventory-service', 'gateway')
 _LOG_MESSAGES = (
     ('INFO', 'request completed status=200 duration_ms={ms}'),

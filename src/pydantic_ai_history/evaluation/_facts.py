@@ -65,7 +65,6 @@ _CONSTRAINT = re.compile(
 _DATE = re.compile(r'\d{4}-\d{2}-\d{2}')
 _COMMAND_ARGS = frozenset({'command', 'cmd', 'script', 'shell'})
 _CUE_WORDS = 6
-_MAX_ERROR_CHARS = 100
 _MAX_CONSTRAINT_CHARS = 200
 
 

@@ -4,30 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..readback import read_artifact_text
 from ..store import ArtifactStore
 from ._probes import Probe
 from ._text import contains, normalize
 
-__all__ = ('ModelFreeScores', 'named_artifacts', 'present_share', 'recoverable_share')
+__all__ = ('named_artifacts', 'present_share', 'recoverable_share')
 
 _ARTIFACT_ID = re.compile(r'read_artifact\(artifact_id="([^"\n]+)"')
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelFreeScores:
-    """A strategy's model-free scores on one session."""
-
-    facts: int
-    """Deterministic facts asked about."""
-    present: int
-    """Facts whose exact text (whitespace and case aside) is in the compacted context."""
-    recoverable: int
-    """Facts in the answer to one `read_artifact(artifact_id=<the id the context names>, query=<probe>)`."""
-    reachable: int
-    """Facts present or recoverable."""
 
 
 def present_share(facts: Sequence[str], context: str) -> list[bool]:

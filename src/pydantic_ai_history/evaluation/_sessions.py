@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,22 +104,17 @@ def compaction_target(
 
 def kept_head(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int:
     """How many leading messages of `original` `compacted` kept as they were (the same objects)."""
-    count = 0
-    for before, after in zip(original, compacted, strict=False):
-        if before is not after:
-            break
-        count += 1
-    return count
+    return _same_run(original, compacted)
 
 
 def tail_start(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int | None:
     """The index in `original` where the verbatim tail `compacted` ends with begins (the same objects); None
     when nothing was compacted."""
-    if len(compacted) == len(original) and all(a is b for a, b in zip(original, compacted, strict=False)):
+    if len(compacted) == len(original) == _same_run(original, compacted):
         return None
-    kept = 0
-    for before, after in zip(reversed(original), reversed(compacted), strict=False):
-        if before is not after:
-            break
-        kept += 1
-    return len(original) - kept
+    return len(original) - _same_run(reversed(original), reversed(compacted))
+
+
+def _same_run(a: Iterable[object], b: Iterable[object]) -> int:
+    """How many leading items of `a` and `b` are the same objects."""
+    return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] is pair[1], zip(a, b, strict=False)))

@@ -24,7 +24,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
 from ..messages._nesting import json_too_deep
@@ -161,19 +161,14 @@ def _bm25(
 
 def detect_kind(text: str) -> TextKind:
     """`json` when the whole text parses as a JSON object or array, `table` for CSV/TSV, else `markdown`."""
-    if text[:4_096].lstrip()[:1] not in ('{', '['):  # no copy of a large text that is not JSON
-        return 'table' if _looks_like_table(text) else 'markdown'
-    stripped = text.strip()
-    if not json_too_deep(stripped):  # too deep to parse: read as text
+    # the opening first: no copy of a large text that is not JSON; one too deep to parse reads as text
+    if text[:4_096].lstrip()[:1] in ('{', '[') and not json_too_deep(stripped := text.strip()):
         try:
             json.loads(stripped)
+            return 'json'
         except (ValueError, RecursionError):
             pass
-        else:
-            return 'json'
-    if _looks_like_table(text):
-        return 'table'
-    return 'markdown'
+    return 'table' if _looks_like_table(text) else 'markdown'
 
 
 def _looks_like_table(text: str) -> bool:
@@ -575,11 +570,7 @@ def rank_documents(documents: Sequence[str], query: str, max_chars: int) -> list
             if chosen:
                 continue
             document, chunk = chunked[index]  # even the best chunk is too large: its head
-            cut = max_chars
-            chunk = Chunk(
-                chunk.index, chunk.start, chunk.start + cut, chunk.text[:cut], chunk.context, chunk.kind
-            )
-            return [(document, chunk)]
+            return [(document, replace(chunk, end=chunk.start + max_chars, text=chunk.text[:max_chars]))]
         chosen.append(chunked[index])
         used += size
     return chosen

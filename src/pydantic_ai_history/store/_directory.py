@@ -382,12 +382,12 @@ class DirectoryStore(ArtifactStore):
         return info
 
     def _folder_bytes(self, folder: Path) -> int:
-        total = 0
         with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.name.endswith('.bin') and entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_size
-        return total
+            return sum(
+                e.stat(follow_symlinks=False).st_size
+                for e in entries
+                if e.name.endswith('.bin') and e.is_file(follow_symlinks=False)
+            )
 
     def _write_atomic(self, folder: Path, path: Path, data: bytes) -> None:
         try:
@@ -453,16 +453,14 @@ class DirectoryStore(ArtifactStore):
         folder = self._folder(scope)
         if not folder.is_dir() or folder.is_symlink():
             return []
-        sidecars: list[tuple[float, str]] = []
         with os.scandir(folder) as entries:
-            for entry in entries:
-                name = entry.name
-                if (
-                    name.endswith('.json')
-                    and not name.startswith('.')
-                    and entry.is_file(follow_symlinks=False)
-                ):
-                    sidecars.append((entry.stat(follow_symlinks=False).st_mtime, name[: -len('.json')]))
+            sidecars = [
+                (e.stat(follow_symlinks=False).st_mtime, e.name.removesuffix('.json'))
+                for e in entries
+                if e.name.endswith('.json')
+                and not e.name.startswith('.')
+                and e.is_file(follow_symlinks=False)
+            ]
         found: list[StoredArtifact] = []
         for _, artifact_id in sorted(sidecars, reverse=True)[:limit]:
             try:
