@@ -426,11 +426,11 @@ async def test_a_large_exported_spreadsheet_shows_its_head_rows_and_its_row_coun
 
 # ---- the event loop ----------------------------------------------------------------------------------------
 
-_STALL_LIMIT = 0.5
-"""Seconds: the longest the loop may go without running the ticker while the 20 MB return is processed. The
-100 ms target is measured by `benchmarks/bench_large_content.py` (33 ms); here the bound leaves room for a
-busy CI machine's scheduling, while a stall of the processing itself (12.2 s before it left the loop)
-fails."""
+_STALL_LIMIT = 2.0
+"""Seconds: the longest the loop may go without running the ticker while the 20 MB content is processed. Not
+a speed target (the 100 ms one is measured by `benchmarks/bench_large_content.py`: 33 ms): the bound only tells
+work done on the loop (12.2 s for the 20 MB return before it left the loop; seconds for ranking 20 MB) from a
+loaded machine's scheduling (0.6 to 0.9 s seen with six jobs on two cores)."""
 
 
 async def _max_stall(run: Callable[[], Any]) -> float:
@@ -486,4 +486,4 @@ async def test_read_artifact_text_of_a_large_artifact_reads_in_a_thread() -> Non
         text = await read_artifact_text(store, 'art_x', query='alpha 01234')
         assert text
 
-    assert await _max_stall(read) < 0.5  # without the thread: seconds (the query ranks 20 MB)
+    assert await _max_stall(read) < _STALL_LIMIT  # without the thread: seconds (the query ranks 20 MB)
