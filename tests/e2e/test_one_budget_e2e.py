@@ -427,10 +427,10 @@ async def test_a_large_exported_spreadsheet_shows_its_head_rows_and_its_row_coun
 # ---- the event loop ----------------------------------------------------------------------------------------
 
 _STALL_LIMIT = 2.0
-"""Seconds: the longest the loop may go without running the ticker while the 20 MB content is processed. Not
-a speed target (the 100 ms one is measured by `benchmarks/bench_large_content.py`: 33 ms): the bound only tells
-work done on the loop (12.2 s for the 20 MB return before it left the loop; seconds for ranking 20 MB) from a
-loaded machine's scheduling (0.6 to 0.9 s seen with six jobs on two cores)."""
+"""Seconds: the longest the loop may go without running the ticker while the 20 MB content is processed.
+Not a speed target (the 100 ms one is measured by `benchmarks/bench_large_content.py`: 33 ms): the bound only
+tells work done on the loop (12.2 s for the 20 MB return before it left the loop; seconds for ranking 20 MB)
+from a loaded machine's scheduling (0.6 to 0.9 s seen with six jobs on two cores)."""
 
 
 async def _max_stall(run: Callable[[], Any]) -> float:
