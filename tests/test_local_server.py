@@ -26,8 +26,8 @@ from pydantic_ai_history import (
     SummarizerSettings,
     create_history_processor,
 )
-from pydantic_ai_history import _local_server as local
 from pydantic_ai_history._compat import HAS_CAPABILITIES
+from pydantic_ai_history.budget import _local_server as local
 from pydantic_ai_history.stages._llm import (
     AUTO_TIMEOUT_BASE_SECONDS,
     DEFAULT_CHARS_PER_SECOND,
