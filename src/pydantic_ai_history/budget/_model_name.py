@@ -104,17 +104,7 @@ _FAMILY_PREFIXES: tuple[tuple[str, ModelFamily], ...] = (
 _FAMILY_AT_START = re.compile('|'.join(f'(?P<f{i}>{p})' for i, (p, _) in enumerate(_FAMILY_PREFIXES)))
 _FAMILY_ANYWHERE = re.compile(r'claude|gemini|gemma|llama|mistral|mixtral|deepseek|qwen')
 """Distinctive names found inside a longer one (`my-finetuned-llama-3`, `deepseek-r1-distill-llama-70b`:
-the first one found wins)."""
-_ANYWHERE_FAMILY: dict[str, ModelFamily] = {
-    'claude': 'anthropic',
-    'gemini': 'google',
-    'gemma': 'google',
-    'llama': 'meta',
-    'mistral': 'mistral',
-    'mixtral': 'mistral',
-    'deepseek': 'deepseek',
-    'qwen': 'qwen',
-}
+the first one found wins); each is the start of its family's `_FAMILY_PREFIXES` entry."""
 
 _TAG = re.compile(
     r'^(?:latest|free|beta|nitro|floor|online|extended|thinking|exacto|\d[\w.+-]*|q\d[\w.-]*|fp16|bf16|f16)$',
@@ -183,7 +173,7 @@ def family_of(ref: str) -> ModelFamily | None:
     if match is not None and match.lastgroup is not None:
         return _FAMILY_PREFIXES[int(match.lastgroup[1:])][1]
     found = _FAMILY_ANYWHERE.search(ref)
-    return _ANYWHERE_FAMILY[found.group()] if found else None
+    return family_of(found.group()) if found else None
 
 
 def _split_provider(name: str) -> tuple[str | None, str]:

@@ -97,10 +97,9 @@ def read_room_tokens(
     kept = kept_tokens(
         messages, estimate.per_message, estimate.overhead, keep_first_user_message=keep_first_user_message
     )
-    # the request that will carry the reads is not in `messages` yet: it is the newest, the rest are `others`
-    room = request_room(
-        limits, others=estimate.total, kept=kept + _last_cost(estimate.per_message), floor=floor
-    )
+    # the request that will carry the reads is not in `messages` yet: it is the newest, the rest are `others`;
+    # `kept_tokens` left out the newest message, here the response, which the window keeps
+    room = request_room(limits, others=estimate.total, kept=kept + estimate.per_message[-1], floor=floor)
     calls = [p for p in messages[-1].parts if isinstance(p, ToolCallPart)]
     reads = max(sum(1 for call in calls if call.tool_name == tool_name), 1)
     profile = counter.tokenizer_profile
@@ -109,8 +108,3 @@ def read_room_tokens(
         for call in calls
     )
     return max((room - framing) // reads - _READ_HEADER_TOKENS, _MIN_READ_TOKENS)
-
-
-def _last_cost(per_message: Sequence[int]) -> int:
-    # `kept_tokens` leaves out the newest message; here the newest is the response, which the window keeps
-    return per_message[-1] if per_message else 0

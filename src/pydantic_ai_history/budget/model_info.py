@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from pydantic_ai.models.wrapper import WrapperModel
@@ -288,15 +288,11 @@ def _table_lookup(table: Mapping[str, int], parsed: ModelName) -> int | None:
         return None
     ref = parsed.ref
     best = max(
-        (k for k in table if ref.startswith(k) and _same_family(family_of(k), parsed.family)),
+        (k for k in table if ref.startswith(k) and parsed.family in (None, family_of(k))),
         key=len,
         default=None,
     )
     return table[best] if best else None
-
-
-def _same_family(entry: ModelFamily | None, model: ModelFamily | None) -> bool:
-    return model is None or entry == model
 
 
 def _table_window(name: str) -> int | None:
@@ -374,14 +370,17 @@ def serving_candidates(model: object) -> tuple[object, ...]:
 
 def _wraps_fallback(model: object) -> bool:
     """Whether `model` is, or wraps, a `FallbackModel` (1.0's has a default profile instead of raising)."""
+    return any(_fallback_models(layer) is not None for layer in _layers(model))
+
+
+def _layers(model: object) -> Iterator[object]:
+    """`model` and the models its wrappers delegate to, outermost first (a wrapper may wrap itself)."""
     for _ in range(_MAX_CANDIDATES):
-        if _fallback_models(model) is not None:
-            return True
+        yield model
         wrapped = _wrapped(model)
         if wrapped is None or wrapped is model:
-            return False
+            return
         model = wrapped
-    return False
 
 
 def _wrapped(model: object) -> object | None:
@@ -406,22 +405,13 @@ def is_test_model(model: object) -> bool:
     from pydantic_ai.models.test import TestModel
 
     def stand_in(candidate: object) -> bool:
-        inner = _innermost(candidate)
+        *_, inner = _layers(candidate)
         if isinstance(inner, TestModel):
             return True
         name = model_name_of(inner)
         return isinstance(inner, FunctionModel) and (name is None or parse_model_name(name).family is None)
 
     return all(map(stand_in, serving_candidates(model)))
-
-
-def _innermost(model: object) -> object:
-    for _ in range(_MAX_CANDIDATES):
-        wrapped = _wrapped(model)
-        if wrapped is None or wrapped is model:
-            break
-        model = wrapped
-    return model
 
 
 def _window(

@@ -5,8 +5,8 @@ costs the new message) and by text content (histories reloaded from JSON are new
 strings). Binary content is never stringified.
 
 The package: `_counter` (the counter and the tokenizer profiles), `_estimate` (the tokenizer-free estimate,
-which depends on nothing), `_encodings` (the packaged tiktoken files), `_running_counts` (per-conversation
-running totals) and `_identity_memo` (counts by message identity).
+which depends on nothing), `_encodings` (the packaged tiktoken files) and `_running_counts` (counts by
+message identity and per-conversation running totals).
 """
 
 from ._counter import (

@@ -45,8 +45,7 @@ from .._compat import (
 from ..budget._model_name import parse_model_name
 from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
-from ._identity_memo import IdentityMemo
-from ._running_counts import CountsView, RunningCounts
+from ._running_counts import CountsView, IdentityMemo, RunningCounts
 
 __all__ = (
     'TokenCounter',
@@ -467,12 +466,10 @@ class TokenCounter:
 
     def _count_part(self, part: Any) -> int:
         profile = self.tokenizer_profile
-        if isinstance(part, (SystemPromptPart, TextPart)):
+        if isinstance(part, (SystemPromptPart, TextPart, ThinkingPart)):
             return self.count_text(part.content)
         if isinstance(part, UserPromptPart):
             return self._count_content(part.content)
-        if isinstance(part, ThinkingPart):
-            return self.count_text(part.content)
         if isinstance(part, ToolCallPart) or isinstance(part, NATIVE_TOOL_CALL_PARTS):  # noqa: SIM101
             return profile.tool_call_overhead + self.count_text(part.tool_name) + self._count_args(part.args)
         if isinstance(part, ToolReturnPart) or isinstance(part, NATIVE_TOOL_RETURN_PARTS):  # noqa: SIM101
@@ -589,20 +586,11 @@ class TokenCounter:
         previous, count = self._last_tools
         if len(previous) == len(tools) and all(a is b for a, b in zip(previous, tools, strict=True)):
             return count
-        count = self._count_tool_definitions(tools)
+        profile = self.tokenizer_profile
+        raw = sum(profile.tool_definition_overhead + self._count_tool(tool) for tool in tools)
+        count = math.ceil(raw * profile.correction) + profile.tools_overhead if tools else 0
         self._last_tools = (tools, count)
         return count
-
-    def _count_tool_definitions(self, tools: tuple[Any, ...]) -> int:
-        profile = self.tokenizer_profile
-        raw = 0
-        any_tool = False
-        for tool in tools:
-            any_tool = True
-            raw += profile.tool_definition_overhead + self._count_tool(tool)
-        if not any_tool:
-            return 0
-        return math.ceil(raw * profile.correction) + profile.tools_overhead
 
     def _count_tool(self, tool: Any) -> int:
         """A tool's name, description and schema; pydantic-ai builds new definitions on every step, usually
