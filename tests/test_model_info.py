@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 from pydantic_ai.models.test import TestModel
 
-from pydantic_ai_history.budget import model_info as windows
+import pydantic_ai_history.budget.model_info as windows
 from pydantic_ai_history.budget._policy import ContextPolicy
 from pydantic_ai_history.budget.model_info import (
     KNOWN_CONTEXT_WINDOWS,

@@ -10,7 +10,7 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._policy import ContextLimits, ContextPolicy, ContextPolicyError
-    from .model_info import ContextWindowUnknownError, ModelInfo, model_info
+    from .model_info import ContextWindowUnknownError, ModelInfo
     from .notice import NearLimitNotice
 
 __all__ = (
@@ -20,7 +20,6 @@ __all__ = (
     'ContextWindowUnknownError',
     'ModelInfo',
     'NearLimitNotice',
-    'model_info',
 )
 
 _EXPORTS = {
@@ -30,7 +29,6 @@ _EXPORTS = {
     'ContextWindowUnknownError': '.model_info',
     'ModelInfo': '.model_info',
     'NearLimitNotice': '.notice',
-    'model_info': '.model_info',
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
