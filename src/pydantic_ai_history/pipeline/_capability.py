@@ -15,8 +15,6 @@ import inspect
 import logging
 import math
 import typing
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -38,7 +36,6 @@ from .._compat import (
     durability_base,
     instrumentation_of,
     request_scoped_prompt,
-    run_id_of,
 )
 from ..budget._local_server import local_server_of
 from ..budget._policy import ContextLimits, ContextPolicy, ContextPolicyError
@@ -96,6 +93,7 @@ from ._agent_checks import (
 from ._clock import message_time, perf, replay_safe
 from ._context import MARKER_KEY, CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
+from ._runs import Runs
 from ._spans import DeferredSpans
 from ._stats import HistoryStats, RunStats, record_event
 from ._validity import InputCheck, Validity
@@ -232,29 +230,15 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         self._server_windows: dict[str, int] = {}
         """What local servers said their window is, by `LocalServer.key` (see `_local_server`)."""
         self._servers_asked: set[str] = set()
-        self._planned_budgets: OrderedDict[str | None, int] = OrderedDict()
-        """The budget each run's current step was processed against (`before_model_request`), so an attempt
-        at a model with a smaller window (`prepare_model_request`) knows to fit its own copy."""
         self._overall = RunStats()
-        self._runs: OrderedDict[str, RunStats] = OrderedDict()
-        self._legacy_runs: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
-        self._legacy_seq = 0
+        self._runs = Runs(self.max_tracked_runs)
         self._tracer = _tracer()
-        self._input_checks: OrderedDict[str | None, InputCheck] = OrderedDict()
-        self._offered_readback: OrderedDict[str | None, bool] = OrderedDict()
-        """Per run: whether its previous request offered `read_artifact` (its first appearance rewrites the
-        cached prefix: tools come first)."""
-        self.readback_gate = ReadbackGate(run_key=self._run_key, predict=self._will_name_readback)
+        self.readback_gate = ReadbackGate(run_key=self._runs.key, predict=self._will_name_readback)
         """Decides when `read_artifact` is offered: once a run's history holds something to read."""
         self._tool = _enabled(CompactionTool, self.compaction_tool)
         self._notice = _enabled(NearLimitNotice, self.near_limit_notice)
         if self._tool is not None:
             _check_compaction_tool(self._tool, self._stages, self.readback_tool_name)
-        self._notices: OrderedDict[str | None, ModelRequestPart] = OrderedDict()
-        """Late 1.x: the notice of a run's current request, until `wrap_model_request` puts it on the wire."""
-        self._notice_bands: OrderedDict[str | None, int] = OrderedDict()
-        """The band (`NearLimitNotice.band`) of each run's latest notice, while its history stays past the
-        notice's start (bounded by `max_tracked_runs`)."""
         self._open_runs: set[str] = set()
         """Runs inside `wrap_run` (bounded by the runs going on): their end is told to the stages, so work a
         stage starts for one in the background (a summary ahead of its event) ends with it."""
@@ -302,7 +286,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
                 request_context.messages = messages.copy()
                 ctx.messages[:] = messages
             limits = self.limits_for(self._serving(ctx, request_context.model))
-            self._plan_budget(ctx, limits.budget)
+            self._runs[self._runs.key(ctx)].planned_budget = limits.budget
             if self._notice is not None and processed is not None:
                 self._send_notice(ctx, request_context, processed, limits)
         await publish(ctx, stream_events)
@@ -314,16 +298,17 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             self, ctx: RunContext[Any], *, request_context: ModelRequestContext, handler: Any
         ) -> Any:
             """The near-limit notice on the outgoing copy of the request only, at its end (late 1.x)."""
-            part = self._notices.pop(self._run_key(ctx), None)
-            if part is not None:
-                request_context.messages = _with_last_request_part(request_context.messages, part)
+            state = self._runs.peek(self._runs.key(ctx))
+            if state is not None and state.notice is not None:
+                request_context.messages = _with_last_request_part(request_context.messages, state.notice)
+                state.notice = None
             return await handler(request_context)
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         """The run's lifetime: work a stage started for the run in the background (a summary made ahead of its
         compaction event) ends when the run does, however it ends (cancelled, never awaited). Durable
         workflow code starts no such work."""
-        run_key = self._run_key(ctx)
+        run_key = self._runs.key(ctx)
         if run_key is None or self.journaled(ctx):
             return await handler()
         self._open_runs.add(run_key)
@@ -334,9 +319,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             self._end_run(run_key)
 
     def _end_run(self, run_key: str) -> None:
-        # the run's near-limit state goes with it (bounded by max_tracked_runs either way)
-        self._notices.pop(run_key, None)
-        self._notice_bands.pop(run_key, None)
+        state = self._runs.peek(run_key)
+        if state is not None:  # the run's near-limit state goes with it
+            state.notice = state.notice_band = None
         for stage in self._stages:
             end_run = getattr(stage, 'end_run', None)
             if end_run is not None:
@@ -373,25 +358,20 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         compacts = any(hasattr(stage, 'compact_history') for stage in self._stages)
         limit = limits.trigger if compacts else limits.budget
         band = self._notice.band(processed.tokens_after, limit)
+        state = self._runs[processed.run_id]
         if band is None:  # under its start (again, after a compaction): the next crossing is told
-            self._notice_bands.pop(processed.run_id, None)
+            state.notice_band = None
             return
-        last = self._notice_bands.get(processed.run_id)
-        if last is not None and band <= last:
+        if state.notice_band is not None and band <= state.notice_band:
             return
-        self._notice_bands[processed.run_id] = band
-        self._notice_bands.move_to_end(processed.run_id)
-        while len(self._notice_bands) > self.max_tracked_runs:
-            self._notice_bands.popitem(last=False)
+        state.notice_band = band
         tool = self._tool.name if self._tool is not None else None
         text = notice_text(processed.tokens_after, limit, compacts=compacts, tool=tool)
         part = request_scoped_prompt(text, {MARKER_KEY: {'kind': 'near_limit_notice'}})
         if REQUEST_SCOPED_PROMPTS:
             ctx.enqueue(part)
         else:  # here the hook's messages become the history: the wire copy gets it (`wrap_model_request`)
-            self._notices[processed.run_id] = part
-            while len(self._notices) > self.max_tracked_runs:
-                self._notices.popitem(last=False)
+            state.notice = part
         self._emit(
             NearLimitNoticeSent(
                 run_id=processed.run_id,
@@ -409,7 +389,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         the history to it. The stored history is left as the step made it."""
         if self.model is not None:
             return request_context
-        planned = self._planned_budgets.get(self._run_key(ctx))
+        state = self._runs.peek(self._runs.key(ctx))
+        planned = state.planned_budget if state is not None else None
         if planned is None or self.limits_for(request_context.model).budget >= planned:
             return request_context
         parameters = request_context.model_request_parameters
@@ -423,13 +404,6 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         request_context.messages = messages.copy()
         await publish(ctx, stream_events)
         return request_context
-
-    def _plan_budget(self, ctx: RunContext[Any], budget: int) -> None:
-        run_key = self._run_key(ctx)
-        self._planned_budgets.pop(run_key, None)
-        self._planned_budgets[run_key] = budget
-        while len(self._planned_budgets) > self.max_tracked_runs:
-            self._planned_budgets.popitem(last=False)
 
     def get_toolset(self) -> AbstractToolset[Any] | None:
         """`read_artifact`, offered only once the run's history holds a note that names it; and, when
@@ -548,7 +522,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         except Exception:
             # Never let a broken scope key widen access: the run gets a scope of its own.
             logger.exception('the scope callable raised; this run reads back only what it stored itself')
-            return f'unscoped-run:{self._run_key(ctx) or id(ctx)}'
+            return f'unscoped-run:{self._runs.key(ctx) or id(ctx)}'
 
     async def _will_name_readback(self, ctx: Any, messages: Sequence[ModelMessage]) -> bool:
         """Whether a stage will certainly write a note naming `read_artifact` into this history."""
@@ -685,7 +659,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
         operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
         scope = self.scope_of(ctx)
-        run_id = self._run_key(ctx)
+        run_id = self._runs.key(ctx)
         return HistoryContext(
             # a wrapper over several models counts like the first it tries
             counter=self.counter_for(cast('ModelRef | None', serving_candidates(model)[0])),
@@ -802,7 +776,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
                 'every write'
             )
             logger.error('store_unavailable: %s', message)
-            self._emit(HistoryWarning(run_id=self._run_key(ctx), code='store_unavailable', message=message))
+            self._emit(HistoryWarning(run_id=self._runs.key(ctx), code='store_unavailable', message=message))
             return UnavailableStore(self.store, str(exc))
         return self.store
 
@@ -1058,11 +1032,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         if not context.tool_definitions:
             return False
         offered = any(t.name == self.readback_tool_name for t in context.tool_definitions)
-        run = context.run_id
-        before = self._offered_readback.pop(run, None)
-        self._offered_readback[run] = offered
-        while len(self._offered_readback) > self.max_tracked_runs:
-            self._offered_readback.popitem(last=False)
+        state = self._runs[context.run_id]
+        before, state.offered_readback = state.offered_readback, offered
         return offered and before is False
 
     def _hard_budget(self, context: HistoryContext) -> int:
@@ -1071,60 +1042,14 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     def _input_check(self, run_id: str | None) -> InputCheck:
         """The run's incremental input check: each run continues its own previous input."""
-        check = self._input_checks.pop(run_id, None) or InputCheck()
-        self._input_checks[run_id] = check
-        while len(self._input_checks) > self.max_tracked_runs:
-            self._input_checks.popitem(last=False)
-        return check
+        return self._runs[run_id].input_check
 
     # ---- events and stats ---------------------------------------------------------------------------
 
-    def _run_key(self, ctx: Any) -> str | None:
-        if ctx is None:
-            return None
-        run_id = run_id_of(ctx)
-        if run_id is not None:
-            return run_id
-        # pydantic-ai 1.0 has no run id, and replaces its message list with each processor output; the
-        # run's `RunUsage` is the one object that lives exactly as long as the run (unless the app shares
-        # one usage between runs on purpose, when they count as one).
-        usage = getattr(ctx, 'usage', None)
-        if usage is None:
-            return None
-        key = id(usage)
-        entry = self._legacy_runs.get(key)
-        if entry is not None and entry[0]() is usage:
-            return entry[1]
-        self._legacy_seq += 1
-        name = f'run-{self._legacy_seq}'
-        runs = self._legacy_runs
-
-        def forget(_: object, key: int = key) -> None:
-            runs.pop(key, None)
-
-        try:
-            ref = weakref.ref(usage, forget)
-        except TypeError:  # not weak-referenceable: fall back to the object id
-            return f'run-{key:x}'
-        runs[key] = (ref, name)
-        return name
-
-    def _run_stats(self, run_id: str | None) -> RunStats | None:
-        if run_id is None:
-            return None
-        stats = self._runs.get(run_id)
-        if stats is None:
-            stats = self._runs[run_id] = RunStats()
-            while len(self._runs) > self.max_tracked_runs:
-                self._runs.popitem(last=False)
-        else:
-            self._runs.move_to_end(run_id)
-        return stats
-
     def _emit(self, event: HistoryEvent) -> None:
-        for stats in (self._overall, self._run_stats(event.run_id)):
-            if stats is not None:
-                record_event(stats, event)
+        record_event(self._overall, event)
+        if event.run_id is not None:
+            record_event(self._runs[event.run_id].stats, event)
         if isinstance(event, (HistoryWarning, StageFailed)):
             pass  # already logged at warning/error level where raised
         else:
@@ -1140,7 +1065,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         """Running totals per run and overall, plus the shared cache's hits and misses."""
         return HistoryStats(
             overall=self._overall.copy(),
-            runs={run_id: stats.copy() for run_id, stats in self._runs.items()},
+            runs={run_id: stats.copy() for run_id, stats in self._runs.stats()},
             cache_hits=self.cache.stats.hits,
             cache_misses=self.cache.stats.misses,
         )
