@@ -15,7 +15,7 @@ import inspect
 import logging
 import math
 import typing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
@@ -37,15 +37,12 @@ from .._compat import (
     instrumentation_of,
     request_scoped_prompt,
 )
-from ..budget._local_server import local_server_of
 from ..budget._policy import ContextLimits, ContextPolicy, ContextPolicyError
 from ..budget._room import read_room_tokens
 from ..budget.model_info import (
     ContextWindowUnknownError,
-    is_test_model,
     model_info,
     model_name_of,
-    profile_window,
     serving_candidates,
 )
 from ..budget.notice import NearLimitNotice, notice_text
@@ -92,6 +89,7 @@ from ._agent_checks import (
 )
 from ._clock import message_time, perf, replay_safe
 from ._context import MARKER_KEY, CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._limits import ModelLimits
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._runs import Runs
 from ._spans import DeferredSpans
@@ -226,10 +224,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             )
         self._stages: list[HistoryStage] = self._pipeline()
         self._counters: dict[str | None, TokenCounter] = {}
-        self._limits: dict[tuple[str | None, int | None], ContextLimits] = {}
-        self._server_windows: dict[str, int] = {}
-        """What local servers said their window is, by `LocalServer.key` (see `_local_server`)."""
-        self._servers_asked: set[str] = set()
+        self._model_limits = ModelLimits(self.policy, self._emit)
         self._overall = RunStats()
         self._runs = Runs(self.max_tracked_runs)
         self._tracer = _tracer()
@@ -355,7 +350,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         enqueued as a request-scoped system prompt (2.x), else added to the end of this request's outgoing
         copy only."""
         assert self._notice is not None
-        compacts = any(hasattr(stage, 'compact_history') for stage in self._stages)
+        compacts = _compaction_stage(self._stages) is not None
         limit = limits.trigger if compacts else limits.budget
         band = self._notice.band(processed.tokens_after, limit)
         state = self._runs[processed.run_id]
@@ -560,46 +555,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         warning (logged at INFO for pydantic-ai's test models); a setting the window makes impossible raises
         `ContextPolicyError`, one it makes clamp warns once (`setting_clamped`).
         """
-        key = (model_name_of(model), _profile_window_key(model))
-        limits = self._limits.get(key)
-        if limits is None:
-            limits = self.policy.resolve(model_info(model, server_windows=self._server_windows))
-            if limits.window_source == 'fallback' and self._server_not_asked(model):
-                return limits  # provisional: the first request asks the model's server
-            self._limits[key] = limits
-            self._announce(limits, model)
-        return limits
-
-    def _server_not_asked(self, model: ModelRef | None) -> bool:
-        servers = (local_server_of(candidate) for candidate in serving_candidates(model))
-        return any(s is not None and s.key not in self._servers_asked for s in servers)
-
-    def _announce(self, limits: ContextLimits, model: ModelRef | None) -> None:
-        """Say once per model what the limits had to assume or change."""
-        for adjustment in limits.adjustments:
-            logger.warning('setting_clamped: %s', adjustment)
-            self._emit(
-                HistoryWarning(
-                    code='setting_clamped', message=adjustment, details={'model': limits.model_name}
-                )
-            )
-        if limits.window_source != 'fallback':
-            return
-        message = (
-            f'the context window of {limits.model_name!r} is unknown: assuming '
-            f'{limits.model_window:,} tokens. Set ContextPolicy(context_window=...) (or the model '
-            "profile's context_window), or ContextPolicy(strict=True) to make this an error."
-        )
-        # pydantic-ai's test models have no window on purpose: an app's tests should not see a warning
-        level = logging.INFO if is_test_model(model) else logging.WARNING
-        logger.log(level, 'context_window_fallback: %s', message)
-        self._emit(
-            HistoryWarning(
-                code='context_window_fallback',
-                message=message,
-                details={'model': limits.model_name, 'assumed_context_window': limits.model_window},
-            )
-        )
+        return self._model_limits.limits_for(model)
 
     async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
         """Ask the local server of each model that may serve the request for its window, once per server and
@@ -609,26 +565,17 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         whatever this process remembers: workflow code must make the same calls on every replay (the engine
         answers them from its journal, the worker from its own cache).
         """
-        if self.policy.context_window is not None or model is None or isinstance(model, str):
-            return
         journaled = ctx is not None and self.journaled(ctx)
         if journaled and getattr(ctx, 'run_step', 1) > 1:
             return
-        for candidate in serving_candidates(model):
-            server = local_server_of(candidate)
-            if server is None or (server.key in self._servers_asked and not journaled):
-                continue
-            self._servers_asked.add(server.key)
+        for candidate, server in self._model_limits.servers_to_ask(model, again=journaled):
             if journaled and ctx is not None:
                 window = await self.ask_server_window(ctx, server.base_url, server.model_name)
             else:
                 window = await self.probe_server_window(
                     ctx, server.base_url, server.model_name, model=candidate
                 )
-            if window is not None:
-                logger.info('%s serves %r with a %s-token window', server.base_url, server.model_name, window)
-                self._server_windows[server.key] = window
-                self._limits.clear()  # resolved again with the server's window
+            self._model_limits.learn_window(server, window)
 
     def _serving(self, ctx: RunContext[Any] | None, serving_model: Model | None) -> ModelRef | None:
         """The model whose limits apply: the processor's `model`, else the one pydantic-ai hands the request
@@ -696,41 +643,25 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         Guarded like every stage: if it raises or breaks the history, the history comes back unchanged and a
         `StageFailed` event says why. Raises `RuntimeError` when the processor has no compaction stage.
         """
-        for stage in self._stages:
-            compact = getattr(stage, 'compact_history', None)
-            if compact is not None:
-                history = list(messages)
-                if self.journaled(ctx):
-                    with self._workflow_scope(history):
-                        return await self._compact_with(stage, compact, history, focus, ctx, model)
-                store = await self._prepared_store(ctx)
-                with self._marks_scope(store):
-                    return await self._compact_with(stage, compact, history, focus, ctx, model, store)
-        raise RuntimeError(
-            'this processor has no compaction stage (create_history_processor(compaction=False)?)'
-        )
-
-    async def _compact_with(
-        self,
-        stage: HistoryStage,
-        compact: Any,
-        history: list[ModelMessage],
-        focus: str | None,
-        ctx: Any,
-        model: Any,
-        store: ArtifactStore | None = None,
-    ) -> list[ModelMessage]:
-        context = self.make_context(ctx=ctx, model=model, store=store)
-        check = self._input_check(context.run_id)
-        validity = check.check(history)
-        result = await self._run_stage(_OnDemand(stage.name, compact, focus), history, context, validity)
-        if result is not history:
-            problem = self._over_budget(result, context.estimate(history).total, context)
-            if problem is not None:
-                self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
-                return history
-        check.adopt(validity)
-        return result
+        stage = _compaction_stage(self._stages)
+        if stage is None:
+            raise RuntimeError(
+                'this processor has no compaction stage (create_history_processor(compaction=False)?)'
+            )
+        history = list(messages)
+        async with self._request_scope(ctx, history) as store:
+            context = self.make_context(ctx=ctx, model=model, store=store)
+            check = self._input_check(context.run_id)
+            validity = check.check(history)
+            on_demand = _OnDemand(stage.name, stage.compact_history, focus)
+            result = await self._run_stage(on_demand, history, context, validity)
+            if result is not history:
+                problem = self._over_budget(result, context.estimate(history).total, context)
+                if problem is not None:
+                    self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
+                    return history
+            check.adopt(validity)
+            return result
 
     async def process(
         self,
@@ -755,14 +686,28 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         # the model's compaction request is read from the history of a run step (the same on replay)
         requested = self._requested(messages) if ctx is not None else None
         step = _Step(ctx, model, tool_definitions, serving_model, requested)
+        async with self._request_scope(ctx, messages) as store:
+            return await self._process_traced(messages, step, store)
+
+    @contextlib.asynccontextmanager
+    async def _request_scope(
+        self, ctx: Any, messages: Sequence[ModelMessage]
+    ) -> AsyncIterator[ArtifactStore]:
+        """Where one request's work runs, and the store it writes to. Workflow code (durable execution): no
+        clock, no I/O; clocks pinned to the newest message, seals keyed by the store's secret (explicit under
+        durability, checked in `for_agent`). Elsewhere the store's secret (persisted beside its data) is
+        loaded before the first id or mark is made."""
         if self.journaled(ctx):
-            # workflow code: no clock, no I/O (the store's secret is explicit under durability)
-            with self._workflow_scope(messages):
-                return await self._process_traced(messages, step)
-        # the store's secret (persisted beside its data) is loaded before the first id or mark is made
+            with (
+                replay_safe(message_time(messages)),
+                seal_key_scope(self.store._id_secret()),
+                readback_tool_scope(self.readback_tool_name),
+            ):
+                yield self.store
+            return
         store = await self._prepared_store(ctx)
         with self._marks_scope(store):
-            return await self._process_traced(messages, step, store)
+            yield store
 
     async def _prepared_store(self, ctx: Any) -> ArtifactStore:
         """The store with its secret loaded (a no-op once loaded); while it cannot be, a stand-in that refuses
@@ -805,17 +750,6 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         (`await processor.store.prepare()`); otherwise this raises `StoreError`.
         """
         with seal_key_scope(self.store._id_secret()), readback_tool_scope(self.readback_tool_name):
-            yield
-
-    @contextlib.contextmanager
-    def _workflow_scope(self, messages: Sequence[ModelMessage]) -> Iterator[None]:
-        """Workflow code: clocks pinned to the newest message, seals keyed by the store's explicit secret."""
-        # the secret is explicit under durability (checked in `for_agent`), so reading it does no I/O
-        with (
-            replay_safe(message_time(messages)),
-            seal_key_scope(self.store._id_secret()),
-            readback_tool_scope(self.readback_tool_name),
-        ):
             yield
 
     def journaled(self, ctx: object) -> bool:
@@ -1131,11 +1065,6 @@ def _check_fields(processor: HistoryCapability) -> None:
     check_model_ref(processor.model, f'{type(processor).__name__}.model')
 
 
-def _profile_window_key(model: object) -> int | None:
-    """Part of the limits cache key: two `Model`s with one name may carry different profile windows."""
-    return None if model is None or isinstance(model, str) else profile_window(model)
-
-
 _CONFIG_ERRORS = (ContextWindowUnknownError, ContextPolicyError)
 """Configuration errors: raised out of the run (everything else is caught, logged and the history kept)."""
 
@@ -1155,10 +1084,15 @@ def _enabled(kind: type[_SettingsT], value: _SettingsT | bool) -> _SettingsT | N
     return None if value is False else value
 
 
+def _compaction_stage(stages: Sequence[HistoryStage]) -> Any:
+    """The stage that compacts on demand (`compact_history`), or None."""
+    return next((stage for stage in stages if hasattr(stage, 'compact_history')), None)
+
+
 def _check_compaction_tool(tool: CompactionTool, stages: Sequence[HistoryStage], readback_name: str) -> None:
     """A compaction tool needs a stage that compacts, and a name of its own (settings that cannot work fail
     here, naming the field)."""
-    if not any(hasattr(stage, 'compact_history') for stage in stages):
+    if _compaction_stage(stages) is None:
         raise ValueError(
             'compaction_tool needs a compaction stage, but this capability has none '
             '(compaction=False, or stages= without a Compactor): the model could ask for a compaction that '
