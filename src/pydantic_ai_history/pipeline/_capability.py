@@ -92,7 +92,7 @@ from ._context import MARKER_KEY, CompactionRequest, HistoryContext, HistoryStag
 from ._limits import ModelLimits
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._runs import Runs
-from ._spans import DeferredSpans
+from ._spans import DeferredSpans, request_attributes
 from ._stats import HistoryStats, RunStats, record_event
 from ._validity import InputCheck, Validity
 
@@ -685,9 +685,17 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
         # the model's compaction request is read from the history of a run step (the same on replay)
         requested = self._requested(messages) if ctx is not None else None
-        step = _Step(ctx, model, tool_definitions, serving_model, requested)
         async with self._request_scope(ctx, messages) as store:
-            return await self._process_traced(messages, step, store)
+            started = perf()
+            context = self.make_context(
+                ctx=ctx,
+                model=model,
+                tool_definitions=tool_definitions,
+                serving_model=serving_model,
+                store=store,
+                compaction_request=requested,
+            )
+            return await self._process_traced(messages, context, started)
 
     @contextlib.asynccontextmanager
     async def _request_scope(
@@ -757,22 +765,12 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         return bound_durable_operation(ctx, self.id, 'store_write')
 
     async def _process_traced(
-        self, current: list[ModelMessage], step: _Step, store: ArtifactStore | None = None
+        self, current: list[ModelMessage], context: HistoryContext, started: float
     ) -> list[ModelMessage]:
-        started = perf()
-        ctx = step.ctx
-        context = self.make_context(
-            ctx=ctx,
-            model=step.model,
-            tool_definitions=step.tool_definitions,
-            serving_model=step.serving_model,
-            store=store,
-            compaction_request=step.requested,
-        )
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
             return current
-        tracer = self._tracer_for(ctx)
+        tracer = self._tracer_for(context.run_context)
         spans = DeferredSpans(tracer) if tracer is not None else None
         if spans is not None:
             context.tracer, context.open_spans = tracer, spans.open
@@ -856,7 +854,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             rewritten_by=rewrite[2],
         )
         if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
-            spans.finish(current is not messages, _span_attributes(event, context))
+            spans.finish(current is not messages, request_attributes(event, context))
         self._emit(event)
         _PROCESSED.set(event)
         return current
@@ -1116,18 +1114,6 @@ def _with_last_request_part(messages: Sequence[ModelMessage], part: ModelRequest
     return result
 
 
-@dataclasses.dataclass(frozen=True)
-class _Step:
-    """What one processing call is about, besides the messages."""
-
-    ctx: Any
-    model: Any
-    tool_definitions: Sequence[Any]
-    serving_model: Model | None
-    requested: CompactionRequest | None
-    """The model's compaction request (`compact_context`), found in the newest request of a model step."""
-
-
 @dataclasses.dataclass
 class _OnDemand:
     """A stage's `compact(messages, context, focus=...)` run as a stage, with the usual guard and check."""
@@ -1139,28 +1125,6 @@ class _OnDemand:
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         result: list[ModelMessage] = await self.compact(messages, context, focus=self.focus)
         return result
-
-
-def _span_attributes(event: RequestProcessed, context: HistoryContext) -> dict[str, Any]:
-    attributes: dict[str, Any] = {
-        'pydantic_ai_history.messages_before': event.messages_before,
-        'pydantic_ai_history.messages_after': event.messages_after,
-        'pydantic_ai_history.tokens_before': event.tokens_before,
-        'pydantic_ai_history.tokens_after': event.tokens_after,
-        'pydantic_ai_history.anchored': event.anchored,
-        'pydantic_ai_history.duration_ms': event.duration_ms,
-        'pydantic_ai_history.prefix_rewrite.messages': event.rewritten_messages,
-        'pydantic_ai_history.prefix_rewrite.tokens': event.rewritten_tokens,
-    }
-    if event.rewritten_by is not None:
-        attributes['pydantic_ai_history.prefix_rewrite.by'] = event.rewritten_by
-    if context.context_window is not None:
-        attributes['pydantic_ai_history.context_window'] = context.context_window
-    if context.run_id is not None:
-        attributes['pydantic_ai_history.run_id'] = context.run_id
-    if context.counter.model_name:
-        attributes['pydantic_ai_history.model'] = context.counter.model_name
-    return attributes
 
 
 @dataclass(kw_only=True, eq=False)
