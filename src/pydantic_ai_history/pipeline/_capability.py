@@ -15,9 +15,7 @@ import inspect
 import logging
 import math
 import typing
-import weakref
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
@@ -38,17 +36,13 @@ from .._compat import (
     durability_base,
     instrumentation_of,
     request_scoped_prompt,
-    run_id_of,
 )
-from ..budget._local_server import local_server_of
 from ..budget._policy import ContextLimits, ContextPolicy, ContextPolicyError
 from ..budget._room import read_room_tokens
 from ..budget.model_info import (
     ContextWindowUnknownError,
-    is_test_model,
     model_info,
     model_name_of,
-    profile_window,
     serving_candidates,
 )
 from ..budget.notice import NearLimitNotice, notice_text
@@ -95,8 +89,10 @@ from ._agent_checks import (
 )
 from ._clock import message_time, perf, replay_safe
 from ._context import MARKER_KEY, CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._limits import ModelLimits
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
-from ._spans import DeferredSpans
+from ._runs import Runs
+from ._spans import DeferredSpans, request_attributes
 from ._stats import HistoryStats, RunStats, record_event
 from ._validity import InputCheck, Validity
 
@@ -228,33 +224,16 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             )
         self._stages: list[HistoryStage] = self._pipeline()
         self._counters: dict[str | None, TokenCounter] = {}
-        self._limits: dict[tuple[str | None, int | None], ContextLimits] = {}
-        self._server_windows: dict[str, int] = {}
-        """What local servers said their window is, by `LocalServer.key` (see `_local_server`)."""
-        self._servers_asked: set[str] = set()
-        self._planned_budgets: OrderedDict[str | None, int] = OrderedDict()
-        """The budget each run's current step was processed against (`before_model_request`), so an attempt
-        at a model with a smaller window (`prepare_model_request`) knows to fit its own copy."""
+        self._model_limits = ModelLimits(self.policy, self._emit)
         self._overall = RunStats()
-        self._runs: OrderedDict[str, RunStats] = OrderedDict()
-        self._legacy_runs: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
-        self._legacy_seq = 0
+        self._runs = Runs(self.max_tracked_runs)
         self._tracer = _tracer()
-        self._input_checks: OrderedDict[str | None, InputCheck] = OrderedDict()
-        self._offered_readback: OrderedDict[str | None, bool] = OrderedDict()
-        """Per run: whether its previous request offered `read_artifact` (its first appearance rewrites the
-        cached prefix: tools come first)."""
-        self.readback_gate = ReadbackGate(run_key=self._run_key, predict=self._will_name_readback)
+        self.readback_gate = ReadbackGate(run_key=self._runs.key, predict=self._will_name_readback)
         """Decides when `read_artifact` is offered: once a run's history holds something to read."""
         self._tool = _enabled(CompactionTool, self.compaction_tool)
         self._notice = _enabled(NearLimitNotice, self.near_limit_notice)
         if self._tool is not None:
             _check_compaction_tool(self._tool, self._stages, self.readback_tool_name)
-        self._notices: OrderedDict[str | None, ModelRequestPart] = OrderedDict()
-        """Late 1.x: the notice of a run's current request, until `wrap_model_request` puts it on the wire."""
-        self._notice_bands: OrderedDict[str | None, int] = OrderedDict()
-        """The band (`NearLimitNotice.band`) of each run's latest notice, while its history stays past the
-        notice's start (bounded by `max_tracked_runs`)."""
         self._open_runs: set[str] = set()
         """Runs inside `wrap_run` (bounded by the runs going on): their end is told to the stages, so work a
         stage starts for one in the background (a summary ahead of its event) ends with it."""
@@ -302,7 +281,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
                 request_context.messages = messages.copy()
                 ctx.messages[:] = messages
             limits = self.limits_for(self._serving(ctx, request_context.model))
-            self._plan_budget(ctx, limits.budget)
+            self._runs[self._runs.key(ctx)].planned_budget = limits.budget
             if self._notice is not None and processed is not None:
                 self._send_notice(ctx, request_context, processed, limits)
         await publish(ctx, stream_events)
@@ -314,16 +293,17 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             self, ctx: RunContext[Any], *, request_context: ModelRequestContext, handler: Any
         ) -> Any:
             """The near-limit notice on the outgoing copy of the request only, at its end (late 1.x)."""
-            part = self._notices.pop(self._run_key(ctx), None)
-            if part is not None:
-                request_context.messages = _with_last_request_part(request_context.messages, part)
+            state = self._runs.peek(self._runs.key(ctx))
+            if state is not None and state.notice is not None:
+                request_context.messages = _with_last_request_part(request_context.messages, state.notice)
+                state.notice = None
             return await handler(request_context)
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         """The run's lifetime: work a stage started for the run in the background (a summary made ahead of its
         compaction event) ends when the run does, however it ends (cancelled, never awaited). Durable
         workflow code starts no such work."""
-        run_key = self._run_key(ctx)
+        run_key = self._runs.key(ctx)
         if run_key is None or self.journaled(ctx):
             return await handler()
         self._open_runs.add(run_key)
@@ -334,9 +314,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             self._end_run(run_key)
 
     def _end_run(self, run_key: str) -> None:
-        # the run's near-limit state goes with it (bounded by max_tracked_runs either way)
-        self._notices.pop(run_key, None)
-        self._notice_bands.pop(run_key, None)
+        state = self._runs.peek(run_key)
+        if state is not None:  # the run's near-limit state goes with it
+            state.notice = state.notice_band = None
         for stage in self._stages:
             end_run = getattr(stage, 'end_run', None)
             if end_run is not None:
@@ -370,28 +350,23 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         enqueued as a request-scoped system prompt (2.x), else added to the end of this request's outgoing
         copy only."""
         assert self._notice is not None
-        compacts = any(hasattr(stage, 'compact_history') for stage in self._stages)
+        compacts = _compaction_stage(self._stages) is not None
         limit = limits.trigger if compacts else limits.budget
         band = self._notice.band(processed.tokens_after, limit)
+        state = self._runs[processed.run_id]
         if band is None:  # under its start (again, after a compaction): the next crossing is told
-            self._notice_bands.pop(processed.run_id, None)
+            state.notice_band = None
             return
-        last = self._notice_bands.get(processed.run_id)
-        if last is not None and band <= last:
+        if state.notice_band is not None and band <= state.notice_band:
             return
-        self._notice_bands[processed.run_id] = band
-        self._notice_bands.move_to_end(processed.run_id)
-        while len(self._notice_bands) > self.max_tracked_runs:
-            self._notice_bands.popitem(last=False)
+        state.notice_band = band
         tool = self._tool.name if self._tool is not None else None
         text = notice_text(processed.tokens_after, limit, compacts=compacts, tool=tool)
         part = request_scoped_prompt(text, {MARKER_KEY: {'kind': 'near_limit_notice'}})
         if REQUEST_SCOPED_PROMPTS:
             ctx.enqueue(part)
         else:  # here the hook's messages become the history: the wire copy gets it (`wrap_model_request`)
-            self._notices[processed.run_id] = part
-            while len(self._notices) > self.max_tracked_runs:
-                self._notices.popitem(last=False)
+            state.notice = part
         self._emit(
             NearLimitNoticeSent(
                 run_id=processed.run_id,
@@ -409,7 +384,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         the history to it. The stored history is left as the step made it."""
         if self.model is not None:
             return request_context
-        planned = self._planned_budgets.get(self._run_key(ctx))
+        state = self._runs.peek(self._runs.key(ctx))
+        planned = state.planned_budget if state is not None else None
         if planned is None or self.limits_for(request_context.model).budget >= planned:
             return request_context
         parameters = request_context.model_request_parameters
@@ -423,13 +399,6 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         request_context.messages = messages.copy()
         await publish(ctx, stream_events)
         return request_context
-
-    def _plan_budget(self, ctx: RunContext[Any], budget: int) -> None:
-        run_key = self._run_key(ctx)
-        self._planned_budgets.pop(run_key, None)
-        self._planned_budgets[run_key] = budget
-        while len(self._planned_budgets) > self.max_tracked_runs:
-            self._planned_budgets.popitem(last=False)
 
     def get_toolset(self) -> AbstractToolset[Any] | None:
         """`read_artifact`, offered only once the run's history holds a note that names it; and, when
@@ -548,7 +517,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         except Exception:
             # Never let a broken scope key widen access: the run gets a scope of its own.
             logger.exception('the scope callable raised; this run reads back only what it stored itself')
-            return f'unscoped-run:{self._run_key(ctx) or id(ctx)}'
+            return f'unscoped-run:{self._runs.key(ctx) or id(ctx)}'
 
     async def _will_name_readback(self, ctx: Any, messages: Sequence[ModelMessage]) -> bool:
         """Whether a stage will certainly write a note naming `read_artifact` into this history."""
@@ -586,46 +555,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         warning (logged at INFO for pydantic-ai's test models); a setting the window makes impossible raises
         `ContextPolicyError`, one it makes clamp warns once (`setting_clamped`).
         """
-        key = (model_name_of(model), _profile_window_key(model))
-        limits = self._limits.get(key)
-        if limits is None:
-            limits = self.policy.resolve(model_info(model, server_windows=self._server_windows))
-            if limits.window_source == 'fallback' and self._server_not_asked(model):
-                return limits  # provisional: the first request asks the model's server
-            self._limits[key] = limits
-            self._announce(limits, model)
-        return limits
-
-    def _server_not_asked(self, model: ModelRef | None) -> bool:
-        servers = (local_server_of(candidate) for candidate in serving_candidates(model))
-        return any(s is not None and s.key not in self._servers_asked for s in servers)
-
-    def _announce(self, limits: ContextLimits, model: ModelRef | None) -> None:
-        """Say once per model what the limits had to assume or change."""
-        for adjustment in limits.adjustments:
-            logger.warning('setting_clamped: %s', adjustment)
-            self._emit(
-                HistoryWarning(
-                    code='setting_clamped', message=adjustment, details={'model': limits.model_name}
-                )
-            )
-        if limits.window_source != 'fallback':
-            return
-        message = (
-            f'the context window of {limits.model_name!r} is unknown: assuming '
-            f'{limits.model_window:,} tokens. Set ContextPolicy(context_window=...) (or the model '
-            "profile's context_window), or ContextPolicy(strict=True) to make this an error."
-        )
-        # pydantic-ai's test models have no window on purpose: an app's tests should not see a warning
-        level = logging.INFO if is_test_model(model) else logging.WARNING
-        logger.log(level, 'context_window_fallback: %s', message)
-        self._emit(
-            HistoryWarning(
-                code='context_window_fallback',
-                message=message,
-                details={'model': limits.model_name, 'assumed_context_window': limits.model_window},
-            )
-        )
+        return self._model_limits.limits_for(model)
 
     async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
         """Ask the local server of each model that may serve the request for its window, once per server and
@@ -635,26 +565,17 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         whatever this process remembers: workflow code must make the same calls on every replay (the engine
         answers them from its journal, the worker from its own cache).
         """
-        if self.policy.context_window is not None or model is None or isinstance(model, str):
-            return
         journaled = ctx is not None and self.journaled(ctx)
         if journaled and getattr(ctx, 'run_step', 1) > 1:
             return
-        for candidate in serving_candidates(model):
-            server = local_server_of(candidate)
-            if server is None or (server.key in self._servers_asked and not journaled):
-                continue
-            self._servers_asked.add(server.key)
+        for candidate, server in self._model_limits.servers_to_ask(model, again=journaled):
             if journaled and ctx is not None:
                 window = await self.ask_server_window(ctx, server.base_url, server.model_name)
             else:
                 window = await self.probe_server_window(
                     ctx, server.base_url, server.model_name, model=candidate
                 )
-            if window is not None:
-                logger.info('%s serves %r with a %s-token window', server.base_url, server.model_name, window)
-                self._server_windows[server.key] = window
-                self._limits.clear()  # resolved again with the server's window
+            self._model_limits.learn_window(server, window)
 
     def _serving(self, ctx: RunContext[Any] | None, serving_model: Model | None) -> ModelRef | None:
         """The model whose limits apply: the processor's `model`, else the one pydantic-ai hands the request
@@ -685,7 +606,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
         operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
         scope = self.scope_of(ctx)
-        run_id = self._run_key(ctx)
+        run_id = self._runs.key(ctx)
         return HistoryContext(
             # a wrapper over several models counts like the first it tries
             counter=self.counter_for(cast('ModelRef | None', serving_candidates(model)[0])),
@@ -722,41 +643,25 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         Guarded like every stage: if it raises or breaks the history, the history comes back unchanged and a
         `StageFailed` event says why. Raises `RuntimeError` when the processor has no compaction stage.
         """
-        for stage in self._stages:
-            compact = getattr(stage, 'compact_history', None)
-            if compact is not None:
-                history = list(messages)
-                if self.journaled(ctx):
-                    with self._workflow_scope(history):
-                        return await self._compact_with(stage, compact, history, focus, ctx, model)
-                store = await self._prepared_store(ctx)
-                with self._marks_scope(store):
-                    return await self._compact_with(stage, compact, history, focus, ctx, model, store)
-        raise RuntimeError(
-            'this processor has no compaction stage (create_history_processor(compaction=False)?)'
-        )
-
-    async def _compact_with(
-        self,
-        stage: HistoryStage,
-        compact: Any,
-        history: list[ModelMessage],
-        focus: str | None,
-        ctx: Any,
-        model: Any,
-        store: ArtifactStore | None = None,
-    ) -> list[ModelMessage]:
-        context = self.make_context(ctx=ctx, model=model, store=store)
-        check = self._input_check(context.run_id)
-        validity = check.check(history)
-        result = await self._run_stage(_OnDemand(stage.name, compact, focus), history, context, validity)
-        if result is not history:
-            problem = self._over_budget(result, context.estimate(history).total, context)
-            if problem is not None:
-                self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
-                return history
-        check.adopt(validity)
-        return result
+        stage = _compaction_stage(self._stages)
+        if stage is None:
+            raise RuntimeError(
+                'this processor has no compaction stage (create_history_processor(compaction=False)?)'
+            )
+        history = list(messages)
+        async with self._request_scope(ctx, history) as store:
+            context = self.make_context(ctx=ctx, model=model, store=store)
+            check = self._input_check(context.run_id)
+            validity = check.check(history)
+            on_demand = _OnDemand(stage.name, stage.compact_history, focus)
+            result = await self._run_stage(on_demand, history, context, validity)
+            if result is not history:
+                problem = self._over_budget(result, context.estimate(history).total, context)
+                if problem is not None:
+                    self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
+                    return history
+            check.adopt(validity)
+            return result
 
     async def process(
         self,
@@ -780,15 +685,37 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
         # the model's compaction request is read from the history of a run step (the same on replay)
         requested = self._requested(messages) if ctx is not None else None
-        step = _Step(ctx, model, tool_definitions, serving_model, requested)
+        async with self._request_scope(ctx, messages) as store:
+            started = perf()
+            context = self.make_context(
+                ctx=ctx,
+                model=model,
+                tool_definitions=tool_definitions,
+                serving_model=serving_model,
+                store=store,
+                compaction_request=requested,
+            )
+            return await self._process_traced(messages, context, started)
+
+    @contextlib.asynccontextmanager
+    async def _request_scope(
+        self, ctx: Any, messages: Sequence[ModelMessage]
+    ) -> AsyncIterator[ArtifactStore]:
+        """Where one request's work runs, and the store it writes to. Workflow code (durable execution): no
+        clock, no I/O; clocks pinned to the newest message, seals keyed by the store's secret (explicit under
+        durability, checked in `for_agent`). Elsewhere the store's secret (persisted beside its data) is
+        loaded before the first id or mark is made."""
         if self.journaled(ctx):
-            # workflow code: no clock, no I/O (the store's secret is explicit under durability)
-            with self._workflow_scope(messages):
-                return await self._process_traced(messages, step)
-        # the store's secret (persisted beside its data) is loaded before the first id or mark is made
+            with (
+                replay_safe(message_time(messages)),
+                seal_key_scope(self.store._id_secret()),
+                readback_tool_scope(self.readback_tool_name),
+            ):
+                yield self.store
+            return
         store = await self._prepared_store(ctx)
         with self._marks_scope(store):
-            return await self._process_traced(messages, step, store)
+            yield store
 
     async def _prepared_store(self, ctx: Any) -> ArtifactStore:
         """The store with its secret loaded (a no-op once loaded); while it cannot be, a stand-in that refuses
@@ -802,7 +729,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
                 'every write'
             )
             logger.error('store_unavailable: %s', message)
-            self._emit(HistoryWarning(run_id=self._run_key(ctx), code='store_unavailable', message=message))
+            self._emit(HistoryWarning(run_id=self._runs.key(ctx), code='store_unavailable', message=message))
             return UnavailableStore(self.store, str(exc))
         return self.store
 
@@ -833,38 +760,17 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         with seal_key_scope(self.store._id_secret()), readback_tool_scope(self.readback_tool_name):
             yield
 
-    @contextlib.contextmanager
-    def _workflow_scope(self, messages: Sequence[ModelMessage]) -> Iterator[None]:
-        """Workflow code: clocks pinned to the newest message, seals keyed by the store's explicit secret."""
-        # the secret is explicit under durability (checked in `for_agent`), so reading it does no I/O
-        with (
-            replay_safe(message_time(messages)),
-            seal_key_scope(self.store._id_secret()),
-            readback_tool_scope(self.readback_tool_name),
-        ):
-            yield
-
     def journaled(self, ctx: object) -> bool:
         """Whether this run journals the processor's operations: a durability capability bound them."""
         return bound_durable_operation(ctx, self.id, 'store_write')
 
     async def _process_traced(
-        self, current: list[ModelMessage], step: _Step, store: ArtifactStore | None = None
+        self, current: list[ModelMessage], context: HistoryContext, started: float
     ) -> list[ModelMessage]:
-        started = perf()
-        ctx = step.ctx
-        context = self.make_context(
-            ctx=ctx,
-            model=step.model,
-            tool_definitions=step.tool_definitions,
-            serving_model=step.serving_model,
-            store=store,
-            compaction_request=step.requested,
-        )
         if not current:
             context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
             return current
-        tracer = self._tracer_for(ctx)
+        tracer = self._tracer_for(context.run_context)
         spans = DeferredSpans(tracer) if tracer is not None else None
         if spans is not None:
             context.tracer, context.open_spans = tracer, spans.open
@@ -948,7 +854,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             rewritten_by=rewrite[2],
         )
         if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
-            spans.finish(current is not messages, _span_attributes(event, context))
+            spans.finish(current is not messages, request_attributes(event, context))
         self._emit(event)
         _PROCESSED.set(event)
         return current
@@ -1058,11 +964,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         if not context.tool_definitions:
             return False
         offered = any(t.name == self.readback_tool_name for t in context.tool_definitions)
-        run = context.run_id
-        before = self._offered_readback.pop(run, None)
-        self._offered_readback[run] = offered
-        while len(self._offered_readback) > self.max_tracked_runs:
-            self._offered_readback.popitem(last=False)
+        state = self._runs[context.run_id]
+        before, state.offered_readback = state.offered_readback, offered
         return offered and before is False
 
     def _hard_budget(self, context: HistoryContext) -> int:
@@ -1071,60 +974,14 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     def _input_check(self, run_id: str | None) -> InputCheck:
         """The run's incremental input check: each run continues its own previous input."""
-        check = self._input_checks.pop(run_id, None) or InputCheck()
-        self._input_checks[run_id] = check
-        while len(self._input_checks) > self.max_tracked_runs:
-            self._input_checks.popitem(last=False)
-        return check
+        return self._runs[run_id].input_check
 
     # ---- events and stats ---------------------------------------------------------------------------
 
-    def _run_key(self, ctx: Any) -> str | None:
-        if ctx is None:
-            return None
-        run_id = run_id_of(ctx)
-        if run_id is not None:
-            return run_id
-        # pydantic-ai 1.0 has no run id, and replaces its message list with each processor output; the
-        # run's `RunUsage` is the one object that lives exactly as long as the run (unless the app shares
-        # one usage between runs on purpose, when they count as one).
-        usage = getattr(ctx, 'usage', None)
-        if usage is None:
-            return None
-        key = id(usage)
-        entry = self._legacy_runs.get(key)
-        if entry is not None and entry[0]() is usage:
-            return entry[1]
-        self._legacy_seq += 1
-        name = f'run-{self._legacy_seq}'
-        runs = self._legacy_runs
-
-        def forget(_: object, key: int = key) -> None:
-            runs.pop(key, None)
-
-        try:
-            ref = weakref.ref(usage, forget)
-        except TypeError:  # not weak-referenceable: fall back to the object id
-            return f'run-{key:x}'
-        runs[key] = (ref, name)
-        return name
-
-    def _run_stats(self, run_id: str | None) -> RunStats | None:
-        if run_id is None:
-            return None
-        stats = self._runs.get(run_id)
-        if stats is None:
-            stats = self._runs[run_id] = RunStats()
-            while len(self._runs) > self.max_tracked_runs:
-                self._runs.popitem(last=False)
-        else:
-            self._runs.move_to_end(run_id)
-        return stats
-
     def _emit(self, event: HistoryEvent) -> None:
-        for stats in (self._overall, self._run_stats(event.run_id)):
-            if stats is not None:
-                record_event(stats, event)
+        record_event(self._overall, event)
+        if event.run_id is not None:
+            record_event(self._runs[event.run_id].stats, event)
         if isinstance(event, (HistoryWarning, StageFailed)):
             pass  # already logged at warning/error level where raised
         else:
@@ -1140,7 +997,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         """Running totals per run and overall, plus the shared cache's hits and misses."""
         return HistoryStats(
             overall=self._overall.copy(),
-            runs={run_id: stats.copy() for run_id, stats in self._runs.items()},
+            runs={run_id: stats.copy() for run_id, stats in self._runs.stats()},
             cache_hits=self.cache.stats.hits,
             cache_misses=self.cache.stats.misses,
         )
@@ -1206,11 +1063,6 @@ def _check_fields(processor: HistoryCapability) -> None:
     check_model_ref(processor.model, f'{type(processor).__name__}.model')
 
 
-def _profile_window_key(model: object) -> int | None:
-    """Part of the limits cache key: two `Model`s with one name may carry different profile windows."""
-    return None if model is None or isinstance(model, str) else profile_window(model)
-
-
 _CONFIG_ERRORS = (ContextWindowUnknownError, ContextPolicyError)
 """Configuration errors: raised out of the run (everything else is caught, logged and the history kept)."""
 
@@ -1230,10 +1082,15 @@ def _enabled(kind: type[_SettingsT], value: _SettingsT | bool) -> _SettingsT | N
     return None if value is False else value
 
 
+def _compaction_stage(stages: Sequence[HistoryStage]) -> Any:
+    """The stage that compacts on demand (`compact_history`), or None."""
+    return next((stage for stage in stages if hasattr(stage, 'compact_history')), None)
+
+
 def _check_compaction_tool(tool: CompactionTool, stages: Sequence[HistoryStage], readback_name: str) -> None:
     """A compaction tool needs a stage that compacts, and a name of its own (settings that cannot work fail
     here, naming the field)."""
-    if not any(hasattr(stage, 'compact_history') for stage in stages):
+    if _compaction_stage(stages) is None:
         raise ValueError(
             'compaction_tool needs a compaction stage, but this capability has none '
             '(compaction=False, or stages= without a Compactor): the model could ask for a compaction that '
@@ -1257,18 +1114,6 @@ def _with_last_request_part(messages: Sequence[ModelMessage], part: ModelRequest
     return result
 
 
-@dataclasses.dataclass(frozen=True)
-class _Step:
-    """What one processing call is about, besides the messages."""
-
-    ctx: Any
-    model: Any
-    tool_definitions: Sequence[Any]
-    serving_model: Model | None
-    requested: CompactionRequest | None
-    """The model's compaction request (`compact_context`), found in the newest request of a model step."""
-
-
 @dataclasses.dataclass
 class _OnDemand:
     """A stage's `compact(messages, context, focus=...)` run as a stage, with the usual guard and check."""
@@ -1280,28 +1125,6 @@ class _OnDemand:
     async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         result: list[ModelMessage] = await self.compact(messages, context, focus=self.focus)
         return result
-
-
-def _span_attributes(event: RequestProcessed, context: HistoryContext) -> dict[str, Any]:
-    attributes: dict[str, Any] = {
-        'pydantic_ai_history.messages_before': event.messages_before,
-        'pydantic_ai_history.messages_after': event.messages_after,
-        'pydantic_ai_history.tokens_before': event.tokens_before,
-        'pydantic_ai_history.tokens_after': event.tokens_after,
-        'pydantic_ai_history.anchored': event.anchored,
-        'pydantic_ai_history.duration_ms': event.duration_ms,
-        'pydantic_ai_history.prefix_rewrite.messages': event.rewritten_messages,
-        'pydantic_ai_history.prefix_rewrite.tokens': event.rewritten_tokens,
-    }
-    if event.rewritten_by is not None:
-        attributes['pydantic_ai_history.prefix_rewrite.by'] = event.rewritten_by
-    if context.context_window is not None:
-        attributes['pydantic_ai_history.context_window'] = context.context_window
-    if context.run_id is not None:
-        attributes['pydantic_ai_history.run_id'] = context.run_id
-    if context.counter.model_name:
-        attributes['pydantic_ai_history.model'] = context.counter.model_name
-    return attributes
 
 
 @dataclass(kw_only=True, eq=False)

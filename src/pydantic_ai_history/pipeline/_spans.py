@@ -10,14 +10,18 @@ history.
 from __future__ import annotations
 
 from contextvars import Token
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from ._clock import wall
 
-__all__ = ('PROCESS_SPAN', 'DeferredSpans')
+if TYPE_CHECKING:
+    from ..events import RequestProcessed
+    from ._context import HistoryContext
+
+__all__ = ('PROCESS_SPAN', 'DeferredSpans', 'request_attributes')
 
 PROCESS_SPAN = 'pydantic_ai_history.process'
 
@@ -76,3 +80,26 @@ class DeferredSpans:
             otel_context.detach(self._process_token)
             self._process.end()
             self._process, self._process_token = None, None
+
+
+def request_attributes(event: RequestProcessed, context: HistoryContext) -> dict[str, Any]:
+    """The request span's attributes: what the request changed, and for which run and model."""
+    attributes: dict[str, Any] = {
+        'pydantic_ai_history.messages_before': event.messages_before,
+        'pydantic_ai_history.messages_after': event.messages_after,
+        'pydantic_ai_history.tokens_before': event.tokens_before,
+        'pydantic_ai_history.tokens_after': event.tokens_after,
+        'pydantic_ai_history.anchored': event.anchored,
+        'pydantic_ai_history.duration_ms': event.duration_ms,
+        'pydantic_ai_history.prefix_rewrite.messages': event.rewritten_messages,
+        'pydantic_ai_history.prefix_rewrite.tokens': event.rewritten_tokens,
+    }
+    if event.rewritten_by is not None:
+        attributes['pydantic_ai_history.prefix_rewrite.by'] = event.rewritten_by
+    if context.context_window is not None:
+        attributes['pydantic_ai_history.context_window'] = context.context_window
+    if context.run_id is not None:
+        attributes['pydantic_ai_history.run_id'] = context.run_id
+    if context.counter.model_name:
+        attributes['pydantic_ai_history.model'] = context.counter.model_name
+    return attributes

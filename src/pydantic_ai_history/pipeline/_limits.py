@@ -1,0 +1,100 @@
+"""The context policy resolved per model, once: what every stage plans against, with what local servers said
+their window is, and one announcement of what the limits had to assume or change."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..budget._local_server import LocalServer, local_server_of
+from ..budget._policy import ContextLimits, ContextPolicy
+from ..budget.model_info import is_test_model, model_info, model_name_of, profile_window, serving_candidates
+from ..events import HistoryEvent, HistoryWarning
+from ..stages._summarizer_settings import ModelRef
+
+__all__ = ('ModelLimits',)
+
+logger = logging.getLogger('pydantic_ai_history')
+
+
+@dataclass(eq=False)
+class ModelLimits:
+    """The limits of each model a capability serves, resolved once per model and announced once."""
+
+    policy: ContextPolicy
+    """The capability's policy."""
+    emit: Callable[[HistoryEvent], None]
+    """Where the announcements go (the capability's events)."""
+    _limits: dict[tuple[str | None, int | None], ContextLimits] = field(default_factory=dict)
+    _server_windows: dict[str, int] = field(default_factory=dict)
+    """What local servers said their window is, by `LocalServer.key`."""
+    _servers_asked: set[str] = field(default_factory=set)
+
+    def limits_for(self, model: ModelRef | None) -> ContextLimits:
+        """See `HistoryCapability.limits_for`."""
+        # a profile-less `Model` and its name resolve alike; two `Model`s of one name may carry two windows
+        window = None if model is None or isinstance(model, str) else profile_window(model)
+        key = (model_name_of(model), window)
+        limits = self._limits.get(key)
+        if limits is None:
+            limits = self.policy.resolve(model_info(model, server_windows=self._server_windows))
+            if limits.window_source == 'fallback' and next(self._servers_to_ask(model), None):
+                return limits  # provisional: the first request asks the model's server
+            self._limits[key] = limits
+            self._announce(limits, model)
+        return limits
+
+    def servers_to_ask(self, model: Any, *, again: bool) -> list[tuple[Any, LocalServer]]:
+        """Each model that may serve a request with the local server to ask for its window: only where the
+        policy does not set the window, once per server and process unless `again`; each counts as asked."""
+        if self.policy.context_window is not None or model is None or isinstance(model, str):
+            return []
+        found = []
+        for candidate, server in self._servers_to_ask(model, again=again):  # lazy: a server once per call
+            self._servers_asked.add(server.key)
+            found.append((candidate, server))
+        return found
+
+    def _servers_to_ask(
+        self, model: ModelRef | None, *, again: bool = False
+    ) -> Iterator[tuple[Any, LocalServer]]:
+        for candidate in serving_candidates(model):
+            server = local_server_of(candidate)
+            if server is not None and (again or server.key not in self._servers_asked):
+                yield candidate, server
+
+    def learn_window(self, server: LocalServer, window: int | None) -> None:
+        """What a server answered: its window, which every model's limits are resolved again with."""
+        if window is not None:
+            logger.info('%s serves %r with a %s-token window', server.base_url, server.model_name, window)
+            self._server_windows[server.key] = window
+            self._limits.clear()
+
+    def _announce(self, limits: ContextLimits, model: ModelRef | None) -> None:
+        """Say once per model what the limits had to assume or change."""
+        for adjustment in limits.adjustments:
+            logger.warning('setting_clamped: %s', adjustment)
+            self.emit(
+                HistoryWarning(
+                    code='setting_clamped', message=adjustment, details={'model': limits.model_name}
+                )
+            )
+        if limits.window_source != 'fallback':
+            return
+        message = (
+            f'the context window of {limits.model_name!r} is unknown: assuming '
+            f'{limits.model_window:,} tokens. Set ContextPolicy(context_window=...) (or the model '
+            "profile's context_window), or ContextPolicy(strict=True) to make this an error."
+        )
+        # pydantic-ai's test models have no window on purpose: an app's tests should not see a warning
+        level = logging.INFO if is_test_model(model) else logging.WARNING
+        logger.log(level, 'context_window_fallback: %s', message)
+        self.emit(
+            HistoryWarning(
+                code='context_window_fallback',
+                message=message,
+                details={'model': limits.model_name, 'assumed_context_window': limits.model_window},
+            )
+        )

@@ -1,0 +1,94 @@
+"""What the capability keeps per run: one record per run, in one map bounded by `max_tracked_runs` (the least
+recently active run dropped first), and the key that names a run, also on pydantic-ai 1.0, which has no run
+id."""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._compat import ModelRequestPart, run_id_of
+from ._stats import RunStats
+from ._validity import InputCheck
+
+__all__ = ('RunState', 'Runs')
+
+
+@dataclass
+class RunState:
+    """What the capability remembers about one run between its requests."""
+
+    input_check: InputCheck = field(default_factory=InputCheck)
+    """The incremental input check: each request continues the run's previous input."""
+    stats: RunStats = field(default_factory=RunStats)
+    """The run's running totals (`HistoryStats.runs`)."""
+    planned_budget: int | None = None
+    """The budget the run's current step was processed against (`before_model_request`), so an attempt at a
+    model with a smaller window (`prepare_model_request`) knows to fit its own copy."""
+    offered_readback: bool | None = None
+    """Whether the run's previous request offered `read_artifact` (its first appearance rewrites the cached
+    prefix: tools come first); None before a request with tool definitions."""
+    notice: ModelRequestPart | None = None
+    """Late 1.x: the near-limit notice of the run's current request, until `wrap_model_request` puts it on
+    the wire."""
+    notice_band: int | None = None
+    """The band (`NearLimitNotice.band`) of the run's latest notice, while its history stays past the
+    notice's start."""
+
+
+class Runs:
+    """Every tracked run's `RunState`, the least recently active dropped past `limit`, and run keys."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._states: OrderedDict[str | None, RunState] = OrderedDict()
+        self._legacy: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
+        self._legacy_seq = 0
+
+    def __getitem__(self, run: str | None) -> RunState:
+        """The run's state, created if new and made the most recently active."""
+        state = self._states.pop(run, None) or RunState()
+        self._states[run] = state
+        while len(self._states) > self._limit:
+            self._states.popitem(last=False)
+        return state
+
+    def peek(self, run: str | None) -> RunState | None:
+        """The run's state if it is tracked, without making it the most recently active."""
+        return self._states.get(run)
+
+    def stats(self) -> Iterator[tuple[str, RunStats]]:
+        """Each tracked run's stats, least recently active first (runs without a key count only overall)."""
+        return ((run, state.stats) for run, state in self._states.items() if run is not None)
+
+    def key(self, ctx: Any) -> str | None:
+        """The run's key: pydantic-ai's run id, else (1.0) a name for the run's `RunUsage`; None outside a
+        run."""
+        if ctx is None:
+            return None
+        run_id = run_id_of(ctx)
+        if run_id is not None:
+            return run_id
+        # pydantic-ai 1.0 has no run id, and replaces its message list with each processor output; the
+        # run's `RunUsage` is the one object that lives exactly as long as the run (unless the app shares
+        # one usage between runs on purpose, when they count as one).
+        usage = getattr(ctx, 'usage', None)
+        return None if usage is None else self._legacy_key(usage)
+
+    def _legacy_key(self, usage: object) -> str:
+        key = id(usage)
+        entry = self._legacy.get(key)
+        if entry is not None and entry[0]() is usage:
+            return entry[1]
+        legacy = self._legacy
+        try:
+            ref = weakref.ref(usage, lambda _, key=key: legacy.pop(key, None))  # type: ignore[misc]
+        except TypeError:  # not weak-referenceable: fall back to the object id
+            return f'run-{key:x}'
+        self._legacy_seq += 1
+        name = f'run-{self._legacy_seq}'
+        legacy[key] = (ref, name)
+        return name
