@@ -20,6 +20,7 @@ from ..._compat import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
+    UserPromptPart,
     file_input_profile,
     json_text,
     make_request,
@@ -28,7 +29,6 @@ from ..._compat import (
 from ...budget._room import kept_tokens, request_room, window_room
 from ...budget.model_info import is_test_model, model_info, model_name_of
 from ...cache import cache_key
-from ...events import ArtifactProcessed
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
 from ...messages._marks import seal
 from ...messages._utf8 import utf8
@@ -42,7 +42,7 @@ from ...pipeline._context import MARKER_KEY, HistoryContext
 from ...pipeline._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...store import artifact_id
 from .._llm import operations_of
-from .._request_fit import fit_request
+from .._request_fit import fit_request, report_artifact, store_original
 from .._summarizer_settings import check_model_ref
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
@@ -327,18 +327,8 @@ class ArtifactPlanner(StageCapability):
             remaining = max(remaining - after, 0)
             if outcome.text is None and not candidate.in_current_request:
                 continue  # an older artifact left as it was: nothing to report, request after request
-            context.emit_event(
-                ArtifactProcessed(
-                    run_id=context.run_id,
-                    artifact_id=a.id,
-                    source=a.source,
-                    strategy=outcome.strategy,
-                    tokens_before=a.tokens,
-                    tokens_after=after,
-                    cache_hit=outcome.cache_hit,
-                    rationale=outcome.rationale,
-                )
-            )
+            why, hit = outcome.rationale, outcome.cache_hit
+            report_artifact(context, a.id, a.source, outcome.strategy, a.tokens, after, why, hit)
             logger.info(
                 'artifacts: %s %s (%s): %s, %d -> %d tokens',
                 a.id[:16],
@@ -602,23 +592,13 @@ class ArtifactPlanner(StageCapability):
                 what='an attached file replaced by a note',
             )
         counter = context.counter
-        count = functools.partial(counter.count_part, _user_like(attachment))
+        original = BinaryContent(data=attachment.data, media_type=attachment.media_type)
+        count = functools.partial(counter.count_part, _user_like(original))
         before = await context.off_loop(count) if large else count()
         after = counter.count_text(after_text) + (
-            counter.count_part(_user_like_item(items[0])) if strategy == 'fit' else 0
+            counter.count_part(_user_like(items[0])) if strategy == 'fit' else 0
         )
-        context.emit_event(
-            ArtifactProcessed(
-                run_id=context.run_id,
-                artifact_id=a_id,
-                source=label,
-                strategy=strategy,
-                tokens_before=before,
-                tokens_after=after,
-                cache_hit=hit,
-                rationale=converted.manifest,
-            )
-        )
+        report_artifact(context, a_id, label, strategy, before, after, converted.manifest, hit)
         logger.info('artifacts: attachment %s (%s) %s: %s', a_id[:16], label, strategy, converted.manifest)
         return items
 
@@ -666,16 +646,11 @@ def _unchanged(converted: FileResult) -> bool:
 
 async def _store_attachment(attachment: Attachment, a_id: str, label: str, context: HistoryContext) -> bool:
     """Store the file's original bytes; False (with a warning) when there is no store or it fails."""
-    try:
-        if context.store is None:
-            raise RuntimeError('no artifact store')
-        await context.store.put(
-            a_id, attachment.data, media_type=attachment.media_type, source=label, scope=context.scope
-        )
-    except Exception as exc:
-        context.warn('artifact_store_failed', f'could not store attachment {a_id[:16]} ({exc})')
+    if context.store is None:
+        context.warn('artifact_store_failed', f'could not store attachment {a_id[:16]} (no artifact store)')
         return False
-    return True
+    media_type = attachment.media_type
+    return await store_original(context, a_id, attachment.data, media_type, label, what='attachment ')
 
 
 def _attachment_note(
@@ -698,15 +673,8 @@ def _attachment_note(
     return [note], 'convert', note
 
 
-def _user_like(attachment: Attachment) -> Any:
-    from ..._compat import UserPromptPart
-
-    return UserPromptPart(content=[BinaryContent(data=attachment.data, media_type=attachment.media_type)])
-
-
-def _user_like_item(item: Any) -> Any:
-    from ..._compat import UserPromptPart
-
+def _user_like(item: Any) -> UserPromptPart:
+    """`item` as a user prompt's content, to count what it costs there."""
     return UserPromptPart(content=[item])
 
 
@@ -750,26 +718,16 @@ async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
         context.warn('artifact_store_missing', f'no artifact store: {candidate.id[:16]} kept inline')
         return False
     data = await context.off_loop(utf8, candidate.original) if _large(candidate) else utf8(candidate.original)
-    try:
-        await store.put(
-            candidate.id,
-            data,
-            media_type=candidate.media_type,
-            source=candidate.artifact.source,
-            metadata={
-                'tool_name': candidate.artifact.tool_name or '',
-                'message': str(candidate.artifact.step),
-            },
-            scope=context.scope,
-        )
-    except Exception as exc:  # StoreError, or a backend that raises something else: never lose the content
-        context.warn(
-            'artifact_store_failed',
-            f'could not store {candidate.id[:16]} ({type(exc).__name__}: {exc}); the content stays inline',
-            artifact_id=candidate.id,
-        )
-        return False
-    return True
+    a = candidate.artifact
+    return await store_original(
+        context,
+        candidate.id,
+        data,
+        candidate.media_type,
+        a.source,
+        {'tool_name': a.tool_name or '', 'message': str(a.step)},
+        consequence='; the content stays inline',
+    )
 
 
 def _apply(
