@@ -10,6 +10,7 @@ costs about ten times the request itself; a structured answer (the artifact plan
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -162,11 +163,11 @@ def add_usage(usage: Any, extra: Any, *, requests: int = 0) -> None:
         logger.debug('could not add a sub-call usage to the run usage', exc_info=True)
 
 
+@dataclass
 class InlineOperations:
     """A stage's side effects run in place with the models the stage resolved: for a stage used on its own."""
 
-    def __init__(self, context: HistoryContext) -> None:
-        self._context = context
+    context: HistoryContext
 
     async def request_text(
         self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: Timeout
@@ -185,7 +186,7 @@ class InlineOperations:
     def _run_options(self) -> dict[str, Any]:
         """What every LLM call of the stage takes from the run: its usage, the summarizer's model settings and
         the run's instrumentation (so the call is a span of the run's trace)."""
-        context = self._context
+        context = self.context
         return {
             'usage': context.usage,
             'model_settings': context.summarizer.model_settings,
@@ -206,7 +207,7 @@ class InlineOperations:
             media_type=media_type,
             name=name,
             model_name=model_name,
-            profile=self._context.counter.profile,
+            profile=self.context.counter.profile,
             settings=settings,
         )
 
