@@ -200,15 +200,9 @@ def latest_question(messages: Sequence[ModelMessage]) -> str:
                     else [c for c in content if isinstance(c, str) and sealed_kind(c) is None]
                 )
                 if texts:
-                    return _bounded('\n'.join(texts) if len(texts) > 1 else texts[0])
+                    text, half = '\n'.join(texts), _QUESTION_CHARS // 2
+                    return text if len(text) <= _QUESTION_CHARS else f'{text[:half]}\n{text[-half:]}'
     return ''
-
-
-def _bounded(text: str) -> str:
-    if len(text) <= _QUESTION_CHARS:
-        return text
-    half = _QUESTION_CHARS // 2
-    return f'{text[:half]}\n{text[-half:]}'
 
 
 # ---- the plan: pure ---------------------------------------------------------------------------------------
@@ -271,10 +265,6 @@ def plan_fit(items: Sequence[Reducible], room: int) -> FitPlan:
 # ---- texts -------------------------------------------------------------------------------------------------
 
 
-def _read_hint(artifact_id: str) -> str:
-    return f"{readback_tool()}(artifact_id='{artifact_id}', offset=0, query=...) reads the rest"
-
-
 def _lost_note(stored: bool) -> str:
     return '' if stored else ' | the original could not be stored: what is not shown here is lost'
 
@@ -321,7 +311,8 @@ def reduced_text(
     head = (
         f'{ARTIFACT_MARKER} {artifact_id} | {item.source}, {len(item.text):,} characters, '
         f'~{item.tokens:,} tokens, more than this request has room for | {showing} | '
-        f'{_read_hint(artifact_id)}{_lost_note(stored)}]\n'
+        f"{readback_tool()}(artifact_id='{artifact_id}', offset=0, query=...) reads the rest"
+        f'{_lost_note(stored)}]\n'
     )
     if item.tool_name is None:
         head += _beginning(item.text, int(max_tokens * _PROMPT_HEAD_SHARE), counter)

@@ -56,7 +56,7 @@ from ._extract import (
 )
 from ._models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from ._planner import heuristic_plan, llm_plan, should_use_llm_planning
-from ._settings import ArtifactSettings
+from ._settings import ArtifactSettings, Reducer
 from ._strategies import exclude_stub, extract_text, reduced_text, summarize_text, summary_text
 
 __all__ = ('ArtifactPlanner',)
@@ -161,7 +161,7 @@ class ArtifactPlanner(StageCapability):
         candidates = await self._candidates(messages, context, start=start)
         if not candidates:
             return messages
-        planned = await self._run_reducers(candidates, messages, context)
+        planned = self._run_reducers(candidates, context)
         large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
         reduced = [c for c in planned if c.reduced_by]
         if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
@@ -436,49 +436,9 @@ class ArtifactPlanner(StageCapability):
             await context.cache.set(key, summary)
         return summary, False
 
-    async def _run_reducers(
-        self, candidates: list[Candidate], messages: Sequence[ModelMessage], context: HistoryContext
-    ) -> list[Candidate]:
+    def _run_reducers(self, candidates: list[Candidate], context: HistoryContext) -> list[Candidate]:
         reducers = self.settings.reducers
-        if not reducers:
-            return candidates
-        out: list[Candidate] = []
-        for candidate in candidates:
-            reducer = reducers.get(candidate.artifact.tool_name or '')
-            if reducer is None:
-                out.append(candidate)
-                continue
-            try:
-                reduced = reducer(candidate.source_part.content)
-                text = reduced if isinstance(reduced, str) else json_text(reduced)
-            except Exception as exc:
-                context.warn(
-                    'artifact_reducer_failed',
-                    f'the reducer of {candidate.artifact.tool_name!r} raised {type(exc).__name__}: {exc}',
-                )
-                out.append(candidate)
-                continue
-            if len(text) >= len(candidate.text):
-                out.append(candidate)
-                continue
-            artifact = candidate.artifact.model_copy(
-                update={
-                    'chars': len(text),
-                    'tokens': math.ceil(
-                        context.counter.count_text(text) * context.counter.tokenizer_profile.correction
-                    ),
-                    'metadata': {
-                        **candidate.artifact.metadata,
-                        'original_chars': str(candidate.artifact.chars),
-                    },
-                }
-            )
-            out.append(
-                dataclasses.replace(
-                    candidate, artifact=artifact, text=text, reduced_by=candidate.artifact.tool_name
-                )
-            )
-        return out
+        return [_reduced(c, reducers, context) for c in candidates] if reducers else candidates
 
     # ---- attachments ----------------------------------------------------------------------------------
 
@@ -517,9 +477,8 @@ class ArtifactPlanner(StageCapability):
                 new_content = []
                 for i_index, item in enumerate(cast('Sequence[Any]', content)):
                     new_content.extend(replaced.get((m_index, p_index, i_index), [item]))
-            new_part = dataclasses.replace(part, content=new_content)
             parts = list(message.parts)
-            parts[p_index] = new_part
+            parts[p_index] = dataclasses.replace(part, content=new_content)
             result[m_index] = dataclasses.replace(message, parts=parts)
         return result
 
@@ -695,6 +654,29 @@ def _overhead(candidate: Candidate, context: HistoryContext) -> int:
     profile = counter.tokenizer_profile
     name = candidate.artifact.tool_name or ''
     return math.ceil((profile.tool_call_overhead + counter.count_text(name)) * profile.correction) + 2
+
+
+def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: HistoryContext) -> Candidate:
+    """The candidate as its tool's reducer leaves it; itself when there is none, it raises (with a warning) or
+    it does not make the text shorter."""
+    a = candidate.artifact
+    reducer = reducers.get(a.tool_name or '')
+    if reducer is None:
+        return candidate
+    try:
+        reduced = reducer(candidate.source_part.content)
+        text = reduced if isinstance(reduced, str) else json_text(reduced)
+    except Exception as exc:
+        context.warn(
+            'artifact_reducer_failed', f'the reducer of {a.tool_name!r} raised {type(exc).__name__}: {exc}'
+        )
+        return candidate
+    if len(text) >= len(candidate.text):
+        return candidate
+    tokens = math.ceil(context.counter.count_text(text) * context.counter.tokenizer_profile.correction)
+    metadata = {**a.metadata, 'original_chars': str(a.chars)}
+    artifact = a.model_copy(update={'chars': len(text), 'tokens': tokens, 'metadata': metadata})
+    return dataclasses.replace(candidate, artifact=artifact, text=text, reduced_by=a.tool_name)
 
 
 def _new_part(part: Any, candidate: Candidate, outcome: _Outcome) -> Any:
