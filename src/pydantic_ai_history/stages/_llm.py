@@ -86,11 +86,8 @@ def _record_speed(model: object, chars: int, seconds: float) -> None:
 
 
 def _timeout_message(setting: Timeout, seconds: float, model: object, chars: int) -> str:
-    why = (
-        f"'auto': {chars:,} characters at {_speed(model):,.0f} characters/s"
-        if setting == 'auto'
-        else repr(setting)
-    )
+    speed = _speed(model)
+    why = f"'auto': {chars:,} characters at {speed:,.0f} characters/s" if setting == 'auto' else repr(setting)
     shown = f'{seconds:,.0f}' if seconds >= 10 else f'{seconds:.2g}'
     return (
         f'timed out after {shown} s (SummarizerSettings.timeout={why}); raise SummarizerSettings.timeout, '
