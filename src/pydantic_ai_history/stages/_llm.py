@@ -10,7 +10,8 @@ costs about ten times the request itself; a structured answer (the artifact plan
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -36,45 +37,12 @@ __all__ = (
     'add_usage',
     'convert_in_thread',
     'operations_of',
-    'run_agent',
     'run_plan',
     'run_text',
     'summarizer_timeout',
 )
 
 logger = logging.getLogger('pydantic_ai_history.stages')
-
-OutputT = TypeVar('OutputT')
-
-
-async def run_agent(
-    model: Any,
-    prompt: str,
-    *,
-    instructions: str,
-    output_type: type[OutputT],
-    timeout: float,
-    usage: Any = None,
-    model_settings: Any = None,
-    instrument: InstrumentationSettings | None = None,
-) -> tuple[OutputT, Any]:
-    """Run a one-off `Agent(model, output_type=, instructions=)` on `prompt`: its output and its `RunUsage`.
-
-    Raises `TimeoutError` after `timeout` seconds and whatever the run raises; the call's usage is added to
-    `usage` (the outer run's, when there is one) only when it succeeds. `instrument`: the outer run's
-    instrumentation, so the call's spans join its trace (None: pydantic-ai's default).
-    """
-    from pydantic_ai import Agent
-
-    agent: Agent[None, OutputT] = Agent(
-        model, output_type=output_type, instructions=instructions, **instrumented_agent_options(instrument)
-    )
-    with anyio.fail_after(timeout):
-        result = await agent.run(prompt, model_settings=model_settings)
-    run_usage = result_usage(result)
-    add_usage(usage, run_usage)
-    return result.output, run_usage
-
 
 AUTO_TIMEOUT_BASE_SECONDS = 60.0
 """`SummarizerSettings.timeout='auto'`: the fixed part (connection, queueing, a slow first token)."""
@@ -100,8 +68,11 @@ def summarizer_timeout(setting: Timeout, model: object, chars: int) -> float | N
         return float(setting)
     if local_server_of(model) is not None:
         return None
-    speed = _SPEEDS.get(model_name_of(model) or '', DEFAULT_CHARS_PER_SECOND)
-    return AUTO_TIMEOUT_BASE_SECONDS + AUTO_TIMEOUT_MARGIN * chars / speed
+    return AUTO_TIMEOUT_BASE_SECONDS + AUTO_TIMEOUT_MARGIN * chars / _speed(model)
+
+
+def _speed(model: object) -> float:
+    return _SPEEDS.get(model_name_of(model) or '', DEFAULT_CHARS_PER_SECOND)
 
 
 def _record_speed(model: object, chars: int, seconds: float) -> None:
@@ -115,7 +86,7 @@ def _record_speed(model: object, chars: int, seconds: float) -> None:
 
 
 def _timeout_message(setting: Timeout, seconds: float, model: object, chars: int) -> str:
-    speed = _SPEEDS.get(model_name_of(model) or '', DEFAULT_CHARS_PER_SECOND)
+    speed = _speed(model)
     why = f"'auto': {chars:,} characters at {speed:,.0f} characters/s" if setting == 'auto' else repr(setting)
     shown = f'{seconds:,.0f}' if seconds >= 10 else f'{seconds:.2g}'
     return (
@@ -189,11 +160,11 @@ def add_usage(usage: Any, extra: Any, *, requests: int = 0) -> None:
         logger.debug('could not add a sub-call usage to the run usage', exc_info=True)
 
 
+@dataclass
 class InlineOperations:
     """A stage's side effects run in place with the models the stage resolved: for a stage used on its own."""
 
-    def __init__(self, context: HistoryContext) -> None:
-        self._context = context
+    context: HistoryContext
 
     async def request_text(
         self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: Timeout
@@ -212,7 +183,7 @@ class InlineOperations:
     def _run_options(self) -> dict[str, Any]:
         """What every LLM call of the stage takes from the run: its usage, the summarizer's model settings and
         the run's instrumentation (so the call is a span of the run's trace)."""
-        context = self._context
+        context = self.context
         return {
             'usage': context.usage,
             'model_settings': context.summarizer.model_settings,
@@ -233,7 +204,7 @@ class InlineOperations:
             media_type=media_type,
             name=name,
             model_name=model_name,
-            profile=self._context.counter.profile,
+            profile=self.context.counter.profile,
             settings=settings,
         )
 
@@ -248,20 +219,22 @@ async def run_plan(
     model_settings: Any,
     instrument: InstrumentationSettings | None = None,
 ) -> ArtifactPlan:
-    """The artifact planner's one structured call: its `ArtifactPlan`."""
+    """The artifact planner's one structured call (a one-off `Agent`): its `ArtifactPlan`.
+
+    Raises `TimeoutError` after `timeout` seconds and whatever the run raises; the call's usage is added to
+    `usage` (the outer run's, when there is one) only when it succeeds.
+    """
+    from pydantic_ai import Agent
+
     from .artifacts._models import ArtifactPlan
 
-    plan, _ = await run_agent(
-        model,
-        prompt,
-        instructions=instructions,
-        output_type=ArtifactPlan,
-        timeout=timeout,
-        usage=usage,
-        model_settings=model_settings,
-        instrument=instrument,
+    agent = Agent(
+        model, output_type=ArtifactPlan, instructions=instructions, **instrumented_agent_options(instrument)
     )
-    return plan
+    with anyio.fail_after(timeout):
+        result = await agent.run(prompt, model_settings=model_settings)
+    add_usage(usage, result_usage(result))
+    return result.output
 
 
 async def convert_in_thread(

@@ -55,6 +55,8 @@ __all__ = (
     'latest_question',
     'plan_fit',
     'reducible_items',
+    'report_artifact',
+    'store_original',
     'tool_return_text',
     'water_level',
 )
@@ -198,15 +200,9 @@ def latest_question(messages: Sequence[ModelMessage]) -> str:
                     else [c for c in content if isinstance(c, str) and sealed_kind(c) is None]
                 )
                 if texts:
-                    return _bounded('\n'.join(texts) if len(texts) > 1 else texts[0])
+                    text, half = '\n'.join(texts), _QUESTION_CHARS // 2
+                    return text if len(text) <= _QUESTION_CHARS else f'{text[:half]}\n{text[-half:]}'
     return ''
-
-
-def _bounded(text: str) -> str:
-    if len(text) <= _QUESTION_CHARS:
-        return text
-    half = _QUESTION_CHARS // 2
-    return f'{text[:half]}\n{text[-half:]}'
 
 
 # ---- the plan: pure ---------------------------------------------------------------------------------------
@@ -269,10 +265,6 @@ def plan_fit(items: Sequence[Reducible], room: int) -> FitPlan:
 # ---- texts -------------------------------------------------------------------------------------------------
 
 
-def _read_hint(artifact_id: str) -> str:
-    return f"{readback_tool()}(artifact_id='{artifact_id}', offset=0, query=...) reads the rest"
-
-
 def _lost_note(stored: bool) -> str:
     return '' if stored else ' | the original could not be stored: what is not shown here is lost'
 
@@ -319,7 +311,8 @@ def reduced_text(
     head = (
         f'{ARTIFACT_MARKER} {artifact_id} | {item.source}, {len(item.text):,} characters, '
         f'~{item.tokens:,} tokens, more than this request has room for | {showing} | '
-        f'{_read_hint(artifact_id)}{_lost_note(stored)}]\n'
+        f"{readback_tool()}(artifact_id='{artifact_id}', offset=0, query=...) reads the rest"
+        f'{_lost_note(stored)}]\n'
     )
     if item.tool_name is None:
         head += _beginning(item.text, int(max_tokens * _PROMPT_HEAD_SHARE), counter)
@@ -492,7 +485,8 @@ class _Fit:
             context = self.context
             keyed = functools.partial(_keyed, context, item.text)
             data, artifact_id = await context.off_loop(keyed) if _large(item) else keyed()
-            stored = await _store(context, artifact_id, data, item.media_type, item.source, item.tool_name)
+            tool = {'tool_name': item.tool_name or ''}
+            stored = await store_original(context, artifact_id, data, item.media_type, item.source, tool)
             found = self.stored[index] = (artifact_id, stored)
         return found
 
@@ -503,7 +497,8 @@ class _Fit:
             data = await context.off_loop(group_data, grouped)
             artifact_id = await context.off_loop(context.artifact_id, data)
             source = f'{len(grouped)} tool returns of one request'
-            stored = await _store(context, artifact_id, data, 'application/x-ndjson', source, None)
+            ndjson, no_tool = 'application/x-ndjson', {'tool_name': ''}
+            stored = await store_original(context, artifact_id, data, ndjson, source, no_tool)
             self.group = (data, artifact_id, stored)
         data, artifact_id, stored = self.group
         render = functools.partial(
@@ -532,7 +527,7 @@ class _Fit:
             artifact_id, stored = self.stored[index]
             after = count(self.texts[index])
             strategy = 'extract' if item.page is None else 'page'
-            _event(context, artifact_id, item.source, strategy, item.tokens, after, reason)
+            report_artifact(context, artifact_id, item.source, strategy, item.tokens, after, reason)
             if item.tool_name is None:
                 context.warn(
                     'user_prompt_reduced',
@@ -550,7 +545,9 @@ class _Fit:
             before = sum(i.tokens for i in grouped)
             after = count(self.texts[plan.group[0]]) + (len(grouped) - 1) * POINTER_TOKENS
             source = f'{len(grouped)} tool returns'
-            _event(context, artifact_id, source, 'group', before, after, f'{reason}; stored together')
+            report_artifact(
+                context, artifact_id, source, 'group', before, after, f'{reason}; stored together'
+            )
             if not stored:
                 self._lost(grouped, f'{source} were cut to fit the request and could not be stored')
 
@@ -592,31 +589,47 @@ def _keyed(context: HistoryContext, text: str) -> tuple[bytes, str]:
     return data, context.artifact_id(data)
 
 
-async def _store(
-    context: HistoryContext, artifact_id: str, data: bytes, media_type: str, source: str, tool: str | None
+async def store_original(
+    context: HistoryContext,
+    artifact_id: str,
+    data: bytes,
+    media_type: str,
+    source: str,
+    metadata: dict[str, str] | None = None,
+    *,
+    what: str = '',
+    consequence: str = '',
 ) -> bool:
-    """Store one original; False (with a warning) when the store refuses or fails, or there is none."""
+    """Store one original in the run's scope; False (with an `artifact_store_failed` warning naming `what`
+    and the `consequence`) when the store refuses or fails, or there is none."""
     store = context.store
     if store is None:
         return False
     try:
-        metadata = {'tool_name': tool or ''}
         await store.put(
             artifact_id, data, media_type=media_type, source=source, metadata=metadata, scope=context.scope
         )
     except Exception as exc:  # StoreError, a quota, or a backend that raises something else
         context.warn(
             'artifact_store_failed',
-            f'could not store {artifact_id[:16]} ({type(exc).__name__}: {exc})',
+            f'could not store {what}{artifact_id[:16]} ({type(exc).__name__}: {exc}){consequence}',
             artifact_id=artifact_id,
         )
         return False
     return True
 
 
-def _event(
-    context: HistoryContext, artifact_id: str, source: str, strategy: str, before: int, after: int, why: str
+def report_artifact(
+    context: HistoryContext,
+    artifact_id: str,
+    source: str,
+    strategy: str,
+    before: int,
+    after: int,
+    why: str,
+    cache_hit: bool = False,
 ) -> None:
+    """The `ArtifactProcessed` event of one reduced artifact."""
     context.emit_event(
         ArtifactProcessed(
             run_id=context.run_id,
@@ -625,7 +638,7 @@ def _event(
             strategy=strategy,
             tokens_before=before,
             tokens_after=after,
-            cache_hit=False,
+            cache_hit=cache_hit,
             rationale=why,
         )
     )

@@ -58,6 +58,13 @@ def check_model_ref(value: object, field: str) -> None:
         )
 
 
+def _check_type(value: object, field: str, types: tuple[type, ...], expected: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, types):
+        raise TypeError(
+            f'SummarizerSettings.{field} must be {expected}, got {type(value).__name__} {value!r}'
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class SummarizerSettings:
     """The model and limits of every LLM call the package makes: compaction summaries, artifact summaries,
@@ -82,26 +89,15 @@ class SummarizerSettings:
 
     def __post_init__(self) -> None:
         check_model_ref(self.model, 'SummarizerSettings.model')
-        timeout = self.timeout
+        timeout, cap = self.timeout, self.max_input_tokens
         if timeout is not None and timeout != 'auto':
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-                raise TypeError(
-                    "SummarizerSettings.timeout must be seconds (a number), 'auto' or None, got "
-                    f'{type(timeout).__name__} {timeout!r}'
-                )
+            _check_type(timeout, 'timeout', (int, float), "seconds (a number), 'auto' or None")
             if not timeout > 0:
                 raise ValueError(f'SummarizerSettings.timeout must be positive, got {timeout!r}')
-        if self.max_input_tokens is not None and (
-            isinstance(self.max_input_tokens, bool) or not isinstance(self.max_input_tokens, int)
-        ):
-            raise TypeError(
-                'SummarizerSettings.max_input_tokens must be a whole number of tokens (int), got '
-                f'{type(self.max_input_tokens).__name__} {self.max_input_tokens!r}'
-            )
-        if self.max_input_tokens is not None and self.max_input_tokens < 1_000:
-            raise ValueError(
-                f'SummarizerSettings.max_input_tokens must be at least 1,000, got {self.max_input_tokens!r}'
-            )
+        if cap is not None:
+            _check_type(cap, 'max_input_tokens', (int,), 'a whole number of tokens (int)')
+            if cap < 1_000:
+                raise ValueError(f'SummarizerSettings.max_input_tokens must be at least 1,000, got {cap!r}')
 
     def input_cap(self, summarizer_window: int | None, *, answer_tokens: int) -> int:
         """The input cap for a summarizer with `summarizer_window` (None when unknown) that may answer with up

@@ -93,47 +93,37 @@ def heuristic_plan(
     decisions: list[ArtifactDecision] = []
     for priority, candidate in enumerate(order):
         a = candidate.artifact
-        query = _query_for(candidate, question)
+        query = _query_for(candidate, question) or None
         large = a.chars > settings.large_artifact_chars
         if not large or a.tokens <= settings.view_cap(remaining):
-            if large:
-                large_left -= 1
-            decisions.append(
-                ArtifactDecision(
-                    artifact_id=a.id,
-                    strategy=ProcessingStrategy.INCLUDE_FULL,
-                    priority=priority,
-                    rationale=f'fits: {a.tokens:,} of {remaining:,} tokens left',
-                )
-            )
-            remaining -= a.tokens
-            continue
-        share = settings.view_cap(remaining // max(large_left, 1))
-        large_left -= 1
-        if share >= settings.min_extract_tokens or candidate.in_current_request:
-            reduction = ProcessingStrategy(settings.default_reduction)
-            decisions.append(
-                ArtifactDecision(
-                    artifact_id=a.id,
-                    strategy=reduction,
-                    priority=priority,
-                    rationale=f'{a.tokens:,} tokens do not fit the {remaining:,} left; {reduction.value} '
-                    f'about {max(share, settings.min_preview_tokens):,}',
-                    summarization_focus=query or None,
-                    extraction_query=query or None,
-                )
-            )
-            remaining -= max(share, settings.min_preview_tokens)
+            large_left -= large
+            strategy, query = ProcessingStrategy.INCLUDE_FULL, None
+            rationale = f'fits: {a.tokens:,} of {remaining:,} tokens left'
+            remaining -= a.tokens  # small ones always come in: what is left may go below zero
         else:
-            decisions.append(
-                ArtifactDecision(
-                    artifact_id=a.id,
-                    strategy=ProcessingStrategy.EXCLUDE,
-                    priority=priority,
-                    rationale=f'budget spent ({remaining:,} tokens left)',
+            share = settings.view_cap(remaining // max(large_left, 1))
+            large_left -= 1
+            if share >= settings.min_extract_tokens or candidate.in_current_request:
+                strategy = ProcessingStrategy(settings.default_reduction)
+                kept = max(share, settings.min_preview_tokens)
+                rationale = (
+                    f'{a.tokens:,} tokens do not fit the {remaining:,} left; {strategy.value} about {kept:,}'
                 )
+                remaining = max(remaining - kept, 0)
+            else:
+                strategy, query = ProcessingStrategy.EXCLUDE, None
+                rationale = f'budget spent ({remaining:,} tokens left)'
+                remaining = max(remaining, 0)
+        decisions.append(
+            ArtifactDecision(
+                artifact_id=a.id,
+                strategy=strategy,
+                priority=priority,
+                rationale=rationale,
+                summarization_focus=query,
+                extraction_query=query,
             )
-        remaining = max(remaining, 0)
+        )
     return ArtifactPlan(
         decisions=decisions,
         reasoning='heuristic: newest and smallest first, include what fits, reduce the rest',

@@ -95,15 +95,7 @@ def _reduce_snapshot_text(text: str, max_depth: int, keep_roles: frozenset[str],
 def _reduce_tree(
     node: Mapping[str, Any], depth: int, max_depth: int, keep_roles: frozenset[str], max_name_chars: int
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key == 'children':
-            continue
-        out[key] = (
-            value[:max_name_chars] + '...'
-            if isinstance(value, str) and len(value) > max_name_chars
-            else value
-        )
+    out = {key: _clipped(value, max_name_chars) for key, value in node.items() if key != 'children'}
     children = node.get('children')
     if isinstance(children, Sequence) and not isinstance(children, str):
         kept: list[Any] = []
@@ -123,15 +115,18 @@ def _reduce_tree(
     return out
 
 
+def _clipped(value: Any, max_chars: int) -> Any:
+    return value[:max_chars] + '...' if isinstance(value, str) and len(value) > max_chars else value
+
+
 def _interactive_descendants(
     node: Mapping[str, Any], keep_roles: frozenset[str], max_name_chars: int
 ) -> list[Any]:
     found: list[Any] = []
     if str(node.get('role', '')).lower() in keep_roles:
         leaf = {k: v for k, v in node.items() if k != 'children'}
-        name = leaf.get('name')
-        if isinstance(name, str) and len(name) > max_name_chars:
-            leaf['name'] = name[:max_name_chars] + '...'
+        if 'name' in leaf:
+            leaf['name'] = _clipped(leaf['name'], max_name_chars)
         found.append(leaf)
     children = node.get('children')
     if isinstance(children, Sequence) and not isinstance(children, str):

@@ -20,6 +20,7 @@ from ..._compat import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
+    UserPromptPart,
     file_input_profile,
     json_text,
     make_request,
@@ -28,7 +29,6 @@ from ..._compat import (
 from ...budget._room import kept_tokens, request_room, window_room
 from ...budget.model_info import is_test_model, model_info, model_name_of
 from ...cache import cache_key
-from ...events import ArtifactProcessed
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
 from ...messages._marks import seal
 from ...messages._utf8 import utf8
@@ -42,7 +42,7 @@ from ...pipeline._context import MARKER_KEY, HistoryContext
 from ...pipeline._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...store import artifact_id
 from .._llm import operations_of
-from .._request_fit import fit_request
+from .._request_fit import fit_request, report_artifact, store_original
 from .._summarizer_settings import check_model_ref
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
@@ -56,7 +56,7 @@ from ._extract import (
 )
 from ._models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from ._planner import heuristic_plan, llm_plan, should_use_llm_planning
-from ._settings import ArtifactSettings
+from ._settings import ArtifactSettings, Reducer
 from ._strategies import exclude_stub, extract_text, reduced_text, summarize_text, summary_text
 
 __all__ = ('ArtifactPlanner',)
@@ -161,7 +161,7 @@ class ArtifactPlanner(StageCapability):
         candidates = await self._candidates(messages, context, start=start)
         if not candidates:
             return messages
-        planned = await self._run_reducers(candidates, messages, context)
+        planned = self._run_reducers(candidates, context)
         large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
         reduced = [c for c in planned if c.reduced_by]
         if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
@@ -327,18 +327,8 @@ class ArtifactPlanner(StageCapability):
             remaining = max(remaining - after, 0)
             if outcome.text is None and not candidate.in_current_request:
                 continue  # an older artifact left as it was: nothing to report, request after request
-            context.emit_event(
-                ArtifactProcessed(
-                    run_id=context.run_id,
-                    artifact_id=a.id,
-                    source=a.source,
-                    strategy=outcome.strategy,
-                    tokens_before=a.tokens,
-                    tokens_after=after,
-                    cache_hit=outcome.cache_hit,
-                    rationale=outcome.rationale,
-                )
-            )
+            why, hit = outcome.rationale, outcome.cache_hit
+            report_artifact(context, a.id, a.source, outcome.strategy, a.tokens, after, why, hit)
             logger.info(
                 'artifacts: %s %s (%s): %s, %d -> %d tokens',
                 a.id[:16],
@@ -446,49 +436,9 @@ class ArtifactPlanner(StageCapability):
             await context.cache.set(key, summary)
         return summary, False
 
-    async def _run_reducers(
-        self, candidates: list[Candidate], messages: Sequence[ModelMessage], context: HistoryContext
-    ) -> list[Candidate]:
+    def _run_reducers(self, candidates: list[Candidate], context: HistoryContext) -> list[Candidate]:
         reducers = self.settings.reducers
-        if not reducers:
-            return candidates
-        out: list[Candidate] = []
-        for candidate in candidates:
-            reducer = reducers.get(candidate.artifact.tool_name or '')
-            if reducer is None:
-                out.append(candidate)
-                continue
-            try:
-                reduced = reducer(candidate.source_part.content)
-                text = reduced if isinstance(reduced, str) else json_text(reduced)
-            except Exception as exc:
-                context.warn(
-                    'artifact_reducer_failed',
-                    f'the reducer of {candidate.artifact.tool_name!r} raised {type(exc).__name__}: {exc}',
-                )
-                out.append(candidate)
-                continue
-            if len(text) >= len(candidate.text):
-                out.append(candidate)
-                continue
-            artifact = candidate.artifact.model_copy(
-                update={
-                    'chars': len(text),
-                    'tokens': math.ceil(
-                        context.counter.count_text(text) * context.counter.tokenizer_profile.correction
-                    ),
-                    'metadata': {
-                        **candidate.artifact.metadata,
-                        'original_chars': str(candidate.artifact.chars),
-                    },
-                }
-            )
-            out.append(
-                dataclasses.replace(
-                    candidate, artifact=artifact, text=text, reduced_by=candidate.artifact.tool_name
-                )
-            )
-        return out
+        return [_reduced(c, reducers, context) for c in candidates] if reducers else candidates
 
     # ---- attachments ----------------------------------------------------------------------------------
 
@@ -527,9 +477,8 @@ class ArtifactPlanner(StageCapability):
                 new_content = []
                 for i_index, item in enumerate(cast('Sequence[Any]', content)):
                     new_content.extend(replaced.get((m_index, p_index, i_index), [item]))
-            new_part = dataclasses.replace(part, content=new_content)
             parts = list(message.parts)
-            parts[p_index] = new_part
+            parts[p_index] = dataclasses.replace(part, content=new_content)
             result[m_index] = dataclasses.replace(message, parts=parts)
         return result
 
@@ -602,23 +551,13 @@ class ArtifactPlanner(StageCapability):
                 what='an attached file replaced by a note',
             )
         counter = context.counter
-        count = functools.partial(counter.count_part, _user_like(attachment))
+        original = BinaryContent(data=attachment.data, media_type=attachment.media_type)
+        count = functools.partial(counter.count_part, _user_like(original))
         before = await context.off_loop(count) if large else count()
         after = counter.count_text(after_text) + (
-            counter.count_part(_user_like_item(items[0])) if strategy == 'fit' else 0
+            counter.count_part(_user_like(items[0])) if strategy == 'fit' else 0
         )
-        context.emit_event(
-            ArtifactProcessed(
-                run_id=context.run_id,
-                artifact_id=a_id,
-                source=label,
-                strategy=strategy,
-                tokens_before=before,
-                tokens_after=after,
-                cache_hit=hit,
-                rationale=converted.manifest,
-            )
-        )
+        report_artifact(context, a_id, label, strategy, before, after, converted.manifest, hit)
         logger.info('artifacts: attachment %s (%s) %s: %s', a_id[:16], label, strategy, converted.manifest)
         return items
 
@@ -666,16 +605,11 @@ def _unchanged(converted: FileResult) -> bool:
 
 async def _store_attachment(attachment: Attachment, a_id: str, label: str, context: HistoryContext) -> bool:
     """Store the file's original bytes; False (with a warning) when there is no store or it fails."""
-    try:
-        if context.store is None:
-            raise RuntimeError('no artifact store')
-        await context.store.put(
-            a_id, attachment.data, media_type=attachment.media_type, source=label, scope=context.scope
-        )
-    except Exception as exc:
-        context.warn('artifact_store_failed', f'could not store attachment {a_id[:16]} ({exc})')
+    if context.store is None:
+        context.warn('artifact_store_failed', f'could not store attachment {a_id[:16]} (no artifact store)')
         return False
-    return True
+    media_type = attachment.media_type
+    return await store_original(context, a_id, attachment.data, media_type, label, what='attachment ')
 
 
 def _attachment_note(
@@ -698,15 +632,8 @@ def _attachment_note(
     return [note], 'convert', note
 
 
-def _user_like(attachment: Attachment) -> Any:
-    from ..._compat import UserPromptPart
-
-    return UserPromptPart(content=[BinaryContent(data=attachment.data, media_type=attachment.media_type)])
-
-
-def _user_like_item(item: Any) -> Any:
-    from ..._compat import UserPromptPart
-
+def _user_like(item: Any) -> UserPromptPart:
+    """`item` as a user prompt's content, to count what it costs there."""
     return UserPromptPart(content=[item])
 
 
@@ -727,6 +654,29 @@ def _overhead(candidate: Candidate, context: HistoryContext) -> int:
     profile = counter.tokenizer_profile
     name = candidate.artifact.tool_name or ''
     return math.ceil((profile.tool_call_overhead + counter.count_text(name)) * profile.correction) + 2
+
+
+def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: HistoryContext) -> Candidate:
+    """The candidate as its tool's reducer leaves it; itself when there is none, it raises (with a warning) or
+    it does not make the text shorter."""
+    a = candidate.artifact
+    reducer = reducers.get(a.tool_name or '')
+    if reducer is None:
+        return candidate
+    try:
+        reduced = reducer(candidate.source_part.content)
+        text = reduced if isinstance(reduced, str) else json_text(reduced)
+    except Exception as exc:
+        context.warn(
+            'artifact_reducer_failed', f'the reducer of {a.tool_name!r} raised {type(exc).__name__}: {exc}'
+        )
+        return candidate
+    if len(text) >= len(candidate.text):
+        return candidate
+    tokens = math.ceil(context.counter.count_text(text) * context.counter.tokenizer_profile.correction)
+    metadata = {**a.metadata, 'original_chars': str(a.chars)}
+    artifact = a.model_copy(update={'chars': len(text), 'tokens': tokens, 'metadata': metadata})
+    return dataclasses.replace(candidate, artifact=artifact, text=text, reduced_by=a.tool_name)
 
 
 def _new_part(part: Any, candidate: Candidate, outcome: _Outcome) -> Any:
@@ -750,26 +700,16 @@ async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
         context.warn('artifact_store_missing', f'no artifact store: {candidate.id[:16]} kept inline')
         return False
     data = await context.off_loop(utf8, candidate.original) if _large(candidate) else utf8(candidate.original)
-    try:
-        await store.put(
-            candidate.id,
-            data,
-            media_type=candidate.media_type,
-            source=candidate.artifact.source,
-            metadata={
-                'tool_name': candidate.artifact.tool_name or '',
-                'message': str(candidate.artifact.step),
-            },
-            scope=context.scope,
-        )
-    except Exception as exc:  # StoreError, or a backend that raises something else: never lose the content
-        context.warn(
-            'artifact_store_failed',
-            f'could not store {candidate.id[:16]} ({type(exc).__name__}: {exc}); the content stays inline',
-            artifact_id=candidate.id,
-        )
-        return False
-    return True
+    a = candidate.artifact
+    return await store_original(
+        context,
+        candidate.id,
+        data,
+        candidate.media_type,
+        a.source,
+        {'tool_name': a.tool_name or '', 'message': str(a.step)},
+        consequence='; the content stays inline',
+    )
 
 
 def _apply(

@@ -20,47 +20,33 @@ SUMMARY_INSTRUCTIONS = (
 )
 
 
-def _describe(candidate: Candidate) -> str:
+def _headed(candidate: Candidate, what: str, body: str = '') -> str:
+    """`body` under the line naming the stored original: what it stands for, `what` it is, how to read it."""
     a = candidate.artifact
-    return f'{a.source}, {a.chars:,} characters, ~{a.tokens:,} tokens'
-
-
-def _read_hint(candidate: Candidate) -> str:
-    return f"read the original with {readback_tool()}(artifact_id='{candidate.id}', offset=0, query=...)"
+    read = f"read the original with {readback_tool()}(artifact_id='{candidate.id}', offset=0, query=...)"
+    described = f'{a.source}, {a.chars:,} characters, ~{a.tokens:,} tokens'
+    return f'{ARTIFACT_MARKER} {candidate.id} | {described} | {what} | {read}]\n{body}'
 
 
 def reduced_text(candidate: Candidate) -> str:
     """A reducer's output, headed by what it stands for."""
-    return (
-        f'{ARTIFACT_MARKER} {candidate.id} | {_describe(candidate)} | '
-        f'reduced by the {candidate.reduced_by} reducer | {_read_hint(candidate)}]\n{candidate.text}'
-    )
+    return _headed(candidate, f'reduced by the {candidate.reduced_by} reducer', candidate.text)
 
 
 def extract_text(
     candidate: Candidate, query: str, max_tokens: int, counter: TokenCounter, *, chunk_chars: int
 ) -> str:
     """The chunks most relevant to `query` with their position markers, within `max_tokens` (corrected)."""
-
-    shown_query = ' '.join(query.split())[:200]
-    head = (
-        f'{ARTIFACT_MARKER} {candidate.id} | {_describe(candidate)} | '
-        + (
-            f'showing the passages most relevant to {shown_query!r}'
-            if shown_query
-            else 'showing its beginning'
-        )
-        + f' | {_read_hint(candidate)}]\n'
+    shown = ' '.join(query.split())[:200]
+    head = _headed(
+        candidate, f'showing the passages most relevant to {shown!r}' if shown else 'showing its beginning'
     )
     return passages_within(candidate.text, head, query, max_tokens, counter, chunk_chars=chunk_chars)
 
 
 def summary_text(candidate: Candidate, summary: str, focus: str | None) -> str:
     focus_note = f' (focus: {" ".join(focus.split())[:200]!r})' if focus else ''
-    return (
-        f'{ARTIFACT_MARKER} {candidate.id} | {_describe(candidate)} | summary{focus_note} | '
-        f'{_read_hint(candidate)}]\n{summary}'
-    )
+    return _headed(candidate, f'summary{focus_note}', summary)
 
 
 def exclude_stub(candidate: Candidate, preview_chars: int) -> str:
