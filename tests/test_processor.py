@@ -516,3 +516,26 @@ async def test_incremental_input_check_sees_answers_and_frontiers_across_the_sea
             full = fresh._input_check('full-' + str(len(messages))).check(messages).violations
             assert incremental == full == validate_history(messages)
     assert [v.code for v in validate_history([*pending, reply('ok'), user('now')])] == ['dangling_tool_call']
+
+
+def test_workflow_code_counts_with_the_runs_own_counter_begun_at_its_first_step() -> None:
+    """A durable replay runs the workflow again from its first step: what the shared counter learned from the
+    run's later requests must not change an early step's estimate (and so the operations it journals)."""
+    import dataclasses
+
+    from pydantic_ai import RunContext
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.usage import RunUsage
+
+    processor = HistoryProcessor()
+    ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+    if not any(f.name == 'run_id' for f in dataclasses.fields(ctx)):
+        pytest.skip('this pydantic-ai has no run ids (and no durable execution)')
+    first = dataclasses.replace(ctx, run_id='run-1', run_step=1)
+    later = dataclasses.replace(first, run_step=4)
+    counter = processor._workflow_counter(first, 'gpt-4o')
+    assert processor._workflow_counter(later, 'gpt-4o') is counter  # one run, one counter
+    assert counter is not processor.counter_for('gpt-4o')  # not the counter every run shares
+    assert processor._workflow_counter(first, 'gpt-4o') is not counter  # a replay begins afresh
+    other = dataclasses.replace(later, run_id='run-2')
+    assert processor._workflow_counter(other, 'gpt-4o') is not processor._workflow_counter(later, 'gpt-4o')

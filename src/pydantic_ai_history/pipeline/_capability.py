@@ -546,6 +546,23 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             self._counters[name] = counter
         return counter
 
+    def _workflow_counter(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> TokenCounter:
+        """Workflow code counts with the run's own counter, begun afresh at the run's first step.
+
+        An estimate decides which operations a request journals (a compaction's cache reads, its summary), so
+        it must be the same on replay. A replay runs the workflow again from its first step, in a process
+        whose shared counter already learned from the run's later requests (the overhead read from their
+        usage, the requests marked sent): with it, an early step could estimate differently and journal
+        other operations than it did. The run's own counter sees the same requests in the same order on
+        every replay.
+        """
+        state = self._runs[self._runs.key(ctx)]
+        name = model_name_of(model)
+        counter = state.workflow_counter
+        if counter is None or counter.model_name != name or getattr(ctx, 'run_step', 1) <= 1:
+            counter = state.workflow_counter = TokenCounter(name, profile=self.token_profile)
+        return counter
+
     def limits_for(self, model: ModelRef | None) -> ContextLimits:
         """The context policy resolved for `model`: what every stage plans against on its requests.
 
@@ -607,9 +624,10 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
         scope = self.scope_of(ctx)
         run_id = self._runs.key(ctx)
+        # a wrapper over several models counts like the first it tries
+        counted = cast('ModelRef | None', serving_candidates(model)[0])
         return HistoryContext(
-            # a wrapper over several models counts like the first it tries
-            counter=self.counter_for(cast('ModelRef | None', serving_candidates(model)[0])),
+            counter=self.counter_for(counted) if operations is None else self._workflow_counter(ctx, counted),
             limits=self.limits_for(model),
             summarizer=self.summarizer,
             pin=self.pin,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._compat import ModelRequestPart, run_id_of
+from ..tokens import TokenCounter
 from ._stats import RunStats
 from ._validity import InputCheck
 
@@ -37,6 +38,9 @@ class RunState:
     notice_band: int | None = None
     """The band (`NearLimitNotice.band`) of the run's latest notice, while its history stays past the
     notice's start."""
+    workflow_counter: TokenCounter | None = None
+    """Durable workflow code: the run's own token counter, begun afresh at the run's first step (see
+    `HistoryCapability.make_context`)."""
 
 
 class Runs:
