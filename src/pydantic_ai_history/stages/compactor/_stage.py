@@ -78,7 +78,7 @@ from .._transcript import (
     render_units,
     transcript_preamble,
 )
-from ._background import BackgroundJob, BackgroundSummaries, start_job
+from ._background import BackgroundJob, BackgroundSummaries
 from ._breaker import ScopedBreakers
 from ._depth import EventCosts, stubs_suffice
 from ._fallback import digest, head_tail_cut
@@ -920,19 +920,16 @@ class Compactor(StageCapability):
         # compactor's to emit, from the requests that use or discard it
         own = dataclasses.replace(context, usage=usage, emit_event=_ignore, open_spans=None)
         span = _background_span(context, len(evicted.messages), event.tokens)
-        task = start_job(self._background_summary(evicted.request, own, context.usage, span))
-        job = BackgroundJob[_Summary](
-            context.run_id,
-            list(snapshot),
-            evicted.cut_at,
-            evicted.request.key,
-            len(evicted.messages),
-            task,
-            usage,
+        return BackgroundJob[_Summary].start(
+            self._background_summary(evicted.request, own, context.usage, span),
+            run_id=context.run_id,
+            snapshot=list(snapshot),
+            cut_at=evicted.cut_at,
+            key=evicted.request.key,
+            evicted=len(evicted.messages),
+            usage=usage,
             span=span,
         )
-        task.add_done_callback(job.finish)
-        return job
 
     async def _background_summary(
         self, request: _SummaryRequest, context: HistoryContext, run_usage: object, span: Span | None
@@ -1022,7 +1019,7 @@ class Compactor(StageCapability):
             logger.warning('compactor: the background summary failed; summarizing now', exc_info=True)
             return None
         held.used = True
-        cost = held.cost()
+        cost = held.usage
         used = BackgroundSummaryUsed(
             run_id=held.run_id,
             evicted_messages=held.evicted,
@@ -1031,7 +1028,7 @@ class Compactor(StageCapability):
             waited_ms=0.0 if ready else (perf() - asked) * 1000,
             deferred_requests=held.deferred,
             lead_ms=(asked - held.started) * 1000,
-            summarizer_calls=cost.calls,
+            summarizer_calls=cost.requests,
             input_tokens=cost.input_tokens,
             output_tokens=cost.output_tokens,
         )
@@ -1051,7 +1048,7 @@ class Compactor(StageCapability):
         """Throw `job` away (cancelled if it still runs), saying why and what it cost."""
         finished = job.ready
         self._background.cancel(job)
-        cost = job.cost()
+        cost = job.usage
         job.close_span(
             {
                 'pydantic_ai_history.background.outcome': 'discarded',
@@ -1062,14 +1059,14 @@ class Compactor(StageCapability):
             'compactor: a background summary was thrown away (%s; %s, %d summarizer call(s))',
             reason,
             'finished' if finished else 'cancelled',
-            cost.calls,
+            cost.requests,
         )
         emit(
             BackgroundSummaryDiscarded(
                 run_id=job.run_id,
                 reason=reason,
                 finished=finished,
-                summarizer_calls=cost.calls,
+                summarizer_calls=cost.requests,
                 input_tokens=cost.input_tokens,
                 output_tokens=cost.output_tokens,
             )
