@@ -25,6 +25,7 @@ item in place of our summary (layout in `_native`); anything else falls back to 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -231,15 +232,6 @@ class _Spilled:
 
 
 @dataclass
-class _Rendered:
-    """The evicted units rendered once: all of them for the stored transcript, and those the summarizer
-    reads (all but the pinned ones, which the summary carries verbatim)."""
-
-    whole: list[TranscriptUnit]
-    summarized: list[TranscriptUnit]
-
-
-@dataclass
 class _Evicted:
     """What a summary at a cut replaces, and what its summarizer is asked."""
 
@@ -249,8 +241,9 @@ class _Evicted:
     """The messages the summary replaces (after the head and the previous summary)."""
     pins: list[TranscriptUnit]
     """The pinned units among them, carried verbatim."""
-    rendered: _Rendered | None
-    """Their rendering, where the stored transcript and the summarizer share one."""
+    rendered: list[TranscriptUnit] | None
+    """Their rendering, where the stored transcript and the summarizer share one (`request.transcript` is
+    the part the summarizer reads)."""
     request: _SummaryRequest
     """The summary the event needs: what the summarizer reads, and its key."""
     chain: str | None
@@ -484,7 +477,7 @@ class Compactor(StageCapability):
             estimate.per_message,
             estimate.total,
             overhead,
-            overhead + _reload_reserve(messages, context.counter),
+            overhead + (context.counter.count_message(record) if (record := reload_reserve(messages)) else 0),
             reason,
             focus,
             started,
@@ -519,10 +512,7 @@ class Compactor(StageCapability):
         evicted = self._evicted(plan, cut, context, event.focus)
         if evicted is None:
             return unchanged  # no summary can be smaller than what it would replace
-        rendered = evicted.rendered
-        spilled = await self._spill(
-            plan, cut, evicted.messages, context, event, None if rendered is None else rendered.whole
-        )
+        spilled = await self._spill(plan, cut, evicted.messages, context, event, evicted.rendered)
         if spilled is None:
             return unchanged
         summary = await self._summary_for(evicted.request, context, held)
@@ -603,13 +593,45 @@ class Compactor(StageCapability):
         rendered: Sequence[TranscriptUnit] | None = None,
     ) -> _Spilled | None:
         """The evicted messages' transcript stored before anything is paid for or removed, and the event
-        announced; None when the store failed and the history still fits the window: nothing is compacted
-        (`_keeps_content`)."""
-        spilled = await _spill_transcript(evicted, context, cut, rendered)
-        if spilled.lost and self._keeps_content(plan, event.overhead, context):
-            return None
+        announced; None when the store failed and the history still fits the window: nothing is compacted.
+
+        A summary loses detail; the stored transcript keeps it findable (`read_artifact(id, query=...)`). Its
+        first line names the earlier compactions' transcripts, so the summary needs one reference line.
+        """
+        key = await spill_transcript(
+            evicted,
+            context,
+            previous=cut.previous_transcripts,
+            source=f'transcript of {len(evicted)} compacted messages',
+            rendered=rendered,
+            gone=cut.gone_transcripts,
+        )
+        if key is None:
+            # Nothing is paid for yet: keep everything while the window allows it, the next request tries
+            # again. Only a history that no longer fits is compacted without its transcript (`ContentLost`).
+            budget, total = context.limits.budget, event.overhead + sum(plan.per_message)
+            if total <= budget:
+                context.warn(
+                    'compaction_deferred',
+                    'the evicted messages could not be stored, and the history '
+                    f'({total:,} tokens) still fits the budget ({budget:,}): nothing was compacted; the next '
+                    'request tries again',
+                    tokens=total,
+                    budget=budget,
+                )
+                return None
         _announce(context, event, len(evicted))
-        return spilled
+        if not key:
+            return _Spilled(lost=key is None)
+        chain = (
+            '; its first line names the transcript of earlier messages' if cut.previous_transcripts else ''
+        )
+        line = (
+            f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
+            f'{read_call(key)} finds any detail in it{chain}; {readback_tool()}(query=...) without an id '
+            'searches everything stored from this conversation.'
+        )
+        return _Spilled(key, line)
 
     def _evicted(self, plan: _Plan, cut: _Cut, context: HistoryContext, focus: str | None) -> _Evicted | None:
         """What a summary at `cut` replaces and what the summarizer is asked for it; None when no summary can
@@ -621,7 +643,7 @@ class Compactor(StageCapability):
         body_start = head + (plan.previous is not None)
         evicted = plan.messages[body_start:cut_at]
         summarized = cut.summarized(plan)
-        rendered = self._render_evicted(plan, cut, body_start, context.counter)
+        rendered, transcript = self._render_evicted(plan, cut, body_start, context.counter)
         span, chain = self._index.evicted_keys(
             None if plan.origin is None else plan.origin.chain, evicted, summarized
         )
@@ -631,7 +653,6 @@ class Compactor(StageCapability):
         # adds the scope, so two tenants with the same evicted traffic never share a summary.
         fingerprint = self._settings_fingerprint(model, context.summarizer)
         key = cache_key('compactor-summary', span, fingerprint, previous or '', focus or '', task or '')
-        transcript = None if rendered is None else rendered.summarized
         request = _SummaryRequest(key, model, summarized, previous, focus, task, transcript)
         return _Evicted(cut_at, evicted, cut.evicted_pins(), rendered, request, chain)
 
@@ -725,8 +746,7 @@ class Compactor(StageCapability):
         included) and the pins' costs (the summary or the provider's item stands where the summary reserve is
         planned). At the trigger (and when the model asks) the verbatim tail is at most `keep_recent_tokens`,
         less `shrink`: the event goes deep. `savings`: tokens stubs take off units (by unit index)."""
-        counter = context.counter
-        saved = savings or {}
+        counter, saved, keep_recent = context.counter, savings or {}, self.settings.keep_recent_tokens
         return plan_cut(
             unit_costs=[
                 sum(plan.per_message[u.start : u.end]) - saved.get(i, 0)
@@ -739,19 +759,19 @@ class Compactor(StageCapability):
             + _SUMMARY_FRAMING_TOKENS
             + self._trail_budget(context),
             pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
-            pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
+            # room for the stored-transcript reference: this compaction's, or the earlier one carried on
+            pinned_carried=counter.count_text(earlier.pinned)
+            + (_TRANSCRIPT_REFERENCE_TOKENS if context.store is not None or earlier.reference else 0),
             pinned_section_cost=counter.count_text(PINNED_HEADING)
             + _PINNED_UNIT_FRAMING_TOKENS
             + SEAL_TOKENS,
             manual=reason != 'trigger',
-            tail_cap=max(self._keep_recent(context) - shrink, 0) if reason != 'manual' else None,
+            # the verbatim tail at the trigger: `keep_recent_tokens`, else an eighth of the target
+            tail_cap=None
+            if reason == 'manual'
+            else max((keep_recent if keep_recent is not None else context.limits.target // 8) - shrink, 0),
             keep_from=_latest_prompt_unit(plan, body_first),
         )
-
-    def _keep_recent(self, context: HistoryContext) -> int:
-        """The verbatim tail of an event at the trigger (`keep_recent_tokens`; an eighth of the target)."""
-        given = self.settings.keep_recent_tokens
-        return given if given is not None else context.limits.target // 8
 
     def _trail_budget(self, context: HistoryContext) -> int:
         """The tokens the summary's trail may take: `trail_share` of the target."""
@@ -786,7 +806,7 @@ class Compactor(StageCapability):
         if stubs is None:
             return None
         if not await store_stubbed(stubs, context):
-            return None  # the summary stores the whole transcript instead, or waits (`_keeps_content`)
+            return None  # the summary stores the whole transcript instead, or waits (`_spill`)
         counter = context.counter
         result, _ = _keep_loads(event.messages, apply_stubs(plan.messages, stubs), plan.head + 1, counter)
         after = event.overhead + counter.count_messages(result)
@@ -936,9 +956,7 @@ class Compactor(StageCapability):
     ) -> _Summary:
         """The summary of a background job, under its span; the run pays for it as for a blocking one."""
         try:
-            if span is None:
-                return await self._summary(request, context)
-            with use_span(span, end_on_exit=False):
+            with use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
                 return await self._summary(request, context)
         finally:
             add_usage(run_usage, context.usage)
@@ -958,7 +976,9 @@ class Compactor(StageCapability):
         if unit is None or unit <= cut.body_first:
             held.reason = 'cut_no_longer_fits'
             return None
-        gap = self._gap_stubs(plan, unit, cut, context)
+        # the tool outputs from its cut to this event's verbatim tail, stubbed as this event would
+        stubbing = self.settings.stub_tool_results and context.store is not None
+        gap = self._stubs_from(unit, plan, cut, context) if stubbing else []
         fits = self._plan_cut(
             plan,
             cut.body_first,
@@ -973,13 +993,6 @@ class Compactor(StageCapability):
             held.reason = 'cut_no_longer_fits'
             return None
         return dataclasses.replace(cut, unit=unit, verbatim=unit), gap
-
-    def _gap_stubs(self, plan: _Plan, unit: int, cut: _Cut, context: HistoryContext) -> list[Stub]:
-        """The stubs of the tool outputs and files from `unit` (a background summary's cut) to the verbatim
-        tail this event keeps (`cut.verbatim`), pinned units aside."""
-        if not self.settings.stub_tool_results or context.store is None:
-            return []
-        return self._stubs_from(unit, plan, cut, context)
 
     def _stubs_from(self, first: int, plan: _Plan, cut: _Cut, context: HistoryContext) -> list[Stub]:
         """The stubs of the tool outputs and files of units `first` to the verbatim tail (`cut.verbatim`),
@@ -1173,7 +1186,8 @@ class Compactor(StageCapability):
         )
         if body_first > len(plan.units) - 1:
             return None
-        earlier = _earlier_sections(plan)
+        found = summary_sections(plan.messages[plan.previous]) if plan.previous is not None else None
+        earlier = found or SummarySections('')
         previous_text = earlier.summary if plan.previous is not None else None
         fixed_cost = reserved + sum(plan.per_message[:head])
         cut = self._cut(plan, body_first, fixed_cost, earlier, previous_text, context, reason, shrink)
@@ -1216,7 +1230,9 @@ class Compactor(StageCapability):
             body_first=body_first,
             pins=pins,
             earlier=earlier,
-            previous_transcripts=_previous_transcripts(earlier, context),
+            previous_transcripts=[earlier.transcript]
+            if earlier.transcript and context.store is not None
+            else [],
             previous_text=previous_text,
         )
 
@@ -1242,27 +1258,6 @@ class Compactor(StageCapability):
         # Where this summary stands in the original history, so the next compaction (which updates it) can
         # record its own prefix.
         await self._index.set_origin(cache, conversation, final.text, origin)
-
-    @staticmethod
-    def _keeps_content(plan: _Plan, overhead: int, context: HistoryContext) -> bool:
-        """When the transcript could not be stored: keep everything (no compaction) if the window allows it.
-
-        Nothing is paid for first (the transcript is stored before the summarizer runs); the next request
-        tries again. Only a history that no longer fits the model's window is compacted without its
-        transcript, and `ContentLost` then names what went.
-        """
-        budget = context.limits.budget
-        total = overhead + sum(plan.per_message)
-        if total > budget:
-            return False
-        context.warn(
-            'compaction_deferred',
-            f'the evicted messages could not be stored, and the history ({total:,} tokens) still fits the '
-            f'budget ({budget:,}): nothing was compacted; the next request tries again',
-            tokens=total,
-            budget=budget,
-        )
-        return True
 
     def _pinned_units(
         self, plan: _Plan, body_first: int, last: int, counter: TokenCounter, pin: PinPredicate | None
@@ -1324,12 +1319,12 @@ class Compactor(StageCapability):
 
     def _render_evicted(
         self, plan: _Plan, cut: _Cut, body_start: int, counter: TokenCounter
-    ) -> _Rendered | None:
-        """The evicted units rendered once for both the stored transcript and the summarizer, where both read
-        them whole (no `tool_result_max_tokens` cut); None where the summarizer reads a cut rendering."""
+    ) -> tuple[list[TranscriptUnit] | None, list[TranscriptUnit] | None]:
+        """The evicted units rendered once, for the stored transcript and (pins aside) the summarizer, where
+        both read them whole (no `tool_result_max_tokens` cut); Nones where the summarizer reads a cut one."""
         units = plan.units[cut.body_first : cut.unit]
         if self.settings.tool_result_max_tokens is not None or not units or units[0].start != body_start:
-            return None
+            return None, None
         each = render_each_unit(
             plan.messages,
             units,
@@ -1338,9 +1333,9 @@ class Compactor(StageCapability):
             # the stored transcript is this text
             preamble=transcript_preamble(cut.previous_transcripts, cut.gone_transcripts),
         )
-        return _Rendered(
-            whole=[u for u in each if u is not None],
-            summarized=[u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],
+        return (
+            [u for u in each if u is not None],
+            [u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],
         )
 
     async def _summary(self, request: _SummaryRequest, context: HistoryContext) -> _Summary:
@@ -1482,7 +1477,18 @@ class Compactor(StageCapability):
             background=summary.background,
         )
         context.emit_event(event)
-        context.annotate_span(_span_attributes(event))
+        context.annotate_span(
+            {
+                'gen_ai.conversation.compacted': True,
+                'pydantic_ai_history.compaction.method': event.method,
+                'pydantic_ai_history.tokens_before': event.tokens_before,
+                'pydantic_ai_history.tokens_after': event.tokens_after,
+                'pydantic_ai_history.messages_before': event.messages_before,
+                'pydantic_ai_history.messages_after': event.messages_after,
+                'pydantic_ai_history.compaction.evicted_messages': event.evicted_messages,
+                'pydantic_ai_history.compaction.summarizer_calls': event.summarizer_calls,
+            }
+        )
         if self.settings.on_compaction is not None:
             try:
                 self.settings.on_compaction(event)
@@ -1527,19 +1533,6 @@ def _background_span(context: HistoryContext, evicted: int, tokens: int) -> Span
 
 def _ignore(event: HistoryEvent) -> None:
     """The events of a background job's own context: the compactor says what became of the job."""
-
-
-def _span_attributes(event: CompactionResult) -> dict[str, str | int | bool]:
-    return {
-        'gen_ai.conversation.compacted': True,
-        'pydantic_ai_history.compaction.method': event.method,
-        'pydantic_ai_history.tokens_before': event.tokens_before,
-        'pydantic_ai_history.tokens_after': event.tokens_after,
-        'pydantic_ai_history.messages_before': event.messages_before,
-        'pydantic_ai_history.messages_after': event.messages_after,
-        'pydantic_ai_history.compaction.evicted_messages': event.evicted_messages,
-        'pydantic_ai_history.compaction.summarizer_calls': event.summarizer_calls,
-    }
 
 
 def _prefix_cache_suffices(plan: _Plan, event: _Event, total: int, limits: ContextLimits) -> bool:
@@ -1601,12 +1594,6 @@ def _keep_loads(
     `stages/_loads.py`), and what that record costs."""
     result, record = with_reloads(original, result, kept_from=kept_from)
     return result, counter.count_message(record) if record is not None else 0
-
-
-def _reload_reserve(messages: Sequence[ModelMessage], counter: TokenCounter) -> int:
-    """The most a record of unloaded capabilities can cost after any cut of `messages`."""
-    record = reload_reserve(messages)
-    return counter.count_message(record) if record is not None else 0
 
 
 def _native_outcome(
@@ -1672,22 +1659,6 @@ def _separated(
     return separated, context.estimate(separated)
 
 
-def _earlier_sections(plan: _Plan) -> SummarySections:
-    """The sections of the previous summary (empty when there is none)."""
-    found = summary_sections(plan.messages[plan.previous]) if plan.previous is not None else None
-    return found or SummarySections('')
-
-
-def _reference_cost(earlier: SummarySections, context: HistoryContext) -> int:
-    """Room for the stored-transcript reference: this compaction's, or the earlier one carried on."""
-    return _TRANSCRIPT_REFERENCE_TOKENS if context.store is not None or earlier.reference else 0
-
-
-def _previous_transcripts(earlier: SummarySections, context: HistoryContext) -> list[str]:
-    """The stored transcript the previous summary names, which this compaction's transcript chains to."""
-    return [earlier.transcript] if earlier.transcript and context.store is not None else []
-
-
 def _final_sections(
     summary: str,
     earlier: SummarySections,
@@ -1708,41 +1679,6 @@ def _final_sections(
     if spilled.lost and gone:  # the only transcript the earlier line names
         return SummarySections(summary, pinned, NO_LONGER_STORED, kept)
     return SummarySections(summary, pinned, earlier.reference, kept, earlier.transcript)
-
-
-async def _spill_transcript(
-    evicted: Sequence[ModelMessage],
-    context: HistoryContext,
-    cut: _Cut,
-    rendered: Sequence[TranscriptUnit] | None = None,
-) -> _Spilled:
-    """Store the full transcript of the evicted messages; its id and the line that tells the model how to
-    read it.
-
-    A summary, however good, loses detail; with the transcript in the spill store nothing the user or the
-    tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. The transcript
-    opens with a line naming the transcripts of earlier compactions the store still holds (and saying so of
-    those it no longer does), so the summary needs only one reference line however many compactions there
-    were. Without an id where there is no store (the summary is then the only record, as the app chose);
-    `lost` where the store failed.
-    """
-    key = await spill_transcript(
-        evicted,
-        context,
-        previous=cut.previous_transcripts,
-        source=f'transcript of {len(evicted)} compacted messages',
-        rendered=rendered,
-        gone=cut.gone_transcripts,
-    )
-    if not key:
-        return _Spilled(lost=key is None)
-    chain = '; its first line names the transcript of earlier messages' if cut.previous_transcripts else ''
-    line = (
-        f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
-        f'{read_call(key)} finds any detail in it{chain}; {readback_tool()}(query=...) without an id '
-        'searches everything stored from this conversation.'
-    )
-    return _Spilled(key, line)
 
 
 history_processor_annotations(Compactor)
