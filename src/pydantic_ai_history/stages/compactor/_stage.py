@@ -46,7 +46,6 @@ from ..._compat import (
     is_compaction_response,
     request_compaction,
 )
-from ...budget._policy import ContextLimits
 from ...budget.model_info import model_name_of
 from ...cache import SummaryCache, cache_key
 from ...events import (
@@ -436,8 +435,9 @@ class Compactor(StageCapability):
         event, plan, conversation = begun
         substituted, reloaded = _keep_loads(event.messages, plan.messages, plan.head + 1, context.counter)
         total = event.overhead + sum(plan.per_message) + reloaded
-        if reason == 'trigger' and _prefix_cache_suffices(plan, event, total, context.limits):
-            return self._reuse_prefix(plan, event, context, substituted, total)
+        reused = self._reuse_prefix(plan, event, context, substituted, total) if reason == 'trigger' else None
+        if reused is not None:
+            return reused
         # a cached prefix summary that made the history smaller stands even when nothing more is compacted
         unchanged = substituted if total < event.tokens else event.messages
         cut = self._choose_cut(plan, event.reserved, reason, context, event.tokens)
@@ -466,7 +466,11 @@ class Compactor(StageCapability):
         started: float,
     ) -> tuple[_Event, _Plan, str] | None:
         """The event, the plan to compact and the conversation key; None when there is nothing to compact."""
-        messages, estimate = _separated(messages, estimate, context)
+        # A new run on a saved history has pydantic-ai merge consecutive requests: our summary requests are
+        # split out of the user requests they were merged into, found again, and updated, not summarized.
+        separated = separate_own_parts(messages)
+        if separated is not messages:
+            messages, estimate = separated, context.estimate(separated)
         units = split_units(messages)
         if len(units) < 2:
             return None
@@ -487,9 +491,17 @@ class Compactor(StageCapability):
 
     def _reuse_prefix(
         self, plan: _Plan, event: _Event, context: HistoryContext, substituted: list[ModelMessage], total: int
-    ) -> list[ModelMessage]:
-        """The history with the cached summary of its prefix, which alone brings it under the trigger."""
-        assert plan.origin is not None
+    ) -> list[ModelMessage] | None:
+        """The history with the cached summary of its prefix when that alone brings it under the trigger (and
+        makes it smaller): then nothing more is compacted."""
+        substituted_alone = plan.previous is not None and plan.messages is not event.messages
+        if (
+            plan.origin is None
+            or not substituted_alone
+            or total > context.limits.trigger
+            or total >= event.tokens
+        ):
+            return None
         evicted = plan.origin.length - plan.head
         _announce(context, event, evicted)
         summary = _Summary(summary_text(plan.messages[plan.head]) or '', 'cache', 0, '')
@@ -519,38 +531,14 @@ class Compactor(StageCapability):
         origin = None
         if plan.origin is not None and evicted.chain is not None:
             origin = Origin(plan.origin.length + len(evicted.messages), evicted.chain)
-        stubbed = bool(gap) and await store_stubbed(gap, context)
-        outcome, final = self._summary_outcome(
-            plan, cut, evicted, summary, spilled, origin, list(gap) if stubbed else [], event, context
-        )
-        if outcome.tokens >= event.tokens:
-            logger.info(
-                'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
-                event.tokens,
-                outcome.tokens,
-            )
-            return unchanged
-        if origin is not None:
-            await self._remember(context, conversation, summary, final, origin)
-        return self._conclude(context, event, outcome, spilled)
-
-    def _summary_outcome(
-        self,
-        plan: _Plan,
-        cut: _Cut,
-        evicted: _Evicted,
-        summary: _Summary,
-        spilled: _Spilled,
-        origin: Origin | None,
-        stubs: list[Stub],
-        event: _Event,
-        context: HistoryContext,
-    ) -> tuple[_Outcome, SummarySections]:
-        """The history with the summary message in place of the evicted messages (`stubs` applied to what
-        is kept), and the summary's sections."""
+        stubs = list(gap) if gap and await store_stubbed(gap, context) else []
         head, cut_at, counter = plan.head, evicted.cut_at, context.counter
         kept = apply_stubs(plan.messages, stubs)[cut_at:] if stubs else plan.messages[cut_at:]
-        trail = self._trail(cut, evicted.request.summarized, kept, context)
+        trail: tuple[TrailEntry, ...] = ()
+        if (trail_budget := self._trail_budget(context)) > 0:
+            # the carried trail and what is summarized now that the kept messages do not already hold
+            new = extract_trail(evicted.request.summarized, known=known_text(kept))
+            trail = tuple(prune_trail(cut.earlier.trail, new, budget=trail_budget, counter=counter))
         final = _final_sections(summary.text, cut.earlier, spilled, evicted.pins, trail, cut.gone_transcripts)
         # System prompts survive compaction as parts: those of evicted messages (window notes included, which
         # carry the ones the window dropped) and those the previous summary already carried.
@@ -564,13 +552,17 @@ class Compactor(StageCapability):
             event.messages, [*plan.messages[:head], message, *kept], head + 1, counter
         )
         summary_cost = counter.count_message(message)
-        after = (
-            event.overhead
-            + sum(plan.per_message[:head])
-            + summary_cost
-            + reloaded
-            + (counter.count_messages(kept) if stubs else sum(plan.per_message[cut_at:]))
-        )
+        kept_cost = counter.count_messages(kept) if stubs else sum(plan.per_message[cut_at:])
+        after = event.overhead + sum(plan.per_message[:head]) + summary_cost + reloaded + kept_cost
+        if after >= event.tokens:
+            logger.info(
+                'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
+                event.tokens,
+                after,
+            )
+            return unchanged
+        if origin is not None:
+            await self._remember(context, conversation, summary, final, origin)
         outcome = _Outcome(
             result,
             after,
@@ -581,7 +573,7 @@ class Compactor(StageCapability):
             replacement=summary_cost,
             lost=evicted.request.summarized,
         )
-        return outcome, final
+        return self._conclude(context, event, outcome, spilled)
 
     async def _spill(
         self,
@@ -663,9 +655,9 @@ class Compactor(StageCapability):
         model: object = context.serving_model
         if model is None:
             model = context.run_context.model if context.run_context is not None else context.model
-        why_not = compaction_unavailable(model, journaled=context.operations is not None)
-        if why_not is None:
-            why_not = self._refused.get(model_name_of(model) or '')
+        why_not = compaction_unavailable(
+            model, journaled=context.operations is not None
+        ) or self._refused.get(model_name_of(model) or '')
         if why_not is None:
             return model
         self._unsupported(context, why_not)
@@ -776,21 +768,6 @@ class Compactor(StageCapability):
     def _trail_budget(self, context: HistoryContext) -> int:
         """The tokens the summary's trail may take: `trail_share` of the target."""
         return int(context.limits.target * self.settings.trail_share)
-
-    def _trail(
-        self,
-        cut: _Cut,
-        summarized: Sequence[ModelMessage],
-        kept: Sequence[ModelMessage],
-        context: HistoryContext,
-    ) -> tuple[TrailEntry, ...]:
-        """The trail of the new summary: the carried one and the details of what is summarized now that the
-        kept messages do not already hold, within the trail's budget."""
-        budget = self._trail_budget(context)
-        if budget <= 0:
-            return ()
-        new = extract_trail(summarized, known=known_text(kept))
-        return tuple(prune_trail(cut.earlier.trail, new, budget=budget, counter=context.counter))
 
     async def _stub(
         self,
@@ -1011,26 +988,19 @@ class Compactor(StageCapability):
     async def _summary_for(
         self, request: _SummaryRequest, context: HistoryContext, held: BackgroundJob[_Summary] | None
     ) -> _Summary:
-        """The background summary when it is the one this event needs (the same key), else a new one."""
-        if held is not None:
-            if held.key == request.key:
-                summary = await self._take(held, context)
-                if summary is not None:
-                    return summary
-            else:
+        """The background summary when it is the one this event needs (the same key), waited for if it still
+        runs; else (or when its work raised) a new one."""
+        if held is None or held.key != request.key:
+            if held is not None:
                 held.reason = 'inputs_changed'
-        return await self._summary(request, context)
-
-    async def _take(self, held: BackgroundJob[_Summary], context: HistoryContext) -> _Summary | None:
-        """The background summary, waited for if it still runs; None when its work raised."""
-        ready = held.ready
-        asked = perf()
+            return await self._summary(request, context)
+        ready, asked = held.ready, perf()
         try:
             summary = await held.result()
         except Exception:
             held.reason = 'failed'
             logger.warning('compactor: the background summary failed; summarizing now', exc_info=True)
-            return None
+            return await self._summary(request, context)
         held.used = True
         cost = held.usage
         used = BackgroundSummaryUsed(
@@ -1535,15 +1505,6 @@ def _ignore(event: HistoryEvent) -> None:
     """The events of a background job's own context: the compactor says what became of the job."""
 
 
-def _prefix_cache_suffices(plan: _Plan, event: _Event, total: int, limits: ContextLimits) -> bool:
-    """Whether a cached summary of an earlier prefix, substituted alone, brings the history under the trigger
-    (and makes it smaller): then nothing more is compacted."""
-    substituted = (
-        plan.origin is not None and plan.previous is not None and plan.messages is not event.messages
-    )
-    return substituted and total <= limits.trigger and total < event.tokens
-
-
 def _latest_prompt_unit(plan: _Plan, body_first: int) -> int | None:
     """The unit of the latest user prompt after the head, which a summary leaves verbatim when it can: the
     instruction the agent is working on."""
@@ -1643,20 +1604,6 @@ def _summary_details(
     if origin is not None:
         details['covers_messages'] = origin.length
     return details
-
-
-def _separated(
-    messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
-) -> tuple[list[ModelMessage], TokenEstimate]:
-    """The history with our summary requests split out of the user requests pydantic-ai merged them into.
-
-    A new run on a saved history has pydantic-ai merge consecutive requests: the old summary is found again,
-    and updated rather than summarized as content.
-    """
-    separated = separate_own_parts(messages)
-    if separated is messages:
-        return messages, estimate
-    return separated, context.estimate(separated)
 
 
 def _final_sections(
