@@ -22,6 +22,8 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from pydantic_ai.usage import RunUsage
+
 from ..._compat import ModelMessage
 from ...events import BackgroundDiscardReason
 from ...pipeline._clock import perf
@@ -29,7 +31,7 @@ from ...pipeline._clock import perf
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-__all__ = ('BackgroundJob', 'BackgroundSummaries', 'JobCost')
+__all__ = ('BackgroundJob', 'BackgroundSummaries')
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 
@@ -37,15 +39,6 @@ TASK_NAME = 'pydantic_ai_history.background_summary'
 """The name of every background summary's asyncio task (so an app's task dump says whose it is)."""
 
 _R = TypeVar('_R')
-
-
-@dataclass(frozen=True)
-class JobCost:
-    """What a job's summarizer calls cost, from its own usage."""
-
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
 @dataclass(eq=False)
@@ -63,28 +56,30 @@ class BackgroundJob(Generic[_R]):
     evicted: int
     """Messages its summary replaces."""
     task: asyncio.Task[_R]
-    usage: Any
-    """Its own `RunUsage` (added to the run's when it finishes), so its cost is known apart."""
+    """Its summarizer call; a failure is marked retrieved (an unused result is dropped on purpose)."""
+    usage: RunUsage
+    """Its own usage (added to the run's when it finishes), so its cost is known apart."""
+    span: Span | None = None
+    """Its span, from its start until it is used or thrown away (None when nothing records spans)."""
     started: float = field(default_factory=perf)
-    finished: float | None = None
-    """`perf()` when its task finished (None while it runs)."""
     reason: BackgroundDiscardReason = 'not_needed'
     """Why it is thrown away if the event that takes it does not use it (set where the event decides)."""
     used: bool = False
     deferred: int = 0
     """Requests past the trigger that went out as they were, within the budget, while it still ran."""
-    span: Span | None = None
-    """Its span, from its start until it is used or thrown away (None when nothing records spans)."""
 
-    def finish(self, task: asyncio.Task[Any]) -> None:
-        """Its task's done callback: when it finished."""
-        self.finished = perf()
+    @classmethod
+    def start(cls, coroutine: Coroutine[Any, Any, _R], **fields: Any) -> BackgroundJob[_R]:
+        """The job running `coroutine` in a task of its own."""
+        task = asyncio.create_task(coroutine, name=TASK_NAME)
+        task.add_done_callback(_retrieve)
+        return cls(task=task, **fields)
 
     def close_span(self, attributes: dict[str, str | bool]) -> None:
         """End its span with what became of it (once)."""
         span, self.span = self.span, None
         if span is not None:
-            if self.finished is not None:
+            if self.ready:
                 attributes = {**attributes, 'pydantic_ai_history.background.finished': True}
             span.set_attributes(attributes)
             span.end()
@@ -98,26 +93,11 @@ class BackgroundJob(Generic[_R]):
     def ready(self) -> bool:
         return self.task.done()
 
-    def cost(self) -> JobCost:
-        usage = self.usage
-        return JobCost(
-            calls=int(getattr(usage, 'requests', 0) or 0),
-            input_tokens=int(getattr(usage, 'input_tokens', 0) or 0),
-            output_tokens=int(getattr(usage, 'output_tokens', 0) or 0),
-        )
-
     async def result(self) -> _R:
         """The task's result, waited for; raises what the task raised. A cancelled caller leaves the task
         running for its owner to cancel (`asyncio.wait` does not cancel what it waits for)."""
         await asyncio.wait((self.task,))
         return self.task.result()
-
-
-def start_job(coroutine: Coroutine[Any, Any, _R]) -> asyncio.Task[_R]:
-    """The job's task, its failure marked as retrieved (an unused result is dropped on purpose)."""
-    task = asyncio.create_task(coroutine, name=TASK_NAME)
-    task.add_done_callback(_retrieve)
-    return task
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
@@ -133,9 +113,6 @@ class BackgroundSummaries:
         self._jobs: OrderedDict[str, BackgroundJob[Any]] = OrderedDict()
         self._cancelled: set[asyncio.Task[Any]] = set()
         """Cancelled tasks not done yet: referenced until they are, so none is destroyed while pending."""
-
-    def __len__(self) -> int:
-        return len(self._jobs)
 
     def get(self, run_id: str | None) -> BackgroundJob[Any] | None:
         return self._jobs.get(run_id) if run_id is not None else None
@@ -154,9 +131,7 @@ class BackgroundSummaries:
 
     def cancel(self, job: BackgroundJob[Any]) -> None:
         """Stop `job` without awaiting it; its task stays referenced until it is done."""
-        task = job.task
-        if task.done():
-            return
-        task.cancel()
-        self._cancelled.add(task)
-        task.add_done_callback(self._cancelled.discard)
+        if not job.task.done():
+            job.task.cancel()
+            self._cancelled.add(job.task)
+            job.task.add_done_callback(self._cancelled.discard)

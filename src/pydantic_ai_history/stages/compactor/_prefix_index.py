@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,12 +74,6 @@ class PrefixIndex:
     def conversation_key(self, head: Sequence[ModelMessage]) -> str:
         return cache_key('compactor-conversation', *(self.message_digest(m) for m in head))
 
-    def fold(self, chain: str, messages: Iterable[ModelMessage]) -> str:
-        """Extend a rolling hash by `messages`."""
-        for message in messages:
-            chain = hashlib.sha256(chain.encode() + self.message_digest(message)).hexdigest()
-        return chain
-
     def chains(self, seed: str, messages: Sequence[ModelMessage]) -> list[str]:
         """`result[i]` is the rolling hash of `messages[: i + 1]` from `seed`."""
         out: list[str] = []
@@ -89,15 +83,12 @@ class PrefixIndex:
             out.append(chain)
         return out
 
-    def span_key(self, messages: Sequence[ModelMessage]) -> str:
-        """A hash of exactly these messages, for the content-keyed summary cache."""
-        return self.fold('span', messages)
-
     def evicted_keys(
         self, chain: str | None, evicted: Sequence[ModelMessage], summarized: Sequence[ModelMessage]
     ) -> tuple[str, str | None]:
-        """`span_key(summarized)` and `fold(chain, evicted)` (None without a `chain`) in one pass over
-        `evicted`, of which `summarized` is a subsequence: each message is hashed once."""
+        """The rolling hashes of `summarized` from 'span' (the content-keyed summary cache's key) and of
+        `evicted` from `chain` (None without one), in one pass over `evicted`, of which `summarized` is a
+        subsequence: each message is hashed once."""
         wanted = {id(message) for message in summarized}
         span, seen = 'span', 0
         for message in evicted:
@@ -108,7 +99,7 @@ class PrefixIndex:
                 span = hashlib.sha256(span.encode() + digest).hexdigest()
                 seen += 1
         if seen != len(summarized):  # not a subsequence after all: hashed on their own
-            span = self.span_key(summarized)
+            span = (self.chains('span', summarized) or ['span'])[-1]
         return span, chain
 
     # ---- records ----------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ item in place of our summary (layout in `_native`); anything else falls back to 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -45,7 +46,6 @@ from ..._compat import (
     is_compaction_response,
     request_compaction,
 )
-from ...budget._policy import ContextLimits
 from ...budget.model_info import model_name_of
 from ...cache import SummaryCache, cache_key
 from ...events import (
@@ -78,7 +78,7 @@ from .._transcript import (
     render_units,
     transcript_preamble,
 )
-from ._background import BackgroundJob, BackgroundSummaries, start_job
+from ._background import BackgroundJob, BackgroundSummaries
 from ._breaker import ScopedBreakers
 from ._depth import EventCosts, stubs_suffice
 from ._fallback import digest, head_tail_cut
@@ -231,15 +231,6 @@ class _Spilled:
 
 
 @dataclass
-class _Rendered:
-    """The evicted units rendered once: all of them for the stored transcript, and those the summarizer
-    reads (all but the pinned ones, which the summary carries verbatim)."""
-
-    whole: list[TranscriptUnit]
-    summarized: list[TranscriptUnit]
-
-
-@dataclass
 class _Evicted:
     """What a summary at a cut replaces, and what its summarizer is asked."""
 
@@ -249,8 +240,9 @@ class _Evicted:
     """The messages the summary replaces (after the head and the previous summary)."""
     pins: list[TranscriptUnit]
     """The pinned units among them, carried verbatim."""
-    rendered: _Rendered | None
-    """Their rendering, where the stored transcript and the summarizer share one."""
+    rendered: list[TranscriptUnit] | None
+    """Their rendering, where the stored transcript and the summarizer share one (`request.transcript` is
+    the part the summarizer reads)."""
     request: _SummaryRequest
     """The summary the event needs: what the summarizer reads, and its key."""
     chain: str | None
@@ -443,8 +435,9 @@ class Compactor(StageCapability):
         event, plan, conversation = begun
         substituted, reloaded = _keep_loads(event.messages, plan.messages, plan.head + 1, context.counter)
         total = event.overhead + sum(plan.per_message) + reloaded
-        if reason == 'trigger' and _prefix_cache_suffices(plan, event, total, context.limits):
-            return self._reuse_prefix(plan, event, context, substituted, total)
+        reused = self._reuse_prefix(plan, event, context, substituted, total) if reason == 'trigger' else None
+        if reused is not None:
+            return reused
         # a cached prefix summary that made the history smaller stands even when nothing more is compacted
         unchanged = substituted if total < event.tokens else event.messages
         cut = self._choose_cut(plan, event.reserved, reason, context, event.tokens)
@@ -473,7 +466,11 @@ class Compactor(StageCapability):
         started: float,
     ) -> tuple[_Event, _Plan, str] | None:
         """The event, the plan to compact and the conversation key; None when there is nothing to compact."""
-        messages, estimate = _separated(messages, estimate, context)
+        # A new run on a saved history has pydantic-ai merge consecutive requests: our summary requests are
+        # split out of the user requests they were merged into, found again, and updated, not summarized.
+        separated = separate_own_parts(messages)
+        if separated is not messages:
+            messages, estimate = separated, context.estimate(separated)
         units = split_units(messages)
         if len(units) < 2:
             return None
@@ -484,7 +481,7 @@ class Compactor(StageCapability):
             estimate.per_message,
             estimate.total,
             overhead,
-            overhead + _reload_reserve(messages, context.counter),
+            overhead + (context.counter.count_message(record) if (record := reload_reserve(messages)) else 0),
             reason,
             focus,
             started,
@@ -494,9 +491,17 @@ class Compactor(StageCapability):
 
     def _reuse_prefix(
         self, plan: _Plan, event: _Event, context: HistoryContext, substituted: list[ModelMessage], total: int
-    ) -> list[ModelMessage]:
-        """The history with the cached summary of its prefix, which alone brings it under the trigger."""
-        assert plan.origin is not None
+    ) -> list[ModelMessage] | None:
+        """The history with the cached summary of its prefix when that alone brings it under the trigger (and
+        makes it smaller): then nothing more is compacted."""
+        substituted_alone = plan.previous is not None and plan.messages is not event.messages
+        if (
+            plan.origin is None
+            or not substituted_alone
+            or total > context.limits.trigger
+            or total >= event.tokens
+        ):
+            return None
         evicted = plan.origin.length - plan.head
         _announce(context, event, evicted)
         summary = _Summary(summary_text(plan.messages[plan.head]) or '', 'cache', 0, '')
@@ -519,48 +524,21 @@ class Compactor(StageCapability):
         evicted = self._evicted(plan, cut, context, event.focus)
         if evicted is None:
             return unchanged  # no summary can be smaller than what it would replace
-        rendered = evicted.rendered
-        spilled = await self._spill(
-            plan, cut, evicted.messages, context, event, None if rendered is None else rendered.whole
-        )
+        spilled = await self._spill(plan, cut, evicted.messages, context, event, evicted.rendered)
         if spilled is None:
             return unchanged
         summary = await self._summary_for(evicted.request, context, held)
         origin = None
         if plan.origin is not None and evicted.chain is not None:
             origin = Origin(plan.origin.length + len(evicted.messages), evicted.chain)
-        stubbed = bool(gap) and await store_stubbed(gap, context)
-        outcome, final = self._summary_outcome(
-            plan, cut, evicted, summary, spilled, origin, list(gap) if stubbed else [], event, context
-        )
-        if outcome.tokens >= event.tokens:
-            logger.info(
-                'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
-                event.tokens,
-                outcome.tokens,
-            )
-            return unchanged
-        if origin is not None:
-            await self._remember(context, conversation, summary, final, origin)
-        return self._conclude(context, event, outcome, spilled)
-
-    def _summary_outcome(
-        self,
-        plan: _Plan,
-        cut: _Cut,
-        evicted: _Evicted,
-        summary: _Summary,
-        spilled: _Spilled,
-        origin: Origin | None,
-        stubs: list[Stub],
-        event: _Event,
-        context: HistoryContext,
-    ) -> tuple[_Outcome, SummarySections]:
-        """The history with the summary message in place of the evicted messages (`stubs` applied to what
-        is kept), and the summary's sections."""
+        stubs = list(gap) if gap and await store_stubbed(gap, context) else []
         head, cut_at, counter = plan.head, evicted.cut_at, context.counter
         kept = apply_stubs(plan.messages, stubs)[cut_at:] if stubs else plan.messages[cut_at:]
-        trail = self._trail(cut, evicted.request.summarized, kept, context)
+        trail: tuple[TrailEntry, ...] = ()
+        if (trail_budget := self._trail_budget(context)) > 0:
+            # the carried trail and what is summarized now that the kept messages do not already hold
+            new = extract_trail(evicted.request.summarized, known=known_text(kept))
+            trail = tuple(prune_trail(cut.earlier.trail, new, budget=trail_budget, counter=counter))
         final = _final_sections(summary.text, cut.earlier, spilled, evicted.pins, trail, cut.gone_transcripts)
         # System prompts survive compaction as parts: those of evicted messages (window notes included, which
         # carry the ones the window dropped) and those the previous summary already carried.
@@ -574,13 +552,17 @@ class Compactor(StageCapability):
             event.messages, [*plan.messages[:head], message, *kept], head + 1, counter
         )
         summary_cost = counter.count_message(message)
-        after = (
-            event.overhead
-            + sum(plan.per_message[:head])
-            + summary_cost
-            + reloaded
-            + (counter.count_messages(kept) if stubs else sum(plan.per_message[cut_at:]))
-        )
+        kept_cost = counter.count_messages(kept) if stubs else sum(plan.per_message[cut_at:])
+        after = event.overhead + sum(plan.per_message[:head]) + summary_cost + reloaded + kept_cost
+        if after >= event.tokens:
+            logger.info(
+                'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
+                event.tokens,
+                after,
+            )
+            return unchanged
+        if origin is not None:
+            await self._remember(context, conversation, summary, final, origin)
         outcome = _Outcome(
             result,
             after,
@@ -591,7 +573,7 @@ class Compactor(StageCapability):
             replacement=summary_cost,
             lost=evicted.request.summarized,
         )
-        return outcome, final
+        return self._conclude(context, event, outcome, spilled)
 
     async def _spill(
         self,
@@ -603,13 +585,45 @@ class Compactor(StageCapability):
         rendered: Sequence[TranscriptUnit] | None = None,
     ) -> _Spilled | None:
         """The evicted messages' transcript stored before anything is paid for or removed, and the event
-        announced; None when the store failed and the history still fits the window: nothing is compacted
-        (`_keeps_content`)."""
-        spilled = await _spill_transcript(evicted, context, cut, rendered)
-        if spilled.lost and self._keeps_content(plan, event.overhead, context):
-            return None
+        announced; None when the store failed and the history still fits the window: nothing is compacted.
+
+        A summary loses detail; the stored transcript keeps it findable (`read_artifact(id, query=...)`). Its
+        first line names the earlier compactions' transcripts, so the summary needs one reference line.
+        """
+        key = await spill_transcript(
+            evicted,
+            context,
+            previous=cut.previous_transcripts,
+            source=f'transcript of {len(evicted)} compacted messages',
+            rendered=rendered,
+            gone=cut.gone_transcripts,
+        )
+        if key is None:
+            # Nothing is paid for yet: keep everything while the window allows it, the next request tries
+            # again. Only a history that no longer fits is compacted without its transcript (`ContentLost`).
+            budget, total = context.limits.budget, event.overhead + sum(plan.per_message)
+            if total <= budget:
+                context.warn(
+                    'compaction_deferred',
+                    'the evicted messages could not be stored, and the history '
+                    f'({total:,} tokens) still fits the budget ({budget:,}): nothing was compacted; the next '
+                    'request tries again',
+                    tokens=total,
+                    budget=budget,
+                )
+                return None
         _announce(context, event, len(evicted))
-        return spilled
+        if not key:
+            return _Spilled(lost=key is None)
+        chain = (
+            '; its first line names the transcript of earlier messages' if cut.previous_transcripts else ''
+        )
+        line = (
+            f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
+            f'{read_call(key)} finds any detail in it{chain}; {readback_tool()}(query=...) without an id '
+            'searches everything stored from this conversation.'
+        )
+        return _Spilled(key, line)
 
     def _evicted(self, plan: _Plan, cut: _Cut, context: HistoryContext, focus: str | None) -> _Evicted | None:
         """What a summary at `cut` replaces and what the summarizer is asked for it; None when no summary can
@@ -621,7 +635,7 @@ class Compactor(StageCapability):
         body_start = head + (plan.previous is not None)
         evicted = plan.messages[body_start:cut_at]
         summarized = cut.summarized(plan)
-        rendered = self._render_evicted(plan, cut, body_start, context.counter)
+        rendered, transcript = self._render_evicted(plan, cut, body_start, context.counter)
         span, chain = self._index.evicted_keys(
             None if plan.origin is None else plan.origin.chain, evicted, summarized
         )
@@ -631,7 +645,6 @@ class Compactor(StageCapability):
         # adds the scope, so two tenants with the same evicted traffic never share a summary.
         fingerprint = self._settings_fingerprint(model, context.summarizer)
         key = cache_key('compactor-summary', span, fingerprint, previous or '', focus or '', task or '')
-        transcript = None if rendered is None else rendered.summarized
         request = _SummaryRequest(key, model, summarized, previous, focus, task, transcript)
         return _Evicted(cut_at, evicted, cut.evicted_pins(), rendered, request, chain)
 
@@ -642,9 +655,9 @@ class Compactor(StageCapability):
         model: object = context.serving_model
         if model is None:
             model = context.run_context.model if context.run_context is not None else context.model
-        why_not = compaction_unavailable(model, journaled=context.operations is not None)
-        if why_not is None:
-            why_not = self._refused.get(model_name_of(model) or '')
+        why_not = compaction_unavailable(
+            model, journaled=context.operations is not None
+        ) or self._refused.get(model_name_of(model) or '')
         if why_not is None:
             return model
         self._unsupported(context, why_not)
@@ -725,8 +738,7 @@ class Compactor(StageCapability):
         included) and the pins' costs (the summary or the provider's item stands where the summary reserve is
         planned). At the trigger (and when the model asks) the verbatim tail is at most `keep_recent_tokens`,
         less `shrink`: the event goes deep. `savings`: tokens stubs take off units (by unit index)."""
-        counter = context.counter
-        saved = savings or {}
+        counter, saved, keep_recent = context.counter, savings or {}, self.settings.keep_recent_tokens
         return plan_cut(
             unit_costs=[
                 sum(plan.per_message[u.start : u.end]) - saved.get(i, 0)
@@ -739,38 +751,23 @@ class Compactor(StageCapability):
             + _SUMMARY_FRAMING_TOKENS
             + self._trail_budget(context),
             pinned={i: rendered.tokens + _PINNED_UNIT_FRAMING_TOKENS for i, rendered in pins.items()},
-            pinned_carried=counter.count_text(earlier.pinned) + _reference_cost(earlier, context),
+            # room for the stored-transcript reference: this compaction's, or the earlier one carried on
+            pinned_carried=counter.count_text(earlier.pinned)
+            + (_TRANSCRIPT_REFERENCE_TOKENS if context.store is not None or earlier.reference else 0),
             pinned_section_cost=counter.count_text(PINNED_HEADING)
             + _PINNED_UNIT_FRAMING_TOKENS
             + SEAL_TOKENS,
             manual=reason != 'trigger',
-            tail_cap=max(self._keep_recent(context) - shrink, 0) if reason != 'manual' else None,
+            # the verbatim tail at the trigger: `keep_recent_tokens`, else an eighth of the target
+            tail_cap=None
+            if reason == 'manual'
+            else max((keep_recent if keep_recent is not None else context.limits.target // 8) - shrink, 0),
             keep_from=_latest_prompt_unit(plan, body_first),
         )
-
-    def _keep_recent(self, context: HistoryContext) -> int:
-        """The verbatim tail of an event at the trigger (`keep_recent_tokens`; an eighth of the target)."""
-        given = self.settings.keep_recent_tokens
-        return given if given is not None else context.limits.target // 8
 
     def _trail_budget(self, context: HistoryContext) -> int:
         """The tokens the summary's trail may take: `trail_share` of the target."""
         return int(context.limits.target * self.settings.trail_share)
-
-    def _trail(
-        self,
-        cut: _Cut,
-        summarized: Sequence[ModelMessage],
-        kept: Sequence[ModelMessage],
-        context: HistoryContext,
-    ) -> tuple[TrailEntry, ...]:
-        """The trail of the new summary: the carried one and the details of what is summarized now that the
-        kept messages do not already hold, within the trail's budget."""
-        budget = self._trail_budget(context)
-        if budget <= 0:
-            return ()
-        new = extract_trail(summarized, known=known_text(kept))
-        return tuple(prune_trail(cut.earlier.trail, new, budget=budget, counter=context.counter))
 
     async def _stub(
         self,
@@ -786,7 +783,7 @@ class Compactor(StageCapability):
         if stubs is None:
             return None
         if not await store_stubbed(stubs, context):
-            return None  # the summary stores the whole transcript instead, or waits (`_keeps_content`)
+            return None  # the summary stores the whole transcript instead, or waits (`_spill`)
         counter = context.counter
         result, _ = _keep_loads(event.messages, apply_stubs(plan.messages, stubs), plan.head + 1, counter)
         after = event.overhead + counter.count_messages(result)
@@ -920,28 +917,23 @@ class Compactor(StageCapability):
         # compactor's to emit, from the requests that use or discard it
         own = dataclasses.replace(context, usage=usage, emit_event=_ignore, open_spans=None)
         span = _background_span(context, len(evicted.messages), event.tokens)
-        task = start_job(self._background_summary(evicted.request, own, context.usage, span))
-        job = BackgroundJob[_Summary](
-            context.run_id,
-            list(snapshot),
-            evicted.cut_at,
-            evicted.request.key,
-            len(evicted.messages),
-            task,
-            usage,
+        return BackgroundJob[_Summary].start(
+            self._background_summary(evicted.request, own, context.usage, span),
+            run_id=context.run_id,
+            snapshot=list(snapshot),
+            cut_at=evicted.cut_at,
+            key=evicted.request.key,
+            evicted=len(evicted.messages),
+            usage=usage,
             span=span,
         )
-        task.add_done_callback(job.finish)
-        return job
 
     async def _background_summary(
         self, request: _SummaryRequest, context: HistoryContext, run_usage: object, span: Span | None
     ) -> _Summary:
         """The summary of a background job, under its span; the run pays for it as for a blocking one."""
         try:
-            if span is None:
-                return await self._summary(request, context)
-            with use_span(span, end_on_exit=False):
+            with use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
                 return await self._summary(request, context)
         finally:
             add_usage(run_usage, context.usage)
@@ -961,7 +953,9 @@ class Compactor(StageCapability):
         if unit is None or unit <= cut.body_first:
             held.reason = 'cut_no_longer_fits'
             return None
-        gap = self._gap_stubs(plan, unit, cut, context)
+        # the tool outputs from its cut to this event's verbatim tail, stubbed as this event would
+        stubbing = self.settings.stub_tool_results and context.store is not None
+        gap = self._stubs_from(unit, plan, cut, context) if stubbing else []
         fits = self._plan_cut(
             plan,
             cut.body_first,
@@ -976,13 +970,6 @@ class Compactor(StageCapability):
             held.reason = 'cut_no_longer_fits'
             return None
         return dataclasses.replace(cut, unit=unit, verbatim=unit), gap
-
-    def _gap_stubs(self, plan: _Plan, unit: int, cut: _Cut, context: HistoryContext) -> list[Stub]:
-        """The stubs of the tool outputs and files from `unit` (a background summary's cut) to the verbatim
-        tail this event keeps (`cut.verbatim`), pinned units aside."""
-        if not self.settings.stub_tool_results or context.store is None:
-            return []
-        return self._stubs_from(unit, plan, cut, context)
 
     def _stubs_from(self, first: int, plan: _Plan, cut: _Cut, context: HistoryContext) -> list[Stub]:
         """The stubs of the tool outputs and files of units `first` to the verbatim tail (`cut.verbatim`),
@@ -1001,28 +988,21 @@ class Compactor(StageCapability):
     async def _summary_for(
         self, request: _SummaryRequest, context: HistoryContext, held: BackgroundJob[_Summary] | None
     ) -> _Summary:
-        """The background summary when it is the one this event needs (the same key), else a new one."""
-        if held is not None:
-            if held.key == request.key:
-                summary = await self._take(held, context)
-                if summary is not None:
-                    return summary
-            else:
+        """The background summary when it is the one this event needs (the same key), waited for if it still
+        runs; else (or when its work raised) a new one."""
+        if held is None or held.key != request.key:
+            if held is not None:
                 held.reason = 'inputs_changed'
-        return await self._summary(request, context)
-
-    async def _take(self, held: BackgroundJob[_Summary], context: HistoryContext) -> _Summary | None:
-        """The background summary, waited for if it still runs; None when its work raised."""
-        ready = held.ready
-        asked = perf()
+            return await self._summary(request, context)
+        ready, asked = held.ready, perf()
         try:
             summary = await held.result()
         except Exception:
             held.reason = 'failed'
             logger.warning('compactor: the background summary failed; summarizing now', exc_info=True)
-            return None
+            return await self._summary(request, context)
         held.used = True
-        cost = held.cost()
+        cost = held.usage
         used = BackgroundSummaryUsed(
             run_id=held.run_id,
             evicted_messages=held.evicted,
@@ -1031,7 +1011,7 @@ class Compactor(StageCapability):
             waited_ms=0.0 if ready else (perf() - asked) * 1000,
             deferred_requests=held.deferred,
             lead_ms=(asked - held.started) * 1000,
-            summarizer_calls=cost.calls,
+            summarizer_calls=cost.requests,
             input_tokens=cost.input_tokens,
             output_tokens=cost.output_tokens,
         )
@@ -1051,7 +1031,7 @@ class Compactor(StageCapability):
         """Throw `job` away (cancelled if it still runs), saying why and what it cost."""
         finished = job.ready
         self._background.cancel(job)
-        cost = job.cost()
+        cost = job.usage
         job.close_span(
             {
                 'pydantic_ai_history.background.outcome': 'discarded',
@@ -1062,14 +1042,14 @@ class Compactor(StageCapability):
             'compactor: a background summary was thrown away (%s; %s, %d summarizer call(s))',
             reason,
             'finished' if finished else 'cancelled',
-            cost.calls,
+            cost.requests,
         )
         emit(
             BackgroundSummaryDiscarded(
                 run_id=job.run_id,
                 reason=reason,
                 finished=finished,
-                summarizer_calls=cost.calls,
+                summarizer_calls=cost.requests,
                 input_tokens=cost.input_tokens,
                 output_tokens=cost.output_tokens,
             )
@@ -1176,7 +1156,8 @@ class Compactor(StageCapability):
         )
         if body_first > len(plan.units) - 1:
             return None
-        earlier = _earlier_sections(plan)
+        found = summary_sections(plan.messages[plan.previous]) if plan.previous is not None else None
+        earlier = found or SummarySections('')
         previous_text = earlier.summary if plan.previous is not None else None
         fixed_cost = reserved + sum(plan.per_message[:head])
         cut = self._cut(plan, body_first, fixed_cost, earlier, previous_text, context, reason, shrink)
@@ -1219,7 +1200,9 @@ class Compactor(StageCapability):
             body_first=body_first,
             pins=pins,
             earlier=earlier,
-            previous_transcripts=_previous_transcripts(earlier, context),
+            previous_transcripts=[earlier.transcript]
+            if earlier.transcript and context.store is not None
+            else [],
             previous_text=previous_text,
         )
 
@@ -1245,27 +1228,6 @@ class Compactor(StageCapability):
         # Where this summary stands in the original history, so the next compaction (which updates it) can
         # record its own prefix.
         await self._index.set_origin(cache, conversation, final.text, origin)
-
-    @staticmethod
-    def _keeps_content(plan: _Plan, overhead: int, context: HistoryContext) -> bool:
-        """When the transcript could not be stored: keep everything (no compaction) if the window allows it.
-
-        Nothing is paid for first (the transcript is stored before the summarizer runs); the next request
-        tries again. Only a history that no longer fits the model's window is compacted without its
-        transcript, and `ContentLost` then names what went.
-        """
-        budget = context.limits.budget
-        total = overhead + sum(plan.per_message)
-        if total > budget:
-            return False
-        context.warn(
-            'compaction_deferred',
-            f'the evicted messages could not be stored, and the history ({total:,} tokens) still fits the '
-            f'budget ({budget:,}): nothing was compacted; the next request tries again',
-            tokens=total,
-            budget=budget,
-        )
-        return True
 
     def _pinned_units(
         self, plan: _Plan, body_first: int, last: int, counter: TokenCounter, pin: PinPredicate | None
@@ -1327,12 +1289,12 @@ class Compactor(StageCapability):
 
     def _render_evicted(
         self, plan: _Plan, cut: _Cut, body_start: int, counter: TokenCounter
-    ) -> _Rendered | None:
-        """The evicted units rendered once for both the stored transcript and the summarizer, where both read
-        them whole (no `tool_result_max_tokens` cut); None where the summarizer reads a cut rendering."""
+    ) -> tuple[list[TranscriptUnit] | None, list[TranscriptUnit] | None]:
+        """The evicted units rendered once, for the stored transcript and (pins aside) the summarizer, where
+        both read them whole (no `tool_result_max_tokens` cut); Nones where the summarizer reads a cut one."""
         units = plan.units[cut.body_first : cut.unit]
         if self.settings.tool_result_max_tokens is not None or not units or units[0].start != body_start:
-            return None
+            return None, None
         each = render_each_unit(
             plan.messages,
             units,
@@ -1341,9 +1303,9 @@ class Compactor(StageCapability):
             # the stored transcript is this text
             preamble=transcript_preamble(cut.previous_transcripts, cut.gone_transcripts),
         )
-        return _Rendered(
-            whole=[u for u in each if u is not None],
-            summarized=[u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],
+        return (
+            [u for u in each if u is not None],
+            [u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],
         )
 
     async def _summary(self, request: _SummaryRequest, context: HistoryContext) -> _Summary:
@@ -1485,7 +1447,18 @@ class Compactor(StageCapability):
             background=summary.background,
         )
         context.emit_event(event)
-        context.annotate_span(_span_attributes(event))
+        context.annotate_span(
+            {
+                'gen_ai.conversation.compacted': True,
+                'pydantic_ai_history.compaction.method': event.method,
+                'pydantic_ai_history.tokens_before': event.tokens_before,
+                'pydantic_ai_history.tokens_after': event.tokens_after,
+                'pydantic_ai_history.messages_before': event.messages_before,
+                'pydantic_ai_history.messages_after': event.messages_after,
+                'pydantic_ai_history.compaction.evicted_messages': event.evicted_messages,
+                'pydantic_ai_history.compaction.summarizer_calls': event.summarizer_calls,
+            }
+        )
         if self.settings.on_compaction is not None:
             try:
                 self.settings.on_compaction(event)
@@ -1530,28 +1503,6 @@ def _background_span(context: HistoryContext, evicted: int, tokens: int) -> Span
 
 def _ignore(event: HistoryEvent) -> None:
     """The events of a background job's own context: the compactor says what became of the job."""
-
-
-def _span_attributes(event: CompactionResult) -> dict[str, str | int | bool]:
-    return {
-        'gen_ai.conversation.compacted': True,
-        'pydantic_ai_history.compaction.method': event.method,
-        'pydantic_ai_history.tokens_before': event.tokens_before,
-        'pydantic_ai_history.tokens_after': event.tokens_after,
-        'pydantic_ai_history.messages_before': event.messages_before,
-        'pydantic_ai_history.messages_after': event.messages_after,
-        'pydantic_ai_history.compaction.evicted_messages': event.evicted_messages,
-        'pydantic_ai_history.compaction.summarizer_calls': event.summarizer_calls,
-    }
-
-
-def _prefix_cache_suffices(plan: _Plan, event: _Event, total: int, limits: ContextLimits) -> bool:
-    """Whether a cached summary of an earlier prefix, substituted alone, brings the history under the trigger
-    (and makes it smaller): then nothing more is compacted."""
-    substituted = (
-        plan.origin is not None and plan.previous is not None and plan.messages is not event.messages
-    )
-    return substituted and total <= limits.trigger and total < event.tokens
 
 
 def _latest_prompt_unit(plan: _Plan, body_first: int) -> int | None:
@@ -1606,12 +1557,6 @@ def _keep_loads(
     return result, counter.count_message(record) if record is not None else 0
 
 
-def _reload_reserve(messages: Sequence[ModelMessage], counter: TokenCounter) -> int:
-    """The most a record of unloaded capabilities can cost after any cut of `messages`."""
-    record = reload_reserve(messages)
-    return counter.count_message(record) if record is not None else 0
-
-
 def _native_outcome(
     plan: _Plan,
     cut: _Cut,
@@ -1661,36 +1606,6 @@ def _summary_details(
     return details
 
 
-def _separated(
-    messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
-) -> tuple[list[ModelMessage], TokenEstimate]:
-    """The history with our summary requests split out of the user requests pydantic-ai merged them into.
-
-    A new run on a saved history has pydantic-ai merge consecutive requests: the old summary is found again,
-    and updated rather than summarized as content.
-    """
-    separated = separate_own_parts(messages)
-    if separated is messages:
-        return messages, estimate
-    return separated, context.estimate(separated)
-
-
-def _earlier_sections(plan: _Plan) -> SummarySections:
-    """The sections of the previous summary (empty when there is none)."""
-    found = summary_sections(plan.messages[plan.previous]) if plan.previous is not None else None
-    return found or SummarySections('')
-
-
-def _reference_cost(earlier: SummarySections, context: HistoryContext) -> int:
-    """Room for the stored-transcript reference: this compaction's, or the earlier one carried on."""
-    return _TRANSCRIPT_REFERENCE_TOKENS if context.store is not None or earlier.reference else 0
-
-
-def _previous_transcripts(earlier: SummarySections, context: HistoryContext) -> list[str]:
-    """The stored transcript the previous summary names, which this compaction's transcript chains to."""
-    return [earlier.transcript] if earlier.transcript and context.store is not None else []
-
-
 def _final_sections(
     summary: str,
     earlier: SummarySections,
@@ -1711,41 +1626,6 @@ def _final_sections(
     if spilled.lost and gone:  # the only transcript the earlier line names
         return SummarySections(summary, pinned, NO_LONGER_STORED, kept)
     return SummarySections(summary, pinned, earlier.reference, kept, earlier.transcript)
-
-
-async def _spill_transcript(
-    evicted: Sequence[ModelMessage],
-    context: HistoryContext,
-    cut: _Cut,
-    rendered: Sequence[TranscriptUnit] | None = None,
-) -> _Spilled:
-    """Store the full transcript of the evicted messages; its id and the line that tells the model how to
-    read it.
-
-    A summary, however good, loses detail; with the transcript in the spill store nothing the user or the
-    tools said is lost, and `read_artifact(artifact_id, query=...)` finds the passage again. The transcript
-    opens with a line naming the transcripts of earlier compactions the store still holds (and saying so of
-    those it no longer does), so the summary needs only one reference line however many compactions there
-    were. Without an id where there is no store (the summary is then the only record, as the app chose);
-    `lost` where the store failed.
-    """
-    key = await spill_transcript(
-        evicted,
-        context,
-        previous=cut.previous_transcripts,
-        source=f'transcript of {len(evicted)} compacted messages',
-        rendered=rendered,
-        gone=cut.gone_transcripts,
-    )
-    if not key:
-        return _Spilled(lost=key is None)
-    chain = '; its first line names the transcript of earlier messages' if cut.previous_transcripts else ''
-    line = (
-        f'{TRANSCRIPT_REFERENCE_OPENING}{len(evicted)} messages summarized last is stored: '
-        f'{read_call(key)} finds any detail in it{chain}; {readback_tool()}(query=...) without an id '
-        'searches everything stored from this conversation.'
-    )
-    return _Spilled(key, line)
 
 
 history_processor_annotations(Compactor)
