@@ -236,3 +236,22 @@ async def test_a_fallback_summary_is_not_reused_from_the_prefix_cache_after_the_
     assert stub.calls == calls
     assert [e.method for e in events if isinstance(e, CompactionResult)][-1] == 'cache'
     assert summary_text(third[1]) == summary_text(second[1])
+
+
+async def test_in_durable_workflow_code_the_summarizer_is_tried_on_every_event():
+    """A replay decides from the journal alone: failures this process remembers (from the run's later
+    requests) must not open a breaker early, so workflow code keeps no breaker state; the engine retries."""
+    from pydantic_ai_history.stages._llm import InlineOperations
+
+    stub = StubSummarizer(lambda prompt, number: (_ for _ in ()).throw(RuntimeError('down')))
+    compactor = SetupCompactor(settings(stub, max_failures=1, cooldown_seconds=300, clock=lambda: 1_000.0))
+    ctx, events = context(cache=None)
+    ctx.operations = InlineOperations(ctx)  # journaled: the processor's operations are bound
+    for _ in range(3):
+        messages = tool_loop(40)
+        out = await compactor(messages, ctx)
+        assert_valid_history(out, original=messages)
+    results = [e for e in events if isinstance(e, CompactionResult)]
+    assert [r.method for r in results] == ['digest'] * 3
+    assert stub.calls == 3, 'a breaker opened in workflow code'
+    assert compactor.compactor._breakers.allows('summarizer', ctx.scope)

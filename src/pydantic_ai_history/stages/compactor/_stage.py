@@ -648,6 +648,15 @@ class Compactor(StageCapability):
         request = _SummaryRequest(key, model, summarized, previous, focus, task, transcript)
         return _Evicted(cut_at, evicted, cut.evicted_pins(), rendered, request, chain)
 
+    def _breakers_of(self, context: HistoryContext) -> ScopedBreakers:
+        """The breakers a request reads: the compactor's; in durable workflow code a fresh set, which lets
+        every call through. A replay must decide from the journal alone, and failures this process remembers
+        from the run's later requests would open a breaker early there; the engine's retries stand in."""
+        if context.operations is None:
+            return self._breakers
+        settings = self.settings
+        return ScopedBreakers(max_failures=settings.max_failures, cooldown=settings.cooldown_seconds)
+
     # ---- provider-native compaction (`CompactionSettings.method`) ----------------------------------------
 
     def _native_model(self, context: HistoryContext) -> object | None:
@@ -655,9 +664,10 @@ class Compactor(StageCapability):
         model: object = context.serving_model
         if model is None:
             model = context.run_context.model if context.run_context is not None else context.model
-        why_not = compaction_unavailable(
-            model, journaled=context.operations is not None
-        ) or self._refused.get(model_name_of(model) or '')
+        journaled = context.operations is not None
+        # workflow code asks every time: a refusal remembered from a later request would change a replay
+        refused = None if journaled else self._refused.get(model_name_of(model) or '')
+        why_not = compaction_unavailable(model, journaled=journaled) or refused
         if why_not is None:
             return model
         self._unsupported(context, why_not)
@@ -681,7 +691,7 @@ class Compactor(StageCapability):
         (the LLM summary is), so the item never pushes the history past the target.
         """
         model = self._native_model(context) if self.settings.method != 'llm' else None
-        if model is None or not self._breakers.allows('provider', context.scope):
+        if model is None or not self._breakers_of(context).allows('provider', context.scope):
             return None
         messages = event.messages
         layout = native_layout(messages, event.units, keep_first_user_message=context.keep_first_user_message)
@@ -1095,11 +1105,12 @@ class Compactor(StageCapability):
             # the model (or its configuration, e.g. an Anthropic model without on-demand compaction) cannot:
             # not asked again, as with a model that has no `compact_messages`
             why_not = f'{model_name_of(model)} refused compaction ({type(exc).__name__}: {exc})'
-            self._refused[model_name_of(model) or ''] = why_not
+            if context.operations is None:
+                self._refused[model_name_of(model) or ''] = why_not
             self._unsupported(context, why_not)
             return None
         except Exception as exc:  # the provider failed: the LLM summary stands in
-            self._breakers.failure('provider', context.scope)
+            self._breakers_of(context).failure('provider', context.scope)
             context.warn(
                 'provider_compaction_failed',
                 f'the provider compaction failed ({type(exc).__name__}: {exc}); the LLM summary is used',
@@ -1113,7 +1124,7 @@ class Compactor(StageCapability):
                 'used instead',
             )
             return None
-        self._breakers.success('provider', context.scope)
+        self._breakers_of(context).success('provider', context.scope)
         add_usage(context.usage, response.usage, requests=1)
         return response
 
@@ -1330,7 +1341,7 @@ class Compactor(StageCapability):
             )
         error: str | None
         calls = 0
-        if self._breakers.allows('summarizer', context.scope):
+        if self._breakers_of(context).allows('summarizer', context.scope):
             try:
                 outcome = await run_summarizer(
                     model=request.model,
@@ -1344,19 +1355,19 @@ class Compactor(StageCapability):
                     operations=operations_of(context),
                 )
             except SummarizerError as exc:
-                self._breakers.failure('summarizer', context.scope)
+                self._breakers_of(context).failure('summarizer', context.scope)
                 error, calls = str(exc), exc.calls
                 if exc.timed_out:
                     context.warn('summarizer_timeout', f'compaction summary: {error}; the fallback was used')
                 else:
                     logger.warning('compactor: summarizer failed (%s); using the fallback', error)
             else:
-                self._breakers.success('summarizer', context.scope)
+                self._breakers_of(context).success('summarizer', context.scope)
                 if cache is not None:
                     await cache.set(key, outcome.text, ttl=settings.cache_ttl)
                 return _Summary(outcome.text, 'llm', outcome.calls, key)
         else:
-            failures = self._breakers.failures('summarizer', context.scope)
+            failures = self._breakers_of(context).failures('summarizer', context.scope)
             error = f'summarizer cooling down after {failures} consecutive failures'
         return self._fallback(summarized, previous, transcript, counter, calls, error)
 
