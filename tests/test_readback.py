@@ -131,3 +131,29 @@ def test_every_note_that_names_the_tool_is_recognised() -> None:
     assert not names_readback(
         ModelRequest(parts=[ToolReturnPart('t', {'read_artifact(': 1}, tool_call_id='c')])
     )
+
+
+async def test_durable_workflow_code_is_offered_the_tool_without_reading_or_predicting() -> None:
+    """Workflow code's tool list must not depend on what the process remembers of the run (a replay runs
+    again where its later requests were seen), nor make journaled calls to predict a note."""
+    from pydantic_ai import RunContext
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.usage import RunUsage
+
+    from pydantic_ai_history.readback import ReadbackGate
+
+    asked: list[object] = []
+
+    def predict(ctx: object, messages: object) -> bool:
+        asked.append(ctx)
+        return False
+
+    tools = [ToolDefinition(name='read_artifact')]
+    ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+    durable = ReadbackGate(predict=predict, offered_always=lambda c: True)
+    assert await durable.prepare(ctx, tools) == tools
+    assert not asked
+    in_process = ReadbackGate(predict=predict, offered_always=lambda c: False)
+    assert await in_process.prepare(ctx, tools) == []  # nothing to read yet, nothing predicted
+    assert asked == [ctx]

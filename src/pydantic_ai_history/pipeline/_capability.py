@@ -228,7 +228,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         self._overall = RunStats()
         self._runs = Runs(self.max_tracked_runs)
         self._tracer = _tracer()
-        self.readback_gate = ReadbackGate(run_key=self._runs.key, predict=self._will_name_readback)
+        self.readback_gate = ReadbackGate(
+            run_key=self._runs.key, predict=self._will_name_readback, offered_always=self.journaled
+        )
         """Decides when `read_artifact` is offered: once a run's history holds something to read."""
         self._tool = _enabled(CompactionTool, self.compaction_tool)
         self._notice = _enabled(NearLimitNotice, self.near_limit_notice)

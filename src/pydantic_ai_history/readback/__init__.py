@@ -381,6 +381,10 @@ class ReadbackGate:
     predict: Callable[[Any, Sequence[ModelMessage]], bool | Awaitable[bool]] | None = None
     """Whether processing the history about to be sent will certainly write such a note (the processor asks
     its stages): tools are prepared before the processor runs, and the note's own request should offer it."""
+    offered_always: Callable[[Any], bool] | None = None
+    """Runs offered the tool from their first request, without reading their history: durable workflow
+    code, whose tool list must not depend on what this process remembers (a replay runs again where the
+    run's later requests were seen) nor make journaled calls to predict a note."""
     max_tracked: int = 1_024
     """Histories and runs remembered at once (the least recently used are forgotten first)."""
     _scans: OrderedDict[int, _Scan] = field(default_factory=OrderedDict, repr=False)
@@ -426,6 +430,8 @@ class ReadbackGate:
 
     async def prepare(self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
         """The read-back toolset's prepare function: its tools, or none while there is nothing to read."""
+        if self.offered_always is not None and self.offered_always(ctx):
+            return tool_defs
         messages = ctx.messages
         if self.needed(messages, self.run_key(ctx)):
             return tool_defs
