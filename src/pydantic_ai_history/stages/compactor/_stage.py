@@ -852,8 +852,7 @@ class Compactor(StageCapability):
         if evicted is None:
             return None
         usage = RunUsage()
-        # its own usage (its cost, in its events), added to the run's when it is done; its events are the
-        # compactor's to emit, from the requests that use or discard it
+        # its own usage, added to the run's when done; the requests that use or discard it emit its events
         own = dataclasses.replace(context, usage=usage, emit_event=_ignore, open_spans=None)
         span = _background_span(context, len(evicted.messages), event.tokens)
         return BackgroundJob[_Summary].start(
@@ -889,7 +888,6 @@ class Compactor(StageCapability):
         if unit is None or unit <= cut.body_first:
             held.reason = 'cut_no_longer_fits'
             return None
-        # the tool outputs from its cut to this event's verbatim tail, stubbed as this event would
         stubbing = self.settings.stub_tool_results and context.store is not None
         gap = self._stubs_from(unit, plan, cut, context) if stubbing else []
         fits = self._plan_cut(
@@ -1021,8 +1019,7 @@ class Compactor(StageCapability):
                 instructions=focus,
             )
         except (NotImplementedError, UserError) as exc:
-            # the model (or its configuration, e.g. an Anthropic model without on-demand compaction) cannot:
-            # not asked again, as with a model that has no `compact_messages`
+            # the model (or its configuration) cannot: not asked again, as without `compact_messages`
             why_not = f'{model_name_of(model)} refused compaction ({type(exc).__name__}: {exc})'
             if context.operations is None:
                 self._refused[model_name_of(model) or ''] = why_not
@@ -1147,8 +1144,7 @@ class Compactor(StageCapability):
             await cache.set(final_key, encode_sections(final), ttl=self.settings.cache_ttl)
             record = PrefixRecord(origin.length, origin.chain, final_key)
             await self._index.add(cache, conversation, record)
-        # Where this summary stands in the original history, so the next compaction (which updates it) can
-        # record its own prefix.
+        # so the next compaction (which updates this summary) can record its own prefix
         await self._index.set_origin(cache, conversation, final.text, origin)
 
     def _pinned_units(
