@@ -18,15 +18,9 @@ has its own breakers, so a provider that fails to compact does not also stop the
 
 @dataclass(kw_only=True)
 class ScopedBreakers:
-    """One breaker per call and scope (conversation or tenant), so content in one scope that makes the
-    summarizer fail cannot switch every other scope to the fallback digest.
-
-    A breaker opens after `max_failures` consecutive failures and stays open for `cooldown` seconds; then one
-    call is let through, and a success closes it, a failure opens it again at once. A provider outage opens
-    each active scope's breaker after its own `max_failures`: a few failed calls per scope, never a wrong
-    summary. At most `max_scopes` breakers are kept (the least recently used forgotten first, which closes
-    them).
-    """
+    """One breaker per call and scope, so content in one scope that makes the summarizer fail cannot switch
+    every other scope to the fallback. Opens after `max_failures` consecutive failures for `cooldown` seconds;
+    then one call is let through, whose failure reopens it at once. LRU-bounded to `max_scopes`."""
 
     max_failures: int
     """Consecutive failures in one scope before its cool-down."""
@@ -61,5 +55,4 @@ class ScopedBreakers:
             self._state.popitem(last=False)
 
     def failures(self, call: Call, scope: str) -> int:
-        """Consecutive failures of `call` counted in `scope`."""
         return self._state.get((call, scope), (0, 0.0))[0]

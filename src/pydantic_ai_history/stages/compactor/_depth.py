@@ -1,15 +1,11 @@
 """How deep a compaction event goes: whether stubs alone are enough, or a summary is worth its call.
 
-An event rewrites the cached prompt after the head once; what it leaves is then read again, from the cache,
-by every request until the next event. Stubs cost no model call but leave every stubbed unit in place (its
-call and a stub); a summary costs one summarizer call and leaves less. So stubs alone end the event when
-carrying what they leave beyond a summary's result, request after request until the history is back at the
-trigger, costs less than the summarizer's call would:
+What an event leaves is read from the cache by every request until the next one. Stubs cost no call but
+leave more; so stubs alone end the event when carrying their extra costs less than the summarizer's call:
 
     extra * requests_until_trigger * cached_input_ratio  <=  view_tokens + output_ratio * summary_tokens
 
-all in uncached input tokens. Short histories and small windows take stubs (few requests to carry them);
-long ones, with many stubbed units, take a summary.
+(in uncached input tokens): short histories and small windows take stubs, long ones a summary.
 """
 
 from __future__ import annotations
@@ -31,18 +27,13 @@ class EventCosts:
     summarized: int
     """The history when everything before the verbatim tail is one summary: head, summary, trail, tail."""
     trigger: int
-    """Where the next event starts."""
     growth: int
     """Tokens the history grows by per request (its units' average, as they were kept)."""
     view_tokens: int
-    """What the summarizer would read."""
     summary_tokens: int
-    """What it would write."""
 
 
 def stubs_suffice(costs: EventCosts, *, cached_input_ratio: float) -> bool:
-    """Whether carrying what stubs leave beyond a summary until the next event costs at most the summary's
-    call (`cached_input_ratio`: a cached input token's price over an uncached one's)."""
     extra = costs.stubbed - costs.summarized
     if extra <= 0:
         return True

@@ -1,10 +1,5 @@
-"""Deterministic stand-ins for a summary when the summarizer fails or is cooling down.
-
-`digest`: the previous summary, the user's messages, the tool calls made and their outcomes, the errors and
-the last assistant text, each trimmed, within the summary cap (newest items first when they do not all
-fit). `head_tail_cut`: the transcript's first 25% and last 75% of the cap, cut at unit boundaries, with a
-marker saying how much was removed.
-"""
+"""Deterministic stand-ins for a summary when the summarizer fails or is cooling down: `digest` (sections
+of trimmed items, newest first when they do not all fit) and `head_tail_cut` (25% head, 75% tail)."""
 
 from __future__ import annotations
 
@@ -36,8 +31,6 @@ _SHARES = {'previous': 0.35, 'user': 0.2, 'tools': 0.25, 'errors': 0.1, 'last': 
 
 
 class _DigestNotes:
-    """What the digest keeps of the evicted messages, collected one part at a time."""
-
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
         self.user: list[str] = []
@@ -85,7 +78,6 @@ class _DigestNotes:
 def digest(
     messages: Sequence[ModelMessage], previous_summary: str | None, counter: TokenCounter, max_tokens: int
 ) -> str:
-    """The digest of `messages` (the evicted ones, without our previous summary), within `max_tokens`."""
     notes = _DigestNotes(counter)
     for message in messages:
         notes.add(message)
@@ -111,7 +103,6 @@ def digest(
 def head_tail_cut(
     units: Sequence[TranscriptUnit], previous_summary: str | None, counter: TokenCounter, max_tokens: int
 ) -> str:
-    """The transcript's first 25% and last 75% of `max_tokens`, whole units only, with a marker between."""
     items = list(units)
     if previous_summary:
         items.insert(
@@ -158,7 +149,6 @@ def _trim(counter: TokenCounter, text: str, tokens: int = _ITEM_TOKENS) -> str:
 
 
 def _fit(counter: TokenCounter, items: list[str], budget: int) -> str:
-    """The newest items that fit `budget`, in order, with a line saying how many older ones were left out."""
     kept: list[str] = []
     used = 0
     for item in reversed(items):

@@ -1,15 +1,11 @@
 """Provider-native compaction: where its compaction item goes in the history, and what comes after it.
 
-The serving model's `compact_messages` answers with a `ModelResponse` holding a `CompactionPart`. The
-provider's adapter sends nothing before the latest such part but the system prompt (pydantic-ai's
+The provider's adapter sends nothing before the latest `CompactionPart` but the system prompt (pydantic-ai's
 `_trim_before_compaction`), so what must stay in front of the model comes after it:
 
     [system-prompt request] + compaction response + [first user turn] + our note (pins, transcript) + tail
 
-The first user turn keeps its own parts (the same part objects); the note is our summary request, whose
-summary section only says that the item above stands for the earlier messages. A later compaction finds the
-marked compaction response and replaces it, with the request after it, so there is never more than one.
-Pure functions only: the compactor's effects (store, provider call) run around them.
+A later compaction finds our marked compaction response and replaces it, so there is never more than one.
 """
 
 from __future__ import annotations
@@ -63,11 +59,9 @@ class NativeLayout:
     earlier: SummarySections
     """The sections of the previous note or summary (its pins and transcript reference are carried on)."""
     body_start: int
-    """The first message after all of that: the evicted messages and the tail start here."""
 
     @property
     def after_item(self) -> list[ModelMessage]:
-        """What goes right after the compaction response, before our note: the first user turn."""
         return [self.task] if self.task is not None else []
 
     @property
@@ -77,27 +71,24 @@ class NativeLayout:
 
 
 def is_ours(message: ModelMessage) -> bool:
-    """Whether `message` is a compaction response this package placed (marked in its metadata)."""
     return own_metadata(message_metadata(message)).get('kind') == _KIND
 
 
 def mark_compaction(response: ModelResponse, details: dict[str, Any]) -> ModelResponse:
-    """The provider's response, marked as ours so the next compaction finds and replaces it."""
     metadata = dict(message_metadata(response))
     metadata[MARKER_KEY] = {'kind': _KIND, **details}
     return dataclasses.replace(response, metadata=metadata)
 
 
 def compaction_cost(response: ModelResponse, counted: int) -> int:
-    """What the compaction item costs in every later request: its text as counted, or the provider's
-    own size for it (its output tokens) when that is larger (an encrypted item has no text to count)."""
+    """The larger of its counted text and its output tokens: an encrypted item has no text to count."""
     return max(counted, response.usage.output_tokens)
 
 
 def native_layout(
     messages: Sequence[ModelMessage], units: Sequence[Unit], *, keep_first_user_message: bool
 ) -> NativeLayout | None:
-    """The layout to compact `messages` natively, or None when its start is not one we can rebuild."""
+    """None when the history's start is not one we can rebuild."""
     previous = _previous_compaction(messages)
     if previous is not None:
         return _after_previous(messages, previous)
@@ -117,11 +108,8 @@ def _previous_compaction(messages: Sequence[ModelMessage]) -> int | None:
 def preserved_head(
     messages: Sequence[ModelMessage], units: Sequence[Unit], *, keep_first_user_message: bool
 ) -> int:
-    """The messages kept in front of any compaction (system prompt, first user message).
-
-    Where the first user message is gone (1.x renders our summary as user text), our own summary is not the
-    head: it is the previous summary, to be updated.
-    """
+    """The messages kept in front of any compaction. Our own summary is never head (1.x renders it as user
+    text): it is the previous summary, to be updated."""
     head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
     while head > 0 and marker_kind(messages[head - 1]) is not None:
         head -= 1
@@ -129,7 +117,6 @@ def preserved_head(
 
 
 def _earlier(messages: Sequence[ModelMessage], index: int) -> SummarySections | None:
-    """The sections of our summary at `index` when one stands there before the last message."""
     if index < len(messages) - 1 and marker_kind(messages[index]) == 'summary':
         return summary_sections(messages[index]) or SummarySections('')
     return None

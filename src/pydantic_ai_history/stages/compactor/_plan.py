@@ -19,16 +19,14 @@ class CutPlan:
     """The decision: where the verbatim tail starts, and what it was allowed to cost."""
 
     unit: int | None
-    """Index (into the history's units) of the first unit of the verbatim tail; None when nothing can be
-    compacted (every unit after the head is needed to reach the target)."""
+    """The first unit of the verbatim tail; None when every unit after the head is needed for the target."""
     tail_budget: int
-    """Tokens the unpinned units of the tail may use: the target less the head, the other fixed costs, the
-    summary's reserve and the pinned units' reserve."""
+    """Tokens the unpinned units of the tail may use after fixed costs and reserves."""
     pinned_reserve: int
     """Tokens reserved up front for the pinned units (verbatim in the tail or text in the pinned section)."""
     verbatim: int | None = None
-    """The first unit of the tail kept verbatim under `tail_cap` (what a cheap tier may not touch): `unit`,
-    unless the summary stops earlier to keep the unit `keep_from`. None when nothing can be compacted."""
+    """The first unit kept under `tail_cap` (the cheap tier may not touch it): `unit`, unless the summary
+    stops earlier to keep `keep_from`."""
 
 
 def plan_cut(
@@ -45,24 +43,13 @@ def plan_cut(
     tail_cap: int | None = None,
     keep_from: int | None = None,
 ) -> CutPlan:
-    """The first unit of the verbatim tail for a history whose units after the head cost `unit_costs`.
+    """The first unit of the verbatim tail for a body (from `body_first`) whose units cost `unit_costs`.
 
-    Args:
-        unit_costs: the cost of each unit from `body_first` to the last (the current request).
-        body_first: the index of the first unit after the preserved head (and the previous summary).
-        target: the policy's target for the whole history after the compaction.
-        fixed_cost: what stays whatever the cut: the head's messages, instructions and tools.
-        summary_reserve: the summary's cap plus its framing.
-        pinned: unit index -> tokens of that pinned unit as text in the pinned section (framing included).
-            A pinned unit is kept either way, so the larger of its two costs is reserved up front and it
-            costs nothing in the walk: pins never push the cut.
-        pinned_carried: tokens of the pins earlier compactions carried, and of the transcript reference.
-        pinned_section_cost: the pinned section's own overhead (heading, framing), paid when it has content.
-        manual: a compaction the user asked for evicts at least one unit when there are two or more.
-        tail_cap: the most the unpinned units of the verbatim tail may cost (a deep event keeps less than the
-            target allows).
-        keep_from: a unit the summary should not take (the latest user prompt) when everything from it on fits
-            what the target allows: the cut stops there, while `verbatim` stays under `tail_cap`.
+    `pinned` maps unit index -> its cost as pinned-section text: a pin is kept either way, so the larger of
+    its two costs is reserved up front and it costs nothing in the walk (pins never push the cut).
+    `pinned_carried`: earlier pins and the transcript reference. `manual` evicts at least one unit when there
+    are two or more. `tail_cap` bounds the verbatim tail (a deep event). `keep_from` (the latest user prompt)
+    is left out of the summary when everything from it on fits the target; `verbatim` stays under `tail_cap`.
     """
     costs = list(unit_costs)
     reserve = pinned_carried

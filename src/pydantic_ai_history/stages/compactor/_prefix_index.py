@@ -1,13 +1,9 @@
 """Which prefixes of a conversation were already compacted, so a reloaded full history is not re-summarized.
 
-Apps that store only each run's `new_messages()` hand the processor the full uncompacted history every turn,
-and the cut point moves every turn, so a cache keyed on the evicted content alone would always miss. Per
-conversation (keyed by a hash of its preserved head) we record each compacted prefix: its length in the
-original history, a rolling hash of its evicted messages and the cache key of its summary. A new request
-first looks for the longest recorded prefix its history still starts with, and substitutes that summary.
-
-Message hashes cover what the model sees (part kinds, contents, tool names, ids and arguments), not
-timestamps or usage, so a history reloaded from JSON hashes like the one in memory.
+Apps that store only `new_messages()` hand over the full uncompacted history every turn, with a moving cut,
+so a cache keyed on evicted content alone would always miss. Per conversation (a hash of its head) we record
+each compacted prefix (length, rolling hash, summary key) and substitute the longest one a history starts
+with. Hashes cover what the model sees, not timestamps or usage, so a history reloaded from JSON matches.
 """
 
 from __future__ import annotations
@@ -30,10 +26,8 @@ _MAX_RECORDS = 64
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a summary stands in the original history: it replaced messages `[head, length)`.
-
-    (`chain` is the rolling hash from the conversation key over those messages.)
-    """
+    """Where a summary stands in the original history: it replaced messages `[head, length)`; `chain` is
+    their rolling hash from the conversation key."""
 
     length: int
     chain: str
@@ -55,11 +49,8 @@ class PrefixIndex:
     # ---- hashing --------------------------------------------------------------------------------------
 
     def message_digest(self, message: ModelMessage) -> bytes:
-        """A digest of what the model sees of `message`.
-
-        Not memoized: hashing runs only when a compaction does, once per evicted message (`evicted_keys`),
-        and a memo would hold a digest per message of every long history through the summarizer's calls.
-        """
+        """Not memoized: it runs only when a compaction does, and a memo would hold a digest per message of
+        every long history."""
         pieces: list[bytes] = [message.kind.encode()]
         for part in message.parts:
             pieces.append(b'\x00' + part.part_kind.encode())
@@ -86,9 +77,8 @@ class PrefixIndex:
     def evicted_keys(
         self, chain: str | None, evicted: Sequence[ModelMessage], summarized: Sequence[ModelMessage]
     ) -> tuple[str, str | None]:
-        """The rolling hashes of `summarized` from 'span' (the content-keyed summary cache's key) and of
-        `evicted` from `chain` (None without one), in one pass over `evicted`, of which `summarized` is a
-        subsequence: each message is hashed once."""
+        """The rolling hashes of `summarized` from 'span' (the summary cache's key) and of `evicted` from
+        `chain`, hashing each message once (`summarized` is a subsequence of `evicted`)."""
         wanted = {id(message) for message in summarized}
         span, seen = 'span', 0
         for message in evicted:

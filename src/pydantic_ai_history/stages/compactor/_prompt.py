@@ -52,11 +52,8 @@ def build_prompt(
     part: int = 1,
     parts: int = 1,
 ) -> str:
-    """The user prompt of one summarizer call (one chunk of the transcript when it is split).
-
-    `nonce` is the transcript's (see `render_units`); the task and the previous summary are framed with it
-    too, and any occurrence of it in them is taken out. Only `focus` (the app's own words) is not data.
-    """
+    """The user prompt of one summarizer call (one chunk). The task and previous summary are framed with the
+    transcript's `nonce` too (and stripped of it); only `focus` (the app's own words) is not data."""
 
     def block(name: str, body: str, attributes: str = '') -> str:
         return f'<{name}-{nonce}{attributes}>\n{body}\n</{name}-{nonce}>'
@@ -79,7 +76,7 @@ def build_prompt(
 
 
 def _without(text: str, nonce: str) -> str:
-    """`text` with every occurrence of `nonce` taken out (an earlier transcript cut could hold its own)."""
+    # an earlier transcript cut could hold its own nonce
     while nonce and nonce in text:
         text = text.replace(nonce, '')
     return text

@@ -1,26 +1,12 @@
 """The compactor: above the trigger, replace the older part of the history with one structured summary.
 
-Output: the preserved head (system prompt, first user message) + one summary request + the most recent
-units verbatim, together at most the target. The tail is the contiguous run of newest units that fits
-what the target leaves after the head, the summary's cap and the provider overhead (instructions, tool
-definitions); the last unit (the current request with the response whose calls it answers) is always kept.
-
-Pinned units (`CompactionSettings.pin`, `pinning.pin()`) are never summarized: their cost is reserved before
-the tail is chosen, so they never push the cut; those before the cut are carried verbatim in the summary's
-pinned section, which every later compaction carries forward without showing it to the summarizer.
-
-With a store, each compaction stores the full transcript of what it evicted before it removes anything; the
-summary names only the newest one, and each transcript opens with a line naming the one before it. When the
-store fails, nothing is compacted while the history still fits the model's window; past that, the summary
-alone stands for what was evicted and a `ContentLost` event (error level) names it.
-
-On-demand capabilities (`defer_loading=True`) the evicted messages loaded stay loaded: their loads are
-recorded again right after the summary, as pydantic-ai records a load from code (`stages/_loads.py`); the
-record's largest possible cost is reserved before the cut is chosen.
-
-With `CompactionSettings(method='provider'|'auto')` the serving model compacts the evicted messages itself
-(`Model.compact_messages`) where it can: the same trigger, target, cut, pins and spill, with its compaction
-item in place of our summary (layout in `_native`); anything else falls back to the LLM summary.
+Output: preserved head + one summary request + the newest units that fit the target verbatim (the last unit,
+the current request, always). Pinned units are never summarized: their cost is reserved up front so they never
+push the cut; those before it ride in the summary's pinned section. With a store, the evicted transcript is
+stored before anything is removed (each names the one before it); if the store fails nothing is compacted
+while the window allows, past that `ContentLost` names what only the summary stands for. On-demand
+capabilities the evicted messages loaded are recorded again after the summary. `method='provider'|'auto'`
+puts the serving model's compaction item in place of our summary where it can (layout in `_native`).
 """
 
 from __future__ import annotations
@@ -118,12 +104,11 @@ __all__ = ('Compactor',)
 logger = logging.getLogger('pydantic_ai_history.compactor')
 
 _SUMMARY_FRAMING_TOKENS = 40 + SEAL_TOKENS
-"""Tokens reserved on top of the summary cap for its message, marker (a seal where parts have no metadata)
-and the provider's framing."""
+"""Reserved on top of the summary cap: its message, marker (a seal where parts have no metadata), framing."""
 _PINNED_UNIT_FRAMING_TOKENS = 2
-"""Tokens reserved per pinned unit for the blank line that separates it in the pinned section."""
+"""Per pinned unit: the blank line that separates it in the pinned section."""
 _TRANSCRIPT_REFERENCE_TOKENS = 100
-"""The one line of the pinned section that names the stored transcript of the latest evicted messages."""
+"""The line that names the stored transcript of the latest evicted messages."""
 
 
 Method = Literal['llm', 'cache', 'digest', 'truncate', 'provider', 'stubs']
@@ -143,7 +128,7 @@ class _Summary:
 
 @dataclass(frozen=True)
 class _SummaryRequest:
-    """What one summary is of: everything the summarizer reads, and the key of all of it."""
+    """Everything the summarizer reads, and the key of all of it."""
 
     key: str
     model: ModelRef | None
@@ -161,23 +146,15 @@ class _Event:
     messages: list[ModelMessage]
     """The history given (our summary requests split out)."""
     units: list[Unit]
-    """Its units."""
     per_message: Sequence[int]
-    """Its estimate per message."""
     tokens: int
-    """Its estimate."""
     overhead: int
     """What instructions, tools and framing add to the messages' own count."""
     reserved: int
-    """The overhead and the largest record of the loads a cut can unload (recorded again after the summary):
-    what a cut plans for besides the messages."""
+    """The overhead plus the largest record of loads a cut can unload (recorded again after the summary)."""
     reason: CompactionReason
-    """`trigger`: the history passed the trigger; `manual`: `compact()` was called; `model`: the model called
-    `compact_context`."""
     focus: str | None
-    """What the summary must keep, when `compact()` was given a focus."""
     started: float
-    """When it started (`perf()`), for its duration."""
     announced: bool = False
     """Whether `CompactionStarted` is out: a fallback does not repeat it."""
 
@@ -187,17 +164,12 @@ class _Outcome:
     """What a compaction ends with: the history and what the event says of it."""
 
     messages: list[ModelMessage]
-    """The compacted history."""
     tokens: int
     """Its estimate (instructions and tools included)."""
     summary: _Summary
-    """What stands for the evicted messages."""
     evicted: int
-    """How many messages it replaces."""
     pinned: int = 0
-    """Pinned units among them, carried verbatim."""
     stubbed: int = 0
-    """Tool outputs and files stored and stubbed."""
     replacement: int = 0
     """What the summary message (or the provider's compaction item) costs."""
     lost: Sequence[ModelMessage] = ()
@@ -223,7 +195,6 @@ class _Spilled:
     """The stored transcript of what a compaction evicted ('' for both where there is no store)."""
 
     transcript: str = ''
-    """Its id."""
     line: str = ''
     """The reference line that tells the model how to read it back."""
     lost: bool = False
@@ -239,12 +210,9 @@ class _Evicted:
     messages: list[ModelMessage]
     """The messages the summary replaces (after the head and the previous summary)."""
     pins: list[TranscriptUnit]
-    """The pinned units among them, carried verbatim."""
     rendered: list[TranscriptUnit] | None
-    """Their rendering, where the stored transcript and the summarizer share one (`request.transcript` is
-    the part the summarizer reads)."""
+    """Their rendering, where the stored transcript and the summarizer share one."""
     request: _SummaryRequest
-    """The summary the event needs: what the summarizer reads, and its key."""
     chain: str | None
     """The rolling hash of the evicted messages, for the prefix index."""
 
@@ -265,13 +233,10 @@ class _Cut:
     previous_transcripts: list[str]
     """Ids of the stored transcripts the previous summary names, chained from this one's first line."""
     previous_text: str | None
-    """The previous summary's own text, for the summarizer to update."""
     gone_transcripts: list[str] = field(default_factory=list)
-    """Ids the previous summary names that the store no longer holds (its retention removed them): said to be
-    gone instead of named (`previous_transcripts` then holds only those still stored)."""
+    """Ids the previous summary names that the store's retention removed: said to be gone, never named."""
 
     async def check_stored(self, context: HistoryContext) -> _Cut:
-        """This cut with the earlier transcripts the store no longer holds moved to `gone_transcripts`."""
         gone = await no_longer_stored(self.previous_transcripts, context)
         if gone:
             self.previous_transcripts = [t for t in self.previous_transcripts if t not in gone]
@@ -279,11 +244,10 @@ class _Cut:
         return self
 
     def evicted_pins(self) -> list[TranscriptUnit]:
-        """The pinned units before the cut, carried verbatim in the pinned section."""
         return [self.pins[i] for i in sorted(self.pins) if i < self.unit]
 
     def summarized(self, plan: _Plan) -> list[ModelMessage]:
-        """The messages the summarizer reads: those before the cut but the pinned units."""
+        """The messages before the cut but the pinned units."""
         return [
             m
             for i in range(self.body_first, self.unit)
@@ -304,14 +268,12 @@ class Compactor(StageCapability):
     name: str = 'compactor'
     """The stage's name in events and logs."""
     _breakers: ScopedBreakers = field(init=False, repr=False)
-    """The summarizer's and the provider's compaction calls, each cooling down after its own failures."""
     _index: PrefixIndex = field(init=False, repr=False)
     _unsupported_warned: set[str] = field(init=False, repr=False, default_factory=set)
     """Why native compaction was unavailable, each said once (`method='provider'`)."""
     _refused: dict[str, str] = field(init=False, repr=False, default_factory=dict)
     """Model name -> why it refused `compact_messages` as unsupported: not asked again."""
     _background: BackgroundSummaries = field(init=False, repr=False)
-    """The summaries started ahead of their events (`background_start`), one per run."""
 
     def __post_init__(self) -> None:
         self.settings = coerce_settings(CompactionSettings, self.settings, 'settings')
@@ -344,9 +306,8 @@ class Compactor(StageCapability):
     def _still_making(
         self, messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
     ) -> bool:
-        """Past the trigger, while the run's background summary of this history is still being made and the
-        request fits the budget: it goes out as it is rather than wait (the trigger sits below the budget so
-        that it can); the first request after the summary is ready, or that no longer fits, compacts."""
+        """Whether the request goes out as it is, past the trigger but within the budget, rather than wait
+        for the run's background summary of this history (the trigger sits below the budget for this)."""
         held = self._background.get(context.run_id)
         if (
             held is None
@@ -366,8 +327,6 @@ class Compactor(StageCapability):
         return True
 
     def _reason(self, tokens: int, context: HistoryContext) -> Literal['trigger', 'model'] | None:
-        """Why this request compacts: the model asked (`compact_context`) and the history is worth it, or it
-        is over the trigger; None when it does not."""
         requested = context.compaction_request
         if requested is not None:
             floor = requested.min_tokens if requested.min_tokens is not None else context.limits.target
@@ -385,9 +344,7 @@ class Compactor(StageCapability):
         self, messages: Sequence[ModelMessage], context: HistoryContext, *, focus: str | None = None
     ) -> list[ModelMessage]:
         """Compact now, whatever the trigger says, to the target; `focus` says what the summary must keep.
-
-        When everything already fits the target, all units but the last are summarized.
-        """
+        When everything already fits the target, all units but the last are summarized."""
         history = list(messages)
         held = self._background.pop(context.run_id)
         with context.span(COMPACTION_SPAN, {'pydantic_ai_history.compaction.reason': 'manual'}):
@@ -400,11 +357,8 @@ class Compactor(StageCapability):
                     self._end(held, 'inputs_changed', context.emit_event)
 
     def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
-        """Whether processing `messages` compacts, leaving stubs or a summary that name `read_artifact`.
-
-        Asked before the request's tools are prepared: the tool then comes with the compaction event, which
-        rewrites the cached prefix anyway, instead of rewriting the whole prefix one request later.
-        """
+        """Whether processing `messages` compacts, leaving stubs or a summary that name `read_artifact`:
+        asked before tools are prepared, so the tool comes with the event that rewrites the prefix anyway."""
         return (
             context.store is not None
             and len(messages) > 2
@@ -423,9 +377,8 @@ class Compactor(StageCapability):
         focus: str | None,
         held: BackgroundJob[_Summary] | None = None,
     ) -> list[ModelMessage]:
-        """Cheapest first: a cached summary of a prefix, then the run's background summary where it still
-        applies (it is paid for already), then (at the trigger) stubs into the store, then the provider's
-        compaction where asked, then our summary."""
+        """Cheapest first: a cached prefix summary, the run's background summary (paid for already), stubs
+        (at the trigger), the provider's compaction where asked, then our summary."""
         started = perf()
         if held is not None and not held.extended_by(messages):
             held.reason, held = 'history_changed', None
@@ -465,7 +418,6 @@ class Compactor(StageCapability):
         focus: str | None,
         started: float,
     ) -> tuple[_Event, _Plan, str] | None:
-        """The event, the plan to compact and the conversation key; None when there is nothing to compact."""
         # A new run on a saved history has pydantic-ai merge consecutive requests: our summary requests are
         # split out of the user requests they were merged into, found again, and updated, not summarized.
         separated = separate_own_parts(messages)
@@ -492,8 +444,7 @@ class Compactor(StageCapability):
     def _reuse_prefix(
         self, plan: _Plan, event: _Event, context: HistoryContext, substituted: list[ModelMessage], total: int
     ) -> list[ModelMessage] | None:
-        """The history with the cached summary of its prefix when that alone brings it under the trigger (and
-        makes it smaller): then nothing more is compacted."""
+        """The history with its cached prefix summary when that alone brings it under the trigger."""
         substituted_alone = plan.previous is not None and plan.messages is not event.messages
         if (
             plan.origin is None
@@ -584,12 +535,9 @@ class Compactor(StageCapability):
         event: _Event,
         rendered: Sequence[TranscriptUnit] | None = None,
     ) -> _Spilled | None:
-        """The evicted messages' transcript stored before anything is paid for or removed, and the event
-        announced; None when the store failed and the history still fits the window: nothing is compacted.
-
-        A summary loses detail; the stored transcript keeps it findable (`read_artifact(id, query=...)`). Its
-        first line names the earlier compactions' transcripts, so the summary needs one reference line.
-        """
+        """Store the evicted transcript before anything is paid for or removed (a summary loses detail,
+        the transcript keeps it findable) and announce the event; None: the store failed and the history
+        still fits the window, so nothing is compacted."""
         key = await spill_transcript(
             evicted,
             context,
@@ -626,8 +574,7 @@ class Compactor(StageCapability):
         return _Spilled(key, line)
 
     def _evicted(self, plan: _Plan, cut: _Cut, context: HistoryContext, focus: str | None) -> _Evicted | None:
-        """What a summary at `cut` replaces and what the summarizer is asked for it; None when no summary can
-        be smaller than what it would replace."""
+        """None when no summary can be smaller than what it would replace."""
         head = plan.head
         cut_at = plan.units[cut.unit].start
         if sum(plan.per_message[head:cut_at]) <= _SUMMARY_FRAMING_TOKENS:
@@ -649,9 +596,8 @@ class Compactor(StageCapability):
         return _Evicted(cut_at, evicted, cut.evicted_pins(), rendered, request, chain)
 
     def _breakers_of(self, context: HistoryContext) -> ScopedBreakers:
-        """The breakers a request reads: the compactor's; in durable workflow code a fresh set, which lets
-        every call through. A replay must decide from the journal alone, and failures this process remembers
-        from the run's later requests would open a breaker early there; the engine's retries stand in."""
+        """In durable workflow code a fresh set that lets every call through: a replay must decide from the
+        journal alone (remembered failures would open a breaker early); the engine's retries stand in."""
         if context.operations is None:
             return self._breakers
         settings = self.settings
@@ -660,7 +606,6 @@ class Compactor(StageCapability):
     # ---- provider-native compaction (`CompactionSettings.method`) ----------------------------------------
 
     def _native_model(self, context: HistoryContext) -> object | None:
-        """The serving model when it can compact natively; else None (said once where `'provider'` asked)."""
         model: object = context.serving_model
         if model is None:
             model = context.run_context.model if context.run_context is not None else context.model
@@ -674,7 +619,6 @@ class Compactor(StageCapability):
         return None
 
     def _unsupported(self, context: HistoryContext, why_not: str) -> None:
-        """Say once per reason, where `method='provider'` asked for it, that the LLM summary stands in."""
         if self.settings.method == 'provider' and why_not not in self._unsupported_warned:
             self._unsupported_warned.add(why_not)
             context.warn(
@@ -684,12 +628,8 @@ class Compactor(StageCapability):
             )
 
     async def _compact_natively(self, context: HistoryContext, event: _Event) -> list[ModelMessage] | None:
-        """Compact with the serving model's own compaction around our cut, pins and spill; None falls back.
-
-        The plan reserves the summary's cap for the compaction item and plans with what the item really costs
-        (`compaction_cost`): an item larger than that cap which takes the history over the target is not used
-        (the LLM summary is), so the item never pushes the history past the target.
-        """
+        """The serving model's own compaction around our cut, pins and spill; None falls back to our summary.
+        The item is planned at the summary's cap; a larger one that ends over the target is not used."""
         model = self._native_model(context) if self.settings.method != 'llm' else None
         if model is None or not self._breakers_of(context).allows('provider', context.scope):
             return None
@@ -716,8 +656,7 @@ class Compactor(StageCapability):
         return self._conclude(context, event, dataclasses.replace(outcome, lost=summarized), spilled)
 
     def _native_fits(self, context: HistoryContext, outcome: _Outcome, before: int) -> bool:
-        """Whether the history with the provider's item is used: smaller than before, and at or under the
-        target unless what keeps it over is the part no summary can shrink (as with the LLM summary)."""
+        """Smaller than before, and at or under the target unless what keeps it over no summary can shrink."""
         target, after, item = context.limits.target, outcome.tokens, outcome.replacement
         if after < before and (after <= target or item <= self.settings.summary_max_tokens):
             return True
@@ -744,10 +683,8 @@ class Compactor(StageCapability):
         shrink: int = 0,
         savings: dict[int, int] | None = None,
     ) -> CutPlan:
-        """`plan_cut` over the body from `body_first`, with this compactor's summary reserve (its trail
-        included) and the pins' costs (the summary or the provider's item stands where the summary reserve is
-        planned). At the trigger (and when the model asks) the verbatim tail is at most `keep_recent_tokens`,
-        less `shrink`: the event goes deep. `savings`: tokens stubs take off units (by unit index)."""
+        """`plan_cut` with this compactor's reserves. Except on `manual`, the verbatim tail is at most
+        `keep_recent_tokens` less `shrink`: the event goes deep. `savings`: tokens stubs take off units."""
         counter, saved, keep_recent = context.counter, savings or {}, self.settings.keep_recent_tokens
         return plan_cut(
             unit_costs=[
@@ -776,7 +713,6 @@ class Compactor(StageCapability):
         )
 
     def _trail_budget(self, context: HistoryContext) -> int:
-        """The tokens the summary's trail may take: `trail_share` of the target."""
         return int(context.limits.target * self.settings.trail_share)
 
     async def _stub(
@@ -786,9 +722,8 @@ class Compactor(StageCapability):
         context: HistoryContext,
         event: _Event,
     ) -> list[ModelMessage] | None:
-        """The cheap tier: the history with the tool outputs and files before the verbatim tail stored and
-        stubbed, when that alone brings it to the target; None when it does not (or the store failed): the
-        summary is needed."""
+        """The cheap tier: tool outputs and files before the verbatim tail stored and stubbed, when that alone
+        reaches the target; None when the summary is needed."""
         stubs = self._planned_stubs(plan, cut, context, event)
         if stubs is None:
             return None
@@ -807,8 +742,7 @@ class Compactor(StageCapability):
     def _planned_stubs(
         self, plan: _Plan, cut: _Cut, context: HistoryContext, event: _Event, growth: int = 0
     ) -> list[Stub] | None:
-        """The stubs of the tool outputs and files before the verbatim tail when they alone end the event
-        (within the target, and the cheaper end by `_depth`); None when the summary is needed. `growth`:
+        """Stubs when they alone end the event (within the target, cheaper by `_depth`); else None. `growth`:
         tokens the history adds before the event (a background summary plans ahead of it)."""
         if context.store is None:
             return None
@@ -826,8 +760,6 @@ class Compactor(StageCapability):
     def _stubs_suffice(
         self, plan: _Plan, cut: _Cut, stubbed: int, event: _Event, context: HistoryContext, growth: int = 0
     ) -> bool:
-        """Whether stubs alone are the cheaper end of this event (`_depth`): what they leave beyond a summary,
-        read by every request until the next event, against the summarizer's call."""
         settings = self.settings
         per_message = plan.per_message
         tail_start = plan.units[cut.verbatim].start
@@ -860,8 +792,6 @@ class Compactor(StageCapability):
     async def _anticipate(
         self, messages: list[ModelMessage], context: HistoryContext, estimate: TokenEstimate
     ) -> None:
-        """Below the trigger: drop the run's background summary when the history no longer extends its
-        snapshot, and start one once the history passes `background_start` of the trigger."""
         start = self.settings.background_start
         run = context.run_id
         if start is None or run is None or not context.background_allowed or self.settings.method != 'llm':
@@ -899,8 +829,7 @@ class Compactor(StageCapability):
         self, snapshot: list[ModelMessage], context: HistoryContext, estimate: TokenEstimate
     ) -> BackgroundJob[_Summary] | None:
         """The next event planned on `snapshot` as the trigger will plan it, its summary started in a task;
-        None when that event will not summarize (stubs end it, nothing can be compacted, a cached prefix
-        summary stands in)."""
+        None when that event will not summarize."""
         assert context.run_id is not None
         begun = await self._begin(snapshot, estimate, context, 'trigger', None, perf())
         if begun is None:
@@ -923,8 +852,7 @@ class Compactor(StageCapability):
         if evicted is None:
             return None
         usage = RunUsage()
-        # its own usage (its cost, in its events), added to the run's when it is done; its events are the
-        # compactor's to emit, from the requests that use or discard it
+        # its own usage, added to the run's when done; the requests that use or discard it emit its events
         own = dataclasses.replace(context, usage=usage, emit_event=_ignore, open_spans=None)
         span = _background_span(context, len(evicted.messages), event.tokens)
         return BackgroundJob[_Summary].start(
@@ -941,7 +869,6 @@ class Compactor(StageCapability):
     async def _background_summary(
         self, request: _SummaryRequest, context: HistoryContext, run_usage: object, span: Span | None
     ) -> _Summary:
-        """The summary of a background job, under its span; the run pays for it as for a blocking one."""
         try:
             with use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
                 return await self._summary(request, context)
@@ -951,11 +878,9 @@ class Compactor(StageCapability):
     def _held_cut(
         self, plan: _Plan, event: _Event, cut: _Cut, held: BackgroundJob[_Summary], context: HistoryContext
     ) -> tuple[_Cut, list[Stub]] | None:
-        """The cut of the run's background summary when this event can use it, with the stubs of the tool
-        outputs the history added since, before this event's own verbatim tail (the cheap tier keeps the
-        event as deep as a blocking one). It can when the history is the snapshot with messages added (checked
-        by the caller), the cut is a unit boundary of it, and what it leaves (stubs included) fits the
-        target. Otherwise None, and `held.reason` says why."""
+        """The background summary's cut when this event can use it (a unit boundary, and what it leaves, stubs
+        of the outputs added since included, fits the target), with those stubs; else None and `held.reason`
+        says why."""
         if plan.messages is not event.messages:
             held.reason = 'inputs_changed'  # a cached prefix summary stands in for part of it
             return None
@@ -963,7 +888,6 @@ class Compactor(StageCapability):
         if unit is None or unit <= cut.body_first:
             held.reason = 'cut_no_longer_fits'
             return None
-        # the tool outputs from its cut to this event's verbatim tail, stubbed as this event would
         stubbing = self.settings.stub_tool_results and context.store is not None
         gap = self._stubs_from(unit, plan, cut, context) if stubbing else []
         fits = self._plan_cut(
@@ -982,8 +906,6 @@ class Compactor(StageCapability):
         return dataclasses.replace(cut, unit=unit, verbatim=unit), gap
 
     def _stubs_from(self, first: int, plan: _Plan, cut: _Cut, context: HistoryContext) -> list[Stub]:
-        """The stubs of the tool outputs and files of units `first` to the verbatim tail (`cut.verbatim`),
-        pinned units aside."""
         units = plan.units
         spans = [(units[i].start, units[i].end) for i in range(first, cut.verbatim) if i not in cut.pins]
         return plan_stubs(
@@ -998,8 +920,7 @@ class Compactor(StageCapability):
     async def _summary_for(
         self, request: _SummaryRequest, context: HistoryContext, held: BackgroundJob[_Summary] | None
     ) -> _Summary:
-        """The background summary when it is the one this event needs (the same key), waited for if it still
-        runs; else (or when its work raised) a new one."""
+        """The background summary when it has this event's key (waited for), else a new one."""
         if held is None or held.key != request.key:
             if held is not None:
                 held.reason = 'inputs_changed'
@@ -1038,7 +959,6 @@ class Compactor(StageCapability):
     def _end(
         self, job: BackgroundJob[Any], reason: BackgroundDiscardReason, emit: Callable[[HistoryEvent], None]
     ) -> None:
-        """Throw `job` away (cancelled if it still runs), saying why and what it cost."""
         finished = job.ready
         self._background.cancel(job)
         cost = job.usage
@@ -1066,8 +986,7 @@ class Compactor(StageCapability):
         )
 
     def end_run(self, run_id: str, emit: Callable[[HistoryEvent], None]) -> None:
-        """The run ended: its background summary, if it holds one, is cancelled (`run_ended`). The processor
-        calls this from its run hook; it never waits."""
+        """Cancel the run's background summary, never waiting (called from the processor's run hook)."""
         job = self._background.pop(run_id)
         if job is not None:
             self._end(job, 'run_ended', emit)
@@ -1080,8 +999,7 @@ class Compactor(StageCapability):
         reason: CompactionReason,
         reserved: int,
     ) -> _Cut | None:
-        """Where the verbatim tail starts after a native compaction: our cut rules, pins and reserves (None
-        where nothing can be compacted: the LLM path plans the same cut, and says why)."""
+        """Our cut rules around the native layout (None is not warned: the LLM path plans it and says why)."""
         body_first = next((i for i, u in enumerate(plan.units) if u.start >= layout.body_start), None)
         if body_first is None or body_first >= len(plan.units) - 1:
             return None
@@ -1091,7 +1009,6 @@ class Compactor(StageCapability):
     async def _ask_provider(
         self, model: object, messages: list[ModelMessage], context: HistoryContext, focus: str | None
     ) -> ModelResponse | None:
-        """The serving model's compaction of `messages`, its usage added to the run's; None when it fails."""
         run = context.run_context
         try:
             response = await request_compaction(
@@ -1102,8 +1019,7 @@ class Compactor(StageCapability):
                 instructions=focus,
             )
         except (NotImplementedError, UserError) as exc:
-            # the model (or its configuration, e.g. an Anthropic model without on-demand compaction) cannot:
-            # not asked again, as with a model that has no `compact_messages`
+            # the model (or its configuration) cannot: not asked again, as without `compact_messages`
             why_not = f'{model_name_of(model)} refused compaction ({type(exc).__name__}: {exc})'
             if context.operations is None:
                 self._refused[model_name_of(model) or ''] = why_not
@@ -1129,7 +1045,6 @@ class Compactor(StageCapability):
         return response
 
     async def _prepare(self, event: _Event, context: HistoryContext) -> tuple[_Plan, str]:
-        """The plan to compact and the conversation key; after a prefix-cache hit, the substituted history."""
         messages, units = event.messages, event.units
         head = preserved_head(messages, units, keep_first_user_message=context.keep_first_user_message)
         previous = head if head < len(messages) and marker_kind(messages[head]) == 'summary' else None
@@ -1158,9 +1073,8 @@ class Compactor(StageCapability):
         shrink: int = 0,
         quiet: bool = False,
     ) -> _Cut | None:
-        """Where the verbatim tail starts (a unit boundary), or None when nothing can be compacted (said
-        at the trigger unless `quiet`). `shrink`: tokens the verbatim tail leaves to what a background
-        summary's history adds until its trigger."""
+        """None when nothing can be compacted (warned at the trigger unless `quiet`). `shrink`: room a
+        background summary leaves for what the history adds until its trigger."""
         head = plan.head
         body_first = next(
             i for i, u in enumerate(plan.units) if u.start >= head + (plan.previous is not None)
@@ -1193,14 +1107,8 @@ class Compactor(StageCapability):
         reason: CompactionReason,
         shrink: int = 0,
     ) -> _Cut | None:
-        """The cut of the body from `body_first`, with its pinned units; None when nothing can be compacted.
-
-        Pinned units stay whether they end up in the tail (as messages) or before the cut (as text in the
-        pinned section): the larger of the two is reserved up front and they cost nothing in the walk, so
-        they never push the cut. With a store, the previous compaction's transcript reference gives way to
-        this one's (the new transcript names the previous one in its first line, so the model can walk back
-        through them all).
-        """
+        """With a store, the previous transcript reference gives way to this one's (whose first line names
+        the previous one)."""
         pins = self._pinned_units(plan, body_first, len(plan.units) - 1, context.counter, context.pin)
         cut = self._plan_cut(plan, body_first, fixed_cost, pins, earlier, context, reason, shrink)
         if cut.unit is None:
@@ -1225,7 +1133,7 @@ class Compactor(StageCapability):
         final: SummarySections,
         origin: Origin,
     ) -> None:
-        """Record the summary in the prefix index, so a reload of the uncompacted history reuses it."""
+        """So a reload of the uncompacted history reuses the summary."""
         cache = context.cache
         if cache is None:
             return
@@ -1236,14 +1144,12 @@ class Compactor(StageCapability):
             await cache.set(final_key, encode_sections(final), ttl=self.settings.cache_ttl)
             record = PrefixRecord(origin.length, origin.chain, final_key)
             await self._index.add(cache, conversation, record)
-        # Where this summary stands in the original history, so the next compaction (which updates it) can
-        # record its own prefix.
+        # so the next compaction (which updates this summary) can record its own prefix
         await self._index.set_origin(cache, conversation, final.text, origin)
 
     def _pinned_units(
         self, plan: _Plan, body_first: int, last: int, counter: TokenCounter, pin: PinPredicate | None
     ) -> dict[int, TranscriptUnit]:
-        """The pinned units of the body (not our own summaries or notes), each rendered in full."""
         pins: dict[int, TranscriptUnit] = {}
         for index in range(body_first, last):
             unit = plan.units[index]
@@ -1263,7 +1169,6 @@ class Compactor(StageCapability):
     async def _lookup(
         self, cache: SummaryCache, conversation: str, plan: _Plan, context: HistoryContext
     ) -> _Plan | None:
-        """The history with the longest recorded compacted prefix replaced by its cached summary, or None."""
         records = await self._index.records(cache, conversation)
         if not records:
             return None
@@ -1301,8 +1206,7 @@ class Compactor(StageCapability):
     def _render_evicted(
         self, plan: _Plan, cut: _Cut, body_start: int, counter: TokenCounter
     ) -> tuple[list[TranscriptUnit] | None, list[TranscriptUnit] | None]:
-        """The evicted units rendered once, for the stored transcript and (pins aside) the summarizer, where
-        both read them whole (no `tool_result_max_tokens` cut); Nones where the summarizer reads a cut one."""
+        """Rendered once for the transcript and the summarizer where both read them whole; else Nones."""
         units = plan.units[cut.body_first : cut.unit]
         if self.settings.tool_result_max_tokens is not None or not units or units[0].start != body_start:
             return None, None
@@ -1320,7 +1224,6 @@ class Compactor(StageCapability):
         )
 
     async def _summary(self, request: _SummaryRequest, context: HistoryContext) -> _Summary:
-        """The summarizer's text for `request`: cached, else asked, else the deterministic fallback."""
         settings, counter, cache = self.settings, context.counter, context.cache
         key, summarized, previous, task = request.key, request.summarized, request.previous, request.task
         if cache is not None:
@@ -1380,7 +1283,6 @@ class Compactor(StageCapability):
         calls: int,
         error: str | None,
     ) -> _Summary:
-        """The deterministic stand-in for a summary the summarizer did not give (`fallback`)."""
         settings = self.settings
         text: str | None = None
         method: Method = 'truncate'
@@ -1412,8 +1314,6 @@ class Compactor(StageCapability):
     def _conclude(
         self, context: HistoryContext, event: _Event, outcome: _Outcome, spilled: _Spilled
     ) -> list[ModelMessage]:
-        """The end of an event that replaced messages (our summary or the provider's item): what could not be
-        stored is named, a result over the target said, then `_finish`."""
         if spilled.lost:
             context.lost(
                 'compactor',
@@ -1436,7 +1336,6 @@ class Compactor(StageCapability):
         return self._finish(context, event, outcome)
 
     def _finish(self, context: HistoryContext, compaction: _Event, outcome: _Outcome) -> list[ModelMessage]:
-        """Say what the compaction did (event, span, `on_compaction`, log) and return its history."""
         original, tokens_before, reason = compaction.messages, compaction.tokens, compaction.reason
         result, tokens_after, summary = outcome.messages, outcome.tokens, outcome.summary
         pinned = outcome.pinned
@@ -1500,7 +1399,6 @@ attributes say which, and why); the summarizer's chat spans are its children. Na
 
 
 def _background_span(context: HistoryContext, evicted: int, tokens: int) -> Span | None:
-    """The span of a background summary on the run's tracer (None when nothing records spans)."""
     if context.tracer is None:
         return None
     return context.tracer.start_span(
@@ -1517,8 +1415,7 @@ def _ignore(event: HistoryEvent) -> None:
 
 
 def _latest_prompt_unit(plan: _Plan, body_first: int) -> int | None:
-    """The unit of the latest user prompt after the head, which a summary leaves verbatim when it can: the
-    instruction the agent is working on."""
+    """The latest user prompt: the instruction the agent is working on, left verbatim when it can be."""
     for index in range(len(plan.units) - 1, body_first - 1, -1):
         unit = plan.units[index]
         for message in plan.messages[unit.start : unit.end]:
@@ -1533,7 +1430,6 @@ def _latest_prompt_unit(plan: _Plan, body_first: int) -> int | None:
 
 
 def _announce(context: HistoryContext, event: _Event, evicted: int) -> None:
-    """`CompactionStarted`, once per compaction (a fallback does not repeat it)."""
     if event.announced:
         return
     event.announced = True
@@ -1550,7 +1446,6 @@ def _announce(context: HistoryContext, event: _Event, evicted: int) -> None:
 
 
 def _unit_savings(plan: _Plan, stubs: Sequence[Stub]) -> dict[int, int]:
-    """The tokens `stubs` take off each unit, by unit index."""
     unit_of = {m: i for i, u in enumerate(plan.units) for m in range(u.start, u.end)}
     savings: dict[int, int] = {}
     for stub in stubs:
@@ -1562,8 +1457,7 @@ def _unit_savings(plan: _Plan, stubs: Sequence[Stub]) -> dict[int, int]:
 def _keep_loads(
     original: Sequence[ModelMessage], result: list[ModelMessage], kept_from: int, counter: TokenCounter
 ) -> tuple[list[ModelMessage], int]:
-    """`result` with the on-demand capabilities it no longer loads recorded again after the summary (see
-    `stages/_loads.py`), and what that record costs."""
+    """`result` with the loads it dropped recorded again after the summary, and that record's cost."""
     result, record = with_reloads(original, result, kept_from=kept_from)
     return result, counter.count_message(record) if record is not None else 0
 
@@ -1577,8 +1471,7 @@ def _native_outcome(
     event: _Event,
     counter: TokenCounter,
 ) -> _Outcome:
-    """The history with the provider's compaction item in place of the evicted messages, followed by our
-    note: the pinned section and the transcript line."""
+    """The provider's compaction item in place of the evicted messages, then our note (pins, transcript)."""
     cut_at = plan.units[cut.unit].start
     evicted = plan.messages[layout.body_start : cut_at]
     pins = cut.evicted_pins()
@@ -1608,7 +1501,6 @@ def _native_outcome(
 def _summary_details(
     method: str, evicted: Sequence[ModelMessage], pins: Sequence[TranscriptUnit], origin: Origin | None
 ) -> dict[str, object]:
-    """What our summary message's metadata says of the compaction that wrote it."""
     details: dict[str, object] = {'method': method, 'evicted_messages': len(evicted)}
     if pins:
         details['pinned_units'] = len(pins)
@@ -1625,11 +1517,8 @@ def _final_sections(
     trail: tuple[TrailEntry, ...] | None = None,
     gone: Sequence[str] = (),
 ) -> SummarySections:
-    """The summarizer's text (capped), the trail of exact details (the earlier one where none is given), where
-    the full transcript of what was just evicted can be read back (when nothing was stored this time the
-    earlier reference still stands, or says its transcript is no longer stored when the store removed it:
-    never a dead id), and the pinned section: what it carried and what was pinned just now. Parts of the
-    summary message, told apart by structure."""
+    """The summary message's sections. When nothing was stored this time the earlier reference stands, or
+    says its transcript is gone: never a dead id."""
     pinned = '\n\n'.join(p for p in (earlier.pinned, *(u.text for u in evicted_pins)) if p)
     kept = earlier.trail if trail is None else trail
     if spilled.transcript:

@@ -1,16 +1,10 @@
 """The cheap tier of a compaction event: old tool outputs and attachments become stubs into the store.
 
-At a compaction event, every large tool output and attached file outside the verbatim tail is stored and
-replaced by a stub that says what it was (the call and its arguments, its size, how it begins) and names the
-id `read_artifact` reads it back from, exactly. Nothing is summarized and nothing is lost; the summarizer is
-called only when the stubbed history still does not fit the target.
-
-Repeated results are stored once: equal content gets one id (ids are keyed content hashes), and a later stub
-of the same content, or an earlier result of a call made again with the same arguments, says so in a shorter
-stub. A tool output the artifact stage already reduced points to the original it stored.
-
-Planning is a pure function of the messages (`plan_stubs`); storing is the one effect (`store_stubbed`); a
-part whose original could not be stored keeps its content (`apply_stubs` applies only the stored ones).
+Each large tool output and file outside the verbatim tail is stored and replaced by a stub naming what it was
+and the id `read_artifact` returns it from: nothing is lost, and the summarizer is called only when the
+stubbed history still does not fit. Equal content gets one id (keyed content hashes), so repeats get shorter
+stubs. Planning is pure (`plan_stubs`), storing the one effect (`store_stubbed`); a part whose original could
+not be stored keeps its content.
 """
 
 from __future__ import annotations
@@ -54,26 +48,19 @@ class Stub:
     """One part (or one file in a user prompt) to replace with a stub, and its original to store first."""
 
     message: int
-    """Index of the message in the history."""
     part: int
-    """Index of the part in the message."""
     item: int | None
     """Index of the file in a user prompt's content list; None when the stub replaces the part's content."""
     artifact_id: str
-    """Where the original is (or already was) stored in the run's scope."""
     data: bytes | None
-    """The original to store; None when it is already stored (a repeat, or an artifact stage note's
-    original)."""
+    """The original to store; None when it is already stored (a repeat, or an artifact stage's original)."""
     media_type: str
-    """The original's media type."""
     call: str
     """What it was, as the stub and the store's metadata say: the call that returned it, or the file."""
     text: str
     """What stands in the history instead."""
     tokens_before: int
-    """What the part (or the file) cost before."""
     tokens_after: int
-    """What the stub costs."""
 
 
 def plan_stubs(
@@ -85,8 +72,8 @@ def plan_stubs(
     min_tokens: int,
     head_chars: int,
 ) -> list[Stub]:
-    """The stubs for the tool outputs and attached files of `messages[start:end]` for each span that cost at
-    least `min_tokens` and more than their stub. Pure: the ids come from `make_id` (the store's keyed id)."""
+    """Stubs for the tool outputs and files in `spans` that cost at least `min_tokens` and more than their
+    stub. Pure: ids come from `make_id` (the store's keyed id)."""
     calls = _calls(messages)
     last_index = _last_call_of_each_key(messages, calls)
     planner = _Planner(counter, make_id, min_tokens, head_chars, calls, last_index)
@@ -99,7 +86,7 @@ def plan_stubs(
 
 
 def apply_stubs(messages: Sequence[ModelMessage], stubs: Sequence[Stub]) -> list[ModelMessage]:
-    """`messages` with each stub in place of its part or file (new messages; nothing mutated)."""
+    """New messages with each stub in place; nothing mutated."""
     by_message: dict[int, list[Stub]] = {}
     for stub in stubs:
         by_message.setdefault(stub.message, []).append(stub)
@@ -115,8 +102,8 @@ def apply_stubs(messages: Sequence[ModelMessage], stubs: Sequence[Stub]) -> list
 
 
 async def store_stubbed(stubs: Sequence[Stub], context: HistoryContext) -> bool:
-    """Store each stub's original in the run's scope; False (with one `artifact_store_failed` warning) at the
-    first failure, when the stubs must not be applied: their content stays in the history."""
+    """Store each stub's original; False (one `artifact_store_failed` warning) at the first failure: the
+    stubs must not be applied then."""
     store = context.store
     if store is None:
         return False
@@ -169,7 +156,6 @@ def _call_key(call: ToolCallPart | None, tool_name: str) -> str:
 def _last_call_of_each_key(
     messages: Sequence[ModelMessage], calls: dict[str, ToolCallPart]
 ) -> dict[str, int]:
-    """Tool name and arguments -> the index of the message with the latest result of that call."""
     last: dict[str, int] = {}
     for index, message in enumerate(messages):
         if isinstance(message, ModelRequest):
@@ -182,7 +168,7 @@ def _last_call_of_each_key(
 
 
 def describe_call(call: ToolCallPart | None, tool_name: str) -> str:
-    """`name(arg=value, ...)`, cut to a readable length: what the stub says the output came from."""
+    """`name(arg=value, ...)`, cut to a readable length."""
     if call is None:
         return f'{tool_name}(...)'
     try:
@@ -200,7 +186,7 @@ def _head(text: str, chars: int) -> str:
 
 
 def _original_text(part: ToolReturnPart) -> tuple[str, str]:
-    """The text the model saw for a tool return (JSON for structured content) and its media type."""
+    """The text the model saw (JSON for structured content) and its media type."""
     content = part.content
     if isinstance(content, str):
         return content, 'text/plain'
@@ -305,7 +291,7 @@ class _Planner:
         text: str,
         cost: tuple[int, int],
     ) -> None:
-        tokens, after = cost  # what the part (or the file) costs now, and what its stub will
+        tokens, after = cost
         if after >= tokens:
             return
         self.stubs.append(

@@ -1,9 +1,7 @@
 """The LLM summarizer: a plain pydantic-ai `Agent` run per call, chunked when the transcript is too long.
 
-A transcript over the summarizer's input cap is split at unit boundaries into chunks (a unit larger than a
-chunk between its records, a record larger than a chunk between pieces of its body); each call updates the
-running summary with the next chunk, so every token is seen and the chunk summaries are merged as they go
-(nothing is cut off). Each call's usage is added to the run's usage.
+Over the input cap the transcript is split at unit (then record, then body) boundaries and each call updates
+the running summary with the next chunk, so every token is seen and nothing is cut off.
 """
 
 from __future__ import annotations
@@ -43,7 +41,6 @@ class SummarizerError(Exception):
 
 
 def _timeout_reason(exc: TimeoutError, summarizer: SummarizerSettings) -> str:
-    """What a timeout says (the call's own message names the setting and the seconds)."""
     return str(exc) or f'timed out (SummarizerSettings.timeout={summarizer.timeout!r})'
 
 
@@ -56,13 +53,9 @@ class SummarizerOutcome:
 def chunk_transcript(
     units: Sequence[TranscriptUnit], available: int, counter: TokenCounter
 ) -> list[list[TranscriptUnit | str]]:
-    """Pack units in order into chunks of at most `available` tokens: each the units (or record pieces) to
-    join for one call (read and joined only then, so a long transcript is never held twice).
-
-    A unit too large for one chunk is divided between its records, and a record too large between pieces of
-    its body (each a record marked `part="i/n"`, the first filling the chunk it starts in), so the summarizer
-    sees every token across the chunks.
-    """
+    """Pack units in order into chunks of at most `available` tokens, joined only per call (so a long
+    transcript is never held twice). Oversized units split between records, records between body pieces
+    (marked `part="i/n"`)."""
     packer = _Packer(available)
     for unit in units:
         if unit.tokens <= available:
@@ -117,7 +110,7 @@ async def run_summarizer(
     focus: str | None,
     operations: StageOperations,
 ) -> SummarizerOutcome:
-    """Summarize `transcript` into an update of `previous_summary`; raise `SummarizerError` on any failure."""
+    """Raises `SummarizerError` on any failure."""
     if model is None:
         raise SummarizerError(
             'no summarizer model: the run has no model and SummarizerSettings.model is not set', 0

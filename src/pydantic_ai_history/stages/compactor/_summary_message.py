@@ -1,13 +1,9 @@
 """The request that carries a summary, and reading the summary back out of it.
 
-Where `CompactionPart` is a request part (2.x) the summary is one: every provider model sends it as framed
-user-voice text. Elsewhere it is a sealed `UserPromptPart` opening with `OPENINGS['summary']`. Never a
-`SystemPromptPart` mid-history (providers have rejected that). The request and its parts are marked as ours
-(`_marks`), so the next compaction finds it and no text can pose as it.
-
-Pinned units evicted by a compaction are carried verbatim in a part of their own, after the summary, under
-`PINNED_HEADING`. The two are told apart by structure (which part holds what), never by searching the text
-for the heading: a summarizer that writes the heading cannot make its words pinned, nor hide what follows.
+The summary is a `CompactionPart` where that is a request part (2.x), else a sealed `UserPromptPart`; never a
+mid-history `SystemPromptPart` (providers reject it). Parts are marked as ours (`_marks`) and told apart by
+structure, never by searching for `PINNED_HEADING`: a summarizer that writes the heading cannot make its
+words pinned, nor hide what follows.
 """
 
 from __future__ import annotations
@@ -71,13 +67,11 @@ class SummarySections:
     trail: tuple[TrailEntry, ...] = ()
     """The exact details of everything summarized so far (`_trail`), written by code; carried as data."""
     transcript: str = ''
-    """The id of the stored transcript `reference` names ('' when it names none): the next compaction chains
-    its own transcript to it. Carried as data beside the line."""
+    """The id of the stored transcript `reference` names (''): the next compaction chains its own to it."""
 
     @property
     def text(self) -> str:
-        """All sections as the model reads them (for events and people, never parsed back); the pinned heading
-        only above pinned units."""
+        """All sections as the model reads them (for events and people, never parsed back)."""
         summary = '\n\n'.join(p for p in (self.summary, render_trail(self.trail)) if p)
         pinned = f'{PINNED_HEADING}\n{self.pinned}' if self.pinned else ''
         return '\n\n'.join(p for p in (summary, self.reference, pinned) if p)
@@ -89,12 +83,9 @@ def build_summary_message(
     details: Mapping[str, Any],
     system_parts: Sequence[SystemPromptPart] = (),
 ) -> ModelRequest:
-    """A new request holding `sections` (or a plain summary text) as the summary of the messages it replaces.
-
-    `system_parts` are system prompt parts found among the evicted messages: they are kept, not summarized.
-    No `run_id` is set: the summary is not a message of this run, so `new_messages()` on 2.x starts at the
-    run's own first message and apps that store it keep their full history.
-    """
+    """A new request holding `sections` (or a plain summary text), with the evicted `system_parts` kept.
+    No `run_id` is set: on 2.x `new_messages()` then starts at the run's own first message, so apps that
+    store it keep their full history."""
     if isinstance(sections, str):
         sections = SummarySections(sections)
     summary: Any
@@ -154,17 +145,14 @@ def summary_sections(message: ModelMessage) -> SummarySections | None:
 
 
 def _legacy_transcript(reference: str) -> str:
-    """The transcript id read from the reference line, where it was not kept as data: summaries written on
-    pydantic-ai 1.0 (whose messages have no metadata) and by earlier releases (metadata without the id), in
-    saved histories and in the prefix cache. Only a line of ours is read: the fixed opening, then the read
-    call."""
+    """The id from a reference line of ours, for summaries that did not keep it as data (pydantic-ai 1.0
+    has no metadata; earlier releases did not store it)."""
     if TRANSCRIPT_REFERENCE_OPENING not in reference:
         return ''
     return next(iter(named_transcripts(reference)), '')
 
 
 def _trail_of(message: ModelRequest) -> tuple[TrailEntry, ...] | None:
-    """The trail our metadata keeps on the message (as data); None where there is none to read."""
     value = own_metadata(getattr(message, 'metadata', None)).get('trail')
     return None if value is None else trail_from_data(value)
 
@@ -176,7 +164,6 @@ def summary_text(message: ModelMessage) -> str | None:
 
 
 def encode_sections(sections: SummarySections) -> str:
-    """The sections as one cache value, told apart by structure when read back."""
     return json.dumps(
         {
             'format': _CACHE_FORMAT,

@@ -1,16 +1,10 @@
 """The `compact_context` tool: the model asks for a compaction at a natural break in its task.
 
-A size trigger does not know where the task is: it fires in the middle of a step, or long after a phase whose
-details are no longer needed. The model often knows that moment. With `HistoryProcessor(compaction_tool=True)`
-(off by default: a run without it sends the same tools and prompts as before) the model gets a
-`compact_context(focus=...)` tool. The tool compacts nothing itself: it answers that the compaction is
-scheduled, and on the next request, whose newest message carries that answer, the processor compacts the
-history as at the trigger (stubs or a summary, as deep), with the model's focus, before the model sees it.
-The call and its answer stay in the verbatim tail, so the model sees that it asked.
-
-The request is read from the history, not from state the tool left behind: the same in durable workflow code
-and on replay, on whichever worker the tool ran. The tool is in the tool list from the first request (a tool
-appearing later would rewrite the whole cached prefix); its definition is what it costs every request.
+A size trigger does not know where the task is; the model often does. With
+`HistoryProcessor(compaction_tool=True)` the tool only answers that compaction is scheduled; the next request,
+which carries that answer, compacts as at the trigger with the model's focus. The request is read from the
+history, not from tool state, so it is the same on replay and on any worker. The tool is listed from the first
+request: one appearing later would rewrite the whole cached prefix.
 """
 
 from __future__ import annotations
@@ -43,8 +37,7 @@ __all__ = (
 COMPACT_CONTEXT_TOOL = 'compact_context'
 """The tool's default name (harness's `CompactOnRequest` uses the same)."""
 COMPACTION_TOOL_METADATA = {MARKER_KEY: 'compaction'}
-"""The metadata of the tool's definition (where pydantic-ai's tools have metadata): how the processor tells it
-from an app's tool of the same name."""
+"""How the processor tells the tool from an app's tool of the same name (where tools have metadata)."""
 SCHEDULED = 'Compaction scheduled: older messages will be summarized before your next turn.'
 """What the tool answers (the compaction itself comes with the next request)."""
 _MAX_FOCUS_CHARS = 2_000
@@ -84,7 +77,6 @@ async def compact_context(focus: str | None = None) -> str:
 
 
 def compaction_toolset(tool: CompactionTool, *, toolset_id: str) -> AbstractToolset[Any]:
-    """A toolset with the one tool, named `tool.name`, marked as ours where tools have metadata."""
     toolset: FunctionToolset[Any] = FunctionToolset(id=toolset_id)
     if TOOLS_HAVE_METADATA:
         toolset.add_function(compact_context, name=tool.name, metadata=dict(COMPACTION_TOOL_METADATA))
@@ -107,7 +99,6 @@ def requested_compaction(messages: Sequence[ModelMessage], tool: CompactionTool)
 
 
 def _focus(messages: Sequence[ModelMessage], call_id: str) -> str | None:
-    """The `focus` argument of the call `call_id` (the newest response that has it), cut to a bound."""
     for message in reversed(messages):
         if not isinstance(message, ModelResponse):
             continue

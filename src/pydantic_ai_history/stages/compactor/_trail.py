@@ -1,14 +1,9 @@
 """The summary's trail: the exact details of what a summary replaces, written by code beside the prose.
 
-Models paraphrase ids, amounts and paths away ("the reservation ID") and sometimes invent errors. The trail
-keeps them verbatim: the user's constraints, file paths, commands, error strings, identifiers and amounts of
-the summarized messages, each once, in order of appearance. It is data, not prose: the summary message keeps
-it as a list in its metadata (and as a sealed part of one value per line where messages have no metadata),
-so the next compaction carries it forward without parsing the summary. Its size is a share of the target;
-when the carried trail and the new details do not all fit, each kind gets its turn, newest first, so no kind
-crowds out the others and the oldest details of a kind go first.
-
-Pure functions: what a detail is, which are kept, how they read.
+Models paraphrase ids, amounts and paths away ("the reservation ID"); the trail keeps constraints, paths,
+commands, errors, identifiers and amounts verbatim, each once. It is data kept in the message's metadata (a
+sealed part where there is none), carried forward without parsing the summary. When it does not fit its share
+of the target, kinds take turns, newest first, so no kind crowds out the others.
 """
 
 from __future__ import annotations
@@ -104,10 +99,8 @@ def extract_trail(messages: Sequence[ModelMessage], *, known: str = '') -> list[
 def prune_trail(
     earlier: Sequence[TrailEntry], new: Sequence[TrailEntry], *, budget: int, counter: TokenCounter
 ) -> list[TrailEntry]:
-    """The carried trail and the new details within `budget` tokens, in order (carried first).
-
-    Each kind takes its turn, newest first, until the budget is spent: constraints, paths, commands, errors,
-    identifiers, amounts, then again. A detail already carried is not repeated."""
+    """The carried trail and the new details within `budget` tokens, in order (carried first), each kind
+    taking its turn, newest first."""
     merged: list[TrailEntry] = []
     keys: set[str] = set()
     for entry in (*earlier, *new):
@@ -133,7 +126,6 @@ def prune_trail(
 
 
 def render_trail(entries: Sequence[TrailEntry]) -> str:
-    """The trail as the model reads it: a heading, then each kind's values, one per indented line."""
     if not entries:
         return ''
     lines = [TRAIL_HEADING]
@@ -146,7 +138,7 @@ def render_trail(entries: Sequence[TrailEntry]) -> str:
 
 
 def parse_trail(text: str) -> list[TrailEntry]:
-    """Entries from `render_trail`'s text (our own sealed part, where messages have no metadata for them)."""
+    """Entries from `render_trail`'s text (where messages have no metadata for them)."""
     entries: list[TrailEntry] = []
     kind: TrailKind | None = None
     for line in text.split('\n'):
@@ -163,8 +155,7 @@ def known_text(messages: Sequence[ModelMessage]) -> str:
 
 
 def trail_from_data(value: object) -> tuple[TrailEntry, ...]:
-    """Entries from their data form (`[kind, value]` pairs, as message metadata and the cache keep them);
-    anything else in `value` is left out."""
+    """Entries from `[kind, value]` pairs (message metadata, cache); anything else is left out."""
     if not isinstance(value, (list, tuple)):
         return ()
     entries: list[TrailEntry] = []
@@ -180,7 +171,6 @@ _KIND_NAMES: dict[str, TrailKind] = {kind: kind for kind in _ORDER}
 
 
 def _texts(messages: Sequence[ModelMessage]) -> Iterator[tuple[str, str]]:
-    """(source, text) of each part with conversation content; the package's own parts are left out."""
     for message in messages:
         if isinstance(message, ModelRequest):
             for part, kind in zip(message.parts, part_kinds(message), strict=True):

@@ -1,11 +1,8 @@
 """The summarizer's view of what it replaces: bounded, because the store keeps everything.
 
-The full transcript of the evicted messages is stored before the summarizer is paid, and `read_artifact`
-returns any of it. So the summarizer needs what the summary must carry, not every byte: user and assistant
-messages whole, and each large tool result or call argument as its beginning and the passages most relevant
-to the original task and the focus (BM25, `retrieval`), with a line saying how much it had. When even that is
-over the view's budget, the results are cut further until it fits (down to a floor). The original task and
-the previous summary always come on top, in the prompt (`_prompt`).
+The full transcript is stored first, so the summarizer needs what the summary must carry, not every byte:
+user and assistant messages whole, large tool results and arguments as their beginning plus the passages most
+relevant to the task and focus (BM25), cut further until the view fits its budget (down to a floor).
 """
 
 from __future__ import annotations
@@ -34,9 +31,7 @@ def summarizer_view(
     view_tokens: int | None,
     query: str,
 ) -> list[TranscriptUnit]:
-    """`messages` rendered for the summarizer: tool results and arguments over `record_tokens` cut to their
-    beginning and the passages most relevant to `query`; the cap halved until the whole is within
-    `view_tokens` or at the floor."""
+    """The per-result cap is halved until the whole is within `view_tokens` or at the floor."""
     units = split_units(messages)
     cap = record_tokens
     while True:
@@ -50,8 +45,6 @@ def summarizer_view(
 
 
 def _cut(counter: TokenCounter, query: str, body: str, cap: int) -> str:
-    """`body` within about `cap` tokens: its beginning, then the passages of the rest most relevant to `query`
-    (in their order, each with where it sits), and how much there was."""
     total = counter.count_text(body)
     chars_per_token = len(body) / max(total, 1)
     head_chars = int(cap * _HEAD_SHARE * chars_per_token)
