@@ -1,18 +1,9 @@
 """Passage retrieval without a model: structure-aware chunking and BM25 ranking.
 
-Used by the artifact stage's `extract` strategy and by the `read_artifact` tool's `query=` mode.
-
-Why BM25 (Okapi, `k1=1.5`, `b=0.75`): it needs no model weights and no network, it is deterministic (the
-same text and question always give the same passages, so results can be cached and tested), and it is
-good exactly where tool outputs need it: identifiers, names, SKUs, error codes and column values, which
-embedding models blur. `k1` bounds how much repeating a term helps (1.2-2.0 is the usual range; 1.5 lets
-a chunk that mentions a name several times win without letting repetition dominate); `b` is how strongly
-long chunks are penalised (0.75, the standard value; chunks here are of similar size anyway).
-
-Chunks are exact spans of the original text (so their character offsets can be quoted for read-back),
-each with a `context` line: the JSON path (with the object's name or id when it has one) or the table
-header, which is shown before the chunk and counted when ranking.
-"""
+BM25 (Okapi, `k1=1.5`, `b=0.75`) needs no weights or network, is deterministic (cacheable, testable) and is
+good where tool outputs need it: identifiers, names, error codes, column values, which embeddings blur.
+Chunks are exact spans of the original (their offsets can be quoted for read-back), each with a `context`
+line (JSON path or table header) shown before it and counted when ranking."""
 
 from __future__ import annotations
 

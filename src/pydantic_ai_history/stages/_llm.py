@@ -1,11 +1,8 @@
-"""One LLM sub-call of a stage under a timeout, its usage added to the run's usage.
+"""One LLM sub-call of a stage under a timeout, its usage added to the run's usage (best effort).
 
-The compactor's summarizer, the artifact summaries and the artifact planner all make such calls; their cost
-belongs to the run that triggered them, so it is added to that run's `RunUsage` (best effort: a usage object
-of another shape is left alone rather than failing the stage). Text answers go through pydantic-ai's direct
-model request: an `Agent` run checks every prompt for look-alike framing tags, which on a 300 KB transcript
-costs about ten times the request itself; a structured answer (the artifact plan) needs the `Agent`.
-"""
+Text answers use pydantic-ai's direct model request: an `Agent` run checks every prompt for look-alike
+framing tags, which on a 300 KB transcript costs about ten times the request; a structured answer (the
+artifact plan) needs the `Agent`."""
 
 from __future__ import annotations
 

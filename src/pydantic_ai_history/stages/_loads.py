@@ -1,23 +1,11 @@
 """On-demand capabilities a cut unloaded, and the record that loads them again.
 
-pydantic-ai 2.x counts a deferred capability (`defer_loading=True`) as loaded while its load is in the
-history's post-compaction window: the model's `load_capability` call and return, or a
-`CapabilityLoadDeltaPart` (a load from code). The tools a load revealed are read the same way, from
-`ToolAvailabilityDeltaPart`s, and the capability's instructions from the `InstructionDeltaPart`s of its
-block `capability:<id>`. A stage that summarizes or drops those messages therefore unloads the capability:
-its tools leave the request and a call to one is refused.
-
-So a stage that cut the history asks `lost_loads` what the cut unloaded, and puts back pydantic-ai's own
-record of a load without a call (what `RunContext.load_capability` writes): a `CapabilityLoadDeltaPart`
-naming the capabilities, the `ToolAvailabilityDeltaPart` revealing their tools, and the latest statement
-of their instructions from what was removed, in one request after the summary (or the window's note),
-inside the new post-compaction window. No tool call is made up, so nothing can be orphaned, and
-`CapabilityLoadDeltaPart` is never sent to the model. Tools revealed otherwise (a tool's
-`ToolReturn.tools`) that the cut removed are revealed again in the same part.
-
-Pure: a function of the history before and after the cut, by part identity (stages never mutate a part).
-On pydantic-ai without on-demand capabilities (1.x) it finds nothing.
-"""
+pydantic-ai 2.x counts a deferred capability as loaded while its load (a `load_capability` call and return, or
+a `CapabilityLoadDeltaPart`) is in the post-compaction window; its tools (`ToolAvailabilityDeltaPart`) and
+instructions (`InstructionDeltaPart`, block `capability:<id>`) likewise. A cut that removes them unloads it.
+So a stage that cut asks `lost_loads` and puts back pydantic-ai's own call-less record of a load (what
+`RunContext.load_capability` writes) in one request after its summary or note: no tool call is made up, so
+nothing is orphaned. Pure, by part identity; on 1.x it finds nothing."""
 
 from __future__ import annotations
 

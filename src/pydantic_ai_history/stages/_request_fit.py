@@ -1,18 +1,11 @@
 """Fitting the newest request into its room: what it carries is reduced, never its structure.
 
-The newest request answers the model's last response: the tool returns of every call (read-backs among them),
-or the user's message. When it alone is more than its room (`_room.request_room`), the largest pieces are
-reduced first, whatever their size, down to one level they all share ("water filling": parallel returns split
-what is left evenly, and those under the level stay whole). A reduced piece is stored first, then replaced by
-its passages most relevant to the question, headed by the id that reads it back. When the level is below
-what a note of its own costs (thousands of tiny parallel returns), the tool returns are stored together, one
-artifact and one note, and each keeps a pointer into it (`[#k]`): every call still has its return.
-
-The artifact stage plans the newest request this way when the history does not fit; the window, the last line
-of defence, does the same when even the newest request with what it never drops is over the budget. Only the
-newest request changes: no provider has cached it yet. A piece the store refuses is reduced all the same
-(the request must fit), and `ContentLost` says, at error level, what of it is gone.
-"""
+When the newest request alone is over its room (`_room.request_room`), its largest pieces are reduced first
+to one shared level ("water filling"), each stored then replaced by its passages most relevant to the
+question under the id that reads it back. When that level is below what a note costs, the tool returns are
+stored together behind one note and each keeps a pointer (`[#k]`): every call still has its return. Used
+by the artifact stage and the window; only the newest request changes (no provider has cached it). A piece
+the store refuses is reduced all the same, and `ContentLost` says what is gone."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Storing what a stage removes, before it removes it: the transcript of the removed messages.
 
-The compactor and the window both take messages out of the history. Each first stores their full transcript
-in the spill store, in the run's scope, under a keyed id, and what stands for them (the summary's reference
-line, the window's note) names it, so `read_artifact(artifact_id=..., query=...)` finds any detail again.
-Each transcript opens with a line naming the transcripts of earlier removals, so one reference suffices
-however many removals there were. Rendering and keying are pure (a stage can price its note before it
-stores); storing is the one effect, and its failure is reported, never raised.
-"""
+What stands for removed messages (a summary's reference line, the window's note) names their stored
+transcript, which opens with a line naming earlier ones, so one reference reaches every removal. Rendering
+and keying are pure (a stage can price its note first); storing is the one effect, its failure reported."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
 """Removed messages as the transcript the summarizer (or the fallback) reads and the spill store keeps.
 
-Every part becomes one framed record: `<msg-NONCE role="..." tool="...">` ... `</msg-NONCE>`, where NONCE is
-drawn afresh for each transcript and occurs in none of its content (it is drawn again in the rare case it
-does). Whatever a user or a tool wrote, `User:` lines, closing tags, instructions, stays inside its own
-record: only the summarizer, told the nonce, can see where a record ends. Roles and tool names are written
-by this module from the part's type, never copied from content.
-
-One `TranscriptUnit` per history unit, so chunks and cuts fall on unit boundaries. Token counts come from
-the counter's content memo (the strings were counted when the history was estimated), so rendering does
-not tokenize the history again; each distinct record tag is counted once. Rendering is one pass over the
-parts.
-"""
+Every part becomes one record framed by `<msg-NONCE ...>` tags, NONCE drawn afresh per transcript and absent
+from its content: whatever a user or tool wrote stays inside its record, and roles and tool names come from
+the part's type, never from content. One `TranscriptUnit` per history unit, so cuts fall on unit boundaries;
+token counts come from the counter's memo, so rendering does not tokenize the history again."""
 
 from __future__ import annotations
 
