@@ -89,8 +89,8 @@ def _window_parts(messages: Sequence[ModelMessage]) -> Iterable[object]:
 
 
 def _fold(parts: Iterable[object], counted: set[int] | None = None) -> LoadState:
-    """The state the `parts` leave; with `counted`, only parts whose id is in it add to it (calls are always
-    read, so a return is paired with its call wherever the call is)."""
+    """The state the `parts` leave; with `counted`, only those parts add to it (calls are always read, so a
+    return is paired with its call wherever it is)."""
     state = LoadState()
     calls: dict[str, str] = {}
     seen: set[str] = set()
@@ -141,10 +141,8 @@ def _load_window(messages: Sequence[ModelMessage]) -> list[object]:
 
 
 def reload_record(lost: LoadState, *, run_id: str | None = None) -> ModelRequest | None:
-    """pydantic-ai's record of a load without a call, for everything `lost` names; None when it names nothing.
-
-    A statement is carried as a full text (`base_hash=None`): the text it was a diff against is gone.
-    """
+    """pydantic-ai's record of a load without a call for everything `lost` names; None when it names nothing.
+    Statements are full texts (`base_hash=None`): the text they diffed against is gone."""
     if lost.empty() or CAPABILITY_LOAD_DELTA_PART is None or TOOL_AVAILABILITY_DELTA_PART is None:
         return None
     parts: list[ModelRequestPart] = []
@@ -159,9 +157,8 @@ def reload_record(lost: LoadState, *, run_id: str | None = None) -> ModelRequest
 def record_index(after: Sequence[ModelMessage], kept_from: int) -> int:
     """Where the record goes in `after`: inside its post-compaction window, between units, never last.
 
-    Right after the latest request holding a `CompactionPart` (our summary); after a provider's compaction
-    in a response, past the requests that answer it. Without one the whole history is the window, and the
-    record goes where the kept messages start (`kept_from`).
+    After the latest request holding our `CompactionPart`, or past the requests answering a provider's
+    compaction; without one, where the kept messages start (`kept_from`).
     """
     last = len(after) - 1
     for index in range(last, -1, -1):
@@ -184,9 +181,7 @@ def with_reloads(
     run_id: str | None = None,
 ) -> tuple[list[ModelMessage], ModelRequest | None]:
     """`after` with the record of what the cut from `before` unloaded, and that record (None: `after` itself).
-
-    `kept_from` is the index in `after` where the messages kept after the cut's own message start.
-    """
+    `kept_from`: where in `after` the messages kept after the cut's own message start."""
     if after is before:
         return after, None
     record = reload_record(lost_loads(before, after), run_id=run_id)

@@ -88,10 +88,7 @@ class TranscriptUnit:
 
     def record_texts(self, counter: TokenCounter) -> Iterator[tuple[str, int]]:
         """Each record of `text` and its size: where a unit too large for one summarizer request is divided.
-
-        Found by the nonce's closing tag, which no content holds, and counted only here: few units are ever
-        divided, so no unit carries its records' offsets.
-        """
+        Found by the nonce's closing tag here only: few units are ever divided."""
         if not self.nonce:
             return
         text = self.text
@@ -106,9 +103,8 @@ class TranscriptUnit:
 
 
 def transcript_preamble(previous: Sequence[str], gone: Sequence[str] = ()) -> str | None:
-    """The line a transcript opens with that names the `previous` transcripts (oldest first in `previous`,
-    named newest first), so one reference reaches every earlier removal, and says honestly that the `gone`
-    ones (which the store no longer holds) cannot be read; None when there are neither."""
+    """The opening line naming the `previous` transcripts (newest first), so one reference reaches every
+    earlier removal, and saying the `gone` ones cannot be read; None when there are neither."""
     lines: list[str] = []
     if previous:
         # more than one only for a history written before transcripts were chained, or with several notes
@@ -128,10 +124,8 @@ NO_LONGER_STORED = (
 
 
 def transcript_data(units: Sequence[TranscriptUnit], preamble: str | None) -> bytes:
-    """The stored transcript: `preamble` and the units joined by blank lines, UTF-8.
-
-    Units rendered together with that preamble already sit in it, which is then returned as it is.
-    """
+    """The stored transcript: `preamble` and the units joined by blank lines, UTF-8 (as rendered, when the
+    units were rendered with that preamble)."""
     shared = units[0].source if units else None
     if isinstance(shared, bytes) and _is_whole(shared, units, preamble):
         return shared
@@ -277,13 +271,9 @@ def render_units(
     preamble: str | None = None,
     cut: Cut | None = None,
 ) -> list[TranscriptUnit]:
-    """Render each unit's messages as framed records; tool results and call arguments are cut to
-    `tool_result_max_tokens` (by `cut`, else head and tail).
-
-    `None` renders them whole (the pinned section of a summary); `system_prompts=False` leaves system prompt
-    parts out (the summary message keeps them as parts). Every unit shares one nonce, found in no content.
-    A unit with nothing to render is left out (see `render_each_unit`).
-    """
+    """Render each unit's messages as framed records sharing one nonce; tool results and call arguments
+    are cut to `tool_result_max_tokens` (None: whole); `system_prompts=False` leaves system prompts out;
+    empty units are left out."""
     rendered = render_each_unit(
         messages,
         units,
@@ -306,11 +296,8 @@ def render_each_unit(
     preamble: str | None = None,
     cut: Cut | None = None,
 ) -> list[TranscriptUnit | None]:
-    """`render_units`, one entry per unit of `units`: None for a unit with nothing to render.
-
-    The units sit in one UTF-8 transcript that opens with `preamble` (see `transcript_data`): each is
-    encoded as it is rendered, so the whole text is held once, as the bytes the store keeps.
-    """
+    """`render_units`, one entry per unit (None: nothing to render), each encoded as it is rendered into one
+    transcript opening with `preamble`, so the text is held once, as the bytes the store keeps."""
     while True:
         renderer = _Renderer(counter, tool_result_max_tokens, new_nonce(), system_prompts, cut)
         try:
