@@ -64,8 +64,7 @@ MAX_READ_LIMIT = 200_000
 
 @dataclass(frozen=True, kw_only=True)
 class ReadRoom:
-    """How much one read may return: the room the request that carries it has, shared by the reads the
-    model made in parallel (the processor's answer: see `_room.read_room_tokens`)."""
+    """How much one read may return: the carrying request's room, shared by parallel reads."""
 
     max_tokens: int
     """Tokens one read may return, its first line included."""
@@ -175,10 +174,9 @@ async def search_artifacts_text(
     room: ReadRoom | None = None,
     tool_name: str = READ_ARTIFACT_TOOL,
 ) -> str:
-    """The passages most relevant to `query` in everything `scope` has stored (tool outputs, attachments'
-    text, the transcripts of compacted or dropped messages), at most `limit` characters (and `room.max_tokens`
-    tokens), best first, each headed by the artifact it comes from and how to read on with `tool_name`.
-    Errors come back as text, as with reads."""
+    """The passages most relevant to `query` in everything `scope` has stored, best first, at most `limit`
+    characters (and `room.max_tokens` tokens), each headed by its artifact and how to read on with
+    `tool_name`. Errors come back as text."""
     try:
         infos = await store.list_artifacts(scope=scope, limit=SEARCH_MAX_ARTIFACTS)
     except StoreError as exc:
@@ -307,9 +305,8 @@ _READBACK_CALL = '(artifact_id='
 
 
 def names_readback(message: ModelMessage) -> bool:
-    """Whether `message` holds something `read_artifact` can read: a part this package marked with an
-    artifact id, a text opening or quoting an artifact note, or a line that tells the model to call the tool
-    (a compaction's transcript reference). Only requests are read: every such note is written into one."""
+    """Whether `message` (a request: every such note is written into one) holds something `read_artifact` can
+    read: a part we marked with an artifact id, an artifact note, or a compaction's transcript reference."""
     if not isinstance(message, ModelRequest):
         return False
     for part in message.parts:

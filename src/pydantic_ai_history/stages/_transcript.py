@@ -192,9 +192,8 @@ class _Renderer:
                 tokens = self.counter.count_text(body)
         opening = f'<msg-{self.nonce} role="{role}"{_tool(tool)}>\n'
         closing = f'\n</msg-{self.nonce}>'
-        # The tags are counted, not estimated from their length: a random nonce can take twice the tokens a
-        # length estimate gives it, in every record of a summarizer request. Each distinct tag is encoded
-        # once (the counter's memo); one more token stands for the newline that joins two records.
+        # tags are counted (once each, memoized), not estimated: a random nonce can take twice the tokens a
+        # length estimate gives; one more token stands for the newline joining two records
         framing = self.counter.count_text(opening) + self.counter.count_text(closing) + 1
         return f'{opening}{body}{closing}', tokens + framing
 

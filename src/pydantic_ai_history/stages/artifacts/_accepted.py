@@ -23,18 +23,10 @@ ACCEPTED_AS_IS: Mapping[str, frozenset[str]] = {
     'image': frozenset({'image/png', 'image/jpeg', 'image/gif', 'image/webp'}),
     'document': frozenset({'application/pdf', 'text/plain'}),
 }
-"""The most the artifact stage ever leaves as it is, by kind.
-
-Images: the four formats every provider adapter of pydantic-ai sends (`ImageMediaType`). Documents: PDF and
-plain text, the two that Anthropic, Google, Mistral, Bedrock and OpenAI take (Anthropic takes no other).
-Everything else (Word, Excel, PowerPoint, HTML, CSV, archives, audio, ...) is converted: some provider rejects
-it, and a markdown conversion is what the model can read anywhere.
-
-Where the model profile has file-input flags (2.x: `supports_image_input`, `supports_document_input`,
-`supported_document_media_types`), they narrow this table for the serving model, so a model that takes no
-documents gets its PDFs converted. Where it has none (1.x) the table is narrowed by what 1.x adapters send:
-images, and PDF documents only (1.0's Anthropic and Mistral adapters reject plain-text `BinaryContent`).
-"""
+"""The most the artifact stage ever leaves as it is, by kind: the images every pydantic-ai adapter sends, and
+PDF and plain text, the documents every major provider takes; everything else is converted to markdown. The
+model profile's file-input flags (2.x) narrow it; on 1.x, PDF is the only document (1.0's Anthropic and
+Mistral adapters reject plain-text `BinaryContent`)."""
 
 _LEGACY_DOCUMENTS = frozenset({'application/pdf'})
 

@@ -140,9 +140,7 @@ class ArtifactPlanner(StageCapability):
         await context.count_newest(messages)
         estimate = context.estimate(messages)
         over_limit = estimate.total > hard_limit
-        # Only the newest request, which no provider has cached yet: what arrived earlier was decided when
-        # it arrived, and changing it now would rewrite the cached prompt from there (older messages are
-        # the compactor's, at its events, and the window's).
+        # Only the newest request, which no provider has cached yet: rewriting older ones breaks the cache.
         start = len(messages) - 1
         result = messages
         if settings.convert_attachments:
@@ -303,8 +301,7 @@ class ArtifactPlanner(StageCapability):
             )
             replaces = strategy is not ProcessingStrategy.INCLUDE_FULL or candidate.reduced_by is not None
             if replaces and not await _spill(candidate, context):
-                # stored first: a reduction the store cannot back is not worked out (the request's own fit
-                # still cuts what it cannot carry)
+                # a reduction the store cannot back is not made (the request's fit still cuts what must go)
                 outcome = _Outcome(None, 'include_full', rationale + '; kept inline: the store failed')
             else:
                 outcome = await self._apply_strategy(
@@ -438,8 +435,7 @@ class ArtifactPlanner(StageCapability):
         self, messages: list[ModelMessage], context: HistoryContext, *, start: int, over_limit: bool
     ) -> list[ModelMessage]:
         """Convert or fit attached files; under the hard limit, those the model takes as they are stay."""
-        # decoding data URLs and naming files (pydantic-ai hashes a file's bytes for its identifier) leave
-        # the event loop when the files are large
+        # decoding data URLs and hashing a file's bytes (its identifier) leave the event loop when large
         find = functools.partial(find_attachments, messages, start=start)
         attachments = await context.off_loop(find) if large_content(messages[start:]) else find()
         if not over_limit and attachments:

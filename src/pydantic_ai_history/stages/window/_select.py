@@ -63,8 +63,7 @@ def select_window(
 def _head(messages: Sequence[ModelMessage], units: Sequence[Unit], keep_first_user_message: bool) -> int:
     head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
     if not keep_first_user_message and head and _has_user_prompt(messages[:head]):
-        # The system prompt shares its request with the first user turn: dropping that request is allowed,
-        # and the note that replaces it carries the system prompt parts.
+        # the system prompt shares the first user turn's request: the note will carry its parts
         return 0
     return head
 

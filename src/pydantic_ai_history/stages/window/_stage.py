@@ -51,8 +51,7 @@ class SlidingWindow(StageCapability):
         if estimate.total <= budget:
             return messages  # the idle path: no unit split, no copy
         given = messages
-        # pydantic-ai merges our earlier note into the user turn beside it when a run starts on a saved
-        # history: split back out, it is a unit of ours again, folded into the new note (one note at most)
+        # a run started on a saved history merges our earlier note into the user turn: split it back out
         messages = separate_own_parts(messages)
         if messages is not given:
             estimate = context.estimate(messages)
