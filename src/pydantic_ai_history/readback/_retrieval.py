@@ -290,7 +290,6 @@ def _member_label(text: str, start: int, end: int, index: int) -> tuple[str, int
 def _json_spans(
     text: str, start: int, end: int, path: str, max_chars: int, out: list[tuple[int, int, str]]
 ) -> None:
-    """Chunk the JSON value in `text[start:end]` (a whole document or one member) into `out`."""
     value_start = start
     while value_start < end and text[value_start].isspace():
         value_start += 1

@@ -471,7 +471,6 @@ class ArtifactPlanner(StageCapability):
         return result
 
     def _not_taken_as_is(self, attachments: list[Attachment], context: HistoryContext) -> list[Attachment]:
-        """The attachments the serving model does not take as they are (while the history fits)."""
         if is_test_model(context.model):
             return []  # pydantic-ai's test models take any file: what the app sent stays as it is
         profile = file_input_profile(context.model)
