@@ -1,7 +1,8 @@
 """The `read_artifact` tool: gives the model back what a stage reduced, exactly, a slice at a time.
 
 It is offered only once the history holds a note or reference line that names it, so a run that never
-spills sends the same tool list as a run without this package."""
+spills sends the same tool list as a run without this package.
+"""
 
 from __future__ import annotations
 

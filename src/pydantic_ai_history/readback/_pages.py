@@ -2,7 +2,8 @@
 
 `read_artifact` cannot always know the room of the request that carries its answer (a durable activity is
 not given the history; parallel reads add up), so each answer records in its metadata which page of which
-artifact it is: the request fit can then cut a page shorter instead of storing a copy of what is stored."""
+artifact it is: the request fit can then cut a page shorter instead of storing a copy of what is stored.
+"""
 
 from __future__ import annotations
 

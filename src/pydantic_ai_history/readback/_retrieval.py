@@ -3,7 +3,8 @@
 BM25 (Okapi, `k1=1.5`, `b=0.75`) needs no weights or network, is deterministic (cacheable, testable) and is
 good where tool outputs need it: identifiers, names, error codes, column values, which embeddings blur.
 Chunks are exact spans of the original (their offsets can be quoted for read-back), each with a `context`
-line (JSON path or table header) shown before it and counted when ranking."""
+line (JSON path or table header) shown before it and counted when ranking.
+"""
 
 from __future__ import annotations
 

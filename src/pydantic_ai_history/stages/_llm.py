@@ -2,7 +2,8 @@
 
 Text answers use pydantic-ai's direct model request: an `Agent` run checks every prompt for look-alike
 framing tags, which on a 300 KB transcript costs about ten times the request; a structured answer (the
-artifact plan) needs the `Agent`."""
+artifact plan) needs the `Agent`.
+"""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ a `CapabilityLoadDeltaPart`) is in the post-compaction window; its tools (`ToolA
 instructions (`InstructionDeltaPart`, block `capability:<id>`) likewise. A cut that removes them unloads it.
 So a stage that cut asks `lost_loads` and puts back pydantic-ai's own call-less record of a load (what
 `RunContext.load_capability` writes) in one request after its summary or note: no tool call is made up, so
-nothing is orphaned. Pure, by part identity; on 1.x it finds nothing."""
+nothing is orphaned. Pure, by part identity; on 1.x it finds nothing.
+"""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ to one shared level ("water filling"), each stored then replaced by its passages
 question under the id that reads it back. When that level is below what a note costs, the tool returns are
 stored together behind one note and each keeps a pointer (`[#k]`): every call still has its return. Used
 by the artifact stage and the window; only the newest request changes (no provider has cached it). A piece
-the store refuses is reduced all the same, and `ContentLost` says what is gone."""
+the store refuses is reduced all the same, and `ContentLost` says what is gone.
+"""
 
 from __future__ import annotations
 

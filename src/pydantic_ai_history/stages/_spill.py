@@ -2,7 +2,8 @@
 
 What stands for removed messages (a summary's reference line, the window's note) names their stored
 transcript, which opens with a line naming earlier ones, so one reference reaches every removal. Rendering
-and keying are pure (a stage can price its note first); storing is the one effect, its failure reported."""
+and keying are pure (a stage can price its note first); storing is the one effect, its failure reported.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Every part becomes one record framed by `<msg-NONCE ...>` tags, NONCE drawn afresh per transcript and absent
 from its content: whatever a user or tool wrote stays inside its record, and roles and tool names come from
 the part's type, never from content. One `TranscriptUnit` per history unit, so cuts fall on unit boundaries;
-token counts come from the counter's memo, so rendering does not tokenize the history again."""
+token counts come from the counter's memo, so rendering does not tokenize the history again.
+"""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ stopping at the first that does not; dropped messages become one short note (kee
 parts). Before dropping, it stores their transcript, which the note names for `read_artifact`; when the
 store fails it still drops what it must and a `ContentLost` event says what went.
 
-`select_window` decides, `window_note` writes the note, `SlidingWindow` prices, stores and assembles."""
+`select_window` decides, `window_note` writes the note, `SlidingWindow` prices, stores and assembles.
+"""
 
 from __future__ import annotations
 
