@@ -1,7 +1,6 @@
 """The `read_artifact` tool: gives the model back what a stage reduced, exactly, a slice at a time.
 
-The tool is offered only once the history holds something to read: a note of the artifact stage or a
-reference line of the compactor. Until then the toolset's prepare function hides it, so a run that never
+It is offered only once the history holds a note or reference line that names it, so a run that never
 spills sends the same tool list as a run without this package.
 """
 
@@ -66,8 +65,7 @@ MAX_READ_LIMIT = 200_000
 
 @dataclass(frozen=True, kw_only=True)
 class ReadRoom:
-    """How much one read may return: the room the request that carries it has, shared by the reads the
-    model made in parallel (the processor's answer: see `_room.read_room_tokens`)."""
+    """How much one read may return: the carrying request's room, shared by parallel reads."""
 
     max_tokens: int
     """Tokens one read may return, its first line included."""
@@ -85,12 +83,10 @@ async def read_artifact_text(
     scope: str = '',
     room: ReadRoom | None = None,
 ) -> str:
-    """The text of a stored artifact of `scope` from character `offset`, at most `limit` characters (and at
-    most `room.max_tokens` tokens: the answer then says where it stopped and where the next page starts).
-
-    With `query`, the passages most relevant to it are returned instead of a positional slice.
-    Errors come back as text the model can act on, never as exceptions that would end the run. An id
-    stored in another scope is answered exactly like a missing one. A large artifact is read in a thread.
+    """The text of a stored artifact of `scope` from character `offset`, at most `limit` characters and
+    `room.max_tokens` tokens (the answer says where the next page starts); with `query`, its most relevant
+    passages instead. Errors come back as text the model can act on, never raised (another scope's id reads
+    as missing).
     """
     text, _ = await _read_artifact(store, artifact_id, offset, limit, query, scope=scope, room=room)
     return text
@@ -179,10 +175,9 @@ async def search_artifacts_text(
     room: ReadRoom | None = None,
     tool_name: str = READ_ARTIFACT_TOOL,
 ) -> str:
-    """The passages most relevant to `query` in everything `scope` has stored (tool outputs, attachments'
-    text, the transcripts of compacted or dropped messages), at most `limit` characters (and `room.max_tokens`
-    tokens), best first, each headed by the artifact it comes from and how to read on with `tool_name`.
-    Errors come back as text, as with reads."""
+    """The passages most relevant to `query` in everything `scope` has stored, best first, at most `limit`
+    characters (and `room.max_tokens` tokens), each headed by its artifact and how to read on with
+    `tool_name`. Errors come back as text."""
     try:
         infos = await store.list_artifacts(scope=scope, limit=SEARCH_MAX_ARTIFACTS)
     except StoreError as exc:
@@ -311,9 +306,8 @@ _READBACK_CALL = '(artifact_id='
 
 
 def names_readback(message: ModelMessage) -> bool:
-    """Whether `message` holds something `read_artifact` can read: a part this package marked with an
-    artifact id, a text opening or quoting an artifact note, or a line that tells the model to call the tool
-    (a compaction's transcript reference). Only requests are read: every such note is written into one."""
+    """Whether `message` (a request: every such note is written into one) holds something `read_artifact` can
+    read: a part we marked with an artifact id, an artifact note, or a compaction's transcript reference."""
     if not isinstance(message, ModelRequest):
         return False
     for part in message.parts:
@@ -367,13 +361,9 @@ class _Scan:
 class ReadbackGate:
     """Decides, per request, whether the run's history names `read_artifact`; reads each message about once.
 
-    pydantic-ai hands the prepare function the run's history list (`RunContext.messages`), which grows by
-    appending. Each list is remembered by identity with how far it was read: while the last message read is
-    still in place only the new messages are read (one or two per request on the idle path). The processor
-    reports what it wrote (`observe`), so a note written in the middle of the history is not missed. Once a
-    run's history named the tool the run keeps it (by `run_key`), even after the window drops the note: the
-    model may be reading an artifact slice by slice, and a tool list that comes and goes would break the
-    provider's prompt cache for nothing.
+    Each history list is remembered by identity with how far it was read, so only appended messages are
+    read; `observe` covers notes the processor wrote mid-history. Once a run named the tool it keeps it,
+    even after the window drops the note: a tool list that comes and goes breaks the prompt cache.
     """
 
     run_key: Callable[[Any], str | None] = run_id_of
@@ -410,11 +400,7 @@ class ReadbackGate:
         return scan.found
 
     def observe(self, ctx: Any, before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> None:
-        """Note what the processor turned `before` into, for the run of `ctx`.
-
-        Only messages of `after` that were not in `before` are read, and only until the run named the tool;
-        an unchanged history (the same message objects: the idle path) costs one identity comparison each.
-        """
+        """Note what the processor turned `before` into, for the run of `ctx` (only new messages are read)."""
         if (
             before is after
             or not after
@@ -464,15 +450,10 @@ def readback_toolset(
     room: Callable[[RunContext[Any]], ReadRoom | None] | None = None,
     tool_name: str = READ_ARTIFACT_TOOL,
 ) -> AbstractToolset[Any]:
-    """A toolset with one tool, `read_artifact` (or `tool_name`), reading from `store` in the scope that
-    `scope(ctx)` names (by default `default_scope`), offered only while `gate` says so. The tool's definition
-    carries `READBACK_TOOL_METADATA`, so it is told apart from an app's tool of the same name. `room(ctx)`
-    bounds each read by what the request that carries it has room for (the processor's toolset passes its
-    own); without it a read is bounded by its `limit` alone.
-
-    The function toolset inside has the stable id `toolset_id` (`readback_toolset_id(processor.id)` for a
-    processor's own; `READBACK_TOOLSET_ID` by default). Without a gate, a new one is made:
-    pass one gate to every toolset that serves the same runs to share what was read.
+    """A toolset with one tool, `read_artifact` (or `tool_name`), reading from `store` in the scope
+    `scope(ctx)` names (default `default_scope`), offered only while `gate` says so (share one gate across
+    toolsets serving the same runs). The tool carries `READBACK_TOOL_METADATA`; `room(ctx)` bounds each read
+    by the carrying request's room; `toolset_id` is the inner function toolset's stable id.
     """
     toolset: FunctionToolset[Any] = FunctionToolset(id=toolset_id)
     scope_of = scope if scope is not None else default_scope

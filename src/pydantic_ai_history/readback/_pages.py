@@ -1,10 +1,8 @@
 """What a read-back answer holds: its first line for the model, its metadata for the stages.
 
-`read_artifact` bounds each answer by the room of the request that carries it, but it cannot always know that
-room (under durable execution the tool runs in an activity that is not given the history), and parallel
-reads may return more than planned. So each answer records which page of which artifact it is, in the tool
-return's metadata (never sent to the model): the stage that fits the newest request into its room can then
-cut a page shorter and say where the next one starts, instead of storing a copy of what is already stored.
+`read_artifact` cannot always know the room of the request that carries its answer (a durable activity is
+not given the history; parallel reads add up), so each answer records in its metadata which page of which
+artifact it is: the request fit can then cut a page shorter instead of storing a copy of what is stored.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Passage retrieval without a model: structure-aware chunking and BM25 ranking.
 
-Used by the artifact stage's `extract` strategy and by the `read_artifact` tool's `query=` mode.
-
-Why BM25 (Okapi, `k1=1.5`, `b=0.75`): it needs no model weights and no network, it is deterministic (the
-same text and question always give the same passages, so results can be cached and tested), and it is
-good exactly where tool outputs need it: identifiers, names, SKUs, error codes and column values, which
-embedding models blur. `k1` bounds how much repeating a term helps (1.2-2.0 is the usual range; 1.5 lets
-a chunk that mentions a name several times win without letting repetition dominate); `b` is how strongly
-long chunks are penalised (0.75, the standard value; chunks here are of similar size anyway).
-
-Chunks are exact spans of the original text (so their character offsets can be quoted for read-back),
-each with a `context` line: the JSON path (with the object's name or id when it has one) or the table
-header, which is shown before the chunk and counted when ranking.
+BM25 (Okapi, `k1=1.5`, `b=0.75`) needs no weights or network, is deterministic (cacheable, testable) and is
+good where tool outputs need it: identifiers, names, error codes, column values, which embeddings blur.
+Chunks are exact spans of the original (their offsets can be quoted for read-back), each with a `context`
+line (JSON path or table header) shown before it and counted when ranking.
 """
 
 from __future__ import annotations
@@ -190,14 +182,9 @@ def _looks_like_table(text: str) -> bool:
 def chunk_text(
     text: str, *, max_chars: int = DEFAULT_CHUNK_CHARS, kind: TextKind | None = None
 ) -> list[Chunk]:
-    """Split `text` into chunks of about `max_chars`, along its structure.
-
-    - JSON: per top-level item or key; an item larger than `max_chars` is split into its own items
-      (recursively), small neighbours are grouped. The context is the path, e.g.
-      `9783735446 (name: Bicycle) > variants`.
-    - Tables: groups of whole rows; the header row is the context, repeated before each chunk.
-    - Markdown and plain text: by headings, then paragraphs, then lines; the context is the latest heading.
-    """
+    """Split `text` into chunks of about `max_chars`, along its structure: JSON per item or key (the context
+    is the path), tables by whole rows (the header is the context), markdown and text by headings, paragraphs,
+    then lines (the latest heading is the context)."""
     return [
         Chunk(s.number, s.start, s.end, text[s.start : s.end], s.context, s.kind)
         for s in _spans(text, max_chars, kind)
@@ -304,7 +291,6 @@ def _member_label(text: str, start: int, end: int, index: int) -> tuple[str, int
 def _json_spans(
     text: str, start: int, end: int, path: str, max_chars: int, out: list[tuple[int, int, str]]
 ) -> None:
-    """Chunk the JSON value in `text[start:end]` (a whole document or one member) into `out`."""
     value_start = start
     while value_start < end and text[value_start].isspace():
         value_start += 1
@@ -452,12 +438,9 @@ def extract_passages(
     k1: float = BM25_K1,
     b: float = BM25_B,
 ) -> Extract:
-    """The chunks of `text` most relevant to `query`, best first until `max_chars`, shown in original order.
-
-    Each run of consecutive chunks is introduced by a `[showing chunks i..j of n, characters a-b of N]`
-    marker (with the JSON path or table header), so the model knows what it sees and where the rest is.
-    Without a query, or when nothing matches, the opening chunks are shown.
-    """
+    """The chunks of `text` most relevant to `query`, best first until `max_chars`, shown in original order,
+    each run headed by a `[showing chunks i..j of n, characters a-b of N]` marker so the model knows where
+    the rest is. Without a query, or when nothing matches, the opening chunks."""
     if chunk_chars is None:
         chunk_chars = min(DEFAULT_CHUNK_CHARS, max(max_chars // 3, 300))
     return rank_passages(text, query, chunk_chars=chunk_chars, k1=k1, b=b).select(max_chars)
@@ -465,9 +448,8 @@ def extract_passages(
 
 @dataclass(frozen=True)
 class Ranking:
-    """A text's chunks in the order a query ranks them: chunked and scored once, then selected for any size
-    (choosing a size that fits costs no second pass over a 200 MB text). Chunks are held as spans of the text,
-    not copies of it."""
+    """A text's chunks ranked for a query: chunked and scored once, then selected for any size (no second pass
+    over a 200 MB text); chunks are spans, not copies."""
 
     text: str
     spans: list[_Span]
@@ -552,10 +534,9 @@ def top_passages(text: str, query: str, max_chars: int) -> str:
 
 
 def rank_documents(documents: Sequence[str], query: str, max_chars: int) -> list[tuple[int, Chunk]]:
-    """The chunks of all `documents` most relevant to `query`, best first, together at most `max_chars`:
-    `(document index, chunk)` pairs. One BM25 ranking over every chunk of every document, so a term that is
-    rare across the whole collection (an id, an error code) weighs most wherever it is. Empty when nothing
-    matches."""
+    """The chunks of all `documents` most relevant to `query`, best first, together at most `max_chars`, as
+    `(document index, chunk)` pairs. One ranking over every chunk, so a term rare across the collection (an
+    id, an error code) weighs most wherever it is."""
     chunked = [
         (d, c) for d, text in enumerate(documents) for c in chunk_text(text, max_chars=DEFAULT_CHUNK_CHARS)
     ]

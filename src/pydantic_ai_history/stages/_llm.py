@@ -1,10 +1,8 @@
-"""One LLM sub-call of a stage under a timeout, its usage added to the run's usage.
+"""One LLM sub-call of a stage under a timeout, its usage added to the run's usage (best effort).
 
-The compactor's summarizer, the artifact summaries and the artifact planner all make such calls; their cost
-belongs to the run that triggered them, so it is added to that run's `RunUsage` (best effort: a usage object
-of another shape is left alone rather than failing the stage). Text answers go through pydantic-ai's direct
-model request: an `Agent` run checks every prompt for look-alike framing tags, which on a 300 KB transcript
-costs about ten times the request itself; a structured answer (the artifact plan) needs the `Agent`.
+Text answers use pydantic-ai's direct model request: an `Agent` run checks every prompt for look-alike
+framing tags, which on a 300 KB transcript costs about ten times the request; a structured answer (the
+artifact plan) needs the `Agent`.
 """
 
 from __future__ import annotations
@@ -59,8 +57,8 @@ _SPEEDS: dict[str, float] = {}
 def summarizer_timeout(setting: Timeout, model: object, chars: int) -> float | None:
     """The seconds one call may take under `SummarizerSettings.timeout=setting`, None for no limit.
 
-    `'auto'`: no limit for a model served by a local server (see `_local_server`); else 60 s plus three times
-    `chars` at the model's measured speed (`DEFAULT_CHARS_PER_SECOND` until a call has been timed).
+    `'auto'`: none for a model on a local server; else 60 s plus three times `chars` at the model's
+    measured speed.
     """
     if setting is None:
         return None
@@ -96,8 +94,7 @@ def _timeout_message(setting: Timeout, seconds: float, model: object, chars: int
 
 
 def _inferred(model: Any) -> Any:
-    """`model` as pydantic-ai infers it from a name (to know its server), or as given when that fails (the
-    request then raises the same error)."""
+    """`model` as pydantic-ai infers it from a name (to know its server), else as given."""
     if not isinstance(model, str):
         return model
     try:
@@ -118,12 +115,10 @@ async def run_text(
     model_settings: Any = None,
     instrument: InstrumentationSettings | None = None,
 ) -> str:
-    """One model request (`prompt` with `instructions`) answered in text: the text of its answer.
+    """One model request (`prompt` with `instructions`) answered in text.
 
-    Raises `TimeoutError` (saying which setting, and why that long) when `timeout` runs out (see
-    `summarizer_timeout`), and whatever the request raises; its usage is added to `usage` (the outer run's,
-    when there is one) when it succeeds. `instrument`: the outer run's instrumentation, so the request is a
-    chat span in its trace (None: pydantic-ai's default).
+    Raises `TimeoutError` naming the setting when `timeout` runs out, and whatever the request raises; usage
+    is added to `usage` on success. `instrument`: the outer run's, so the request is a span of its trace.
     """
     from pydantic_ai.direct import model_request
     from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
@@ -146,10 +141,8 @@ async def run_text(
 
 
 def add_usage(usage: Any, extra: Any, *, requests: int = 0) -> None:
-    """Add a sub-call's usage to the outer run's `RunUsage`, where the run exposes one with `incr`.
-
-    `requests` counts the model requests a `RequestUsage` stands for (a `RunUsage` carries its own count).
-    """
+    """Add a sub-call's usage to the outer run's `RunUsage` where it has `incr` (`requests`: the model
+    requests a `RequestUsage` stands for)."""
     if usage is None or not hasattr(usage, 'incr'):
         return
     try:
@@ -181,8 +174,7 @@ class InlineOperations:
         )
 
     def _run_options(self) -> dict[str, Any]:
-        """What every LLM call of the stage takes from the run: its usage, the summarizer's model settings and
-        the run's instrumentation (so the call is a span of the run's trace)."""
+        """The run's usage, the summarizer's model settings and the run's instrumentation, for every call."""
         context = self.context
         return {
             'usage': context.usage,
@@ -219,11 +211,8 @@ async def run_plan(
     model_settings: Any,
     instrument: InstrumentationSettings | None = None,
 ) -> ArtifactPlan:
-    """The artifact planner's one structured call (a one-off `Agent`): its `ArtifactPlan`.
-
-    Raises `TimeoutError` after `timeout` seconds and whatever the run raises; the call's usage is added to
-    `usage` (the outer run's, when there is one) only when it succeeds.
-    """
+    """The artifact planner's one structured call (a one-off `Agent`): its `ArtifactPlan`. Raises as
+    `run_text` does; usage is added only on success."""
     from pydantic_ai import Agent
 
     from .artifacts._models import ArtifactPlan

@@ -1,22 +1,11 @@
 """On-demand capabilities a cut unloaded, and the record that loads them again.
 
-pydantic-ai 2.x counts a deferred capability (`defer_loading=True`) as loaded while its load is in the
-history's post-compaction window: the model's `load_capability` call and return, or a
-`CapabilityLoadDeltaPart` (a load from code). The tools a load revealed are read the same way, from
-`ToolAvailabilityDeltaPart`s, and the capability's instructions from the `InstructionDeltaPart`s of its
-block `capability:<id>`. A stage that summarizes or drops those messages therefore unloads the capability:
-its tools leave the request and a call to one is refused.
-
-So a stage that cut the history asks `lost_loads` what the cut unloaded, and puts back pydantic-ai's own
-record of a load without a call (what `RunContext.load_capability` writes): a `CapabilityLoadDeltaPart`
-naming the capabilities, the `ToolAvailabilityDeltaPart` revealing their tools, and the latest statement
-of their instructions from what was removed, in one request after the summary (or the window's note),
-inside the new post-compaction window. No tool call is made up, so nothing can be orphaned, and
-`CapabilityLoadDeltaPart` is never sent to the model. Tools revealed otherwise (a tool's
-`ToolReturn.tools`) that the cut removed are revealed again in the same part.
-
-Pure: a function of the history before and after the cut, by part identity (stages never mutate a part).
-On pydantic-ai without on-demand capabilities (1.x) it finds nothing.
+pydantic-ai 2.x counts a deferred capability as loaded while its load (a `load_capability` call and return, or
+a `CapabilityLoadDeltaPart`) is in the post-compaction window; its tools (`ToolAvailabilityDeltaPart`) and
+instructions (`InstructionDeltaPart`, block `capability:<id>`) likewise. A cut that removes them unloads it.
+So a stage that cut asks `lost_loads` and puts back pydantic-ai's own call-less record of a load (what
+`RunContext.load_capability` writes) in one request after its summary or note: no tool call is made up, so
+nothing is orphaned. Pure, by part identity; on 1.x it finds nothing.
 """
 
 from __future__ import annotations
@@ -101,8 +90,8 @@ def _window_parts(messages: Sequence[ModelMessage]) -> Iterable[object]:
 
 
 def _fold(parts: Iterable[object], counted: set[int] | None = None) -> LoadState:
-    """The state the `parts` leave; with `counted`, only parts whose id is in it add to it (calls are always
-    read, so a return is paired with its call wherever the call is)."""
+    """The state the `parts` leave; with `counted`, only those parts add to it (calls are always read, so a
+    return is paired with its call wherever it is)."""
     state = LoadState()
     calls: dict[str, str] = {}
     seen: set[str] = set()
@@ -153,10 +142,8 @@ def _load_window(messages: Sequence[ModelMessage]) -> list[object]:
 
 
 def reload_record(lost: LoadState, *, run_id: str | None = None) -> ModelRequest | None:
-    """pydantic-ai's record of a load without a call, for everything `lost` names; None when it names nothing.
-
-    A statement is carried as a full text (`base_hash=None`): the text it was a diff against is gone.
-    """
+    """pydantic-ai's record of a load without a call for everything `lost` names; None when it names nothing.
+    Statements are full texts (`base_hash=None`): the text they diffed against is gone."""
     if lost.empty() or CAPABILITY_LOAD_DELTA_PART is None or TOOL_AVAILABILITY_DELTA_PART is None:
         return None
     parts: list[ModelRequestPart] = []
@@ -171,9 +158,8 @@ def reload_record(lost: LoadState, *, run_id: str | None = None) -> ModelRequest
 def record_index(after: Sequence[ModelMessage], kept_from: int) -> int:
     """Where the record goes in `after`: inside its post-compaction window, between units, never last.
 
-    Right after the latest request holding a `CompactionPart` (our summary); after a provider's compaction
-    in a response, past the requests that answer it. Without one the whole history is the window, and the
-    record goes where the kept messages start (`kept_from`).
+    After the latest request holding our `CompactionPart`, or past the requests answering a provider's
+    compaction; without one, where the kept messages start (`kept_from`).
     """
     last = len(after) - 1
     for index in range(last, -1, -1):
@@ -196,9 +182,7 @@ def with_reloads(
     run_id: str | None = None,
 ) -> tuple[list[ModelMessage], ModelRequest | None]:
     """`after` with the record of what the cut from `before` unloaded, and that record (None: `after` itself).
-
-    `kept_from` is the index in `after` where the messages kept after the cut's own message start.
-    """
+    `kept_from`: where in `after` the messages kept after the cut's own message start."""
     if after is before:
         return after, None
     record = reload_record(lost_loads(before, after), run_id=run_id)

@@ -1,17 +1,11 @@
 """Fitting the newest request into its room: what it carries is reduced, never its structure.
 
-The newest request answers the model's last response: the tool returns of every call (read-backs among them),
-or the user's message. When it alone is more than its room (`_room.request_room`), the largest pieces are
-reduced first, whatever their size, down to one level they all share ("water filling": parallel returns split
-what is left evenly, and those under the level stay whole). A reduced piece is stored first, then replaced by
-its passages most relevant to the question, headed by the id that reads it back. When the level is below
-what a note of its own costs (thousands of tiny parallel returns), the tool returns are stored together, one
-artifact and one note, and each keeps a pointer into it (`[#k]`): every call still has its return.
-
-The artifact stage plans the newest request this way when the history does not fit; the window, the last line
-of defence, does the same when even the newest request with what it never drops is over the budget. Only the
-newest request changes: no provider has cached it yet. A piece the store refuses is reduced all the same
-(the request must fit), and `ContentLost` says, at error level, what of it is gone.
+When the newest request alone is over its room (`_room.request_room`), its largest pieces are reduced first
+to one shared level ("water filling"), each stored then replaced by its passages most relevant to the
+question under the id that reads it back. When that level is below what a note costs, the tool returns are
+stored together behind one note and each keeps a pointer (`[#k]`): every call still has its return. Used
+by the artifact stage and the window; only the newest request changes (no provider has cached it). A piece
+the store refuses is reduced all the same, and `ContentLost` says what is gone.
 """
 
 from __future__ import annotations
@@ -144,8 +138,8 @@ class Reducible:
 def reducible_items(
     request: ModelRequest, counter: TokenCounter, hints: dict[str, str] | None = None
 ) -> list[Reducible]:
-    """The pieces of `request` a fit may shorten: unprocessed tool returns with text, and the user's texts
-    (not the notes of ours among them). `hints`: `call_hints` of the response the request answers."""
+    """The pieces of `request` a fit may shorten: unprocessed tool returns with text and the user's texts
+    (never our notes). `hints`: `call_hints` of the response the request answers."""
     correction = counter.tokenizer_profile.correction
     items: list[Reducible] = []
 
@@ -186,8 +180,7 @@ _QUESTION_CHARS = 4_000
 
 
 def latest_question(messages: Sequence[ModelMessage]) -> str:
-    """The text of the latest user prompt (what the current request is answering), at most `_QUESTION_CHARS`
-    of it: its beginning and its end when it is longer."""
+    """The latest user prompt's text (what the current request answers), its beginning and end when long."""
     for message in reversed(messages):
         if not isinstance(message, ModelRequest) or marker_kind(message) is not None:
             continue
@@ -299,9 +292,8 @@ _PROMPT_HEAD_SHARE = 0.25
 def reduced_text(
     item: Reducible, artifact_id: str, max_tokens: int, query: str, counter: TokenCounter, stored: bool
 ) -> str:
-    """What stands for `item` within `max_tokens`: a header naming the stored original, then its passages
-    most relevant to `query`. A user's message shows its beginning first, then the passages most relevant to
-    its question: its own last lines."""
+    """What stands for `item` within `max_tokens`: a header naming the stored original, then its passages most
+    relevant to `query` (a user's message: its beginning, then the passages relevant to its last lines)."""
     if item.tool_name is None:
         query = _last_lines(item.text)
         showing = 'showing its beginning, then its passages most relevant to its last paragraph'
@@ -387,12 +379,9 @@ async def fit_request(
     stage: str,
     most: int | None = None,
 ) -> list[ModelMessage]:
-    """`messages` with the newest request reduced to at most `room` tokens where its content allows (its
-    structure stays: every call keeps its return); `messages` itself when it fits or nothing can be cut.
-
-    A piece the store cannot keep is cut only as far as `most` (the most the request can carry, once the
-    window drops what it may) requires: what could not be stored stays inline where the request can carry it.
-    """
+    """`messages` with the newest request's content reduced to at most `room` tokens (every call keeps its
+    return); `messages` itself when it fits or nothing can be cut. What the store cannot keep is cut only as
+    far as `most` (what the request can carry once the window drops what it may) requires."""
     request = messages[-1]
     if not isinstance(request, ModelRequest):
         return messages
@@ -464,9 +453,8 @@ class _Fit:
         return out
 
     async def _piece(self, index: int, cap: int) -> tuple[str, str, str]:
-        """One piece within `cap` tokens: its text, the artifact it names, and how it was reduced. A
-        read-back page is cut shorter (its artifact is stored already); anything else is stored, then
-        replaced by its passages most relevant to the question."""
+        """One piece within `cap` tokens: its text, the artifact it names, how it was reduced. A read-back
+        page is cut shorter (its artifact is stored already); anything else is stored first."""
         item = self.items[index]
         counter = self.context.counter
         if item.page is not None:

@@ -1,11 +1,8 @@
 """Storing what a stage removes, before it removes it: the transcript of the removed messages.
 
-The compactor and the window both take messages out of the history. Each first stores their full transcript
-in the spill store, in the run's scope, under a keyed id, and what stands for them (the summary's reference
-line, the window's note) names it, so `read_artifact(artifact_id=..., query=...)` finds any detail again.
-Each transcript opens with a line naming the transcripts of earlier removals, so one reference suffices
-however many removals there were. Rendering and keying are pure (a stage can price its note before it
-stores); storing is the one effect, and its failure is reported, never raised.
+What stands for removed messages (a summary's reference line, the window's note) names their stored
+transcript, which opens with a line naming earlier ones, so one reference reaches every removal. Rendering
+and keying are pure (a stage can price its note first); storing is the one effect, its failure reported.
 """
 
 from __future__ import annotations
@@ -41,9 +38,8 @@ def render_transcript(
     rendered: Sequence[TranscriptUnit] | None = None,
     gone: Sequence[str] = (),
 ) -> Transcript:
-    """The transcript of `messages` (`rendered`, when the caller already rendered them whole), opening with a
-    line that names the `previous` transcripts (oldest first in `previous`, named newest first) and says the
-    `gone` ones are no longer stored; its id in the run's scope."""
+    """The transcript of `messages` (or `rendered`), opening with the line naming `previous` and `gone`
+    transcripts (`transcript_preamble`), and its id in the run's scope."""
     preamble = transcript_preamble(previous, gone)
     if rendered is None:
         units = split_units(messages)
@@ -78,11 +74,8 @@ async def store_transcript(transcript: Transcript, context: HistoryContext, *, s
 
 
 async def no_longer_stored(transcripts: Sequence[str], context: HistoryContext) -> list[str]:
-    """Which of `transcripts` (named by an earlier note) the store no longer holds in the run's scope.
-
-    Asked only where the store can be read in place: under durable execution (workflow code) none is assumed
-    gone, and a store that cannot answer is not taken to have lost anything.
-    """
+    """Which of `transcripts` the store no longer holds in the run's scope. Under durable execution (workflow
+    code) none is assumed gone, nor when the store cannot answer."""
     store = context.store
     if store is None or context.operations is not None:
         return []
@@ -106,7 +99,7 @@ async def spill_transcript(
     gone: Sequence[str] = (),
 ) -> str | None:
     """Render (unless `rendered`) and store the transcript of `messages`: its id; `''` when there is no store
-    or nothing to store; None when the store failed."""
+    or nothing to store; None when storing failed."""
     if context.store is None or not messages:
         return ''
     transcript = render_transcript(messages, context, previous, rendered, gone)

@@ -78,11 +78,8 @@ class SummarizerSettings:
     """Replaces the compaction summary's instructions (the section list and the rules); the prompt still
     carries the original task, the previous summary and the transcript."""
     timeout: Timeout = 'auto'
-    """Seconds before a call counts as failed and the deterministic fallback is used (a `summarizer_timeout`
-    warning says so). `'auto'` (the default): 60 s plus three times what the request takes at the model's
-    measured speed (about 4,000 characters a second until a call has been timed), and no limit for a model
-    served by a local server (LM Studio, Ollama, llama.cpp, vLLM: minutes per summary on a CPU are normal
-    there). None: no limit."""
+    """Seconds before a call fails and the fallback is used. `'auto'`: 60 s plus three times the request's
+    time at the model's measured speed, no limit on a local server (LM Studio, Ollama). None: no limit."""
     max_input_tokens: int | None = None
     """The cap on one request's input. Default 180,000, or the summarizer's own window less the summary when
     that is smaller; a longer transcript or artifact is summarized in chunks cut at unit boundaries."""

@@ -1,15 +1,9 @@
 """Removed messages as the transcript the summarizer (or the fallback) reads and the spill store keeps.
 
-Every part becomes one framed record: `<msg-NONCE role="..." tool="...">` ... `</msg-NONCE>`, where NONCE is
-drawn afresh for each transcript and occurs in none of its content (it is drawn again in the rare case it
-does). Whatever a user or a tool wrote, `User:` lines, closing tags, instructions, stays inside its own
-record: only the summarizer, told the nonce, can see where a record ends. Roles and tool names are written
-by this module from the part's type, never copied from content.
-
-One `TranscriptUnit` per history unit, so chunks and cuts fall on unit boundaries. Token counts come from
-the counter's content memo (the strings were counted when the history was estimated), so rendering does
-not tokenize the history again; each distinct record tag is counted once. Rendering is one pass over the
-parts.
+Every part becomes one record framed by `<msg-NONCE ...>` tags, NONCE drawn afresh per transcript and absent
+from its content: whatever a user or tool wrote stays inside its record, and roles and tool names come from
+the part's type, never from content. One `TranscriptUnit` per history unit, so cuts fall on unit boundaries;
+token counts come from the counter's memo, so rendering does not tokenize the history again.
 """
 
 from __future__ import annotations
@@ -95,10 +89,7 @@ class TranscriptUnit:
 
     def record_texts(self, counter: TokenCounter) -> Iterator[tuple[str, int]]:
         """Each record of `text` and its size: where a unit too large for one summarizer request is divided.
-
-        Found by the nonce's closing tag, which no content holds, and counted only here: few units are ever
-        divided, so no unit carries its records' offsets.
-        """
+        Found by the nonce's closing tag here only: few units are ever divided."""
         if not self.nonce:
             return
         text = self.text
@@ -113,9 +104,8 @@ class TranscriptUnit:
 
 
 def transcript_preamble(previous: Sequence[str], gone: Sequence[str] = ()) -> str | None:
-    """The line a transcript opens with that names the `previous` transcripts (oldest first in `previous`,
-    named newest first), so one reference reaches every earlier removal, and says honestly that the `gone`
-    ones (which the store no longer holds) cannot be read; None when there are neither."""
+    """The opening line naming the `previous` transcripts (newest first), so one reference reaches every
+    earlier removal, and saying the `gone` ones cannot be read; None when there are neither."""
     lines: list[str] = []
     if previous:
         # more than one only for a history written before transcripts were chained, or with several notes
@@ -135,10 +125,8 @@ NO_LONGER_STORED = (
 
 
 def transcript_data(units: Sequence[TranscriptUnit], preamble: str | None) -> bytes:
-    """The stored transcript: `preamble` and the units joined by blank lines, UTF-8.
-
-    Units rendered together with that preamble already sit in it, which is then returned as it is.
-    """
+    """The stored transcript: `preamble` and the units joined by blank lines, UTF-8 (as rendered, when the
+    units were rendered with that preamble)."""
     shared = units[0].source if units else None
     if isinstance(shared, bytes) and _is_whole(shared, units, preamble):
         return shared
@@ -205,9 +193,8 @@ class _Renderer:
                 tokens = self.counter.count_text(body)
         opening = f'<msg-{self.nonce} role="{role}"{_tool(tool)}>\n'
         closing = f'\n</msg-{self.nonce}>'
-        # The tags are counted, not estimated from their length: a random nonce can take twice the tokens a
-        # length estimate gives it, in every record of a summarizer request. Each distinct tag is encoded
-        # once (the counter's memo); one more token stands for the newline that joins two records.
+        # tags are counted (once each, memoized), not estimated: a random nonce can take twice the tokens a
+        # length estimate gives; one more token stands for the newline joining two records
         framing = self.counter.count_text(opening) + self.counter.count_text(closing) + 1
         return f'{opening}{body}{closing}', tokens + framing
 
@@ -284,13 +271,9 @@ def render_units(
     preamble: str | None = None,
     cut: Cut | None = None,
 ) -> list[TranscriptUnit]:
-    """Render each unit's messages as framed records; tool results and call arguments are cut to
-    `tool_result_max_tokens` (by `cut`, else head and tail).
-
-    `None` renders them whole (the pinned section of a summary); `system_prompts=False` leaves system prompt
-    parts out (the summary message keeps them as parts). Every unit shares one nonce, found in no content.
-    A unit with nothing to render is left out (see `render_each_unit`).
-    """
+    """Render each unit's messages as framed records sharing one nonce; tool results and call arguments
+    are cut to `tool_result_max_tokens` (None: whole); `system_prompts=False` leaves system prompts out;
+    empty units are left out."""
     rendered = render_each_unit(
         messages,
         units,
@@ -313,11 +296,8 @@ def render_each_unit(
     preamble: str | None = None,
     cut: Cut | None = None,
 ) -> list[TranscriptUnit | None]:
-    """`render_units`, one entry per unit of `units`: None for a unit with nothing to render.
-
-    The units sit in one UTF-8 transcript that opens with `preamble` (see `transcript_data`): each is
-    encoded as it is rendered, so the whole text is held once, as the bytes the store keeps.
-    """
+    """`render_units`, one entry per unit (None: nothing to render), each encoded as it is rendered into one
+    transcript opening with `preamble`, so the text is held once, as the bytes the store keeps."""
     while True:
         renderer = _Renderer(counter, tool_result_max_tokens, new_nonce(), system_prompts, cut)
         try:

@@ -85,10 +85,8 @@ _MEMO_SIZE = 2_048
 class CandidateMemo:
     """Tool returns already examined, by identity, with the candidate made of each.
 
-    Over the hard limit every tool return of the history is read on every request; a part seen before is
-    not serialised, hashed and counted again (parts are never mutated, so what was derived still holds).
-    Weakly referenced like the token counter's message memo, so an id reused by a new part after the old
-    one died never matches; bounded by `size`.
+    Over the hard limit every tool return is read on every request; a part seen before is not serialised,
+    hashed and counted again (parts never mutate). Weakly referenced, so a reused id never matches; bounded.
     """
 
     size: int = _MEMO_SIZE
@@ -150,10 +148,8 @@ def find_candidates(
 ) -> list[Candidate]:
     """Every unprocessed tool return from message `start` on, as a `Candidate`.
 
-    `count_tokens(part)` prices the part as it stands. Only messages from `start` are read (the call hints
-    from the response before it), so looking at the current request alone costs nothing per older message.
-    A part `memo` has seen is not examined again. `make_id` names the artifact (the store's keyed id for
-    the run's scope; a name only: what a run may read back is decided by the scope it is stored in).
+    Only messages from `start` are read, so looking at the current request costs nothing per older message;
+    parts `memo` has seen are not examined again. `make_id` names the artifact (the store's keyed id).
     """
     last = len(messages) - 1
     hints: dict[str, str] | None = None
@@ -219,10 +215,8 @@ def _name_of(item: Any) -> str | None:
 
 
 def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> list[Attachment]:
-    """Files attached in user prompts or returned by tools, from message `start` on, not processed yet.
-
-    A processed file is followed by (or replaced with) a text item of ours, sealed (`_marks.seal`).
-    """
+    """Files attached in user prompts or returned by tools, from message `start` on, not processed yet
+    (a processed file is followed by, or replaced with, a sealed text item of ours)."""
     last = len(messages) - 1
     found: list[Attachment] = []
     for m_index in range(start, len(messages)):

@@ -39,11 +39,9 @@ def should_use_llm_planning(
 ) -> PlanningChoice:
     """Decide whether one extra LLM call to plan is worth it.
 
-    No when there is nothing to plan (no artifacts, or less than `skip_below_chars` in total) or when
-    everything fits the budget with `margin` to spare on a cheap model with no artifact over
-    `large_artifact_chars`. Yes when the artifacts are near or over the budget, when the primary model is
-    expensive (more than `expensive_price_per_mtok` USD per million input tokens: a wrong include costs more
-    than the plan), or when any artifact is over `large_artifact_chars` (a plan decides what to keep of it).
+    No when there is little to plan, or everything fits with `margin` on a cheap model with no large
+    artifact; yes when near or over budget, on an expensive model (a wrong include costs more than the
+    plan), or when any artifact is large.
     """
     if not artifacts:
         return PlanningChoice(False, 'no artifacts')
@@ -81,11 +79,8 @@ def heuristic_plan(
 ) -> ArtifactPlan:
     """The deterministic plan: newest and smallest first; include what fits, reduce the rest.
 
-    Small artifacts (at most `large_artifact_chars`) are always included. A large one is included when it
-    fits what is left of the budget and `max_artifact_tokens`, else reduced with `default_reduction`
-    (extract with the user's latest question and the tool call's arguments as the query) when at least
-    `min_extract_tokens` are left, else excluded. The current request's artifacts are never excluded: they
-    keep at least a `min_preview_tokens` extract.
+    A large artifact that does not fit is reduced with `default_reduction` while `min_extract_tokens` are
+    left, else excluded; the current request's keep at least a `min_preview_tokens` extract.
     """
     order = sorted(candidates, key=lambda c: (-c.artifact.step, c.artifact.tokens, c.id))
     remaining = budget_tokens

@@ -47,11 +47,9 @@ _SNAPSHOT_LINE = re.compile(r'^(?P<indent>\s*)-\s*(?P<role>[A-Za-z]+)')
 def browser_snapshot_reducer(
     max_depth: int = 4, *, keep_roles: frozenset[str] = INTERACTIVE_ROLES, max_name_chars: int = 100
 ) -> Callable[[Any], Any]:
-    """A reducer for accessibility snapshots (Playwright MCP's YAML-like `- role "name" [ref=e1]` text, or a
-    `{'role', 'name', 'children'}` tree): keeps nodes down to `max_depth` and interactive nodes at any depth.
-
-    Dropped runs are replaced by `- ... (N nodes omitted)`, so the model knows the page has more.
-    """
+    """A reducer for accessibility snapshots (Playwright MCP's `- role "name" [ref=e1]` text, or a
+    `{'role', 'name', 'children'}` tree): keeps nodes down to `max_depth` and interactive ones at any depth;
+    dropped runs become `- ... (N nodes omitted)`."""
 
     def reduce(content: Any) -> Any:
         if isinstance(content, Mapping):

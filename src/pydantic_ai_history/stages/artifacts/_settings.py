@@ -32,18 +32,13 @@ class ArtifactSettings:
     large_artifact_chars: int = 10_000
     """Only artifacts above this many characters are ever reduced."""
     max_artifact_tokens: int | None = 500
-    """The most one large artifact keeps in the history: the view it gets when it arrives (its passages most
-    relevant to the question, or its summary), beside a note naming its stored original, which
-    `read_artifact` reads or searches. Decided once, when the artifact arrives in the newest request, which
-    no provider has cached yet: every token kept is paid again, as a cache read, by every later request until
-    the next compaction event, and changing the decision later would rewrite the cached prompt from there.
-    None: as much as the artifact budget has left (an artifact that fits is kept whole)."""
+    """The most one large artifact keeps beside the note naming its stored original, decided once on arrival
+    (every token kept is re-read by every later request). None: what the artifact budget has left."""
     skip_below_chars: int = 5_000
     """No planning when the artifacts being planned total less than this."""
     llm_planning: bool | None = None
-    """None (default): on only when `planner_model` is set. Off by default because it costs one extra LLM call
-    on the requests it runs for, which nobody expects from a history processor; the deterministic heuristic
-    planner is used instead. When on, a plan is still skipped when it is not worth its cost."""
+    """None (default): on only when `planner_model` is set (an extra LLM call nobody expects from a history
+    processor). When on, a plan is still skipped when it is not worth its cost."""
     planner_model: ModelRef | None = None
     """The model that plans (setting it turns LLM planning on). Default: the summarizer's model."""
     planner_timeout: float = 30.0
@@ -71,9 +66,8 @@ class ArtifactSettings:
     """Per-tool reducers by tool name, run before planning (see `browser_snapshot_reducer`,
     `console_output_reducer`)."""
     exempt_tools: frozenset[str] = frozenset({'read_artifact'})
-    """Tools whose returns are never planned by their size: `read_artifact` (reducing the read-back tool's own
-    output would send the model in circles). When the newest request as a whole does not fit, their returns
-    share its room like the rest (a read-back page is cut shorter, never stored again)."""
+    """Tools whose returns are never planned by their size (reducing `read_artifact` would send the model in
+    circles); when the newest request does not fit, they share its room like the rest."""
     file_settings: FileSettings = field(default_factory=FileSettings)
     """Limits for converting attached files."""
     convert_attachments: bool = True

@@ -88,8 +88,8 @@ def _fitted_strategy(
     large_left: int,
     settings: ArtifactSettings,
 ) -> tuple[ProcessingStrategy, str, int]:
-    """The planned strategy fitted to what is left of the budget: the strategy, its rationale and the tokens
-    the artifact may use. `large_left` counts the large artifacts still to come after this one."""
+    """The planned strategy, its rationale and token allowance, fitted to what is left of the budget
+    (`large_left`: large artifacts still to come)."""
     a = candidate.artifact
     large = a.chars > settings.large_artifact_chars
     strategy = decision.strategy if large else ProcessingStrategy.INCLUDE_FULL
@@ -140,9 +140,7 @@ class ArtifactPlanner(StageCapability):
         await context.count_newest(messages)
         estimate = context.estimate(messages)
         over_limit = estimate.total > hard_limit
-        # Only the newest request, which no provider has cached yet: what arrived earlier was decided when
-        # it arrived, and changing it now would rewrite the cached prompt from there (older messages are
-        # the compactor's, at its events, and the window's).
+        # Only the newest request, which no provider has cached yet: rewriting older ones breaks the cache.
         start = len(messages) - 1
         result = messages
         if settings.convert_attachments:
@@ -153,10 +151,8 @@ class ArtifactPlanner(StageCapability):
     async def _reduce(
         self, messages: list[ModelMessage], context: HistoryContext, *, start: int
     ) -> list[ModelMessage]:
-        """Plan and reduce the large tool returns from message `start` on (the newest request), together
-        within the artifact budget and each within `max_artifact_tokens`; older ones were decided when they
-        arrived, and the compactor makes room for these at its next event (the request's own fit cuts what
-        must go)."""
+        """Plan and reduce the newest request's large tool returns within the artifact budget; older ones were
+        decided when they arrived (rewriting them would break the prompt cache)."""
         settings = self.settings
         candidates = await self._candidates(messages, context, start=start)
         if not candidates:
@@ -175,8 +171,7 @@ class ArtifactPlanner(StageCapability):
     async def _candidates(
         self, messages: Sequence[ModelMessage], context: HistoryContext, *, start: int
     ) -> list[Candidate]:
-        """`find_candidates` from `start`, in a thread when the newest request is large (serializing, hashing
-        and counting a 20 MB tool return would stall the event loop)."""
+        """`find_candidates` from `start`, in a thread when large (20 MB would stall the event loop)."""
         settings = self.settings
         search = functools.partial(
             find_candidates,
@@ -190,9 +185,8 @@ class ArtifactPlanner(StageCapability):
         return await context.off_loop(search) if large_content(messages[-1:]) else search()
 
     async def _fit_newest(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
-        """The newest request within its room, when the history does not fit: what it carries (every tool
-        return whatever its size, read-backs included, and the user's own message) is reduced, largest first,
-        down to the room; older messages are the compactor's and the window's."""
+        """The newest request cut down to its room when the history does not fit; older messages are the
+        compactor's and the window's."""
         rooms = self._newest_room(messages, context)
         if rooms is None:
             return messages
@@ -204,8 +198,7 @@ class ArtifactPlanner(StageCapability):
     def _newest_room(
         self, messages: Sequence[ModelMessage], context: HistoryContext
     ) -> tuple[int, int] | None:
-        """The newest request's room when the history is over the hard limit and that request over its room,
-        and the most it could carry (what the window can free); None when nothing must be cut from it."""
+        """The newest request's room and the most it could carry, or None when nothing must be cut from it."""
         estimate = context.estimate(messages)
         if estimate.total <= self.settings.hard_limit(context.limits) or not isinstance(
             messages[-1], ModelRequest
@@ -227,13 +220,10 @@ class ArtifactPlanner(StageCapability):
         return (room, window_room(context.limits, kept=kept)) if newest > room else None
 
     async def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
-        """Whether processing `messages` certainly reduces part of the current request, leaving a note that
-        names `read_artifact`: a tool return that alone is larger than the whole artifact budget, or a newest
-        request over its room in a history over the limit.
+        """Whether processing `messages` certainly leaves a note naming `read_artifact` in this request.
 
         Asked before the request's tools are prepared, so the tool comes with the request that first carries
-        the note. Only the current request is read, through the stage's memo (the stage reads it next anyway);
-        a large one is counted in a thread.
+        the note; reads only the current request, through the stage's memo.
         """
         if not messages:
             return False
@@ -311,8 +301,7 @@ class ArtifactPlanner(StageCapability):
             )
             replaces = strategy is not ProcessingStrategy.INCLUDE_FULL or candidate.reduced_by is not None
             if replaces and not await _spill(candidate, context):
-                # stored first: a reduction the store cannot back is not worked out (the request's own fit
-                # still cuts what it cannot carry)
+                # a reduction the store cannot back is not made (the request's fit still cuts what must go)
                 outcome = _Outcome(None, 'include_full', rationale + '; kept inline: the store failed')
             else:
                 outcome = await self._apply_strategy(
@@ -446,8 +435,7 @@ class ArtifactPlanner(StageCapability):
         self, messages: list[ModelMessage], context: HistoryContext, *, start: int, over_limit: bool
     ) -> list[ModelMessage]:
         """Convert or fit attached files; under the hard limit, those the model takes as they are stay."""
-        # decoding data URLs and naming files (pydantic-ai hashes a file's bytes for its identifier) leave
-        # the event loop when the files are large
+        # decoding data URLs and hashing a file's bytes (its identifier) leave the event loop when large
         find = functools.partial(find_attachments, messages, start=start)
         attachments = await context.off_loop(find) if large_content(messages[start:]) else find()
         if not over_limit and attachments:
@@ -483,7 +471,6 @@ class ArtifactPlanner(StageCapability):
         return result
 
     def _not_taken_as_is(self, attachments: list[Attachment], context: HistoryContext) -> list[Attachment]:
-        """The attachments the serving model does not take as they are (while the history fits)."""
         if is_test_model(context.model):
             return []  # pydantic-ai's test models take any file: what the app sent stays as it is
         profile = file_input_profile(context.model)
@@ -491,8 +478,8 @@ class ArtifactPlanner(StageCapability):
         return [a for a in attachments if not self._passes_as_is(a, profile, settings)]
 
     def _inlined(self, attachment: Attachment, context: HistoryContext, over_limit: bool) -> list[Any] | None:
-        """A small plain-text file as its own text, where the model profile cannot say the model reads text
-        documents (1.x) and the history fits; None otherwise (see `inline_text`)."""
+        """A small plain-text file as its own text where the profile cannot say the model reads text documents
+        (1.x) and the history fits; None otherwise."""
         if over_limit or file_input_profile(context.model) is not None:
             return None
         identifier = attachment.name or attachment.id[:12]
@@ -500,8 +487,7 @@ class ArtifactPlanner(StageCapability):
         return [text] if text is not None else None
 
     def _file_settings(self, context: HistoryContext) -> FileSettings:
-        """The file settings with the serving provider's limits where none were set
-        (`FileSettings.for_model`); for a model that may be served by several, the strictest."""
+        """The file settings with the (strictest) serving provider's limits where none were set."""
         return self.settings.file_settings.for_model(strictest_file_model(context.model))
 
     def _passes_as_is(
@@ -509,10 +495,8 @@ class ArtifactPlanner(StageCapability):
     ) -> bool:
         """A file the serving model accepts, within the file limits, that no check here must first read.
 
-        Documents (PDF, plain text) pass on their type and size. An image passes without reading only when no
-        decoder recognises it (the provider judges it, as it would without us); a recognised image is read
-        by the converter, which keeps it byte for byte when it is whole and within the limits, and replaces
-        it with a note only when it is broken (truncated, a decompression bomb) or must be fitted.
+        A recognised image is left to the converter (kept byte for byte when whole and within limits); one no
+        decoder recognises is the provider's to judge, as without us.
         """
         if not accepted_as_is(attachment.media_type, profile):
             return False
@@ -524,12 +508,8 @@ class ArtifactPlanner(StageCapability):
     async def _attachment_items(
         self, attachment: Attachment, part: Any, context: HistoryContext
     ) -> list[Any] | None:
-        """What replaces one attached file (`part` holds it), or None to keep it: it already fits, or it could
-        not be stored and the serving model takes it as it is.
-
-        A file no model takes as it is (over the file limits, a format it cannot read) is replaced even when
-        the store refuses it: sent, it would be rejected. `ContentLost` then says so at error level.
-        """
+        """What replaces one attached file, or None to keep it (it fits, or it could not be stored and the
+        model takes it as it is). One no model takes is replaced even unstored (sent, it is rejected)."""
         large = is_large(attachment.data)  # hashing, converting and counting 200 MB leave the event loop
         ids = functools.partial(_attachment_ids, context, attachment.data)
         plain_id, a_id = await context.off_loop(ids) if large else ids()
@@ -638,8 +618,7 @@ def _user_like(item: Any) -> UserPromptPart:
 
 
 def _content_id(text: str) -> str:
-    """The plain hash of a text, for cache keys by content (the artifact's own id is keyed per store and
-    scope)."""
+    """A text's plain hash for cache keys by content (an artifact id is keyed per store and scope)."""
     return artifact_id(utf8(text))
 
 

@@ -1,21 +1,11 @@
 """The sliding window: the last line of defence that makes a history fit its hard limit.
 
-It keeps the preserved head (system prompt, first user message), the pinned units, and the longest
-contiguous run of recent units that fits, stopping at the first unit that does not fit. Dropped messages
-are replaced by one short note, which also carries any system prompt parts they held.
+It keeps the preserved head, the pinned units and the longest contiguous run of recent units that fits,
+stopping at the first that does not; dropped messages become one short note (keeping their system prompt
+parts). Before dropping, it stores their transcript, which the note names for `read_artifact`; when the
+store fails it still drops what it must and a `ContentLost` event says what went.
 
-The budget is the context policy's (`ContextPolicy(budget_tokens=...)`, by default the usable window minus
-the reserve), resolved once per request into `context.limits.budget`; `pin` and `keep_first_user_message`
-are the processor's. `SlidingWindow()` takes no settings.
-
-Before it drops anything, the window stores the transcript of what it drops (its own earlier notes aside) in
-the spill store, and the note names it: `read_artifact(artifact_id="...", query=...)`. The transcript opens
-with a line naming the previous window transcript, so one note suffices however often the window cut. When
-the store fails (or there is none) the window still drops what it must, the request has to fit, and a
-`ContentLost` event, logged at error level, names the tool calls and counts the user prompts that went.
-
-`select_window` is the pure decision (which units to keep), `window_note` the note, `SlidingWindow` the stage
-that prices, stores and assembles around them.
+`select_window` decides, `window_note` writes the note, `SlidingWindow` prices, stores and assembles.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ class Layout:
 
     def draft(self, selection: WindowSelection, *, spill: bool) -> Draft:
         """The history `selection` gives, its note naming the transcript of the dropped content when `spill`
-        (and there is content: earlier notes of ours are superseded, not content)."""
+        (earlier notes of ours are superseded, not content)."""
         units = self.units
         dropped = [m for i in selection.dropped_units for m in self.messages[units[i].start : units[i].end]]
         content = [m for m in dropped if marker_kind(m) != 'window']
@@ -75,10 +75,8 @@ class Layout:
     def plain(
         self, selection: WindowSelection, dropped: list[ModelMessage], transcript: Transcript | None
     ) -> Draft:
-        """A draft whose note names no new transcript (`transcript`, if any, is still to be stored).
-
-        The newest earlier transcript stays named: it chains to every one before it.
-        """
+        """A draft whose note names no new transcript (`transcript`, if any, is still to be stored); the
+        newest earlier transcript stays named: it chains to every one before."""
         previous = [t for m in dropped if (t := note_transcript(m)) is not None]
         has_content = any(marker_kind(m) != 'window' for m in dropped)
         earlier = previous[-1] if previous else None
@@ -95,11 +93,8 @@ class Layout:
         )
 
     def assemble(self, selection: WindowSelection, note: ModelRequest) -> tuple[list[ModelMessage], int]:
-        """The kept units with `note` where the dropped ones were, and their tokens (overhead included).
-
-        The on-demand capabilities the dropped messages loaded are recorded again after the note (see
-        `stages/_loads.py`).
-        """
+        """The kept units with `note` where the dropped ones were (and the loads they lose recorded again
+        after it), and their tokens, overhead included."""
         kept = set(selection.kept_units)
         result: list[ModelMessage] = []
         note_at = 0
@@ -115,11 +110,8 @@ class Layout:
 
 
 def plain_if_it_fits(layout: Layout, draft: Draft, budget: int, before: int) -> Draft:
-    """`draft` with a plain note when the note naming its transcript is what keeps it from fitting.
-
-    Only where no cut makes room for the reference (the head and the current request take the rest): the
-    request must fit, or at least shrink. The transcript is stored all the same.
-    """
+    """`draft` with a plain note when naming its transcript is what keeps it from fitting (the request must
+    fit, or at least shrink); the transcript is stored all the same."""
     plain = layout.plain(draft.selection, draft.dropped, draft.transcript)
     if plain.after <= budget or draft.after >= before > plain.after:
         return plain

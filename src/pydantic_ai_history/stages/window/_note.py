@@ -20,12 +20,9 @@ def window_note(
     transcript: str | None = None,
     complete: bool = True,
 ) -> ModelRequest:
-    """The request that stands for dropped messages; it keeps their system prompt parts.
-
-    Earlier notes of ours among the dropped messages are folded in: their counts add up, their own text is
-    not repeated. `transcript` is the id of the stored transcript the note names: of all the dropped
-    messages when `complete`, else only of those an earlier note stood for.
-    """
+    """The request that stands for dropped messages, keeping their system prompt parts; earlier notes of ours
+    among them are folded in. `transcript`: the stored transcript it names, of all the dropped messages when
+    `complete`, else of those an earlier note stood for."""
     count = 0
     for message in dropped:
         noted = dropped_count(message)
@@ -54,9 +51,8 @@ _NOTE_COUNT = re.compile(re.escape(OPENINGS['window']) + r' (\d+) earlier messag
 def dropped_count(message: ModelMessage) -> int | None:
     """How many messages a window note of ours stands for; None for any other message.
 
-    Read from the note's metadata, or from its own sealed text where messages have none (1.0, or notes
-    pydantic-ai merged into one request and `separate_own_parts` split back out): only the parts that are
-    notes (by identity) are read, never the system prompts they carry or anybody else's text.
+    Read from the note's metadata, or where messages have none (1.0, merged notes split back out) from the
+    note parts' own sealed text only, never the system prompts they carry or anybody else's text.
     """
     found = _note_detail(message, 'dropped_messages')
     if found is None:
@@ -68,11 +64,8 @@ def dropped_count(message: ModelMessage) -> int | None:
 
 
 def note_transcript(message: ModelMessage) -> str | None:
-    """The id of the stored transcript a window note of ours names (the newest, when several notes were
-    merged into one request); None for any other message (or none).
-
-    Read, like `dropped_count`, from the note's metadata or from its own sealed text.
-    """
+    """The id of the stored transcript a window note of ours names (the newest, when notes were merged); None
+    otherwise. Read like `dropped_count`."""
     found = _note_detail(message, 'transcript')
     if found is None:
         return None
@@ -84,8 +77,8 @@ def note_transcript(message: ModelMessage) -> str | None:
 
 
 def _note_detail(message: ModelMessage, key: str) -> tuple[object, list[str]] | None:
-    """None for anything but a window note of ours; else its metadata value for `key` (None when it has
-    none) and, only when that is missing, the texts of its note parts without their seals."""
+    """None for anything but a window note of ours; else its metadata value for `key` and, only when that is
+    missing, the texts of its note parts without their seals."""
     if marker_kind(message) != 'window':
         return None
     detail = own_metadata(message_metadata(message)).get(key)

@@ -39,11 +39,9 @@ def select_window(
 ) -> WindowSelection:
     """Choose the units to keep within `budget` (tokens), given each message's cost.
 
-    Mandatory: the head and the last unit (the current request). Then pinned units, newest first, as long
-    as they fit. Then the contiguous suffix of the rest, stopping at the first unit that does not fit: a
-    large unit is never skipped to keep older ones. Our own earlier window notes are always dropped (the
-    new note supersedes them). `fixed_cost` is what the request costs on top of the units kept (provider
-    overhead, the note).
+    Mandatory: the head and the last unit. Then pinned units, newest first, while they fit; then the
+    contiguous suffix of the rest, stopping at the first unit that does not fit. Our earlier window notes are
+    always dropped (the new note supersedes them). `fixed_cost`: overhead and note on top of the units kept.
     """
     head = _head(messages, units, keep_first_user_message)
     first_body = next((i for i, u in enumerate(units) if u.start >= head), len(units))
@@ -63,11 +61,9 @@ def select_window(
 
 
 def _head(messages: Sequence[ModelMessage], units: Sequence[Unit], keep_first_user_message: bool) -> int:
-    """How many leading messages are the preserved head."""
     head = head_length(messages, units, keep_first_user_message=keep_first_user_message)
     if not keep_first_user_message and head and _has_user_prompt(messages[:head]):
-        # The system prompt shares its request with the first user turn: dropping that request is allowed,
-        # and the note that replaces it carries the system prompt parts.
+        # the system prompt shares the first user turn's request: the note will carry its parts
         return 0
     return head
 
@@ -80,8 +76,8 @@ def _pinned(
     room: int,
     pin: PinPredicate | None,
 ) -> set[int]:
-    """The pinned units among `candidates` kept within `room` tokens, newest first (a pinned unit that does
-    not fit is passed over for an older one that does)."""
+    """The pinned units among `candidates` kept within `room` tokens, newest first (one that does not fit is
+    passed over for an older one that does)."""
     pinned: set[int] = set()
     for index in reversed(candidates):
         unit = units[index]

@@ -36,11 +36,8 @@ _MAX_PASSES = 3
 
 @dataclass(kw_only=True, eq=False)
 class SlidingWindow(StageCapability):
-    """Keep the longest run of recent units that fits; never skip a unit to keep older ones.
-
-    The budget is the context policy's (`context.limits.budget`); `pin` and `keep_first_user_message` are the
-    processor's (`context.pin`, `context.keep_first_user_message`): the window has no settings of its own.
-    """
+    """Keep the longest run of recent units that fits; never skip a unit to keep older ones. No settings of
+    its own: the budget is the context policy's, `pin` and `keep_first_user_message` the processor's."""
 
     id: str | None = 'pydantic_ai_history.window'
     """The capability's id when the window runs alone (stable: durable engines name its operations after
@@ -54,8 +51,7 @@ class SlidingWindow(StageCapability):
         if estimate.total <= budget:
             return messages  # the idle path: no unit split, no copy
         given = messages
-        # pydantic-ai merges our earlier note into the user turn beside it when a run starts on a saved
-        # history: split back out, it is a unit of ours again, folded into the new note (one note at most)
+        # a run started on a saved history merges our earlier note into the user turn: split it back out
         messages = separate_own_parts(messages)
         if messages is not given:
             estimate = context.estimate(messages)
@@ -91,10 +87,8 @@ class SlidingWindow(StageCapability):
     ) -> tuple[Draft | None, WindowSelection | None]:
         """The history to return (None when nothing can be dropped), and the last selection considered.
 
-        The note's size is only known once the cut is chosen (it carries the system prompt parts of what it
-        replaces, and dropping more only adds to them; it names the transcript of what it replaces): when the
-        assembled history overshoots, choose again with the note's real cost. A note that names its
-        transcript may so cost one more unit than a plain one: that unit is stored, not lost.
+        The note's real cost is known only once the cut is chosen (it carries the dropped system prompt parts
+        and names their transcript): when the result overshoots, choose again with that cost.
         """
         spill = layout.context.store is not None
         note_cost = _NOTE_COST + (_REFERENCE_COST if spill else 0)
@@ -159,7 +153,6 @@ class SlidingWindow(StageCapability):
 def _report(
     context: HistoryContext, messages_before: int, tokens_before: int, budget: int, draft: Draft
 ) -> None:
-    """The `WindowApplied` event and its log line."""
     selection = draft.selection
     context.emit_event(
         WindowApplied(
@@ -187,13 +180,8 @@ def _report(
 
 
 async def _give_a_home(layout: Layout, draft: Draft) -> Draft:
-    """Store the transcript of what `draft` drops; when the store fails (or there is none), drop it anyway
-    and name the loss.
-
-    The window is the last line of defence: the request must fit, so a failed store never keeps content in.
-    The note then names no new transcript (it costs less than the one priced), and `ContentLost` names, at
-    error level, what went.
-    """
+    """Store the transcript of what `draft` drops; when that fails, drop it anyway (the request must fit),
+    with a note naming no transcript and `ContentLost` naming what went."""
     context = layout.context
     transcript = draft.transcript
     if transcript is not None and await store_transcript(
@@ -220,9 +208,8 @@ async def _give_a_home(layout: Layout, draft: Draft) -> Draft:
 async def _fit_newest(
     messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
 ) -> list[ModelMessage]:
-    """`messages` with the newest request cut to what is left of the budget when even dropping every
-    message the window may drop would not make room for it (its structure kept: every call keeps its return).
-    The window never drops that request: without this it would go out over the budget."""
+    """`messages` with the newest request cut to what is left when dropping everything droppable would not
+    make room for it: the window never drops that request."""
     newest = estimate.per_message[-1]
     kept = kept_tokens(
         messages,
