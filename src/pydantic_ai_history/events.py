@@ -1,17 +1,9 @@
 """Typed events: every decision the processor takes is one of these, sent to `on_event` and to logging.
 
-Where pydantic-ai has capability events (2.x), the capability also emits each into the run's own event stream,
-so `run_stream_events()`, `agent.iter()`, an `event_stream_handler` and durable engines' event handlers show
-them next to the model's own events. The stream form of a `HistoryEvent` is a `HistoryStreamEvent` of kind
-`pydantic_ai_history.<name>` (e.g. `pydantic_ai_history.context_usage`), made from it by `stream_event_for`;
-its fields are the event's own, so each is documented once, on the event.
-
-pydantic-ai's UI adapters do not forward capability events to a frontend (they are the agent's own signals);
-an app that wants them there adds `ui_forwarding()` to its agent, which re-emits each as the application
-event `pydantic_ai_history` (Vercel AI: a `data-pydantic_ai_history` chunk; AG-UI: a custom event).
-
-On versions without capability events the stream classes exist (so imports work everywhere) but are never
-emitted.
+On 2.x the capability also emits each into the run's event stream as a `HistoryStreamEvent` of kind
+`pydantic_ai_history.<name>` (`stream_event_for`), whose fields are the event's own. UI adapters do not
+forward capability events; `ui_forwarding()` re-emits them as the application event `pydantic_ai_history`.
+Without capability events the stream classes exist (imports work everywhere) but are never emitted.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """How this package marks the messages and parts it writes, and recognises them again: by identity, not text.
 
-A user or a tool can type any text, so no text prefix is trusted. Our own output is recognised by:
-
-- **metadata**: the dict under `MARKER_KEY` in the `metadata` of a message or a part, where its type has the
-  field (every message on late 1.x and 2.x; `ToolReturnPart` everywhere; `CompactionPart` and
-  `SystemPromptPart` on 2.x). Metadata is set by code and never sent to the model: a user or a tool's output
-  cannot write it. A message we write records the kind of each of its parts (`parts`), so a history reloaded
-  in another process still knows them.
-- **a seal**, for text we write where there is no metadata to hold the mark (a `UserPromptPart`, a text item
-  inside a user's attachment list, and every message on 1.0; pydantic-ai also drops a request's metadata
-  when it merges it with the next one at the start of a run): its last line carries a keyed hash
-  (HMAC-SHA256) of its kind and of exactly the text before it. Forging one needs the key.
-
-The key comes from the one secret kept where the data is: the processor seals and verifies inside
-`seal_key_scope(store secret)`, so a `DirectoryStore` or `RedisStore` (which keep their secret beside the
-data) recognises every note of a history reloaded in any process, with no environment variable; a
-`MemoryStore` given no `secret=` uses the process's own (`process_secret`), which dies with the process like
-its data; under durable execution it is the store's explicit `secret=`. A seal made with another key reads as
-plain text (the message is then treated as the user's: summarized or kept, never silently dropped). Outside
-any scope (a stage used on its own, code reading a processed history) the process's own key is used;
-`HistoryProcessor.marks()` scopes code to its store's.
-
-A marker found inside foreign text is just text. A request is one of ours only when every part but its
-system prompts is ours: a request pydantic-ai merged with a user turn (`repair_messages`) counts as foreign,
-so nothing the user wrote is lost with it.
+A user or a tool can type any text, so no text prefix is trusted. Our output carries either **metadata** (the
+dict under `MARKER_KEY`, set by code and never sent to the model; a message records the kind of each part, so
+a reloaded history still knows them) or, where no metadata can hold it (a `UserPromptPart`, every message on
+1.0, a request pydantic-ai merged), a **seal**: a last line with an HMAC of its kind and exactly the text
+before it. The key is the store's secret (`seal_key_scope`), so every process sharing the store recognises
+our notes; a seal made with another key reads as plain text (treated as the user's, never dropped). A request
+is ours only when every part but its system prompts is, so a merged user turn is never lost with it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """A history as atomic units, and where it may safely be cut.
 
-Every stage that drops or replaces messages works on units, never on single messages, so no tool call is
-separated from its return. This is the only module that pairs calls with returns.
-
-Pairing follows pydantic-ai's own pre-send repair (`pydantic_ai.messages._dangling_tool_calls_by_response`
-and `_drop_orphaned_tool_results` in 2.x), by call id rather than by adjacency: a tool result (a
-`ToolReturnPart`, or a `RetryPromptPart` naming a tool) answers the oldest still-open call with its id in any
-earlier response. So the returns of one response may be split over several requests (deferred tools, human
-approvals) and may come after an intervening response, and the history is still valid.
+Stages drop or replace units, never single messages, so no tool call is separated from its return; this is
+the only module that pairs them. Pairing follows pydantic-ai's pre-send repair, by call id rather than by
+adjacency, so returns split over several requests (deferred tools, approvals) still pair.
 """
 
 from __future__ import annotations

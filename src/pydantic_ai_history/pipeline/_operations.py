@@ -1,16 +1,9 @@
 """The processor's side effects as durable operations: LLM calls, file conversion, store writes, cache access.
 
-Each is an async method of the capability marked with pydantic-ai's `@durable_operation(name=...)`. Under a
-durability capability (`TemporalDurability`, `DBOSDurability`, `PrefectDurability`) pydantic-ai runs it as an
-activity, step or task, journals its result and adds its usage to the run's; a replay or a recovery reads the
-journal instead of calling again. Without one, and on pydantic-ai 1.x, each is a plain method call.
-
-The names in `OPERATION_NAMES` are persisted by the engines (for example the Temporal activity
-`agent__<agent>__capability__pydantic_ai_history__compaction_summary`): they never change once released.
-
-Arguments and results cross the boundary, so they are plain data: text, `BinaryContent`, `ArtifactPlan`,
-`StoredArtifact`. Models, settings and the store are read from the capability itself, which the engine
-recovers on the worker by its `id`.
+Each is a capability method marked `@durable_operation(name=...)`: under a durability capability pydantic-ai
+journals it and a replay reads the journal; elsewhere it is a plain call. The names in `OPERATION_NAMES` are
+persisted by the engines, so they never change once released. Arguments and results cross the boundary as
+plain data; models, settings and the store are read from the capability, recovered on the worker by `id`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""Counts kept between requests: by message identity (`IdentityMemo`), and running per-message counts of
-growing histories, so a request costs what is new, not the whole history.
+"""Counts kept between requests, by message identity (`IdentityMemo`) and per conversation, so a request
+costs what is new, not the whole history.
 
-Within a run every history is the previous one plus a response and a request (the same objects). For each
-conversation (keyed by its first message) the counter keeps the histories it last saw as *branches*: the
-messages (held, so their ids stay theirs), each one's count, the running totals, where provider usage sits
-and which prefixes went to the model. A new history that extends a branch is recognised by one list
-comparison, which runs in C (identical objects compare without calling `__eq__`; equal copies, such as a
-history reloaded from JSON, compare equal and cost the same as the originals), so its cost is a pointer
-comparison per old message plus the counting of the new ones. A history that departs from every branch (a
-compaction, a fork) starts a new branch from the longest shared prefix of the most recent one.
+Within a run every history is the previous one plus a response and a request. Per conversation the counter
+keeps recent *branches* (messages, counts, running totals, where usage sits, what was sent); a history that
+extends one is recognised by a single list comparison in C (equal reloaded copies match too). A history
+that departs (a compaction, a fork) starts a branch from the longest shared prefix.
 """
 
 from __future__ import annotations
