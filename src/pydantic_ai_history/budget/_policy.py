@@ -156,12 +156,9 @@ class ContextPolicy:
             )
 
     def resolve(self, info: ModelInfo) -> ContextLimits:
-        """The limits for one model.
-
-        Raises `ContextWindowUnknownError` when `strict` and nothing knows the window, and
-        `ContextPolicyError` when the settings cannot work with the window (a reserve or a budget that leaves
-        no room); a value that must be clamped (a trigger above the budget, a target not below the trigger) is
-        clamped and said in `ContextLimits.adjustments`.
+        """The limits for one model. Raises `ContextWindowUnknownError` when `strict` and nothing knows the
+        window, `ContextPolicyError` when the settings leave no room; a value that must be clamped (a trigger
+        above the budget, a target not below the trigger) is said in `ContextLimits.adjustments`.
         """
         model_window, source = self._window(info)
         window = max(int(model_window * self.utilization), 1)
