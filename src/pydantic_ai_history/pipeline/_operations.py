@@ -109,10 +109,8 @@ class HistoryOperations:
     async def convert_file(
         self, ctx: RunContext[Any], file: BinaryContent, name: str | None, model_name: str | None
     ) -> str:
-        """An attached file read into markdown, a fitted image or audio clip (`file_result_to_json` text).
-
-        Runs in a thread and a worker process, under the file settings' time and memory limits.
-        """
+        """An attached file read into markdown, a fitted image or audio clip (`file_result_to_json` text),
+        in a worker process under the file settings' time and memory limits."""
         result = await convert_in_thread(
             file.data,
             media_type=file.media_type,
@@ -215,9 +213,7 @@ def _name(model: ModelRef) -> str | None:
 @dataclass(frozen=True)
 class RunOperations:
     """The durable operations bound to one request's `RunContext`: what stages call under durable execution.
-
-    A model the stage resolved crosses by name; a `Model` object is resolved again on the worker from the
-    processor's settings (`SummarizerSettings.model`, `ArtifactSettings.planner_model`, `model`, the run's).
+    A model crosses by name; a `Model` object is resolved again on the worker from the processor's settings.
     """
 
     processor: HistoryOperations
@@ -252,11 +248,8 @@ class RunOperations:
 
 
 class JournaledStore(ArtifactStore):
-    """The processor's store as workflow code sees it: ids made here, every write a durable operation.
-
-    Ids need the store's secret with no I/O, so under durability the store is given one explicitly (checked
-    when the agent is built). Reads happen in `read_artifact`, a tool the engine already runs durably.
-    """
+    """The processor's store as workflow code sees it: ids made here (from its explicit secret, no I/O),
+    every write a durable operation; reads happen in `read_artifact`, which the engine runs durably."""
 
     def __init__(self, operations: RunOperations, store: ArtifactStore) -> None:
         super().__init__()
@@ -310,10 +303,8 @@ class JournaledStore(ArtifactStore):
 
 
 class JournaledCache(SummaryCache):
-    """The processor's cache as workflow code sees it: every read and write a durable operation.
-
-    A replay or a recovery then sees the same hits and misses as the original run, whichever worker it is on.
-    """
+    """The processor's cache as workflow code sees it: every read and write a durable operation, so a
+    replay sees the same hits and misses whichever worker it is on."""
 
     def __init__(self, operations: RunOperations) -> None:
         super().__init__()
