@@ -82,11 +82,9 @@ def read_room_tokens(
     keep_first_user_message: bool = True,
 ) -> int | None:
     """Tokens one read-back may return: the newest request's room shared by the reads the newest response
-    calls (`messages` ends with it), less the framing of every return that request will carry.
-
-    None when `messages` does not end with that response: the history the tool was given is not the one the
-    reads will join (pydantic-ai 1.0 hands tools the history before processing and without the response;
-    durable activities get none). The stage that fits the newest request then cuts the pages instead.
+    calls (`messages` ends with it), less the framing of every return that request will carry. None when
+    `messages` does not end with that response (1.0, durable activities): the stage that fits the newest
+    request then cuts the pages instead.
     """
     if not messages or not isinstance(messages[-1], ModelResponse):
         return None

@@ -177,9 +177,7 @@ class ModelInfo:
 
 def model_name_of(model: object) -> str | None:
     """`provider:name` for a pydantic-ai `Model` (`bedrock:us.anthropic.claude-...-v2:0`), or the string.
-
-    A `Model` whose name already starts with a known provider (a `FunctionModel` named `anthropic:claude-...`)
-    keeps it; a Bedrock id's `:0` or an Ollama tag (`llama3.1:8b`) is not taken for one.
+    A name already starting with a known provider keeps it (a Bedrock `:0` or an Ollama tag is no provider).
     """
     if model is None:
         return None

@@ -286,9 +286,7 @@ def assert_valid_history(
     finished: bool = False,
 ) -> None:
     """Raise `HistoryValidationError` listing every violation; warnings pass unless `allow_warnings=False`.
-
-    `finished=True` checks a finished run's history:
-    `assert_valid_history(result.all_messages(), finished=True)`.
+    `finished=True` checks a finished run's history (`result.all_messages()`).
     """
     violations = validate_history(
         messages, original=original, budget=budget, count_tokens=count_tokens, finished=finished

@@ -164,10 +164,8 @@ _TEXT_MEDIA = frozenset({'application/json', 'application/xml', 'application/x-y
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:
-    """Width and height from an image header, without decoding pixels (a decompression bomb is harmless).
-
-    None when Pillow cannot read the header or refuses it as a decompression bomb.
-    """
+    """Width and height from an image header, without decoding pixels (a decompression bomb is harmless);
+    None when Pillow cannot read or refuses the header."""
     from PIL import Image
 
     try:

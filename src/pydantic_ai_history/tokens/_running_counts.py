@@ -30,12 +30,9 @@ _SWEEP_MIN = 4_096
 
 
 class IdentityMemo(Generic[V]):
-    """A value per live object, found by `id` and confirmed by a weak reference.
-
-    One weak reference per object and no callback: a callback closure (and a tuple) per entry made the first
-    count or hash of a long history allocate enough long-lived objects to set off full garbage collections
-    over the whole history. An entry whose object died fails the identity check (so a reused id is never
-    mistaken for it) and is swept whenever the memo has doubled since the last sweep.
+    """A value per live object, found by `id` and confirmed by a weak reference. No callback: a closure per
+    entry set off full garbage collections on long histories; dead entries fail the identity check and are
+    swept whenever the memo has doubled.
     """
 
     __slots__ = ('_refs', '_sweep_at', '_values')
@@ -72,10 +69,8 @@ class IdentityMemo(Generic[V]):
 
 
 class CountsView(Sequence[int]):
-    """The first `length` counts of a branch, read-only (a branch's lists only ever grow).
-
-    Compares equal to any sequence of the same counts (a tuple, a list); slicing gives a tuple.
-    """
+    """The first `length` counts of a branch, read-only (a branch's lists only ever grow); equal to any
+    sequence of the same counts, sliced to a tuple."""
 
     __slots__ = ('_counts', '_length')
 
@@ -152,11 +147,8 @@ class Branch:
                 self.usages.append(start + offset)
 
     def rewind(self, length: int) -> None:
-        """Forget the counts beyond the first `length` messages (the caller has replaced those messages).
-
-        A `CountsView` handed out earlier must keep its counts: when one still holds the lists (CPython's
-        reference count says so), they are copied rather than cut.
-        """
+        """Forget the counts beyond the first `length` messages; lists a `CountsView` still holds (by
+        reference count) are copied rather than cut."""
         if length == len(self.counts):
             return
         if _shared(self.counts) or _shared(self.cumulative):
@@ -266,10 +258,7 @@ may leave it alive) and the new history starts a branch of its own."""
 
 
 def _matching(branches: list[Branch], messages: list[ModelMessage], count: CountMessage) -> Branch | None:
-    """The branch `messages` follows (now holding it, counted) or is a prefix of; None if none.
-
-    The branch sharing the longest prefix (by its last shared object) is tried first.
-    """
+    """The branch `messages` follows (now holding it, counted) or is a prefix of; None if none."""
     candidates = [
         (_shared_end(branch.messages, messages), -rank, branch) for rank, branch in enumerate(branches)
     ]

@@ -110,10 +110,8 @@ class EncodingUnavailableError(RuntimeError):
 
 def load_encoding(name: str) -> tiktoken.Encoding:
     """The tiktoken encoding `name`, as `tiktoken.get_encoding` returns it: one object per process, shared
-    with the app. A packaged encoding is built from the packaged file (see the module docstring).
-
-    Raises `EncodingUnavailableError` when no source has it (not packaged, or the packaged file damaged,
-    and no network or tiktoken cache); callers fall back to the offline estimate.
+    with the app. Raises `EncodingUnavailableError` when no source has it; callers fall back to the offline
+    estimate.
     """
     loaded = _loaded.get(name)
     if loaded is None:
@@ -140,12 +138,8 @@ def _build(name: str) -> tiktoken.Encoding | str:
 
 
 def register_with_tiktoken() -> None:
-    """Make tiktoken build the packaged encodings from the packaged files (idempotent).
-
-    Each packaged name's constructor in `tiktoken.registry.ENCODING_CONSTRUCTORS` is replaced by one that
-    reads the packaged file and, should it be damaged, calls the constructor it replaced. Encodings tiktoken
-    has already built are left as they are.
-    """
+    """Make tiktoken build the packaged encodings from the packaged files (idempotent); a damaged file falls
+    back to the constructor replaced, and encodings tiktoken already built are left as they are."""
     from tiktoken import registry
 
     registry.list_encoding_names()  # tiktoken discovers its plugins' constructors once; ours go over them
