@@ -172,20 +172,14 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     """`ctx -> str`: the tenant or conversation whose artifacts a run may store and read back, e.g.
     `lambda ctx: ctx.deps.tenant_id`. Default: pydantic-ai's conversation id (1.0: one shared scope)."""
     readback_tool_name: str = READ_ARTIFACT_TOOL
-    """The name of the read-back tool (and of the tool every note, stub and summary tells the model to call).
-    Rename it when the app has a tool of its own called `read_artifact`: a clash fails when the agent is built
-    (where its tools are known then), else on the first request, naming both."""
+    """The name of the read-back tool every note, stub and summary tells the model to call. Rename it when the
+    app has a tool of its own called `read_artifact` (a clash fails, naming both)."""
     compaction_tool: CompactionTool | bool = False
-    """Give the model a `compact_context(focus=...)` tool to ask for a compaction at a natural break in its
-    task (see `compaction_tool.CompactionTool`): the next request then compacts as at the trigger, with the
-    model's focus. True for the defaults; False (default) adds no tool. Needs a compaction stage. The tool is
-    in every request's tool list from the first (its definition is what it costs); on pydantic-ai 1.0, add
-    `processor.compaction_toolset()` to the agent's toolsets."""
+    """Give the model a `compact_context(focus=...)` tool to ask for a compaction at a natural break (True
+    for the defaults; needs a compaction stage; on pydantic-ai 1.0 add `processor.compaction_toolset()`)."""
     near_limit_notice: NearLimitNotice | bool = False
-    """Tell the model, in a system prompt for that request only, when its history nears its limit (see
-    `notice.NearLimitNotice`): the compaction trigger, or the budget when nothing compacts. True for the
-    defaults; False (default) changes no prompt. Cache-safe: the notice is the last thing of its request and
-    is left out of later ones. Needs the processor as a capability (not on pydantic-ai 1.0)."""
+    """Tell the model, in a cache-safe system prompt for that request only, when its history nears its limit
+    (`NearLimitNotice`; True for the defaults). Needs the processor as a capability (not pydantic-ai 1.0)."""
     on_history_event: EventHandler | None = None
     """Receives every `HistoryEvent` (they are also logged). The field has its own name because `on_event` is
     pydantic-ai's hook for the run's stream events; `HistoryProcessor(on_event=...)` is accepted for it."""

@@ -69,11 +69,9 @@ def default_scope(ctx: RunContext[Any] | None) -> str:
 
 
 ARTIFACT_MARKER = '[pydantic-ai-history: artifact'
-"""Opening of every text the artifact stage writes in place of an artifact: what the model reads, and how the
-read-back tool's gate sees that there is something to read (a spoofed one only offers the tool, which reads
-nothing outside the run's scope). Processed content itself is recognised by identity only (`_marks`): its
-metadata, or the seal of the text that replaces an attached file; a tool output that merely opens with this
-text is still reduced."""
+"""Opening of every text the artifact stage writes in place of an artifact, by which the read-back gate sees
+something to read (a spoofed one only offers the tool, which reads nothing outside the run's scope).
+Processed content itself is recognised by identity only (`_marks`), never by this text."""
 
 
 @dataclass(frozen=True)
@@ -136,9 +134,8 @@ class HistoryContext:
     """Opens the processor's span and the running stage's before a stage opens one of its own (they are
     started only for requests that do something: `_spans.DeferredSpans`)."""
     background_allowed: bool = False
-    """Whether a stage may start work that outlives this request (a summary made ahead of its compaction
-    event): the processor serves the run as a capability, whose run hook tells the stages when the run ends
-    (`end_run`), and this is not durable workflow code."""
+    """Whether a stage may start work that outlives this request (a summary ahead of its compaction event):
+    only when the run hook will tell the stages the run ended (`end_run`), outside durable workflow code."""
     compaction_request: CompactionRequest | None = None
     """The model asked for a compaction with the `compact_context` tool, answered in this request: the
     compactor compacts now (when the history is worth it), with the focus the model gave."""

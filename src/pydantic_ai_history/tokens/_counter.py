@@ -679,9 +679,8 @@ def _warn_offline_once(encoding: str, exc: Exception) -> None:
 
 
 _PIECE_CHARS = 1 << 18
-"""Texts longer than this are counted a piece at a time, cut after a line break: the token list of a 20 MB
-text would take some 40 bytes per token at once; a piece's is freed before the next is counted. A token can
-differ only where a cut falls, at most one per piece (about four per megabyte)."""
+"""Texts longer than this are counted a piece at a time, cut after a line break, so a 20 MB text's token list
+(some 40 bytes per token) is never held at once; a count differs by at most one per piece."""
 
 
 def _count_in_pieces(encoding: Any, text: str) -> int:

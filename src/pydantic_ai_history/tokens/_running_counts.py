@@ -253,8 +253,7 @@ _TAIL = 16
 """How far back from the end the last object a history shares with a branch is looked for."""
 _REWIND = 2
 """At most this many of a branch's last messages are replaced in place (a retried request, a reduced last
-tool return): the history they were part of is gone. A branch losing more is kept (a compaction or a fork
-may leave it alive) and the new history starts a branch of its own."""
+tool return); a branch losing more is kept (a fork may leave it alive) and the new history branches."""
 
 
 def _matching(branches: list[Branch], messages: list[ModelMessage], count: CountMessage) -> Branch | None:
