@@ -202,11 +202,8 @@ except ImportError:  # before pydantic-ai 2.x: no durable operations, every call
 
 
 def durability_base() -> type[Any] | None:
-    """pydantic-ai's durability capability base (Temporal, DBOS, Prefect), where the version has one.
-
-    Imported when first asked for, not with this module: it loads pydantic-ai's durable-execution machinery
-    (some 20 ms), which an app without a durable engine never needs.
-    """
+    """pydantic-ai's durability capability base, where the version has one; imported on first use, since
+    it loads the durable-execution machinery (some 20 ms) an app without a durable engine never needs."""
     try:
         from pydantic_ai.durable_exec import BaseDurabilityCapability
     except ImportError:  # before pydantic-ai 2.x
@@ -218,11 +215,9 @@ def bound_durable_operation(ctx: object, capability_id: str | None, name: str) -
     """Whether a durability capability bound the operation `name` of the capability `capability_id` for the
     run of `ctx`: its calls are then journaled (workflow code), else they run where they are made.
 
-    pydantic-ai has no public way to ask this: `RunContext._durable_operations` is the dispatch table its
-    durability capabilities install ("private pending the capability surface decisions",
-    pydantic/pydantic-ai#5477, closed by #6696 without a public query). This is the one place that reads it;
-    `tests/test_compat.py` fails when the field changes. `RunContext.in_durable_context` (public) is not the
-    same question: it is also true where our operations were not bound.
+    pydantic-ai has no public query (pydantic/pydantic-ai#5477), so this is the one place that reads
+    `RunContext._durable_operations`; `tests/test_compat.py` fails when it changes. The public
+    `in_durable_context` is also true where our operations were not bound.
     """
     operations = getattr(ctx, '_durable_operations', None)
     return operations is not None and (capability_id, name) in operations
@@ -338,11 +333,8 @@ def pydantic_ai_version() -> str:
 
 
 def answered_call_id(part: ModelRequestPart) -> str | None:
-    """The tool call id a request part answers, or None when it answers no tool call.
-
-    A `RetryPromptPart` without `tool_name` is an output-validation retry: it still gets an auto-generated
-    `tool_call_id`, but answers no call, so it must not be paired.
-    """
+    """The tool call id a request part answers, or None. A `RetryPromptPart` without `tool_name` (an
+    output-validation retry) has an auto-generated `tool_call_id` but answers no call."""
     if isinstance(part, ToolReturnPart):
         return part.tool_call_id
     if isinstance(part, RetryPromptPart) and part.tool_name is not None:
@@ -399,11 +391,8 @@ def run_id_of(ctx: Any) -> str | None:
 
 
 def is_media(item: object) -> bool:
-    """Whether a content item is a file: `BinaryContent` or a `FileUrl` (image, audio, document, video URL).
-
-    By type, never by `hasattr(item, 'media_type')`: `FileUrl.media_type` is a property that raises when it
-    cannot guess the type from the URL.
-    """
+    """Whether a content item is a file: `BinaryContent` or a `FileUrl`. By type, never by
+    `hasattr(item, 'media_type')`: `FileUrl.media_type` raises when it cannot guess the type."""
     return isinstance(item, (BinaryContent, FileUrl))
 
 
@@ -417,11 +406,8 @@ def media_type_of(item: object) -> str:
 
 
 def decode_data_url(url: str) -> tuple[bytes, str] | None:
-    """The bytes and media type of a `data:` URL; None for any other URL or undecodable data.
-
-    Decoded by its declared encoding (RFC 2397): base64 when the header ends in `;base64`, percent-encoding
-    otherwise (`data:text/plain,a%20b` is `a b`).
-    """
+    """The bytes and media type of a `data:` URL (base64 or percent-encoded, RFC 2397); None for any other
+    URL or undecodable data."""
     import base64
     import binascii
     from urllib.parse import unquote_to_bytes
@@ -440,11 +426,8 @@ def decode_data_url(url: str) -> tuple[bytes, str] | None:
 
 
 def json_text(value: Any) -> str:
-    """`value` as the compact JSON a model sees; what JSON cannot hold is written with `str`.
-
-    Never raises: a value pydantic cannot serialise (a file URL nested in a tool's dict whose media type
-    cannot be guessed from the URL, on some versions) is written with `str` as a whole.
-    """
+    """`value` as the compact JSON a model sees; never raises: what pydantic cannot serialise (a file URL
+    whose media type cannot be guessed, on some versions) is written with `str`."""
     import pydantic_core
 
     try:
@@ -455,9 +438,8 @@ def json_text(value: Any) -> str:
 
 def file_input_profile(model: Any) -> Mapping[str, Any] | None:
     """The file-input flags of `model`'s profile (`supports_image_input`, `supports_document_input`,
-    `supported_document_media_types`, ...) where pydantic-ai has them (2.x); None where it does not (1.x).
-
-    A wrapper over several models (`FallbackModel`, which has no profile) takes what every one of them takes.
+    `supported_document_media_types`, ...) where pydantic-ai has them (2.x), else None. A `FallbackModel`
+    takes what every one of its models takes.
     """
     if 'supports_image_input' not in _PROFILE_KEYS:
         return None
@@ -495,11 +477,8 @@ except ImportError:  # pragma: no cover
 
 
 def is_compaction_response(message: ModelMessage) -> bool:
-    """Whether `message` is a provider's compaction response: a `ModelResponse` holding a `CompactionPart`.
-
-    Its `usage.input_tokens` measured the conversation it replaced, not the history before it, so it is no
-    anchor for a size estimate; its output is the compaction item the provider is sent from then on.
-    """
+    """Whether `message` is a `ModelResponse` holding a `CompactionPart`: its usage measured the conversation
+    it replaced, so it is no anchor for a size estimate."""
     return (
         COMPACTION_PART is not None
         and isinstance(message, ModelResponse)
@@ -526,8 +505,7 @@ def compaction_unavailable(model: object, *, journaled: bool) -> str | None:
     """Why `model` cannot compact natively (`Model.compact_messages`), or None when it can be asked to.
 
     1.x is left out: its compaction part is a response part only, which our summary layout does not build on.
-    Under durable execution the call must go through the run's durable model (pydantic-ai journals
-    `compact_messages` there), never straight to the provider from workflow code.
+    Under durable execution the call must go through the run's durable model, which journals it.
     """
     if not COMPACTION_REQUEST_PART:
         return f'pydantic-ai {pydantic_ai_version()} has no provider-native compaction (2.x has)'
@@ -553,11 +531,8 @@ async def request_compaction(
     tool_definitions: Sequence[Any],
     instructions: str | None,
 ) -> ModelResponse:
-    """Ask `model` to compact `messages` (`Model.compact_messages`): its response holds the compaction part.
-
-    The request carries the run's settings and tools, like the request it stands in front of; raises what the
-    model raises (`NotImplementedError` where unsupported, the provider's errors otherwise).
-    """
+    """Ask `model` to compact `messages` (`Model.compact_messages`), with the run's settings and tools;
+    raises what the model raises (`NotImplementedError` where unsupported)."""
     from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 
     parameters = ModelRequestParameters(

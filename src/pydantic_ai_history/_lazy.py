@@ -1,8 +1,7 @@
 """Exports loaded on first use (PEP 562), so `import pydantic_ai_history` costs little over pydantic-ai.
 
-A package lists each public name with the module that defines it; the module is imported the first time the
-name is read, and the value is kept in the package's namespace so later reads are plain lookups. Type
-checkers read the same names from an `if TYPE_CHECKING:` import block beside the mapping.
+A package maps each public name to its module, imported on the first read and cached in the package's
+namespace; type checkers read the same names from an `if TYPE_CHECKING:` block beside the mapping.
 """
 
 from __future__ import annotations

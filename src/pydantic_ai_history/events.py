@@ -1,17 +1,9 @@
 """Typed events: every decision the processor takes is one of these, sent to `on_event` and to logging.
 
-Where pydantic-ai has capability events (2.x), the capability also emits each into the run's own event stream,
-so `run_stream_events()`, `agent.iter()`, an `event_stream_handler` and durable engines' event handlers show
-them next to the model's own events. The stream form of a `HistoryEvent` is a `HistoryStreamEvent` of kind
-`pydantic_ai_history.<name>` (e.g. `pydantic_ai_history.context_usage`), made from it by `stream_event_for`;
-its fields are the event's own, so each is documented once, on the event.
-
-pydantic-ai's UI adapters do not forward capability events to a frontend (they are the agent's own signals);
-an app that wants them there adds `ui_forwarding()` to its agent, which re-emits each as the application
-event `pydantic_ai_history` (Vercel AI: a `data-pydantic_ai_history` chunk; AG-UI: a custom event).
-
-On versions without capability events the stream classes exist (so imports work everywhere) but are never
-emitted.
+On 2.x the capability also emits each into the run's event stream as a `HistoryStreamEvent` of kind
+`pydantic_ai_history.<name>` (`stream_event_for`), whose fields are the event's own. UI adapters do not
+forward capability events; `ui_forwarding()` re-emits them as the application event `pydantic_ai_history`.
+Without capability events the stream classes exist (imports work everywhere) but are never emitted.
 """
 
 from __future__ import annotations
@@ -469,10 +461,8 @@ logger = logging.getLogger('pydantic_ai_history')
 @dataclass(repr=False, kw_only=True)
 class HistoryStreamEvent(CapabilityEventBase, namespace=NAMESPACE, abstract=True):
     """Base of the package's stream events: the stream form of a `HistoryEvent` (see `stream_event_for`).
-
-    Each kind is a class of its own, because pydantic-ai registers a capability event's kind by its class (so
-    a serialized event comes back as the same typed event). But for `HistoryWarningEvent`, a kind's fields are
-    those of its source event of the same names (documented there), made by `_stream_form`."""
+    Each kind is a class of its own because pydantic-ai registers a kind by its class (so a serialized event
+    comes back typed); its fields are those of its source event, documented there."""
 
     run_id: str | None = None
     """The pydantic-ai run the request belongs to."""
@@ -656,12 +646,8 @@ def gather(event: HistoryEvent) -> None:
 
 
 async def publish(ctx: Any, events: list[HistoryStreamEvent]) -> None:
-    """Emit `events` into the run's stream from the capability's hook.
-
-    Events are gathered and emitted once processing is done because the stages report synchronously; the
-    stream delivers what a request hook emits when the request begins either way. A run without an event
-    stream (or an emit that fails) costs the stream its events, never the run.
-    """
+    """Emit `events` into the run's stream from the capability's hook, once processing is done (the stages
+    report synchronously). A run without a stream, or a failing emit, loses the events, never the run."""
     for event in events:
         try:
             await ctx.emit(event)
@@ -674,9 +660,7 @@ def ui_forwarding() -> AbstractCapability[Any]:
     """A capability for the app's agent that re-emits the package's stream events as the application event
     `pydantic_ai_history`, which pydantic-ai's UI adapters forward to the frontend: Vercel AI as a
     `data-pydantic_ai_history` chunk, AG-UI as a custom event. Its payload is the stream event's fields
-    (`kind`, e.g. `pydantic_ai_history.compaction_finished`, then the rest).
-
-    `Agent(..., capabilities=[processor, ui_forwarding()])`. pydantic-ai 2.x only.
+    (`kind`, then the rest). `Agent(..., capabilities=[processor, ui_forwarding()])`; pydantic-ai 2.x only.
     """
     if not HAS_CAPABILITY_EVENTS:
         raise RuntimeError('this pydantic-ai version has no capability events to forward (2.x has)')

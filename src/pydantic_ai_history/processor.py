@@ -143,16 +143,9 @@ def _taking_the_fields_of(
 def create_history_processor(**settings: Any) -> HistoryProcessor:
     """The history processor: artifact planner, then compactor, then sliding window.
 
-    The result is a pydantic-ai capability where pydantic-ai has them (`Agent(capabilities=[processor])`)
-    and a history processor everywhere (`Agent(history_processors=[processor])` on early 1.x). Every keyword
-    is a field of `HistoryProcessor` (or of `HistoryCapability`, its base), documented there; each setting has
-    one home:
-
-    - `policy`: window, utilization, reserve, budget, compaction trigger (`max_tokens`) and target;
-    - `summarizer`: model, model settings, instructions, timeout and input cap of every LLM call;
-    - `artifacts` / `compaction`: each stage's own knobs, or False to switch it off; `window=False` switches
-      the sliding window off.
-
-    `on_event=` is accepted for `on_history_event=` (the field's name: `on_event` is pydantic-ai's hook).
+    A capability (`Agent(capabilities=[processor])`) and a history processor (`history_processors=` on early
+    1.x). Every keyword is a field of `HistoryProcessor` or `HistoryCapability`, documented there: `policy`
+    (window, budget, trigger, target), `summarizer` (every LLM call), `artifacts` / `compaction` (each stage's
+    knobs, or False to switch it off), `window=False`. `on_event=` is accepted for `on_history_event=`.
     """
     return HistoryProcessor(**settings)

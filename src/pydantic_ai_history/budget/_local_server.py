@@ -1,27 +1,12 @@
-"""The context window a local server runs a model with, asked of that server (LM Studio, Ollama, llama.cpp,
-vLLM).
+"""The context window a local server (LM Studio, Ollama, llama.cpp, vLLM) runs a model with, asked of it.
 
-Such servers know the window they serve (a launch or load setting, often 4K to 32K), which no table can: the
-model's trained maximum is usually far larger, and a history planned against it is cut by the server. When
-nothing else knows the window of the serving model (no `ContextPolicy.context_window`, no profile, no
-genai-prices or table entry), the processor asks the server once and keeps the answer for the process.
-
-Who is asked, and what leaves the process:
-- only the model's own base URL (the server its requests already go to), with the API key its client already
-  sends there, never a proxy (the environment's proxy settings are ignored) and never a redirect;
-- only when that URL is on this machine or the local network: `localhost`, a loopback, private or link-local
-  IP address, a host name without a dot (a container's), or one under `.local`, `.lan`, `.internal` or
-  `.home.arpa`. Names are not resolved: a public host name is never asked, whatever it resolves to;
-- within `PROBE_TIMEOUT_SECONDS` for every endpoint together, in a worker thread (the event loop never waits
-  on a socket), once per server and model in a process, an unanswered question included.
-
-The endpoints, each the server's documented way to say it:
-- vLLM: `GET {base_url}/models`, the model's `max_model_len`;
-- LM Studio: `GET /api/v0/models/{model}`, `loaded_context_length` (the window it was loaded with), else
-  `max_context_length`;
-- llama.cpp (`llama-server`): `GET /props`, `default_generation_settings.n_ctx` (the context of one slot);
-- Ollama: `GET /api/ps`, the loaded model's `context_length`; else `POST /api/show`, its `num_ctx` parameter;
-  else Ollama's smallest documented default (4,096 tokens, or the model's own maximum if smaller).
+Such servers serve a window (a load setting, often 4K to 32K) far below the model's trained maximum, and a
+history planned against the maximum is cut by the server. When nothing else knows the window, the processor
+asks once per server and model in a process. What leaves the process is bounded: only the model's own base
+URL, with the key its client already sends there, no proxy and no redirect; only for a host on this machine
+or the local network (names are never resolved); within `PROBE_TIMEOUT_SECONDS` in a worker thread. Each
+server is asked its documented way (vLLM `/models`, LM Studio `/api/v0/models`, llama.cpp `/props`, Ollama
+`/api/ps` then `/api/show`, else Ollama's smallest documented default).
 """
 
 from __future__ import annotations

@@ -118,9 +118,8 @@ class ContextPolicy:
     """The compaction trigger. Default: 120,000, or 80% of the budget when that is smaller; never above the
     budget."""
     target_tokens: int | None = None
-    """The history's size after a compaction. Default: a third of the trigger, at most 40,000. A target not
-    below the trigger gets that default too (compacting to just under the trigger would compact again on every
-    request)."""
+    """The history's size after a compaction. Default: a third of the trigger, at most 40,000; also for a
+    target not below the trigger, which would compact again on every request."""
     fallback_context_window: int = DEFAULT_FALLBACK_CONTEXT_WINDOW
     """The window assumed for an unknown model (128,000), with a `context_window_fallback` warning."""
     strict: bool = False
@@ -156,12 +155,9 @@ class ContextPolicy:
             )
 
     def resolve(self, info: ModelInfo) -> ContextLimits:
-        """The limits for one model.
-
-        Raises `ContextWindowUnknownError` when `strict` and nothing knows the window, and
-        `ContextPolicyError` when the settings cannot work with the window (a reserve or a budget that leaves
-        no room); a value that must be clamped (a trigger above the budget, a target not below the trigger) is
-        clamped and said in `ContextLimits.adjustments`.
+        """The limits for one model. Raises `ContextWindowUnknownError` when `strict` and nothing knows the
+        window, `ContextPolicyError` when the settings leave no room; a value that must be clamped (a trigger
+        above the budget, a target not below the trigger) is said in `ContextLimits.adjustments`.
         """
         model_window, source = self._window(info)
         window = max(int(model_window * self.utilization), 1)

@@ -1,12 +1,9 @@
 """How many tokens the newest request may carry: one rule for the stages and the read-back tool.
 
-Everything a request carries is planned against the same budget: the tool returns it answers with, the
-read-backs among them, the user's own message. When the history with the newest request fits the artifact
-stage's hard limit (the policy's budget, at most its compaction trigger) nothing is cut. When it does not, the
-newest request gets the room the older messages leave, but never less than the artifact budget (older
-messages then make way: compacted or dropped by the window), and never more than the window can make room
-for (the budget less what it never drops: the instructions and tools, the preserved head, the response the
-request answers, and its note).
+When the history with the newest request fits nothing is cut. Otherwise the request gets the room older
+messages leave, never less than the artifact budget (older messages then make way) and never more than the
+window can free (the budget less what it never drops: instructions, tools, the preserved head, the response
+the request answers).
 """
 
 from __future__ import annotations
@@ -85,11 +82,9 @@ def read_room_tokens(
     keep_first_user_message: bool = True,
 ) -> int | None:
     """Tokens one read-back may return: the newest request's room shared by the reads the newest response
-    calls (`messages` ends with it), less the framing of every return that request will carry.
-
-    None when `messages` does not end with that response: the history the tool was given is not the one the
-    reads will join (pydantic-ai 1.0 hands tools the history before processing and without the response;
-    durable activities get none). The stage that fits the newest request then cuts the pages instead.
+    calls (`messages` ends with it), less the framing of every return that request will carry. None when
+    `messages` does not end with that response (1.0, durable activities): the stage that fits the newest
+    request then cuts the pages instead.
     """
     if not messages or not isinstance(messages[-1], ModelResponse):
         return None

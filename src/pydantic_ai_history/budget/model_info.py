@@ -177,9 +177,7 @@ class ModelInfo:
 
 def model_name_of(model: object) -> str | None:
     """`provider:name` for a pydantic-ai `Model` (`bedrock:us.anthropic.claude-...-v2:0`), or the string.
-
-    A `Model` whose name already starts with a known provider (a `FunctionModel` named `anthropic:claude-...`)
-    keeps it; a Bedrock id's `:0` or an Ollama tag (`llama3.1:8b`) is not taken for one.
+    A name already starting with a known provider keeps it (a Bedrock `:0` or an Ollama tag is no provider).
     """
     if model is None:
         return None
@@ -310,14 +308,11 @@ def model_info(
     context_window: int | None = None,
     server_windows: Mapping[str, int] | None = None,
 ) -> ModelInfo:
-    """What is known of a model; never raises. The window: override, then what the model's local server said
-    (`server_windows`, by `LocalServer.key`, see `_local_server`: the profile, genai-prices and the tables
-    know the model's trained maximum, not the window that server runs it with), then the profile (2.x), then
-    genai-prices, then `KNOWN_CONTEXT_WINDOWS`, else `source='unknown'` (the policy's fallback applies). The
-    output cap: the profile, then `KNOWN_MAX_OUTPUT_TOKENS`.
-
-    A wrapper that may send a request to several models (`FallbackModel`) is described by the candidate with
-    the smallest known window: a history that fits it fits them all (`serving_candidates`)."""
+    """What is known of a model; never raises. The window: override, then what its local server said
+    (`server_windows`: the other sources know the trained maximum, not the served window), then the profile,
+    genai-prices, `KNOWN_CONTEXT_WINDOWS`, else `source='unknown'`. The output cap: the profile, then
+    `KNOWN_MAX_OUTPUT_TOKENS`. A `FallbackModel` is described by its candidate with the smallest known window:
+    a history that fits it fits them all."""
     candidates = serving_candidates(model)
     if len(candidates) > 1 and context_window is None:
         infos = [model_info(candidate, server_windows=server_windows) for candidate in candidates]
@@ -344,12 +339,9 @@ _MAX_CANDIDATES = 64
 
 
 def serving_candidates(model: object) -> tuple[object, ...]:
-    """The models a request to `model` may be served by, in the order they would be tried.
-
-    A model with a profile of its own is its own only candidate, wrappers included (`InstrumentedModel`, a
-    durable model, which answers for the model it currently serves). A `FallbackModel` may call any of its
-    models, and a wrapper around one has no profile either (it raises `NotImplementedError`): those are
-    read through, with pydantic-ai's public `FallbackModel.models` and `WrapperModel.wrapped`.
+    """The models a request to `model` may be served by, in the order they would be tried. A model with a
+    profile of its own is its only candidate, wrappers included; a `FallbackModel` (and a wrapper around one,
+    which has no profile) is read through `FallbackModel.models` and `WrapperModel.wrapped`.
     """
     if model is None or isinstance(model, str):
         return (model,)

@@ -1,20 +1,10 @@
 """The near-limit notice: a system prompt for one request, telling the model its history nears its limit.
 
-Off by default (`HistoryProcessor(near_limit_notice=True)` or `NearLimitNotice(...)`): a run that does not
-enable it sends the same prompts as before. Once the processed history passes `start` of its limit (the
-compaction trigger, where older messages are summarized; the budget, where the window drops them, when
-nothing compacts), a request carries a short notice with the figures, and, when the `compact_context` tool
-is offered, says the model may call it at a natural break. It is sent when the history passes `start`, and
-again each time it has grown by `every` of the limit since (not with every request: a prompt cache keyed by
-breakpoints, such as Anthropic's with a model that has no request-scoped system prompts, writes the request
-with its notice and cannot reuse that write for the next request, which leaves the notice out).
-
-It never disturbs the cached prefix. On pydantic-ai 2.x it is a request-scoped `SystemPromptPart` enqueued
-from the request hook (pydantic-ai's way for per-request nudges): it is sent last in its request, and later
-requests leave it out (or the provider clears it), so the prefix they share with this one ends where the
-notice began, which is where new content starts anyway. Where system prompts have no scope (late 1.x), it is
-added to the outgoing copy of the request only, at its end, never to the history. pydantic-ai 1.0 has no
-request hook: there is no notice.
+Off by default. Once the history passes `start` of its limit (the compaction trigger, else the budget), a
+request carries the figures (and, when offered, says `compact_context` may be called); again each time it has
+grown by `every` of the limit, not with every request, since a breakpoint-keyed prompt cache cannot reuse a
+write that ends in a notice. It never disturbs the cached prefix: on 2.x a request-scoped `SystemPromptPart`,
+sent last and left out of later requests; on late 1.x added to the outgoing copy only; none on 1.0.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """How this package marks the messages and parts it writes, and recognises them again: by identity, not text.
 
-A user or a tool can type any text, so no text prefix is trusted. Our own output is recognised by:
-
-- **metadata**: the dict under `MARKER_KEY` in the `metadata` of a message or a part, where its type has the
-  field (every message on late 1.x and 2.x; `ToolReturnPart` everywhere; `CompactionPart` and
-  `SystemPromptPart` on 2.x). Metadata is set by code and never sent to the model: a user or a tool's output
-  cannot write it. A message we write records the kind of each of its parts (`parts`), so a history reloaded
-  in another process still knows them.
-- **a seal**, for text we write where there is no metadata to hold the mark (a `UserPromptPart`, a text item
-  inside a user's attachment list, and every message on 1.0; pydantic-ai also drops a request's metadata
-  when it merges it with the next one at the start of a run): its last line carries a keyed hash
-  (HMAC-SHA256) of its kind and of exactly the text before it. Forging one needs the key.
-
-The key comes from the one secret kept where the data is: the processor seals and verifies inside
-`seal_key_scope(store secret)`, so a `DirectoryStore` or `RedisStore` (which keep their secret beside the
-data) recognises every note of a history reloaded in any process, with no environment variable; a
-`MemoryStore` given no `secret=` uses the process's own (`process_secret`), which dies with the process like
-its data; under durable execution it is the store's explicit `secret=`. A seal made with another key reads as
-plain text (the message is then treated as the user's: summarized or kept, never silently dropped). Outside
-any scope (a stage used on its own, code reading a processed history) the process's own key is used;
-`HistoryProcessor.marks()` scopes code to its store's.
-
-A marker found inside foreign text is just text. A request is one of ours only when every part but its
-system prompts is ours: a request pydantic-ai merged with a user turn (`repair_messages`) counts as foreign,
-so nothing the user wrote is lost with it.
+A user or a tool can type any text, so no text prefix is trusted. Our output carries either **metadata** (the
+dict under `MARKER_KEY`, set by code and never sent to the model; a message records the kind of each part, so
+a reloaded history still knows them) or, where no metadata can hold it (a `UserPromptPart`, every message on
+1.0, a request pydantic-ai merged), a **seal**: a last line with an HMAC of its kind and exactly the text
+before it. The key is the store's secret (`seal_key_scope`), so every process sharing the store recognises
+our notes; a seal made with another key reads as plain text (treated as the user's, never dropped). A request
+is ours only when every part but its system prompts is, so a merged user turn is never lost with it.
 """
 
 from __future__ import annotations
@@ -146,11 +129,8 @@ _scoped_key: ContextVar[bytes | None] = ContextVar('pydantic_ai_history_seal_key
 
 @contextmanager
 def seal_key_scope(secret: bytes) -> Iterator[None]:
-    """Seal and verify with a key derived from `secret` within the block, with no environment or randomness.
-
-    The processor uses its store's id secret: every process (and every durable worker and replay) that shares
-    the store reads the same seals.
-    """
+    """Seal and verify with a key derived from `secret` within the block, with no environment or randomness:
+    with the store's secret, every process (and durable worker and replay) sharing it reads the same seals."""
     token = _scoped_key.set(seal_key(secret))
     try:
         yield
@@ -202,11 +182,8 @@ def seal(kind: Kind, text: str) -> str:
 
 
 def sealed_kind(text: str) -> tuple[str, str] | None:
-    """`(kind, text without the seal)` when `text` carries a valid seal of ours, else None.
-
-    Cheap for foreign text: only a text whose last line looks like a seal is hashed, and each verdict is
-    remembered (a history is examined many times per request).
-    """
+    """`(kind, text without the seal)` when `text` carries a valid seal of ours, else None. Only a last line
+    that looks like a seal is hashed, and verdicts are remembered (a history is examined many times)."""
     if _SEAL_OPENING not in text[-_SEAL_MAX:]:
         return None
     memo = (_key(), text)
@@ -263,11 +240,8 @@ def _part_kind(part: Any) -> str | None:
 
 
 def part_kinds(message: ModelMessage) -> list[str | None]:
-    """The kind of each part of a request that is ours, None for every other part (all None for a response).
-
-    The layout the message's metadata records is used when it matches the parts; each part's own metadata
-    or seal otherwise.
-    """
+    """The kind of each part of a request that is ours, None for every other part (all None for a response):
+    from the layout the message's metadata records when it matches, else each part's own mark."""
     if not isinstance(message, ModelRequest):
         return [None] * len(message.parts)
     ours = own_metadata(getattr(message, 'metadata', None))
@@ -282,11 +256,8 @@ def part_kinds(message: ModelMessage) -> list[str | None]:
 
 
 def marker_kind(message: ModelMessage) -> str | None:
-    """'summary' or 'window' for a request this package wrote, else None.
-
-    Ours when every part but its system prompts is ours (recorded in its metadata, or each marked or sealed):
-    a request with any foreign part is foreign, whatever its text says.
-    """
+    """'summary' or 'window' for a request this package wrote, else None: a request with any foreign part
+    but its system prompts is foreign, whatever its text says."""
     if not isinstance(message, ModelRequest):
         return None
     kinds = part_kinds(message)
@@ -307,11 +278,8 @@ def own_request(
     details: Mapping[str, Any],
     run_id: str | None = None,
 ) -> ModelRequest:
-    """A request of ours: `(part, kind)` pairs (kind None for carried system prompts), marked in metadata.
-
-    The caller has already marked each part of ours itself (part metadata or `seal`); the message's metadata
-    adds the layout and `details` where messages have metadata.
-    """
+    """A request of ours from `(part, kind)` pairs (kind None for carried system prompts, each other part
+    already marked); the message's metadata adds the layout and `details` where messages have metadata."""
     layout = [kind for _, kind in parts]
     kind = next((k for k in layout if k in ('summary', 'window')), None)
     metadata = {MARKER_KEY: {'kind': kind, **details, 'parts': layout}}
@@ -321,10 +289,9 @@ def own_request(
 def separate_own_parts(messages: list[ModelMessage]) -> list[ModelMessage]:
     """`messages` with every request that mixes our summary or window parts with foreign ones split in two.
 
-    pydantic-ai merges consecutive requests when a run starts on a saved history, so the summary request that
-    followed the kept first user turn arrives inside it. Split back, the summary is ours again: the next
-    compaction updates it instead of keeping it as foreign content beside a second summary. Returns
-    `messages` itself when no request mixes them.
+    pydantic-ai merges consecutive requests when a run starts on a saved history; split back, our summary is
+    ours again and the next compaction updates it rather than keep it as foreign content. Returns `messages`
+    itself when no request mixes them.
     """
     result: list[ModelMessage] | None = None
     for index, message in enumerate(messages):

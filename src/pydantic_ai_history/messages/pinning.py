@@ -28,9 +28,7 @@ _T = TypeVar('_T')
 
 def pin(item: _T) -> _T:
     """A copy of a message or part with the pin marker set in its metadata; the original is not changed.
-
-    Messages have metadata on late 1.x and 2.x; `ToolReturnPart` on every version (and `SystemPromptPart`
-    on 2.x). Where the item has no metadata field this raises `TypeError`: use a pin predicate instead
+    Raises `TypeError` where the item has no metadata field (messages on 1.0): use a pin predicate instead
     (`create_history_processor(pin=...)`).
     """
     fields = {f.name for f in dataclasses.fields(item)}  # type: ignore[arg-type]
@@ -50,10 +48,8 @@ _ERROR_OUTCOMES = frozenset({'failed', 'retried', 'denied'})
 
 
 def pin_tool_errors(message: ModelMessage) -> bool:
-    """A predicate: keep tool errors and retry prompts, so the model does not repeat a failed call.
-
-    Matches `RetryPromptPart` (1.x; still loaded on 2.x) and 2.x tool returns whose `outcome` is
-    'failed', 'retried' or 'denied'.
+    """A predicate: keep tool errors and retry prompts, so the model does not repeat a failed call
+    (`RetryPromptPart`, and 2.x tool returns whose `outcome` is 'failed', 'retried' or 'denied').
     """
     if not isinstance(message, ModelRequest):
         return False

@@ -1,13 +1,8 @@
 """A history as atomic units, and where it may safely be cut.
 
-Every stage that drops or replaces messages works on units, never on single messages, so no tool call is
-separated from its return. This is the only module that pairs calls with returns.
-
-Pairing follows pydantic-ai's own pre-send repair (`pydantic_ai.messages._dangling_tool_calls_by_response`
-and `_drop_orphaned_tool_results` in 2.x), by call id rather than by adjacency: a tool result (a
-`ToolReturnPart`, or a `RetryPromptPart` naming a tool) answers the oldest still-open call with its id in any
-earlier response. So the returns of one response may be split over several requests (deferred tools, human
-approvals) and may come after an intervening response, and the history is still valid.
+Stages drop or replace units, never single messages, so no tool call is separated from its return; this is
+the only module that pairs them. Pairing follows pydantic-ai's pre-send repair, by call id rather than by
+adjacency, so returns split over several requests (deferred tools, approvals) still pair.
 """
 
 from __future__ import annotations
@@ -40,13 +35,9 @@ __all__ = (
 
 @dataclass(frozen=True)
 class Unit:
-    """Messages `[start, end)` that must be kept or dropped together.
-
-    A response carrying tool calls forms one unit with every request that answers them (returns, retry
-    prompts, deferred results, approvals), up to the last such request, with whatever lies between; units
-    that would overlap are merged. Every other message is a unit of its own. Native (builtin) tool calls and
-    their returns live in the same response, so they are atomic already.
-    """
+    """Messages `[start, end)` that must be kept or dropped together: a response carrying tool calls with
+    every request that answers them and whatever lies between (overlapping units merged); every other
+    message alone."""
 
     start: int
     end: int
@@ -64,11 +55,8 @@ def tool_call_ids(message: ModelResponse) -> list[str]:
 
 @dataclass
 class ToolPairing:
-    """pydantic-ai's ordered matching of tool results to tool calls, fed one message at a time.
-
-    `add` costs what the message holds, so a caller that keeps the pairing of a history and later sees the
-    same history grown by a few messages only feeds the new ones.
-    """
+    """pydantic-ai's ordered matching of tool results to tool calls, fed one message at a time (so a grown
+    history costs only its new messages)."""
 
     length: int = 0
     """How many messages were fed."""
@@ -171,12 +159,9 @@ def split_units(messages: Sequence[ModelMessage]) -> list[Unit]:
 
 
 def _first_user_turn(messages: Sequence[ModelMessage]) -> int | None:
-    """Index of the request with the first user prompt, when it opens the conversation.
-
-    System-prompt-only requests may come before it; so may a malformed start (a response, or tool returns
-    whose calls are gone), which does not make the first user message any less the original task. Any other
-    request first (our summary on 2.x, say) means the first user turn is gone.
-    """
+    """Index of the request with the first user prompt, when it opens the conversation: system-prompt-only
+    requests or a malformed start may come before it, but any other request (our summary, say) means the
+    first user turn is gone."""
     for index, message in enumerate(messages):
         if not isinstance(message, ModelRequest):
             continue
@@ -191,10 +176,7 @@ def head_length(
     messages: Sequence[ModelMessage], units: Sequence[Unit], *, keep_first_user_message: bool
 ) -> int:
     """How many leading messages are kept verbatim: the system prompt and, by default, the first user turn.
-
-    Returns a unit boundary. The head never reaches into the last unit (the current request), so a short
-    history is not all head.
-    """
+    A unit boundary, never into the last unit, so a short history is not all head."""
     if not units:
         return 0
     wanted = 0
@@ -214,12 +196,9 @@ def head_length(
 
 
 def fit_suffix(costs: Sequence[int], budget: int, *, at_least: int = 1) -> int:
-    """Index of the first unit of the longest run of trailing units whose costs fit `budget`.
-
-    Walks from the newest unit back and stops at the first one that does not fit: it never skips a large
-    unit to keep older ones (that "greedy fit" makes an incoherent history). The last `at_least` units are
-    kept whatever they cost.
-    """
+    """Index of the first unit of the longest run of trailing units whose costs fit `budget` (the last
+    `at_least` kept whatever they cost). It never skips a large unit to keep older ones: that makes an
+    incoherent history."""
     n = len(costs)
     start = max(n - at_least, 0)
     used = sum(costs[start:])

@@ -89,17 +89,11 @@ def validate_history(
 ) -> list[Violation]:
     """Check a history against the invariants; return every violation found (empty when valid).
 
-    Tool pairing is pydantic-ai's: a result answers the oldest open call with its id in any earlier
-    response, so returns split over several requests or given after an intervening response are valid. A
-    history is an error exactly where pydantic-ai's pre-send repair would change it (an orphan result it
-    drops, a dangling call it answers as "interrupted"); the calls of the newest response that have no
-    result yet are only a warning, as they are the live frontier that deferred results may still answer.
-
-    With `original` (the history before processing) it also checks that the current request is unchanged,
-    system prompt parts survive and signed thinking parts are kept exactly or dropped with their response.
-    With `budget` and `count_tokens` it checks the history fits. With `finished=True` it checks a finished
-    run's history (`result.all_messages()`), which may end with the final response instead of the request a
-    history processor sees.
+    Tool pairing is pydantic-ai's, by call id: an error is exactly what its pre-send repair would change;
+    open calls of the newest response are only a warning (deferred results may still answer them). With
+    `original` (the history before processing) it also checks the current request is unchanged, system
+    prompts survive and signed thinking is kept exactly or dropped with its response; with `budget` and
+    `count_tokens`, that it fits; `finished=True` accepts a finished run's history (`result.all_messages()`).
     """
     if not messages:
         return [
@@ -120,11 +114,8 @@ def validate_history(
 
 
 class StructureCheck:
-    """The structural checks of `validate_history` (ends, pairing, empty messages), fed incrementally.
-
-    Feeding costs what the new messages hold; `violations` costs what is wrong plus the calls still open. So
-    a caller that sees the same history grown by a few messages pays for those only.
-    """
+    """The structural checks of `validate_history` (ends, pairing, empty messages), fed incrementally, so a
+    history grown by a few messages costs only those."""
 
     def __init__(self) -> None:
         self.pairing = ToolPairing()
@@ -295,9 +286,7 @@ def assert_valid_history(
     finished: bool = False,
 ) -> None:
     """Raise `HistoryValidationError` listing every violation; warnings pass unless `allow_warnings=False`.
-
-    `finished=True` checks a finished run's history:
-    `assert_valid_history(result.all_messages(), finished=True)`.
+    `finished=True` checks a finished run's history (`result.all_messages()`).
     """
     violations = validate_history(
         messages, original=original, budget=budget, count_tokens=count_tokens, finished=finished

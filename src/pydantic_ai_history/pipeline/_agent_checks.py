@@ -58,11 +58,8 @@ _MAX_STEPS = 4_096
 
 def claim_step(processor: object, ctx: object, entry: str) -> None:
     """Refuse a second history processor on a run step (`UserError`); the same one replaying it is fine.
-
-    The agent's constructor refuses what it can see (`for_agent`), but a processor added as a plain history
-    processor (`ProcessHistory(p)`, `history_processors=[p]`) is not told of its agent: two of them, or one
-    added twice by two routes, are refused here, before either changes the history.
-    """
+    A plain history processor (`history_processors=[p]`) is not told of its agent, so `for_agent` cannot
+    see it: two, or one added by two routes, are refused here, before either changes the history."""
     # only with pydantic-ai's run ids: 1.0's stand-in key is shared by an agent delegating with `usage=`
     run_key = run_id_of(ctx)
     step = getattr(ctx, 'run_step', None)
@@ -130,12 +127,8 @@ def user_error(message: str) -> Exception:
 
 
 def durable_store_problem(store: ArtifactStore) -> str | None:
-    """Why `store` cannot serve a durable agent, or None.
-
-    Workers run the operations that write the store and the `read_artifact` tool that reads it, each on any
-    worker, so the store must be one they all see. Workflow code makes artifact ids without I/O, so the
-    store's id secret must be given, the same on every worker.
-    """
+    """Why `store` cannot serve a durable agent, or None: any worker writes and reads it, so all must see
+    it; workflow code makes ids without I/O, so its secret must be given, the same on every worker."""
     name = type(store).__name__
     if isinstance(store, MemoryStore):
         return (

@@ -1,10 +1,8 @@
 """The capability every part of the package is: pydantic-ai's hooks around a pipeline of stages.
 
-`HistoryCapability` resolves the context policy once per request, runs its stages under one guard (a stage
-that raises or makes the history worse is skipped; the output never newly passes the budget), keeps per-run
-stats and turns every decision into an event, a log line and a span. `HistoryProcessor` composes the three
-built-in stages; each stage (`ArtifactPlanner`, `Compactor`, `SlidingWindow`) is also a capability of its
-own, whose pipeline is itself.
+`HistoryCapability` resolves the context policy once per request and runs its stages under one guard (a
+stage that raises or makes the history worse is skipped; the output never newly passes the budget); every
+decision becomes an event, a log line and a span. Each built-in stage is also a capability of its own.
 """
 
 from __future__ import annotations
@@ -140,17 +138,10 @@ SERIALIZATION_NAME = 'PydanticAIHistory'
 class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     """pydantic-ai's hooks around a pipeline of stages, with the settings every stage shares.
 
-    One object serves every pydantic-ai version: `Agent(capabilities=[...])` where pydantic-ai has
-    capabilities (late 1.x, 2.x), `Agent(history_processors=[...])` on early 1.x. Every argument is
-    keyword-only. Subclasses say what the pipeline is (`HistoryProcessor`: the built-in stages; a stage:
-    itself).
-
-    A stage that raises, or returns a worse history than it was given, is skipped for that request (a
-    `StageFailed` event says why); the run goes on with the stage's input. Worse means: a tool call and its
-    return that were paired no longer are, or any other invariant violation where the input had none. And
-    the processed history is never bigger than the budget allows: when a history that fitted no longer does,
-    or one already over grew, the input is returned. Nothing is raised except a configuration error
-    (`ContextWindowUnknownError` under `ContextPolicy(strict=True)`).
+    `Agent(capabilities=[...])` where pydantic-ai has capabilities, `Agent(history_processors=[...])` on
+    early 1.x. A stage that raises or adds an invariant violation is skipped for that request (`StageFailed`
+    says why), and an output that newly passes the budget is replaced by the input. Only configuration errors
+    are raised (`ContextWindowUnknownError` under `ContextPolicy(strict=True)`).
     """
 
     id: str | None = DEFAULT_ID
@@ -181,20 +172,14 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     """`ctx -> str`: the tenant or conversation whose artifacts a run may store and read back, e.g.
     `lambda ctx: ctx.deps.tenant_id`. Default: pydantic-ai's conversation id (1.0: one shared scope)."""
     readback_tool_name: str = READ_ARTIFACT_TOOL
-    """The name of the read-back tool (and of the tool every note, stub and summary tells the model to call).
-    Rename it when the app has a tool of its own called `read_artifact`: a clash fails when the agent is built
-    (where its tools are known then), else on the first request, naming both."""
+    """The name of the read-back tool every note, stub and summary tells the model to call. Rename it when the
+    app has a tool of its own called `read_artifact` (a clash fails, naming both)."""
     compaction_tool: CompactionTool | bool = False
-    """Give the model a `compact_context(focus=...)` tool to ask for a compaction at a natural break in its
-    task (see `compaction_tool.CompactionTool`): the next request then compacts as at the trigger, with the
-    model's focus. True for the defaults; False (default) adds no tool. Needs a compaction stage. The tool is
-    in every request's tool list from the first (its definition is what it costs); on pydantic-ai 1.0, add
-    `processor.compaction_toolset()` to the agent's toolsets."""
+    """Give the model a `compact_context(focus=...)` tool to ask for a compaction at a natural break (True
+    for the defaults; needs a compaction stage; on pydantic-ai 1.0 add `processor.compaction_toolset()`)."""
     near_limit_notice: NearLimitNotice | bool = False
-    """Tell the model, in a system prompt for that request only, when its history nears its limit (see
-    `notice.NearLimitNotice`): the compaction trigger, or the budget when nothing compacts. True for the
-    defaults; False (default) changes no prompt. Cache-safe: the notice is the last thing of its request and
-    is left out of later ones. Needs the processor as a capability (not on pydantic-ai 1.0)."""
+    """Tell the model, in a cache-safe system prompt for that request only, when its history nears its limit
+    (`NearLimitNotice`; True for the defaults). Needs the processor as a capability (not pydantic-ai 1.0)."""
     on_history_event: EventHandler | None = None
     """Receives every `HistoryEvent` (they are also logged). The field has its own name because `on_event` is
     pydantic-ai's hook for the run's stream events; `HistoryProcessor(on_event=...)` is accepted for it."""
@@ -244,11 +229,11 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             self.limits_for(self.model)
 
     def _pipeline(self) -> list[HistoryStage]:
-        """The stages to run, in order (called once, at construction)."""
+        """The stages to run, in order."""
         raise NotImplementedError
 
     def _artifact_settings(self) -> ArtifactSettings:
-        """The artifact settings the effects read (file conversion, planning, the read-back room)."""
+        """The artifact settings the effects read."""
         return ArtifactSettings()
 
     # ---- pydantic-ai entry points -------------------------------------------------------------------
@@ -464,11 +449,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         return self
 
     def readback_toolset(self) -> AbstractToolset[Any]:
-        """A toolset with `read_artifact` for what the stages reduced (for `Agent(toolsets=...)` on 1.x).
-
-        The tool is offered only once the run's history holds a note that names it (see `ReadbackGate`). The
-        toolset's id is derived from the processor's `id`.
-        """
+        """A toolset with `read_artifact` (for `Agent(toolsets=...)` on 1.x), offered only once the run's
+        history holds a note that names it (see `ReadbackGate`)."""
         from ..readback import readback_toolset
 
         return readback_toolset(
@@ -549,15 +531,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         return counter
 
     def _workflow_counter(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> TokenCounter:
-        """Workflow code counts with the run's own counter, begun afresh at the run's first step.
-
-        An estimate decides which operations a request journals (a compaction's cache reads, its summary), so
-        it must be the same on replay. A replay runs the workflow again from its first step, in a process
-        whose shared counter already learned from the run's later requests (the overhead read from their
-        usage, the requests marked sent): with it, an early step could estimate differently and journal
-        other operations than it did. The run's own counter sees the same requests in the same order on
-        every replay.
-        """
+        """Workflow code counts with the run's own counter, begun afresh at the run's first step: an estimate
+        decides which operations a request journals, and the shared counter may already have learned from the
+        run's later requests, so a replay would estimate (and journal) differently."""
         state = self._runs[self._runs.key(ctx)]
         name = model_name_of(model)
         counter = state.workflow_counter
@@ -566,24 +542,16 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         return counter
 
     def limits_for(self, model: ModelRef | None) -> ContextLimits:
-        """The context policy resolved for `model`: what every stage plans against on its requests.
-
-        Resolved once per model (a profile-less `Model` and its name resolve alike); a wrapper that may call
-        several models (`FallbackModel`) gets the limits of the one with the smallest known window. An unknown
-        window falls back to `ContextPolicy.fallback_context_window` with one `context_window_fallback`
-        warning (logged at INFO for pydantic-ai's test models); a setting the window makes impossible raises
-        `ContextPolicyError`, one it makes clamp warns once (`setting_clamped`).
-        """
+        """The context policy resolved for `model` (once per model); a `FallbackModel` gets the limits of
+        its smallest known window. An unknown window falls back to `ContextPolicy.fallback_context_window`
+        with one `context_window_fallback` warning; an impossible setting raises `ContextPolicyError`, a
+        clamped one warns once (`setting_clamped`)."""
         return self._model_limits.limits_for(model)
 
     async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
-        """Ask the local server of each model that may serve the request for its window, once per server and
-        process; only when the policy does not set the window.
-
-        Under durable execution it is the `context_window_probe` operation, asked on every run's first step
-        whatever this process remembers: workflow code must make the same calls on every replay (the engine
-        answers them from its journal, the worker from its own cache).
-        """
+        """Ask each local server that may serve the request for its window, once per server and process.
+        Under durable execution it is asked on every run's first step whatever this process remembers:
+        workflow code must make the same calls on every replay."""
         journaled = ctx is not None and self.journaled(ctx)
         if journaled and getattr(ctx, 'run_step', 1) > 1:
             return
@@ -615,10 +583,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         store: ArtifactStore | None = None,
         compaction_request: CompactionRequest | None = None,
     ) -> HistoryContext:
-        """The per-call context the stages receive, with the limits resolved for the serving model.
-
-        `store`: the store this request writes to (default: the processor's; a stand-in while it is
-        unavailable). `compaction_request`: the model's, found in the newest request."""
+        """The per-call context the stages receive, with the limits resolved for the serving model."""
         store = self.store if store is None else store
         if model is None:
             model = self._serving(ctx, serving_model)
@@ -658,11 +623,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         ctx: Any = None,
         model: Any = None,
     ) -> list[ModelMessage]:
-        """Compact now, whatever the trigger says; `focus` tells the summarizer what matters most.
-
-        Guarded like every stage: if it raises or breaks the history, the history comes back unchanged and a
-        `StageFailed` event says why. Raises `RuntimeError` when the processor has no compaction stage.
-        """
+        """Compact now, whatever the trigger says; `focus` tells the summarizer what matters most. Guarded
+        like every stage (on failure the history comes back unchanged, with `StageFailed`); raises
+        `RuntimeError` when the processor has no compaction stage."""
         stage = _compaction_stage(self._stages)
         if stage is None:
             raise RuntimeError(
@@ -692,14 +655,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         tool_definitions: Sequence[Any] = (),
         serving_model: Model | None = None,
     ) -> list[ModelMessage]:
-        """Run every stage over `messages` and return the history to send; the input list is never changed.
-
-        A list that needs no change comes back itself (the idle path copies nothing); otherwise the result is
-        a new list. `tool_definitions` (the request's `ToolDefinition`s, which the capability passes) are
-        counted in the estimate until the provider's usage has shown what instructions and tools really cost.
-        `serving_model`: the model object that will send this request (the capability passes pydantic-ai's;
-        under durable execution it journals provider-native compaction).
-        """
+        """Run every stage over `messages` and return the history to send; the input list is never changed,
+        and comes back itself when it needs no change. `tool_definitions` are counted until the provider's
+        usage shows what they cost; `serving_model` is the model that will send this request."""
         if not isinstance(messages, list):
             messages = list(messages)
         await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
@@ -769,14 +727,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     @contextlib.contextmanager
     def marks(self) -> Iterator[None]:
-        """Read (and write) the package's marks as this processor does, outside a run.
-
-        Within a run the processor keys its seals with its store's secret. Code that inspects a processed
-        history on its own (`summary_text`, `note_transcript`, `stages.compactor.summary_sections`, ...) reads
-        metadata marks anywhere, but a seal (the only mark on pydantic-ai 1.0, and on user-prompt text) only
-        within `with processor.marks():`. A `RedisStore` must have loaded its secret first
-        (`await processor.store.prepare()`); otherwise this raises `StoreError`.
-        """
+        """Read (and write) the package's marks as this processor does, outside a run: seals (the only mark
+        on pydantic-ai 1.0, and on user-prompt text) are keyed by the store's secret. A `RedisStore` must have
+        loaded its secret first (`await processor.store.prepare()`), else this raises `StoreError`."""
         with seal_key_scope(self.store._id_secret()), readback_tool_scope(self.readback_tool_name):
             yield
 
@@ -919,11 +872,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         context: HistoryContext,
         validity: Validity,
     ) -> str | None:
-        """Why a stage's output is worse than its input, or None when it may replace it.
-
-        Worse: empty; a tool call and its return that were paired are no longer (or any other violation where
-        the input had none).
-        """
+        """Why a stage's output is worse than its input (empty, or a violation the input had not), or None."""
         if not result:
             return 'invalid output: the history is empty'
         structure = StructureCheck()
@@ -936,11 +885,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         return None
 
     def _over_budget(self, result: list[ModelMessage], before: int, context: HistoryContext) -> str | None:
-        """Why the processed history is bigger than the hard budget allows, or None.
-
-        Checked on the whole pipeline's output, not per stage: a stage may grow the history (a file converted
-        for a model that cannot read it) when a later one brings it back within the budget.
-        """
+        """Why the processed history is bigger than the hard budget allows, or None. Checked on the whole
+        pipeline's output: a stage may grow the history when a later one brings it back within the budget."""
         budget = self._hard_budget(context)
         after = context.estimate(result).total
         if after <= before or after <= budget:
@@ -1002,9 +948,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         record_event(self._overall, event)
         if event.run_id is not None:
             record_event(self._runs[event.run_id].stats, event)
-        if isinstance(event, (HistoryWarning, StageFailed)):
-            pass  # already logged at warning/error level where raised
-        else:
+        if not isinstance(event, (HistoryWarning, StageFailed)):  # those are logged where raised
             logger.debug('%s', event)
         if self.on_history_event is not None:
             try:
@@ -1149,14 +1093,9 @@ class _OnDemand:
 
 @dataclass(kw_only=True, eq=False)
 class StageCapability(HistoryCapability):
-    """A stage that is a capability of its own: alone on an agent (`Agent(capabilities=[Compactor()])`, or
-    beside harness's and pydantic-ai's own capabilities) its pipeline is itself, with the shared settings
-    (`policy`, `summarizer`, `store`, ...) its fields give; in a `HistoryProcessor`'s pipeline those are the
-    processor's, and the stage's own are not read.
-
-    Called with a `RunContext` it is a history processor (`history_processors=[stage]` on early 1.x); called
-    with a `HistoryContext` it is a `HistoryStage` (`apply_stage`).
-    """
+    """A stage that is a capability of its own: alone on an agent its pipeline is itself, with the shared
+    settings its fields give; in a `HistoryProcessor` those are the processor's. Called with a `RunContext` it
+    is a history processor; with a `HistoryContext`, a `HistoryStage` (`apply_stage`)."""
 
     name: str = 'stage'
     """The stage's name in events and logs."""

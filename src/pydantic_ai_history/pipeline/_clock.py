@@ -1,9 +1,8 @@
 """Clocks that are replay-safe inside a durable workflow.
 
-Workflow code must be deterministic (Temporal replays it, DBOS re-runs it on recovery), so inside a durable
-run the processor reads no clock: `replay_safe(at)` pins every reading to `at`, the timestamp of the newest
-message of the request, which the durable engine itself recorded. Timing that is only for stats then reads
-zero; breakers and TTLs see time move from one request to the next, as the messages do.
+Workflow code must be deterministic, so inside a durable run the processor reads no clock: `replay_safe(at)`
+pins every reading to the newest message's timestamp, which the engine recorded. Stats timing then reads
+zero; TTLs see time move from one request to the next, as the messages do.
 """
 
 from __future__ import annotations
@@ -50,10 +49,8 @@ def perf() -> float:
 
 
 def replay_safe_token(nbytes: int) -> str | None:
-    """Inside a durable workflow, a hex token derived from the pinned time and a draw count; None outside.
-
-    Same on every replay of the same request, different on every draw and request.
-    """
+    """Inside a durable workflow, a hex token from the pinned time and a draw count (the same on every
+    replay, different on every draw); None outside."""
     pinned = _pinned.get()
     if pinned is None:
         return None

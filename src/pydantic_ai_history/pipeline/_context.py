@@ -53,12 +53,8 @@ ScopeKey = Callable[['RunContext[Any]'], str]
 
 
 def default_scope(ctx: RunContext[Any] | None) -> str:
-    """The conversation id where pydantic-ai has one, else the id of the run that began the history.
-
-    pydantic-ai resolves `conversation_id` from the explicit argument or the saved history, so a
-    conversation's runs share it. Without one (older 1.x), the oldest `run_id` on the history's messages
-    names the chain of runs that continued it; pydantic-ai 1.0 has neither, and every run shares `''`.
-    """
+    """The conversation id where pydantic-ai has one, else the oldest `run_id` on the history's messages
+    (which names the chain of runs that continued it); on pydantic-ai 1.0, which has neither, `''`."""
     if ctx is None:
         return ''
     conversation = getattr(ctx, 'conversation_id', None)
@@ -73,11 +69,9 @@ def default_scope(ctx: RunContext[Any] | None) -> str:
 
 
 ARTIFACT_MARKER = '[pydantic-ai-history: artifact'
-"""Opening of every text the artifact stage writes in place of an artifact: what the model reads, and how the
-read-back tool's gate sees that there is something to read (a spoofed one only offers the tool, which reads
-nothing outside the run's scope). Processed content itself is recognised by identity only (`_marks`): its
-metadata, or the seal of the text that replaces an attached file; a tool output that merely opens with this
-text is still reduced."""
+"""Opening of every text the artifact stage writes in place of an artifact, by which the read-back gate sees
+something to read (a spoofed one only offers the tool, which reads nothing outside the run's scope).
+Processed content itself is recognised by identity only (`_marks`), never by this text."""
 
 
 @dataclass(frozen=True)
@@ -97,10 +91,7 @@ def _unknown_model_limits() -> ContextLimits:
 @dataclass(kw_only=True)
 class HistoryContext:
     """What every stage receives for one processing call: the resolved limits, counting, cache, store, events.
-
-    The processor builds one per request. A custom stage reads what it needs from it (see the README's
-    "A custom stage" recipe); tests of a single stage build one directly.
-    """
+    The processor builds one per request (see the README's "A custom stage" recipe)."""
 
     counter: TokenCounter
     """Counts tokens the way the serving model does (anchored on the provider's reported usage)."""
@@ -143,9 +134,8 @@ class HistoryContext:
     """Opens the processor's span and the running stage's before a stage opens one of its own (they are
     started only for requests that do something: `_spans.DeferredSpans`)."""
     background_allowed: bool = False
-    """Whether a stage may start work that outlives this request (a summary made ahead of its compaction
-    event): the processor serves the run as a capability, whose run hook tells the stages when the run ends
-    (`end_run`), and this is not durable workflow code."""
+    """Whether a stage may start work that outlives this request (a summary ahead of its compaction event):
+    only when the run hook will tell the stages the run ended (`end_run`), outside durable workflow code."""
     compaction_request: CompactionRequest | None = None
     """The model asked for a compaction with the `compact_context` tool, answered in this request: the
     compactor compacts now (when the history is worth it), with the focus the model gave."""
@@ -192,9 +182,8 @@ class HistoryContext:
         return await anyio.to_thread.run_sync(functools.partial(function, *args))
 
     async def count_newest(self, messages: Sequence[ModelMessage]) -> None:
-        """Count the newest message in a thread when it is large: every later estimate then finds its count
-        memoized (by identity) instead of tokenizing it on the event loop. The tokenizer itself is loaded in
-        a thread too, the first time."""
+        """Count a large newest message (and load the tokenizer) in a thread, so later estimates find it
+        memoized instead of tokenizing on the event loop."""
         if not self.counter.loaded:
             await self.off_loop(self.counter.load)
         if messages and large_content(messages[-1:]):
@@ -273,11 +262,8 @@ def _contents(messages: Sequence[ModelMessage]) -> tuple[list[str], int]:
 
 
 class StageOperations(Protocol):
-    """The side effects a stage asks for, which the processor runs as durable operations within a run.
-
-    `model` is the model the stage resolved; the processor's operations resolve the same one on the side
-    that runs them (a worker, under durable execution), from the same settings.
-    """
+    """The side effects a stage asks for, which the processor runs as durable operations within a run;
+    `model` is resolved again, from the same settings, on the side that runs them."""
 
     async def request_text(
         self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: Timeout

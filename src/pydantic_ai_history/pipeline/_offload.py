@@ -1,10 +1,8 @@
 """Which content is large enough that working on it must leave the event loop.
 
-Tokenizing, hashing, extracting or converting takes time proportional to the content: about a second per
-2 million tokens for the tokenizer alone. On the event loop that freezes every other conversation the process
-serves, so the stages run such work through `HistoryContext.off_loop` (a worker thread) once the content is
-over `OFF_LOOP_CHARS`; below it, a thread would cost more than the work. Sizes are measured with a bounded
-walk, never by serializing the content.
+Work proportional to content (about a second per 2 million tokens to tokenize) would freeze every other
+conversation on the event loop, so over `OFF_LOOP_CHARS` it runs through `HistoryContext.off_loop`; below it,
+a thread costs more than the work. Sizes are measured with a bounded walk, never by serializing.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The processor's side effects as durable operations: LLM calls, file conversion, store writes, cache access.
 
-Each is an async method of the capability marked with pydantic-ai's `@durable_operation(name=...)`. Under a
-durability capability (`TemporalDurability`, `DBOSDurability`, `PrefectDurability`) pydantic-ai runs it as an
-activity, step or task, journals its result and adds its usage to the run's; a replay or a recovery reads the
-journal instead of calling again. Without one, and on pydantic-ai 1.x, each is a plain method call.
-
-The names in `OPERATION_NAMES` are persisted by the engines (for example the Temporal activity
-`agent__<agent>__capability__pydantic_ai_history__compaction_summary`): they never change once released.
-
-Arguments and results cross the boundary, so they are plain data: text, `BinaryContent`, `ArtifactPlan`,
-`StoredArtifact`. Models, settings and the store are read from the capability itself, which the engine
-recovers on the worker by its `id`.
+Each is a capability method marked `@durable_operation(name=...)`: under a durability capability pydantic-ai
+journals it and a replay reads the journal; elsewhere it is a plain call. The names in `OPERATION_NAMES` are
+persisted by the engines, so they never change once released. Arguments and results cross the boundary as
+plain data; models, settings and the store are read from the capability, recovered on the worker by `id`.
 """
 
 from __future__ import annotations
@@ -116,10 +109,8 @@ class HistoryOperations:
     async def convert_file(
         self, ctx: RunContext[Any], file: BinaryContent, name: str | None, model_name: str | None
     ) -> str:
-        """An attached file read into markdown, a fitted image or audio clip (`file_result_to_json` text).
-
-        Runs in a thread and a worker process, under the file settings' time and memory limits.
-        """
+        """An attached file read into markdown, a fitted image or audio clip (`file_result_to_json` text),
+        in a worker process under the file settings' time and memory limits."""
         result = await convert_in_thread(
             file.data,
             media_type=file.media_type,
@@ -222,9 +213,7 @@ def _name(model: ModelRef) -> str | None:
 @dataclass(frozen=True)
 class RunOperations:
     """The durable operations bound to one request's `RunContext`: what stages call under durable execution.
-
-    A model the stage resolved crosses by name; a `Model` object is resolved again on the worker from the
-    processor's settings (`SummarizerSettings.model`, `ArtifactSettings.planner_model`, `model`, the run's).
+    A model crosses by name; a `Model` object is resolved again on the worker from the processor's settings.
     """
 
     processor: HistoryOperations
@@ -259,11 +248,8 @@ class RunOperations:
 
 
 class JournaledStore(ArtifactStore):
-    """The processor's store as workflow code sees it: ids made here, every write a durable operation.
-
-    Ids need the store's secret with no I/O, so under durability the store is given one explicitly (checked
-    when the agent is built). Reads happen in `read_artifact`, a tool the engine already runs durably.
-    """
+    """The processor's store as workflow code sees it: ids made here (from its explicit secret, no I/O),
+    every write a durable operation; reads happen in `read_artifact`, which the engine runs durably."""
 
     def __init__(self, operations: RunOperations, store: ArtifactStore) -> None:
         super().__init__()
@@ -317,10 +303,8 @@ class JournaledStore(ArtifactStore):
 
 
 class JournaledCache(SummaryCache):
-    """The processor's cache as workflow code sees it: every read and write a durable operation.
-
-    A replay or a recovery then sees the same hits and misses as the original run, whichever worker it is on.
-    """
+    """The processor's cache as workflow code sees it: every read and write a durable operation, so a
+    replay sees the same hits and misses whichever worker it is on."""
 
     def __init__(self, operations: RunOperations) -> None:
         super().__init__()

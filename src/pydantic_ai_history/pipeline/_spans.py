@@ -1,10 +1,8 @@
 """The processor's spans, started only once a request does something: an idle request leaves no trace.
 
-Most requests change nothing (the history fits), and a span per request and per stage for each of them
-would crowd every trace of an instrumented app. So the request's span (`pydantic_ai_history.process`) and
-its stages' spans are opened, with the times they began, either when a stage opens a span of its own (a
-compaction, whose summarizer requests then nest under it) or, after the fact, when a stage changed the
-history.
+Most requests change nothing, and a span for each would crowd every trace. So the request's span
+(`pydantic_ai_history.process`) and its stages' are opened, with their start times, when a stage opens a
+span of its own (a compaction) or, after the fact, when a stage changed the history.
 """
 
 from __future__ import annotations

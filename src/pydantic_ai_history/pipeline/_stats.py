@@ -69,9 +69,8 @@ class RunStats:
 class HistoryStats:
     """`processor.stats()`: a snapshot of the totals overall and per run, and the shared cache's hit counts.
 
-    `runs` is keyed by the pydantic-ai run id (a stable per-run key on 1.0, which has no run ids); requests
-    processed without a `RunContext` count only in `overall`. At most `max_tracked_runs` runs are kept, the
-    least recently active dropped first.
+    `runs` is keyed by run id (at most `max_tracked_runs`, least recently active dropped first); requests
+    processed without a `RunContext` count only in `overall`.
     """
 
     overall: RunStats

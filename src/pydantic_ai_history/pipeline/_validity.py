@@ -20,12 +20,9 @@ _Key = tuple[str, object]
 
 
 class Validity:
-    """What the next stage receives, and what was already wrong with it: no stage may add to that.
-
-    A violation is the same one when it has the same code and the same place: for pairing, the tool call id
-    (so a call and its return that were paired must stay paired, however messages move); for the ends, the
-    history; otherwise the message, by identity with the input (a message a stage wrote has no old place).
-    """
+    """What the next stage receives, and what was already wrong with it: no stage may add to that. A
+    violation is the same when its code and place are: for pairing the tool call id (however messages move),
+    for the ends the history, otherwise the message by identity."""
 
     def __init__(
         self, messages: list[ModelMessage], structure: StructureCheck, violations: list[Violation]
@@ -68,13 +65,9 @@ def _key(violation: Violation, messages: Sequence[ModelMessage], places: dict[in
 
 
 class InputCheck:
-    """Validates each input history, incrementally.
-
-    Within a run every input is the previous output plus a response and a request (the same objects). The
-    checks are not all local (a return may answer a call many messages back), so the check keeps the
-    pairing state of the history it last saw and, when the new input extends it, only feeds the new
-    messages: the idle path stays cheap on long histories while broken input is still reported on every
-    request that brings it. Any other input is checked from scratch.
+    """Validates each input history, incrementally: within a run each input extends the previous output,
+    so the pairing state of the last one is kept and only new messages are fed (the idle path stays cheap on
+    long histories); any other input is checked from scratch.
     """
 
     def __init__(self) -> None:

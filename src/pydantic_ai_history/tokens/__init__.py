@@ -1,12 +1,7 @@
 """Token accounting: tiktoken counts of every part type, image pricing by pixels, provider-usage anchoring.
 
-Counts are memoized twice: by message identity (the hot path: a history that grew by one message only
-costs the new message) and by text content (histories reloaded from JSON are new objects with the same
-strings). Binary content is never stringified.
-
-The package: `_counter` (the counter and the tokenizer profiles), `_estimate` (the tokenizer-free estimate,
-which depends on nothing), `_encodings` (the packaged tiktoken files) and `_running_counts` (counts by
-message identity and per-conversation running totals).
+Counts are memoized by message identity (a grown history costs only its new messages) and by text content
+(reloaded histories are new objects with the same strings). Binary content is never stringified.
 """
 
 from ._counter import (

@@ -63,14 +63,10 @@ ImageFormula = Literal['openai', 'anthropic', 'gemini']
 
 @dataclass(frozen=True)
 class TokenizerProfile:
-    """How one provider family is counted.
-
-    A message costs `ceil(correction * (message_overhead * wire messages + its parts))`; see
-    `TokenCounter.count_message`. The constants follow OpenAI's documented chat format and were checked
-    against real provider counts (`benchmarks/calibrate_tokens.py`: OpenAI tool-free requests within 0%
-    median, 3% p75). `correction` multiplies the tiktoken count for providers whose tokenizer is not public:
-    it errs on the side of over-counting (on the calibration data Anthropic's own counts are 10-20% below our
-    corrected estimate on English prose; code and JSON cost it more).
+    """How one provider family is counted: a message costs
+    `ceil(correction * (message_overhead * wire messages + its parts))`. The constants follow OpenAI's chat
+    format, checked by `benchmarks/calibrate_tokens.py`; `correction` scales tiktoken's count for providers
+    whose tokenizer is not public, and errs on the side of over-counting.
     """
 
     name: str
@@ -110,13 +106,9 @@ _REASONING_OPENAI = re.compile(r'^(o\d|gpt-5|gpt-oss|codex)')
 
 
 def profile_for_model(model_name: str | None) -> TokenizerProfile:
-    """The tokenizer profile for a model name such as `openai:gpt-4o`, `claude-sonnet-4-5`, `gemini-2.5-pro`.
-
-    Chosen by the model's family (`parse_model_name`), not by who serves it: Claude on Bedrock
-    (`bedrock:us.anthropic.claude-...-v2:0`), OpenRouter (`anthropic/claude-3.5-sonnet`) or Vertex is counted
-    as Anthropic's, Gemini and Gemma anywhere as Google's. `o200k_base` for the gpt-4o/4.1/5 and o-series
-    family, `cl100k_base` for older OpenAI models; every other family (Llama, Mistral, DeepSeek, Qwen, ...)
-    and an unknown model get the generic `other` profile: `cl100k_base` with a correction that errs high.
+    """The tokenizer profile for a model name such as `openai:gpt-4o` or `claude-sonnet-4-5`, chosen by the
+    model's family, not by who serves it (Claude on Bedrock is counted as Anthropic's). Other families and
+    unknown models get the generic `other` profile, whose correction errs high.
     """
     if not model_name:
         return OTHER
@@ -172,10 +164,8 @@ _TEXT_MEDIA = frozenset({'application/json', 'application/xml', 'application/x-y
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:
-    """Width and height from an image header, without decoding pixels (a decompression bomb is harmless).
-
-    None when Pillow cannot read the header or refuses it as a decompression bomb.
-    """
+    """Width and height from an image header, without decoding pixels (a decompression bomb is harmless);
+    None when Pillow cannot read or refuses the header."""
     from PIL import Image
 
     try:
@@ -207,11 +197,8 @@ _MIN_AUDIO_BYTE_RATE = 1_000
 
 
 def _wav_seconds(data: bytes) -> float | None:
-    """Duration of a PCM WAV from the bytes actually present and the sample format its header declares.
-
-    The header's own byte-rate field is ignored (a lying one turned 16 KB into 4.5 hours); the sample
-    rate, channels and sample width are taken only within sane ranges.
-    """
+    """Duration of a PCM WAV from the bytes actually present: the header's byte rate is ignored (a lying
+    one turned 16 KB into 4.5 hours), its sample format taken only within sane ranges."""
     if len(data) < 44 or data[:4] != b'RIFF' or data[8:12] != b'WAVE':
         return None
     try:
@@ -243,12 +230,9 @@ def _text_samples(data: bytes) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class TokenEstimate:
-    """The size of a history, two ways.
-
-    `total` is the anchored estimate: the provider's own `usage.input_tokens` for the prefix it measured
-    (when that prefix is verifiably what was sent) plus tokenizer counts of newer messages. It is never
-    below `tokenizer`, the pure tokenizer count (times the provider correction) of the same messages.
-    """
+    """The size of a history, two ways: `total` anchors on the provider's `usage.input_tokens` for a prefix
+    verifiably sent, plus counts of newer messages; it is never below `tokenizer`, the corrected tokenizer
+    count alone."""
 
     total: int
     tokenizer: int
@@ -369,10 +353,7 @@ class TokenCounter:
 
     def truncate_text(self, text: str, max_tokens: int, *, head_fraction: float = 0.7) -> str:
         """Cut `text` to at most `max_tokens` (corrected), keeping head and tail around an omission marker.
-
-        With tiktoken the cut is made on token boundaries, so dense text at one end (CJK, code) cannot push
-        the result over the cap; offline, the character cut is shrunk until the estimate fits.
-        """
+        Cut on token boundaries, so dense text at one end (CJK, code) cannot push the result over the cap."""
         total = self.count_text(text)
         limit = int(max_tokens / self.tokenizer_profile.correction)
         if total <= limit:
@@ -399,11 +380,7 @@ class TokenCounter:
 
     def split_text(self, text: str, max_tokens: int, *, first_max_tokens: int | None = None) -> list[str]:
         """`text` in consecutive pieces of at most `max_tokens` (corrected) each, nothing left out; the first
-        piece at most `first_max_tokens` when given (the room left where it goes).
-
-        With tiktoken the pieces end on token boundaries; offline, on characters, each shrunk until its
-        estimate fits.
-        """
+        piece at most `first_max_tokens` when given (the room left where it goes)."""
         correction = self.tokenizer_profile.correction
         limit = max(int(max_tokens / correction) - 2, 1)  # 2: merges at the seams
         first = (
@@ -431,12 +408,8 @@ class TokenCounter:
     # ---- parts and messages ---------------------------------------------------------------------------
 
     def count_message(self, message: ModelMessage) -> int:
-        """Tokens one message costs as input (corrected), memoized by identity.
-
-        `ceil(correction * (framing + sum of raw part counts))`, where framing is `message_overhead` once per
-        message the provider's wire format makes of it: one per response, and one per sent part of a request
-        (OpenAI Chat sends each system prompt, user prompt and tool return as a message of its own).
-        """
+        """Tokens one message costs as input (corrected), memoized by identity. Framing is `message_overhead`
+        per wire message: one per response, one per sent part of a request (OpenAI Chat sends each apart)."""
         memoized = self._message_memo.get(message)
         if memoized is not None:
             return memoized
@@ -532,11 +505,8 @@ class TokenCounter:
         return self.count_text(json_text(content))
 
     def _count_media(self, item: Any) -> int:
-        """Images by pixels, PDFs by pages, audio/video by duration, text-like documents by their text.
-
-        Bounded whatever the size: text over `_EXACT_TEXT_BYTES` is counted from samples and scaled by
-        its size, audio durations come from the bytes present. SVG is text, not pixels.
-        """
+        """Images by pixels, PDFs by pages, audio/video by duration, text by its text. Bounded whatever the
+        size: large text is counted from samples, audio durations from the bytes present."""
         profile = self.tokenizer_profile
         media_type = media_type_of(item)
         data = item.data if isinstance(item, BinaryContent) else None
@@ -575,13 +545,9 @@ class TokenCounter:
         return self._image_memo[key]
 
     def count_tool_definitions(self, tools: Iterable[Any]) -> int:
-        """Tokens the tool definitions of a request cost (corrected).
-
-        Accepts pydantic-ai `ToolDefinition`s (or anything with `name`, `description` and
-        `parameters_json_schema`). Each costs `tool_definition_overhead` plus its name, description and JSON
-        schema; a request with any tools adds `tools_overhead` once for the tools preamble. The same tool
-        objects as on the previous call (pydantic-ai reuses them between steps) are not serialised again.
-        """
+        """Tokens a request's `ToolDefinition`s cost (corrected): each its name, description and schema plus
+        `tool_definition_overhead`, and `tools_overhead` once; the previous call's objects are not counted
+        again."""
         tools = tuple(tools)
         previous, count = self._last_tools
         if len(previous) == len(tools) and all(a is b for a, b in zip(previous, tools, strict=True)):
@@ -614,11 +580,8 @@ class TokenCounter:
     def mark_sent(
         self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[Any] | None = None
     ) -> None:
-        """Remember that exactly these messages went to the model, so a later usage figure can be trusted.
-
-        With the request's `tool_definitions`, a later request that carries more tools (a tool offered from
-        then on) is estimated with what the new ones cost on top of the usage figure.
-        """
+        """Remember that exactly these messages (and `tool_definitions`) went to the model, so a later usage
+        figure can be trusted; tools added later are counted on top of it."""
         if messages:
             tools = self.count_tool_definitions(tool_definitions) if tool_definitions is not None else None
             self._running.mark_sent(messages, self.count_message, tools)
@@ -628,15 +591,10 @@ class TokenCounter:
     ) -> TokenEstimate:
         """The anchored and tokenizer-only size of a history.
 
-        The newest response's `usage.input_tokens` stands for its prefix only when that prefix is verifiably
-        what was sent (this counter saw it go out via `mark_sent`): an app that reloads an uncompacted
-        history would otherwise be measured by the usage of a smaller, compacted request. Otherwise the
-        estimate is the tokenizer count plus the overhead (instructions, tools, reply priming) learned from
-        earlier verified usage or, before any was learned, the documented one: `reply_overhead`, the current
-        request's `instructions` and `count_tool_definitions(tool_definitions)`.
-
-        A history that extends one this counter saw (the same message objects, or equal ones) costs only its
-        new messages: the counts, their running sums and where usage sits are kept per conversation.
+        The newest response's `usage.input_tokens` stands for its prefix only when `mark_sent` saw that prefix
+        go out: a reloaded uncompacted history would otherwise be measured by a compacted request's usage.
+        Otherwise: the tokenizer count plus the overhead learned from verified usage, or the documented one
+        before any was learned. A history extending one already seen costs only its new messages.
         """
         # What this request's own instructions and tools cost is a floor: the overhead learned from usage is
         # the counter's (shared by every run on this model), and another agent's requests may have had fewer.
@@ -721,9 +679,8 @@ def _warn_offline_once(encoding: str, exc: Exception) -> None:
 
 
 _PIECE_CHARS = 1 << 18
-"""Texts longer than this are counted a piece at a time, cut after a line break: the token list of a 20 MB
-text would take some 40 bytes per token at once; a piece's is freed before the next is counted. A token can
-differ only where a cut falls, at most one per piece (about four per megabyte)."""
+"""Texts longer than this are counted a piece at a time, cut after a line break, so a 20 MB text's token list
+(some 40 bytes per token) is never held at once; a count differs by at most one per piece."""
 
 
 def _count_in_pieces(encoding: Any, text: str) -> int:

@@ -21,12 +21,8 @@ def _cjk() -> re.Pattern[str]:
 
 
 def estimate_tokens_offline(text: str) -> int:
-    """A tokenizer-free estimate used when tiktoken's encoding cannot be loaded.
-
-    One token per CJK character (o200k averages ~1.1 chars per token on Chinese; chars/4 undercounts it
-    2.7x) and one per 3 other characters (real conversations average 3.66, code and JSON nearer 3), so it
-    errs on the side of counting too much.
-    """
+    """A tokenizer-free estimate used when tiktoken's encoding cannot be loaded: one token per CJK character
+    and one per 3 others (real text averages 3.66), so it errs on the side of counting too much."""
     if not text:
         return 0
     cjk = 0 if text.isascii() else len(_cjk().findall(text))

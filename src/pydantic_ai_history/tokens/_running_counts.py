@@ -1,14 +1,10 @@
-"""Counts kept between requests: by message identity (`IdentityMemo`), and running per-message counts of
-growing histories, so a request costs what is new, not the whole history.
+"""Counts kept between requests, by message identity (`IdentityMemo`) and per conversation, so a request
+costs what is new, not the whole history.
 
-Within a run every history is the previous one plus a response and a request (the same objects). For each
-conversation (keyed by its first message) the counter keeps the histories it last saw as *branches*: the
-messages (held, so their ids stay theirs), each one's count, the running totals, where provider usage sits
-and which prefixes went to the model. A new history that extends a branch is recognised by one list
-comparison, which runs in C (identical objects compare without calling `__eq__`; equal copies, such as a
-history reloaded from JSON, compare equal and cost the same as the originals), so its cost is a pointer
-comparison per old message plus the counting of the new ones. A history that departs from every branch (a
-compaction, a fork) starts a new branch from the longest shared prefix of the most recent one.
+Within a run every history is the previous one plus a response and a request. Per conversation the counter
+keeps recent *branches* (messages, counts, running totals, where usage sits, what was sent); a history that
+extends one is recognised by a single list comparison in C (equal reloaded copies match too). A history
+that departs (a compaction, a fork) starts a branch from the longest shared prefix.
 """
 
 from __future__ import annotations
@@ -34,12 +30,9 @@ _SWEEP_MIN = 4_096
 
 
 class IdentityMemo(Generic[V]):
-    """A value per live object, found by `id` and confirmed by a weak reference.
-
-    One weak reference per object and no callback: a callback closure (and a tuple) per entry made the first
-    count or hash of a long history allocate enough long-lived objects to set off full garbage collections
-    over the whole history. An entry whose object died fails the identity check (so a reused id is never
-    mistaken for it) and is swept whenever the memo has doubled since the last sweep.
+    """A value per live object, found by `id` and confirmed by a weak reference. No callback: a closure per
+    entry set off full garbage collections on long histories; dead entries fail the identity check and are
+    swept whenever the memo has doubled.
     """
 
     __slots__ = ('_refs', '_sweep_at', '_values')
@@ -76,10 +69,8 @@ class IdentityMemo(Generic[V]):
 
 
 class CountsView(Sequence[int]):
-    """The first `length` counts of a branch, read-only (a branch's lists only ever grow).
-
-    Compares equal to any sequence of the same counts (a tuple, a list); slicing gives a tuple.
-    """
+    """The first `length` counts of a branch, read-only (a branch's lists only ever grow); equal to any
+    sequence of the same counts, sliced to a tuple."""
 
     __slots__ = ('_counts', '_length')
 
@@ -156,11 +147,8 @@ class Branch:
                 self.usages.append(start + offset)
 
     def rewind(self, length: int) -> None:
-        """Forget the counts beyond the first `length` messages (the caller has replaced those messages).
-
-        A `CountsView` handed out earlier must keep its counts: when one still holds the lists (CPython's
-        reference count says so), they are copied rather than cut.
-        """
+        """Forget the counts beyond the first `length` messages; lists a `CountsView` still holds (by
+        reference count) are copied rather than cut."""
         if length == len(self.counts):
             return
         if _shared(self.counts) or _shared(self.cumulative):
@@ -265,15 +253,11 @@ _TAIL = 16
 """How far back from the end the last object a history shares with a branch is looked for."""
 _REWIND = 2
 """At most this many of a branch's last messages are replaced in place (a retried request, a reduced last
-tool return): the history they were part of is gone. A branch losing more is kept (a compaction or a fork
-may leave it alive) and the new history starts a branch of its own."""
+tool return); a branch losing more is kept (a fork may leave it alive) and the new history branches."""
 
 
 def _matching(branches: list[Branch], messages: list[ModelMessage], count: CountMessage) -> Branch | None:
-    """The branch `messages` follows (now holding it, counted) or is a prefix of; None if none.
-
-    The branch sharing the longest prefix (by its last shared object) is tried first.
-    """
+    """The branch `messages` follows (now holding it, counted) or is a prefix of; None if none."""
     candidates = [
         (_shared_end(branch.messages, messages), -rank, branch) for rank, branch in enumerate(branches)
     ]

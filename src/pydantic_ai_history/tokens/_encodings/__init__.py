@@ -1,22 +1,11 @@
 """tiktoken encodings without the network: OpenAI's official `o200k_base` and `cl100k_base` files ship here.
 
-The files are byte-for-byte the ones tiktoken downloads (`tiktoken_ext/openai_public.py` names their URLs and
-sha256 hashes, repeated below and re-checked on every load and by the test suite); the pattern and special
-tokens are tiktoken's own for each encoding.
-
-One copy per process, shared with tiktoken: on the first count, this package registers a constructor for each
-packaged encoding in tiktoken's own registry (`tiktoken.registry.ENCODING_CONSTRUCTORS`, where tiktoken's
-plugins put theirs) and asks tiktoken for the encoding (`tiktoken.get_encoding`). tiktoken builds it once,
-from the packaged file, under its own lock, and caches it; an app that also calls
-`tiktoken.get_encoding('o200k_base')` or `tiktoken.encoding_for_model('gpt-4o')` gets the same object, with
-no download and no `TIKTOKEN_CACHE_DIR`. An encoding tiktoken already built (the app asked first) is simply
-reused. A packaged file that fails its hash falls back to tiktoken's own constructor (its cache or the
-network), with a warning. (A `tiktoken_ext` plugin cannot do this: tiktoken refuses two plugins that define
-the same encoding name, and `openai_public` defines these.)
-
-tiktoken's `load_tiktoken_bpe` is not used on the packaged path because it copies any file it reads into
-its cache directory (and raises when a user-set `TIKTOKEN_CACHE_DIR` is read-only); the parsing below is its
-parsing (`tests/test_encodings.py` checks both give the same ranks).
+The files are byte-for-byte tiktoken's downloads (their sha256 is re-checked on every load). On the first
+count each is registered as a constructor in tiktoken's own registry, so tiktoken builds it once and an app
+calling `tiktoken.get_encoding` gets the same object, with no download (a `tiktoken_ext` plugin cannot:
+tiktoken refuses two plugins defining one name). A file that fails its hash falls back to tiktoken's own
+constructor, with a warning. `load_tiktoken_bpe` is not used: it copies what it reads into its cache
+directory (and raises when that is read-only).
 """
 
 from __future__ import annotations
@@ -121,10 +110,8 @@ class EncodingUnavailableError(RuntimeError):
 
 def load_encoding(name: str) -> tiktoken.Encoding:
     """The tiktoken encoding `name`, as `tiktoken.get_encoding` returns it: one object per process, shared
-    with the app. A packaged encoding is built from the packaged file (see the module docstring).
-
-    Raises `EncodingUnavailableError` when no source has it (not packaged, or the packaged file damaged,
-    and no network or tiktoken cache); callers fall back to the offline estimate.
+    with the app. Raises `EncodingUnavailableError` when no source has it; callers fall back to the offline
+    estimate.
     """
     loaded = _loaded.get(name)
     if loaded is None:
@@ -151,12 +138,8 @@ def _build(name: str) -> tiktoken.Encoding | str:
 
 
 def register_with_tiktoken() -> None:
-    """Make tiktoken build the packaged encodings from the packaged files (idempotent).
-
-    Each packaged name's constructor in `tiktoken.registry.ENCODING_CONSTRUCTORS` is replaced by one that
-    reads the packaged file and, should it be damaged, calls the constructor it replaced. Encodings tiktoken
-    has already built are left as they are.
-    """
+    """Make tiktoken build the packaged encodings from the packaged files (idempotent); a damaged file falls
+    back to the constructor replaced, and encodings tiktoken already built are left as they are."""
     from tiktoken import registry
 
     registry.list_encoding_names()  # tiktoken discovers its plugins' constructors once; ours go over them
