@@ -465,10 +465,7 @@ _LEFTOVER_AGE = 3600.0
 
 
 def _leftover(name: str, suffix: str, files: Mapping[str, object]) -> bool:
-    """A temporary file of ours, data without its sidecar (a write cut short) or a sidecar without its data.
-
-    Only names the store writes are ever considered: nothing else in a root is touched.
-    """
+    """A temporary file of ours, or data or sidecar without the other; nothing else in a root is touched."""
     stem = name.rpartition('.')[0]
     if suffix == 'tmp':
         return name.startswith('.')

@@ -249,5 +249,4 @@ class RedisStore(ArtifactStore):
 
 
 def _bound(value: float | None, scale: int = 1) -> str:
-    """A bound as a script argument: `''` for none."""
     return '' if value is None else str(max(1, round(value * scale)))
