@@ -30,11 +30,9 @@ class CacheStats:
 class SummaryCache(ABC):
     """A string key-value cache; values are text (summaries, JSON of conversions).
 
-    Subclasses implement `_get`/`_set`; hit and miss counting lives here so every backend reports alike.
-    A cache is an optimisation, so `get`, `set` and `delete` never raise: a backend failure is logged
-    (a warning for the first of a series, then debug until a call succeeds), counted in `stats.errors`,
-    and answered as a miss. A summary that was paid for is returned to its caller even when caching it
-    failed. `get_or_raise`/`set_or_raise`/`delete_or_raise` raise, for wrappers such as `FallbackCache`.
+    Subclasses implement `_get`/`_set`. A cache is an optimisation, so `get`, `set` and `delete` never raise:
+    a failure is logged (a warning for the first of a series), counted in `stats.errors` and answered as a
+    miss. `get_or_raise`/`set_or_raise`/`delete_or_raise` raise, for wrappers such as `FallbackCache`.
     """
 
     def __init__(self) -> None:

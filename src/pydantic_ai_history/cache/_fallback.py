@@ -21,11 +21,9 @@ logger = logging.getLogger('pydantic_ai_history.cache')
 class FallbackCache(SummaryCache):
     """Serve from `primary`; when it raises, serve from `fallback` (memory by default) for a while.
 
-    A cache is an optimisation, so a broken backend must never fail a run: any exception from the primary
-    marks the cache degraded, logs one warning for the outage, and routes calls to the fallback. After
-    `cooldown` seconds the next call tries the primary again; success ends the outage (logged at info).
-    While healthy, a primary miss also consults the fallback, so entries written during an outage are
-    still found. `stats` counts what callers saw; `primary.stats` and `fallback.stats` count each backend.
+    A broken backend must never fail a run: a primary exception logs one warning per outage and routes calls
+    to the fallback for `cooldown` seconds. While healthy, a primary miss also consults the fallback, so
+    entries written during an outage are still found. `primary.stats`/`fallback.stats` count each backend.
     """
 
     def __init__(

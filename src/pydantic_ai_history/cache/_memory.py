@@ -28,10 +28,8 @@ def _entry_size(key: str, value: str) -> int:
 class MemoryCache(SummaryCache):
     """A least-recently-used cache bounded by entry count and by total UTF-8 size of keys and values.
 
-    TTLs use a monotonic clock (`clock`, injectable for tests), so wall-clock jumps never expire entries.
-    It is safe under concurrent asyncio use on one event loop without a lock: no method awaits between
-    reading and writing the underlying dict, so no other task can interleave. It is not thread-safe.
-    Nothing survives the process; use `SQLiteCache` or `RedisCache` for that.
+    TTLs use a monotonic clock, so wall-clock jumps never expire entries. No method awaits between reading and
+    writing its dict, so concurrent tasks on one loop need no lock (it is not thread-safe).
     """
 
     def __init__(

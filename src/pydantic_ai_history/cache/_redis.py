@@ -14,10 +14,8 @@ __all__ = ('RedisCache',)
 class RedisCache(SummaryCache):
     """A cache in Redis: keys are `prefix + key`, values UTF-8 strings, TTLs set with `SET ... PX`.
 
-    Pass a `url` (the default is a local server; one pool of connections, `pool`, with retries and backoff)
-    or an existing `redis.asyncio.Redis` `client`. Errors
-    propagate; wrap it in `FallbackCache` (or build it with `redis_cache()`) so an unreachable server
-    degrades to memory instead of failing the run.
+    Pass a `url` (one pool per process, `pool`, with retries) or a `redis.asyncio.Redis` `client`. Errors
+    propagate: use `redis_cache()` (a `FallbackCache`) so an unreachable server degrades to memory.
     """
 
     def __init__(

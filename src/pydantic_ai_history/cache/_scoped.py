@@ -22,11 +22,8 @@ def scoped_key(key: str, scope: str) -> str:
 class ScopedCache(SummaryCache):
     """`cache` as one scope sees it: every key is namespaced by `scope` before it reaches the backend.
 
-    The processor hands its stages this view of the shared cache, so a summary, a conversion or a prefix
-    record computed in one tenant's run is never served to another's, whatever the two runs have in common
-    (the same tool-call ids, the same documents). Everything a stage caches carries content, so nothing is
-    shared across scopes; what carries none (token counts) is memoized in memory, outside any cache. Hits,
-    misses and failures are counted by the shared cache itself (`processor.stats()`).
+    So nothing one tenant's run caches (summaries, conversions, prefix records all carry content) is ever
+    served to another's, whatever the runs have in common. Stats are counted by the shared cache.
     """
 
     def __init__(self, cache: SummaryCache, scope: str) -> None:

@@ -32,17 +32,13 @@ _PURGE_EVERY = 256
 class SQLiteCache(SummaryCache):
     """A cache in one SQLite file, in WAL mode, shared by every processor that points at the same path.
 
-    Each instance holds one connection guarded by a lock; several instances on one file (several
-    processors in one process, or several processes) coordinate through SQLite's own locking. Calls run
-    in a worker thread because a write may wait on another writer's lock, for at most `busy_timeout`
-    seconds (100 ms by default). Expiry uses wall-clock time, since entries outlive the process. SQLite
-    writes only `path` and its `-wal`/`-shm` companions next to it; missing parent directories are created.
-    A file this cache creates is readable by its owner only (0600, its new folders 0700), whatever the umask.
+    Instances coordinate through SQLite's own locking; calls run in a thread because a write may wait up to
+    `busy_timeout` (100 ms) on another writer. Expiry uses wall-clock time, since entries outlive the process.
+    Files this cache creates are 0600 (new folders 0700) whatever the umask.
 
-    It never fails a run: when the file is locked past `busy_timeout` or cannot be written, calls go to
-    an in-memory `fallback` for `cooldown` seconds (one warning per outage); when the file is not a
-    database or is corrupt, it is left untouched, an error is logged once, and the cache stays in memory
-    for the life of this instance. `degraded` and `corrupt` say which.
+    It never fails a run: when the file is locked or unwritable, calls go to an in-memory `fallback` for
+    `cooldown` seconds (one warning per outage); a corrupt file is left untouched, logged once, and the cache
+    stays in memory for the life of the instance. `degraded` and `corrupt` say which.
     """
 
     def __init__(

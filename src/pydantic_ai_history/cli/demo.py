@@ -42,21 +42,18 @@ __all__ = ('DEMO_SETTINGS', 'DemoResult', 'DemoSettings', 'run_demo', 'run_demo_
 
 @dataclass(frozen=True)
 class DemoSettings:
-    """The demo's budget: small enough that a 150-request session compacts several times.
-
-    Args:
-        context_window: the simulated provider's window (it rejects anything larger).
-        max_tokens: the compaction trigger.
-        target_tokens: what a compaction brings the history down to.
-        requests_per_turn: model requests per user turn (tool rounds + the final answer).
-        seed: seeds the generated tool outputs.
-    """
+    """The demo's budget: small enough that a 150-request session compacts several times."""
 
     context_window: int = 32_000
+    """The simulated provider's window (it rejects anything larger)."""
     max_tokens: int = 24_000
+    """The compaction trigger."""
     target_tokens: int = 8_000
+    """What a compaction brings the history down to."""
     requests_per_turn: int = 10
+    """Model requests per user turn (tool rounds + the final answer)."""
     seed: int = 7
+    """Seeds the generated tool outputs."""
 
 
 DEMO_SETTINGS = DemoSettings()
@@ -485,7 +482,6 @@ def run_demo(
         requests: model requests in the session (default 150).
         model: `provider:name` of a real model to run against (its API key must be set); default: local.
         quiet: print only the header and the final summary table.
-        out: where to print.
         tty: force (or disable) the redrawn progress bar; default: whether `out` is a terminal.
         settings: the window and compaction budget.
     """

@@ -1,16 +1,12 @@
 """`pydantic-ai-history inspect`: what the processor would do to a saved history, message by message.
 
-The processor runs in dry-run: its model refuses every call, so the compactor's deterministic digest and
-the planner's fallbacks stand in for LLM calls (unless a summarizer model is named). The action for each
-input message comes from comparing the input with the output: the same (or an equal) message is `kept`;
-a changed one is `converted`, `resized`, `summarized` or `excluded` after the strategy the artifact stage
-recorded in the part's metadata; a missing one was `summarized` (a new summary stands for it) or `dropped`
-(the sliding window's note stands for it). Messages the processor wrote are `added`.
-
-A finished run's history (`result.all_messages()`) ends with the model's answer: it is inspected as the next
-request would find it, with a placeholder user message after it (its own row). The totals are the processor's
-own estimates, the ones its events report; the per-message counts leave out what no message owns (request
-framing, and the correction from the provider's reported usage), shown as a row of its own.
+The processor runs in dry-run: its model refuses every call, so deterministic fallbacks stand in for LLM
+calls (unless a summarizer model is named). Each input message's action comes from comparing input with
+output: an equal message is `kept`; a changed one is `converted`, `resized`, `summarized` or `excluded`
+after the strategy recorded in its metadata; a missing one was `summarized` or `dropped` (by the window);
+messages the processor wrote are `added`. A finished run's history gets a placeholder user message, as the
+next request would. Totals are the processor's own estimates; what no message owns (request framing, the
+usage correction) is a row of its own.
 """
 
 from __future__ import annotations
@@ -325,7 +321,6 @@ def _images(content: Any) -> list[bytes]:
 
 
 def _change(old: ModelMessage, new: ModelMessage) -> tuple[str, str]:
-    """The action and detail for a message the processor changed."""
     actions: list[str] = []
     details: list[str] = []
     for index, part in enumerate(new.parts):

@@ -1,17 +1,11 @@
 """Probe-based evaluation of what a compaction keeps (Factory, "Evaluating Context Compression for AI
 Agents", December 2025), for our compactor, the sliding window alone, and the peers where installed.
 
-`evaluate(sessions, EvalSettings(...))` cuts each saved session so about `keep_fraction` of it stays verbatim,
-compacts the same cut with every strategy, and scores what survives:
-
-- model-free, always: the share of exact facts of the evicted part (paths, ids, errors, commands, numbers,
-  the user's constraints) present in the compacted context, and the share one
-  `read_artifact(query=<probe question>)` call recovers from the strategy's store;
-- with an answering and a judge model: each probe answered from the compacted context (with `read_artifact`),
-  graded 0-5 on accuracy, context awareness, artifact trail, completeness, continuity and instruction
-  following.
-
-`pydantic-ai-history eval` is the command line for it.
+`evaluate(sessions, EvalSettings(...))` cuts each saved session so about `keep_fraction` stays verbatim,
+compacts the same cut with every strategy, and scores what survives: always, model-free, the share of exact
+facts of the evicted part in the compacted context and the share one `read_artifact(query=...)` recovers;
+with an answering and a judge model, each probe's answer graded 0-5 on six dimensions. `pydantic-ai-history
+eval` is the command line for it.
 """
 
 from __future__ import annotations

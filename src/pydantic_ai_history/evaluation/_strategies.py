@@ -3,11 +3,9 @@
 - `summary`: our compactor with the LLM summarizer (the transcript of what it evicts goes to the store);
 - `digest`: our compactor when the summarizer fails: the deterministic fallback digest (and the same store);
 - `window`: the sliding window alone: the same cut with nothing in place of the evicted part and no store;
-- `harness`: pydantic-ai-harness's `SummarizingCompaction`, and `summarization`: summarization-pydantic-ai's
-  `SummarizationProcessor`, each run in-process on the same cut when its package imports ("not installed"
-  otherwise).
+- `harness` (`SummarizingCompaction`) and `summarization` (summarization-pydantic-ai's processor): the
+  peers' own compaction, in-process, when their package imports.
 
-Our two run the real processor (`HistoryProcessor.compact`); the peers run their own compaction functions.
 Every model call goes through a meter, so the report shows the tokens each strategy spent.
 """
 

@@ -3,9 +3,8 @@
 Pure bytes in, results out: nothing here depends on pydantic-ai, so callers decide how results become
 message parts. `read_file` never raises for bad input; it is synchronous and CPU-bound.
 
-The readers (Pillow, markitdown, the format parsers and the worker pool) load on first use of `read_file`,
-`read_path` or `sniff_media_type`, not when this package is imported: an app that never sees a file never
-pays for them.
+The readers (Pillow, markitdown, the parsers, the worker pool) load on first use, not on import: an app
+that never sees a file never pays for them.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Checks made before a document is parsed, from what its container declares, inflating nothing.
 
 A ZIP-based document (DOCX, XLSX, PPTX, ODF, EPUB) is refused when its directory is too long, when it
-declares more uncompressed bytes than the limit (XLSX sheets aside: they are streamed, up to a row
-limit), when a large member compressed suspiciously well (a zip bomb), or, for XLSX, when its shared
-strings (which readers load whole) are too large. Python's `zipfile`,
-which every reader here goes through, never inflates a member past the size its directory declares, so
-the declared sizes are a true bound on what parsing can inflate.
+declares more uncompressed bytes than the limit (XLSX sheets aside: they are streamed), when a large member
+compressed suspiciously well (a zip bomb), or when XLSX shared strings (loaded whole) are too large.
+`zipfile` never inflates a member past its declared size, so declared sizes truly bound parsing.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """What each provider accepts in one attached file: image bytes and pixels, document bytes.
 
 An attachment the serving provider accepts goes to it unchanged while the history fits; only what it would
-reject (or what no longer fits the budget) is fitted or converted. The limits are the providers' documented
-ones, read for the base64 payload where that is what they measure; a provider nobody documented here gets the
-conservative limits. pydantic-ai's test models take whatever the app sends: none for `TestModel` and a
-`FunctionModel` with a name of its own; a `FunctionModel` named after a real model (`gpt-4o`, the strict
-simulated provider's) stands in for it and gets its maker's provider limits.
+reject (or what no longer fits) is fitted or converted. Limits are the providers' documented ones (for the
+base64 payload where that is what they measure); an undocumented provider gets conservative ones. Test
+models get none, except a `FunctionModel` named after a real model, which gets its maker's limits.
 """
 
 from __future__ import annotations

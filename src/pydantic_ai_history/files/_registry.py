@@ -243,10 +243,7 @@ def _container_kind(data: bytes, head: bytes) -> str | None:
 
 
 def _zip_type(data: bytes) -> str:
-    """Office documents and EPUB are ZIPs; their member names tell them apart.
-
-    Only the directory is read (and 64 bytes of `mimetype`), and only when it is not absurdly long.
-    """
+    """Office documents and EPUB are ZIPs told apart by member names; only a sane-sized directory is read."""
     if zip_entry_bound(data) > _SNIFF_MAX_ENTRIES:
         return 'application/zip'
     try:

@@ -169,10 +169,9 @@ def _line_cap(settings: FileSettings) -> int:
 
 
 def _capped_lines(text: str, max_chars: int, cut: list[int]) -> Iterator[str]:
-    """The lines of `text` with their endings, each cut to `max_chars` (lengths of cut ones go to `cut`).
+    """The lines of `text`, each cut to `max_chars` (lengths of cut ones go to `cut`).
 
-    Slices of `text`, not a `StringIO` (which would copy it at four bytes a character): a 48 MB line
-    costs its own slice of `max_chars`, never a list of millions of cells.
+    Slices, not a `StringIO` (a copy at four bytes a character): a 48 MB line costs only `max_chars`.
     """
     newline = '\n' if '\n' in text[:65536] or '\r' not in text[:65536] else '\r'
     start, size = 0, len(text)

@@ -1,14 +1,12 @@
 """Document conversion in worker processes, under a hard time and memory limit.
 
-A converter can spend minutes and gigabytes on a small hostile file (a PDF of 100,000 pages, a DOCX whose
-XML mammoth chews on): only a process can be stopped from outside. Workers are plain `python -c`
-subprocesses speaking length-prefixed pickles on stdin/stdout, not `multiprocessing` children: those
-re-import the app's `__main__`, which breaks scripts without a main guard. A worker is started on first
-use (loading the converters once, before any deadline runs), kept for later conversions, and killed when a
-conversion runs past `conversion_timeout_seconds` or grows past `conversion_max_memory_bytes` (resident
-size, polled from /proc on Linux; an address-space rlimit 1 GiB above it is the backstop elsewhere). A worker
-idle for `conversion_idle_seconds` (60 s by default) is stopped by a reaper thread, which itself ends when no
-worker is left idle. Every call here blocks: callers run it in a thread, never on an event loop.
+A converter can spend minutes and gigabytes on a small hostile file: only a process can be stopped from
+outside. Workers are plain `python -c` subprocesses speaking length-prefixed pickles on stdin/stdout, not
+`multiprocessing` children (those re-import the app's `__main__`, breaking scripts without a main guard).
+A worker loads the converters before any deadline runs, is kept for later conversions, and is killed past
+`conversion_timeout_seconds` or `conversion_max_memory_bytes` (resident size from /proc; an rlimit 1 GiB
+above is the backstop elsewhere); a reaper thread stops workers idle for `conversion_idle_seconds`.
+Every call here blocks: callers run it in a thread, never on an event loop.
 """
 
 from __future__ import annotations
@@ -347,7 +345,6 @@ class _Pool:
         self._release(worker, idle_seconds)
 
     def _release(self, worker: _Worker | None, idle_seconds: float) -> None:
-        """Free a slot, parking `worker` (when there is one) as idle."""
         with self._condition:
             self._busy -= 1
             if worker is not None:

@@ -1,13 +1,10 @@
 """XLSX sheets streamed row by row, within a time limit, straight from the workbook's XML.
 
-openpyxl's read-only mode streams rows, but opening a sheet whose XML does not declare its size (what
-openpyxl's own write-only mode and many exporters produce) parses the whole sheet first to find it: 250 s for
-a legitimate 3-million-row workbook, long past any conversion limit, and the reader then shows nothing. Here
-each sheet's XML is parsed incrementally (defusedxml, no entities), only the rows a table shows are kept,
-reading stops at the row limit or the time limit, and the rows after it are counted from the raw XML until
-the time runs out, so the note says how many there are (or at least how many were counted). Shared strings
-are parsed only as far as the rows shown refer to them. Cell values follow openpyxl's (numbers as it casts
-them, dates from the cell's number format, booleans, errors, inline and rich text).
+openpyxl's read-only mode parses a whole sheet whose XML does not declare its size before the first row
+(250 s for a 3-million-row workbook, long past any conversion limit). Here each sheet's XML is parsed
+incrementally (defusedxml), only the rows shown are kept, reading stops at the row or time limit, and the
+rest is counted from the raw XML while time remains. Shared strings are parsed only as far as the rows
+shown need. Cell values follow openpyxl's (numbers, dates from the number format, booleans, errors, text).
 """
 
 from __future__ import annotations
@@ -106,7 +103,6 @@ def _workbook(archive: zipfile.ZipFile) -> _Workbook:
 
 
 def _date_styles(archive: zipfile.ZipFile, names: set[str]) -> frozenset[int]:
-    """The cell style indices whose number format shows a date or a time."""
     if 'xl/styles.xml' not in names:
         return frozenset()
     from openpyxl.styles.numbers import (  # type: ignore[import-untyped,unused-ignore]

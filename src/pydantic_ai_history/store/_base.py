@@ -134,10 +134,9 @@ class ArtifactStore(ABC):
     """Bytes by artifact id and scope, with their `StoredArtifact` info.
 
     Every artifact belongs to a *scope* (a conversation or tenant key; `''` is the default scope): a read
-    in one scope never sees another scope's artifacts, and answers for them exactly as for a missing id.
-    Ids come from `artifact_id(data, scope=...)`, a keyed hash with the store's `secret`, so they cannot
-    be computed from the content. The public methods validate ids (raising `InvalidArtifactId`) before a
-    backend sees them. Putting an id that is already stored in the scope keeps the stored copy.
+    in one scope answers for another scope's artifacts exactly as for a missing id. Ids come from
+    `artifact_id(data, scope=...)`, keyed with the store's `secret`, so the content does not give them away.
+    Public methods validate ids (`InvalidArtifactId`); putting an id already stored keeps the stored copy.
     """
 
     # Class defaults too: a subclass written before secrets existed may not call this __init__.
@@ -155,13 +154,10 @@ class ArtifactStore(ABC):
         return keyed_artifact_id(self._id_secret(), data, scope)
 
     async def prepare(self) -> None:
-        """Load (or create) the persisted secret before the first id or mark is made; the processor calls it
-        before every request, so it is a no-op once loaded.
+        """Load (or create) the persisted secret before the first id or mark; a no-op once loaded.
 
-        Concurrent callers share one load (a cold burst of runs makes one round trip, not one each). A store
-        that keeps its secret beside its data raises `StoreError` when it cannot load it: it never falls back
-        to a secret of this process, which would make ids and marks no other process recognises; the next
-        call tries again.
+        Concurrent callers share one load. When it cannot be loaded this raises `StoreError` (the next call
+        tries again) rather than use a secret of this process, whose ids and marks no other process knows.
         """
         if self._secret is not None:
             return

@@ -54,33 +54,21 @@ def _write_all(fd: int, data: bytes) -> None:
 class DirectoryStore(ArtifactStore):
     """Artifacts as `<root>/<scope>/<id>.bin` with a `<id>.json` sidecar holding their `StoredArtifact` info.
 
-    The default scope `''` lives in the root itself; every other scope in a folder named after a hash of
-    it. Every path is checked to stay inside the resolved root, symlinks are never followed and files
-    with more than one hard link are refused, so neither an id nor a link planted inside the root can
-    read or write outside it. Files are written to a temporary name and renamed into place, so a reader
-    never sees half a file. The root is created on first write when `create` is true; any failure to
-    write (missing root with `create=False`, read-only or full disk) raises `StoreError`, so callers keep
-    the content inline, and opens the breaker: writes are refused at once for `cooldown` seconds.
+    The default scope `''` lives in the root, every other in a folder named after its hash. Paths are
+    checked to stay inside the resolved root, symlinks are never followed and hard-linked files are refused,
+    so nothing planted in the root reads or writes outside it. Files are written under a temporary name and
+    renamed, so a reader never sees half a file. A failed write raises `StoreError` (callers keep the content
+    inline) and opens the breaker: writes are refused at once for `cooldown` seconds.
 
-    Retention, on by default: an artifact not written or read for `max_age` seconds (30 days) is deleted,
-    and when the root holds more than `max_bytes` (1 GiB, data and sidecars of every scope) the least
-    recently used are deleted until it holds 90% of that. A write prunes when the bytes this process knows
-    of would pass `max_bytes`, and at least every `prune_every` seconds (an hour); so a root written by one
-    process never holds more than `max_bytes` plus the artifact being written, and one shared by several
-    holds at most what they write between two of their prunes on top. `pydantic-ai-history prune ROOT`
-    prunes on demand (for a root no process writes to any more). `None` switches a bound off. A read-back
-    of a deleted artifact answers that it is no longer stored, and a compaction summary says so of a deleted
-    earlier transcript.
+    Retention, on by default: an artifact unused for `max_age` (30 days) is deleted, and past `max_bytes`
+    (1 GiB) the least recently used go until 90% of it is left. A write prunes when this process's count
+    would pass `max_bytes`, and at least every `prune_every` seconds; `pydantic-ai-history prune ROOT` prunes
+    on demand. `None` switches a bound off. `max_scope_bytes`/`max_artifact_bytes` refuse what would pass them
+    (`StoreQuotaExceeded`): nothing of a scope is deleted to make room in it.
 
-    `max_scope_bytes` and `max_artifact_bytes` (default: no limit) refuse an artifact that would take a
-    scope past its budget (`StoreQuotaExceeded`): nothing of a scope is deleted to make room in it.
-
-    The root and scope folders are created 0700 and every file 0600, whatever the umask. Ids and the
-    package's marks are keyed with `secret`. Without one, a secret is generated once and kept in
-    `<root>/.artifact-id-secret` (mode 0600), so ids stay stable, and notes are recognised, across restarts
-    and processes sharing the root. Reading never needs the secret: stubs in saved histories stay readable
-    whatever happens to it. If it cannot be read or created, `prepare()` raises `StoreError` (never a
-    secret of the process alone) and the processor stores nothing until it can.
+    Folders are created 0700 and files 0600 whatever the umask. Without a `secret`, one is generated once into
+    `<root>/.artifact-id-secret`, so ids and notes stay stable across restarts and processes; if it cannot be
+    read or created, `prepare()` raises `StoreError` and nothing is stored. Reads never need it.
     """
 
     def __init__(
@@ -477,10 +465,7 @@ _LEFTOVER_AGE = 3600.0
 
 
 def _leftover(name: str, suffix: str, files: Mapping[str, object]) -> bool:
-    """A temporary file of ours, data without its sidecar (a write cut short) or a sidecar without its data.
-
-    Only names the store writes are ever considered: nothing else in a root is touched.
-    """
+    """A temporary file of ours, or data or sidecar without the other; nothing else in a root is touched."""
     stem = name.rpartition('.')[0]
     if suffix == 'tmp':
         return name.startswith('.')

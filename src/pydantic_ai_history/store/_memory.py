@@ -22,20 +22,14 @@ _Key = tuple[str, str]
 class MemoryStore(ArtifactStore):
     """Artifacts in process memory: at most `max_bytes` in total and `max_scope_bytes` per scope.
 
-    To make room, a put evicts the least recently used artifacts (stored or read longest ago), first those of
-    its own scope when that scope is at its budget, then across all scopes: the newest artifact is always
-    stored, and a store at its cap keeps the most recent conversations whole. No scope can take more than
-    `max_scope_bytes`, so one busy tenant cannot push everyone else out. An artifact larger than
-    `max_artifact_bytes` (or than either budget) is refused with `StoreQuotaExceeded` and nothing is
-    evicted; callers keep the content inline. Evictions are logged (a warning the first time, then at info
-    level) and counted in `evicted`; `read_artifact` answers an evicted id as "no longer stored".
+    A put evicts the least recently used artifacts, first of its own scope when that is at its budget, then
+    across scopes: the newest is always stored, and no tenant can push everyone else out. An artifact larger
+    than `max_artifact_bytes` (or either budget) is refused with `StoreQuotaExceeded`, evicting nothing.
+    Evictions are logged and counted in `evicted`; an evicted id reads as "no longer stored".
 
-    Ids are keyed with `secret`, by default the process's own (`_marks.process_secret`, random per process):
-    its data dies with the process, and so does the key that recognises the package's own notes (a history
-    reloaded in another process reads them as plain text, summarized like any other); within the process,
-    code that reads the notes of a processed history needs no key scope. Use `DirectoryStore` or `RedisStore`
-    when spilled content and notes must outlive the process. Like `MemoryCache`, it never awaits between
-    reading and writing its dicts, so concurrent tasks on one loop need no lock.
+    Ids are keyed with the process's own secret by default, so data and note marks die with the process
+    (use `DirectoryStore` or `RedisStore` when they must outlive it). It never awaits between reading and
+    writing its dicts, so concurrent tasks on one loop need no lock.
     """
 
     def __init__(

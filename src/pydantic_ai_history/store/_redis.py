@@ -30,33 +30,22 @@ _LIST_SCAN_CAP = 10_000
 class RedisStore(ArtifactStore):
     """Artifacts as `prefix + [scope:] + id` (the bytes) and the same key + `':info'` (JSON info) in Redis.
 
-    Pass a `url` or an existing `redis.asyncio.Redis` `client` (one with `decode_responses=False`: the
-    content is bytes). `read` uses GETRANGE, so a range never transfers the whole artifact.
+    Pass a `url` or a `redis.asyncio.Redis` `client` with `decode_responses=False`. `read` uses GETRANGE, so
+    a range never transfers the whole artifact.
 
-    Retention, on by default: `ttl` (30 days) expires an artifact's keys that long after it was written, and
-    a put that would take the prefix past `max_bytes` (256 MiB of content, all scopes together) first
-    deletes the oldest artifacts to make room (`prune()` does the same on demand; so does
-    `pydantic-ai-history prune --redis URL`). `None` switches a bound off. A read-back of a deleted artifact
-    answers that it is no longer stored. Scopes are kept apart by key; a scope's bytes are counted in
-    `prefix + ':bytes:' + scope`, and `max_scope_bytes`/`max_artifact_bytes` (default: no limit) refuse what
-    would pass them (`StoreQuotaExceeded`). Configure the server with a `noeviction` or `volatile-*` policy:
-    Redis's own eviction knows nothing of scopes or of the store's counts. Every key of a store lives under
-    its prefix (use a hash tag in it on a cluster, e.g. `'{pai}:artifact:'`).
+    Retention, on by default: `ttl` (30 days) expires an artifact's keys, and a put that would take the prefix
+    past `max_bytes` (256 MiB, all scopes) first deletes the oldest (`prune()` and `pydantic-ai-history prune
+    --redis URL` do so on demand); `None` switches a bound off. `max_scope_bytes`/`max_artifact_bytes` refuse
+    what would pass them (`StoreQuotaExceeded`). Use a `noeviction` or `volatile-*` server policy: Redis's own
+    eviction knows nothing of scopes or of the store's counts. On a cluster, put a hash tag in the prefix.
 
-    Redis errors and timeouts raise `StoreError`, so callers keep the content inline, and open the
-    breaker: for `cooldown` seconds every operation is refused at once instead of waiting
-    `socket_timeout` again (a hung server costs one timeout per cool-down, not one per operation).
+    Redis errors and timeouts raise `StoreError` (callers keep the content inline) and open the breaker for
+    `cooldown` seconds, so a hung server costs one `socket_timeout` per cool-down, not one per operation.
+    A client made from `url` shares one pool per process (`pool`) and retries connection errors.
 
-    A client made from `url` has one pool of connections for every run of the process (`pool`, a
-    `RedisPoolSettings`: 64 connections by default; a burst of runs waits for a free one instead of failing)
-    and tries a call again with backoff on a connection error or a timeout before it fails.
-
-    Ids and the package's marks are keyed with `secret`; without one, a random secret is stored once under
-    `prefix + ':secret'` (SET NX) and loaded by `prepare()` (once per store, however many runs start at
-    once), so every process of the deployment makes the same ids and recognises the same notes. When Redis
-    cannot be reached for it, `prepare()` raises `StoreError`: the processor then stores nothing (as with a
-    store that refuses every write) until it can, and never makes ids or marks with a secret of its own
-    process. Reads never need it.
+    Without a `secret`, a random one is stored once under `prefix + ':secret'` (SET NX) and loaded by
+    `prepare()`, so every process makes the same ids and recognises the same notes; when Redis cannot be
+    reached for it, `prepare()` raises `StoreError` and nothing is stored until it can. Reads never need it.
     """
 
     def __init__(
@@ -260,5 +249,4 @@ class RedisStore(ArtifactStore):
 
 
 def _bound(value: float | None, scale: int = 1) -> str:
-    """A bound as a script argument: `''` for none."""
     return '' if value is None else str(max(1, round(value * scale)))

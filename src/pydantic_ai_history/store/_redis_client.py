@@ -27,9 +27,8 @@ def import_redis_asyncio() -> Any:
 class RedisPoolSettings:
     """How a client this package makes from a URL connects: one pool per store or cache, for every run.
 
-    A burst of runs (hundreds at once on one processor) waits for a free connection instead of failing, and a
-    call that fails on a connection error or a timeout is tried again with backoff before it is reported (the
-    store's breaker then opens). A client passed in by the caller keeps its own configuration.
+    A burst of runs waits for a free connection instead of failing, and a connection error or timeout is
+    retried with backoff before it is reported. A client passed in by the caller keeps its own configuration.
     """
 
     max_connections: int = 64
@@ -57,11 +56,9 @@ class RedisPoolSettings:
 class RedisClients:
     """The client to use on the running event loop.
 
-    An asyncio Redis client's connections belong to the loop that opened them, and fail with
-    "Event loop is closed" on the next loop (each `Agent.run_sync` may run on a new one). A client this
-    package created from a URL is therefore re-created when the loop changes (with one pool, as
-    `RedisPoolSettings` says); a client passed in by the caller is used as-is, since its lifetime is the
-    caller's.
+    An asyncio client's connections fail with "Event loop is closed" on another loop (each `Agent.run_sync`
+    may run on a new one), so a client made from a URL is re-created when the loop changes; a client passed
+    in by the caller is used as-is, since its lifetime is the caller's.
     """
 
     def __init__(

@@ -1,11 +1,9 @@
 """The Lua scripts `RedisStore` runs: each one round trip, atomic on the server.
 
-Besides the bytes (`KEYS[1]`) and the info (`KEYS[2]`) of each artifact and a byte count per scope, a
-store keeps an index of what it holds (a sorted set of data keys by write time, `prefix + ':index'`), each
-one's size and scope counter (a hash, `prefix + ':sizes'`) and their total (`prefix + ':total'`): so it can
-delete the oldest to stay within `max_bytes`, and take artifacts that expired (`ttl`) out of every count.
-Every key of a store lives under its prefix on one server (use a hash tag in the prefix, e.g.
-`'{pai}:artifact:'`, on a cluster).
+Besides each artifact's bytes (`KEYS[1]`) and info (`KEYS[2]`) and a byte count per scope, a store keeps
+an index (data keys by write time, `prefix + ':index'`), each one's size and scope counter (`prefix +
+':sizes'`) and their total (`prefix + ':total'`), so it can delete the oldest to stay within `max_bytes`
+and take expired artifacts out of every count. Every key lives under the prefix (hash-tag it on a cluster).
 """
 
 from __future__ import annotations

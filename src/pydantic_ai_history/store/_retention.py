@@ -1,8 +1,7 @@
 """Retention of the persistent stores: what to delete so a store stays within its age and size bounds.
 
 The decision is a pure function over what a store holds (`plan_prune`); each store scans and deletes around
-it.
-Oldest first: an artifact's age is the time since it was last written or read, so a transcript the model
+it. Oldest first: an artifact's age is the time since it was last written or read, so a transcript the model
 still reads back is the last to go.
 """
 

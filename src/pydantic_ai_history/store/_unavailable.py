@@ -11,9 +11,8 @@ __all__ = ('UnavailableStore',)
 
 class UnavailableStore(ArtifactStore):
     """Stands for `store` in one request while `store.prepare()` fails (Redis unreachable, a root that cannot
-    be created): every write raises `StoreError`, so the stages keep content inline and defer compaction as
-    with any failing store. Ids are keyed with a throwaway secret, since nothing is ever stored under them;
-    reads, which never need the secret, go to `store`.
+    be created): every write raises `StoreError`, so the stages keep content inline and defer compaction.
+    Ids use a throwaway secret, since nothing is stored under them; reads go to `store`.
     """
 
     def __init__(self, store: ArtifactStore, problem: str) -> None:
