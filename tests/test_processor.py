@@ -539,3 +539,35 @@ def test_workflow_code_counts_with_the_runs_own_counter_begun_at_its_first_step(
     assert processor._workflow_counter(first, 'gpt-4o') is not counter  # a replay begins afresh
     other = dataclasses.replace(later, run_id='run-2')
     assert processor._workflow_counter(other, 'gpt-4o') is not processor._workflow_counter(later, 'gpt-4o')
+
+
+def test_workflow_clocks_pin_to_the_newest_model_response_not_to_requests() -> None:
+    """Requests are stamped in workflow code with the system clock, which a replay reads again; responses
+    come back from the model's durable operation. Pinned to a request, a replay drew other ids (and counted
+    other tokens) than the first execution: Temporal's replay then failed as nondeterministic."""
+    from datetime import UTC, datetime
+
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    from pydantic_ai_history.pipeline._clock import message_time, replay_safe, replay_safe_token
+
+    answered = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    history = [
+        ModelRequest(parts=[UserPromptPart('task')]),
+        ModelResponse(parts=[TextPart('working')], timestamp=answered),
+    ]
+    # the same request stamped at two moments (on 1.0 a request's stamp is its part's)
+    first = [
+        *history,
+        ModelRequest(parts=[UserPromptPart('next', timestamp=datetime(2026, 5, 1, tzinfo=UTC))]),
+    ]
+    replay = [
+        *history,
+        ModelRequest(parts=[UserPromptPart('next', timestamp=datetime(2026, 6, 1, tzinfo=UTC))]),
+    ]
+    assert message_time(first) == message_time(replay) == answered.timestamp()
+    assert message_time(history[:1]) == 0.0  # nothing answered yet: the same on every replay
+    with replay_safe(message_time(first)):
+        drawn = replay_safe_token(8)
+    with replay_safe(message_time(replay)):
+        assert replay_safe_token(8) == drawn

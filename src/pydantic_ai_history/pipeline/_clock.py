@@ -1,7 +1,7 @@
 """Clocks that are replay-safe inside a durable workflow.
 
 Workflow code must be deterministic, so inside a durable run the processor reads no clock: `replay_safe(at)`
-pins every reading to the newest message's timestamp, which the engine recorded. Stats timing then reads
+pins every reading to the newest model response's timestamp, which the engine journaled. Stats timing then reads
 zero; TTLs see time move from one request to the next, as the messages do.
 """
 
@@ -59,8 +59,16 @@ def replay_safe_token(nbytes: int) -> str | None:
 
 
 def message_time(messages: Sequence[Any]) -> float:
-    """The timestamp of the newest message that has one (seconds since the epoch); 0 when none has."""
+    """The timestamp of the newest model response (seconds since the epoch); 0 when there is none.
+
+    Only responses: they come back from the model's durable operation, so a replay reads the same stamp.
+    Requests are stamped in workflow code with the system clock (pydantic-ai's `now_utc`), which a replay
+    reads again: pinned to one of those, a replay would draw other ids (`replay_safe_token`), count other
+    tokens and could journal other operations than the first execution did.
+    """
     for message in reversed(messages):
+        if getattr(message, 'kind', None) != 'response':
+            continue
         stamp = getattr(message, 'timestamp', None)
         if isinstance(stamp, datetime):
             return stamp.timestamp()
