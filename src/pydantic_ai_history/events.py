@@ -175,7 +175,8 @@ class HistoryEvent:
     run_id: str | None = None
     """The pydantic-ai run this request belongs to; None on versions without run ids."""
     at: float = field(default_factory=wall)
-    """When the event was made (`time.time()`; inside a durable workflow, the newest model response's timestamp)."""
+    """When the event was made (`time.time()`; inside a durable workflow, the newest model response's
+    timestamp)."""
 
     @property
     def kind(self) -> str:

@@ -680,9 +680,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         self, ctx: Any, messages: Sequence[ModelMessage]
     ) -> AsyncIterator[ArtifactStore]:
         """Where one request's work runs, and the store it writes to. Workflow code (durable execution): no
-        clock, no I/O; clocks pinned to the newest model response, seals keyed by the store's secret (explicit under
-        durability, checked in `for_agent`). Elsewhere the store's secret (persisted beside its data) is
-        loaded before the first id or mark is made."""
+        clock, no I/O; clocks pinned to the newest model response, seals keyed by the store's secret
+        (explicit under durability, checked in `for_agent`). Elsewhere the store's secret (persisted beside
+        its data) is loaded before the first id or mark is made."""
         if self.journaled(ctx):
             with (
                 replay_safe(message_time(messages)),
