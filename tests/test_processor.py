@@ -571,3 +571,32 @@ def test_workflow_clocks_pin_to_the_newest_model_response_not_to_requests() -> N
         drawn = replay_safe_token(8)
     with replay_safe(message_time(replay)):
         assert replay_safe_token(8) == drawn
+
+
+async def test_a_durable_runs_own_counter_goes_with_the_run() -> None:
+    """The workflow counter memoizes the run's history texts: kept past the run, a worker's tracked runs
+    (up to `max_tracked_runs`) would each hold a whole history."""
+    import dataclasses
+
+    from pydantic_ai import RunContext
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.usage import RunUsage
+
+    processor = HistoryProcessor()
+    ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+    fields = {f.name for f in dataclasses.fields(ctx)}
+    if not {'run_id', '_durable_operations'} <= fields:
+        pytest.skip('this pydantic-ai has no durable operations')
+    durable = dataclasses.replace(
+        ctx, run_id='run-1', run_step=1, _durable_operations={(processor.id, 'store_write'): object()}
+    )
+    assert processor.journaled(durable)
+
+    async def run() -> object:
+        return processor._workflow_counter(durable, 'gpt-4o')
+
+    counter = await processor.wrap_run(durable, handler=run)
+    assert counter is not None
+    state = processor._runs.peek('run-1')
+    assert state is not None
+    assert state.workflow_counter is None

@@ -291,8 +291,15 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         compaction event) ends when the run does, however it ends (cancelled, never awaited). Durable
         workflow code starts no such work."""
         run_key = self._runs.key(ctx)
-        if run_key is None or self.journaled(ctx):
+        if run_key is None:
             return await handler()
+        if self.journaled(ctx):
+            try:
+                return await handler()
+            finally:  # the run's own counter memoizes its history's texts: it goes with the run
+                state = self._runs.peek(run_key)
+                if state is not None:
+                    state.workflow_counter = None
         self._open_runs.add(run_key)
         try:
             return await handler()
