@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
 
-from .._compat import BinaryContent, durable_operation, instrumentation_of
+from .._compat import BinaryContent, durable_operation
 from ..budget._local_server import LocalServer, ask_context_window, local_server_of
 from ..cache import SummaryCache
 from ..files import FileResult
 from ..files._results import file_result_from_json, file_result_to_json
-from ..stages._llm import convert_in_thread, run_plan, run_text
+from ..stages._llm import call_options, convert_in_thread, run_plan, run_text
 from ..stages._summarizer_settings import (  # read at run time: durable operations' argument types
     TextPurpose,
     Timeout,
@@ -100,9 +100,7 @@ class HistoryOperations:
             prompt,
             instructions=instructions,
             timeout=timeout,
-            usage=ctx.usage,
-            model_settings=self.summarizer.model_settings,
-            instrument=instrumentation_of(ctx),
+            **call_options(ctx.usage, self.summarizer, ctx),
         )
 
     @durable_operation(name='file_conversion')
@@ -187,10 +185,7 @@ class HistoryOperations:
             prompt,
             instructions=instructions,
             timeout=timeout,
-            usage=ctx.usage,
-            model_settings=self.summarizer.model_settings,
-            # the run's own instrumentation, so the request honours its `include_content` as inline
-            instrument=instrumentation_of(ctx),
+            **call_options(ctx.usage, self.summarizer, ctx),
         )
 
     def _summarizer_model(self, ctx: RunContext[Any]) -> ModelRef:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..files import FileResult, FileSettings
     from ..pipeline._context import HistoryContext, StageOperations
     from ..tokens import TokenizerProfile
-    from ._summarizer_settings import ModelRef, TextPurpose, Timeout
+    from ._summarizer_settings import ModelRef, SummarizerSettings, TextPurpose, Timeout
     from .artifacts._models import ArtifactPlan
 
 __all__ = (
@@ -153,6 +153,17 @@ def add_usage(usage: Any, extra: Any, *, requests: int = 0) -> None:
         logger.debug('could not add a sub-call usage to the run usage', exc_info=True)
 
 
+def call_options(usage: Any, summarizer: SummarizerSettings, run_context: Any) -> dict[str, Any]:
+    """What every LLM call of the stages takes from its run, in place or as a durable operation: the run's
+    usage, the summarizer's model settings and the run's instrumentation (so the call is a span of the run's
+    trace and honours its `include_content`)."""
+    return {
+        'usage': usage,
+        'model_settings': summarizer.model_settings,
+        'instrument': instrumentation_of(run_context),
+    }
+
+
 @dataclass
 class InlineOperations:
     """A stage's side effects run in place with the models the stage resolved: for a stage used on its own."""
@@ -174,13 +185,8 @@ class InlineOperations:
         )
 
     def _run_options(self) -> dict[str, Any]:
-        """The run's usage, the summarizer's model settings and the run's instrumentation, for every call."""
         context = self.context
-        return {
-            'usage': context.usage,
-            'model_settings': context.summarizer.model_settings,
-            'instrument': instrumentation_of(context.run_context),
-        }
+        return call_options(context.usage, context.summarizer, context.run_context)
 
     async def convert_file(
         self,
