@@ -179,9 +179,14 @@ def test_full_processor(messages: list[ModelMessage], fraction: float, keep_firs
     # with keep_first_user_message=False the window moves the system prompt into its note: the next pass's
     # compactor evicts that note and must carry the system prompt on
     assert errors(again, original=out) == []
-    assert again[-1] is out[-1] or again[-1] == out[-1]
-    if fits and keep_first:
-        assert TokenCounter('gpt-4o').estimate(again).total <= budget
+    counter = TokenCounter('gpt-4o')
+    if counter.estimate(out).total <= budget:
+        # an output that fits is left as it is: the same objects, so the next request's prefix is the same
+        assert [id(m) for m in again] == [id(m) for m in out]
+    else:
+        # one that does not fit (nothing could make it fit) may be planned again, never made larger: the
+        # question a reduction is planned around can be gone with the messages the window dropped
+        assert counter.estimate(again).total <= counter.estimate(out).total
 
 
 @settings(RELIABILITY, max_examples=60)
