@@ -442,13 +442,8 @@ class Compactor(StageCapability):
         self, plan: _Plan, event: _Event, context: HistoryContext, substituted: list[ModelMessage], total: int
     ) -> list[ModelMessage] | None:
         """The history with its cached prefix summary when that alone brings it under the trigger."""
-        substituted_alone = plan.previous is not None and plan.messages is not event.messages
-        if (
-            plan.origin is None
-            or not substituted_alone
-            or total > context.limits.trigger
-            or total >= event.tokens
-        ):
+        hit = plan.messages is not event.messages
+        if not hit or plan.origin is None or total > context.limits.trigger or total >= event.tokens:
             return None
         evicted = plan.origin.length - plan.head
         _announce(context, event, evicted)
@@ -638,7 +633,14 @@ class Compactor(StageCapability):
         if layout is None:
             return None
         plan = _Plan(messages, list(event.per_message), event.units, layout.body_start, None)
-        cut = self._native_cut(plan, layout, context, event.reason, event.reserved)
+        # our cut rules around the layout (None is not warned: the LLM path plans it and says why)
+        body_first = next(
+            (i for i, u in enumerate(plan.units) if u.start >= layout.body_start), len(plan.units)
+        )
+        fixed_cost = event.reserved + context.counter.count_messages(layout.kept)
+        if body_first >= len(plan.units) - 1:
+            return None
+        cut = self._cut(plan, body_first, fixed_cost, layout.earlier, context, event.reason)
         if cut is None:
             return None
         await cut.check_stored(context)
@@ -653,7 +655,7 @@ class Compactor(StageCapability):
         outcome = _native_outcome(plan, cut, layout, response, spilled, event, context.counter)
         if not self._native_fits(context, outcome, event.tokens):
             return None
-        return self._conclude(context, event, dataclasses.replace(outcome, lost=summarized), spilled)
+        return self._conclude(context, event, outcome, spilled)
 
     def _native_fits(self, context: HistoryContext, outcome: _Outcome, before: int) -> bool:
         """Smaller than before, and at or under the target unless what keeps it over no summary can shrink."""
@@ -747,45 +749,22 @@ class Compactor(StageCapability):
         if context.store is None:
             return None
         stubs = self._stubs_from(cut.body_first, plan, cut, context)
-        saved = sum(s.tokens_before - s.tokens_after for s in stubs)
-        stubbed = event.overhead + sum(plan.per_message) - saved + growth
-        if (
-            not stubs
-            or stubbed > context.limits.target
-            or not self._stubs_suffice(plan, cut, stubbed, event, context, growth)
-        ):
+        total = event.overhead + sum(plan.per_message) + growth
+        stubbed = total - sum(s.tokens_before - s.tokens_after for s in stubs)
+        if not stubs or stubbed > context.limits.target:
             return None
-        return stubs
-
-    def _stubs_suffice(
-        self, plan: _Plan, cut: _Cut, stubbed: int, event: _Event, context: HistoryContext, growth: int = 0
-    ) -> bool:
-        settings = self.settings
-        per_message = plan.per_message
-        tail_start = plan.units[cut.verbatim].start
         body_start = plan.units[cut.body_first].start
-        replaced = sum(per_message[body_start:tail_start])
-        summary_tokens = settings.summary_max_tokens // 2
-        body_units = max(len(plan.units) - cut.body_first, 1)
-        view = (
-            replaced
-            if settings.summarizer_view_tokens is None
-            else min(replaced, settings.summarizer_view_tokens)
-        )
+        replaced = sum(plan.per_message[body_start : plan.units[cut.verbatim].start])
+        summary_tokens = self.settings.summary_max_tokens // 2
         costs = EventCosts(
             stubbed=stubbed,
-            summarized=event.overhead
-            + sum(per_message[:body_start])
-            + summary_tokens
-            + self._trail_budget(context)
-            + sum(per_message[tail_start:])
-            + growth,
+            summarized=total - replaced + summary_tokens + self._trail_budget(context),
             trigger=context.limits.trigger,
-            growth=sum(per_message[body_start:]) // body_units,
-            view_tokens=view,
+            growth=sum(plan.per_message[body_start:]) // max(len(plan.units) - cut.body_first, 1),
+            view_tokens=min(replaced, self.settings.summarizer_view_tokens or replaced),
             summary_tokens=summary_tokens,
         )
-        return stubs_suffice(costs, cached_input_ratio=settings.cached_input_ratio)
+        return stubs if stubs_suffice(costs, cached_input_ratio=self.settings.cached_input_ratio) else None
 
     # ---- background summaries (`CompactionSettings.background_start`) ------------------------------------
 
@@ -990,21 +969,6 @@ class Compactor(StageCapability):
         job = self._background.pop(run_id)
         if job is not None:
             self._end(job, 'run_ended', emit)
-
-    def _native_cut(
-        self,
-        plan: _Plan,
-        layout: NativeLayout,
-        context: HistoryContext,
-        reason: CompactionReason,
-        reserved: int,
-    ) -> _Cut | None:
-        """Our cut rules around the native layout (None is not warned: the LLM path plans it and says why)."""
-        body_first = next((i for i, u in enumerate(plan.units) if u.start >= layout.body_start), None)
-        if body_first is None or body_first >= len(plan.units) - 1:
-            return None
-        fixed_cost = reserved + context.counter.count_messages(layout.kept)
-        return self._cut(plan, body_first, fixed_cost, layout.earlier, context, reason)
 
     async def _ask_provider(
         self, model: object, messages: list[ModelMessage], context: HistoryContext, focus: str | None
@@ -1460,7 +1424,8 @@ def _native_outcome(
         + sum(plan.per_message[cut_at:])
     )
     summary = _Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
-    return _Outcome(result, after, summary, len(evicted), pinned=len(pins), replacement=item)
+    lost = cut.summarized(plan)
+    return _Outcome(result, after, summary, len(evicted), pinned=len(pins), replacement=item, lost=lost)
 
 
 def _summary_details(
