@@ -1244,23 +1244,21 @@ class Compactor(StageCapability):
         return self._finish(context, event, outcome)
 
     def _finish(self, context: HistoryContext, compaction: _Event, outcome: _Outcome) -> list[ModelMessage]:
-        original, tokens_before, reason = compaction.messages, compaction.tokens, compaction.reason
-        result, tokens_after, summary = outcome.messages, outcome.tokens, outcome.summary
-        pinned = outcome.pinned
+        summary = outcome.summary
         event = CompactionResult(
             run_id=context.run_id,
-            messages_before=len(original),
-            messages_after=len(result),
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
+            messages_before=len(compaction.messages),
+            messages_after=len(outcome.messages),
+            tokens_before=compaction.tokens,
+            tokens_after=outcome.tokens,
             summary=summary.text,
-            reason=reason,
+            reason=compaction.reason,
             method=summary.method,
             evicted_messages=outcome.evicted,
             summarizer_calls=summary.calls,
             duration_ms=(perf() - compaction.started) * 1000,
             error=summary.error,
-            pinned_units=pinned,
+            pinned_units=outcome.pinned,
             stubbed_parts=outcome.stubbed,
             background=summary.background,
         )
@@ -1285,17 +1283,17 @@ class Compactor(StageCapability):
         logger.info(
             'compactor (%s, %s): %d -> %d messages, %d -> %d tokens, %d summarizer call(s), '
             '%d pinned unit(s) kept verbatim%s',
-            reason,
-            summary.method,
-            len(original),
-            len(result),
-            tokens_before,
-            tokens_after,
-            summary.calls,
-            pinned,
-            f', error: {summary.error}' if summary.error else '',
+            event.reason,
+            event.method,
+            event.messages_before,
+            event.messages_after,
+            event.tokens_before,
+            event.tokens_after,
+            event.summarizer_calls,
+            event.pinned_units,
+            f', error: {event.error}' if event.error else '',
         )
-        return result
+        return outcome.messages
 
 
 COMPACTION_SPAN = 'compact_messages'

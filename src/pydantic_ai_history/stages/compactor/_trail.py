@@ -160,14 +160,9 @@ def trail_from_data(value: object) -> tuple[TrailEntry, ...]:
         return ()
     entries: list[TrailEntry] = []
     for item in value:
-        if isinstance(item, (list, tuple)) and len(item) == 2:
-            kind = _KIND_NAMES.get(str(item[0]))
-            if kind is not None:
-                entries.append((kind, str(item[1])))
+        if isinstance(item, (list, tuple)) and len(item) == 2 and item[0] in _ORDER:
+            entries.append((item[0], str(item[1])))
     return tuple(entries)
-
-
-_KIND_NAMES: dict[str, TrailKind] = {kind: kind for kind in _ORDER}
 
 
 def _texts(messages: Sequence[ModelMessage]) -> Iterator[tuple[str, str]]:
