@@ -229,12 +229,9 @@ class _Cut:
     gone_transcripts: list[str] = field(default_factory=list)
     """Ids the previous summary names that the store's retention removed: said to be gone, never named."""
 
-    async def check_stored(self, context: HistoryContext) -> _Cut:
-        gone = await no_longer_stored(self.previous_transcripts, context)
-        if gone:
-            self.previous_transcripts = [t for t in self.previous_transcripts if t not in gone]
-            self.gone_transcripts = gone
-        return self
+    async def check_stored(self, context: HistoryContext) -> None:
+        self.gone_transcripts = await no_longer_stored(self.previous_transcripts, context)
+        self.previous_transcripts = [t for t in self.previous_transcripts if t not in self.gone_transcripts]
 
     def evicted_pins(self) -> list[TranscriptUnit]:
         return [self.pins[i] for i in sorted(self.pins) if i < self.unit]
@@ -1347,11 +1344,8 @@ def _latest_prompt_unit(plan: _Plan, body_first: int) -> int | None:
         unit = plan.units[index]
         for message in plan.messages[unit.start : unit.end]:
             if isinstance(message, ModelRequest) and marker_kind(message) is None:
-                kinds = part_kinds(message)
-                if any(
-                    isinstance(p, UserPromptPart) and k is None
-                    for p, k in zip(message.parts, kinds, strict=True)
-                ):
+                parts = zip(message.parts, part_kinds(message), strict=True)
+                if any(isinstance(p, UserPromptPart) and k is None for p, k in parts):
                     return index
     return None
 
