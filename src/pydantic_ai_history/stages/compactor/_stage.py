@@ -71,7 +71,6 @@ from ._fallback import digest, head_tail_cut
 from ._native import (
     NATIVE_NOTE,
     NativeLayout,
-    compaction_cost,
     mark_compaction,
     native_layout,
     preserved_head,
@@ -1401,7 +1400,8 @@ def _native_outcome(
         final, details=_summary_details('provider', evicted, pins, None), system_parts=system_parts(evicted)
     )
     marked = mark_compaction(response, {'evicted_messages': len(evicted)})
-    item = compaction_cost(response, counter.count_message(response))
+    # its counted text or its output tokens, the larger: an encrypted item has no text to count
+    item = max(counter.count_message(response), response.usage.output_tokens)
     result = [*layout.standing, marked, *layout.after_item, note, *plan.messages[cut_at:]]
     # pydantic-ai reads loads only after the compaction item: those before it are recorded after the note
     result, reloaded = _keep_loads(
