@@ -1084,12 +1084,9 @@ class Compactor(StageCapability):
         self, cache: SummaryCache, conversation: str, plan: _Plan, context: HistoryContext
     ) -> _Plan | None:
         records = await self._index.records(cache, conversation)
-        if not records:
-            return None
-        head = plan.head
-        boundaries = {u.start for u in plan.units}
-        limit = plan.units[-1].start
-        candidates = sorted((n for n in records if head < n <= limit and n in boundaries), reverse=True)
+        head, boundaries = plan.head, {u.start for u in plan.units}
+        # recorded prefixes that end where a unit starts (so never take the last unit), longest first
+        candidates = sorted((n for n in records if head < n and n in boundaries), reverse=True)
         if not candidates:
             return None
         chains = self._index.chains(conversation, plan.messages[head : candidates[0]])
