@@ -633,9 +633,9 @@ class Compactor(StageCapability):
         body_first = next(
             (i for i, u in enumerate(plan.units) if u.start >= layout.body_start), len(plan.units)
         )
-        fixed_cost = event.reserved + context.counter.count_messages(layout.kept)
         if body_first >= len(plan.units) - 1:
             return None
+        fixed_cost = event.reserved + context.counter.count_messages(layout.kept)
         cut = self._cut(plan, body_first, fixed_cost, layout.earlier, context, event.reason)
         if cut is None:
             return None
