@@ -179,12 +179,11 @@ def decode_sections(value: str) -> SummarySections:
             data = json.loads(value)
         except ValueError:
             data = None
+        texts = ('summary', 'pinned', 'reference')
         if (
             isinstance(data, dict)
             and data.get('format') == _CACHE_FORMAT
-            and isinstance(data.get('summary'), str)
-            and isinstance(data.get('pinned'), str)
-            and isinstance(data.get('reference'), str)
+            and all(isinstance(data.get(name), str) for name in texts)
         ):
             trail = trail_from_data(data.get('trail', ()))
             transcript = data.get('transcript')
