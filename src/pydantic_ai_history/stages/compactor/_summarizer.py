@@ -40,6 +40,10 @@ class SummarizerError(Exception):
         """Whether the call ran out of `SummarizerSettings.timeout` (the message names the setting)."""
 
 
+def _timeout_reason(exc: TimeoutError, summarizer: SummarizerSettings) -> str:
+    return str(exc) or f'timed out (SummarizerSettings.timeout={summarizer.timeout!r})'
+
+
 @dataclass(frozen=True)
 class SummarizerOutcome:
     text: str
@@ -154,8 +158,7 @@ async def run_summarizer(
                 timeout=summarizer.timeout,
             )
         except TimeoutError as exc:
-            reason = str(exc) or f'timed out (SummarizerSettings.timeout={summarizer.timeout!r})'
-            raise SummarizerError(reason, calls, timed_out=True) from None
+            raise SummarizerError(_timeout_reason(exc, summarizer), calls, timed_out=True) from None
         except Exception as exc:
             raise SummarizerError(f'{type(exc).__name__}: {exc}', calls) from exc
         text = output.strip() if isinstance(output, str) else ''
