@@ -83,19 +83,15 @@ def digest(
     for message in messages:
         notes.add(message)
     tools = [*notes.tools, *(f'{call} -> no result recorded' for call in notes.calls.values())]
-    sections: list[tuple[str, str]] = []
-    if previous_summary:
-        sections.append(
-            (
-                'Previous summary',
-                counter.truncate_text(previous_summary, int(max_tokens * _SHARES['previous'])),
-            )
-        )
-    sections.append(('User messages', _fit(counter, notes.user, int(max_tokens * _SHARES['user']))))
-    sections.append(('Tool calls and outcomes', _fit(counter, tools, int(max_tokens * _SHARES['tools']))))
-    sections.append(('Errors', _fit(counter, notes.errors, int(max_tokens * _SHARES['errors']))))
-    last = counter.truncate_text(notes.last_text, int(max_tokens * _SHARES['last']))
-    sections.append(('Last assistant text', last or 'none'))
+    share = {name: int(max_tokens * fraction) for name, fraction in _SHARES.items()}
+    previous = counter.truncate_text(previous_summary, share['previous']) if previous_summary else ''
+    sections = [
+        *([('Previous summary', previous)] if previous_summary else []),
+        ('User messages', _fit(counter, notes.user, share['user'])),
+        ('Tool calls and outcomes', _fit(counter, tools, share['tools'])),
+        ('Errors', _fit(counter, notes.errors, share['errors'])),
+        ('Last assistant text', counter.truncate_text(notes.last_text, share['last']) or 'none'),
+    ]
     body = '\n\n'.join(f'## {title}\n{text}' for title, text in sections)
     text = f'Automatic digest of {len(messages)} earlier messages (the summarizer was unavailable).\n\n{body}'
     return counter.truncate_text(text, max_tokens)

@@ -101,13 +101,10 @@ def prune_trail(
 ) -> list[TrailEntry]:
     """The carried trail and the new details within `budget` tokens, in order (carried first), each kind
     taking its turn, newest first."""
-    merged: list[TrailEntry] = []
-    keys: set[str] = set()
+    unique: dict[str, TrailEntry] = {}
     for entry in (*earlier, *new):
-        key = entry[1].lower()
-        if key not in keys:
-            keys.add(key)
-            merged.append(entry)
+        unique.setdefault(entry[1].lower(), entry)
+    merged = list(unique.values())
     if budget <= 0 or not merged:
         return []
     queues = {kind: [i for i in reversed(range(len(merged))) if merged[i][0] == kind] for kind in _ORDER}
