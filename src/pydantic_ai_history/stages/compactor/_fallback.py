@@ -18,6 +18,7 @@ from ..._compat import (
     UserPromptPart,
 )
 from ...messages._marks import marker_kind
+from ...messages.units import fit_suffix
 from ...tokens import TokenCounter
 from .._transcript import TranscriptUnit, content_text
 
@@ -82,19 +83,15 @@ def digest(
     for message in messages:
         notes.add(message)
     tools = [*notes.tools, *(f'{call} -> no result recorded' for call in notes.calls.values())]
-    sections: list[tuple[str, str]] = []
-    if previous_summary:
-        sections.append(
-            (
-                'Previous summary',
-                counter.truncate_text(previous_summary, int(max_tokens * _SHARES['previous'])),
-            )
-        )
-    sections.append(('User messages', _fit(counter, notes.user, int(max_tokens * _SHARES['user']))))
-    sections.append(('Tool calls and outcomes', _fit(counter, tools, int(max_tokens * _SHARES['tools']))))
-    sections.append(('Errors', _fit(counter, notes.errors, int(max_tokens * _SHARES['errors']))))
-    last = counter.truncate_text(notes.last_text, int(max_tokens * _SHARES['last']))
-    sections.append(('Last assistant text', last or 'none'))
+    share = {name: int(max_tokens * fraction) for name, fraction in _SHARES.items()}
+    previous = counter.truncate_text(previous_summary, share['previous']) if previous_summary else ''
+    sections = [
+        *([('Previous summary', previous)] if previous_summary else []),
+        ('User messages', _fit(counter, notes.user, share['user'])),
+        ('Tool calls and outcomes', _fit(counter, tools, share['tools'])),
+        ('Errors', _fit(counter, notes.errors, share['errors'])),
+        ('Last assistant text', counter.truncate_text(notes.last_text, share['last']) or 'none'),
+    ]
     body = '\n\n'.join(f'## {title}\n{text}' for title, text in sections)
     text = f'Automatic digest of {len(messages)} earlier messages (the summarizer was unavailable).\n\n{body}'
     return counter.truncate_text(text, max_tokens)
@@ -110,9 +107,10 @@ def head_tail_cut(
             TranscriptUnit(f'Earlier summary:\n{previous_summary}', counter.count_text(previous_summary), 0),
         )
     head_budget, tail_budget = int(max_tokens * 0.25), int(max_tokens * 0.75) - 60
-    head = _whole_units(items, head_budget)
-    tail = _whole_units(items[len(head) :][::-1], tail_budget)[::-1]
-    removed = items[len(head) : len(items) - len(tail)]
+    costs = [u.tokens for u in items]
+    head_end = len(items) - fit_suffix(costs[::-1], head_budget, at_least=0)
+    tail_start = head_end + fit_suffix(costs[head_end:], tail_budget, at_least=0)
+    head, removed, tail = items[:head_end], items[head_end:tail_start], items[tail_start:]
     parts = [u.text for u in head]
     # a unit larger than its whole share is cut rather than lost: keep its start (head) or its end (tail)
     if not head and removed:
@@ -132,32 +130,14 @@ def head_tail_cut(
     return counter.truncate_text(text, max_tokens)
 
 
-def _whole_units(items: Sequence[TranscriptUnit], budget: int) -> list[TranscriptUnit]:
-    kept: list[TranscriptUnit] = []
-    used = 0
-    for item in items:
-        if used + item.tokens > budget:
-            break
-        kept.append(item)
-        used += item.tokens
-    return kept
-
-
 def _trim(counter: TokenCounter, text: str, tokens: int = _ITEM_TOKENS) -> str:
     text = ' '.join(text.split())
     return counter.truncate_text(text, tokens) if len(text) > tokens else text
 
 
 def _fit(counter: TokenCounter, items: list[str], budget: int) -> str:
-    kept: list[str] = []
-    used = 0
-    for item in reversed(items):
-        cost = counter.count_text(item) + 2
-        if used + cost > budget:
-            break
-        kept.insert(0, f'- {item}')
-        used += cost
-    omitted = len(items) - len(kept)
+    omitted = fit_suffix([counter.count_text(item) + 2 for item in items], budget, at_least=0)
+    kept = [f'- {item}' for item in items[omitted:]]
     if omitted:
         kept.insert(0, f'- ({omitted} earlier item(s) left out)')
     return '\n'.join(kept) or 'none'

@@ -31,7 +31,6 @@ from ._summary_message import SummarySections, summary_sections
 __all__ = (
     'NATIVE_NOTE',
     'NativeLayout',
-    'compaction_cost',
     'mark_compaction',
     'native_layout',
     'preserved_head',
@@ -70,19 +69,10 @@ class NativeLayout:
         return [*self.standing, *self.after_item]
 
 
-def is_ours(message: ModelMessage) -> bool:
-    return own_metadata(message_metadata(message)).get('kind') == _KIND
-
-
 def mark_compaction(response: ModelResponse, details: dict[str, Any]) -> ModelResponse:
     metadata = dict(message_metadata(response))
     metadata[MARKER_KEY] = {'kind': _KIND, **details}
     return dataclasses.replace(response, metadata=metadata)
-
-
-def compaction_cost(response: ModelResponse, counted: int) -> int:
-    """The larger of its counted text and its output tokens: an encrypted item has no text to count."""
-    return max(counted, response.usage.output_tokens)
 
 
 def native_layout(
@@ -99,7 +89,8 @@ def _previous_compaction(messages: Sequence[ModelMessage]) -> int | None:
     """Index of our compaction response when only system-prompt requests come before it."""
     for index, message in enumerate(messages):
         if isinstance(message, ModelResponse):
-            return index if is_ours(message) and is_compaction_response(message) else None
+            ours = own_metadata(message_metadata(message)).get('kind') == _KIND
+            return index if ours and is_compaction_response(message) else None
         if not _system_only(message):
             return None
     return None

@@ -107,8 +107,7 @@ class PrefixIndex:
     async def add(self, cache: SummaryCache, conversation: str, record: PrefixRecord) -> None:
         current = await self.records(cache, conversation)
         current.pop(record.length, None)
-        rows = [[r.length, r.chain, r.summary_key] for r in current.values()]
-        rows.append([record.length, record.chain, record.summary_key])
+        rows = [[r.length, r.chain, r.summary_key] for r in (*current.values(), record)]
         await cache.set(_records_key(conversation), json.dumps(rows[-_MAX_RECORDS:]), ttl=self.ttl)
 
     async def origin(self, cache: SummaryCache, conversation: str, summary: str) -> Origin | None:

@@ -72,7 +72,7 @@ class CompactionSettings:
     """Monotonic seconds, for the cool-down (injectable for tests)."""
 
     def __post_init__(self) -> None:
-        names = (
+        positive = (
             'summary_max_tokens',
             'tool_result_max_tokens',
             'task_max_tokens',
@@ -81,34 +81,22 @@ class CompactionSettings:
             'summarizer_view_tokens',
             'max_background_summaries',
         )
-        for name in names:
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f'CompactionSettings.{name} must be positive, got {value!r}')
-        if self.stub_min_tokens < 0 or self.stub_head_chars < 0:
-            raise ValueError('CompactionSettings.stub_min_tokens and stub_head_chars must not be negative')
-        if not 0 < self.cached_input_ratio <= 1:
-            raise ValueError(
-                f'CompactionSettings.cached_input_ratio must be in (0, 1], got {self.cached_input_ratio!r}'
-            )
-        if self.background_start is not None and not 0 < self.background_start < 1:
-            raise ValueError(
-                'CompactionSettings.background_start must be in (0, 1) or None, '
-                f'got {self.background_start!r}'
-            )
-        if not 0 <= self.trail_share < 1:
-            raise ValueError(f'CompactionSettings.trail_share must be in [0, 1), got {self.trail_share!r}')
-        if self.cooldown_seconds < 0:
-            raise ValueError(
-                f'CompactionSettings.cooldown_seconds must not be negative, got {self.cooldown_seconds!r}'
-            )
-        if self.cache_ttl is not None and self.cache_ttl <= 0:
-            raise ValueError(f'CompactionSettings.cache_ttl must be positive or None, got {self.cache_ttl!r}')
-        if self.method not in ('llm', 'provider', 'auto'):
-            raise ValueError(
-                f"CompactionSettings.method must be 'llm', 'provider' or 'auto', got {self.method!r}"
-            )
-        if self.fallback not in ('digest', 'truncate'):
-            raise ValueError(
-                f"CompactionSettings.fallback must be 'digest' or 'truncate', got {self.fallback!r}"
-            )
+        start, ttl = self.background_start, self.cache_ttl
+        rules = (
+            *(
+                (name, 'must be positive', getattr(self, name) is None or getattr(self, name) > 0)
+                for name in positive
+            ),
+            ('stub_min_tokens', 'must not be negative', self.stub_min_tokens >= 0),
+            ('stub_head_chars', 'must not be negative', self.stub_head_chars >= 0),
+            ('cached_input_ratio', 'must be in (0, 1]', 0 < self.cached_input_ratio <= 1),
+            ('background_start', 'must be in (0, 1) or None', start is None or 0 < start < 1),
+            ('trail_share', 'must be in [0, 1)', 0 <= self.trail_share < 1),
+            ('cooldown_seconds', 'must not be negative', self.cooldown_seconds >= 0),
+            ('cache_ttl', 'must be positive or None', ttl is None or ttl > 0),
+            ('method', "must be 'llm', 'provider' or 'auto'", self.method in ('llm', 'provider', 'auto')),
+            ('fallback', "must be 'digest' or 'truncate'", self.fallback in ('digest', 'truncate')),
+        )
+        for name, rule, valid in rules:
+            if not valid:
+                raise ValueError(f'CompactionSettings.{name} {rule}, got {getattr(self, name)!r}')

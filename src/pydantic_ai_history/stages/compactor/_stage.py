@@ -71,7 +71,6 @@ from ._fallback import digest, head_tail_cut
 from ._native import (
     NATIVE_NOTE,
     NativeLayout,
-    compaction_cost,
     mark_compaction,
     native_layout,
     preserved_head,
@@ -112,7 +111,6 @@ _TRANSCRIPT_REFERENCE_TOKENS = 100
 
 
 Method = Literal['llm', 'cache', 'digest', 'truncate', 'provider', 'stubs']
-_FALLBACK_METHODS = frozenset({'digest', 'truncate'})
 
 
 @dataclass(frozen=True)
@@ -124,19 +122,6 @@ class _Summary:
     error: str | None = None
     background: bool = False
     """Made ahead of the event, in the background (`CompactionSettings.background_start`)."""
-
-
-@dataclass(frozen=True)
-class _SummaryRequest:
-    """Everything the summarizer reads, and the key of all of it."""
-
-    key: str
-    model: ModelRef | None
-    summarized: Sequence[ModelMessage]
-    previous: str | None
-    focus: str | None
-    task: str | None
-    transcript: list[TranscriptUnit] | None
 
 
 @dataclass
@@ -154,7 +139,7 @@ class _Event:
     """The overhead plus the largest record of loads a cut can unload (recorded again after the summary)."""
     reason: CompactionReason
     focus: str | None
-    started: float
+    started: float = field(default_factory=perf)
     announced: bool = False
     """Whether `CompactionStarted` is out: a fallback does not repeat it."""
 
@@ -186,7 +171,7 @@ class _Plan:
     head: int
     previous: int | None
     """Index of our previous summary (always `head`) when the history has one."""
-    origin: Origin | None
+    origin: Origin | None = None
     """Where the body after `head` (after the previous summary, if any) starts in the original history."""
 
 
@@ -201,9 +186,9 @@ class _Spilled:
     """The store failed: the summary alone stands for the evicted messages."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Evicted:
-    """What a summary at a cut replaces, and what its summarizer is asked."""
+    """What a summary at a cut replaces, and everything its summarizer reads (all of it in `key`)."""
 
     cut_at: int
     """The message index where the verbatim tail starts."""
@@ -212,9 +197,17 @@ class _Evicted:
     pins: list[TranscriptUnit]
     rendered: list[TranscriptUnit] | None
     """Their rendering, where the stored transcript and the summarizer share one."""
-    request: _SummaryRequest
     chain: str | None
     """The rolling hash of the evicted messages, for the prefix index."""
+    key: str
+    model: ModelRef | None
+    summarized: Sequence[ModelMessage]
+    """The evicted messages but the pinned units."""
+    previous: str | None
+    focus: str | None
+    task: str | None
+    transcript: list[TranscriptUnit] | None
+    """The summarizer's view, where it is the stored transcript's rendering."""
 
 
 @dataclass
@@ -232,16 +225,12 @@ class _Cut:
     """The sections of the previous summary (empty when there is none)."""
     previous_transcripts: list[str]
     """Ids of the stored transcripts the previous summary names, chained from this one's first line."""
-    previous_text: str | None
     gone_transcripts: list[str] = field(default_factory=list)
     """Ids the previous summary names that the store's retention removed: said to be gone, never named."""
 
-    async def check_stored(self, context: HistoryContext) -> _Cut:
-        gone = await no_longer_stored(self.previous_transcripts, context)
-        if gone:
-            self.previous_transcripts = [t for t in self.previous_transcripts if t not in gone]
-            self.gone_transcripts = gone
-        return self
+    async def check_stored(self, context: HistoryContext) -> None:
+        self.gone_transcripts = await no_longer_stored(self.previous_transcripts, context)
+        self.previous_transcripts = [t for t in self.previous_transcripts if t not in self.gone_transcripts]
 
     def evicted_pins(self) -> list[TranscriptUnit]:
         return [self.pins[i] for i in sorted(self.pins) if i < self.unit]
@@ -379,10 +368,9 @@ class Compactor(StageCapability):
     ) -> list[ModelMessage]:
         """Cheapest first: a cached prefix summary, the run's background summary (paid for already), stubs
         (at the trigger), the provider's compaction where asked, then our summary."""
-        started = perf()
         if held is not None and not held.extended_by(messages):
             held.reason, held = 'history_changed', None
-        begun = await self._begin(messages, estimate, context, reason, focus, started)
+        begun = await self._begin(messages, estimate, context, reason, focus)
         if begun is None:
             return messages
         event, plan, conversation = begun
@@ -416,8 +404,9 @@ class Compactor(StageCapability):
         context: HistoryContext,
         reason: CompactionReason,
         focus: str | None,
-        started: float,
     ) -> tuple[_Event, _Plan, str] | None:
+        """The event, and the history as compacted: with the longest cached prefix summary it starts with, and
+        where the body after the head (and a previous summary) starts in the original (`_Plan.origin`)."""
         # A new run on a saved history has pydantic-ai merge consecutive requests: our summary requests are
         # split out of the user requests they were merged into, found again, and updated, not summarized.
         separated = separate_own_parts(messages)
@@ -427,31 +416,30 @@ class Compactor(StageCapability):
         if len(units) < 2:
             return None
         overhead = estimate.total - estimate.tokenizer
+        reload = context.counter.count_message(record) if (record := reload_reserve(messages)) else 0
         event = _Event(
-            messages,
-            units,
-            estimate.per_message,
-            estimate.total,
-            overhead,
-            overhead + (context.counter.count_message(record) if (record := reload_reserve(messages)) else 0),
-            reason,
-            focus,
-            started,
+            messages, units, estimate.per_message, estimate.total, overhead, overhead + reload, reason, focus
         )
-        plan, conversation = await self._prepare(event, context)
-        return event, plan, conversation
+        head = preserved_head(messages, units, keep_first_user_message=context.keep_first_user_message)
+        previous = head if head < len(messages) and marker_kind(messages[head]) == 'summary' else None
+        plan = _Plan(messages, list(event.per_message), units, head, previous)
+        cache = context.cache
+        if cache is None:
+            return event, plan, ''
+        conversation = self._index.conversation_key(messages[:head])
+        if previous is not None:
+            text = summary_text(messages[previous]) or ''
+            plan.origin = await self._index.origin(cache, conversation, text)
+            return event, plan, conversation
+        plan.origin = Origin(head, conversation)
+        return event, await self._lookup(cache, conversation, plan, context) or plan, conversation
 
     def _reuse_prefix(
         self, plan: _Plan, event: _Event, context: HistoryContext, substituted: list[ModelMessage], total: int
     ) -> list[ModelMessage] | None:
         """The history with its cached prefix summary when that alone brings it under the trigger."""
-        substituted_alone = plan.previous is not None and plan.messages is not event.messages
-        if (
-            plan.origin is None
-            or not substituted_alone
-            or total > context.limits.trigger
-            or total >= event.tokens
-        ):
+        hit = plan.messages is not event.messages
+        if not hit or plan.origin is None or total > context.limits.trigger or total >= event.tokens:
             return None
         evicted = plan.origin.length - plan.head
         _announce(context, event, evicted)
@@ -478,7 +466,7 @@ class Compactor(StageCapability):
         spilled = await self._spill(plan, cut, evicted.messages, context, event, evicted.rendered)
         if spilled is None:
             return unchanged
-        summary = await self._summary_for(evicted.request, context, held)
+        summary = await self._summary_for(evicted, context, held)
         origin = None
         if plan.origin is not None and evicted.chain is not None:
             origin = Origin(plan.origin.length + len(evicted.messages), evicted.chain)
@@ -488,7 +476,7 @@ class Compactor(StageCapability):
         trail: tuple[TrailEntry, ...] = ()
         if (trail_budget := self._trail_budget(context)) > 0:
             # the carried trail and what is summarized now that the kept messages do not already hold
-            new = extract_trail(evicted.request.summarized, known=known_text(kept))
+            new = extract_trail(evicted.summarized, known=known_text(kept))
             trail = tuple(prune_trail(cut.earlier.trail, new, budget=trail_budget, counter=counter))
         final = _final_sections(summary.text, cut.earlier, spilled, evicted.pins, trail, cut.gone_transcripts)
         # System prompts survive compaction as parts: those of evicted messages (window notes included, which
@@ -512,8 +500,8 @@ class Compactor(StageCapability):
                 after,
             )
             return unchanged
-        if origin is not None:
-            await self._remember(context, conversation, summary, final, origin)
+        if origin is not None and context.cache is not None:
+            await self._remember(context.cache, conversation, summary, final, origin)
         outcome = _Outcome(
             result,
             after,
@@ -522,7 +510,7 @@ class Compactor(StageCapability):
             pinned=len(evicted.pins),
             stubbed=len(stubs),
             replacement=summary_cost,
-            lost=evicted.request.summarized,
+            lost=evicted.summarized,
         )
         return self._conclude(context, event, outcome, spilled)
 
@@ -586,14 +574,17 @@ class Compactor(StageCapability):
         span, chain = self._index.evicted_keys(
             None if plan.origin is None else plan.origin.chain, evicted, summarized
         )
-        model, previous = context.summarizer_model, cut.previous_text
+        model = context.summarizer_model
+        previous = cut.earlier.summary if plan.previous is not None else None
         task = first_user_text(plan.messages[:head])
         # Everything the summarizer reads is in the key (the original task too); the processor's cache view
         # adds the scope, so two tenants with the same evicted traffic never share a summary.
         fingerprint = self._settings_fingerprint(model, context.summarizer)
         key = cache_key('compactor-summary', span, fingerprint, previous or '', focus or '', task or '')
-        request = _SummaryRequest(key, model, summarized, previous, focus, task, transcript)
-        return _Evicted(cut_at, evicted, cut.evicted_pins(), rendered, request, chain)
+        pins = cut.evicted_pins()
+        return _Evicted(
+            cut_at, evicted, pins, rendered, chain, key, model, summarized, previous, focus, task, transcript
+        )
 
     def _breakers_of(self, context: HistoryContext) -> ScopedBreakers:
         """In durable workflow code a fresh set that lets every call through: a replay must decide from the
@@ -637,8 +628,15 @@ class Compactor(StageCapability):
         layout = native_layout(messages, event.units, keep_first_user_message=context.keep_first_user_message)
         if layout is None:
             return None
-        plan = _Plan(messages, list(event.per_message), event.units, layout.body_start, None, None)
-        cut = self._native_cut(plan, layout, context, event.reason, event.reserved)
+        plan = _Plan(messages, list(event.per_message), event.units, layout.body_start, None)
+        # our cut rules around the layout (None is not warned: the LLM path plans it and says why)
+        body_first = next(
+            (i for i, u in enumerate(plan.units) if u.start >= layout.body_start), len(plan.units)
+        )
+        if body_first >= len(plan.units) - 1:
+            return None
+        fixed_cost = event.reserved + context.counter.count_messages(layout.kept)
+        cut = self._cut(plan, body_first, fixed_cost, layout.earlier, context, event.reason)
         if cut is None:
             return None
         await cut.check_stored(context)
@@ -653,7 +651,7 @@ class Compactor(StageCapability):
         outcome = _native_outcome(plan, cut, layout, response, spilled, event, context.counter)
         if not self._native_fits(context, outcome, event.tokens):
             return None
-        return self._conclude(context, event, dataclasses.replace(outcome, lost=summarized), spilled)
+        return self._conclude(context, event, outcome, spilled)
 
     def _native_fits(self, context: HistoryContext, outcome: _Outcome, before: int) -> bool:
         """Smaller than before, and at or under the target unless what keeps it over no summary can shrink."""
@@ -747,45 +745,22 @@ class Compactor(StageCapability):
         if context.store is None:
             return None
         stubs = self._stubs_from(cut.body_first, plan, cut, context)
-        saved = sum(s.tokens_before - s.tokens_after for s in stubs)
-        stubbed = event.overhead + sum(plan.per_message) - saved + growth
-        if (
-            not stubs
-            or stubbed > context.limits.target
-            or not self._stubs_suffice(plan, cut, stubbed, event, context, growth)
-        ):
+        total = event.overhead + sum(plan.per_message) + growth
+        stubbed = total - sum(s.tokens_before - s.tokens_after for s in stubs)
+        if not stubs or stubbed > context.limits.target:
             return None
-        return stubs
-
-    def _stubs_suffice(
-        self, plan: _Plan, cut: _Cut, stubbed: int, event: _Event, context: HistoryContext, growth: int = 0
-    ) -> bool:
-        settings = self.settings
-        per_message = plan.per_message
-        tail_start = plan.units[cut.verbatim].start
         body_start = plan.units[cut.body_first].start
-        replaced = sum(per_message[body_start:tail_start])
-        summary_tokens = settings.summary_max_tokens // 2
-        body_units = max(len(plan.units) - cut.body_first, 1)
-        view = (
-            replaced
-            if settings.summarizer_view_tokens is None
-            else min(replaced, settings.summarizer_view_tokens)
-        )
+        replaced = sum(plan.per_message[body_start : plan.units[cut.verbatim].start])
+        summary_tokens = self.settings.summary_max_tokens // 2
         costs = EventCosts(
             stubbed=stubbed,
-            summarized=event.overhead
-            + sum(per_message[:body_start])
-            + summary_tokens
-            + self._trail_budget(context)
-            + sum(per_message[tail_start:])
-            + growth,
+            summarized=total - replaced + summary_tokens + self._trail_budget(context),
             trigger=context.limits.trigger,
-            growth=sum(per_message[body_start:]) // body_units,
-            view_tokens=view,
+            growth=sum(plan.per_message[body_start:]) // max(len(plan.units) - cut.body_first, 1),
+            view_tokens=min(replaced, self.settings.summarizer_view_tokens or replaced),
             summary_tokens=summary_tokens,
         )
-        return stubs_suffice(costs, cached_input_ratio=settings.cached_input_ratio)
+        return stubs if stubs_suffice(costs, cached_input_ratio=self.settings.cached_input_ratio) else None
 
     # ---- background summaries (`CompactionSettings.background_start`) ------------------------------------
 
@@ -831,7 +806,7 @@ class Compactor(StageCapability):
         """The next event planned on `snapshot` as the trigger will plan it, its summary started in a task;
         None when that event will not summarize."""
         assert context.run_id is not None
-        begun = await self._begin(snapshot, estimate, context, 'trigger', None, perf())
+        begun = await self._begin(snapshot, estimate, context, 'trigger', None)
         if begun is None:
             return None
         event, plan, _ = begun
@@ -856,18 +831,18 @@ class Compactor(StageCapability):
         own = dataclasses.replace(context, usage=usage, emit_event=_ignore, open_spans=None)
         span = _background_span(context, len(evicted.messages), event.tokens)
         return BackgroundJob[_Summary].start(
-            self._background_summary(evicted.request, own, context.usage, span),
+            self._background_summary(evicted, own, context.usage, span),
             run_id=context.run_id,
             snapshot=list(snapshot),
             cut_at=evicted.cut_at,
-            key=evicted.request.key,
+            key=evicted.key,
             evicted=len(evicted.messages),
             usage=usage,
             span=span,
         )
 
     async def _background_summary(
-        self, request: _SummaryRequest, context: HistoryContext, run_usage: object, span: Span | None
+        self, request: _Evicted, context: HistoryContext, run_usage: object, span: Span | None
     ) -> _Summary:
         try:
             with use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
@@ -918,7 +893,7 @@ class Compactor(StageCapability):
         )
 
     async def _summary_for(
-        self, request: _SummaryRequest, context: HistoryContext, held: BackgroundJob[_Summary] | None
+        self, request: _Evicted, context: HistoryContext, held: BackgroundJob[_Summary] | None
     ) -> _Summary:
         """The background summary when it has this event's key (waited for), else a new one."""
         if held is None or held.key != request.key:
@@ -991,21 +966,6 @@ class Compactor(StageCapability):
         if job is not None:
             self._end(job, 'run_ended', emit)
 
-    def _native_cut(
-        self,
-        plan: _Plan,
-        layout: NativeLayout,
-        context: HistoryContext,
-        reason: CompactionReason,
-        reserved: int,
-    ) -> _Cut | None:
-        """Our cut rules around the native layout (None is not warned: the LLM path plans it and says why)."""
-        body_first = next((i for i, u in enumerate(plan.units) if u.start >= layout.body_start), None)
-        if body_first is None or body_first >= len(plan.units) - 1:
-            return None
-        fixed_cost = reserved + context.counter.count_messages(layout.kept)
-        return self._cut(plan, body_first, fixed_cost, layout.earlier, None, context, reason)
-
     async def _ask_provider(
         self, model: object, messages: list[ModelMessage], context: HistoryContext, focus: str | None
     ) -> ModelResponse | None:
@@ -1044,24 +1004,6 @@ class Compactor(StageCapability):
         add_usage(context.usage, response.usage, requests=1)
         return response
 
-    async def _prepare(self, event: _Event, context: HistoryContext) -> tuple[_Plan, str]:
-        messages, units = event.messages, event.units
-        head = preserved_head(messages, units, keep_first_user_message=context.keep_first_user_message)
-        previous = head if head < len(messages) and marker_kind(messages[head]) == 'summary' else None
-        cache = context.cache
-        conversation = self._index.conversation_key(messages[:head]) if cache is not None else ''
-        plan = _Plan(messages, list(event.per_message), units, head, previous, None)
-        if cache is None:
-            return plan, conversation
-        if previous is not None:
-            plan.origin = await self._index.origin(
-                cache, conversation, summary_text(messages[previous]) or ''
-            )
-            return plan, conversation
-        plan.origin = Origin(head, conversation)
-        hit = await self._lookup(cache, conversation, plan, context)
-        return (hit if hit is not None else plan), conversation
-
     def _choose_cut(
         self,
         plan: _Plan,
@@ -1079,13 +1021,9 @@ class Compactor(StageCapability):
         body_first = next(
             i for i, u in enumerate(plan.units) if u.start >= head + (plan.previous is not None)
         )
-        if body_first > len(plan.units) - 1:
-            return None
         found = summary_sections(plan.messages[plan.previous]) if plan.previous is not None else None
-        earlier = found or SummarySections('')
-        previous_text = earlier.summary if plan.previous is not None else None
         fixed_cost = reserved + sum(plan.per_message[:head])
-        cut = self._cut(plan, body_first, fixed_cost, earlier, previous_text, context, reason, shrink)
+        cut = self._cut(plan, body_first, fixed_cost, found or SummarySections(''), context, reason, shrink)
         if cut is None and not quiet and reason == 'trigger':
             context.warn(
                 'compaction_impossible',
@@ -1102,14 +1040,13 @@ class Compactor(StageCapability):
         body_first: int,
         fixed_cost: int,
         earlier: SummarySections,
-        previous_text: str | None,
         context: HistoryContext,
         reason: CompactionReason,
         shrink: int = 0,
     ) -> _Cut | None:
         """With a store, the previous transcript reference gives way to this one's (whose first line names
         the previous one)."""
-        pins = self._pinned_units(plan, body_first, len(plan.units) - 1, context.counter, context.pin)
+        pins = _pinned_units(plan, body_first, context.counter, context.pin)
         cut = self._plan_cut(plan, body_first, fixed_cost, pins, earlier, context, reason, shrink)
         if cut.unit is None:
             return None
@@ -1122,24 +1059,20 @@ class Compactor(StageCapability):
             previous_transcripts=[earlier.transcript]
             if earlier.transcript and context.store is not None
             else [],
-            previous_text=previous_text,
         )
 
     async def _remember(
         self,
-        context: HistoryContext,
+        cache: SummaryCache,
         conversation: str,
         summary: _Summary,
         final: SummarySections,
         origin: Origin,
     ) -> None:
         """So a reload of the uncompacted history reuses the summary."""
-        cache = context.cache
-        if cache is None:
-            return
-        if summary.key and summary.method not in _FALLBACK_METHODS:
+        if summary.key:
             # The prefix cache reuses every section (as structure, not text), so a reload keeps the pins.
-            # A fallback is never recorded: a reload after the summarizer recovers gets a real summary.
+            # A fallback (no key) is never recorded: a reload after the summarizer recovers gets a real one.
             final_key = cache_key('compactor-sections', summary.key, final.summary, final.pinned)
             await cache.set(final_key, encode_sections(final), ttl=self.settings.cache_ttl)
             record = PrefixRecord(origin.length, origin.chain, final_key)
@@ -1147,35 +1080,13 @@ class Compactor(StageCapability):
         # so the next compaction (which updates this summary) can record its own prefix
         await self._index.set_origin(cache, conversation, final.text, origin)
 
-    def _pinned_units(
-        self, plan: _Plan, body_first: int, last: int, counter: TokenCounter, pin: PinPredicate | None
-    ) -> dict[int, TranscriptUnit]:
-        pins: dict[int, TranscriptUnit] = {}
-        for index in range(body_first, last):
-            unit = plan.units[index]
-            messages = plan.messages[unit.start : unit.end]
-            if any(marker_kind(m) is not None for m in messages) or not is_pinned(messages, pin):
-                continue
-            rendered = render_units(
-                messages,
-                [Unit(0, len(messages), unit.starts_with_request)],
-                counter,
-                tool_result_max_tokens=None,
-                system_prompts=False,
-            )
-            pins[index] = rendered[0] if rendered else TranscriptUnit('', 0, len(messages))
-        return pins
-
     async def _lookup(
         self, cache: SummaryCache, conversation: str, plan: _Plan, context: HistoryContext
     ) -> _Plan | None:
         records = await self._index.records(cache, conversation)
-        if not records:
-            return None
-        head = plan.head
-        boundaries = {u.start for u in plan.units}
-        limit = plan.units[-1].start
-        candidates = sorted((n for n in records if head < n <= limit and n in boundaries), reverse=True)
+        head, boundaries = plan.head, {u.start for u in plan.units}
+        # recorded prefixes that end where a unit starts (so never take the last unit), longest first
+        candidates = sorted((n for n in records if head < n and n in boundaries), reverse=True)
         if not candidates:
             return None
         chains = self._index.chains(conversation, plan.messages[head : candidates[0]])
@@ -1223,80 +1134,70 @@ class Compactor(StageCapability):
             [u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],
         )
 
-    async def _summary(self, request: _SummaryRequest, context: HistoryContext) -> _Summary:
-        settings, counter, cache = self.settings, context.counter, context.cache
-        key, summarized, previous, task = request.key, request.summarized, request.previous, request.task
-        if cache is not None:
-            cached = await cache.get(key)
-            if cached:
-                return _Summary(cached, 'cache', 0, key)
+    async def _summary(self, request: _Evicted, context: HistoryContext) -> _Summary:
+        settings, counter, cache, scope = self.settings, context.counter, context.cache, context.scope
+        if cache is not None and (cached := await cache.get(request.key)):
+            return _Summary(cached, 'cache', 0, request.key)
         transcript = request.transcript
         if transcript is None:
             transcript = await context.off_loop(
                 functools.partial(
                     summarizer_view,
-                    summarized,
+                    request.summarized,
                     counter,
                     record_tokens=settings.tool_result_max_tokens,
                     view_tokens=settings.summarizer_view_tokens,
-                    query=' '.join(p for p in (task, request.focus) if p),
+                    query=' '.join(p for p in (request.task, request.focus) if p),
                 )
             )
-        error: str | None
-        calls = 0
-        if self._breakers_of(context).allows('summarizer', context.scope):
-            try:
-                outcome = await run_summarizer(
-                    model=request.model,
-                    settings=settings,
-                    summarizer=context.summarizer,
-                    counter=counter,
-                    transcript=transcript,
-                    original_task=task,
-                    previous_summary=previous,
-                    focus=request.focus,
-                    operations=operations_of(context),
-                )
-            except SummarizerError as exc:
-                self._breakers_of(context).failure('summarizer', context.scope)
-                error, calls = str(exc), exc.calls
-                if exc.timed_out:
-                    context.warn('summarizer_timeout', f'compaction summary: {error}; the fallback was used')
-                else:
-                    logger.warning('compactor: summarizer failed (%s); using the fallback', error)
+        breakers = self._breakers_of(context)
+        if not breakers.allows('summarizer', scope):
+            error = (
+                f'summarizer cooling down after {breakers.failures("summarizer", scope)} consecutive failures'
+            )
+            return self._fallback(request, transcript, counter, 0, error)
+        try:
+            outcome = await run_summarizer(
+                model=request.model,
+                settings=settings,
+                summarizer=context.summarizer,
+                counter=counter,
+                transcript=transcript,
+                original_task=request.task,
+                previous_summary=request.previous,
+                focus=request.focus,
+                operations=operations_of(context),
+            )
+        except SummarizerError as exc:
+            breakers.failure('summarizer', scope)
+            if exc.timed_out:
+                context.warn('summarizer_timeout', f'compaction summary: {exc}; the fallback was used')
             else:
-                self._breakers_of(context).success('summarizer', context.scope)
-                if cache is not None:
-                    await cache.set(key, outcome.text, ttl=settings.cache_ttl)
-                return _Summary(outcome.text, 'llm', outcome.calls, key)
-        else:
-            failures = self._breakers_of(context).failures('summarizer', context.scope)
-            error = f'summarizer cooling down after {failures} consecutive failures'
-        return self._fallback(summarized, previous, transcript, counter, calls, error)
+                logger.warning('compactor: summarizer failed (%s); using the fallback', exc)
+            return self._fallback(request, transcript, counter, exc.calls, str(exc))
+        breakers.success('summarizer', scope)
+        if cache is not None:
+            await cache.set(request.key, outcome.text, ttl=settings.cache_ttl)
+        return _Summary(outcome.text, 'llm', outcome.calls, request.key)
 
     def _fallback(
         self,
-        summarized: Sequence[ModelMessage],
-        previous: str | None,
+        request: _Evicted,
         transcript: list[TranscriptUnit],
         counter: TokenCounter,
         calls: int,
-        error: str | None,
+        error: str,
     ) -> _Summary:
-        settings = self.settings
-        text: str | None = None
-        method: Method = 'truncate'
-        if settings.fallback == 'digest':
+        """Not cached (no key): a fallback stands only until the summarizer answers again."""
+        cap, previous = self.settings.summary_max_tokens, request.previous
+        if self.settings.fallback == 'digest':
             try:
-                text = digest(summarized, previous, counter, settings.summary_max_tokens)
-                method = 'digest'
+                return _Summary(
+                    digest(request.summarized, previous, counter, cap), 'digest', calls, '', error
+                )
             except Exception:
                 logger.exception('compactor: the digest failed; cutting the transcript instead')
-        if not text:
-            text = head_tail_cut(transcript, previous, counter, settings.summary_max_tokens)
-            method = 'truncate'
-        # Not cached: a fallback stands only until the summarizer answers again.
-        return _Summary(text, method, calls, '', error)
+        return _Summary(head_tail_cut(transcript, previous, counter, cap), 'truncate', calls, '', error)
 
     def _settings_fingerprint(self, model: object, summarizer: SummarizerSettings) -> str:
         s = self.settings
@@ -1336,23 +1237,21 @@ class Compactor(StageCapability):
         return self._finish(context, event, outcome)
 
     def _finish(self, context: HistoryContext, compaction: _Event, outcome: _Outcome) -> list[ModelMessage]:
-        original, tokens_before, reason = compaction.messages, compaction.tokens, compaction.reason
-        result, tokens_after, summary = outcome.messages, outcome.tokens, outcome.summary
-        pinned = outcome.pinned
+        summary = outcome.summary
         event = CompactionResult(
             run_id=context.run_id,
-            messages_before=len(original),
-            messages_after=len(result),
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
+            messages_before=len(compaction.messages),
+            messages_after=len(outcome.messages),
+            tokens_before=compaction.tokens,
+            tokens_after=outcome.tokens,
             summary=summary.text,
-            reason=reason,
+            reason=compaction.reason,
             method=summary.method,
             evicted_messages=outcome.evicted,
             summarizer_calls=summary.calls,
             duration_ms=(perf() - compaction.started) * 1000,
             error=summary.error,
-            pinned_units=pinned,
+            pinned_units=outcome.pinned,
             stubbed_parts=outcome.stubbed,
             background=summary.background,
         )
@@ -1377,17 +1276,17 @@ class Compactor(StageCapability):
         logger.info(
             'compactor (%s, %s): %d -> %d messages, %d -> %d tokens, %d summarizer call(s), '
             '%d pinned unit(s) kept verbatim%s',
-            reason,
-            summary.method,
-            len(original),
-            len(result),
-            tokens_before,
-            tokens_after,
-            summary.calls,
-            pinned,
-            f', error: {summary.error}' if summary.error else '',
+            event.reason,
+            event.method,
+            event.messages_before,
+            event.messages_after,
+            event.tokens_before,
+            event.tokens_after,
+            event.summarizer_calls,
+            event.pinned_units,
+            f', error: {event.error}' if event.error else '',
         )
-        return result
+        return outcome.messages
 
 
 COMPACTION_SPAN = 'compact_messages'
@@ -1414,17 +1313,35 @@ def _ignore(event: HistoryEvent) -> None:
     """The events of a background job's own context: the compactor says what became of the job."""
 
 
+def _pinned_units(
+    plan: _Plan, body_first: int, counter: TokenCounter, pin: PinPredicate | None
+) -> dict[int, TranscriptUnit]:
+    """The pinned units after the head but the last (which stays verbatim anyway), rendered."""
+    pins: dict[int, TranscriptUnit] = {}
+    for index in range(body_first, len(plan.units) - 1):
+        unit = plan.units[index]
+        messages = plan.messages[unit.start : unit.end]
+        if any(marker_kind(m) is not None for m in messages) or not is_pinned(messages, pin):
+            continue
+        rendered = render_units(
+            messages,
+            [Unit(0, len(messages), unit.starts_with_request)],
+            counter,
+            tool_result_max_tokens=None,
+            system_prompts=False,
+        )
+        pins[index] = rendered[0] if rendered else TranscriptUnit('', 0, len(messages))
+    return pins
+
+
 def _latest_prompt_unit(plan: _Plan, body_first: int) -> int | None:
     """The latest user prompt: the instruction the agent is working on, left verbatim when it can be."""
     for index in range(len(plan.units) - 1, body_first - 1, -1):
         unit = plan.units[index]
         for message in plan.messages[unit.start : unit.end]:
             if isinstance(message, ModelRequest) and marker_kind(message) is None:
-                kinds = part_kinds(message)
-                if any(
-                    isinstance(p, UserPromptPart) and k is None
-                    for p, k in zip(message.parts, kinds, strict=True)
-                ):
+                parts = zip(message.parts, part_kinds(message), strict=True)
+                if any(isinstance(p, UserPromptPart) and k is None for p, k in parts):
                     return index
     return None
 
@@ -1480,7 +1397,8 @@ def _native_outcome(
         final, details=_summary_details('provider', evicted, pins, None), system_parts=system_parts(evicted)
     )
     marked = mark_compaction(response, {'evicted_messages': len(evicted)})
-    item = compaction_cost(response, counter.count_message(response))
+    # its counted text or its output tokens, the larger: an encrypted item has no text to count
+    item = max(counter.count_message(response), response.usage.output_tokens)
     result = [*layout.standing, marked, *layout.after_item, note, *plan.messages[cut_at:]]
     # pydantic-ai reads loads only after the compaction item: those before it are recorded after the note
     result, reloaded = _keep_loads(
@@ -1495,7 +1413,8 @@ def _native_outcome(
         + sum(plan.per_message[cut_at:])
     )
     summary = _Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
-    return _Outcome(result, after, summary, len(evicted), pinned=len(pins), replacement=item)
+    lost = cut.summarized(plan)
+    return _Outcome(result, after, summary, len(evicted), pinned=len(pins), replacement=item, lost=lost)
 
 
 def _summary_details(

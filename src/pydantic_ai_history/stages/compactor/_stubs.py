@@ -43,7 +43,7 @@ _CALL_CHARS = 160
 """The call as the stub shows it (`name(arg=value, ...)`) is cut to this many characters."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Stub:
     """One part (or one file in a user prompt) to replace with a stub, and its original to store first."""
 
@@ -234,7 +234,7 @@ class _Planner:
             stub = f'{_STUB_OPENING} {described} returned {len(text):,} characters from the store: '
             stub += 'the same call reads them again.'
             after = self.counter.count_part(dataclasses.replace(part, content=stub))
-            self.add(index, p_index, None, '', None, media_type, described, stub, (tokens, after))
+            self.add(Stub(index, p_index, None, '', None, media_type, described, stub, tokens, after))
             return
         if isinstance(ours, dict) and isinstance(ours.get('artifact_id'), str):
             # the artifact stage stored the original under this id before it reduced the part
@@ -248,7 +248,7 @@ class _Planner:
         self.seen.add(artifact_id)
         stub = _tool_stub(described, size, artifact_id, text, self.head_chars, repeat=repeat, again=again)
         after = self.counter.count_part(dataclasses.replace(part, content=stub))
-        self.add(index, p_index, None, artifact_id, data, media_type, described, stub, (tokens, after))
+        self.add(Stub(index, p_index, None, artifact_id, data, media_type, described, stub, tokens, after))
 
     def user_files(self, index: int, p_index: int, content: Sequence[Any]) -> None:
         for i_index, item in enumerate(content):
@@ -276,38 +276,12 @@ class _Planner:
             after = self.counter.count_part(UserPromptPart(content=[stub]))
             stored = None if repeat else data
             self.add(
-                index, p_index, i_index, artifact_id, stored, media_type, described, stub, (tokens, after)
+                Stub(index, p_index, i_index, artifact_id, stored, media_type, described, stub, tokens, after)
             )
 
-    def add(
-        self,
-        index: int,
-        p_index: int,
-        i_index: int | None,
-        artifact_id: str,
-        data: bytes | None,
-        media_type: str,
-        described: str,
-        text: str,
-        cost: tuple[int, int],
-    ) -> None:
-        tokens, after = cost
-        if after >= tokens:
-            return
-        self.stubs.append(
-            Stub(
-                message=index,
-                part=p_index,
-                item=i_index,
-                artifact_id=artifact_id,
-                data=data,
-                media_type=media_type,
-                call=described,
-                text=text,
-                tokens_before=tokens,
-                tokens_after=after,
-            )
-        )
+    def add(self, stub: Stub) -> None:
+        if stub.tokens_after < stub.tokens_before:
+            self.stubs.append(stub)
 
 
 def _size(ours: dict[str, Any], text: str) -> str:

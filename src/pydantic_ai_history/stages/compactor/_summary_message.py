@@ -20,6 +20,7 @@ from ..._compat import (
     ModelRequest,
     SystemPromptPart,
     UserPromptPart,
+    message_metadata,
 )
 from ...messages._marks import (
     MARKER_KEY,
@@ -128,13 +129,13 @@ def summary_sections(message: ModelMessage) -> SummarySections | None:
             texts.setdefault(kind, []).append(strip_seal(part.content))
     summary = next(iter(texts.get('summary', ())), '')
     reference = next(iter(texts.get('transcript', ())), '')
-    trail = _trail_of(message)
-    if trail is None:  # no metadata (pydantic-ai 1.0): the part we wrote, one value per line
+    metadata = own_metadata(message_metadata(message))
+    if metadata.get('trail') is not None:
+        trail = trail_from_data(metadata['trail'])
+    else:  # no metadata (pydantic-ai 1.0): the part we wrote, one value per line
         trail = tuple(entry for text in texts.get('trail', ()) for entry in parse_trail(text))
-    # the heading opens the pinned part; summaries written before 0.2 have it on the transcript part
     pinned = [_without_opening(text, PINNED_HEADING) for text in texts.get('pinned', ())]
-    reference = _without_opening(reference, PINNED_HEADING)
-    transcript = own_metadata(getattr(message, 'metadata', None)).get('transcript')
+    transcript = metadata.get('transcript')
     return SummarySections(
         _without_opening(summary, OPENINGS['summary']),
         '\n\n'.join(pinned),
@@ -150,11 +151,6 @@ def _legacy_transcript(reference: str) -> str:
     if TRANSCRIPT_REFERENCE_OPENING not in reference:
         return ''
     return next(iter(named_transcripts(reference)), '')
-
-
-def _trail_of(message: ModelRequest) -> tuple[TrailEntry, ...] | None:
-    value = own_metadata(getattr(message, 'metadata', None)).get('trail')
-    return None if value is None else trail_from_data(value)
 
 
 def summary_text(message: ModelMessage) -> str | None:
@@ -183,12 +179,11 @@ def decode_sections(value: str) -> SummarySections:
             data = json.loads(value)
         except ValueError:
             data = None
+        texts = ('summary', 'pinned', 'reference')
         if (
             isinstance(data, dict)
             and data.get('format') == _CACHE_FORMAT
-            and isinstance(data.get('summary'), str)
-            and isinstance(data.get('pinned'), str)
-            and isinstance(data.get('reference'), str)
+            and all(isinstance(data.get(name), str) for name in texts)
         ):
             trail = trail_from_data(data.get('trail', ()))
             transcript = data.get('transcript')

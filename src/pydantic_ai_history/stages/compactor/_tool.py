@@ -99,16 +99,10 @@ def requested_compaction(messages: Sequence[ModelMessage], tool: CompactionTool)
 
 
 def _focus(messages: Sequence[ModelMessage], call_id: str) -> str | None:
-    for message in reversed(messages):
-        if not isinstance(message, ModelResponse):
-            continue
-        for part in message.parts:
-            if isinstance(part, ToolCallPart) and part.tool_call_id == call_id:
-                try:
-                    focus = part.args_as_dict().get('focus')
-                except Exception:  # arguments that are not JSON: no focus, the compaction goes on
-                    return None
-                if not isinstance(focus, str):
-                    return None
-                return focus.strip()[:_MAX_FOCUS_CHARS] or None
-    return None
+    calls = (p for m in reversed(messages) if isinstance(m, ModelResponse) for p in m.parts)
+    call = next((p for p in calls if isinstance(p, ToolCallPart) and p.tool_call_id == call_id), None)
+    try:
+        focus = call.args_as_dict().get('focus') if call is not None else None
+    except Exception:  # arguments that are not JSON: no focus, the compaction goes on
+        return None
+    return (focus.strip()[:_MAX_FOCUS_CHARS] or None) if isinstance(focus, str) else None

@@ -101,13 +101,10 @@ def prune_trail(
 ) -> list[TrailEntry]:
     """The carried trail and the new details within `budget` tokens, in order (carried first), each kind
     taking its turn, newest first."""
-    merged: list[TrailEntry] = []
-    keys: set[str] = set()
+    unique: dict[str, TrailEntry] = {}
     for entry in (*earlier, *new):
-        key = entry[1].lower()
-        if key not in keys:
-            keys.add(key)
-            merged.append(entry)
+        unique.setdefault(entry[1].lower(), entry)
+    merged = list(unique.values())
     if budget <= 0 or not merged:
         return []
     queues = {kind: [i for i in reversed(range(len(merged))) if merged[i][0] == kind] for kind in _ORDER}
@@ -160,14 +157,9 @@ def trail_from_data(value: object) -> tuple[TrailEntry, ...]:
         return ()
     entries: list[TrailEntry] = []
     for item in value:
-        if isinstance(item, (list, tuple)) and len(item) == 2:
-            kind = _KIND_NAMES.get(str(item[0]))
-            if kind is not None:
-                entries.append((kind, str(item[1])))
+        if isinstance(item, (list, tuple)) and len(item) == 2 and item[0] in _ORDER:
+            entries.append((item[0], str(item[1])))
     return tuple(entries)
-
-
-_KIND_NAMES: dict[str, TrailKind] = {kind: kind for kind in _ORDER}
 
 
 def _texts(messages: Sequence[ModelMessage]) -> Iterator[tuple[str, str]]:
