@@ -28,7 +28,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models import Model
 from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.usage import RunUsage
 
 _DepsT = TypeVar('_DepsT')
@@ -465,12 +467,7 @@ def _profile_of(model: Any) -> Mapping[str, Any]:
     return profile if isinstance(profile, Mapping) else {}  # no model yet: the profile's documented defaults
 
 
-try:
-    from pydantic_ai.profiles import ModelProfile as _ModelProfile
-
-    _PROFILE_KEYS: frozenset[str] = frozenset(getattr(_ModelProfile, '__annotations__', {}))
-except ImportError:  # pragma: no cover
-    _PROFILE_KEYS = frozenset()
+_PROFILE_KEYS: frozenset[str] = frozenset(getattr(ModelProfile, '__annotations__', {}))
 
 
 # ---- provider-native compaction (`Model.compact_messages`, pydantic-ai 2.x) ---------------------------
@@ -509,10 +506,6 @@ def compaction_unavailable(model: object, *, journaled: bool) -> str | None:
     """
     if not COMPACTION_REQUEST_PART:
         return f'pydantic-ai {pydantic_ai_version()} has no provider-native compaction (2.x has)'
-    try:
-        from pydantic_ai.models import Model
-    except ImportError:  # pragma: no cover - every supported version has it
-        return 'pydantic-ai has no Model class'
     if not isinstance(model, Model):
         return f'the serving model is not known here (got {type(model).__name__})'
     inner, durable = _innermost_model(model)

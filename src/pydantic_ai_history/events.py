@@ -600,25 +600,14 @@ def stream_event_for(event: HistoryEvent) -> HistoryStreamEvent | None:
 
 def _warning_event(event: HistoryWarning | StageFailed) -> HistoryWarningEvent:
     if isinstance(event, StageFailed):
-        return HistoryWarningEvent(
-            run_id=event.run_id,
-            code='stage_failed',
-            message=f'the {event.stage} stage was skipped for this request: {event.error}',
-            level='warning',
-            details={'stage': event.stage},
-        )
+        code, message = 'stage_failed', f'the {event.stage} stage was skipped for this request: {event.error}'
+        details: dict[str, Any] = {'stage': event.stage}
+    else:
+        code, message, details = event.code, event.message, dict(event.details)
     if isinstance(event, ContentLost):
-        lost = {'stage': event.stage, 'messages': event.messages, 'tool_calls': list(event.tool_calls)}
-        return HistoryWarningEvent(
-            run_id=event.run_id, code=event.code, message=event.message, level='error', details=lost
-        )
-    return HistoryWarningEvent(
-        run_id=event.run_id,
-        code=event.code,
-        message=event.message,
-        level='warning',
-        details=dict(event.details),
-    )
+        details = {'stage': event.stage, 'messages': event.messages, 'tool_calls': list(event.tool_calls)}
+    level: Literal['warning', 'error'] = 'error' if isinstance(event, ContentLost) else 'warning'
+    return HistoryWarningEvent(run_id=event.run_id, code=code, message=message, level=level, details=details)
 
 
 _PENDING: ContextVar[list[HistoryStreamEvent] | None] = ContextVar('pydantic_ai_history_stream', default=None)
@@ -629,10 +618,7 @@ _PENDING: ContextVar[list[HistoryStreamEvent] | None] = ContextVar('pydantic_ai_
 def gathering() -> Iterator[list[HistoryStreamEvent]]:
     """Gather the stream events of what runs inside (see `gather`) into the list it yields."""
     pending: list[HistoryStreamEvent] = []
-    if not HAS_CAPABILITY_EVENTS:
-        yield pending
-        return
-    token = _PENDING.set(pending)
+    token = _PENDING.set(pending if HAS_CAPABILITY_EVENTS else None)
     try:
         yield pending
     finally:

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import logging
 import math
 import typing
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, overload
 
-from opentelemetry.trace import NoOpTracer
+from opentelemetry.trace import NoOpTracer, get_tracer
 from pydantic_ai import RunContext
 
 from .._compat import (
@@ -119,19 +120,23 @@ call (for the near-limit notice) without changing what `process`, which apps ove
 EventHandler = Callable[[HistoryEvent], None]
 
 
-def _tracer() -> Any:
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return None
-    return trace.get_tracer('pydantic_ai_history')
-
-
 DEFAULT_ID = 'pydantic_ai_history'
 """The capability's default `id`: stable, so durable engines and message history can name it."""
 
 SERIALIZATION_NAME = 'PydanticAIHistory'
 """The name an agent spec builds the processor by (`Agent.from_spec(..., custom_capability_types=...)`)."""
+
+
+FIELD_TYPES: tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...] = (
+    ('id', (str, type(None)), 'a string or None'),
+    ('keep_first_user_message', bool, 'True or False'),
+    ('token_profile', (TokenizerProfile, type(None)), 'a TokenizerProfile or None'),
+    ('cache', SummaryCache, 'a SummaryCache, e.g. MemoryCache() or SQLiteCache(path)'),
+    ('store', ArtifactStore, "an ArtifactStore, e.g. DirectoryStore('artifacts/') or MemoryStore()"),
+    ('max_tracked_runs', int, 'a whole number'),
+)
+"""Each field of `HistoryCapability` whose type is checked at construction, its types, and what to say
+instead."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -186,6 +191,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     max_tracked_runs: int = 1_024
     """Per-run stats and incremental checks are kept for this many runs, least recently active dropped."""
 
+    field_types: ClassVar[tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...]] = FIELD_TYPES
+    """The fields checked at construction (`FIELD_TYPES`, and a subclass's own)."""
+
     # pydantic-ai compares capabilities by identity; the processor's state makes it one of a kind.
     __eq__ = object.__eq__
     __hash__ = object.__hash__
@@ -193,26 +201,18 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     def __post_init__(self) -> None:
         self.policy = coerce_settings(ContextPolicy, self.policy, 'policy')
         self.summarizer = coerce_settings(SummarizerSettings, self.summarizer, 'summarizer')
-        if not isinstance(self.compaction_tool, bool):
-            self.compaction_tool = coerce_settings(CompactionTool, self.compaction_tool, 'compaction_tool')
-        if not isinstance(self.near_limit_notice, bool):
-            self.near_limit_notice = coerce_settings(
-                NearLimitNotice, self.near_limit_notice, 'near_limit_notice'
-            )
+        self.compaction_tool = coerce_switch(CompactionTool, self.compaction_tool, 'compaction_tool')
+        self.near_limit_notice = coerce_switch(NearLimitNotice, self.near_limit_notice, 'near_limit_notice')
         _check_fields(self)
         if self.max_tracked_runs < 1:
             raise ValueError(f'max_tracked_runs must be positive, got {self.max_tracked_runs!r}')
-        if not isinstance(self.readback_tool_name, str) or not TOOL_NAME.fullmatch(self.readback_tool_name):
-            raise ValueError(
-                f'readback_tool_name must be a tool name providers accept (letters, digits, _ and -, at most '
-                f'64, starting with a letter or _), got {self.readback_tool_name!r}'
-            )
+        _check_tool_name('readback_tool_name', self.readback_tool_name)
         self._stages: list[HistoryStage] = self._pipeline()
         self._counters: dict[str | None, TokenCounter] = {}
         self._model_limits = ModelLimits(self.policy, self._emit)
         self._overall = RunStats()
         self._runs = Runs(self.max_tracked_runs)
-        self._tracer = _tracer()
+        self._tracer = get_tracer('pydantic_ai_history')
         self.readback_gate = ReadbackGate(
             run_key=self._runs.key, predict=self._will_name_readback, offered_always=self.journaled
         )
@@ -250,19 +250,12 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     ) -> ModelRequestContext:
         """The capability hook: process the history once per request step, and persist the result."""
         claim_step(self, ctx, 'capability')
-        parameters = request_context.model_request_parameters
-        tools = [*parameters.function_tools, *parameters.output_tools]
-        self._check_tool_names(tools)
+        self._check_tool_names(_tools_of(request_context))
         before = request_context.messages
         with gathering() as stream_events:
-            token = _PROCESSED.set(None)
-            try:
-                messages = await self.process(
-                    before, ctx=ctx, tool_definitions=tools, serving_model=request_context.model
-                )
-                processed = _PROCESSED.get()
-            finally:
-                _PROCESSED.reset(token)
+            _PROCESSED.set(None)
+            messages = await self._process_request(ctx, request_context)
+            processed = _PROCESSED.get()
             if messages is not before:  # the idle path leaves pydantic-ai's lists as they are
                 self.readback_gate.observe(ctx, before, messages)
                 request_context.messages = messages.copy()
@@ -288,19 +281,12 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         """The run's lifetime: work a stage started for the run in the background (a summary made ahead of its
-        compaction event) ends when the run does, however it ends (cancelled, never awaited). Durable
-        workflow code starts no such work."""
+        compaction event; never in durable workflow code) ends when the run does, however it ends."""
         run_key = self._runs.key(ctx)
         if run_key is None:
             return await handler()
-        if self.journaled(ctx):
-            try:
-                return await handler()
-            finally:  # the run's own counter memoizes its history's texts: it goes with the run
-                state = self._runs.peek(run_key)
-                if state is not None:
-                    state.workflow_counter = None
-        self._open_runs.add(run_key)
+        if not self.journaled(ctx):
+            self._open_runs.add(run_key)
         try:
             return await handler()
         finally:
@@ -309,8 +295,10 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     def _end_run(self, run_key: str) -> None:
         state = self._runs.peek(run_key)
-        if state is not None:  # the run's near-limit state goes with it
-            state.notice = state.notice_band = None
+        if (
+            state is not None
+        ):  # its near-limit state and its own counter (which memoizes its texts) go with it
+            state.notice = state.notice_band = state.workflow_counter = None
         for stage in self._stages:
             end_run = getattr(stage, 'end_run', None)
             if end_run is not None:
@@ -382,17 +370,21 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         planned = state.planned_budget if state is not None else None
         if planned is None or self.limits_for(request_context.model).budget >= planned:
             return request_context
-        parameters = request_context.model_request_parameters
         with gathering() as stream_events:
-            messages = await self.process(
-                request_context.messages,
-                ctx=ctx,
-                tool_definitions=[*parameters.function_tools, *parameters.output_tools],
-                serving_model=request_context.model,
-            )
+            messages = await self._process_request(ctx, request_context)
         request_context.messages = messages.copy()
         await publish(ctx, stream_events)
         return request_context
+
+    async def _process_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> list[ModelMessage]:
+        return await self.process(
+            request_context.messages,
+            ctx=ctx,
+            tool_definitions=_tools_of(request_context),
+            serving_model=request_context.model,
+        )
 
     def get_toolset(self) -> AbstractToolset[Any] | None:
         """`read_artifact`, offered only once the run's history holds a note that names it; and, when
@@ -643,8 +635,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             context = self.make_context(ctx=ctx, model=model, store=store)
             check = self._input_check(context.run_id)
             validity = check.check(history)
-            on_demand = _OnDemand(stage.name, stage.compact_history, focus)
-            result = await self._run_stage(on_demand, history, context, validity)
+            on_demand = functools.partial(stage.compact_history, focus=focus)
+            result = await self._run_stage(stage.name, on_demand, history, context, validity)
             if result is not history:
                 problem = self._over_budget(result, context.estimate(history).total, context)
                 if problem is not None:
@@ -805,7 +797,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         rewriter: str | None = None
         for stage in self._stages:
             stage_input = current
-            current = await self._run_stage(stage, current, context, validity, spans)
+            current = await self._run_stage(stage.name, stage, current, context, validity, spans)
             if rewriter is None and current is not stage_input and _first_change(messages, current) < sent:
                 rewriter = stage.name
         if current is not messages:
@@ -841,7 +833,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     async def _run_stage(
         self,
-        stage: HistoryStage,
+        name: str,
+        stage: Callable[[list[ModelMessage], HistoryContext], Awaitable[list[ModelMessage]]],
         messages: list[ModelMessage],
         context: HistoryContext,
         validity: Validity,
@@ -850,15 +843,13 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         result = messages
         try:
             if spans is not None:
-                spans.stage_started(stage.name)
+                spans.stage_started(name)
             result = await stage(messages, context)
         except _CONFIG_ERRORS:
             raise
         except Exception as exc:
-            logger.exception('stage %r failed; continuing with its input', stage.name)
-            self._emit(
-                StageFailed(run_id=context.run_id, stage=stage.name, error=f'{type(exc).__name__}: {exc}')
-            )
+            logger.exception('stage %r failed; continuing with its input', name)
+            self._emit(StageFailed(run_id=context.run_id, stage=name, error=f'{type(exc).__name__}: {exc}'))
             return messages
         finally:
             if spans is not None:
@@ -867,8 +858,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             return result
         problem = self._worse(result, messages, context, validity)
         if problem is not None:
-            logger.error('stage %r made the history worse (%s); output discarded', stage.name, problem)
-            self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
+            logger.error('stage %r made the history worse (%s); output discarded', name, problem)
+            self._emit(StageFailed(run_id=context.run_id, stage=name, error=problem))
             return messages
         return result
 
@@ -974,6 +965,11 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         )
 
 
+def _tools_of(request_context: ModelRequestContext) -> list[ToolDefinition]:
+    parameters = request_context.model_request_parameters
+    return [*parameters.function_tools, *parameters.output_tools]
+
+
 def _sent_before(messages: Sequence[ModelMessage]) -> int:
     """How many leading messages an earlier request already sent: every one before the newest response."""
     for index in range(len(messages) - 1, -1, -1):
@@ -1001,27 +997,15 @@ def coerce_settings(kind: type[_SettingsT], value: object, name: str) -> _Settin
     )
 
 
-_FIELD_TYPES: tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...] = (
-    ('id', (str, type(None)), 'a string or None'),
-    ('keep_first_user_message', bool, 'True or False'),
-    ('token_profile', (TokenizerProfile, type(None)), 'a TokenizerProfile or None'),
-    ('cache', SummaryCache, 'a SummaryCache, e.g. MemoryCache() or SQLiteCache(path)'),
-    ('store', ArtifactStore, "an ArtifactStore, e.g. DirectoryStore('artifacts/') or MemoryStore()"),
-    ('max_tracked_runs', int, 'a whole number'),
-    ('compaction_tool', (bool, CompactionTool), 'a CompactionTool (or a mapping of its fields) or a bool'),
-    (
-        'near_limit_notice',
-        (bool, NearLimitNotice),
-        'a NearLimitNotice (or a mapping of its fields) or a bool',
-    ),
-)
-"""Each field whose type is checked at construction, its types, and what to say instead."""
+def coerce_switch(kind: type[_SettingsT], value: object, name: str) -> _SettingsT | bool:
+    """An optional feature's setting: True or False, else as `coerce_settings`."""
+    return value if isinstance(value, bool) else coerce_settings(kind, value, name)
 
 
 def _check_fields(processor: HistoryCapability) -> None:
     """Every field's type, at construction and with its name (a path given as the store, a YAML string given
     as a flag), rather than an `AttributeError` at the first request."""
-    for name, kinds, expected in _FIELD_TYPES:
+    for name, kinds, expected in processor.field_types:
         value = getattr(processor, name)
         if not isinstance(value, kinds) or (kinds is int and isinstance(value, bool)):
             got = f'{type(value).__name__} {value!r}'
@@ -1067,10 +1051,15 @@ def _check_compaction_tool(tool: CompactionTool, stages: Sequence[HistoryStage],
             '(compaction=False, or stages= without a Compactor): the model could ask for a compaction that '
             'nothing would run'
         )
-    if not TOOL_NAME.fullmatch(tool.name) or tool.name == readback_name:
+    _check_tool_name('CompactionTool.name', tool.name, also=readback_name)
+
+
+def _check_tool_name(field: str, name: object, also: str | None = None) -> None:
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name) or name == also:
+        differ = ' and differ from the read-back tool' if also is not None else ''
         raise ValueError(
-            'CompactionTool.name must be a tool name providers accept (letters, digits, _ and -, at most 64, '
-            f'starting with a letter or _) and differ from the read-back tool, got {tool.name!r}'
+            f'{field} must be a tool name providers accept (letters, digits, _ and -, at most 64, starting '
+            f'with a letter or _){differ}, got {name!r}'
         )
 
 
@@ -1083,19 +1072,6 @@ def _with_last_request_part(messages: Sequence[ModelMessage], part: ModelRequest
             result[index] = dataclasses.replace(message, parts=[*message.parts, part])
             break
     return result
-
-
-@dataclasses.dataclass
-class _OnDemand:
-    """A stage's `compact(messages, context, focus=...)` run as a stage, with the usual guard and check."""
-
-    name: str
-    compact: Any
-    focus: str | None
-
-    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
-        result: list[ModelMessage] = await self.compact(messages, context, focus=self.focus)
-        return result
 
 
 @dataclass(kw_only=True, eq=False)

@@ -8,7 +8,6 @@ plain data; models, settings and the store are read from the capability, recover
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -257,25 +256,6 @@ class JournaledStore(ArtifactStore):
     async def prepare(self) -> None:
         """Nothing to load: the secret is explicit under durability."""
 
-    async def put(
-        self,
-        artifact_id: str,
-        data: bytes,
-        *,
-        media_type: str,
-        source: str,
-        metadata: Mapping[str, str] | None = None,
-        scope: str = '',
-    ) -> StoredArtifact:
-        return await self._operations.processor.write_artifact(
-            self._operations.ctx,
-            artifact_id,
-            BinaryContent(data=bytes(data), media_type=media_type),
-            source,
-            dict(metadata or {}),
-            scope,
-        )
-
     async def _put(
         self,
         artifact_id: str,
@@ -284,8 +264,15 @@ class JournaledStore(ArtifactStore):
         source: str,
         metadata: dict[str, str],
         scope: str,
-    ) -> StoredArtifact:  # pragma: no cover - `put` is overridden
-        raise NotImplementedError
+    ) -> StoredArtifact:
+        return await self._operations.processor.write_artifact(
+            self._operations.ctx,
+            artifact_id,
+            BinaryContent(data=data, media_type=media_type),
+            source,
+            metadata,
+            scope,
+        )
 
     async def _get(self, artifact_id: str, scope: str) -> bytes | None:
         return await self._store.get(artifact_id, scope=scope)
