@@ -359,16 +359,14 @@ def make_request(
     return ModelRequest(parts=list(parts), **kwargs)
 
 
-def message_metadata(message: ModelMessage) -> Mapping[str, Any]:
-    """A message's metadata dict, empty where the version has none."""
-    value = getattr(message, 'metadata', None)
-    return value if isinstance(value, Mapping) else {}
-
-
 def part_metadata(part: object) -> Mapping[str, Any]:
-    """A part's metadata (tool returns, compaction parts on 2.x); empty where the part has none."""
+    """A part's (or a message's) metadata; empty where the version or the part has none."""
     value = getattr(part, 'metadata', None)
     return value if isinstance(value, Mapping) else {}
+
+
+message_metadata = part_metadata
+"""A message's metadata dict, empty where the version has none."""
 
 
 def with_part_metadata(part: Any, extra: Mapping[str, Any]) -> Any:

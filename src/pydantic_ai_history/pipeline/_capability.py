@@ -59,7 +59,7 @@ from ..events import (
 from ..messages._marks import READ_ARTIFACT_TOOL, readback_tool_scope, seal_key_scope
 from ..messages.pinning import PinPredicate
 from ..messages.validate import StructureCheck
-from ..readback import ReadbackGate, ReadRoom, readback_toolset_id
+from ..readback import READBACK_TOOL_METADATA, ReadbackGate, ReadRoom, readback_toolset_id
 from ..stages._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
 from ..stages.artifacts._settings import ArtifactSettings
 from ..stages.compactor._tool import (
@@ -76,13 +76,11 @@ from ._agent_checks import (
     TOOL_NAME,
     agent_capabilities,
     claim_step,
-    clash_message,
+    clash_error,
     duplicate_error,
     durable_store_problem,
     history_processor_in,
     is_ours,
-    is_readback,
-    tool_clash_message,
     tool_owner,
     user_error,
 )
@@ -313,13 +311,14 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     def _check_tool_names(self, tools: Sequence[ToolDefinition]) -> None:
         """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""
-        clash = next((t for t in tools if t.name == self.readback_tool_name and not is_readback(t)), None)
-        if clash is not None:
-            raise user_error(clash_message(self.readback_tool_name, "one of this run's toolsets"))
+        owner = "one of this run's toolsets"
+        name = self.readback_tool_name
+        if any(t.name == name and not is_ours(t, READBACK_TOOL_METADATA) for t in tools):
+            raise clash_error(name, owner)
         if self._tool is not None and TOOLS_HAVE_METADATA:
             name = self._tool.name
             if any(t.name == name and not is_ours(t, COMPACTION_TOOL_METADATA) for t in tools):
-                raise user_error(tool_clash_message(name, "one of this run's toolsets"))
+                raise clash_error(name, owner, compaction=True)
 
     def _send_notice(
         self,
@@ -428,10 +427,10 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             raise duplicate_error(found)
         owner = tool_owner(agent, self.readback_tool_name)
         if owner is not None:
-            raise user_error(clash_message(self.readback_tool_name, owner))
+            raise clash_error(self.readback_tool_name, owner)
         owner = tool_owner(agent, self._tool.name) if self._tool is not None else None
         if owner is not None and self._tool is not None:
-            raise user_error(tool_clash_message(self._tool.name, owner))
+            raise clash_error(self._tool.name, owner, compaction=True)
         durability = durability_base()
         if durability is not None and any(isinstance(c, durability) for c in capabilities):
             problem = durable_store_problem(self.store)
