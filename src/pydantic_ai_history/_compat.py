@@ -1,9 +1,5 @@
-"""The only module that knows pydantic-ai 1.x from 2.x.
-
-Everything version-dependent (part class names, `CompactionPart`, `RetryFeedbackPart`, capabilities,
-message metadata and `run_id`) is resolved here once, at import time, by feature detection rather than
-version numbers.
-"""
+"""The only module that knows pydantic-ai 1.x from 2.x: everything version-dependent (part classes,
+capabilities, metadata, `run_id`), resolved once at import by feature detection, never by version number."""
 
 from __future__ import annotations
 

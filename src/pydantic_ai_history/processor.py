@@ -1,9 +1,5 @@
-"""The history processor: the three built-in stages composed under one budget and one guard, and
-`create_history_processor()`, which builds it.
-
-`Agent(capabilities=[processor])` on versions with capabilities, `Agent(history_processors=[processor])` on
-early 1.x. Each stage is also a capability of its own (see `HistoryCapability`).
-"""
+"""The history processor (`HistoryProcessor`, built by `create_history_processor()`): the built-in stages
+under one budget and one guard; a capability, or on early 1.x a history processor."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The capability every part of the package is: pydantic-ai's hooks around a pipeline of stages.
-
-`HistoryCapability` resolves the context policy once per request and runs its stages under one guard (a
-stage that raises or makes the history worse is skipped; the output never newly passes the budget); every
-decision becomes an event, a log line and a span. Each built-in stage is also a capability of its own.
-"""
+"""`HistoryCapability`: pydantic-ai's hooks around a pipeline of stages, run under one guard (a stage that
+raises or makes the history worse is skipped; the output never newly passes the budget) against the context
+policy resolved once per request; every decision an event, a log line and a span."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Clocks that are replay-safe inside a durable workflow.
-
-Workflow code must be deterministic, so inside a durable run the processor reads no clock: `replay_safe(at)`
-pins every reading to the newest model response's timestamp, which the engine journaled. Stats timing then
-reads zero; TTLs see time move from one request to the next, as the responses do.
+"""Clocks that are replay-safe inside a durable workflow: there every reading is pinned (`replay_safe`) to the
+newest model response's timestamp, which the engine journaled (durations read zero, TTLs move per response).
 """
 
 from __future__ import annotations

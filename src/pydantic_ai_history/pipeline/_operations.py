@@ -1,9 +1,7 @@
-"""The processor's side effects as durable operations: LLM calls, file conversion, store writes, cache access.
-
-Each is a capability method marked `@durable_operation(name=...)`: under a durability capability pydantic-ai
-journals it and a replay reads the journal; elsewhere it is a plain call. The names in `OPERATION_NAMES` are
-persisted by the engines, so they never change once released. Arguments and results cross the boundary as
-plain data; models, settings and the store are read from the capability, recovered on the worker by `id`.
+"""The processor's side effects as durable operations (`@durable_operation(name=...)`): LLM calls, file
+conversion, store writes, cache access. Under a durability capability pydantic-ai journals them, elsewhere
+they are plain calls. Their names (`OPERATION_NAMES`) are persisted: never changed once released. Arguments
+and results are plain data; models, settings and the store are read from the capability (found by id).
 """
 
 from __future__ import annotations
