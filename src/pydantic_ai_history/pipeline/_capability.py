@@ -324,9 +324,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         processed: RequestProcessed,
         limits: ContextLimits,
     ) -> None:
-        """The near-limit notice for this request, when the history entered a new band past its start:
-        enqueued as a request-scoped system prompt (2.x), else added to the end of this request's outgoing
-        copy only."""
+        """The near-limit notice, when the history entered a new band past its start: a request-scoped system
+        prompt (2.x), else at the end of this request's outgoing copy only."""
         assert self._notice is not None
         compacts = _compaction_stage(self._stages) is not None
         limit = limits.trigger if compacts else limits.budget
@@ -357,9 +356,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """Each attempt (pydantic-ai 2.x): when the model about to serve it has a smaller window than the one
-        the step was processed for (`ModelFallback` moved on to a smaller model), fit this attempt's copy of
-        the history to it. The stored history is left as the step made it."""
+        """Each attempt (2.x): fit its copy of the history (not the stored one) to a model with a smaller
+        window than the step was processed for (`ModelFallback` moved on to a smaller model)."""
         if self.model is not None:
             return request_context
         state = self._runs.peek(self._runs.key(ctx))
@@ -393,9 +391,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         return CombinedToolset([readback, self.compaction_toolset()])
 
     def compaction_toolset(self) -> AbstractToolset[Any]:
-        """A toolset with the `compact_context` tool (`compaction_tool`), for `Agent(toolsets=...)` on
-        pydantic-ai 1.0 (with capabilities, the processor offers it itself). Its id is derived from the
-        processor's `id`."""
+        """The `compact_context` tool (`compaction_tool`) for `Agent(toolsets=...)` on pydantic-ai 1.0 (a
+        capability offers it itself); its id is derived from the processor's `id`."""
         if self._tool is None:
             raise ValueError(
                 'compaction_toolset() needs HistoryProcessor(compaction_tool=True) (or a CompactionTool): '
@@ -413,9 +410,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         raise duplicate_error(capabilities)
 
     def for_agent(self, agent: Any) -> Any:
-        """Checked when the agent is built: one history processor per agent (however it was added: as a
-        capability, in `ProcessHistory`, in a combined capability), and under a durability capability a store
-        that every worker sees."""
+        """Checked when the agent is built: one history processor per agent (however added), tool names of its
+        own, and under a durability capability a store that every worker sees."""
         capabilities = agent_capabilities(agent)
         found = [
             p for p in (history_processor_in(c, HistoryCapability) for c in capabilities) if p is not None
@@ -526,9 +522,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         return counter
 
     def _workflow_counter(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> TokenCounter:
-        """Workflow code counts with the run's own counter, begun afresh at the run's first step: an estimate
-        decides which operations a request journals, and the shared counter may already have learned from the
-        run's later requests, so a replay would estimate (and journal) differently."""
+        """Workflow code counts with the run's own counter, begun afresh at its first step: estimates decide
+        what a request journals, and the shared one may have learned from later requests before a replay."""
         state = self._runs[self._runs.key(ctx)]
         name = model_name_of(model)
         counter = state.workflow_counter
@@ -544,9 +539,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         return self._model_limits.limits_for(model)
 
     async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
-        """Ask each local server that may serve the request for its window, once per server and process.
-        Under durable execution it is asked on every run's first step whatever this process remembers:
-        workflow code must make the same calls on every replay."""
+        """Ask each local server that may serve the request for its window, once per server and process;
+        under durable execution on every run's first step (a replay must make the same calls)."""
         journaled = ctx is not None and self.journaled(ctx)
         if journaled and getattr(ctx, 'run_step', 1) > 1:
             return
@@ -674,10 +668,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     async def _request_scope(
         self, ctx: Any, messages: Sequence[ModelMessage]
     ) -> AsyncIterator[ArtifactStore]:
-        """Where one request's work runs, and the store it writes to. Workflow code (durable execution): no
-        clock, no I/O; clocks pinned to the newest model response, seals keyed by the store's secret
-        (explicit under durability, checked in `for_agent`). Elsewhere the store's secret (persisted beside
-        its data) is loaded before the first id or mark is made."""
+        """Where one request's work runs, and the store it writes to. Workflow code: no I/O, clocks pinned to
+        the newest model response, seals keyed by the store's explicit secret (`for_agent` checks it).
+        Elsewhere the store's persisted secret is loaded before the first id or mark is made."""
         if self.journaled(ctx):
             with (
                 replay_safe(message_time(messages)),
@@ -898,9 +891,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         rewriter: str | None,
         context: HistoryContext,
     ) -> tuple[int, int, str | None]:
-        """The prefix rewrite this request causes: messages already sent that changed, the tokens written to
-        the provider's cache again from the first of them, and what changed them (a stage, or the read-back
-        tool appearing in the tool list, which precedes every message)."""
+        """The prefix rewrite this request causes: sent messages that changed, tokens cached again from the
+        first of them, and what changed them (a stage, or the read-back tool appearing: tools come first)."""
         offered = self._readback_offered(context)
         first = _first_change(messages, result) if rewriter is not None else sent
         if offered:
@@ -1103,9 +1095,7 @@ class StageCapability(HistoryCapability):
 
 
 def history_processor_annotations(cls: type[Any]) -> None:
-    """pydantic-ai 1.0 decides whether to pass `ctx` to a history processor from the callable's own
-    `__annotations__`, which an instance only has through its class; later versions read `__call__`'s
-    signature. There the dataclass field annotations are not needed once the class is built, so `__call__`'s
-    stand in for them."""
+    """pydantic-ai 1.0 passes `ctx` to a history processor by the callable's own `__annotations__` (an
+    instance's are its class's), not `__call__`'s signature: there `__call__`'s stand in for the fields'."""
     if not HAS_CAPABILITIES:  # resolved here, where the names of `__call__`'s annotations are imported
         cls.__annotations__ = typing.get_type_hints(cls.__call__)
