@@ -662,7 +662,25 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
                 store=store,
                 compaction_request=requested,
             )
-            return await self._process_traced(messages, context, started)
+            if not messages:
+                context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
+                return messages
+            tracer = self._tracer_for(ctx)
+            spans = DeferredSpans(tracer) if tracer is not None else None
+            if spans is not None:
+                context.tracer, context.open_spans = tracer, spans.open
+            try:
+                return await self._process(messages, context, started, spans)
+            except _CONFIG_ERRORS:
+                raise
+            except Exception as exc:  # outside any stage, e.g. counting content of a kind nobody foresaw
+                logger.exception('processing failed; the history is passed on unchanged')
+                error = f'{type(exc).__name__}: {exc}'
+                self._emit(StageFailed(run_id=context.run_id, stage='processor', error=error))
+                return messages
+            finally:
+                if spans is not None:
+                    spans.close()
 
     @contextlib.asynccontextmanager
     async def _request_scope(
@@ -672,11 +690,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         the newest model response, seals keyed by the store's explicit secret (`for_agent` checks it).
         Elsewhere the store's persisted secret is loaded before the first id or mark is made."""
         if self.journaled(ctx):
-            with (
-                replay_safe(message_time(messages)),
-                seal_key_scope(self.store._id_secret()),
-                readback_tool_scope(self.readback_tool_name),
-            ):
+            with replay_safe(message_time(messages)), self.marks():
                 yield self.store
             return
         store = await self._prepared_store(ctx)
@@ -704,14 +718,12 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         """Seals made and verified with the key of the store's secret: the one secret, kept where the data is,
         so every process sharing the store recognises the package's notes (no environment variable)."""
         store = self.store if store is None else store
-        with readback_tool_scope(self.readback_tool_name):
-            if isinstance(store, UnavailableStore) or not store.secret_ready:
-                # the store cannot say (or, in a prediction before the first request, has not said yet): the
-                # process's own key, whose marks no other process reads as ours
-                yield
-                return
-            with seal_key_scope(store._id_secret()):
-                yield
+        # a store that cannot say (or, in a prediction before the first request, has not said yet): the
+        # process's own key, whose marks no other process reads as ours
+        unkeyed = isinstance(store, UnavailableStore) or not store.secret_ready
+        keyed = contextlib.nullcontext() if unkeyed else seal_key_scope(store._id_secret())
+        with readback_tool_scope(self.readback_tool_name), keyed:
+            yield
 
     @contextlib.contextmanager
     def marks(self) -> Iterator[None]:
@@ -724,30 +736,6 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     def journaled(self, ctx: object) -> bool:
         """Whether this run journals the processor's operations: a durability capability bound them."""
         return bound_durable_operation(ctx, self.id, 'store_write')
-
-    async def _process_traced(
-        self, current: list[ModelMessage], context: HistoryContext, started: float
-    ) -> list[ModelMessage]:
-        if not current:
-            context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
-            return current
-        tracer = self._tracer_for(context.run_context)
-        spans = DeferredSpans(tracer) if tracer is not None else None
-        if spans is not None:
-            context.tracer, context.open_spans = tracer, spans.open
-        try:
-            return await self._process(current, context, started, spans)
-        except _CONFIG_ERRORS:
-            raise
-        except Exception as exc:  # outside any stage, e.g. counting content of a kind nobody foresaw
-            logger.exception('processing failed; the history is passed on unchanged')
-            self._emit(
-                StageFailed(run_id=context.run_id, stage='processor', error=f'{type(exc).__name__}: {exc}')
-            )
-            return current
-        finally:
-            if spans is not None:
-                spans.close()
 
     def _tracer_for(self, ctx: object) -> Any:
         """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines);
