@@ -210,13 +210,10 @@ def durability_base() -> type[Any] | None:
 
 
 def bound_durable_operation(ctx: object, capability_id: str | None, name: str) -> bool:
-    """Whether a durability capability bound the operation `name` of the capability `capability_id` for the
-    run of `ctx`: its calls are then journaled (workflow code), else they run where they are made.
-
-    pydantic-ai has no public query (pydantic/pydantic-ai#5477), so this is the one place that reads
-    `RunContext._durable_operations`; `tests/test_compat.py` fails when it changes. The public
-    `in_durable_context` is also true where our operations were not bound.
-    """
+    """Whether a durability capability bound operation `name` of capability `capability_id` for the run of
+    `ctx` (its calls are journaled). pydantic-ai has no public query (pydantic/pydantic-ai#5477; the public
+    `in_durable_context` is true also where ours were not bound), so this is the one place that reads
+    `RunContext._durable_operations`; `tests/test_compat.py` fails when it changes."""
     operations = getattr(ctx, '_durable_operations', None)
     return operations is not None and (capability_id, name) in operations
 
@@ -434,9 +431,7 @@ def json_text(value: Any) -> str:
 
 def file_input_profile(model: Any) -> Mapping[str, Any] | None:
     """The file-input flags of `model`'s profile (`supports_image_input`, `supports_document_input`,
-    `supported_document_media_types`, ...) where pydantic-ai has them (2.x), else None. A `FallbackModel`
-    takes what every one of its models takes.
-    """
+    `supported_document_media_types`) on 2.x, else None; a `FallbackModel`'s are what all its models take."""
     if 'supports_image_input' not in _PROFILE_KEYS:
         return None
     from .budget.model_info import serving_candidates
@@ -493,11 +488,8 @@ def _innermost_model(model: object) -> tuple[object, bool]:
 
 
 def compaction_unavailable(model: object, *, journaled: bool) -> str | None:
-    """Why `model` cannot compact natively (`Model.compact_messages`), or None when it can be asked to.
-
-    1.x is left out: its compaction part is a response part only, which our summary layout does not build on.
-    Under durable execution the call must go through the run's durable model, which journals it.
-    """
+    """Why `model` cannot compact natively (`Model.compact_messages`), or None. Not on 1.x (its compaction
+    part is a response part only); in a durable run only through its durable model, which journals it."""
     if not COMPACTION_REQUEST_PART:
         return f'pydantic-ai {pydantic_ai_version()} has no provider-native compaction (2.x has)'
     if not isinstance(model, Model):
