@@ -627,11 +627,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             validity = check.check(history)
             on_demand = functools.partial(stage.compact_history, focus=focus)
             result = await self._run_stage(stage.name, on_demand, history, context, validity)
-            if result is not history:
-                problem = self._over_budget(result, context.estimate(history).total, context)
-                if problem is not None:
-                    self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
-                    return history
+            if self._over_budget(result, history, context.estimate(history).total, context, stage.name):
+                return history
             check.adopt(validity)
             return result
 
@@ -777,12 +774,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             current = await self._run_stage(stage.name, stage, current, context, validity, spans)
             if rewriter is None and current is not stage_input and _first_change(messages, current) < sent:
                 rewriter = stage.name
-        if current is not messages:
-            problem = self._over_budget(current, before.total, context)
-            if problem is not None:
-                logger.error('the processed history was worse than the input (%s); input kept', problem)
-                self._emit(StageFailed(run_id=context.run_id, stage='processor', error=problem))
-                current, validity, rewriter = messages, given, None
+        if self._over_budget(current, messages, before.total, context, 'processor'):
+            current, validity, rewriter = messages, given, None
         check.adopt(validity)
         context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
         # the idle path: nothing changed, so the estimate of the input stands
@@ -859,17 +852,27 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         validity.accept(result, structure, violations)
         return None
 
-    def _over_budget(self, result: list[ModelMessage], before: int, context: HistoryContext) -> str | None:
-        """Why the processed history is bigger than the hard budget allows, or None. Checked on the whole
-        pipeline's output: a stage may grow the history when a later one brings it back within the budget."""
-        budget = self._hard_budget(context)
-        after = context.estimate(result).total
+    def _over_budget(
+        self,
+        result: list[ModelMessage],
+        messages: list[ModelMessage],
+        before: int,
+        context: HistoryContext,
+        stage: str,
+    ) -> bool:
+        """Whether `result` newly passes the budget (`messages` had `before` tokens): `stage`'s failure.
+        Checked on the whole pipeline's output: a later stage may bring a grown history back within budget."""
+        budget = context.limits.budget
+        after = before if result is messages else context.estimate(result).total
         if after <= before or after <= budget:
-            return None
+            return False
         fitted = 'fitted' if before <= budget else 'was already over'
-        return (
+        problem = (
             f'the output is {after:,} tokens, the input {before:,}, which {fitted} the budget of {budget:,}'
         )
+        logger.error('%s made the history worse (%s); its input kept', stage, problem)
+        self._emit(StageFailed(run_id=context.run_id, stage=stage, error=problem))
+        return True
 
     def _rewrite(
         self,
@@ -907,10 +910,6 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         state = self._runs[context.run_id]
         before, state.offered_readback = state.offered_readback, offered
         return offered and before is False
-
-    def _hard_budget(self, context: HistoryContext) -> int:
-        """The limit no output may newly pass: the policy's budget, which the window enforces."""
-        return context.limits.budget
 
     def _input_check(self, run_id: str | None) -> InputCheck:
         """The run's incremental input check: each run continues its own previous input."""
