@@ -302,10 +302,6 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
                 except Exception:  # cleanup only: the run's own outcome stands
                     logger.exception('stage %r failed to end the run', getattr(stage, 'name', stage))
 
-    def _requested(self, messages: Sequence[ModelMessage]) -> CompactionRequest | None:
-        """The model's compaction request, when the tool is on and the newest request answers its call."""
-        return requested_compaction(messages, self._tool) if self._tool is not None else None
-
     def _check_tool_names(self, tools: Sequence[ToolDefinition]) -> None:
         """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""
         owner = "one of this run's toolsets"
@@ -515,11 +511,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     def counter_for(self, model: ModelRef | None) -> TokenCounter:
         """The shared token counter for a model (memoization is per model family)."""
         name = model_name_of(model)
-        counter = self._counters.get(name)
-        if counter is None:
-            counter = TokenCounter(name, profile=self.token_profile)
-            self._counters[name] = counter
-        return counter
+        if name not in self._counters:
+            self._counters[name] = TokenCounter(name, profile=self.token_profile)
+        return self._counters[name]
 
     def _workflow_counter(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> TokenCounter:
         """Workflow code counts with the run's own counter, begun afresh at its first step: estimates decide
@@ -647,8 +641,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         if not isinstance(messages, list):
             messages = list(messages)
         await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
-        # the model's compaction request is read from the history of a run step (the same on replay)
-        requested = self._requested(messages) if ctx is not None else None
+        # the model's compaction request (its call answered in the newest request), from a run step's history
+        tool = self._tool if ctx is not None else None
+        requested = requested_compaction(messages, tool) if tool is not None else None
         async with self._request_scope(ctx, messages) as store:
             started = perf()
             context = self.make_context(
