@@ -414,13 +414,9 @@ class HistoryWarning(HistoryEvent):
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ContentLost(HistoryWarning):
-    """Content left the history with no home: it is in neither the history nor the store (at most a summary
-    or a note stands for it). Logged at error level; `code` says which stage: `window_dropped` (the window
-    had to drop messages and their transcript could not be stored), `transcript_not_stored` (the compactor
-    had to compact a history that no longer fit the window, and its transcript could not be stored),
-    `content_cut` (the newest request was cut to fit and the original could not be stored) or
-    `attachment_not_sendable` (a file no provider accepts could not be stored; a note replaced it).
-    """
+    """Content left the history with no home: in neither the history nor the store (at most a summary or a
+    note stands for it). Logged at error level; `code` is `window_dropped`, `transcript_not_stored`,
+    `content_cut` or `attachment_not_sendable` (see `WarningKind` for each)."""
 
     stage: str
     """The stage that removed it."""

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._compat import ModelMessage
+from .._compat import ModelMessage, run_id_of
 from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import ModelInfo
 from ..events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
@@ -64,8 +64,8 @@ def default_scope(ctx: RunContext[Any] | None) -> str:
         run_id = getattr(message, 'run_id', None)
         if isinstance(run_id, str) and run_id:
             return f'run:{run_id}'
-    run_id = getattr(ctx, 'run_id', None)
-    return f'run:{run_id}' if isinstance(run_id, str) and run_id else ''
+    run_id = run_id_of(ctx)
+    return f'run:{run_id}' if run_id else ''
 
 
 ARTIFACT_MARKER = '[pydantic-ai-history: artifact'
