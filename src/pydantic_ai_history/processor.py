@@ -56,7 +56,7 @@ class HistoryProcessor(HistoryCapability):
     """Replaces the built-in stages (`artifacts`, `compaction`, `window` are then ignored): the stages to run
     in order, built-in or custom (see the README's "A custom stage")."""
 
-    field_types = (*FIELD_TYPES, ('window', bool, 'True or False'))
+    _field_types = (*FIELD_TYPES, ('window', bool, 'True or False'))
 
     def __post_init__(self) -> None:
         self.artifacts = coerce_switch(ArtifactSettings, self.artifacts, 'artifacts')
@@ -77,8 +77,8 @@ class HistoryProcessor(HistoryCapability):
                 ArtifactPlanner(exempting_readback(self._artifact_settings(), self.readback_tool_name))
             )
         if self.compaction is not False:
-            compaction = self.compaction if isinstance(self.compaction, CompactionSettings) else None
-            stages.append(Compactor(compaction or CompactionSettings()))
+            compaction = self.compaction if self.compaction is not True else CompactionSettings()
+            stages.append(Compactor(compaction))
         if self.window:
             stages.append(SlidingWindow())
         return stages

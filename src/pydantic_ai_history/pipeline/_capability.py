@@ -186,7 +186,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     max_tracked_runs: int = 1_024
     """Per-run stats and incremental checks are kept for this many runs, least recently active dropped."""
 
-    field_types: ClassVar[tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...]] = FIELD_TYPES
+    _field_types: ClassVar[tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...]] = FIELD_TYPES
     """The fields checked at construction (`FIELD_TYPES`, and a subclass's own)."""
 
     # pydantic-ai compares capabilities by identity; the processor's state makes it one of a kind.
@@ -975,7 +975,7 @@ def coerce_switch(kind: type[_SettingsT], value: object, name: str) -> _Settings
 def _check_fields(processor: HistoryCapability) -> None:
     """Every field's type, at construction and with its name (a path given as the store, a YAML string given
     as a flag), rather than an `AttributeError` at the first request."""
-    for name, kinds, expected in processor.field_types:
+    for name, kinds, expected in processor._field_types:
         value = getattr(processor, name)
         if not isinstance(value, kinds) or (kinds is int and isinstance(value, bool)):
             got = f'{type(value).__name__} {value!r}'
