@@ -1,9 +1,5 @@
-"""The only module that knows pydantic-ai 1.x from 2.x.
-
-Everything version-dependent (part class names, `CompactionPart`, `RetryFeedbackPart`, capabilities,
-message metadata and `run_id`) is resolved here once, at import time, by feature detection rather than
-version numbers.
-"""
+"""The only module that knows pydantic-ai 1.x from 2.x: everything version-dependent (part classes,
+capabilities, metadata, `run_id`), resolved once at import by feature detection, never by version number."""
 
 from __future__ import annotations
 
@@ -28,7 +24,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models import Model
 from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.usage import RunUsage
 
 _DepsT = TypeVar('_DepsT')
@@ -212,13 +210,10 @@ def durability_base() -> type[Any] | None:
 
 
 def bound_durable_operation(ctx: object, capability_id: str | None, name: str) -> bool:
-    """Whether a durability capability bound the operation `name` of the capability `capability_id` for the
-    run of `ctx`: its calls are then journaled (workflow code), else they run where they are made.
-
-    pydantic-ai has no public query (pydantic/pydantic-ai#5477), so this is the one place that reads
-    `RunContext._durable_operations`; `tests/test_compat.py` fails when it changes. The public
-    `in_durable_context` is also true where our operations were not bound.
-    """
+    """Whether a durability capability bound operation `name` of capability `capability_id` for the run of
+    `ctx` (its calls are journaled). pydantic-ai has no public query (pydantic/pydantic-ai#5477; the public
+    `in_durable_context` is true also where ours were not bound), so this is the one place that reads
+    `RunContext._durable_operations`; `tests/test_compat.py` fails when it changes."""
     operations = getattr(ctx, '_durable_operations', None)
     return operations is not None and (capability_id, name) in operations
 
@@ -357,16 +352,14 @@ def make_request(
     return ModelRequest(parts=list(parts), **kwargs)
 
 
-def message_metadata(message: ModelMessage) -> Mapping[str, Any]:
-    """A message's metadata dict, empty where the version has none."""
-    value = getattr(message, 'metadata', None)
-    return value if isinstance(value, Mapping) else {}
-
-
 def part_metadata(part: object) -> Mapping[str, Any]:
-    """A part's metadata (tool returns, compaction parts on 2.x); empty where the part has none."""
+    """A part's (or a message's) metadata; empty where the version or the part has none."""
     value = getattr(part, 'metadata', None)
     return value if isinstance(value, Mapping) else {}
+
+
+message_metadata = part_metadata
+"""A message's metadata dict, empty where the version has none."""
 
 
 def with_part_metadata(part: Any, extra: Mapping[str, Any]) -> Any:
@@ -438,9 +431,7 @@ def json_text(value: Any) -> str:
 
 def file_input_profile(model: Any) -> Mapping[str, Any] | None:
     """The file-input flags of `model`'s profile (`supports_image_input`, `supports_document_input`,
-    `supported_document_media_types`, ...) where pydantic-ai has them (2.x), else None. A `FallbackModel`
-    takes what every one of its models takes.
-    """
+    `supported_document_media_types`) on 2.x, else None; a `FallbackModel`'s are what all its models take."""
     if 'supports_image_input' not in _PROFILE_KEYS:
         return None
     from .budget.model_info import serving_candidates
@@ -465,12 +456,7 @@ def _profile_of(model: Any) -> Mapping[str, Any]:
     return profile if isinstance(profile, Mapping) else {}  # no model yet: the profile's documented defaults
 
 
-try:
-    from pydantic_ai.profiles import ModelProfile as _ModelProfile
-
-    _PROFILE_KEYS: frozenset[str] = frozenset(getattr(_ModelProfile, '__annotations__', {}))
-except ImportError:  # pragma: no cover
-    _PROFILE_KEYS = frozenset()
+_PROFILE_KEYS: frozenset[str] = frozenset(getattr(ModelProfile, '__annotations__', {}))
 
 
 # ---- provider-native compaction (`Model.compact_messages`, pydantic-ai 2.x) ---------------------------
@@ -502,17 +488,10 @@ def _innermost_model(model: object) -> tuple[object, bool]:
 
 
 def compaction_unavailable(model: object, *, journaled: bool) -> str | None:
-    """Why `model` cannot compact natively (`Model.compact_messages`), or None when it can be asked to.
-
-    1.x is left out: its compaction part is a response part only, which our summary layout does not build on.
-    Under durable execution the call must go through the run's durable model, which journals it.
-    """
+    """Why `model` cannot compact natively (`Model.compact_messages`), or None. Not on 1.x (its compaction
+    part is a response part only); in a durable run only through its durable model, which journals it."""
     if not COMPACTION_REQUEST_PART:
         return f'pydantic-ai {pydantic_ai_version()} has no provider-native compaction (2.x has)'
-    try:
-        from pydantic_ai.models import Model
-    except ImportError:  # pragma: no cover - every supported version has it
-        return 'pydantic-ai has no Model class'
     if not isinstance(model, Model):
         return f'the serving model is not known here (got {type(model).__name__})'
     inner, durable = _innermost_model(model)

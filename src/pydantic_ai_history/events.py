@@ -1,9 +1,7 @@
-"""Typed events: every decision the processor takes is one of these, sent to `on_event` and to logging.
-
-On 2.x the capability also emits each into the run's event stream as a `HistoryStreamEvent` of kind
-`pydantic_ai_history.<name>` (`stream_event_for`), whose fields are the event's own. UI adapters do not
-forward capability events; `ui_forwarding()` re-emits them as the application event `pydantic_ai_history`.
-Without capability events the stream classes exist (imports work everywhere) but are never emitted.
+"""Typed events: every decision the processor takes, sent to `on_event` and to logging. On 2.x each is also
+emitted into the run's stream as a `HistoryStreamEvent` of kind `pydantic_ai_history.<name>`
+(`stream_event_for`) with the event's own fields; `ui_forwarding()` re-emits them for UI adapters, which do
+not forward capability events. Without capability events the stream classes exist but are never emitted.
 """
 
 from __future__ import annotations
@@ -72,19 +70,16 @@ BackgroundDiscardReason = Literal[
 ]
 """Why a background summary was thrown away (`BackgroundSummaryDiscarded.reason`):
 
-- `history_changed`: the history no longer extends the snapshot it was started on (an old message was
-  rewritten or removed: the app edited it, a window dropped it), so it summarizes something that is gone.
-- `cut_no_longer_fits`: at the trigger, what it leaves verbatim (its cut and everything added since) no longer
-  fits the target: the event cuts later, with a summary of its own.
-- `inputs_changed`: at the trigger, the summary the event needs is of other messages or another focus (a
-  cached prefix summary stood in, the model asked for a compaction with a focus).
+- `history_changed`: the history no longer extends its snapshot (an old message was edited or dropped).
+- `cut_no_longer_fits`: at the trigger, what it leaves verbatim (its cut and all added since) no longer fits
+  the target: the event cuts later, with a summary of its own.
+- `inputs_changed`: the event needs a summary of other messages or another focus (a cached prefix summary
+  stood in, the model asked for a compaction with a focus).
 - `not_needed`: the event ended without a summary (a cached prefix summary sufficed, nothing could be
   compacted, the provider compacted natively).
-- `failed`: the background work raised (not a summarizer failure, which gives the deterministic fallback a
-  blocking compaction would have given).
-- `run_ended`: the run ended before its trigger: the work was cancelled (or its finished result dropped).
-- `capacity`: more runs held a background summary than `CompactionSettings.max_background_summaries`: the
-  oldest was cancelled.
+- `failed`: the background work raised (a summarizer failure instead gives the usual deterministic fallback).
+- `run_ended`: the run ended before its trigger: the work was cancelled (or its result dropped).
+- `capacity`: more runs held one than `CompactionSettings.max_background_summaries`: the oldest was cancelled.
 """
 
 WarningKind = Literal[
@@ -115,54 +110,50 @@ WarningKind = Literal[
 ]
 """The `code` of a `HistoryWarning` (and of `ContentLost`, its error-level kind). Per value: when, what to do:
 
-- `context_window_fallback`: the model's context window is unknown; `policy.fallback_context_window` was
-  assumed. Set `ContextPolicy(context_window=...)` for the model.
-- `empty_history`: the processor was given no messages; they were returned unchanged. Nothing, unless your
-  own code calls the processor directly.
-- `invalid_input`: the history already broke an invariant (e.g. an orphan tool return) before processing;
-  the stages were kept from adding to it. Find what built or edited that history.
-- `over_budget`: even after the window the history is over its budget (the current request alone is too
-  large). Raise the budget, shrink the tool returns (artifacts), or split the request.
-- `window_reference_omitted`: the window's note could not name the stored transcript within the budget; the
-  dropped messages are stored but the model is not told the id. Raise the budget.
+- `context_window_fallback`: the model's window is unknown; `policy.fallback_context_window` was assumed. Set
+  `ContextPolicy(context_window=...)`.
+- `empty_history`: the processor was given no messages and returned them unchanged.
+- `invalid_input`: the history already broke an invariant (e.g. an orphan tool return); no stage may add to
+  it. Find what built or edited that history.
+- `over_budget`: even after the window the history is over budget (the current request alone is too large).
+  Raise the budget, shrink the tool returns (artifacts), or split the request.
+- `window_reference_omitted`: the window's note could not name the stored transcript within the budget (the
+  dropped messages are stored, the model is not told the id). Raise the budget.
 - `window_dropped` (`ContentLost`): the window dropped messages whose transcript could not be stored. Fix or
   configure the store.
 - `compaction_over_target`: the compacted history is still over the target (the summary or what is kept
   verbatim is large). Lower `summary_max_tokens` or the pins, or raise the target.
-- `compaction_impossible`: over the trigger, but every unit after the preserved head is needed; nothing was
-  compacted and the window takes over. Raise the budget or shorten the head/pins.
-- `compaction_deferred`: the evicted messages could not be stored and the history still fits, so compaction
+- `compaction_impossible`: over the trigger, but every unit after the preserved head is needed; the window
+  takes over. Raise the budget or shorten the head/pins.
+- `compaction_deferred`: the evicted messages could not be stored and the history still fits: compaction
   waits for the next request. Check the store.
 - `provider_compaction_unsupported`: `CompactionSettings(method='provider')` but the serving model does not
   implement `compact_messages` (or pydantic-ai is 1.x, or a durable run's model is not its durable one); the
   LLM summary was used. Use `method='auto'` to fall back silently, or serve a model that compacts.
-- `provider_compaction_failed`: the provider's compaction call failed, or its compaction item would not fit
-  the target; the LLM summary (then the digest) was used. Check the provider error in the message.
-- `transcript_not_stored` (`ContentLost`): the compactor had to compact although the store failed.
-  Fix the store.
+- `provider_compaction_failed`: the provider's compaction failed, or its item would not fit the target; the
+  LLM summary (then the digest) was used. The message has the provider's error.
+- `transcript_not_stored` (`ContentLost`): the compactor had to compact although the store failed. Fix it.
 - `transcript_store_failed`: storing the transcript of removed messages failed. Check the store.
 - `artifact_planner_failed`: the LLM planner failed; the heuristic plan was used. Check the planner model.
 - `artifact_summary_failed`: summarizing an artifact failed; it was extracted instead. Check the summarizer.
 - `artifact_reducer_failed`: a tool's reducer raised; the unreduced result went on. Fix the reducer.
 - `artifact_store_failed`: storing an artifact or attachment failed; it stays inline when the request can
-  carry it (otherwise see `content_cut` and `attachment_not_sendable`). Check the store.
-- `artifact_store_missing`: an artifact should be stored but no store is configured; it stays inline. Pass
-  `store=`.
-- `user_prompt_reduced`: the user's own message was more than the request has room for: it was stored and
-  the model sees its passages most relevant to its question and how to read the rest (the one case where
-  the user's text is shortened: sent whole, the request would be rejected). Split the message, or raise the
-  budget.
-- `content_cut` (`ContentLost`): the newest request had to be cut to fit and the original of what was cut
-  could not be stored (the store refused or failed). Fix the store or raise its per-artifact limit.
-- `attachment_not_sendable` (`ContentLost`): an attached file no provider accepts as it is (over the file
-  limits) could not be stored either; a note replaced it. Fix the store or raise its per-artifact limit.
-- `store_unavailable` (logged at error level): the persistent store cannot give its secret (Redis unreachable,
-  a root that cannot be created). Nothing is stored and no id or mark is made with a secret of this process:
-  the request is processed as with a store that refuses every write (content inline, compaction deferred
-  while the history fits), and notes written meanwhile are not recognised later. Fix the store.
-- `setting_clamped`: a `ContextPolicy` value cannot work as given with the serving model's window (a
-  `max_tokens` above the budget, a `target_tokens` not below the trigger); the message names the field, the
-  value given and the value used. Once per model. Change the setting, or leave it unset to follow the model.
+  carry it (else see `content_cut`, `attachment_not_sendable`). Check the store.
+- `artifact_store_missing`: an artifact should be stored but no store is configured; it stays inline.
+- `user_prompt_reduced`: the user's own message was more than the request has room for (sent whole, it would
+  be rejected): it was stored, and the model sees its passages most relevant to its question and how to read
+  the rest. Split the message, or raise the budget.
+- `content_cut` (`ContentLost`): the newest request was cut to fit and the original could not be stored (the
+  store refused or failed). Fix the store or raise its per-artifact limit.
+- `attachment_not_sendable` (`ContentLost`): a file no provider accepts as it is (over the file limits) could
+  not be stored either; a note replaced it. Fix the store or raise its per-artifact limit.
+- `store_unavailable` (error level): the persistent store cannot give its secret (Redis unreachable, a root
+  that cannot be created). Nothing is stored and no id or mark is made; requests are processed as with a
+  store that refuses every write (content inline, compaction deferred while the history fits), and notes
+  written meanwhile are not recognised later. Fix the store.
+- `setting_clamped`: a `ContextPolicy` value cannot work with the serving model's window (a `max_tokens` above
+  the budget, a `target_tokens` not below the trigger); the message names the field, the value given and the
+  value used. Once per model. Change the setting, or leave it unset to follow the model.
 - `summarizer_timeout`: a summarizer call ran out of `SummarizerSettings.timeout`; the deterministic fallback
   was used. Raise the timeout, set it to None, or use a faster summarizer model.
 """
@@ -423,13 +414,9 @@ class HistoryWarning(HistoryEvent):
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ContentLost(HistoryWarning):
-    """Content left the history with no home: it is in neither the history nor the store (at most a summary
-    or a note stands for it). Logged at error level; `code` says which stage: `window_dropped` (the window
-    had to drop messages and their transcript could not be stored), `transcript_not_stored` (the compactor
-    had to compact a history that no longer fit the window, and its transcript could not be stored),
-    `content_cut` (the newest request was cut to fit and the original could not be stored) or
-    `attachment_not_sendable` (a file no provider accepts could not be stored; a note replaced it).
-    """
+    """Content left the history with no home: in neither the history nor the store (at most a summary or a
+    note stands for it). Logged at error level; `code` is `window_dropped`, `transcript_not_stored`,
+    `content_cut` or `attachment_not_sendable` (see `WarningKind` for each)."""
 
     stage: str
     """The stage that removed it."""
@@ -600,25 +587,14 @@ def stream_event_for(event: HistoryEvent) -> HistoryStreamEvent | None:
 
 def _warning_event(event: HistoryWarning | StageFailed) -> HistoryWarningEvent:
     if isinstance(event, StageFailed):
-        return HistoryWarningEvent(
-            run_id=event.run_id,
-            code='stage_failed',
-            message=f'the {event.stage} stage was skipped for this request: {event.error}',
-            level='warning',
-            details={'stage': event.stage},
-        )
+        code, message = 'stage_failed', f'the {event.stage} stage was skipped for this request: {event.error}'
+        details: dict[str, Any] = {'stage': event.stage}
+    else:
+        code, message, details = event.code, event.message, dict(event.details)
     if isinstance(event, ContentLost):
-        lost = {'stage': event.stage, 'messages': event.messages, 'tool_calls': list(event.tool_calls)}
-        return HistoryWarningEvent(
-            run_id=event.run_id, code=event.code, message=event.message, level='error', details=lost
-        )
-    return HistoryWarningEvent(
-        run_id=event.run_id,
-        code=event.code,
-        message=event.message,
-        level='warning',
-        details=dict(event.details),
-    )
+        details = {'stage': event.stage, 'messages': event.messages, 'tool_calls': list(event.tool_calls)}
+    level: Literal['warning', 'error'] = 'error' if isinstance(event, ContentLost) else 'warning'
+    return HistoryWarningEvent(run_id=event.run_id, code=code, message=message, level=level, details=details)
 
 
 _PENDING: ContextVar[list[HistoryStreamEvent] | None] = ContextVar('pydantic_ai_history_stream', default=None)
@@ -629,10 +605,7 @@ _PENDING: ContextVar[list[HistoryStreamEvent] | None] = ContextVar('pydantic_ai_
 def gathering() -> Iterator[list[HistoryStreamEvent]]:
     """Gather the stream events of what runs inside (see `gather`) into the list it yields."""
     pending: list[HistoryStreamEvent] = []
-    if not HAS_CAPABILITY_EVENTS:
-        yield pending
-        return
-    token = _PENDING.set(pending)
+    token = _PENDING.set(pending if HAS_CAPABILITY_EVENTS else None)
     try:
         yield pending
     finally:

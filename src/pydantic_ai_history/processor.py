@@ -1,9 +1,5 @@
-"""The history processor: the three built-in stages composed under one budget and one guard, and
-`create_history_processor()`, which builds it.
-
-`Agent(capabilities=[processor])` on versions with capabilities, `Agent(history_processors=[processor])` on
-early 1.x. Each stage is also a capability of its own (see `HistoryCapability`).
-"""
+"""The history processor (`HistoryProcessor`, built by `create_history_processor()`): the built-in stages
+under one budget and one guard; a capability, or on early 1.x a history processor."""
 
 from __future__ import annotations
 
@@ -14,10 +10,11 @@ from typing import Any, ParamSpec
 
 from .pipeline._capability import (
     DEFAULT_ID,
+    FIELD_TYPES,
     SERIALIZATION_NAME,
     EventHandler,
     HistoryCapability,
-    coerce_settings,
+    coerce_switch,
     exempting_readback,
     history_processor_annotations,
 )
@@ -59,12 +56,16 @@ class HistoryProcessor(HistoryCapability):
     """Replaces the built-in stages (`artifacts`, `compaction`, `window` are then ignored): the stages to run
     in order, built-in or custom (see the README's "A custom stage")."""
 
+    _field_types = (*FIELD_TYPES, ('window', bool, 'True or False'))
+
     def __post_init__(self) -> None:
-        if not isinstance(self.artifacts, bool):
-            self.artifacts = coerce_settings(ArtifactSettings, self.artifacts, 'artifacts')
-        if not isinstance(self.compaction, bool):
-            self.compaction = coerce_settings(CompactionSettings, self.compaction, 'compaction')
-        _check_types(self)
+        self.artifacts = coerce_switch(ArtifactSettings, self.artifacts, 'artifacts')
+        self.compaction = coerce_switch(CompactionSettings, self.compaction, 'compaction')
+        stages = self.stages
+        if stages is not None and (
+            not isinstance(stages, Sequence) or isinstance(stages, str) or not all(map(callable, stages))
+        ):
+            raise TypeError(f'HistoryProcessor.stages must be a list of stages or None, got {stages!r}')
         super().__post_init__()
 
     def _pipeline(self) -> list[HistoryStage]:
@@ -76,8 +77,8 @@ class HistoryProcessor(HistoryCapability):
                 ArtifactPlanner(exempting_readback(self._artifact_settings(), self.readback_tool_name))
             )
         if self.compaction is not False:
-            compaction = self.compaction if isinstance(self.compaction, CompactionSettings) else None
-            stages.append(Compactor(compaction or CompactionSettings()))
+            compaction = self.compaction if self.compaction is not True else CompactionSettings()
+            stages.append(Compactor(compaction))
         if self.window:
             stages.append(SlidingWindow())
         return stages
@@ -88,26 +89,6 @@ class HistoryProcessor(HistoryCapability):
     @classmethod
     def get_serialization_name(cls) -> str | None:
         return SERIALIZATION_NAME
-
-
-def _check_types(processor: HistoryProcessor) -> None:
-    """The composition's own fields, at construction and by name."""
-    for name, kind in (('artifacts', ArtifactSettings), ('compaction', CompactionSettings)):
-        if not isinstance(getattr(processor, name), (bool, kind)):
-            raise TypeError(
-                f'HistoryProcessor.{name} must be a {kind.__name__} (or a mapping of its fields) or a bool, '
-                f'got {type(getattr(processor, name)).__name__} {getattr(processor, name)!r}'
-            )
-    if not isinstance(processor.window, bool):
-        window = processor.window
-        raise TypeError(
-            f'HistoryProcessor.window must be True or False, got {type(window).__name__} {window!r}'
-        )
-    stages = processor.stages
-    if stages is not None and (
-        not isinstance(stages, Sequence) or isinstance(stages, str) or not all(map(callable, stages))
-    ):
-        raise TypeError(f'HistoryProcessor.stages must be a list of stages or None, got {stages!r}')
 
 
 def _accepting_on_event(init: Callable[..., None]) -> Callable[..., None]:

@@ -1,9 +1,5 @@
-"""The capability every part of the package is, and what its stages receive.
-
-`HistoryCapability` runs a pipeline of stages inside pydantic-ai's hooks, under one guard and one budget;
-`StageCapability` is a stage that is a capability of its own; `HistoryContext` is what a stage receives for
-one request; every side effect is a durable operation (`_operations`).
-"""
+"""The capability every part of the package is (`HistoryCapability`; `StageCapability`, a stage that is one
+too) and what a stage receives for one request (`HistoryContext`)."""
 
 from __future__ import annotations
 

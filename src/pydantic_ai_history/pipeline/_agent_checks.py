@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from .._compat import run_id_of
-from ..readback import READBACK_TOOL_METADATA
 from ..store import ArtifactStore, MemoryStore
 from ._context import MARKER_KEY
 
@@ -84,22 +83,9 @@ TOOL_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]{0,63}')
 """A tool name every provider accepts."""
 
 
-def is_readback(tool: ToolDefinition) -> bool:
-    """Whether a tool definition is our read-back tool's (marked in its metadata)."""
-    return is_ours(tool, READBACK_TOOL_METADATA)
-
-
 def is_ours(tool: ToolDefinition, mark: Mapping[str, str]) -> bool:
     """Whether a tool definition carries our `mark` in its metadata."""
     return (getattr(tool, 'metadata', None) or {}).get(MARKER_KEY) == mark[MARKER_KEY]
-
-
-def tool_clash_message(name: str, owner: str) -> str:
-    return (
-        f"The agent already has a tool named {name!r} (from {owner}), the name of the history processor's "
-        f"compaction tool: rename one of them, e.g. HistoryProcessor(compaction_tool=CompactionTool(name='"
-        "compact_history'))."
-    )
 
 
 def tool_owner(agent: object, name: str) -> str | None:
@@ -112,11 +98,20 @@ def tool_owner(agent: object, name: str) -> str | None:
     return None
 
 
-def clash_message(name: str, owner: str) -> str:
-    return (
+def clash_error(name: str, owner: str, *, compaction: bool = False) -> Exception:
+    """A tool of the agent (from `owner`) is named like the read-back tool, or the compaction tool."""
+    tool, fix = (
+        ('compaction tool', "HistoryProcessor(compaction_tool=CompactionTool(name='compact_history'))")
+        if compaction
+        else (
+            f'read-back tool ({name!r})',
+            "HistoryProcessor(readback_tool_name='read_stored_content') or "
+            'create_history_processor(readback_tool_name=...)',
+        )
+    )
+    return user_error(
         f"The agent already has a tool named {name!r} (from {owner}), the name of the history processor's "
-        f'read-back tool ({name!r}): rename one of them, e.g. HistoryProcessor(readback_tool_name='
-        f"'read_stored_content') or create_history_processor(readback_tool_name=...)."
+        f'{tool}: rename one of them, e.g. {fix}.'
     )
 
 
@@ -146,10 +141,8 @@ def durable_store_problem(store: ArtifactStore) -> str | None:
 
 
 def duplicate_error(capabilities: Sequence[object]) -> Exception:
-    from pydantic_ai.exceptions import UserError
-
     ids = ', '.join(repr(getattr(c, 'id', None)) for c in capabilities)
-    return UserError(
+    return user_error(
         f'An agent takes one history processor, but it was given {len(capabilities)} (ids {ids}): a '
         'HistoryProcessor or one of its stages used as a capability (ArtifactPlanner, Compactor, '
         'SlidingWindow). Each keeps its own state and would rewrite the history the other just processed; '

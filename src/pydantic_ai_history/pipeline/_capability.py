@@ -1,24 +1,22 @@
-"""The capability every part of the package is: pydantic-ai's hooks around a pipeline of stages.
-
-`HistoryCapability` resolves the context policy once per request and runs its stages under one guard (a
-stage that raises or makes the history worse is skipped; the output never newly passes the budget); every
-decision becomes an event, a log line and a span. Each built-in stage is also a capability of its own.
-"""
+"""`HistoryCapability`: pydantic-ai's hooks around a pipeline of stages, run under one guard (a stage that
+raises or makes the history worse is skipped; the output never newly passes the budget) against the context
+policy resolved once per request; every decision an event, a log line and a span."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import logging
 import math
 import typing
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, overload
 
-from opentelemetry.trace import NoOpTracer
+from opentelemetry.trace import NoOpTracer, get_tracer
 from pydantic_ai import RunContext
 
 from .._compat import (
@@ -58,7 +56,7 @@ from ..events import (
 from ..messages._marks import READ_ARTIFACT_TOOL, readback_tool_scope, seal_key_scope
 from ..messages.pinning import PinPredicate
 from ..messages.validate import StructureCheck
-from ..readback import ReadbackGate, ReadRoom, readback_toolset_id
+from ..readback import READBACK_TOOL_METADATA, ReadbackGate, ReadRoom, readback_toolset_id
 from ..stages._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
 from ..stages.artifacts._settings import ArtifactSettings
 from ..stages.compactor._tool import (
@@ -75,13 +73,11 @@ from ._agent_checks import (
     TOOL_NAME,
     agent_capabilities,
     claim_step,
-    clash_message,
+    clash_error,
     duplicate_error,
     durable_store_problem,
     history_processor_in,
     is_ours,
-    is_readback,
-    tool_clash_message,
     tool_owner,
     user_error,
 )
@@ -119,19 +115,23 @@ call (for the near-limit notice) without changing what `process`, which apps ove
 EventHandler = Callable[[HistoryEvent], None]
 
 
-def _tracer() -> Any:
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return None
-    return trace.get_tracer('pydantic_ai_history')
-
-
 DEFAULT_ID = 'pydantic_ai_history'
 """The capability's default `id`: stable, so durable engines and message history can name it."""
 
 SERIALIZATION_NAME = 'PydanticAIHistory'
 """The name an agent spec builds the processor by (`Agent.from_spec(..., custom_capability_types=...)`)."""
+
+
+FIELD_TYPES: tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...] = (
+    ('id', (str, type(None)), 'a string or None'),
+    ('keep_first_user_message', bool, 'True or False'),
+    ('token_profile', (TokenizerProfile, type(None)), 'a TokenizerProfile or None'),
+    ('cache', SummaryCache, 'a SummaryCache, e.g. MemoryCache() or SQLiteCache(path)'),
+    ('store', ArtifactStore, "an ArtifactStore, e.g. DirectoryStore('artifacts/') or MemoryStore()"),
+    ('max_tracked_runs', int, 'a whole number'),
+)
+"""Each field of `HistoryCapability` whose type is checked at construction, its types, and what to say
+instead."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -186,6 +186,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     max_tracked_runs: int = 1_024
     """Per-run stats and incremental checks are kept for this many runs, least recently active dropped."""
 
+    _field_types: ClassVar[tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...]] = FIELD_TYPES
+    """The fields checked at construction (`FIELD_TYPES`, and a subclass's own)."""
+
     # pydantic-ai compares capabilities by identity; the processor's state makes it one of a kind.
     __eq__ = object.__eq__
     __hash__ = object.__hash__
@@ -193,26 +196,18 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     def __post_init__(self) -> None:
         self.policy = coerce_settings(ContextPolicy, self.policy, 'policy')
         self.summarizer = coerce_settings(SummarizerSettings, self.summarizer, 'summarizer')
-        if not isinstance(self.compaction_tool, bool):
-            self.compaction_tool = coerce_settings(CompactionTool, self.compaction_tool, 'compaction_tool')
-        if not isinstance(self.near_limit_notice, bool):
-            self.near_limit_notice = coerce_settings(
-                NearLimitNotice, self.near_limit_notice, 'near_limit_notice'
-            )
+        self.compaction_tool = coerce_switch(CompactionTool, self.compaction_tool, 'compaction_tool')
+        self.near_limit_notice = coerce_switch(NearLimitNotice, self.near_limit_notice, 'near_limit_notice')
         _check_fields(self)
         if self.max_tracked_runs < 1:
             raise ValueError(f'max_tracked_runs must be positive, got {self.max_tracked_runs!r}')
-        if not isinstance(self.readback_tool_name, str) or not TOOL_NAME.fullmatch(self.readback_tool_name):
-            raise ValueError(
-                f'readback_tool_name must be a tool name providers accept (letters, digits, _ and -, at most '
-                f'64, starting with a letter or _), got {self.readback_tool_name!r}'
-            )
+        _check_tool_name('readback_tool_name', self.readback_tool_name)
         self._stages: list[HistoryStage] = self._pipeline()
         self._counters: dict[str | None, TokenCounter] = {}
         self._model_limits = ModelLimits(self.policy, self._emit)
         self._overall = RunStats()
         self._runs = Runs(self.max_tracked_runs)
-        self._tracer = _tracer()
+        self._tracer = get_tracer('pydantic_ai_history')
         self.readback_gate = ReadbackGate(
             run_key=self._runs.key, predict=self._will_name_readback, offered_always=self.journaled
         )
@@ -250,19 +245,12 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     ) -> ModelRequestContext:
         """The capability hook: process the history once per request step, and persist the result."""
         claim_step(self, ctx, 'capability')
-        parameters = request_context.model_request_parameters
-        tools = [*parameters.function_tools, *parameters.output_tools]
-        self._check_tool_names(tools)
+        self._check_tool_names(_tools_of(request_context))
         before = request_context.messages
         with gathering() as stream_events:
-            token = _PROCESSED.set(None)
-            try:
-                messages = await self.process(
-                    before, ctx=ctx, tool_definitions=tools, serving_model=request_context.model
-                )
-                processed = _PROCESSED.get()
-            finally:
-                _PROCESSED.reset(token)
+            _PROCESSED.set(None)
+            messages = await self._process_request(ctx, request_context)
+            processed = _PROCESSED.get()
             if messages is not before:  # the idle path leaves pydantic-ai's lists as they are
                 self.readback_gate.observe(ctx, before, messages)
                 request_context.messages = messages.copy()
@@ -288,19 +276,12 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         """The run's lifetime: work a stage started for the run in the background (a summary made ahead of its
-        compaction event) ends when the run does, however it ends (cancelled, never awaited). Durable
-        workflow code starts no such work."""
+        compaction event; never in durable workflow code) ends when the run does, however it ends."""
         run_key = self._runs.key(ctx)
         if run_key is None:
             return await handler()
-        if self.journaled(ctx):
-            try:
-                return await handler()
-            finally:  # the run's own counter memoizes its history's texts: it goes with the run
-                state = self._runs.peek(run_key)
-                if state is not None:
-                    state.workflow_counter = None
-        self._open_runs.add(run_key)
+        if not self.journaled(ctx):
+            self._open_runs.add(run_key)
         try:
             return await handler()
         finally:
@@ -309,8 +290,10 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     def _end_run(self, run_key: str) -> None:
         state = self._runs.peek(run_key)
-        if state is not None:  # the run's near-limit state goes with it
-            state.notice = state.notice_band = None
+        if (
+            state is not None
+        ):  # its near-limit state and its own counter (which memoizes its texts) go with it
+            state.notice = state.notice_band = state.workflow_counter = None
         for stage in self._stages:
             end_run = getattr(stage, 'end_run', None)
             if end_run is not None:
@@ -319,19 +302,16 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
                 except Exception:  # cleanup only: the run's own outcome stands
                     logger.exception('stage %r failed to end the run', getattr(stage, 'name', stage))
 
-    def _requested(self, messages: Sequence[ModelMessage]) -> CompactionRequest | None:
-        """The model's compaction request, when the tool is on and the newest request answers its call."""
-        return requested_compaction(messages, self._tool) if self._tool is not None else None
-
     def _check_tool_names(self, tools: Sequence[ToolDefinition]) -> None:
         """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""
-        clash = next((t for t in tools if t.name == self.readback_tool_name and not is_readback(t)), None)
-        if clash is not None:
-            raise user_error(clash_message(self.readback_tool_name, "one of this run's toolsets"))
+        owner = "one of this run's toolsets"
+        name = self.readback_tool_name
+        if any(t.name == name and not is_ours(t, READBACK_TOOL_METADATA) for t in tools):
+            raise clash_error(name, owner)
         if self._tool is not None and TOOLS_HAVE_METADATA:
             name = self._tool.name
             if any(t.name == name and not is_ours(t, COMPACTION_TOOL_METADATA) for t in tools):
-                raise user_error(tool_clash_message(name, "one of this run's toolsets"))
+                raise clash_error(name, owner, compaction=True)
 
     def _send_notice(
         self,
@@ -340,9 +320,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         processed: RequestProcessed,
         limits: ContextLimits,
     ) -> None:
-        """The near-limit notice for this request, when the history entered a new band past its start:
-        enqueued as a request-scoped system prompt (2.x), else added to the end of this request's outgoing
-        copy only."""
+        """The near-limit notice, when the history entered a new band past its start: a request-scoped system
+        prompt (2.x), else at the end of this request's outgoing copy only."""
         assert self._notice is not None
         compacts = _compaction_stage(self._stages) is not None
         limit = limits.trigger if compacts else limits.budget
@@ -373,26 +352,29 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """Each attempt (pydantic-ai 2.x): when the model about to serve it has a smaller window than the one
-        the step was processed for (`ModelFallback` moved on to a smaller model), fit this attempt's copy of
-        the history to it. The stored history is left as the step made it."""
+        """Each attempt (2.x): fit its copy of the history (not the stored one) to a model with a smaller
+        window than the step was processed for (`ModelFallback` moved on to a smaller model)."""
         if self.model is not None:
             return request_context
         state = self._runs.peek(self._runs.key(ctx))
         planned = state.planned_budget if state is not None else None
         if planned is None or self.limits_for(request_context.model).budget >= planned:
             return request_context
-        parameters = request_context.model_request_parameters
         with gathering() as stream_events:
-            messages = await self.process(
-                request_context.messages,
-                ctx=ctx,
-                tool_definitions=[*parameters.function_tools, *parameters.output_tools],
-                serving_model=request_context.model,
-            )
+            messages = await self._process_request(ctx, request_context)
         request_context.messages = messages.copy()
         await publish(ctx, stream_events)
         return request_context
+
+    async def _process_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> list[ModelMessage]:
+        return await self.process(
+            request_context.messages,
+            ctx=ctx,
+            tool_definitions=_tools_of(request_context),
+            serving_model=request_context.model,
+        )
 
     def get_toolset(self) -> AbstractToolset[Any] | None:
         """`read_artifact`, offered only once the run's history holds a note that names it; and, when
@@ -405,9 +387,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         return CombinedToolset([readback, self.compaction_toolset()])
 
     def compaction_toolset(self) -> AbstractToolset[Any]:
-        """A toolset with the `compact_context` tool (`compaction_tool`), for `Agent(toolsets=...)` on
-        pydantic-ai 1.0 (with capabilities, the processor offers it itself). Its id is derived from the
-        processor's `id`."""
+        """The `compact_context` tool (`compaction_tool`) for `Agent(toolsets=...)` on pydantic-ai 1.0 (a
+        capability offers it itself); its id is derived from the processor's `id`."""
         if self._tool is None:
             raise ValueError(
                 'compaction_toolset() needs HistoryProcessor(compaction_tool=True) (or a CompactionTool): '
@@ -425,9 +406,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         raise duplicate_error(capabilities)
 
     def for_agent(self, agent: Any) -> Any:
-        """Checked when the agent is built: one history processor per agent (however it was added: as a
-        capability, in `ProcessHistory`, in a combined capability), and under a durability capability a store
-        that every worker sees."""
+        """Checked when the agent is built: one history processor per agent (however added), tool names of its
+        own, and under a durability capability a store that every worker sees."""
         capabilities = agent_capabilities(agent)
         found = [
             p for p in (history_processor_in(c, HistoryCapability) for c in capabilities) if p is not None
@@ -436,10 +416,10 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             raise duplicate_error(found)
         owner = tool_owner(agent, self.readback_tool_name)
         if owner is not None:
-            raise user_error(clash_message(self.readback_tool_name, owner))
+            raise clash_error(self.readback_tool_name, owner)
         owner = tool_owner(agent, self._tool.name) if self._tool is not None else None
         if owner is not None and self._tool is not None:
-            raise user_error(tool_clash_message(self._tool.name, owner))
+            raise clash_error(self._tool.name, owner, compaction=True)
         durability = durability_base()
         if durability is not None and any(isinstance(c, durability) for c in capabilities):
             problem = durable_store_problem(self.store)
@@ -531,16 +511,13 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     def counter_for(self, model: ModelRef | None) -> TokenCounter:
         """The shared token counter for a model (memoization is per model family)."""
         name = model_name_of(model)
-        counter = self._counters.get(name)
-        if counter is None:
-            counter = TokenCounter(name, profile=self.token_profile)
-            self._counters[name] = counter
-        return counter
+        if name not in self._counters:
+            self._counters[name] = TokenCounter(name, profile=self.token_profile)
+        return self._counters[name]
 
     def _workflow_counter(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> TokenCounter:
-        """Workflow code counts with the run's own counter, begun afresh at the run's first step: an estimate
-        decides which operations a request journals, and the shared counter may already have learned from the
-        run's later requests, so a replay would estimate (and journal) differently."""
+        """Workflow code counts with the run's own counter, begun afresh at its first step: estimates decide
+        what a request journals, and the shared one may have learned from later requests before a replay."""
         state = self._runs[self._runs.key(ctx)]
         name = model_name_of(model)
         counter = state.workflow_counter
@@ -556,9 +533,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         return self._model_limits.limits_for(model)
 
     async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
-        """Ask each local server that may serve the request for its window, once per server and process.
-        Under durable execution it is asked on every run's first step whatever this process remembers:
-        workflow code must make the same calls on every replay."""
+        """Ask each local server that may serve the request for its window, once per server and process;
+        under durable execution on every run's first step (a replay must make the same calls)."""
         journaled = ctx is not None and self.journaled(ctx)
         if journaled and getattr(ctx, 'run_step', 1) > 1:
             return
@@ -643,13 +619,10 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             context = self.make_context(ctx=ctx, model=model, store=store)
             check = self._input_check(context.run_id)
             validity = check.check(history)
-            on_demand = _OnDemand(stage.name, stage.compact_history, focus)
-            result = await self._run_stage(on_demand, history, context, validity)
-            if result is not history:
-                problem = self._over_budget(result, context.estimate(history).total, context)
-                if problem is not None:
-                    self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
-                    return history
+            on_demand = functools.partial(stage.compact_history, focus=focus)
+            result = await self._run_stage(stage.name, on_demand, history, context, validity)
+            if self._over_budget(result, history, context.estimate(history).total, context, stage.name):
+                return history
             check.adopt(validity)
             return result
 
@@ -668,8 +641,9 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         if not isinstance(messages, list):
             messages = list(messages)
         await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
-        # the model's compaction request is read from the history of a run step (the same on replay)
-        requested = self._requested(messages) if ctx is not None else None
+        # the model's compaction request (its call answered in the newest request), from a run step's history
+        tool = self._tool if ctx is not None else None
+        requested = requested_compaction(messages, tool) if tool is not None else None
         async with self._request_scope(ctx, messages) as store:
             started = perf()
             context = self.make_context(
@@ -680,22 +654,35 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
                 store=store,
                 compaction_request=requested,
             )
-            return await self._process_traced(messages, context, started)
+            if not messages:
+                context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
+                return messages
+            tracer = self._tracer_for(ctx)
+            spans = DeferredSpans(tracer) if tracer is not None else None
+            if spans is not None:
+                context.tracer, context.open_spans = tracer, spans.open
+            try:
+                return await self._process(messages, context, started, spans)
+            except _CONFIG_ERRORS:
+                raise
+            except Exception as exc:  # outside any stage, e.g. counting content of a kind nobody foresaw
+                logger.exception('processing failed; the history is passed on unchanged')
+                error = f'{type(exc).__name__}: {exc}'
+                self._emit(StageFailed(run_id=context.run_id, stage='processor', error=error))
+                return messages
+            finally:
+                if spans is not None:
+                    spans.close()
 
     @contextlib.asynccontextmanager
     async def _request_scope(
         self, ctx: Any, messages: Sequence[ModelMessage]
     ) -> AsyncIterator[ArtifactStore]:
-        """Where one request's work runs, and the store it writes to. Workflow code (durable execution): no
-        clock, no I/O; clocks pinned to the newest model response, seals keyed by the store's secret
-        (explicit under durability, checked in `for_agent`). Elsewhere the store's secret (persisted beside
-        its data) is loaded before the first id or mark is made."""
+        """Where one request's work runs, and the store it writes to. Workflow code: no I/O, clocks pinned to
+        the newest model response, seals keyed by the store's explicit secret (`for_agent` checks it).
+        Elsewhere the store's persisted secret is loaded before the first id or mark is made."""
         if self.journaled(ctx):
-            with (
-                replay_safe(message_time(messages)),
-                seal_key_scope(self.store._id_secret()),
-                readback_tool_scope(self.readback_tool_name),
-            ):
+            with replay_safe(message_time(messages)), self.marks():
                 yield self.store
             return
         store = await self._prepared_store(ctx)
@@ -723,14 +710,12 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         """Seals made and verified with the key of the store's secret: the one secret, kept where the data is,
         so every process sharing the store recognises the package's notes (no environment variable)."""
         store = self.store if store is None else store
-        with readback_tool_scope(self.readback_tool_name):
-            if isinstance(store, UnavailableStore) or not store.secret_ready:
-                # the store cannot say (or, in a prediction before the first request, has not said yet): the
-                # process's own key, whose marks no other process reads as ours
-                yield
-                return
-            with seal_key_scope(store._id_secret()):
-                yield
+        # a store that cannot say (or, in a prediction before the first request, has not said yet): the
+        # process's own key, whose marks no other process reads as ours
+        unkeyed = isinstance(store, UnavailableStore) or not store.secret_ready
+        keyed = contextlib.nullcontext() if unkeyed else seal_key_scope(store._id_secret())
+        with readback_tool_scope(self.readback_tool_name), keyed:
+            yield
 
     @contextlib.contextmanager
     def marks(self) -> Iterator[None]:
@@ -743,30 +728,6 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
     def journaled(self, ctx: object) -> bool:
         """Whether this run journals the processor's operations: a durability capability bound them."""
         return bound_durable_operation(ctx, self.id, 'store_write')
-
-    async def _process_traced(
-        self, current: list[ModelMessage], context: HistoryContext, started: float
-    ) -> list[ModelMessage]:
-        if not current:
-            context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
-            return current
-        tracer = self._tracer_for(context.run_context)
-        spans = DeferredSpans(tracer) if tracer is not None else None
-        if spans is not None:
-            context.tracer, context.open_spans = tracer, spans.open
-        try:
-            return await self._process(current, context, started, spans)
-        except _CONFIG_ERRORS:
-            raise
-        except Exception as exc:  # outside any stage, e.g. counting content of a kind nobody foresaw
-            logger.exception('processing failed; the history is passed on unchanged')
-            self._emit(
-                StageFailed(run_id=context.run_id, stage='processor', error=f'{type(exc).__name__}: {exc}')
-            )
-            return current
-        finally:
-            if spans is not None:
-                spans.close()
 
     def _tracer_for(self, ctx: object) -> Any:
         """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines);
@@ -805,15 +766,11 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         rewriter: str | None = None
         for stage in self._stages:
             stage_input = current
-            current = await self._run_stage(stage, current, context, validity, spans)
+            current = await self._run_stage(stage.name, stage, current, context, validity, spans)
             if rewriter is None and current is not stage_input and _first_change(messages, current) < sent:
                 rewriter = stage.name
-        if current is not messages:
-            problem = self._over_budget(current, before.total, context)
-            if problem is not None:
-                logger.error('the processed history was worse than the input (%s); input kept', problem)
-                self._emit(StageFailed(run_id=context.run_id, stage='processor', error=problem))
-                current, validity, rewriter = messages, given, None
+        if self._over_budget(current, messages, before.total, context, 'processor'):
+            current, validity, rewriter = messages, given, None
         check.adopt(validity)
         context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
         # the idle path: nothing changed, so the estimate of the input stands
@@ -841,7 +798,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     async def _run_stage(
         self,
-        stage: HistoryStage,
+        name: str,
+        stage: Callable[[list[ModelMessage], HistoryContext], Awaitable[list[ModelMessage]]],
         messages: list[ModelMessage],
         context: HistoryContext,
         validity: Validity,
@@ -850,15 +808,13 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         result = messages
         try:
             if spans is not None:
-                spans.stage_started(stage.name)
+                spans.stage_started(name)
             result = await stage(messages, context)
         except _CONFIG_ERRORS:
             raise
         except Exception as exc:
-            logger.exception('stage %r failed; continuing with its input', stage.name)
-            self._emit(
-                StageFailed(run_id=context.run_id, stage=stage.name, error=f'{type(exc).__name__}: {exc}')
-            )
+            logger.exception('stage %r failed; continuing with its input', name)
+            self._emit(StageFailed(run_id=context.run_id, stage=name, error=f'{type(exc).__name__}: {exc}'))
             return messages
         finally:
             if spans is not None:
@@ -867,8 +823,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
             return result
         problem = self._worse(result, messages, context, validity)
         if problem is not None:
-            logger.error('stage %r made the history worse (%s); output discarded', stage.name, problem)
-            self._emit(StageFailed(run_id=context.run_id, stage=stage.name, error=problem))
+            logger.error('stage %r made the history worse (%s); output discarded', name, problem)
+            self._emit(StageFailed(run_id=context.run_id, stage=name, error=problem))
             return messages
         return result
 
@@ -891,17 +847,27 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         validity.accept(result, structure, violations)
         return None
 
-    def _over_budget(self, result: list[ModelMessage], before: int, context: HistoryContext) -> str | None:
-        """Why the processed history is bigger than the hard budget allows, or None. Checked on the whole
-        pipeline's output: a stage may grow the history when a later one brings it back within the budget."""
-        budget = self._hard_budget(context)
-        after = context.estimate(result).total
+    def _over_budget(
+        self,
+        result: list[ModelMessage],
+        messages: list[ModelMessage],
+        before: int,
+        context: HistoryContext,
+        stage: str,
+    ) -> bool:
+        """Whether `result` newly passes the budget (`messages` had `before` tokens): `stage`'s failure.
+        Checked on the whole pipeline's output: a later stage may bring a grown history back within budget."""
+        budget = context.limits.budget
+        after = before if result is messages else context.estimate(result).total
         if after <= before or after <= budget:
-            return None
+            return False
         fitted = 'fitted' if before <= budget else 'was already over'
-        return (
+        problem = (
             f'the output is {after:,} tokens, the input {before:,}, which {fitted} the budget of {budget:,}'
         )
+        logger.error('%s made the history worse (%s); its input kept', stage, problem)
+        self._emit(StageFailed(run_id=context.run_id, stage=stage, error=problem))
+        return True
 
     def _rewrite(
         self,
@@ -911,9 +877,8 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         rewriter: str | None,
         context: HistoryContext,
     ) -> tuple[int, int, str | None]:
-        """The prefix rewrite this request causes: messages already sent that changed, the tokens written to
-        the provider's cache again from the first of them, and what changed them (a stage, or the read-back
-        tool appearing in the tool list, which precedes every message)."""
+        """The prefix rewrite this request causes: sent messages that changed, tokens cached again from the
+        first of them, and what changed them (a stage, or the read-back tool appearing: tools come first)."""
         offered = self._readback_offered(context)
         first = _first_change(messages, result) if rewriter is not None else sent
         if offered:
@@ -940,10 +905,6 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         state = self._runs[context.run_id]
         before, state.offered_readback = state.offered_readback, offered
         return offered and before is False
-
-    def _hard_budget(self, context: HistoryContext) -> int:
-        """The limit no output may newly pass: the policy's budget, which the window enforces."""
-        return context.limits.budget
 
     def _input_check(self, run_id: str | None) -> InputCheck:
         """The run's incremental input check: each run continues its own previous input."""
@@ -974,6 +935,11 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         )
 
 
+def _tools_of(request_context: ModelRequestContext) -> list[ToolDefinition]:
+    parameters = request_context.model_request_parameters
+    return [*parameters.function_tools, *parameters.output_tools]
+
+
 def _sent_before(messages: Sequence[ModelMessage]) -> int:
     """How many leading messages an earlier request already sent: every one before the newest response."""
     for index in range(len(messages) - 1, -1, -1):
@@ -1001,27 +967,15 @@ def coerce_settings(kind: type[_SettingsT], value: object, name: str) -> _Settin
     )
 
 
-_FIELD_TYPES: tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...] = (
-    ('id', (str, type(None)), 'a string or None'),
-    ('keep_first_user_message', bool, 'True or False'),
-    ('token_profile', (TokenizerProfile, type(None)), 'a TokenizerProfile or None'),
-    ('cache', SummaryCache, 'a SummaryCache, e.g. MemoryCache() or SQLiteCache(path)'),
-    ('store', ArtifactStore, "an ArtifactStore, e.g. DirectoryStore('artifacts/') or MemoryStore()"),
-    ('max_tracked_runs', int, 'a whole number'),
-    ('compaction_tool', (bool, CompactionTool), 'a CompactionTool (or a mapping of its fields) or a bool'),
-    (
-        'near_limit_notice',
-        (bool, NearLimitNotice),
-        'a NearLimitNotice (or a mapping of its fields) or a bool',
-    ),
-)
-"""Each field whose type is checked at construction, its types, and what to say instead."""
+def coerce_switch(kind: type[_SettingsT], value: object, name: str) -> _SettingsT | bool:
+    """An optional feature's setting: True or False, else as `coerce_settings`."""
+    return value if isinstance(value, bool) else coerce_settings(kind, value, name)
 
 
 def _check_fields(processor: HistoryCapability) -> None:
     """Every field's type, at construction and with its name (a path given as the store, a YAML string given
     as a flag), rather than an `AttributeError` at the first request."""
-    for name, kinds, expected in _FIELD_TYPES:
+    for name, kinds, expected in processor._field_types:
         value = getattr(processor, name)
         if not isinstance(value, kinds) or (kinds is int and isinstance(value, bool)):
             got = f'{type(value).__name__} {value!r}'
@@ -1067,10 +1021,15 @@ def _check_compaction_tool(tool: CompactionTool, stages: Sequence[HistoryStage],
             '(compaction=False, or stages= without a Compactor): the model could ask for a compaction that '
             'nothing would run'
         )
-    if not TOOL_NAME.fullmatch(tool.name) or tool.name == readback_name:
+    _check_tool_name('CompactionTool.name', tool.name, also=readback_name)
+
+
+def _check_tool_name(field: str, name: object, also: str | None = None) -> None:
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name) or name == also:
+        differ = ' and differ from the read-back tool' if also is not None else ''
         raise ValueError(
-            'CompactionTool.name must be a tool name providers accept (letters, digits, _ and -, at most 64, '
-            f'starting with a letter or _) and differ from the read-back tool, got {tool.name!r}'
+            f'{field} must be a tool name providers accept (letters, digits, _ and -, at most 64, starting '
+            f'with a letter or _){differ}, got {name!r}'
         )
 
 
@@ -1083,19 +1042,6 @@ def _with_last_request_part(messages: Sequence[ModelMessage], part: ModelRequest
             result[index] = dataclasses.replace(message, parts=[*message.parts, part])
             break
     return result
-
-
-@dataclasses.dataclass
-class _OnDemand:
-    """A stage's `compact(messages, context, focus=...)` run as a stage, with the usual guard and check."""
-
-    name: str
-    compact: Any
-    focus: str | None
-
-    async def __call__(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
-        result: list[ModelMessage] = await self.compact(messages, context, focus=self.focus)
-        return result
 
 
 @dataclass(kw_only=True, eq=False)
@@ -1131,9 +1077,7 @@ class StageCapability(HistoryCapability):
 
 
 def history_processor_annotations(cls: type[Any]) -> None:
-    """pydantic-ai 1.0 decides whether to pass `ctx` to a history processor from the callable's own
-    `__annotations__`, which an instance only has through its class; later versions read `__call__`'s
-    signature. There the dataclass field annotations are not needed once the class is built, so `__call__`'s
-    stand in for them."""
+    """pydantic-ai 1.0 passes `ctx` to a history processor by the callable's own `__annotations__` (an
+    instance's are its class's), not `__call__`'s signature: there `__call__`'s stand in for the fields'."""
     if not HAS_CAPABILITIES:  # resolved here, where the names of `__call__`'s annotations are imported
         cls.__annotations__ = typing.get_type_hints(cls.__call__)

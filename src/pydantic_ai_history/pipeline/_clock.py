@@ -1,20 +1,17 @@
-"""Clocks that are replay-safe inside a durable workflow.
-
-Workflow code must be deterministic, so inside a durable run the processor reads no clock: `replay_safe(at)`
-pins every reading to the newest model response's timestamp, which the engine journaled. Stats timing then
-reads zero; TTLs see time move from one request to the next, as the responses do.
+"""Clocks that are replay-safe inside a durable workflow: there every reading is pinned (`replay_safe`) to the
+newest model response's timestamp, which the engine journaled (durations read zero, TTLs move per response).
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelResponse
 
 __all__ = ('message_time', 'monotonic', 'perf', 'replay_safe', 'replay_safe_token', 'wall')
 
@@ -30,22 +27,20 @@ class _Pinned:
 _pinned: ContextVar[_Pinned | None] = ContextVar('pydantic_ai_history_pinned_clock', default=None)
 
 
-def wall() -> float:
-    """`time.time()`, or the pinned time inside a durable workflow."""
-    pinned = _pinned.get()
-    return time.time() if pinned is None else pinned.at
+def _replay_safe(clock: Callable[[], float]) -> Callable[[], float]:
+    def read() -> float:
+        pinned = _pinned.get()
+        return clock() if pinned is None else pinned.at
+
+    return read
 
 
-def monotonic() -> float:
-    """`time.monotonic()`, or the pinned time inside a durable workflow (breakers, cooldowns)."""
-    pinned = _pinned.get()
-    return time.monotonic() if pinned is None else pinned.at
-
-
-def perf() -> float:
-    """`time.perf_counter()` for stats, or the pinned time (durations then read 0) inside a workflow."""
-    pinned = _pinned.get()
-    return time.perf_counter() if pinned is None else pinned.at
+wall = _replay_safe(time.time)
+"""`time.time()`, or the pinned time inside a durable workflow."""
+monotonic = _replay_safe(time.monotonic)
+"""`time.monotonic()`, or the pinned time inside a durable workflow (breakers, cooldowns)."""
+perf = _replay_safe(time.perf_counter)
+"""`time.perf_counter()` for stats, or the pinned time (durations then read 0) inside a workflow."""
 
 
 def replay_safe_token(nbytes: int) -> str | None:
@@ -58,7 +53,7 @@ def replay_safe_token(nbytes: int) -> str | None:
     return hashlib.sha256(f'{pinned.at!r}:{pinned.draws}'.encode()).hexdigest()[: nbytes * 2]
 
 
-def message_time(messages: Sequence[Any]) -> float:
+def message_time(messages: Sequence[ModelMessage]) -> float:
     """The timestamp of the newest model response (seconds since the epoch); 0 when there is none.
 
     Only responses: they come back from the model's durable operation, so a replay reads the same stamp.
@@ -66,13 +61,8 @@ def message_time(messages: Sequence[Any]) -> float:
     reads again: pinned to one of those, a replay would draw other ids (`replay_safe_token`), count other
     tokens and could journal other operations than the first execution did.
     """
-    for message in reversed(messages):
-        if getattr(message, 'kind', None) != 'response':
-            continue
-        stamp = getattr(message, 'timestamp', None)
-        if isinstance(stamp, datetime):
-            return stamp.timestamp()
-    return 0.0
+    response = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+    return response.timestamp.timestamp() if response is not None else 0.0
 
 
 @contextmanager

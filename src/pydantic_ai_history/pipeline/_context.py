@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._compat import ModelMessage
+from .._compat import ModelMessage, run_id_of
 from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import ModelInfo
 from ..events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
@@ -64,8 +64,8 @@ def default_scope(ctx: RunContext[Any] | None) -> str:
         run_id = getattr(message, 'run_id', None)
         if isinstance(run_id, str) and run_id:
             return f'run:{run_id}'
-    run_id = getattr(ctx, 'run_id', None)
-    return f'run:{run_id}' if isinstance(run_id, str) and run_id else ''
+    run_id = run_id_of(ctx)
+    return f'run:{run_id}' if run_id else ''
 
 
 ARTIFACT_MARKER = '[pydantic-ai-history: artifact'
@@ -90,14 +90,14 @@ def _unknown_model_limits() -> ContextLimits:
 
 @dataclass(kw_only=True)
 class HistoryContext:
-    """What every stage receives for one processing call: the resolved limits, counting, cache, store, events.
-    The processor builds one per request (see the README's "A custom stage" recipe)."""
+    """What every stage receives for one request (the processor builds it): the resolved limits, counting,
+    cache, store, events (see the README's "A custom stage")."""
 
     counter: TokenCounter
     """Counts tokens the way the serving model does (anchored on the provider's reported usage)."""
     limits: ContextLimits = field(default_factory=_unknown_model_limits)
-    """The context policy resolved for the serving model: budget, trigger, target. Every stage plans against
-    these same numbers. Default: an unknown model's (the fallback window)."""
+    """The context policy resolved for the serving model (budget, trigger, target), which every stage plans
+    against. Default: an unknown model's (the fallback window)."""
     summarizer: SummarizerSettings = field(default_factory=SummarizerSettings)
     """The model and limits of every LLM call a stage makes."""
     pin: PinPredicate | None = None
@@ -119,8 +119,8 @@ class HistoryContext:
     usage: RunUsage | None = None
     """The run's `RunUsage`, to which LLM calls made by stages add their own usage."""
     serving_model: Model | None = None
-    """The model serving this request (the capability hook's `request_context.model`: under a durability
-    capability, the durable model that journals `compact_messages`); None: the run context's model."""
+    """The model serving this request (the hook's `request_context.model`, under a durability capability the
+    durable one, which journals `compact_messages`); None: the run context's model."""
     tool_definitions: tuple[ToolDefinition, ...] = ()
     """The request's tool definitions, where known (the capability passes them); counted in estimates."""
     scope: str = ''
@@ -131,14 +131,13 @@ class HistoryContext:
     tracer: Tracer | None = None
     """The run's tracer, for the stages' own spans (`span`); None when nothing records them."""
     open_spans: Callable[[], None] | None = None
-    """Opens the processor's span and the running stage's before a stage opens one of its own (they are
-    started only for requests that do something: `_spans.DeferredSpans`)."""
+    """Opens the processor's and the running stage's spans before a stage opens its own (`DeferredSpans`)."""
     background_allowed: bool = False
     """Whether a stage may start work that outlives this request (a summary ahead of its compaction event):
-    only when the run hook will tell the stages the run ended (`end_run`), outside durable workflow code."""
+    outside durable workflow code, when the run hook will tell the stages the run ended (`end_run`)."""
     compaction_request: CompactionRequest | None = None
-    """The model asked for a compaction with the `compact_context` tool, answered in this request: the
-    compactor compacts now (when the history is worth it), with the focus the model gave."""
+    """The model's `compact_context` call answered in this request: the compactor compacts now (when the
+    history is worth it), with the focus the model gave."""
 
     @property
     def context_window(self) -> int:
@@ -172,9 +171,8 @@ class HistoryContext:
         return self.store.artifact_id(data, scope=self.scope)
 
     async def off_loop(self, function: Callable[..., _T], *args: Any) -> _T:
-        """`function(*args)` in a worker thread, so that work proportional to content size (tokenizing,
-        hashing, extracting) never blocks the event loop; in place in durable workflow code, which may start
-        no threads (its side effects are journaled operations)."""
+        """`function(*args)` in a worker thread, so work proportional to content size never blocks the event
+        loop; in place in durable workflow code, which may start no threads."""
         if self.operations is not None:
             return function(*args)
         import anyio.to_thread
@@ -193,8 +191,7 @@ class HistoryContext:
     def span(
         self, name: str, attributes: Mapping[str, AttributeValue] | None = None
     ) -> Iterator[Span | None]:
-        """A child span of the processor's on the run's tracer (the current span inside), or None when spans
-        are not recorded."""
+        """A child span of the processor's (current inside), or None when spans are not recorded."""
         if self.tracer is None:
             yield None
             return

@@ -1,9 +1,5 @@
-"""Which content is large enough that working on it must leave the event loop.
-
-Work proportional to content (about a second per 2 million tokens to tokenize) would freeze every other
-conversation on the event loop, so over `OFF_LOOP_CHARS` it runs through `HistoryContext.off_loop`; below it,
-a thread costs more than the work. Sizes are measured with a bounded walk, never by serializing.
-"""
+"""Which content is large enough that working on it must leave the event loop (`HistoryContext.off_loop`):
+tokenizing takes about a second per 2 million tokens. Sizes come from a bounded walk, never by serializing."""
 
 from __future__ import annotations
 

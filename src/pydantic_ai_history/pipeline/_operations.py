@@ -1,14 +1,11 @@
-"""The processor's side effects as durable operations: LLM calls, file conversion, store writes, cache access.
-
-Each is a capability method marked `@durable_operation(name=...)`: under a durability capability pydantic-ai
-journals it and a replay reads the journal; elsewhere it is a plain call. The names in `OPERATION_NAMES` are
-persisted by the engines, so they never change once released. Arguments and results cross the boundary as
-plain data; models, settings and the store are read from the capability, recovered on the worker by `id`.
+"""The processor's side effects as durable operations (`@durable_operation(name=...)`): LLM calls, file
+conversion, store writes, cache access. Under a durability capability pydantic-ai journals them, elsewhere
+they are plain calls. Their names (`OPERATION_NAMES`) are persisted: never changed once released. Arguments
+and results are plain data; models, settings and the store are read from the capability (found by id).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -257,25 +254,6 @@ class JournaledStore(ArtifactStore):
     async def prepare(self) -> None:
         """Nothing to load: the secret is explicit under durability."""
 
-    async def put(
-        self,
-        artifact_id: str,
-        data: bytes,
-        *,
-        media_type: str,
-        source: str,
-        metadata: Mapping[str, str] | None = None,
-        scope: str = '',
-    ) -> StoredArtifact:
-        return await self._operations.processor.write_artifact(
-            self._operations.ctx,
-            artifact_id,
-            BinaryContent(data=bytes(data), media_type=media_type),
-            source,
-            dict(metadata or {}),
-            scope,
-        )
-
     async def _put(
         self,
         artifact_id: str,
@@ -284,8 +262,15 @@ class JournaledStore(ArtifactStore):
         source: str,
         metadata: dict[str, str],
         scope: str,
-    ) -> StoredArtifact:  # pragma: no cover - `put` is overridden
-        raise NotImplementedError
+    ) -> StoredArtifact:
+        return await self._operations.processor.write_artifact(
+            self._operations.ctx,
+            artifact_id,
+            BinaryContent(data=data, media_type=media_type),
+            source,
+            metadata,
+            scope,
+        )
 
     async def _get(self, artifact_id: str, scope: str) -> bytes | None:
         return await self._store.get(artifact_id, scope=scope)

@@ -69,8 +69,7 @@ class Runs:
         return ((run, state.stats) for run, state in self._states.items() if run is not None)
 
     def key(self, ctx: Any) -> str | None:
-        """The run's key: pydantic-ai's run id, else (1.0) a name for the run's `RunUsage`; None outside a
-        run."""
+        """pydantic-ai's run id, else (1.0) a name for the run's `RunUsage`; None outside a run."""
         if ctx is None:
             return None
         run_id = run_id_of(ctx)

@@ -1,9 +1,5 @@
-"""The processor's spans, started only once a request does something: an idle request leaves no trace.
-
-Most requests change nothing, and a span for each would crowd every trace. So the request's span
-(`pydantic_ai_history.process`) and its stages' are opened, with their start times, when a stage opens a
-span of its own (a compaction) or, after the fact, when a stage changed the history.
-"""
+"""The processor's spans, opened only once a request does something (most change nothing, and a span each
+would crowd every trace): when a stage opens a span of its own, or, after the fact, changed the history."""
 
 from __future__ import annotations
 

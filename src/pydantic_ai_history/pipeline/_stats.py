@@ -67,11 +67,8 @@ class RunStats:
 
 @dataclass
 class HistoryStats:
-    """`processor.stats()`: a snapshot of the totals overall and per run, and the shared cache's hit counts.
-
-    `runs` is keyed by run id (at most `max_tracked_runs`, least recently active dropped first); requests
-    processed without a `RunContext` count only in `overall`.
-    """
+    """`processor.stats()`: the totals overall and per run (`runs`, by run id, at most `max_tracked_runs`;
+    requests without a `RunContext` count only in `overall`), and the shared cache's hit counts."""
 
     overall: RunStats
     runs: dict[str, RunStats]

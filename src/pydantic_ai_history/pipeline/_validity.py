@@ -65,10 +65,8 @@ def _key(violation: Violation, messages: Sequence[ModelMessage], places: dict[in
 
 
 class InputCheck:
-    """Validates each input history, incrementally: within a run each input extends the previous output,
-    so the pairing state of the last one is kept and only new messages are fed (the idle path stays cheap on
-    long histories); any other input is checked from scratch.
-    """
+    """Validates each input history incrementally: an input that extends the previous output continues its
+    pairing state with only the new messages (cheap on long histories); any other is checked from scratch."""
 
     def __init__(self) -> None:
         self._last: list[ModelMessage] = []
