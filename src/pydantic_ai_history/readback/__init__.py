@@ -184,8 +184,8 @@ async def search_artifacts_text(
         return f'Error: the stored artifacts cannot be searched ({exc}); read them by artifact_id.'
     texts, skipped = await _searchable_texts(store, infos, scope)
     limit = max(1, min(limit, MAX_READ_LIMIT))
-    search = partial(_search_within, texts, skipped, query, limit, room, tool_name)
-    return await anyio.to_thread.run_sync(search)
+    answer_within = partial(_search_answer, texts, skipped, query, tool_name)
+    return await anyio.to_thread.run_sync(_fitted, answer_within, limit, room)
 
 
 async def _searchable_texts(
@@ -210,18 +210,6 @@ async def _searchable_texts(
     return texts, skipped
 
 
-def _search_within(
-    texts: list[tuple[StoredArtifact, str]],
-    skipped: int,
-    query: str,
-    limit: int,
-    room: ReadRoom | None,
-    tool_name: str,
-) -> str:
-    """The search's answer within `limit` characters, shortened until it fits `room` (off the event loop)."""
-    return _fitted(lambda chars: _search_answer(texts, skipped, query, chars, tool_name), limit, room)
-
-
 def _fitted(answer_within: Callable[[int], str], limit: int, room: ReadRoom | None) -> str:
     """`answer_within(limit)`, asked again for fewer characters (down to 200) until it fits `room`."""
     answer = answer_within(limit)
@@ -232,7 +220,7 @@ def _fitted(answer_within: Callable[[int], str], limit: int, room: ReadRoom | No
 
 
 def _search_answer(
-    texts: list[tuple[StoredArtifact, str]], skipped: int, query: str, limit: int, tool_name: str
+    texts: list[tuple[StoredArtifact, str]], skipped: int, query: str, tool_name: str, limit: int
 ) -> str:
     from ._retrieval import rank_documents  # loaded by the first search, not with the package
 

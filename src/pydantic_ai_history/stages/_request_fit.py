@@ -633,33 +633,18 @@ def report_artifact(
 
 
 def _replaced(request: ModelRequest, replacements: dict[_Place, _Replacement]) -> ModelRequest:
+    """`request` with each piece replaced: a tool return's content (its marker in metadata), or a user's text
+    sealed as ours (a user prompt part has no metadata)."""
     parts = list(request.parts)
-    for p_index, part in enumerate(parts):
+    for (p_index, i_index), (text, marker, files) in replacements.items():
+        part = parts[p_index]
         if isinstance(part, ToolReturnPart):
-            found = replacements.get((p_index, None))
-            if found is not None:
-                text, marker, files = found
-                content: Any = [text, *files] if files else text
-                parts[p_index] = with_part_metadata(
-                    dataclasses.replace(part, content=content), {MARKER_KEY: marker}
-                )
+            content: Any = [text, *files] if files else text
+            new = dataclasses.replace(part, content=content)
+            parts[p_index] = with_part_metadata(new, {MARKER_KEY: marker})
         elif isinstance(part, UserPromptPart):
-            parts[p_index] = _replaced_prompt(part, p_index, replacements)
+            items: Any = seal('artifact', text)
+            if i_index is not None:
+                items = [*part.content[:i_index], items, *part.content[i_index + 1 :]]
+            parts[p_index] = dataclasses.replace(part, content=items)
     return dataclasses.replace(request, parts=parts)
-
-
-def _replaced_prompt(
-    part: UserPromptPart, p_index: int, replacements: dict[_Place, _Replacement]
-) -> UserPromptPart:
-    """The user's message with its reduced texts sealed as ours (a user prompt part has no metadata)."""
-    if isinstance(part.content, str):
-        found = replacements.get((p_index, None))
-        return part if found is None else dataclasses.replace(part, content=seal('artifact', found[0]))
-    items = list(part.content)
-    changed = False
-    for i_index in range(len(items)):
-        found = replacements.get((p_index, i_index))
-        if found is not None:
-            items[i_index] = seal('artifact', found[0])
-            changed = True
-    return dataclasses.replace(part, content=items) if changed else part
