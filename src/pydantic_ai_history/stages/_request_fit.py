@@ -32,21 +32,24 @@ from .._compat import (
     part_metadata,
     with_part_metadata,
 )
+from ..budget._room import kept_tokens, request_room, window_room
 from ..events import ArtifactProcessed
 from ..messages._marks import marker_kind, part_kinds, readback_tool, seal, sealed_kind
 from ..messages._utf8 import utf8
 from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
 from ..pipeline._offload import OFF_LOOP_CHARS, large_content
 from ..readback._pages import Page
-from ..tokens import TokenCounter
+from ..tokens import TokenCounter, TokenEstimate
 
 __all__ = (
     'FitPlan',
     'Reducible',
     'call_hints',
+    'fit_newest',
     'fit_request',
     'is_processed',
     'latest_question',
+    'newest_room',
     'plan_fit',
     'reducible_items',
     'report_artifact',
@@ -368,6 +371,39 @@ _Place = tuple[int, 'int | None']
 """Where a reduced text goes: the part's index, and the item's index in a user message's content list."""
 _Replacement = tuple[str, dict[str, Any], tuple[Any, ...]]
 """The text replacing a piece, the marker recorded in a tool return's metadata, the files kept after it."""
+
+
+def newest_room(
+    messages: Sequence[ModelMessage], estimate: TokenEstimate, context: HistoryContext, *, floor: int | None
+) -> tuple[int, int] | None:
+    """The newest request's room and the most it can carry once the window drops all it may (`window_room`);
+    None when it is within its room. `floor`: the least room it gets (`request_room`); None: the window's."""
+    kept = kept_tokens(
+        messages,
+        estimate.per_message,
+        estimate.overhead,
+        keep_first_user_message=context.keep_first_user_message,
+    )
+    most = window_room(context.limits, kept=kept)
+    newest = estimate.per_message[-1]
+    room = most
+    if floor is not None:
+        room = request_room(context.limits, others=estimate.total - newest, kept=kept, floor=floor)
+    return (room, most) if newest > room else None
+
+
+async def fit_newest(
+    messages: list[ModelMessage],
+    rooms: tuple[int, int] | None,
+    context: HistoryContext,
+    *,
+    stage: str,
+) -> list[ModelMessage]:
+    """`messages` with the newest request cut to its room (`rooms`: `newest_room`'s answer)."""
+    if rooms is None:
+        return messages
+    room, most = rooms
+    return await fit_request(messages, room, context, query=latest_question(messages), stage=stage, most=most)
 
 
 async def fit_request(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ...budget._policy import ContextLimits
+from ...budget._room import hard_limit
 from ...files import FileSettings
 from .._summarizer_settings import ModelRef
 
@@ -114,7 +115,7 @@ class ArtifactSettings:
 
     def hard_limit(self, limits: ContextLimits) -> int:
         """The history's hard limit for this stage: the policy's budget, at most its compaction trigger."""
-        return max(min(limits.budget, limits.trigger), 1)
+        return hard_limit(limits)
 
     def resolve_budget(self, limits: ContextLimits) -> int:
         """Tokens for all artifacts together."""

@@ -26,7 +26,6 @@ from ..._compat import (
     make_request,
     with_part_metadata,
 )
-from ...budget._room import kept_tokens, request_room, window_room
 from ...budget.model_info import is_test_model, model_info, model_name_of
 from ...cache import cache_key
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
@@ -42,7 +41,7 @@ from ...pipeline._context import MARKER_KEY, HistoryContext
 from ...pipeline._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...store import artifact_id
 from .._llm import operations_of
-from .._request_fit import fit_request, report_artifact, store_original
+from .._request_fit import fit_newest, newest_room, report_artifact, store_original
 from .._summarizer_settings import check_model_ref
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
@@ -146,7 +145,7 @@ class ArtifactPlanner(StageCapability):
         if settings.convert_attachments:
             result = await self._attachments(result, context, start=start, over_limit=over_limit)
         result = await self._reduce(result, context, start=start)
-        return await self._fit_newest(result, context)
+        return await fit_newest(result, self._newest_room(result, context), context, stage=self.name)
 
     async def _reduce(
         self, messages: list[ModelMessage], context: HistoryContext, *, start: int
@@ -184,40 +183,17 @@ class ArtifactPlanner(StageCapability):
         )
         return await context.off_loop(search) if large_content(messages[-1:]) else search()
 
-    async def _fit_newest(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
-        """The newest request cut down to its room when the history does not fit; older messages are the
-        compactor's and the window's."""
-        rooms = self._newest_room(messages, context)
-        if rooms is None:
-            return messages
-        room, most = rooms
-        return await fit_request(
-            messages, room, context, query=latest_question(messages), stage=self.name, most=most
-        )
-
     def _newest_room(
         self, messages: Sequence[ModelMessage], context: HistoryContext
     ) -> tuple[int, int] | None:
-        """The newest request's room and the most it could carry, or None when nothing must be cut from it."""
+        """The newest request's room and the most it could carry, or None when nothing must be cut from it
+        (older messages are the compactor's and the window's)."""
         estimate = context.estimate(messages)
         if estimate.total <= self.settings.hard_limit(context.limits) or not isinstance(
             messages[-1], ModelRequest
         ):
             return None
-        newest = estimate.per_message[-1]
-        kept = kept_tokens(
-            messages,
-            estimate.per_message,
-            estimate.overhead,
-            keep_first_user_message=context.keep_first_user_message,
-        )
-        room = request_room(
-            context.limits,
-            others=estimate.total - newest,
-            kept=kept,
-            floor=self.settings.resolve_budget(context.limits),
-        )
-        return (room, window_room(context.limits, kept=kept)) if newest > room else None
+        return newest_room(messages, estimate, context, floor=self.settings.resolve_budget(context.limits))
 
     async def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
         """Whether processing `messages` certainly leaves a note naming `read_artifact` in this request.

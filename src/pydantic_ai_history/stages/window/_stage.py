@@ -10,15 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..._compat import ModelMessage
-from ...budget._room import kept_tokens, window_room
 from ...events import WindowApplied
 from ...messages._marks import SEAL_TOKENS, marker_kind, separate_own_parts
 from ...messages.units import Unit, split_units
 from ...pipeline._capability import StageCapability, history_processor_annotations
 from ...pipeline._context import HistoryContext
-from ...tokens import TokenEstimate
 from .._loads import reload_reserve
-from .._request_fit import fit_request, latest_question
+from .._request_fit import fit_newest, newest_room
 from .._spill import store_transcript
 from ._draft import Draft, Layout, plain_if_it_fits
 from ._select import WindowSelection, mandatory_cost, select_window
@@ -55,7 +53,8 @@ class SlidingWindow(StageCapability):
         messages = separate_own_parts(messages)
         if messages is not given:
             estimate = context.estimate(messages)
-        messages = await _fit_newest(messages, estimate, context)
+        rooms = newest_room(messages, estimate, context, floor=None)
+        messages = await fit_newest(messages, rooms, context, stage=self.name)
         if messages[-1] is not given[-1]:
             estimate = context.estimate(messages)
             if estimate.total <= budget:
@@ -203,24 +202,6 @@ async def _give_a_home(layout: Layout, draft: Draft) -> Draft:
         why = 'the store failed' if context.store is not None else 'there is no store'
         context.lost('window', 'window_dropped', f'{why}; the window note tells the model', lost)
     return draft
-
-
-async def _fit_newest(
-    messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
-) -> list[ModelMessage]:
-    """`messages` with the newest request cut to what is left when dropping everything droppable would not
-    make room for it: the window never drops that request."""
-    newest = estimate.per_message[-1]
-    kept = kept_tokens(
-        messages,
-        estimate.per_message,
-        estimate.overhead,
-        keep_first_user_message=context.keep_first_user_message,
-    )
-    room = window_room(context.limits, kept=kept)
-    if newest <= room:
-        return messages
-    return await fit_request(messages, room, context, query=latest_question(messages), stage='window')
 
 
 history_processor_annotations(SlidingWindow)
