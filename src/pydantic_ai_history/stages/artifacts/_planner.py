@@ -66,7 +66,8 @@ def should_use_llm_planning(
     return PlanningChoice(False, 'everything fits with margin on a cheap model')
 
 
-def _query_for(candidate: Candidate, question: str) -> str:
+def query_for(candidate: Candidate, question: str) -> str:
+    """The question and the call's arguments: what an extraction or a summary looks for."""
     return ' '.join(p for p in (question, candidate.hint) if p)
 
 
@@ -88,7 +89,7 @@ def heuristic_plan(
     decisions: list[ArtifactDecision] = []
     for priority, candidate in enumerate(order):
         a = candidate.artifact
-        query = _query_for(candidate, question) or None
+        query = query_for(candidate, question) or None
         large = a.chars > settings.large_artifact_chars
         if not large or a.tokens <= settings.view_cap(remaining):
             large_left -= large
@@ -171,24 +172,16 @@ def validate_plan(
         raise InvalidPlan(f'unknown artifact ids: {unknown[:3]}')
     if not plan.decisions:
         raise InvalidPlan('the plan has no decisions')
-    seen: set[str] = set()
-    decisions: list[ArtifactDecision] = []
+    decisions: dict[str, ArtifactDecision] = {}
     for decision in plan.ordered():
-        if decision.artifact_id not in seen:
-            seen.add(decision.artifact_id)
-            decisions.append(decision)
-    top = max((d.priority for d in decisions), default=0)
+        decisions.setdefault(decision.artifact_id, decision)
+    top = max(d.priority for d in decisions.values())
     for extra in fallback.ordered():
-        if extra.artifact_id not in seen:
-            decisions.append(
-                extra.model_copy(
-                    update={
-                        'priority': top + 1 + extra.priority,
-                        'rationale': 'not in the LLM plan; ' + extra.rationale,
-                    }
-                )
-            )
-    return ArtifactPlan(decisions=decisions, reasoning=plan.reasoning)
+        if extra.artifact_id not in decisions:
+            rationale = 'not in the LLM plan; ' + extra.rationale
+            update = {'priority': top + 1 + extra.priority, 'rationale': rationale}
+            decisions[extra.artifact_id] = extra.model_copy(update=update)
+    return ArtifactPlan(decisions=list(decisions.values()), reasoning=plan.reasoning)
 
 
 async def llm_plan(

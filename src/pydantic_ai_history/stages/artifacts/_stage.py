@@ -54,7 +54,7 @@ from ._extract import (
     latest_question,
 )
 from ._models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
-from ._planner import heuristic_plan, llm_plan, should_use_llm_planning
+from ._planner import heuristic_plan, llm_plan, query_for, should_use_llm_planning
 from ._settings import ArtifactSettings, Reducer
 from ._strategies import exclude_stub, extract_text, reduced_text, summarize_text, summary_text
 
@@ -316,7 +316,7 @@ class ArtifactPlanner(StageCapability):
         context: HistoryContext,
     ) -> _Outcome:
         settings = self.settings
-        default_query = ' '.join(p for p in (question, candidate.hint) if p)
+        default_query = query_for(candidate, question)
         room = max(allowance - _HEADER_TOKENS, 50)
         if strategy is ProcessingStrategy.INCLUDE_FULL:
             text = reduced_text(candidate) if candidate.reduced_by else None
@@ -433,16 +433,14 @@ class ArtifactPlanner(StageCapability):
             message = result[m_index]
             assert isinstance(message, ModelRequest)
             part = message.parts[p_index]
-            content = part.content  # type: ignore[union-attr]
-            if (m_index, p_index, None) in replaced:
-                items = replaced[(m_index, p_index, None)]
-                new_content: Any = items[0] if len(items) == 1 and isinstance(items[0], str) else items
+            whole = replaced.get((m_index, p_index, None))
+            if whole is not None:
+                content: Any = whole[0] if len(whole) == 1 and isinstance(whole[0], str) else whole
             else:
-                new_content = []
-                for i_index, item in enumerate(cast('Sequence[Any]', content)):
-                    new_content.extend(replaced.get((m_index, p_index, i_index), [item]))
+                listed = enumerate(cast('Sequence[Any]', part.content))  # type: ignore[union-attr]
+                content = [new for i, item in listed for new in replaced.get((m_index, p_index, i), [item])]
             parts = list(message.parts)
-            parts[p_index] = dataclasses.replace(part, content=new_content)
+            parts[p_index] = dataclasses.replace(part, content=content)
             result[m_index] = dataclasses.replace(message, parts=parts)
         return result
 
