@@ -47,7 +47,6 @@ class Candidate:
     original: str
     """Exactly what the model would have seen; what goes to the spill store."""
     media_type: str
-    in_current_request: bool
     hint: str = ''
     """Text from the tool call's arguments, added to the extraction query."""
     reduced_by: str | None = None
@@ -60,20 +59,13 @@ class Candidate:
     def id(self) -> str:
         return self.artifact.id
 
-    def at(self, message_index: int, part_index: int, in_current_request: bool) -> Candidate:
+    def at(self, message_index: int, part_index: int) -> Candidate:
         """This candidate where it is found now (messages before it may have been dropped)."""
-        if (message_index, part_index, in_current_request) == (
-            self.message_index,
-            self.part_index,
-            self.in_current_request,
-        ):
+        if (message_index, part_index) == (self.message_index, self.part_index):
             return self
+        artifact = self.artifact.model_copy(update={'step': message_index})
         return dataclasses.replace(
-            self,
-            artifact=self.artifact.model_copy(update={'step': message_index}),
-            message_index=message_index,
-            part_index=part_index,
-            in_current_request=in_current_request,
+            self, artifact=artifact, message_index=message_index, part_index=part_index
         )
 
 
@@ -130,7 +122,6 @@ class Attachment:
     data: bytes
     media_type: str
     name: str | None
-    in_current_request: bool
 
     @property
     def id(self) -> str:
@@ -151,7 +142,6 @@ def find_candidates(
     Only messages from `start` are read, so looking at the current request costs nothing per older message;
     parts `memo` has seen are not examined again. `make_id` names the artifact (the store's keyed id).
     """
-    last = len(messages) - 1
     hints: dict[str, str] | None = None
     found: list[Candidate] = []
     for m_index in range(start, len(messages)):
@@ -163,7 +153,7 @@ def find_candidates(
                 continue
             seen = memo.get(part, count_tokens) if memo is not None else None
             if seen is not None:
-                found.append(seen.at(m_index, p_index, m_index == last))
+                found.append(seen.at(m_index, p_index))
                 continue
             if hints is None:
                 hints = call_hints(messages[max(start - 1, 0) :])
@@ -187,7 +177,6 @@ def find_candidates(
                 text,
                 text,
                 media_type,
-                m_index == last,
                 hints.get(part.tool_call_id, ''),
                 files=files,
                 source_part=part,
@@ -217,7 +206,6 @@ def _name_of(item: Any) -> str | None:
 def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> list[Attachment]:
     """Files attached in user prompts or returned by tools, from message `start` on, not processed yet
     (a processed file is followed by, or replaced with, a sealed text item of ours)."""
-    last = len(messages) - 1
     found: list[Attachment] = []
     for m_index in range(start, len(messages)):
         message = messages[m_index]
@@ -246,7 +234,5 @@ def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> lis
                 data, media_type = decoded
                 if media_type.startswith('video/'):
                     continue
-                found.append(
-                    Attachment(m_index, p_index, i_index, data, media_type, _name_of(item), m_index == last)
-                )
+                found.append(Attachment(m_index, p_index, i_index, data, media_type, _name_of(item)))
     return found

@@ -80,8 +80,8 @@ def heuristic_plan(
 ) -> ArtifactPlan:
     """The deterministic plan: newest and smallest first; include what fits, reduce the rest.
 
-    A large artifact that does not fit is reduced with `default_reduction` while `min_extract_tokens` are
-    left, else excluded; the current request's keep at least a `min_preview_tokens` extract.
+    A large artifact that does not fit is reduced with `default_reduction` to its share of what is left, at
+    least `min_preview_tokens` (the artifacts planned are the current request's: each keeps a useful view).
     """
     order = sorted(candidates, key=lambda c: (-c.artifact.step, c.artifact.tokens, c.id))
     remaining = budget_tokens
@@ -99,17 +99,12 @@ def heuristic_plan(
         else:
             share = settings.view_cap(remaining // max(large_left, 1))
             large_left -= 1
-            if share >= settings.min_extract_tokens or candidate.in_current_request:
-                strategy = ProcessingStrategy(settings.default_reduction)
-                kept = max(share, settings.min_preview_tokens)
-                rationale = (
-                    f'{a.tokens:,} tokens do not fit the {remaining:,} left; {strategy.value} about {kept:,}'
-                )
-                remaining = max(remaining - kept, 0)
-            else:
-                strategy, query = ProcessingStrategy.EXCLUDE, None
-                rationale = f'budget spent ({remaining:,} tokens left)'
-                remaining = max(remaining, 0)
+            strategy = ProcessingStrategy(settings.default_reduction)
+            kept = max(share, settings.min_preview_tokens)
+            rationale = (
+                f'{a.tokens:,} tokens do not fit the {remaining:,} left; {strategy.value} about {kept:,}'
+            )
+            remaining = max(remaining - kept, 0)
         decisions.append(
             ArtifactDecision(
                 artifact_id=a.id,
@@ -152,8 +147,7 @@ def planner_prompt(
         preview = ' '.join(c.text[: preview_chars * 3].split())[:preview_chars]
         lines.append(
             f'- id: {a.id}\n  kind: {a.kind}; source: {a.source}; message {a.step}; {a.chars:,} chars; '
-            f'~{a.tokens:,} tokens; '
-            f'current request: {"yes" if c.in_current_request else "no"}\n  preview: {preview}'
+            f'~{a.tokens:,} tokens\n  preview: {preview}'
         )
     return '\n'.join(lines)
 

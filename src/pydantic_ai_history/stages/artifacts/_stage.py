@@ -1,9 +1,8 @@
 """The artifact stage: convert attached files, run per-tool reducers, plan, reduce large tool outputs once.
 
-Work happens when an artifact first appears (in the current request, which no provider has cached yet);
-older, already-sent artifacts are re-planned only when the history is over budget, since rewriting a sent
-message breaks the provider's prompt cache from that point. Whatever is reduced is first written to the
-spill store, so `read_artifact` can return it exactly; when the store fails the content stays inline.
+Work happens only on the newest request, which no provider has cached yet (rewriting a sent message breaks
+the prompt cache from that point). Whatever is reduced is first written to the spill store, so
+`read_artifact` can return it exactly; when the store fails the content stays inline.
 """
 
 from __future__ import annotations
@@ -94,8 +93,7 @@ def _fitted_strategy(
     strategy = decision.strategy if large else ProcessingStrategy.INCLUDE_FULL
     rationale = decision.rationale
     allowance = settings.view_cap(remaining // (large_left + 1)) if large else remaining
-    if candidate.in_current_request:
-        allowance = max(allowance, settings.min_preview_tokens)
+    allowance = max(allowance, settings.min_preview_tokens)  # the current request's: a useful view at least
     if strategy is ProcessingStrategy.INCLUDE_FULL and large and a.tokens > settings.view_cap(remaining):
         strategy = (
             ProcessingStrategy.EXTRACT
@@ -134,18 +132,13 @@ class ArtifactPlanner(StageCapability):
         return self.settings
 
     async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
-        settings = self.settings
-        hard_limit = settings.hard_limit(context.limits)
         await context.count_newest(messages)
-        estimate = context.estimate(messages)
-        over_limit = estimate.total > hard_limit
-        # Only the newest request, which no provider has cached yet: rewriting older ones breaks the cache.
-        start = len(messages) - 1
-        result = messages
-        if settings.convert_attachments:
-            result = await self._attachments(result, context, start=start, over_limit=over_limit)
-        result = await self._reduce(result, context, start=start)
-        return await fit_newest(result, self._newest_room(result, context), context, stage=self.name)
+        over_limit = context.estimate(messages).total > self.settings.hard_limit(context.limits)
+        start = len(messages) - 1  # only the newest request: rewriting older ones breaks the prompt cache
+        if self.settings.convert_attachments:
+            messages = await self._attachments(messages, context, start=start, over_limit=over_limit)
+        messages = await self._reduce(messages, context, start=start)
+        return await fit_newest(messages, self._newest_room(messages, context), context, stage=self.name)
 
     async def _reduce(
         self, messages: list[ModelMessage], context: HistoryContext, *, start: int
@@ -156,7 +149,7 @@ class ArtifactPlanner(StageCapability):
         candidates = await self._candidates(messages, context, start=start)
         if not candidates:
             return messages
-        planned = self._run_reducers(candidates, context)
+        planned = [_reduced(c, settings.reducers, context) for c in candidates]
         large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
         reduced = [c for c in planned if c.reduced_by]
         if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
@@ -290,8 +283,6 @@ class ArtifactPlanner(StageCapability):
                 else counter.count_part(_new_part(candidate.source_part, candidate, outcome))
             )
             remaining = max(remaining - after, 0)
-            if outcome.text is None and not candidate.in_current_request:
-                continue  # an older artifact left as it was: nothing to report, request after request
             why, hit = outcome.rationale, outcome.cache_hit
             report_artifact(context, a.id, a.source, outcome.strategy, a.tokens, after, why, hit)
             logger.info(
@@ -400,10 +391,6 @@ class ArtifactPlanner(StageCapability):
         if context.cache is not None:
             await context.cache.set(key, summary)
         return summary, False
-
-    def _run_reducers(self, candidates: list[Candidate], context: HistoryContext) -> list[Candidate]:
-        reducers = self.settings.reducers
-        return [_reduced(c, reducers, context) for c in candidates] if reducers else candidates
 
     # ---- attachments ----------------------------------------------------------------------------------
 
