@@ -7,7 +7,6 @@ spills sends the same tool list as a run without this package.
 from __future__ import annotations
 
 import inspect
-import operator
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -112,16 +111,13 @@ async def _read_artifact(
         return f'Error: the artifact store could not be read: {exc}', None
     if info is None or data is None:
         return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).', None
-    if _is_text(info.media_type):
-        text: str | None = None
-    else:
-        text = await _whole_document(data, info.media_type)
-        if text is None:
-            return (
-                f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) '
-                'is not a document; it cannot be returned as text.'
-            ), None
-    read = partial(_read_text, data if text is None else text, artifact_id, offset, limit, query, room)
+    content = data if _is_text(info.media_type) else await _whole_document(data, info.media_type)
+    if content is None:
+        return (
+            f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) '
+            'is not a document; it cannot be returned as text.'
+        ), None
+    read = partial(_read_text, content, artifact_id, offset, limit, query, room)
     if len(data) > OFF_LOOP_CHARS:  # decoding, ranking and counting a large artifact leave the event loop
         return await anyio.to_thread.run_sync(read)
     return read()
@@ -140,11 +136,11 @@ def _read_text(
         return passages, Page(artifact_id=artifact_id, total=len(text), query=query)
     offset = max(0, offset)
     chunk = text[offset : offset + limit]
-    cut = room is not None and room.count_tokens(chunk) > room.max_tokens
-    if room is not None and cut:
+    cut_to = room.max_tokens if room is not None and room.count_tokens(chunk) > room.max_tokens else None
+    if room is not None and cut_to is not None:
         chunk = _within(chunk, room)
     page = Page(artifact_id=artifact_id, start=offset, end=offset + len(chunk), total=len(text))
-    return page.text(chunk, room=room.max_tokens if room is not None and cut else None), page
+    return page.text(chunk, room=cut_to), page
 
 
 def _within(chunk: str, room: ReadRoom) -> str:
@@ -329,14 +325,13 @@ class _Scan:
 
     found: bool
     length: int
-    first: tuple[weakref.ReferenceType[Any], ...]
-    """The history's first message (or the candidates for it): another object there means another history
-    that happens to reuse the list's id."""
+    first: weakref.ReferenceType[Any] | None
+    """The history's first message: another object there means another history that reuses the list's id."""
     last: weakref.ReferenceType[Any] | None
     """The last message read: when the history still holds it at `length - 1`, only what follows is new."""
 
     def same_history(self, messages: Sequence[ModelMessage]) -> bool:
-        return bool(messages) and any(ref() is messages[0] for ref in self.first)
+        return bool(messages) and self.first is not None and self.first() is messages[0]
 
     def unread_from(self, messages: Sequence[ModelMessage]) -> int:
         """Where reading resumes: after the last message read when it is still in place, else 0."""
@@ -374,14 +369,14 @@ class ReadbackGate:
             return True
         scan = self._scans.pop(id(messages), None)
         if scan is None or not scan.same_history(messages):
-            scan = _Scan(False, 0, (), None)
+            scan = _Scan(False, 0, None, None)
         if not scan.found:
             start = scan.unread_from(messages)
             scan.found = any(names_readback(m) for m in messages[start:])
         scan.length = len(messages)
         scan.last = _weak(messages[-1]) if messages else None
         if messages and not scan.same_history(messages):
-            scan.first = tuple(ref for ref in (_weak(messages[0]),) if ref is not None)
+            scan.first = _weak(messages[0])
         _remember(self._scans, id(messages), scan, self.max_tracked)
         if scan.found and run is not None:
             _remember(self._runs, run, None, self.max_tracked)
@@ -389,13 +384,7 @@ class ReadbackGate:
 
     def observe(self, ctx: Any, before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> None:
         """Note what the processor turned `before` into, for the run of `ctx` (only new messages are read)."""
-        if (
-            before is after
-            or not after
-            or (len(before) == len(after) and all(map(operator.is_, before, after)))
-        ):
-            return
-        run = self.run_key(ctx) if ctx is not None else None
+        run = self.run_key(ctx) if ctx is not None and before is not after else None
         if run is None or run in self._runs:
             return
         kept = {id(m) for m in before}
