@@ -26,7 +26,7 @@ from ..messages._marks import READ_ARTIFACT_TOOL
 from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
 from ..pipeline._offload import OFF_LOOP_CHARS
 from ..store import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError
-from ._pages import Page
+from ._pages import Page, shrunk_to_fit
 
 __all__ = (
     'MAX_READ_LIMIT',
@@ -138,21 +138,10 @@ def _read_text(
     chunk = text[offset : offset + limit]
     cut_to = room.max_tokens if room is not None and room.count_tokens(chunk) > room.max_tokens else None
     if room is not None and cut_to is not None:
-        chunk = _within(chunk, room)
+        whole = chunk
+        chunk = shrunk_to_fit(lambda n: whole[:n], len(whole), cut_to, room.count_tokens)
     page = Page(artifact_id=artifact_id, start=offset, end=offset + len(chunk), total=len(text))
     return page.text(chunk, room=cut_to), page
-
-
-def _within(chunk: str, room: ReadRoom) -> str:
-    """The longest head of `chunk` found within `room.max_tokens` (from its density, checked)."""
-    size = len(chunk)
-    for _ in range(4):
-        tokens = room.count_tokens(chunk)
-        if tokens <= room.max_tokens:
-            return chunk
-        size = max(int(len(chunk) * room.max_tokens / tokens * 0.95), 1)
-        chunk = chunk[:size]
-    return chunk
 
 
 SEARCH_MAX_ARTIFACTS = 500
@@ -208,11 +197,9 @@ async def _searchable_texts(
 
 def _fitted(answer_within: Callable[[int], str], limit: int, room: ReadRoom | None) -> str:
     """`answer_within(limit)`, asked again for fewer characters (down to 200) until it fits `room`."""
-    answer = answer_within(limit)
-    while room is not None and room.count_tokens(answer) > room.max_tokens and limit > 200:
-        limit = max(int(limit * room.max_tokens / room.count_tokens(answer) * 0.9), 200)
-        answer = answer_within(limit)
-    return answer
+    if room is None:
+        return answer_within(limit)
+    return shrunk_to_fit(answer_within, limit, room.max_tokens, room.count_tokens, floor=200)
 
 
 def _search_answer(

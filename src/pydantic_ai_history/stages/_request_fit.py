@@ -38,7 +38,7 @@ from ..messages._marks import marker_kind, part_kinds, readback_tool, seal, seal
 from ..messages._utf8 import utf8
 from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
 from ..pipeline._offload import OFF_LOOP_CHARS, large_content
-from ..readback._pages import Page
+from ..readback._pages import Page, shrunk_to_fit
 from ..tokens import TokenCounter, TokenEstimate
 
 __all__ = (
@@ -66,6 +66,11 @@ _PASSES = 3
 """Reductions are measured after they are made; a request still over its room is reduced again this often."""
 _PAGE_HEADER_TOKENS = 48
 """What a read-back page's first line costs."""
+
+
+def corrected(counter: TokenCounter, text: str) -> int:
+    """What `text` costs the serving model: the tokenizer's count times the profile's correction."""
+    return math.ceil(counter.count_text(text) * counter.tokenizer_profile.correction)
 
 
 def is_processed(part: Any) -> bool:
@@ -143,11 +148,10 @@ def reducible_items(
 ) -> list[Reducible]:
     """The pieces of `request` a fit may shorten: unprocessed tool returns with text and the user's texts
     (never our notes). `hints`: `call_hints` of the response the request answers."""
-    correction = counter.tokenizer_profile.correction
     items: list[Reducible] = []
 
     def add(part_index: int, item_index: int | None, text: str, **fields: Any) -> None:
-        tokens = math.ceil(counter.count_text(text) * correction)
+        tokens = corrected(counter, text)
         items.append(
             Reducible(part_index=part_index, item_index=item_index, text=text, tokens=tokens, **fields)
         )
@@ -274,17 +278,11 @@ def passages_within(
     chars_per_token = len(text) / max(counter.count_text(text), 1)
     room = max_tokens / correction - counter.count_text(head) - 4
     target = max(int(room * chars_per_token), 200)
-    body = head
     from ..readback._retrieval import rank_passages  # loaded by the first extraction, not with the package
 
     ranking = rank_passages(text, query, chunk_chars=min(chunk_chars, max(target // 3, 300)))
-    for _ in range(5):
-        body = head + ranking.select(target).text
-        cost = math.ceil(counter.count_text(body) * correction)
-        if cost <= max_tokens or target <= 200:
-            break
-        target = max(int(target * max_tokens / cost * 0.9), 200)
-    return body
+    cost = functools.partial(corrected, counter)
+    return shrunk_to_fit(lambda n: head + ranking.select(n).text, target, max_tokens, cost, floor=200)
 
 
 _PROMPT_HEAD_SHARE = 0.25
@@ -590,17 +588,13 @@ class _Fit:
 def _repaged(item: Reducible, page: Page, cap: int, counter: TokenCounter) -> str:
     """A read-back page cut to `cap` tokens, its first line saying where the next page starts."""
     body = page.body(item.text)
-    correction = counter.tokenizer_profile.correction
-    chars = int(max(cap - _PAGE_HEADER_TOKENS, 1) * len(body) / max(counter.count_text(body) * correction, 1))
-    text = item.text
-    for _ in range(4):
-        shorter, kept = page.shorter(body, chars)
-        text = shorter.text(kept, room=cap)
-        cost = math.ceil(counter.count_text(text) * correction)
-        if cost <= cap or chars <= 1:
-            break
-        chars = max(int(chars * cap / cost * 0.95), 1)
-    return text
+    chars = int(max(cap - _PAGE_HEADER_TOKENS, 1) * len(body) / max(corrected(counter, body), 1))
+
+    def render(size: int) -> str:
+        shorter, kept = page.shorter(body, size)
+        return shorter.text(kept, room=cap)
+
+    return shrunk_to_fit(render, chars, cap, functools.partial(corrected, counter))
 
 
 def _large(item: Reducible) -> bool:

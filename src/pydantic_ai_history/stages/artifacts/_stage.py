@@ -40,7 +40,7 @@ from ...pipeline._context import MARKER_KEY, HistoryContext
 from ...pipeline._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...store import artifact_id
 from .._llm import operations_of
-from .._request_fit import fit_newest, newest_room, report_artifact, store_original
+from .._request_fit import corrected, fit_newest, newest_room, report_artifact, store_original
 from .._summarizer_settings import check_model_ref
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
@@ -613,7 +613,7 @@ def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: His
         return candidate
     if len(text) >= len(candidate.text):
         return candidate
-    tokens = math.ceil(context.counter.count_text(text) * context.counter.tokenizer_profile.correction)
+    tokens = corrected(context.counter, text)
     metadata = {**a.metadata, 'original_chars': str(a.chars)}
     artifact = a.model_copy(update={'chars': len(text), 'tokens': tokens, 'metadata': metadata})
     return dataclasses.replace(candidate, artifact=artifact, text=text, reduced_by=a.tool_name)
