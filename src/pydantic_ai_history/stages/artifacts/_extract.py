@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..._compat import (
@@ -21,6 +20,7 @@ from ...messages._marks import unseal
 from ...messages._utf8 import utf8
 from ...pipeline._context import ARTIFACT_MARKER
 from ...store import artifact_id
+from ...tokens._running_counts import IdentityMemo
 from .._request_fit import call_hints, is_processed, latest_question, tool_return_text
 from ._models import Artifact
 
@@ -69,46 +69,10 @@ class Candidate:
         )
 
 
-_MEMO_SIZE = 2_048
-"""Examined tool returns remembered per stage (the oldest are forgotten first)."""
-
-
-@dataclass
-class CandidateMemo:
-    """Tool returns already examined, by identity, with the candidate made of each.
-
-    Over the hard limit every tool return is read on every request; a part seen before is not serialised,
-    hashed and counted again (parts never mutate). Weakly referenced, so a reused id never matches; bounded.
-    """
-
-    size: int = _MEMO_SIZE
-    _entries: dict[int, tuple[weakref.ReferenceType[Any], Any, Candidate]] = field(
-        default_factory=dict, repr=False
-    )
-
-    def get(self, part: object, count_tokens: Any) -> Candidate | None:
-        """The candidate made of `part` with the same token counter, else None."""
-        entry = self._entries.get(id(part))
-        if entry is None or entry[0]() is not part or entry[1] != count_tokens:
-            return None
-        return entry[2]
-
-    def add(self, part: object, count_tokens: Any, candidate: Candidate) -> None:
-        key = id(part)
-        entries = self._entries
-        entries.pop(key, None)
-        while len(entries) >= self.size:
-            del entries[next(iter(entries))]
-
-        def forget(ref: weakref.ReferenceType[Any], k: int = key) -> None:
-            entry = entries.get(k)
-            if entry is not None and entry[0] is ref:
-                del entries[k]
-
-        entries[key] = (weakref.ref(part, forget), count_tokens, candidate)
-
-    def __len__(self) -> int:
-        return len(self._entries)
+CandidateMemo = IdentityMemo[tuple[Any, Candidate]]
+"""Tool returns already examined, by identity, with the token counter and the candidate made of each: over
+the hard limit every tool return is read on every request; a part seen before is not serialised, hashed and
+counted again (parts never mutate). Holds an entry per tool return still alive."""
 
 
 @dataclass
@@ -151,9 +115,9 @@ def find_candidates(
         for p_index, part in enumerate(message.parts):
             if not isinstance(part, ToolReturnPart) or part.tool_name in exempt_tools or is_processed(part):
                 continue
-            seen = memo.get(part, count_tokens) if memo is not None else None
-            if seen is not None:
-                found.append(seen.at(m_index, p_index))
+            seen = memo.get(part) if memo is not None else None
+            if seen is not None and seen[0] == count_tokens:
+                found.append(seen[1].at(m_index, p_index))
                 continue
             if hints is None:
                 hints = call_hints(messages[max(start - 1, 0) :])
@@ -182,7 +146,7 @@ def find_candidates(
                 source_part=part,
             )
             if memo is not None:
-                memo.add(part, count_tokens, candidate)
+                memo.set(part, (count_tokens, candidate))
             found.append(candidate)
     return found
 

@@ -39,6 +39,7 @@ from ...pipeline._capability import (
 from ...pipeline._context import MARKER_KEY, HistoryContext
 from ...pipeline._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...store import artifact_id
+from ...tokens._running_counts import IdentityMemo
 from .._llm import operations_of
 from .._request_fit import corrected, fit_newest, newest_room, report_artifact, store_original
 from .._summarizer_settings import check_model_ref
@@ -119,7 +120,7 @@ class ArtifactPlanner(StageCapability):
     it)."""
     name: str = 'artifacts'
     """The stage's name in events and logs."""
-    _examined: CandidateMemo = dataclasses.field(default_factory=CandidateMemo, init=False, repr=False)
+    _examined: CandidateMemo = dataclasses.field(default_factory=IdentityMemo, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.settings = exempting_readback(
