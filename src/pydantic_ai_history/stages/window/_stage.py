@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..._compat import ModelMessage
 from ...events import WindowApplied
 from ...messages._marks import SEAL_TOKENS, marker_kind, separate_own_parts
-from ...messages.units import Unit, split_units
+from ...messages.units import split_units
 from ...pipeline._capability import StageCapability, history_processor_annotations
 from ...pipeline._context import HistoryContext
 from .._loads import reload_reserve
@@ -66,19 +66,14 @@ class SlidingWindow(StageCapability):
         draft, candidate = self._choose(layout, estimate.per_message, budget)
         if draft is not None and draft.transcript is not None and draft.after > budget:
             draft = plain_if_it_fits(layout, draft, budget, estimate.total)
-        mandatory = layout.overhead + mandatory_cost(estimate.per_message, units, candidate)
         if draft is None or draft.after >= estimate.total:
             # nothing to drop, or the note costs what it would replace: the input is the best there is
-            self._warn_over_budget(
-                context, estimate.total, budget, mandatory, messages, estimate.per_message, units
-            )
+            _warn_over_budget(context, estimate.total, budget, layout, estimate.per_message, candidate)
             return messages if messages[-1] is not given[-1] else given
         draft = await _give_a_home(layout, draft)
         _report(context, len(messages), estimate.total, budget, draft)
         if draft.after > budget:
-            self._warn_over_budget(
-                context, draft.after, budget, mandatory, messages, estimate.per_message, units
-            )
+            _warn_over_budget(context, draft.after, budget, layout, estimate.per_message, candidate)
         return draft.result
 
     def _choose(
@@ -117,36 +112,37 @@ class SlidingWindow(StageCapability):
             note_cost = real_note_cost
         return draft, candidate
 
-    @staticmethod
-    def _warn_over_budget(
-        context: HistoryContext,
-        tokens: int,
-        budget: int,
-        mandatory: int,
-        messages: Sequence[ModelMessage],
-        per_message: Sequence[int],
-        units: Sequence[Unit],
-    ) -> None:
-        current = sum(per_message[units[-1].start : units[-1].end]) if units else 0
-        if mandatory > budget:
-            why = (
-                f'the preserved head, the system prompt and the current request ({current:,} tokens) '
-                f'alone are {mandatory:,} tokens and do not fit'
-            )
-        else:
-            why = (
-                f'the preserved head and the current request ({mandatory:,} tokens) fit, but no cut at a '
-                'unit boundary, with the note that stands for what it drops, does'
-            )
-        context.warn(
-            'over_budget',
-            f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: {why}',
-            tokens=tokens,
-            budget=budget,
-            current_request_tokens=current,
-            mandatory_tokens=mandatory,
-            messages=len(messages),
+
+def _warn_over_budget(
+    context: HistoryContext,
+    tokens: int,
+    budget: int,
+    layout: Layout,
+    per_message: Sequence[int],
+    selection: WindowSelection | None,
+) -> None:
+    units = layout.units
+    mandatory = layout.overhead + mandatory_cost(per_message, units, selection)
+    current = sum(per_message[units[-1].start : units[-1].end]) if units else 0
+    if mandatory > budget:
+        why = (
+            f'the preserved head, the system prompt and the current request ({current:,} tokens) '
+            f'alone are {mandatory:,} tokens and do not fit'
         )
+    else:
+        why = (
+            f'the preserved head and the current request ({mandatory:,} tokens) fit, but no cut at a '
+            'unit boundary, with the note that stands for what it drops, does'
+        )
+    context.warn(
+        'over_budget',
+        f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: {why}',
+        tokens=tokens,
+        budget=budget,
+        current_request_tokens=current,
+        mandatory_tokens=mandatory,
+        messages=len(layout.messages),
+    )
 
 
 def _report(
