@@ -82,11 +82,9 @@ async def read_artifact_text(
     scope: str = '',
     room: ReadRoom | None = None,
 ) -> str:
-    """The text of a stored artifact of `scope` from character `offset`, at most `limit` characters and
-    `room.max_tokens` tokens (the answer says where the next page starts); with `query`, its most relevant
-    passages instead. Errors come back as text the model can act on, never raised (another scope's id reads
-    as missing).
-    """
+    """A stored artifact of `scope` from character `offset`, at most `limit` characters and `room.max_tokens`
+    tokens (its first line says where the next page starts); with `query`, its most relevant passages. Errors
+    come back as text the model can act on, never raised (another scope's id reads as missing)."""
     text, _ = await _read_artifact(store, artifact_id, offset, limit, query, scope=scope, room=room)
     return text
 

@@ -101,11 +101,8 @@ def find_candidates(
     memo: CandidateMemo | None = None,
     make_id: Callable[[bytes], str] = artifact_id,
 ) -> list[Candidate]:
-    """Every unprocessed tool return from message `start` on, as a `Candidate`.
-
-    Only messages from `start` are read, so looking at the current request costs nothing per older message;
-    parts `memo` has seen are not examined again. `make_id` names the artifact (the store's keyed id).
-    """
+    """Every unprocessed tool return from message `start` on (older ones are not read), as a `Candidate`;
+    parts `memo` has seen are not examined again. `make_id` names the artifact (the store's keyed id)."""
     hints: dict[str, str] | None = None
     found: list[Candidate] = []
     for m_index in range(start, len(messages)):

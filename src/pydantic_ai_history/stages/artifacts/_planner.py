@@ -37,12 +37,8 @@ def should_use_llm_planning(
     input_price_per_mtok: float | None = None,
     settings: ArtifactSettings = _DEFAULT_SETTINGS,
 ) -> PlanningChoice:
-    """Decide whether one extra LLM call to plan is worth it.
-
-    No when there is little to plan, or everything fits with `margin` on a cheap model with no large
-    artifact; yes when near or over budget, on an expensive model (a wrong include costs more than the
-    plan), or when any artifact is large.
-    """
+    """Whether one extra LLM call to plan is worth it: not when there is little to plan; yes when near or over
+    budget, on an expensive model (a wrong include costs more than the plan), or when an artifact is large."""
     if not artifacts:
         return PlanningChoice(False, 'no artifacts')
     total_chars = sum(a.chars for a in artifacts)
@@ -78,11 +74,8 @@ def heuristic_plan(
     budget_tokens: int,
     settings: ArtifactSettings = _DEFAULT_SETTINGS,
 ) -> ArtifactPlan:
-    """The deterministic plan: newest and smallest first; include what fits, reduce the rest.
-
-    A large artifact that does not fit is reduced with `default_reduction` to its share of what is left, at
-    least `min_preview_tokens` (the artifacts planned are the current request's: each keeps a useful view).
-    """
+    """The deterministic plan: newest and smallest first; include what fits, reduce the rest (a large artifact
+    with `default_reduction` to its share of what is left, at least `min_preview_tokens`)."""
     order = sorted(candidates, key=lambda c: (-c.artifact.step, c.artifact.tokens, c.id))
     remaining = budget_tokens
     large_left = sum(1 for c in order if c.artifact.chars > settings.large_artifact_chars)

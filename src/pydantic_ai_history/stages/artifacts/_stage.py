@@ -190,11 +190,8 @@ class ArtifactPlanner(StageCapability):
         return newest_room(messages, estimate, context, floor=self.settings.resolve_budget(context.limits))
 
     async def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
-        """Whether processing `messages` certainly leaves a note naming `read_artifact` in this request.
-
-        Asked before the request's tools are prepared, so the tool comes with the request that first carries
-        the note; reads only the current request, through the stage's memo.
-        """
+        """Whether processing `messages` certainly leaves a note naming `read_artifact` in this request (asked
+        before its tools are prepared, so the tool comes with the note); reads only the current request."""
         if not messages:
             return False
         budget = self.settings.resolve_budget(context.limits)
@@ -455,11 +452,9 @@ class ArtifactPlanner(StageCapability):
     def _passes_as_is(
         self, attachment: Attachment, profile: Mapping[str, Any] | None, settings: FileSettings | None = None
     ) -> bool:
-        """A file the serving model accepts, within the file limits, that no check here must first read.
-
-        A recognised image is left to the converter (kept byte for byte when whole and within limits); one no
-        decoder recognises is the provider's to judge, as without us.
-        """
+        """A file the serving model accepts, within the file limits, that no check here must first read: a
+        recognised image goes to the converter (kept byte for byte when it fits), an unrecognised one is the
+        provider's to judge, as without us."""
         if not accepted_as_is(attachment.media_type, profile):
             return False
         limits = settings if settings is not None else self.settings.file_settings

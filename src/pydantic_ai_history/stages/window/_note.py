@@ -49,11 +49,8 @@ _NOTE_COUNT = re.compile(re.escape(OPENINGS['window']) + r' (\d+) earlier messag
 
 
 def dropped_count(message: ModelMessage) -> int | None:
-    """How many messages a window note of ours stands for; None for any other message.
-
-    Read from the note's metadata, or where messages have none (1.0, merged notes split back out) from the
-    note parts' own sealed text only, never the system prompts they carry or anybody else's text.
-    """
+    """How many messages a window note of ours stands for (None for any other message): from its metadata, or
+    where there is none (1.0, merged notes split back out) from its note parts' own sealed text only."""
     found = _note_detail(message, 'dropped_messages')
     if found is None:
         return None

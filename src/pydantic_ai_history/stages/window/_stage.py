@@ -79,11 +79,9 @@ class SlidingWindow(StageCapability):
     def _choose(
         self, layout: Layout, per_message: Sequence[int], budget: int
     ) -> tuple[Draft | None, WindowSelection | None]:
-        """The history to return (None when nothing can be dropped), and the last selection considered.
-
-        The note's real cost is known only once the cut is chosen (it carries the dropped system prompt parts
-        and names their transcript): when the result overshoots, choose again with that cost.
-        """
+        """The history to return (None when nothing can be dropped), and the last selection considered. The
+        note's real cost is known once the cut is (it carries the dropped system prompts and names their
+        transcript): when the result overshoots, choose again with that cost."""
         spill = layout.context.store is not None
         note_cost = _NOTE_COST + (_REFERENCE_COST if spill else 0)
         # the loads the cut may unload are recorded again after the note: planned for like the note
