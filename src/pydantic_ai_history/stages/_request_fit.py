@@ -49,6 +49,7 @@ __all__ = (
     'fit_request',
     'is_processed',
     'latest_question',
+    'marked_return',
     'newest_room',
     'plan_fit',
     'reducible_items',
@@ -662,6 +663,12 @@ def report_artifact(
     )
 
 
+def marked_return(part: ToolReturnPart, text: str, files: Sequence[Any], marker: dict[str, Any]) -> Any:
+    """`part` with `text` (then `files`) as its content and `marker` in our metadata."""
+    content: Any = [text, *files] if files else text
+    return with_part_metadata(dataclasses.replace(part, content=content), {MARKER_KEY: marker})
+
+
 def _replaced(request: ModelRequest, replacements: dict[_Place, _Replacement]) -> ModelRequest:
     """`request` with each piece replaced: a tool return's content (its marker in metadata), or a user's text
     sealed as ours (a user prompt part has no metadata)."""
@@ -669,9 +676,7 @@ def _replaced(request: ModelRequest, replacements: dict[_Place, _Replacement]) -
     for (p_index, i_index), (text, marker, files) in replacements.items():
         part = parts[p_index]
         if isinstance(part, ToolReturnPart):
-            content: Any = [text, *files] if files else text
-            new = dataclasses.replace(part, content=content)
-            parts[p_index] = with_part_metadata(new, {MARKER_KEY: marker})
+            parts[p_index] = marked_return(part, text, files, marker)
         elif isinstance(part, UserPromptPart):
             items: Any = seal('artifact', text)
             if i_index is not None:

@@ -23,7 +23,6 @@ from ..._compat import (
     file_input_profile,
     json_text,
     make_request,
-    with_part_metadata,
 )
 from ...budget.model_info import is_test_model, model_info, model_name_of
 from ...cache import cache_key
@@ -36,12 +35,12 @@ from ...pipeline._capability import (
     exempting_readback,
     history_processor_annotations,
 )
-from ...pipeline._context import MARKER_KEY, HistoryContext
+from ...pipeline._context import HistoryContext
 from ...pipeline._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...store import artifact_id
 from ...tokens._running_counts import IdentityMemo
 from .._llm import operations_of
-from .._request_fit import corrected, fit_newest, newest_room, report_artifact, store_original
+from .._request_fit import corrected, fit_newest, marked_return, newest_room, report_artifact, store_original
 from .._summarizer_settings import check_model_ref
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
@@ -275,11 +274,7 @@ class ArtifactPlanner(StageCapability):
                     candidate, strategy, decision, question, allowance, rationale, context
                 )
             outcomes[candidate.id] = outcome
-            after = (
-                a.tokens
-                if outcome.text is None
-                else counter.count_part(_new_part(candidate.source_part, candidate, outcome))
-            )
+            after = a.tokens if outcome.text is None else counter.count_part(_new_part(candidate, outcome))
             remaining = max(remaining - after, 0)
             why, hit = outcome.rationale, outcome.cache_hit
             report_artifact(context, a.id, a.source, outcome.strategy, a.tokens, after, why, hit)
@@ -615,10 +610,8 @@ def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: His
     return dataclasses.replace(candidate, artifact=artifact, text=text, reduced_by=a.tool_name)
 
 
-def _new_part(part: Any, candidate: Candidate, outcome: _Outcome) -> Any:
+def _new_part(candidate: Candidate, outcome: _Outcome) -> Any:
     assert outcome.text is not None
-    content: Any = [outcome.text, *candidate.files] if candidate.files else outcome.text
-    new = dataclasses.replace(part, content=content)
     marker = {
         'artifact_id': candidate.id,
         'original_tokens': candidate.artifact.tokens,
@@ -626,7 +619,7 @@ def _new_part(part: Any, candidate: Candidate, outcome: _Outcome) -> Any:
     }
     if candidate.reduced_by:
         marker['reducer'] = candidate.reduced_by
-    return with_part_metadata(new, {MARKER_KEY: marker})
+    return marked_return(candidate.source_part, outcome.text, candidate.files, marker)
 
 
 async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
@@ -651,22 +644,17 @@ async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
 def _apply(
     messages: list[ModelMessage], candidates: Sequence[Candidate], outcomes: dict[str, _Outcome]
 ) -> list[ModelMessage]:
-    changes: dict[int, dict[int, Any]] = {}
+    result = messages
     for candidate in candidates:
         outcome = outcomes.get(candidate.id)
         if outcome is None or outcome.text is None:
             continue
-        changes.setdefault(candidate.message_index, {})[candidate.part_index] = _new_part(
-            candidate.source_part, candidate, outcome
-        )
-    if not changes:
-        return messages
-    result = list(messages)
-    for m_index, parts_by_index in changes.items():
-        message = result[m_index]
-        parts = [parts_by_index.get(i, p) for i, p in enumerate(message.parts)]
+        result = list(result) if result is messages else result
+        message = result[candidate.message_index]
         assert isinstance(message, ModelRequest)
-        result[m_index] = dataclasses.replace(message, parts=parts)
+        parts = list(message.parts)
+        parts[candidate.part_index] = _new_part(candidate, outcome)
+        result[candidate.message_index] = dataclasses.replace(message, parts=parts)
     return result
 
 
