@@ -21,7 +21,7 @@ from ...messages._utf8 import utf8
 from ...pipeline._context import ARTIFACT_MARKER
 from ...store import artifact_id
 from ...tokens._running_counts import IdentityMemo
-from .._request_fit import call_hints, is_processed, latest_question, tool_return_text
+from .._request_fit import call_hints, is_processed, tool_return_text
 from ._models import Artifact
 
 __all__ = (
@@ -31,7 +31,6 @@ __all__ = (
     'CandidateMemo',
     'find_attachments',
     'find_candidates',
-    'latest_question',
 )
 
 

@@ -40,7 +40,15 @@ from ...pipeline._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...store import artifact_id
 from ...tokens._running_counts import IdentityMemo
 from .._llm import operations_of
-from .._request_fit import corrected, fit_newest, marked_return, newest_room, report_artifact, store_original
+from .._request_fit import (
+    corrected,
+    fit_newest,
+    latest_question,
+    marked_return,
+    newest_room,
+    report_artifact,
+    store_original,
+)
 from .._summarizer_settings import check_model_ref
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
@@ -50,7 +58,6 @@ from ._extract import (
     CandidateMemo,
     find_attachments,
     find_candidates,
-    latest_question,
 )
 from ._models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from ._planner import heuristic_plan, llm_plan, query_for, should_use_llm_planning
