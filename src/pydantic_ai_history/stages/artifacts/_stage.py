@@ -460,7 +460,7 @@ class ArtifactPlanner(StageCapability):
         if not accepted_as_is(attachment.media_type, profile):
             return False
         limits = settings if settings is not None else self.settings.file_settings
-        if not fits_as_is(attachment.media_type, len(attachment.data), None, limits):
+        if not fits_as_is(attachment.media_type, len(attachment.data), limits):
             return False
         return not attachment.media_type.startswith('image/') or unidentified_image(attachment.data)
 

@@ -23,10 +23,7 @@ def window_note(
     """The request that stands for dropped messages, keeping their system prompt parts; earlier notes of ours
     among them are folded in. `transcript`: the stored transcript it names, of all the dropped messages when
     `complete`, else of those an earlier note stood for."""
-    count = 0
-    for message in dropped:
-        noted = dropped_count(message)
-        count += 1 if noted is None else noted
+    count = sum(1 if (noted := dropped_count(m)) is None else noted for m in dropped)
     text = f'{OPENINGS["window"]} {count} earlier messages were removed to fit the context window; '
     details: dict[str, object] = {'dropped_messages': count}
     if transcript is None:
