@@ -96,9 +96,9 @@ def find_candidates(
     *,
     count_tokens: Any,
     exempt_tools: frozenset[str],
-    start: int = 0,
-    memo: CandidateMemo | None = None,
-    make_id: Callable[[bytes], str] = artifact_id,
+    start: int,
+    memo: CandidateMemo,
+    make_id: Callable[[bytes], str],
 ) -> list[Candidate]:
     """Every unprocessed tool return from message `start` on (older ones are not read), as a `Candidate`;
     parts `memo` has seen are not examined again. `make_id` names the artifact (the store's keyed id)."""
@@ -111,7 +111,7 @@ def find_candidates(
         for p_index, part in enumerate(message.parts):
             if not isinstance(part, ToolReturnPart) or part.tool_name in exempt_tools or is_processed(part):
                 continue
-            seen = memo.get(part) if memo is not None else None
+            seen = memo.get(part)
             if seen is not None and seen[0] == count_tokens:
                 found.append(seen[1].at(m_index, p_index))
                 continue
@@ -141,8 +141,7 @@ def find_candidates(
                 files=files,
                 source_part=part,
             )
-            if memo is not None:
-                memo.set(part, (count_tokens, candidate))
+            memo.set(part, (count_tokens, candidate))
             found.append(candidate)
     return found
 
