@@ -45,6 +45,7 @@ __all__ = (
     'FitPlan',
     'Reducible',
     'call_hints',
+    'corrected',
     'fit_newest',
     'fit_request',
     'is_processed',
