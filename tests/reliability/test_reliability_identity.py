@@ -219,7 +219,7 @@ async def test_a_note_sealed_by_another_process_is_kept_as_text_not_dropped() ->
 
 async def test_our_own_text_in_a_user_message_is_not_taken_for_the_question() -> None:
     """`latest_question` skips only text that is ours by identity."""
-    from pydantic_ai_history.stages.artifacts._extract import latest_question
+    from pydantic_ai_history.stages._request_fit import latest_question
 
     asked = [
         user(f'{SUMMARY_OPENING} what is the price of plan B?'),

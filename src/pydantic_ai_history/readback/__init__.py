@@ -7,7 +7,6 @@ spills sends the same tool list as a run without this package.
 from __future__ import annotations
 
 import inspect
-import operator
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,7 +26,7 @@ from ..messages._marks import READ_ARTIFACT_TOOL
 from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
 from ..pipeline._offload import OFF_LOOP_CHARS
 from ..store import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError
-from ._pages import Page
+from ._pages import Page, shrunk_to_fit
 
 __all__ = (
     'MAX_READ_LIMIT',
@@ -83,11 +82,9 @@ async def read_artifact_text(
     scope: str = '',
     room: ReadRoom | None = None,
 ) -> str:
-    """The text of a stored artifact of `scope` from character `offset`, at most `limit` characters and
-    `room.max_tokens` tokens (the answer says where the next page starts); with `query`, its most relevant
-    passages instead. Errors come back as text the model can act on, never raised (another scope's id reads
-    as missing).
-    """
+    """A stored artifact of `scope` from character `offset`, at most `limit` characters and `room.max_tokens`
+    tokens (its first line says where the next page starts); with `query`, its most relevant passages. Errors
+    come back as text the model can act on, never raised (another scope's id reads as missing)."""
     text, _ = await _read_artifact(store, artifact_id, offset, limit, query, scope=scope, room=room)
     return text
 
@@ -112,16 +109,13 @@ async def _read_artifact(
         return f'Error: the artifact store could not be read: {exc}', None
     if info is None or data is None:
         return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).', None
-    if _is_text(info.media_type):
-        text: str | None = None
-    else:
-        text = await _whole_document(data, info.media_type)
-        if text is None:
-            return (
-                f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) '
-                'is not a document; it cannot be returned as text.'
-            ), None
-    read = partial(_read_text, data if text is None else text, artifact_id, offset, limit, query, room)
+    content = data if _is_text(info.media_type) else await _whole_document(data, info.media_type)
+    if content is None:
+        return (
+            f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) '
+            'is not a document; it cannot be returned as text.'
+        ), None
+    read = partial(_read_text, content, artifact_id, offset, limit, query, room)
     if len(data) > OFF_LOOP_CHARS:  # decoding, ranking and counting a large artifact leave the event loop
         return await anyio.to_thread.run_sync(read)
     return read()
@@ -140,23 +134,12 @@ def _read_text(
         return passages, Page(artifact_id=artifact_id, total=len(text), query=query)
     offset = max(0, offset)
     chunk = text[offset : offset + limit]
-    cut = room is not None and room.count_tokens(chunk) > room.max_tokens
-    if room is not None and cut:
-        chunk = _within(chunk, room)
+    cut_to = room.max_tokens if room is not None and room.count_tokens(chunk) > room.max_tokens else None
+    if room is not None and cut_to is not None:
+        whole = chunk
+        chunk = shrunk_to_fit(lambda n: whole[:n], len(whole), cut_to, room.count_tokens)
     page = Page(artifact_id=artifact_id, start=offset, end=offset + len(chunk), total=len(text))
-    return page.text(chunk, room=room.max_tokens if room is not None and cut else None), page
-
-
-def _within(chunk: str, room: ReadRoom) -> str:
-    """The longest head of `chunk` found within `room.max_tokens` (from its density, checked)."""
-    size = len(chunk)
-    for _ in range(4):
-        tokens = room.count_tokens(chunk)
-        if tokens <= room.max_tokens:
-            return chunk
-        size = max(int(len(chunk) * room.max_tokens / tokens * 0.95), 1)
-        chunk = chunk[:size]
-    return chunk
+    return page.text(chunk, room=cut_to), page
 
 
 SEARCH_MAX_ARTIFACTS = 500
@@ -184,8 +167,8 @@ async def search_artifacts_text(
         return f'Error: the stored artifacts cannot be searched ({exc}); read them by artifact_id.'
     texts, skipped = await _searchable_texts(store, infos, scope)
     limit = max(1, min(limit, MAX_READ_LIMIT))
-    search = partial(_search_within, texts, skipped, query, limit, room, tool_name)
-    return await anyio.to_thread.run_sync(search)
+    answer_within = partial(_search_answer, texts, skipped, query, tool_name)
+    return await anyio.to_thread.run_sync(_fitted, answer_within, limit, room)
 
 
 async def _searchable_texts(
@@ -210,29 +193,15 @@ async def _searchable_texts(
     return texts, skipped
 
 
-def _search_within(
-    texts: list[tuple[StoredArtifact, str]],
-    skipped: int,
-    query: str,
-    limit: int,
-    room: ReadRoom | None,
-    tool_name: str,
-) -> str:
-    """The search's answer within `limit` characters, shortened until it fits `room` (off the event loop)."""
-    return _fitted(lambda chars: _search_answer(texts, skipped, query, chars, tool_name), limit, room)
-
-
 def _fitted(answer_within: Callable[[int], str], limit: int, room: ReadRoom | None) -> str:
     """`answer_within(limit)`, asked again for fewer characters (down to 200) until it fits `room`."""
-    answer = answer_within(limit)
-    while room is not None and room.count_tokens(answer) > room.max_tokens and limit > 200:
-        limit = max(int(limit * room.max_tokens / room.count_tokens(answer) * 0.9), 200)
-        answer = answer_within(limit)
-    return answer
+    if room is None:
+        return answer_within(limit)
+    return shrunk_to_fit(answer_within, limit, room.max_tokens, room.count_tokens, floor=200)
 
 
 def _search_answer(
-    texts: list[tuple[StoredArtifact, str]], skipped: int, query: str, limit: int, tool_name: str
+    texts: list[tuple[StoredArtifact, str]], skipped: int, query: str, tool_name: str, limit: int
 ) -> str:
     from ._retrieval import rank_documents  # loaded by the first search, not with the package
 
@@ -341,14 +310,13 @@ class _Scan:
 
     found: bool
     length: int
-    first: tuple[weakref.ReferenceType[Any], ...]
-    """The history's first message (or the candidates for it): another object there means another history
-    that happens to reuse the list's id."""
+    first: weakref.ReferenceType[Any] | None
+    """The history's first message: another object there means another history that reuses the list's id."""
     last: weakref.ReferenceType[Any] | None
     """The last message read: when the history still holds it at `length - 1`, only what follows is new."""
 
     def same_history(self, messages: Sequence[ModelMessage]) -> bool:
-        return bool(messages) and any(ref() is messages[0] for ref in self.first)
+        return bool(messages) and self.first is not None and self.first() is messages[0]
 
     def unread_from(self, messages: Sequence[ModelMessage]) -> int:
         """Where reading resumes: after the last message read when it is still in place, else 0."""
@@ -386,14 +354,14 @@ class ReadbackGate:
             return True
         scan = self._scans.pop(id(messages), None)
         if scan is None or not scan.same_history(messages):
-            scan = _Scan(False, 0, (), None)
+            scan = _Scan(False, 0, None, None)
         if not scan.found:
             start = scan.unread_from(messages)
             scan.found = any(names_readback(m) for m in messages[start:])
         scan.length = len(messages)
         scan.last = _weak(messages[-1]) if messages else None
         if messages and not scan.same_history(messages):
-            scan.first = tuple(ref for ref in (_weak(messages[0]),) if ref is not None)
+            scan.first = _weak(messages[0])
         _remember(self._scans, id(messages), scan, self.max_tracked)
         if scan.found and run is not None:
             _remember(self._runs, run, None, self.max_tracked)
@@ -401,13 +369,7 @@ class ReadbackGate:
 
     def observe(self, ctx: Any, before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> None:
         """Note what the processor turned `before` into, for the run of `ctx` (only new messages are read)."""
-        if (
-            before is after
-            or not after
-            or (len(before) == len(after) and all(map(operator.is_, before, after)))
-        ):
-            return
-        run = self.run_key(ctx) if ctx is not None else None
+        run = self.run_key(ctx) if ctx is not None and before is not after else None
         if run is None or run in self._runs:
             return
         kept = {id(m) for m in before}

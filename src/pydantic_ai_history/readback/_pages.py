@@ -8,14 +8,14 @@ artifact it is: the request fit can then cut a page shorter instead of storing a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .._compat import part_metadata
 from ..messages._marks import MARKER_KEY
 
-__all__ = ('PAGE_KEY', 'Page')
+__all__ = ('PAGE_KEY', 'Page', 'shrunk_to_fit')
 
 PAGE_KEY = 'readback'
 """The key, in our metadata dict on a tool return, of the page a read-back returned."""
@@ -65,3 +65,18 @@ class Page:
     def body(self, text: str) -> str:
         """The page's content without its first line."""
         return text if self.query is not None else text.partition('\n')[2]
+
+
+def shrunk_to_fit(
+    render: Callable[[int], str], size: int, max_tokens: int, cost: Callable[[str], int], *, floor: int = 1
+) -> str:
+    """`render(size)`, rendered again smaller (by its measured density, with a margin; never below `floor`)
+    until it costs at most `max_tokens` (eight tries at most)."""
+    text = render(size)
+    for _ in range(8):
+        tokens = cost(text)
+        if tokens <= max_tokens or size <= floor:
+            break
+        size = max(int(size * max_tokens / tokens * 0.9), floor)
+        text = render(size)
+    return text

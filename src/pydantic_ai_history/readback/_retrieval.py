@@ -103,19 +103,14 @@ def _query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(terms))[:_QUERY_TERMS]
 
 
-def bm25_scores(
-    documents: Sequence[Sequence[str]], query_terms: Sequence[str], *, k1: float = BM25_K1, b: float = BM25_B
-) -> list[float]:
+def bm25_scores(documents: Sequence[Sequence[str]], query_terms: Sequence[str]) -> list[float]:
     """Okapi BM25 score of each tokenized document for the query terms (idf with +1, so it stays positive)."""
     if not documents or not query_terms:
         return [0.0] * len(documents)
-    counts = [Counter(doc) for doc in documents]
-    return _bm25(counts, [len(doc) for doc in documents], query_terms, k1, b)
+    return _bm25([Counter(doc) for doc in documents], [len(doc) for doc in documents], query_terms)
 
 
-def _chunk_scores(
-    text: str, spans: Sequence[_Span], query_terms: Sequence[str], k1: float, b: float
-) -> list[float]:
+def _chunk_scores(text: str, spans: Sequence[_Span], query_terms: Sequence[str]) -> list[float]:
     """`bm25_scores` of the chunks (context included), tokenizing one chunk at a time and keeping only the
     counts of the query's terms: the words of a 20 MB text are never all held at once."""
     if not spans or not query_terms:
@@ -127,12 +122,11 @@ def _chunk_scores(
         tokens = tokenize(span.context + '\n' + text[span.start : span.end])
         lengths.append(len(tokens))
         counts.append(Counter(t for t in tokens if t in wanted))
-    return _bm25(counts, lengths, query_terms, k1, b)
+    return _bm25(counts, lengths, query_terms)
 
 
-def _bm25(
-    counts: Sequence[Counter[str]], lengths: Sequence[int], query_terms: Sequence[str], k1: float, b: float
-) -> list[float]:
+def _bm25(counts: Sequence[Counter[str]], lengths: Sequence[int], query_terms: Sequence[str]) -> list[float]:
+    k1, b = BM25_K1, BM25_B
     n = len(counts)
     average = sum(lengths) / n or 1.0
     scores = [0.0] * n
@@ -430,20 +424,14 @@ class Extract:
 
 
 def extract_passages(
-    text: str,
-    query: str | None,
-    max_chars: int,
-    *,
-    chunk_chars: int | None = None,
-    k1: float = BM25_K1,
-    b: float = BM25_B,
+    text: str, query: str | None, max_chars: int, *, chunk_chars: int | None = None
 ) -> Extract:
     """The chunks of `text` most relevant to `query`, best first until `max_chars`, shown in original order,
     each run headed by a `[showing chunks i..j of n, characters a-b of N]` marker so the model knows where
     the rest is. Without a query, or when nothing matches, the opening chunks."""
     if chunk_chars is None:
         chunk_chars = min(DEFAULT_CHUNK_CHARS, max(max_chars // 3, 300))
-    return rank_passages(text, query, chunk_chars=chunk_chars, k1=k1, b=b).select(max_chars)
+    return rank_passages(text, query, chunk_chars=chunk_chars).select(max_chars)
 
 
 @dataclass(frozen=True)
@@ -485,12 +473,10 @@ class Ranking:
         return Extract(_render(self.text, spans, chosen), len(spans), tuple(chosen), self.matched)
 
 
-def rank_passages(
-    text: str, query: str | None, *, chunk_chars: int, k1: float = BM25_K1, b: float = BM25_B
-) -> Ranking:
+def rank_passages(text: str, query: str | None, *, chunk_chars: int) -> Ranking:
     """`text` chunked along its structure and ranked by BM25 against `query` (see `extract_passages`)."""
     spans = _spans(text, chunk_chars, None)
-    scores = _chunk_scores(text, spans, _query_terms(query or ''), k1, b)
+    scores = _chunk_scores(text, spans, _query_terms(query or ''))
     matched = any(s > 0 for s in scores)
     if matched:
         order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))

@@ -55,11 +55,8 @@ _SPEEDS: dict[str, float] = {}
 
 
 def summarizer_timeout(setting: Timeout, model: object, chars: int) -> float | None:
-    """The seconds one call may take under `SummarizerSettings.timeout=setting`, None for no limit.
-
-    `'auto'`: none for a model on a local server; else 60 s plus three times `chars` at the model's
-    measured speed.
-    """
+    """Seconds one call may take under `SummarizerSettings.timeout=setting` (None: no limit); `'auto'`: no
+    limit on a local server, else 60 s plus three times `chars` at the model's measured speed."""
     if setting is None:
         return None
     if setting != 'auto':
@@ -115,11 +112,9 @@ async def run_text(
     model_settings: Any = None,
     instrument: InstrumentationSettings | None = None,
 ) -> str:
-    """One model request (`prompt` with `instructions`) answered in text.
-
-    Raises `TimeoutError` naming the setting when `timeout` runs out, and whatever the request raises; usage
-    is added to `usage` on success. `instrument`: the outer run's, so the request is a span of its trace.
-    """
+    """One model request (`prompt` with `instructions`) answered in text; raises `TimeoutError` naming the
+    setting when `timeout` runs out, and whatever the request raises. Usage is added to `usage` on success;
+    `instrument`: the outer run's, so the request is a span of its trace."""
     from pydantic_ai.direct import model_request
     from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 

@@ -156,11 +156,9 @@ def reload_record(lost: LoadState, *, run_id: str | None = None) -> ModelRequest
 
 
 def record_index(after: Sequence[ModelMessage], kept_from: int) -> int:
-    """Where the record goes in `after`: inside its post-compaction window, between units, never last.
-
-    After the latest request holding our `CompactionPart`, or past the requests answering a provider's
-    compaction; without one, where the kept messages start (`kept_from`).
-    """
+    """Where the record goes in `after` (inside its post-compaction window, between units, never last): after
+    the latest request holding our `CompactionPart`, or past the requests answering a provider's compaction;
+    without one, where the kept messages start (`kept_from`)."""
     last = len(after) - 1
     for index in range(last, -1, -1):
         message = after[index]

@@ -32,21 +32,26 @@ from .._compat import (
     part_metadata,
     with_part_metadata,
 )
+from ..budget._room import kept_tokens, request_room, window_room
 from ..events import ArtifactProcessed
 from ..messages._marks import marker_kind, part_kinds, readback_tool, seal, sealed_kind
 from ..messages._utf8 import utf8
 from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
 from ..pipeline._offload import OFF_LOOP_CHARS, large_content
-from ..readback._pages import Page
-from ..tokens import TokenCounter
+from ..readback._pages import Page, shrunk_to_fit
+from ..tokens import TokenCounter, TokenEstimate
 
 __all__ = (
     'FitPlan',
     'Reducible',
     'call_hints',
+    'corrected',
+    'fit_newest',
     'fit_request',
     'is_processed',
     'latest_question',
+    'marked_return',
+    'newest_room',
     'plan_fit',
     'reducible_items',
     'report_artifact',
@@ -63,6 +68,11 @@ _PASSES = 3
 """Reductions are measured after they are made; a request still over its room is reduced again this often."""
 _PAGE_HEADER_TOKENS = 48
 """What a read-back page's first line costs."""
+
+
+def corrected(counter: TokenCounter, text: str) -> int:
+    """What `text` costs the serving model: the tokenizer's count times the profile's correction."""
+    return math.ceil(counter.count_text(text) * counter.tokenizer_profile.correction)
 
 
 def is_processed(part: Any) -> bool:
@@ -140,11 +150,10 @@ def reducible_items(
 ) -> list[Reducible]:
     """The pieces of `request` a fit may shorten: unprocessed tool returns with text and the user's texts
     (never our notes). `hints`: `call_hints` of the response the request answers."""
-    correction = counter.tokenizer_profile.correction
     items: list[Reducible] = []
 
     def add(part_index: int, item_index: int | None, text: str, **fields: Any) -> None:
-        tokens = math.ceil(counter.count_text(text) * correction)
+        tokens = corrected(counter, text)
         items.append(
             Reducible(part_index=part_index, item_index=item_index, text=text, tokens=tokens, **fields)
         )
@@ -271,17 +280,11 @@ def passages_within(
     chars_per_token = len(text) / max(counter.count_text(text), 1)
     room = max_tokens / correction - counter.count_text(head) - 4
     target = max(int(room * chars_per_token), 200)
-    body = head
     from ..readback._retrieval import rank_passages  # loaded by the first extraction, not with the package
 
     ranking = rank_passages(text, query, chunk_chars=min(chunk_chars, max(target // 3, 300)))
-    for _ in range(5):
-        body = head + ranking.select(target).text
-        cost = math.ceil(counter.count_text(body) * correction)
-        if cost <= max_tokens or target <= 200:
-            break
-        target = max(int(target * max_tokens / cost * 0.9), 200)
-    return body
+    cost = functools.partial(corrected, counter)
+    return shrunk_to_fit(lambda n: head + ranking.select(n).text, target, max_tokens, cost, floor=200)
 
 
 _PROMPT_HEAD_SHARE = 0.25
@@ -368,6 +371,39 @@ _Place = tuple[int, 'int | None']
 """Where a reduced text goes: the part's index, and the item's index in a user message's content list."""
 _Replacement = tuple[str, dict[str, Any], tuple[Any, ...]]
 """The text replacing a piece, the marker recorded in a tool return's metadata, the files kept after it."""
+
+
+def newest_room(
+    messages: Sequence[ModelMessage], estimate: TokenEstimate, context: HistoryContext, *, floor: int | None
+) -> tuple[int, int] | None:
+    """The newest request's room and the most it can carry once the window drops all it may (`window_room`);
+    None when it is within its room. `floor`: the least room it gets (`request_room`); None: the window's."""
+    kept = kept_tokens(
+        messages,
+        estimate.per_message,
+        estimate.overhead,
+        keep_first_user_message=context.keep_first_user_message,
+    )
+    most = window_room(context.limits, kept=kept)
+    newest = estimate.per_message[-1]
+    room = most
+    if floor is not None:
+        room = request_room(context.limits, others=estimate.total - newest, kept=kept, floor=floor)
+    return (room, most) if newest > room else None
+
+
+async def fit_newest(
+    messages: list[ModelMessage],
+    rooms: tuple[int, int] | None,
+    context: HistoryContext,
+    *,
+    stage: str,
+) -> list[ModelMessage]:
+    """`messages` with the newest request cut to its room (`rooms`: `newest_room`'s answer)."""
+    if rooms is None:
+        return messages
+    room, most = rooms
+    return await fit_request(messages, room, context, query=latest_question(messages), stage=stage, most=most)
 
 
 async def fit_request(
@@ -554,17 +590,13 @@ class _Fit:
 def _repaged(item: Reducible, page: Page, cap: int, counter: TokenCounter) -> str:
     """A read-back page cut to `cap` tokens, its first line saying where the next page starts."""
     body = page.body(item.text)
-    correction = counter.tokenizer_profile.correction
-    chars = int(max(cap - _PAGE_HEADER_TOKENS, 1) * len(body) / max(counter.count_text(body) * correction, 1))
-    text = item.text
-    for _ in range(4):
-        shorter, kept = page.shorter(body, chars)
-        text = shorter.text(kept, room=cap)
-        cost = math.ceil(counter.count_text(text) * correction)
-        if cost <= cap or chars <= 1:
-            break
-        chars = max(int(chars * cap / cost * 0.95), 1)
-    return text
+    chars = int(max(cap - _PAGE_HEADER_TOKENS, 1) * len(body) / max(corrected(counter, body), 1))
+
+    def render(size: int) -> str:
+        shorter, kept = page.shorter(body, size)
+        return shorter.text(kept, room=cap)
+
+    return shrunk_to_fit(render, chars, cap, functools.partial(corrected, counter))
 
 
 def _large(item: Reducible) -> bool:
@@ -632,34 +664,23 @@ def report_artifact(
     )
 
 
+def marked_return(part: ToolReturnPart, text: str, files: Sequence[Any], marker: dict[str, Any]) -> Any:
+    """`part` with `text` (then `files`) as its content and `marker` in our metadata."""
+    content: Any = [text, *files] if files else text
+    return with_part_metadata(dataclasses.replace(part, content=content), {MARKER_KEY: marker})
+
+
 def _replaced(request: ModelRequest, replacements: dict[_Place, _Replacement]) -> ModelRequest:
+    """`request` with each piece replaced: a tool return's content (its marker in metadata), or a user's text
+    sealed as ours (a user prompt part has no metadata)."""
     parts = list(request.parts)
-    for p_index, part in enumerate(parts):
+    for (p_index, i_index), (text, marker, files) in replacements.items():
+        part = parts[p_index]
         if isinstance(part, ToolReturnPart):
-            found = replacements.get((p_index, None))
-            if found is not None:
-                text, marker, files = found
-                content: Any = [text, *files] if files else text
-                parts[p_index] = with_part_metadata(
-                    dataclasses.replace(part, content=content), {MARKER_KEY: marker}
-                )
+            parts[p_index] = marked_return(part, text, files, marker)
         elif isinstance(part, UserPromptPart):
-            parts[p_index] = _replaced_prompt(part, p_index, replacements)
+            items: Any = seal('artifact', text)
+            if i_index is not None:
+                items = [*part.content[:i_index], items, *part.content[i_index + 1 :]]
+            parts[p_index] = dataclasses.replace(part, content=items)
     return dataclasses.replace(request, parts=parts)
-
-
-def _replaced_prompt(
-    part: UserPromptPart, p_index: int, replacements: dict[_Place, _Replacement]
-) -> UserPromptPart:
-    """The user's message with its reduced texts sealed as ours (a user prompt part has no metadata)."""
-    if isinstance(part.content, str):
-        found = replacements.get((p_index, None))
-        return part if found is None else dataclasses.replace(part, content=seal('artifact', found[0]))
-    items = list(part.content)
-    changed = False
-    for i_index in range(len(items)):
-        found = replacements.get((p_index, i_index))
-        if found is not None:
-            items[i_index] = seal('artifact', found[0])
-            changed = True
-    return dataclasses.replace(part, content=items) if changed else part

@@ -104,8 +104,8 @@ def test_the_limits_table() -> None:
     assert (given.image_max_bytes, given.image_max_dimension) == (1_000, NO_LIMIT)
     # documents: a 6 MB PDF is Anthropic's to take, not Bedrock's
     pdf = 6_000_000
-    assert fits_as_is('application/pdf', pdf, None, FileSettings().for_model('anthropic:claude-sonnet-4-5'))
-    assert not fits_as_is('application/pdf', pdf, None, FileSettings().for_model('bedrock:anthropic.claude'))
+    assert fits_as_is('application/pdf', pdf, FileSettings().for_model('anthropic:claude-sonnet-4-5'))
+    assert not fits_as_is('application/pdf', pdf, FileSettings().for_model('bedrock:anthropic.claude'))
 
 
 def test_a_fallback_over_two_providers_takes_the_stricter_limits() -> None:

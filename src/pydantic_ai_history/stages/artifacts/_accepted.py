@@ -71,16 +71,11 @@ def unidentified_image(data: bytes) -> bool:
         return False
 
 
-def fits_as_is(
-    media_type: str, size_bytes: int, dimensions: tuple[int, int] | None, settings: FileSettings
-) -> bool:
-    """Whether an accepted file is also within `settings`' size limits as it is (an image whose header cannot
-    be read, `dimensions` None, is the provider's to judge)."""
+def fits_as_is(media_type: str, size_bytes: int, settings: FileSettings) -> bool:
+    """Whether an accepted file is also within `settings`' size limits as it is (an image's dimensions are
+    the converter's to check: `_passes_as_is` leaves a recognised image to it)."""
     if media_type.startswith('image/'):
-        max_bytes, max_dimension = settings.image_limits
-        if size_bytes > max_bytes:
-            return False
-        return dimensions is None or max(dimensions) <= max_dimension
+        return size_bytes <= settings.image_limits[0]
     document_max = settings.for_model(None).document_max_bytes or 0
     return size_bytes <= min(document_max, settings.max_file_bytes)
 

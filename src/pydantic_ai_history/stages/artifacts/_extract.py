@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..._compat import (
@@ -21,7 +20,8 @@ from ...messages._marks import unseal
 from ...messages._utf8 import utf8
 from ...pipeline._context import ARTIFACT_MARKER
 from ...store import artifact_id
-from .._request_fit import call_hints, is_processed, latest_question, tool_return_text
+from ...tokens._running_counts import IdentityMemo
+from .._request_fit import call_hints, is_processed, tool_return_text
 from ._models import Artifact
 
 __all__ = (
@@ -31,7 +31,6 @@ __all__ = (
     'CandidateMemo',
     'find_attachments',
     'find_candidates',
-    'latest_question',
 )
 
 
@@ -47,7 +46,6 @@ class Candidate:
     original: str
     """Exactly what the model would have seen; what goes to the spill store."""
     media_type: str
-    in_current_request: bool
     hint: str = ''
     """Text from the tool call's arguments, added to the extraction query."""
     reduced_by: str | None = None
@@ -60,63 +58,20 @@ class Candidate:
     def id(self) -> str:
         return self.artifact.id
 
-    def at(self, message_index: int, part_index: int, in_current_request: bool) -> Candidate:
+    def at(self, message_index: int, part_index: int) -> Candidate:
         """This candidate where it is found now (messages before it may have been dropped)."""
-        if (message_index, part_index, in_current_request) == (
-            self.message_index,
-            self.part_index,
-            self.in_current_request,
-        ):
+        if (message_index, part_index) == (self.message_index, self.part_index):
             return self
+        artifact = self.artifact.model_copy(update={'step': message_index})
         return dataclasses.replace(
-            self,
-            artifact=self.artifact.model_copy(update={'step': message_index}),
-            message_index=message_index,
-            part_index=part_index,
-            in_current_request=in_current_request,
+            self, artifact=artifact, message_index=message_index, part_index=part_index
         )
 
 
-_MEMO_SIZE = 2_048
-"""Examined tool returns remembered per stage (the oldest are forgotten first)."""
-
-
-@dataclass
-class CandidateMemo:
-    """Tool returns already examined, by identity, with the candidate made of each.
-
-    Over the hard limit every tool return is read on every request; a part seen before is not serialised,
-    hashed and counted again (parts never mutate). Weakly referenced, so a reused id never matches; bounded.
-    """
-
-    size: int = _MEMO_SIZE
-    _entries: dict[int, tuple[weakref.ReferenceType[Any], Any, Candidate]] = field(
-        default_factory=dict, repr=False
-    )
-
-    def get(self, part: object, count_tokens: Any) -> Candidate | None:
-        """The candidate made of `part` with the same token counter, else None."""
-        entry = self._entries.get(id(part))
-        if entry is None or entry[0]() is not part or entry[1] != count_tokens:
-            return None
-        return entry[2]
-
-    def add(self, part: object, count_tokens: Any, candidate: Candidate) -> None:
-        key = id(part)
-        entries = self._entries
-        entries.pop(key, None)
-        while len(entries) >= self.size:
-            del entries[next(iter(entries))]
-
-        def forget(ref: weakref.ReferenceType[Any], k: int = key) -> None:
-            entry = entries.get(k)
-            if entry is not None and entry[0] is ref:
-                del entries[k]
-
-        entries[key] = (weakref.ref(part, forget), count_tokens, candidate)
-
-    def __len__(self) -> int:
-        return len(self._entries)
+CandidateMemo = IdentityMemo[tuple[Any, Candidate]]
+"""Tool returns already examined, by identity, with the token counter and the candidate made of each: over
+the hard limit every tool return is read on every request; a part seen before is not serialised, hashed and
+counted again (parts never mutate). Holds an entry per tool return still alive."""
 
 
 @dataclass
@@ -130,7 +85,6 @@ class Attachment:
     data: bytes
     media_type: str
     name: str | None
-    in_current_request: bool
 
     @property
     def id(self) -> str:
@@ -142,16 +96,12 @@ def find_candidates(
     *,
     count_tokens: Any,
     exempt_tools: frozenset[str],
-    start: int = 0,
-    memo: CandidateMemo | None = None,
-    make_id: Callable[[bytes], str] = artifact_id,
+    start: int,
+    memo: CandidateMemo,
+    make_id: Callable[[bytes], str],
 ) -> list[Candidate]:
-    """Every unprocessed tool return from message `start` on, as a `Candidate`.
-
-    Only messages from `start` are read, so looking at the current request costs nothing per older message;
-    parts `memo` has seen are not examined again. `make_id` names the artifact (the store's keyed id).
-    """
-    last = len(messages) - 1
+    """Every unprocessed tool return from message `start` on (older ones are not read), as a `Candidate`;
+    parts `memo` has seen are not examined again. `make_id` names the artifact (the store's keyed id)."""
     hints: dict[str, str] | None = None
     found: list[Candidate] = []
     for m_index in range(start, len(messages)):
@@ -161,9 +111,9 @@ def find_candidates(
         for p_index, part in enumerate(message.parts):
             if not isinstance(part, ToolReturnPart) or part.tool_name in exempt_tools or is_processed(part):
                 continue
-            seen = memo.get(part, count_tokens) if memo is not None else None
-            if seen is not None:
-                found.append(seen.at(m_index, p_index, m_index == last))
+            seen = memo.get(part)
+            if seen is not None and seen[0] == count_tokens:
+                found.append(seen[1].at(m_index, p_index))
                 continue
             if hints is None:
                 hints = call_hints(messages[max(start - 1, 0) :])
@@ -187,13 +137,11 @@ def find_candidates(
                 text,
                 text,
                 media_type,
-                m_index == last,
                 hints.get(part.tool_call_id, ''),
                 files=files,
                 source_part=part,
             )
-            if memo is not None:
-                memo.add(part, count_tokens, candidate)
+            memo.set(part, (count_tokens, candidate))
             found.append(candidate)
     return found
 
@@ -217,7 +165,6 @@ def _name_of(item: Any) -> str | None:
 def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> list[Attachment]:
     """Files attached in user prompts or returned by tools, from message `start` on, not processed yet
     (a processed file is followed by, or replaced with, a sealed text item of ours)."""
-    last = len(messages) - 1
     found: list[Attachment] = []
     for m_index in range(start, len(messages)):
         message = messages[m_index]
@@ -246,7 +193,5 @@ def find_attachments(messages: Sequence[ModelMessage], *, start: int = 0) -> lis
                 data, media_type = decoded
                 if media_type.startswith('video/'):
                     continue
-                found.append(
-                    Attachment(m_index, p_index, i_index, data, media_type, _name_of(item), m_index == last)
-                )
+                found.append(Attachment(m_index, p_index, i_index, data, media_type, _name_of(item)))
     return found

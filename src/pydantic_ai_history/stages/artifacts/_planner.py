@@ -37,12 +37,8 @@ def should_use_llm_planning(
     input_price_per_mtok: float | None = None,
     settings: ArtifactSettings = _DEFAULT_SETTINGS,
 ) -> PlanningChoice:
-    """Decide whether one extra LLM call to plan is worth it.
-
-    No when there is little to plan, or everything fits with `margin` on a cheap model with no large
-    artifact; yes when near or over budget, on an expensive model (a wrong include costs more than the
-    plan), or when any artifact is large.
-    """
+    """Whether one extra LLM call to plan is worth it: not when there is little to plan; yes when near or over
+    budget, on an expensive model (a wrong include costs more than the plan), or when an artifact is large."""
     if not artifacts:
         return PlanningChoice(False, 'no artifacts')
     total_chars = sum(a.chars for a in artifacts)
@@ -66,7 +62,8 @@ def should_use_llm_planning(
     return PlanningChoice(False, 'everything fits with margin on a cheap model')
 
 
-def _query_for(candidate: Candidate, question: str) -> str:
+def query_for(candidate: Candidate, question: str) -> str:
+    """The question and the call's arguments: what an extraction or a summary looks for."""
     return ' '.join(p for p in (question, candidate.hint) if p)
 
 
@@ -77,18 +74,15 @@ def heuristic_plan(
     budget_tokens: int,
     settings: ArtifactSettings = _DEFAULT_SETTINGS,
 ) -> ArtifactPlan:
-    """The deterministic plan: newest and smallest first; include what fits, reduce the rest.
-
-    A large artifact that does not fit is reduced with `default_reduction` while `min_extract_tokens` are
-    left, else excluded; the current request's keep at least a `min_preview_tokens` extract.
-    """
+    """The deterministic plan: newest and smallest first; include what fits, reduce the rest (a large artifact
+    with `default_reduction` to its share of what is left, at least `min_preview_tokens`)."""
     order = sorted(candidates, key=lambda c: (-c.artifact.step, c.artifact.tokens, c.id))
     remaining = budget_tokens
     large_left = sum(1 for c in order if c.artifact.chars > settings.large_artifact_chars)
     decisions: list[ArtifactDecision] = []
     for priority, candidate in enumerate(order):
         a = candidate.artifact
-        query = _query_for(candidate, question) or None
+        query = query_for(candidate, question) or None
         large = a.chars > settings.large_artifact_chars
         if not large or a.tokens <= settings.view_cap(remaining):
             large_left -= large
@@ -98,17 +92,12 @@ def heuristic_plan(
         else:
             share = settings.view_cap(remaining // max(large_left, 1))
             large_left -= 1
-            if share >= settings.min_extract_tokens or candidate.in_current_request:
-                strategy = ProcessingStrategy(settings.default_reduction)
-                kept = max(share, settings.min_preview_tokens)
-                rationale = (
-                    f'{a.tokens:,} tokens do not fit the {remaining:,} left; {strategy.value} about {kept:,}'
-                )
-                remaining = max(remaining - kept, 0)
-            else:
-                strategy, query = ProcessingStrategy.EXCLUDE, None
-                rationale = f'budget spent ({remaining:,} tokens left)'
-                remaining = max(remaining, 0)
+            strategy = ProcessingStrategy(settings.default_reduction)
+            kept = max(share, settings.min_preview_tokens)
+            rationale = (
+                f'{a.tokens:,} tokens do not fit the {remaining:,} left; {strategy.value} about {kept:,}'
+            )
+            remaining = max(remaining - kept, 0)
         decisions.append(
             ArtifactDecision(
                 artifact_id=a.id,
@@ -151,8 +140,7 @@ def planner_prompt(
         preview = ' '.join(c.text[: preview_chars * 3].split())[:preview_chars]
         lines.append(
             f'- id: {a.id}\n  kind: {a.kind}; source: {a.source}; message {a.step}; {a.chars:,} chars; '
-            f'~{a.tokens:,} tokens; '
-            f'current request: {"yes" if c.in_current_request else "no"}\n  preview: {preview}'
+            f'~{a.tokens:,} tokens\n  preview: {preview}'
         )
     return '\n'.join(lines)
 
@@ -171,24 +159,16 @@ def validate_plan(
         raise InvalidPlan(f'unknown artifact ids: {unknown[:3]}')
     if not plan.decisions:
         raise InvalidPlan('the plan has no decisions')
-    seen: set[str] = set()
-    decisions: list[ArtifactDecision] = []
+    decisions: dict[str, ArtifactDecision] = {}
     for decision in plan.ordered():
-        if decision.artifact_id not in seen:
-            seen.add(decision.artifact_id)
-            decisions.append(decision)
-    top = max((d.priority for d in decisions), default=0)
+        decisions.setdefault(decision.artifact_id, decision)
+    top = max(d.priority for d in decisions.values())
     for extra in fallback.ordered():
-        if extra.artifact_id not in seen:
-            decisions.append(
-                extra.model_copy(
-                    update={
-                        'priority': top + 1 + extra.priority,
-                        'rationale': 'not in the LLM plan; ' + extra.rationale,
-                    }
-                )
-            )
-    return ArtifactPlan(decisions=decisions, reasoning=plan.reasoning)
+        if extra.artifact_id not in decisions:
+            rationale = 'not in the LLM plan; ' + extra.rationale
+            update = {'priority': top + 1 + extra.priority, 'rationale': rationale}
+            decisions[extra.artifact_id] = extra.model_copy(update=update)
+    return ArtifactPlan(decisions=list(decisions.values()), reasoning=plan.reasoning)
 
 
 async def llm_plan(

@@ -90,17 +90,23 @@ def _reduce_snapshot_text(text: str, max_depth: int, keep_roles: frozenset[str],
     return '\n'.join(kept)
 
 
+def _children(node: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """A tree node's child nodes; None when it has no `children` list."""
+    children = node.get('children')
+    if not isinstance(children, Sequence) or isinstance(children, str):
+        return None
+    return [child for child in children if isinstance(child, Mapping)]
+
+
 def _reduce_tree(
     node: Mapping[str, Any], depth: int, max_depth: int, keep_roles: frozenset[str], max_name_chars: int
 ) -> dict[str, Any]:
     out = {key: _clipped(value, max_name_chars) for key, value in node.items() if key != 'children'}
-    children = node.get('children')
-    if isinstance(children, Sequence) and not isinstance(children, str):
+    children = _children(node)
+    if children is not None:
         kept: list[Any] = []
         omitted = 0
         for child in children:
-            if not isinstance(child, Mapping):
-                continue
             if depth + 1 <= max_depth:
                 kept.append(_reduce_tree(child, depth + 1, max_depth, keep_roles, max_name_chars))
             else:
@@ -126,19 +132,13 @@ def _interactive_descendants(
         if 'name' in leaf:
             leaf['name'] = _clipped(leaf['name'], max_name_chars)
         found.append(leaf)
-    children = node.get('children')
-    if isinstance(children, Sequence) and not isinstance(children, str):
-        for child in children:
-            if isinstance(child, Mapping):
-                found.extend(_interactive_descendants(child, keep_roles, max_name_chars))
+    for child in _children(node) or ():
+        found.extend(_interactive_descendants(child, keep_roles, max_name_chars))
     return found
 
 
 def _count_nodes(node: Mapping[str, Any]) -> int:
-    children = node.get('children')
-    if not isinstance(children, Sequence) or isinstance(children, str):
-        return 1
-    return 1 + sum(_count_nodes(c) for c in children if isinstance(c, Mapping))
+    return 1 + sum(_count_nodes(c) for c in _children(node) or ())
 
 
 DEFAULT_ERROR_PATTERN = re.compile(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ...budget._policy import ContextLimits
+from ...budget._room import hard_limit
 from ...files import FileSettings
 from .._summarizer_settings import ModelRef
 
@@ -88,21 +89,13 @@ class ArtifactSettings:
             'chunk_chars',
             'planner_timeout',
             'planner_preview_chars',
+            'max_artifact_tokens',
+            'artifact_budget_tokens',
         )
         for name in positive:
             value = getattr(self, name)
-            if value <= 0:
+            if value is not None and value <= 0:
                 raise ValueError(f'ArtifactSettings.{name} must be positive, got {value!r}')
-        if self.max_artifact_tokens is not None and self.max_artifact_tokens <= 0:
-            raise ValueError(
-                'ArtifactSettings.max_artifact_tokens must be positive or None, '
-                f'got {self.max_artifact_tokens!r}'
-            )
-        if self.artifact_budget_tokens is not None and self.artifact_budget_tokens <= 0:
-            raise ValueError(
-                'ArtifactSettings.artifact_budget_tokens must be positive, '
-                f'got {self.artifact_budget_tokens!r}'
-            )
 
     @property
     def uses_llm_planning(self) -> bool:
@@ -114,7 +107,7 @@ class ArtifactSettings:
 
     def hard_limit(self, limits: ContextLimits) -> int:
         """The history's hard limit for this stage: the policy's budget, at most its compaction trigger."""
-        return max(min(limits.budget, limits.trigger), 1)
+        return hard_limit(limits)
 
     def resolve_budget(self, limits: ContextLimits) -> int:
         """Tokens for all artifacts together."""

@@ -1,9 +1,8 @@
 """The artifact stage: convert attached files, run per-tool reducers, plan, reduce large tool outputs once.
 
-Work happens when an artifact first appears (in the current request, which no provider has cached yet);
-older, already-sent artifacts are re-planned only when the history is over budget, since rewriting a sent
-message breaks the provider's prompt cache from that point. Whatever is reduced is first written to the
-spill store, so `read_artifact` can return it exactly; when the store fails the content stays inline.
+Work happens only on the newest request, which no provider has cached yet (rewriting a sent message breaks
+the prompt cache from that point). Whatever is reduced is first written to the spill store, so
+`read_artifact` can return it exactly; when the store fails the content stays inline.
 """
 
 from __future__ import annotations
@@ -24,9 +23,7 @@ from ..._compat import (
     file_input_profile,
     json_text,
     make_request,
-    with_part_metadata,
 )
-from ...budget._room import kept_tokens, request_room, window_room
 from ...budget.model_info import is_test_model, model_info, model_name_of
 from ...cache import cache_key
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
@@ -38,11 +35,20 @@ from ...pipeline._capability import (
     exempting_readback,
     history_processor_annotations,
 )
-from ...pipeline._context import MARKER_KEY, HistoryContext
+from ...pipeline._context import HistoryContext
 from ...pipeline._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...store import artifact_id
+from ...tokens._running_counts import IdentityMemo
 from .._llm import operations_of
-from .._request_fit import fit_request, report_artifact, store_original
+from .._request_fit import (
+    corrected,
+    fit_newest,
+    latest_question,
+    marked_return,
+    newest_room,
+    report_artifact,
+    store_original,
+)
 from .._summarizer_settings import check_model_ref
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
@@ -52,10 +58,9 @@ from ._extract import (
     CandidateMemo,
     find_attachments,
     find_candidates,
-    latest_question,
 )
 from ._models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
-from ._planner import heuristic_plan, llm_plan, should_use_llm_planning
+from ._planner import heuristic_plan, llm_plan, query_for, should_use_llm_planning
 from ._settings import ArtifactSettings, Reducer
 from ._strategies import exclude_stub, extract_text, reduced_text, summarize_text, summary_text
 
@@ -95,8 +100,7 @@ def _fitted_strategy(
     strategy = decision.strategy if large else ProcessingStrategy.INCLUDE_FULL
     rationale = decision.rationale
     allowance = settings.view_cap(remaining // (large_left + 1)) if large else remaining
-    if candidate.in_current_request:
-        allowance = max(allowance, settings.min_preview_tokens)
+    allowance = max(allowance, settings.min_preview_tokens)  # the current request's: a useful view at least
     if strategy is ProcessingStrategy.INCLUDE_FULL and large and a.tokens > settings.view_cap(remaining):
         strategy = (
             ProcessingStrategy.EXTRACT
@@ -122,7 +126,7 @@ class ArtifactPlanner(StageCapability):
     it)."""
     name: str = 'artifacts'
     """The stage's name in events and logs."""
-    _examined: CandidateMemo = dataclasses.field(default_factory=CandidateMemo, init=False, repr=False)
+    _examined: CandidateMemo = dataclasses.field(default_factory=IdentityMemo, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.settings = exempting_readback(
@@ -135,18 +139,13 @@ class ArtifactPlanner(StageCapability):
         return self.settings
 
     async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
-        settings = self.settings
-        hard_limit = settings.hard_limit(context.limits)
         await context.count_newest(messages)
-        estimate = context.estimate(messages)
-        over_limit = estimate.total > hard_limit
-        # Only the newest request, which no provider has cached yet: rewriting older ones breaks the cache.
-        start = len(messages) - 1
-        result = messages
-        if settings.convert_attachments:
-            result = await self._attachments(result, context, start=start, over_limit=over_limit)
-        result = await self._reduce(result, context, start=start)
-        return await self._fit_newest(result, context)
+        over_limit = context.estimate(messages).total > self.settings.hard_limit(context.limits)
+        start = len(messages) - 1  # only the newest request: rewriting older ones breaks the prompt cache
+        if self.settings.convert_attachments:
+            messages = await self._attachments(messages, context, start=start, over_limit=over_limit)
+        messages = await self._reduce(messages, context, start=start)
+        return await fit_newest(messages, self._newest_room(messages, context), context, stage=self.name)
 
     async def _reduce(
         self, messages: list[ModelMessage], context: HistoryContext, *, start: int
@@ -157,7 +156,7 @@ class ArtifactPlanner(StageCapability):
         candidates = await self._candidates(messages, context, start=start)
         if not candidates:
             return messages
-        planned = self._run_reducers(candidates, context)
+        planned = [_reduced(c, settings.reducers, context) for c in candidates]
         large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
         reduced = [c for c in planned if c.reduced_by]
         if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
@@ -184,47 +183,21 @@ class ArtifactPlanner(StageCapability):
         )
         return await context.off_loop(search) if large_content(messages[-1:]) else search()
 
-    async def _fit_newest(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
-        """The newest request cut down to its room when the history does not fit; older messages are the
-        compactor's and the window's."""
-        rooms = self._newest_room(messages, context)
-        if rooms is None:
-            return messages
-        room, most = rooms
-        return await fit_request(
-            messages, room, context, query=latest_question(messages), stage=self.name, most=most
-        )
-
     def _newest_room(
         self, messages: Sequence[ModelMessage], context: HistoryContext
     ) -> tuple[int, int] | None:
-        """The newest request's room and the most it could carry, or None when nothing must be cut from it."""
+        """The newest request's room and the most it could carry, or None when nothing must be cut from it
+        (older messages are the compactor's and the window's)."""
         estimate = context.estimate(messages)
         if estimate.total <= self.settings.hard_limit(context.limits) or not isinstance(
             messages[-1], ModelRequest
         ):
             return None
-        newest = estimate.per_message[-1]
-        kept = kept_tokens(
-            messages,
-            estimate.per_message,
-            estimate.overhead,
-            keep_first_user_message=context.keep_first_user_message,
-        )
-        room = request_room(
-            context.limits,
-            others=estimate.total - newest,
-            kept=kept,
-            floor=self.settings.resolve_budget(context.limits),
-        )
-        return (room, window_room(context.limits, kept=kept)) if newest > room else None
+        return newest_room(messages, estimate, context, floor=self.settings.resolve_budget(context.limits))
 
     async def will_name_readback(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
-        """Whether processing `messages` certainly leaves a note naming `read_artifact` in this request.
-
-        Asked before the request's tools are prepared, so the tool comes with the request that first carries
-        the note; reads only the current request, through the stage's memo.
-        """
+        """Whether processing `messages` certainly leaves a note naming `read_artifact` in this request (asked
+        before its tools are prepared, so the tool comes with the note); reads only the current request."""
         if not messages:
             return False
         budget = self.settings.resolve_budget(context.limits)
@@ -308,14 +281,8 @@ class ArtifactPlanner(StageCapability):
                     candidate, strategy, decision, question, allowance, rationale, context
                 )
             outcomes[candidate.id] = outcome
-            after = (
-                a.tokens
-                if outcome.text is None
-                else counter.count_part(_new_part(candidate.source_part, candidate, outcome))
-            )
+            after = a.tokens if outcome.text is None else counter.count_part(_new_part(candidate, outcome))
             remaining = max(remaining - after, 0)
-            if outcome.text is None and not candidate.in_current_request:
-                continue  # an older artifact left as it was: nothing to report, request after request
             why, hit = outcome.rationale, outcome.cache_hit
             report_artifact(context, a.id, a.source, outcome.strategy, a.tokens, after, why, hit)
             logger.info(
@@ -340,7 +307,7 @@ class ArtifactPlanner(StageCapability):
         context: HistoryContext,
     ) -> _Outcome:
         settings = self.settings
-        default_query = ' '.join(p for p in (question, candidate.hint) if p)
+        default_query = query_for(candidate, question)
         room = max(allowance - _HEADER_TOKENS, 50)
         if strategy is ProcessingStrategy.INCLUDE_FULL:
             text = reduced_text(candidate) if candidate.reduced_by else None
@@ -425,10 +392,6 @@ class ArtifactPlanner(StageCapability):
             await context.cache.set(key, summary)
         return summary, False
 
-    def _run_reducers(self, candidates: list[Candidate], context: HistoryContext) -> list[Candidate]:
-        reducers = self.settings.reducers
-        return [_reduced(c, reducers, context) for c in candidates] if reducers else candidates
-
     # ---- attachments ----------------------------------------------------------------------------------
 
     async def _attachments(
@@ -457,16 +420,14 @@ class ArtifactPlanner(StageCapability):
             message = result[m_index]
             assert isinstance(message, ModelRequest)
             part = message.parts[p_index]
-            content = part.content  # type: ignore[union-attr]
-            if (m_index, p_index, None) in replaced:
-                items = replaced[(m_index, p_index, None)]
-                new_content: Any = items[0] if len(items) == 1 and isinstance(items[0], str) else items
+            whole = replaced.get((m_index, p_index, None))
+            if whole is not None:
+                content: Any = whole[0] if len(whole) == 1 and isinstance(whole[0], str) else whole
             else:
-                new_content = []
-                for i_index, item in enumerate(cast('Sequence[Any]', content)):
-                    new_content.extend(replaced.get((m_index, p_index, i_index), [item]))
+                listed = enumerate(cast('Sequence[Any]', part.content))  # type: ignore[union-attr]
+                content = [new for i, item in listed for new in replaced.get((m_index, p_index, i), [item])]
             parts = list(message.parts)
-            parts[p_index] = dataclasses.replace(part, content=new_content)
+            parts[p_index] = dataclasses.replace(part, content=content)
             result[m_index] = dataclasses.replace(message, parts=parts)
         return result
 
@@ -493,15 +454,13 @@ class ArtifactPlanner(StageCapability):
     def _passes_as_is(
         self, attachment: Attachment, profile: Mapping[str, Any] | None, settings: FileSettings | None = None
     ) -> bool:
-        """A file the serving model accepts, within the file limits, that no check here must first read.
-
-        A recognised image is left to the converter (kept byte for byte when whole and within limits); one no
-        decoder recognises is the provider's to judge, as without us.
-        """
+        """A file the serving model accepts, within the file limits, that no check here must first read: a
+        recognised image goes to the converter (kept byte for byte when it fits), an unrecognised one is the
+        provider's to judge, as without us."""
         if not accepted_as_is(attachment.media_type, profile):
             return False
         limits = settings if settings is not None else self.settings.file_settings
-        if not fits_as_is(attachment.media_type, len(attachment.data), None, limits):
+        if not fits_as_is(attachment.media_type, len(attachment.data), limits):
             return False
         return not attachment.media_type.startswith('image/') or unidentified_image(attachment.data)
 
@@ -652,16 +611,14 @@ def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: His
         return candidate
     if len(text) >= len(candidate.text):
         return candidate
-    tokens = math.ceil(context.counter.count_text(text) * context.counter.tokenizer_profile.correction)
+    tokens = corrected(context.counter, text)
     metadata = {**a.metadata, 'original_chars': str(a.chars)}
     artifact = a.model_copy(update={'chars': len(text), 'tokens': tokens, 'metadata': metadata})
     return dataclasses.replace(candidate, artifact=artifact, text=text, reduced_by=a.tool_name)
 
 
-def _new_part(part: Any, candidate: Candidate, outcome: _Outcome) -> Any:
+def _new_part(candidate: Candidate, outcome: _Outcome) -> Any:
     assert outcome.text is not None
-    content: Any = [outcome.text, *candidate.files] if candidate.files else outcome.text
-    new = dataclasses.replace(part, content=content)
     marker = {
         'artifact_id': candidate.id,
         'original_tokens': candidate.artifact.tokens,
@@ -669,7 +626,7 @@ def _new_part(part: Any, candidate: Candidate, outcome: _Outcome) -> Any:
     }
     if candidate.reduced_by:
         marker['reducer'] = candidate.reduced_by
-    return with_part_metadata(new, {MARKER_KEY: marker})
+    return marked_return(candidate.source_part, outcome.text, candidate.files, marker)
 
 
 async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
@@ -694,22 +651,17 @@ async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
 def _apply(
     messages: list[ModelMessage], candidates: Sequence[Candidate], outcomes: dict[str, _Outcome]
 ) -> list[ModelMessage]:
-    changes: dict[int, dict[int, Any]] = {}
+    result = messages
     for candidate in candidates:
         outcome = outcomes.get(candidate.id)
         if outcome is None or outcome.text is None:
             continue
-        changes.setdefault(candidate.message_index, {})[candidate.part_index] = _new_part(
-            candidate.source_part, candidate, outcome
-        )
-    if not changes:
-        return messages
-    result = list(messages)
-    for m_index, parts_by_index in changes.items():
-        message = result[m_index]
-        parts = [parts_by_index.get(i, p) for i, p in enumerate(message.parts)]
+        result = list(result) if result is messages else result
+        message = result[candidate.message_index]
         assert isinstance(message, ModelRequest)
-        result[m_index] = dataclasses.replace(message, parts=parts)
+        parts = list(message.parts)
+        parts[candidate.part_index] = _new_part(candidate, outcome)
+        result[candidate.message_index] = dataclasses.replace(message, parts=parts)
     return result
 
 

@@ -23,10 +23,7 @@ def window_note(
     """The request that stands for dropped messages, keeping their system prompt parts; earlier notes of ours
     among them are folded in. `transcript`: the stored transcript it names, of all the dropped messages when
     `complete`, else of those an earlier note stood for."""
-    count = 0
-    for message in dropped:
-        noted = dropped_count(message)
-        count += 1 if noted is None else noted
+    count = sum(1 if (noted := dropped_count(m)) is None else noted for m in dropped)
     text = f'{OPENINGS["window"]} {count} earlier messages were removed to fit the context window; '
     details: dict[str, object] = {'dropped_messages': count}
     if transcript is None:
@@ -49,11 +46,8 @@ _NOTE_COUNT = re.compile(re.escape(OPENINGS['window']) + r' (\d+) earlier messag
 
 
 def dropped_count(message: ModelMessage) -> int | None:
-    """How many messages a window note of ours stands for; None for any other message.
-
-    Read from the note's metadata, or where messages have none (1.0, merged notes split back out) from the
-    note parts' own sealed text only, never the system prompts they carry or anybody else's text.
-    """
+    """How many messages a window note of ours stands for (None for any other message): from its metadata, or
+    where there is none (1.0, merged notes split back out) from its note parts' own sealed text only."""
     found = _note_detail(message, 'dropped_messages')
     if found is None:
         return None

@@ -10,15 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..._compat import ModelMessage
-from ...budget._room import kept_tokens, window_room
 from ...events import WindowApplied
 from ...messages._marks import SEAL_TOKENS, marker_kind, separate_own_parts
-from ...messages.units import Unit, split_units
+from ...messages.units import split_units
 from ...pipeline._capability import StageCapability, history_processor_annotations
 from ...pipeline._context import HistoryContext
-from ...tokens import TokenEstimate
 from .._loads import reload_reserve
-from .._request_fit import fit_request, latest_question
+from .._request_fit import fit_newest, newest_room
 from .._spill import store_transcript
 from ._draft import Draft, Layout, plain_if_it_fits
 from ._select import WindowSelection, mandatory_cost, select_window
@@ -55,7 +53,8 @@ class SlidingWindow(StageCapability):
         messages = separate_own_parts(messages)
         if messages is not given:
             estimate = context.estimate(messages)
-        messages = await _fit_newest(messages, estimate, context)
+        rooms = newest_room(messages, estimate, context, floor=None)
+        messages = await fit_newest(messages, rooms, context, stage=self.name)
         if messages[-1] is not given[-1]:
             estimate = context.estimate(messages)
             if estimate.total <= budget:
@@ -67,29 +66,22 @@ class SlidingWindow(StageCapability):
         draft, candidate = self._choose(layout, estimate.per_message, budget)
         if draft is not None and draft.transcript is not None and draft.after > budget:
             draft = plain_if_it_fits(layout, draft, budget, estimate.total)
-        mandatory = layout.overhead + mandatory_cost(estimate.per_message, units, candidate)
         if draft is None or draft.after >= estimate.total:
             # nothing to drop, or the note costs what it would replace: the input is the best there is
-            self._warn_over_budget(
-                context, estimate.total, budget, mandatory, messages, estimate.per_message, units
-            )
+            _warn_over_budget(context, estimate.total, budget, layout, estimate.per_message, candidate)
             return messages if messages[-1] is not given[-1] else given
         draft = await _give_a_home(layout, draft)
         _report(context, len(messages), estimate.total, budget, draft)
         if draft.after > budget:
-            self._warn_over_budget(
-                context, draft.after, budget, mandatory, messages, estimate.per_message, units
-            )
+            _warn_over_budget(context, draft.after, budget, layout, estimate.per_message, candidate)
         return draft.result
 
     def _choose(
         self, layout: Layout, per_message: Sequence[int], budget: int
     ) -> tuple[Draft | None, WindowSelection | None]:
-        """The history to return (None when nothing can be dropped), and the last selection considered.
-
-        The note's real cost is known only once the cut is chosen (it carries the dropped system prompt parts
-        and names their transcript): when the result overshoots, choose again with that cost.
-        """
+        """The history to return (None when nothing can be dropped), and the last selection considered. The
+        note's real cost is known once the cut is (it carries the dropped system prompts and names their
+        transcript): when the result overshoots, choose again with that cost."""
         spill = layout.context.store is not None
         note_cost = _NOTE_COST + (_REFERENCE_COST if spill else 0)
         # the loads the cut may unload are recorded again after the note: planned for like the note
@@ -118,36 +110,37 @@ class SlidingWindow(StageCapability):
             note_cost = real_note_cost
         return draft, candidate
 
-    @staticmethod
-    def _warn_over_budget(
-        context: HistoryContext,
-        tokens: int,
-        budget: int,
-        mandatory: int,
-        messages: Sequence[ModelMessage],
-        per_message: Sequence[int],
-        units: Sequence[Unit],
-    ) -> None:
-        current = sum(per_message[units[-1].start : units[-1].end]) if units else 0
-        if mandatory > budget:
-            why = (
-                f'the preserved head, the system prompt and the current request ({current:,} tokens) '
-                f'alone are {mandatory:,} tokens and do not fit'
-            )
-        else:
-            why = (
-                f'the preserved head and the current request ({mandatory:,} tokens) fit, but no cut at a '
-                'unit boundary, with the note that stands for what it drops, does'
-            )
-        context.warn(
-            'over_budget',
-            f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: {why}',
-            tokens=tokens,
-            budget=budget,
-            current_request_tokens=current,
-            mandatory_tokens=mandatory,
-            messages=len(messages),
+
+def _warn_over_budget(
+    context: HistoryContext,
+    tokens: int,
+    budget: int,
+    layout: Layout,
+    per_message: Sequence[int],
+    selection: WindowSelection | None,
+) -> None:
+    units = layout.units
+    mandatory = layout.overhead + mandatory_cost(per_message, units, selection)
+    current = sum(per_message[units[-1].start : units[-1].end]) if units else 0
+    if mandatory > budget:
+        why = (
+            f'the preserved head, the system prompt and the current request ({current:,} tokens) '
+            f'alone are {mandatory:,} tokens and do not fit'
         )
+    else:
+        why = (
+            f'the preserved head and the current request ({mandatory:,} tokens) fit, but no cut at a '
+            'unit boundary, with the note that stands for what it drops, does'
+        )
+    context.warn(
+        'over_budget',
+        f'the history is {tokens:,} tokens after the window, over its budget of {budget:,}: {why}',
+        tokens=tokens,
+        budget=budget,
+        current_request_tokens=current,
+        mandatory_tokens=mandatory,
+        messages=len(layout.messages),
+    )
 
 
 def _report(
@@ -203,24 +196,6 @@ async def _give_a_home(layout: Layout, draft: Draft) -> Draft:
         why = 'the store failed' if context.store is not None else 'there is no store'
         context.lost('window', 'window_dropped', f'{why}; the window note tells the model', lost)
     return draft
-
-
-async def _fit_newest(
-    messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
-) -> list[ModelMessage]:
-    """`messages` with the newest request cut to what is left when dropping everything droppable would not
-    make room for it: the window never drops that request."""
-    newest = estimate.per_message[-1]
-    kept = kept_tokens(
-        messages,
-        estimate.per_message,
-        estimate.overhead,
-        keep_first_user_message=context.keep_first_user_message,
-    )
-    room = window_room(context.limits, kept=kept)
-    if newest <= room:
-        return messages
-    return await fit_request(messages, room, context, query=latest_question(messages), stage='window')
 
 
 history_processor_annotations(SlidingWindow)
