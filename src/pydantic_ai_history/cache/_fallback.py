@@ -46,6 +46,11 @@ class FallbackCache(SummaryCache):
         """Whether the primary failed and calls currently go to the fallback."""
         return self._retry_at is not None
 
+    @property
+    def _name(self) -> str:
+        """The primary, for log lines."""
+        return type(self.primary).__name__
+
     async def _get(self, key: str) -> str | None:
         ok, value = await self._try_primary(self.primary.get_or_raise, key)
         if ok and value is not None:
@@ -70,29 +75,32 @@ class FallbackCache(SummaryCache):
         try:
             result = await call(*args, **kwargs)
         except Exception as e:
-            if self._retry_at is None:
-                logger.warning(
-                    'cache backend %s failed (%s: %s); using %s, retrying every %gs',
-                    type(self.primary).__name__,
-                    type(e).__name__,
-                    e,
-                    type(self.fallback).__name__,
-                    self.cooldown,
-                )
-            else:
-                logger.debug('cache backend %s still failing: %r', type(self.primary).__name__, e)
-            self._retry_at = self._clock() + self.cooldown
+            self._failed(e)
             return False, None
         if self._retry_at is not None:
             self._retry_at = None
-            logger.info('cache backend %s recovered', type(self.primary).__name__)
+            logger.info('cache backend %s recovered', self._name)
         return True, result
+
+    def _failed(self, error: Exception) -> None:
+        if self._retry_at is None:
+            logger.warning(
+                'cache backend %s failed (%s: %s); using %s, retrying every %gs',
+                self._name,
+                type(error).__name__,
+                error,
+                type(self.fallback).__name__,
+                self.cooldown,
+            )
+        else:
+            logger.debug('cache backend %s still failing: %r', self._name, error)
+        self._retry_at = self._clock() + self.cooldown
 
     async def aclose(self) -> None:
         try:
             await self.primary.aclose()
         except Exception as e:
-            logger.debug('closing cache backend %s failed: %r', type(self.primary).__name__, e)
+            logger.debug('closing cache backend %s failed: %r', self._name, e)
         await self.fallback.aclose()
 
 
