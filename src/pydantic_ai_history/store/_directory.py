@@ -22,13 +22,14 @@ from ._base import (
     StoredArtifact,
     StoreError,
     StoreQuotaExceeded,
+    check_artifact_size,
+    check_bounds,
     scope_tag,
     validate_artifact_id,
 )
 from ._breaker import StoreBreaker
 from ._private_files import PRIVATE_DIR_MODE, make_private_dirs, set_private_mode
 from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, Held, PruneReport, StoreBound, plan_prune
-from ._retention import report as retention_report
 
 __all__ = ('DirectoryStore',)
 
@@ -45,10 +46,8 @@ SECRET_FILE = '.artifact-id-secret'
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    with open(fd, 'wb', closefd=False) as f:
+        f.write(data)
 
 
 class DirectoryStore(ArtifactStore):
@@ -87,11 +86,7 @@ class DirectoryStore(ArtifactStore):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(secret=secret)
-        for name, value in (('max_age', max_age), ('max_bytes', max_bytes), ('prune_every', prune_every)):
-            if value is not None and value <= 0:
-                raise ValueError(
-                    f'DirectoryStore: {name} must be positive (or None for no bound), got {value!r}'
-                )
+        check_bounds('DirectoryStore', max_age=max_age, max_bytes=max_bytes, prune_every=prune_every)
         self._given_root = root
         self._root: Path | None = None
         self.create = create
@@ -166,11 +161,7 @@ class DirectoryStore(ArtifactStore):
         metadata: dict[str, str],
         scope: str,
     ) -> StoredArtifact:
-        if self.max_artifact_bytes is not None and len(data) > self.max_artifact_bytes:
-            raise StoreQuotaExceeded(
-                f'artifact {artifact_id} is {len(data):,} bytes, more than one artifact may take '
-                f'({self.max_artifact_bytes:,})'
-            )
+        check_artifact_size(artifact_id, len(data), self.max_artifact_bytes)
         info = StoredArtifact(artifact_id, media_type, len(data), source, self._clock(), metadata)
 
         async def write() -> StoredArtifact:
@@ -242,7 +233,7 @@ class DirectoryStore(ArtifactStore):
         for path in junk:
             path.unlink(missing_ok=True)
         self._remove_empty_scopes()
-        result = retention_report(deleted, kept)
+        result = PruneReport(len(deleted), sum(h.size for h in deleted), len(kept), sum(h.size for h in kept))
         self._known_bytes = result.held_bytes
         self._next_prune = now + self.prune_every
         if deleted:
