@@ -79,9 +79,10 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
         if not upright:
             changes.append('EXIF orientation applied')
         work, out_format, photo = _prepare(work, source_format, changes)
-        data_out, work_size, quality = _encode_until_fits(work, out_format, photo, max_bytes, max_dimension)
+        data_out, work_size, quality, out_format = _encode_until_fits(
+            work, out_format, photo, max_bytes, max_dimension
+        )
 
-    out_format = _format_of(data_out)
     if out_format != source_format:
         changes.insert(0, f'converted {source_format} to {out_format}')
     shown_size = (height, width) if orientation in (5, 6, 7, 8) else (width, height)
@@ -121,7 +122,7 @@ def _prepare(img: Image.Image, source_format: str, changes: list[str]) -> tuple[
 
 def _encode_until_fits(
     img: Image.Image, out_format: str, photo: bool, max_bytes: int, max_dimension: int
-) -> tuple[bytes, tuple[int, int], int]:
+) -> tuple[bytes, tuple[int, int], int, str]:
     """Encode, check, and shrink (lower quality first, then scale) until the result fits."""
     longest = max(img.size)
     scale = min(1.0, max_dimension / longest)
@@ -135,7 +136,7 @@ def _encode_until_fits(
         if len(encoded) <= max_bytes:
             with Image.open(io.BytesIO(encoded)) as check:
                 if max(check.size) <= max_dimension:
-                    return encoded, check.size, quality
+                    return encoded, check.size, quality, out_format
         if out_format == 'PNG' and photo:
             out_format = 'JPEG'  # a photo that PNG cannot fit is a JPEG's job
             continue
@@ -156,14 +157,6 @@ def _save(img: Image.Image, out_format: str, quality: int) -> bytes:
     else:
         img.save(buffer, 'PNG', optimize=False)
     return buffer.getvalue()
-
-
-def _format_of(data: bytes) -> str:
-    if data.startswith(b'\xff\xd8'):
-        return 'JPEG'
-    if data.startswith(b'RIFF'):
-        return 'WEBP'
-    return 'PNG'
 
 
 def _fitted(

@@ -10,6 +10,7 @@ from typing import Any
 from ._base import Extraction, FileInfo, Reader, ReaderError
 from ._results import Truncation
 from ._settings import FileSettings
+from ._text import tidy_lines
 
 _lock = threading.Lock()
 _converters: dict[str, Any] = {}
@@ -38,8 +39,7 @@ def convert_with(converter_name: str, data: bytes, info: FileInfo) -> str:
     stream_info = StreamInfo(mimetype=info.media_type, extension=info.extension, filename=info.name)
     result = _converter(converter_name).convert(io.BytesIO(data), stream_info)
     # The same normalization MarkItDown._convert applies, so output matches markitdown's own.
-    text = '\n'.join(line.rstrip() for line in re.split(r'\r?\n', result.markdown))
-    return re.sub(r'\n{3,}', '\n\n', text)
+    return tidy_lines(re.split(r'\r?\n', result.markdown))
 
 
 class MarkItDownReader(Reader):
@@ -101,8 +101,7 @@ def _first_pages_text(document: Any, max_pages: int) -> str:
             if number >= max_pages:
                 break
             interpreter.process_page(page)
-    text = out.getvalue()
-    return re.sub(r'\n{3,}', '\n\n', '\n'.join(line.rstrip() for line in text.splitlines()))
+    return tidy_lines(out.getvalue().splitlines())
 
 
 def _open_pdf(data: bytes) -> Any:

@@ -13,7 +13,7 @@ from ..messages._nesting import json_too_deep
 from ._base import Extraction, FileInfo, Reader
 from ._results import Truncation
 from ._settings import FileSettings
-from ._text import cut_lines, decode_text
+from ._text import cut_lines, decode_text, shorten
 
 
 @dataclass
@@ -63,11 +63,7 @@ def prune(value: Any, settings: FileSettings, counter: _Counter, depth: int = 0)
             items.append(f'… {len(value) - settings.struct_max_items:,} more items')
             counter.omitted.append('items')
         return items
-    if isinstance(value, str) and len(value) > settings.struct_max_string_chars:
-        counter.omitted.append('chars')
-        extra = len(value) - settings.struct_max_string_chars
-        return f'{value[: settings.struct_max_string_chars]}… [{extra:,} more chars]'
-    return value
+    return _short(value, settings, counter) if isinstance(value, str) else value
 
 
 def _describe(counter: _Counter) -> str | None:
@@ -268,6 +264,4 @@ def _render_xml(
 def _short(value: str, settings: FileSettings, counter: _Counter) -> str:
     if len(value) > settings.struct_max_string_chars:
         counter.omitted.append('chars')
-        extra = len(value) - settings.struct_max_string_chars
-        return f'{value[: settings.struct_max_string_chars]}… [{extra:,} more chars]'
-    return value
+    return shorten(value, settings.struct_max_string_chars)

@@ -218,11 +218,12 @@ class _Worker:
             self.kill()
             return f'{fmt} conversion failed: the converter process exited', False
         deadline = time.monotonic() + settings.conversion_timeout_seconds
+        limit = human_size(settings.conversion_max_memory_bytes)
         while True:
             resident = _resident_bytes(self.process.pid)
             if resident is not None and resident > settings.conversion_max_memory_bytes:
                 self.kill()
-                return _memory_reason(fmt, settings), False
+                return f'{fmt} conversion stopped at the {limit} memory limit; nothing shown', False
             try:
                 reply = self.replies.get(timeout=_POLL_SECONDS)
             except queue.Empty:
@@ -235,8 +236,13 @@ class _Worker:
                 )
                 return outcome, healthy
             if reply is not None:  # the reader thread saw the process die
+                # a failed allocation under the address-space limit often ends a converter's C code this way
                 code = self.kill()
-                return _crash_reason(fmt, code, settings), False
+                how = f'signal {-code}' if code is not None and code < 0 else f'exit code {code}'
+                return (
+                    f'{fmt} conversion crashed ({how}), possibly at the {limit} memory limit; nothing shown',
+                    False,
+                )
             if time.monotonic() > deadline:
                 self.kill()
                 return (
@@ -261,22 +267,6 @@ class _Worker:
                 if stream is not None:
                     with contextlib.suppress(OSError):
                         stream.close()
-
-
-def _memory_reason(fmt: str, settings: FileSettings) -> str:
-    return (
-        f'{fmt} conversion stopped at the {human_size(settings.conversion_max_memory_bytes)} memory limit; '
-        'nothing shown'
-    )
-
-
-def _crash_reason(fmt: str, code: int | None, settings: FileSettings) -> str:
-    # A failed allocation under the address-space limit often ends a converter's C code this way.
-    how = f'signal {-code}' if code is not None and code < 0 else f'exit code {code}'
-    return (
-        f'{fmt} conversion crashed ({how}), possibly at the '
-        f'{human_size(settings.conversion_max_memory_bytes)} memory limit; nothing shown'
-    )
 
 
 class _Pool:
