@@ -8,9 +8,9 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio.to_thread
 
@@ -53,6 +53,7 @@ class SQLiteCache(FallbackCache):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(_SQLiteFile(self), fallback, cooldown=cooldown, clock=monotonic)
+        self.breaker.name = f'SQLite cache {path}'
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self._wall_clock = clock
@@ -63,22 +64,14 @@ class SQLiteCache(FallbackCache):
         """The file is not a usable SQLite database; this instance caches in memory only."""
 
     @property
-    def _name(self) -> str:
-        return f'SQLite cache {self.path}'
+    def degraded(self) -> bool:
+        """Whether calls currently go to the in-memory fallback."""
+        return self.corrupt or super().degraded
 
-    def _failed(self, error: Exception) -> None:
-        if not _is_corrupt(error):
-            super()._failed(error)
-            return
-        self.corrupt = True
-        self._retry_at = math.inf
-        logger.error(
-            'SQLite cache %s is not a usable database (%s: %s); it is left untouched and this cache '
-            'keeps entries in memory from now on. Move or delete the file to cache on disk again.',
-            self.path,
-            type(error).__name__,
-            error,
-        )
+    async def _try_primary(
+        self, call: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
+    ) -> tuple[bool, _T | None]:
+        return (False, None) if self.corrupt else await super()._try_primary(call, *args, **kwargs)
 
     async def purge_expired(self) -> int:
         """Delete every expired row now; returns how many were removed."""
@@ -89,7 +82,20 @@ class SQLiteCache(FallbackCache):
         await super().aclose()
 
     async def _run(self, func: Callable[..., _T], *args: object) -> _T:
-        return await anyio.to_thread.run_sync(self._locked, func, *args)
+        try:
+            return await anyio.to_thread.run_sync(self._locked, func, *args)
+        except sqlite3.Error as e:
+            if _is_corrupt(e):
+                self.corrupt = True
+                self.breaker.open_until = math.inf  # no outage warning: this is reported as an error
+                logger.error(
+                    'SQLite cache %s is not a usable database (%s: %s); it is left untouched and this cache '
+                    'keeps entries in memory from now on. Move or delete the file to cache on disk again.',
+                    self.path,
+                    type(e).__name__,
+                    e,
+                )
+            raise
 
     def _locked(self, func: Callable[..., _T], *args: object) -> _T:
         with self._lock:
