@@ -19,7 +19,7 @@ from ._base import (
     scope_tag,
 )
 from ._breaker import StoreBreaker
-from ._redis_client import DEFAULT_REDIS_URL, RedisClients, RedisPoolSettings
+from ._redis_client import RedisClients, RedisPoolSettings
 from ._redis_scripts import PRUNE_SCRIPT, PUT_SCRIPT
 from ._retention import DEFAULT_MAX_AGE, PruneReport, StoreBound
 
@@ -75,8 +75,6 @@ class RedisStore(ArtifactStore):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(secret=secret)
-        if url is None and client is None:
-            url = DEFAULT_REDIS_URL
         self._clients = RedisClients(url, client, socket_timeout, pool)
         check_bounds('RedisStore', ttl=ttl, max_bytes=max_bytes)
         self.prefix = prefix
