@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import re
-import threading
 from typing import Any
 
 from ._base import Extraction, FileInfo, Reader, ReaderError
@@ -12,19 +12,13 @@ from ._results import Truncation
 from ._settings import FileSettings
 from ._text import tidy_lines
 
-_lock = threading.Lock()
-_converters: dict[str, Any] = {}
 
-
+@functools.cache
 def _converter(name: str) -> Any:
     """One instance per markitdown converter class, created on first use (imports are slow)."""
-    with _lock:
-        converter = _converters.get(name)
-        if converter is None:
-            from markitdown import converters
+    from markitdown import converters
 
-            converter = _converters[name] = getattr(converters, name)()
-        return converter
+    return getattr(converters, name)()
 
 
 def convert_with(converter_name: str, data: bytes, info: FileInfo) -> str:
