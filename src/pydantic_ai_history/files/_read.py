@@ -187,22 +187,11 @@ def _convert(
     truncations = extraction.truncations
     if cut.cut:
         truncations = (*truncations, Truncation('tokens', cut.shown_tokens, cut.full_tokens))
-    fmt = extraction.format or format_name(media_type)
-    manifest = document_manifest(
-        name,
-        len(data),
-        fmt,
-        extraction.pages,
-        truncations,
-        cut.shown_tokens,
-        cut.full_tokens,
-        extraction.note,
-    )
-    return ConvertedDocument(
+    document = ConvertedDocument(
         kind='text',
         name=name,
         media_type=media_type,
-        format=fmt,
+        format=extraction.format or format_name(media_type),
         size_bytes=len(data),
         text=cut.text,
         full_text_tokens=cut.full_tokens,
@@ -210,8 +199,9 @@ def _convert(
         truncations=truncations,
         pages=extraction.pages,
         note=extraction.note,
-        manifest=manifest,
+        manifest='',
     )
+    return replace(document, manifest=document_manifest(document))
 
 
 def _too_large(name: str | None, media_type: str, size: int, settings: FileSettings) -> UnreadableFile:
