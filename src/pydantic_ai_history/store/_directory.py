@@ -28,7 +28,9 @@ from ._base import (
     validate_artifact_id,
 )
 from ._breaker import StoreBreaker
-from ._private_files import PRIVATE_DIR_MODE, make_private_dirs, set_private_mode
+
+# O_NOFOLLOW: ids have no separators, so the last path component is the only one below the checked folder.
+from ._private_files import O_NOFOLLOW, PRIVATE_DIR_MODE, create_private_file, make_private_dirs
 from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, Held, PruneReport, StoreBound, plan_prune
 
 __all__ = ('DirectoryStore',)
@@ -36,10 +38,6 @@ __all__ = ('DirectoryStore',)
 _T = TypeVar('_T')
 
 logger = logging.getLogger('pydantic_ai_history.store')
-
-# Refuse to follow a symlink in the last path component when opening; ids have no separators, so
-# the last component is the only one below the (already checked) scope folder.
-_O_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
 
 SECRET_FILE = '.artifact-id-secret'
 """The id secret generated for a store that was given none, kept in its root (mode 0600)."""
@@ -132,23 +130,15 @@ class DirectoryStore(ArtifactStore):
     def _read_or_create_secret(self) -> bytes:
         self._ensure_root()
         path = self.root / SECRET_FILE
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            for _ in range(50):
-                secret = self._read_file(path)
-                if secret is not None and len(secret) >= SECRET_BYTES:
-                    return secret[:SECRET_BYTES]
-                time.sleep(0.01)  # another process created it a moment ago and is still writing it
-            raise StoreError(f'{path} is incomplete') from None
         secret = os.urandom(SECRET_BYTES)
-        try:
-            set_private_mode(fd)
-            _write_all(fd, secret)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return secret
+        if create_private_file(path, secret):
+            return secret
+        for _ in range(50):
+            secret_read = self._read_file(path)
+            if secret_read is not None and len(secret_read) >= SECRET_BYTES:
+                return secret_read[:SECRET_BYTES]
+            time.sleep(0.01)  # another process created it a moment ago and is still writing it
+        raise StoreError(f'{path} is incomplete')
 
     # ---- operations ---------------------------------------------------------------------------------------
 
@@ -392,7 +382,7 @@ class DirectoryStore(ArtifactStore):
 
     def _open(self, path: Path) -> int | None:
         try:
-            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
+            fd = os.open(path, os.O_RDONLY | O_NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
