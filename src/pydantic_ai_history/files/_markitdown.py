@@ -59,7 +59,7 @@ class PdfReader(MarkItDownReader):
         # The page tree's /Count can lie; page objects in plain sight are a second opinion.
         seen = max(pages or 0, len(_PAGE_OBJECT.findall(data)))
         truncations: tuple[Truncation, ...] = ()
-        if document is not None and seen > settings.pdf_max_pages:
+        if seen > settings.pdf_max_pages:
             # markitdown opens every page (pdfplumber walks them all); this stops at the limit.
             limit = settings.pdf_max_pages
             text = _first_pages_text(document, limit)
@@ -99,12 +99,10 @@ def _first_pages_text(document: Any, max_pages: int) -> str:
 
 
 def _open_pdf(data: bytes) -> Any:
-    """pdfminer's document (a markitdown `[pdf]` dependency); None when pdfminer is missing."""
-    try:
-        from pdfminer.pdfdocument import PDFDocument, PDFPasswordIncorrect
-        from pdfminer.pdfparser import PDFParser
-    except ImportError:  # pragma: no cover - markitdown[pdf] installs it
-        return None
+    """pdfminer's document (markitdown[pdf], a dependency)."""
+    from pdfminer.pdfdocument import PDFDocument, PDFPasswordIncorrect
+    from pdfminer.pdfparser import PDFParser
+
     try:
         return PDFDocument(PDFParser(io.BytesIO(data)))
     except PDFPasswordIncorrect as e:
@@ -120,8 +118,6 @@ def _pdf_pages(data: bytes, document: Any) -> int | None:
     counts = [int(c) for node in _PAGES_NODE.findall(data) for c in _COUNT.findall(node)]
     if counts:
         return max(counts)
-    if document is None:  # pragma: no cover - markitdown[pdf] installs pdfminer
-        return None
     from pdfminer.pdfpage import PDFPage
     from pdfminer.pdftypes import resolve1
 

@@ -9,6 +9,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from defusedxml import DefusedXmlException
+
 from ..messages._nesting import json_too_deep
 from ._base import Extraction, FileInfo, Reader
 from ._results import Truncation
@@ -167,14 +169,6 @@ class YamlReader(Reader):
         return _structured(documents[0] if len(documents) == 1 else documents, settings, 'YAML')
 
 
-try:
-    from defusedxml import DefusedXmlException as _DefusedXmlException
-except ImportError:  # pragma: no cover - a markitdown dependency
-
-    class _DefusedXmlException(ValueError):  # type: ignore[no-redef]
-        pass
-
-
 # Entity declarations are how XML expands a few bytes into gigabytes ("billion laughs"); refuse them.
 _ENTITY = re.compile(rb'<!ENTITY', re.I)
 
@@ -196,7 +190,7 @@ class XmlReader(Reader):
             return _as_text(data, settings, fmt, f'{fmt} declares entities; shown as text, unexpanded')
         try:
             root = _parse_xml(data)
-        except _DefusedXmlException as e:
+        except DefusedXmlException as e:
             return _as_text(
                 data, settings, fmt, f'{fmt} refers to entities or DTDs ({e}); shown as text, unresolved'
             )
