@@ -49,6 +49,11 @@ class FallbackCache(SummaryCache):
         """Whether the primary failed and calls currently go to the fallback."""
         return self.breaker.open_until is not None
 
+    @property
+    def cooldown(self) -> float:
+        """Seconds calls go to the fallback after a primary failure."""
+        return self.breaker.cooldown
+
     async def _get(self, key: str) -> str | None:
         ok, value = await self._try_primary(self.primary.get_or_raise, key)
         if ok and value is not None:
