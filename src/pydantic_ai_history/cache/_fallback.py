@@ -7,6 +7,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from ..store._base import StoreError
+from ..store._breaker import StoreBreaker
 from ._base import SummaryCache
 from ._memory import MemoryCache
 from ._redis import RedisCache
@@ -22,8 +24,9 @@ class FallbackCache(SummaryCache):
     """Serve from `primary`; when it raises, serve from `fallback` (memory by default) for a while.
 
     A broken backend must never fail a run: a primary exception logs one warning per outage and routes calls
-    to the fallback for `cooldown` seconds. While healthy, a primary miss also consults the fallback, so
-    entries written during an outage are still found. `primary.stats`/`fallback.stats` count each backend.
+    to the fallback for `cooldown` seconds (`breaker`). While healthy, a primary miss also consults the
+    fallback, so entries written during an outage are still found. `primary.stats`/`fallback.stats` count
+    each backend.
     """
 
     def __init__(
@@ -37,14 +40,19 @@ class FallbackCache(SummaryCache):
         super().__init__()
         self.primary = primary
         self.fallback = fallback if fallback is not None else MemoryCache()
-        self.cooldown = cooldown
-        self._clock = clock
-        self._retry_at: float | None = None
+        self.breaker = StoreBreaker(
+            name=f'cache backend {type(primary).__name__}', cooldown=cooldown, clock=clock, log=logger
+        )
 
     @property
     def degraded(self) -> bool:
         """Whether the primary failed and calls currently go to the fallback."""
-        return self._retry_at is not None
+        return self.breaker.open_until is not None
+
+    @property
+    def cooldown(self) -> float:
+        """Seconds calls go to the fallback after a primary failure."""
+        return self.breaker.cooldown
 
     async def _get(self, key: str) -> str | None:
         ok, value = await self._try_primary(self.primary.get_or_raise, key)
@@ -64,35 +72,17 @@ class FallbackCache(SummaryCache):
     async def _try_primary(
         self, call: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
     ) -> tuple[bool, _T | None]:
-        """Call the primary unless cooling down; `(False, None)` means "use the fallback"."""
-        if self._retry_at is not None and self._clock() < self._retry_at:
-            return False, None
+        """Call the primary unless the breaker is open; `(False, None)` means "use the fallback"."""
         try:
-            result = await call(*args, **kwargs)
-        except Exception as e:
-            if self._retry_at is None:
-                logger.warning(
-                    'cache backend %s failed (%s: %s); using %s, retrying every %gs',
-                    type(self.primary).__name__,
-                    type(e).__name__,
-                    e,
-                    type(self.fallback).__name__,
-                    self.cooldown,
-                )
-            else:
-                logger.debug('cache backend %s still failing: %r', type(self.primary).__name__, e)
-            self._retry_at = self._clock() + self.cooldown
+            return True, await self.breaker.call(lambda: call(*args, **kwargs), Exception)
+        except StoreError:
             return False, None
-        if self._retry_at is not None:
-            self._retry_at = None
-            logger.info('cache backend %s recovered', type(self.primary).__name__)
-        return True, result
 
     async def aclose(self) -> None:
         try:
             await self.primary.aclose()
         except Exception as e:
-            logger.debug('closing cache backend %s failed: %r', type(self.primary).__name__, e)
+            logger.debug('closing %s failed: %r', self.breaker.name, e)
         await self.fallback.aclose()
 
 

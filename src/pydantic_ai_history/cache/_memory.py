@@ -20,11 +20,6 @@ class _Entry:
     size: int
 
 
-def _entry_size(key: str, value: str) -> int:
-    # UTF-8 size is what the process actually holds to within a small constant; good enough for a bound.
-    return len(utf8(key)) + len(utf8(value))
-
-
 class MemoryCache(SummaryCache):
     """A least-recently-used cache bounded by entry count and by total UTF-8 size of keys and values.
 
@@ -68,7 +63,8 @@ class MemoryCache(SummaryCache):
 
     async def _set(self, key: str, value: str, ttl: float | None) -> None:
         self._remove(key)
-        size = _entry_size(key, value)
+        # UTF-8 size is what the process actually holds to within a small constant; good enough for a bound.
+        size = len(utf8(key)) + len(utf8(value))
         if size > self.max_bytes:
             # Storing it would evict everything else and still not fit.
             return

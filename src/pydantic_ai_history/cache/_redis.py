@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..messages._utf8 import from_utf8, utf8
-from ..store._redis_client import DEFAULT_REDIS_URL, RedisClients, RedisPoolSettings
+from ..store._redis_client import RedisClients, RedisPoolSettings
 from ._base import SummaryCache
 
 __all__ = ('RedisCache',)
@@ -28,8 +28,6 @@ class RedisCache(SummaryCache):
         pool: RedisPoolSettings | None = None,
     ) -> None:
         super().__init__()
-        if url is None and client is None:
-            url = DEFAULT_REDIS_URL
         self._clients = RedisClients(url, client, socket_timeout, pool)
         self.prefix = prefix
 

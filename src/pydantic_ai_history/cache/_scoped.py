@@ -42,20 +42,15 @@ class ScopedCache(SummaryCache):
     async def delete(self, key: str) -> None:
         await self.inner.delete(scoped_key(key, self.scope))
 
-    async def get_or_raise(self, key: str) -> str | None:
+    # The `*_or_raise` variants (for wrappers) reach the shared cache through these.
+    async def _get(self, key: str) -> str | None:
         return await self.inner.get_or_raise(scoped_key(key, self.scope))
 
-    async def set_or_raise(self, key: str, value: str, *, ttl: float | None = None) -> None:
+    async def _set(self, key: str, value: str, ttl: float | None) -> None:
         await self.inner.set_or_raise(scoped_key(key, self.scope), value, ttl=ttl)
 
-    async def delete_or_raise(self, key: str) -> None:
+    async def _delete(self, key: str) -> None:
         await self.inner.delete_or_raise(scoped_key(key, self.scope))
-
-    async def _get(self, key: str) -> str | None:  # pragma: no cover - the public methods delegate
-        return await self.inner.get_or_raise(scoped_key(key, self.scope))
-
-    async def _set(self, key: str, value: str, ttl: float | None) -> None:  # pragma: no cover
-        await self.inner.set_or_raise(scoped_key(key, self.scope), value, ttl=ttl)
 
 
 def scoped(cache: SummaryCache | None, scope: str) -> SummaryCache | None:

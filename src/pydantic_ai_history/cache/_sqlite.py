@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio.to_thread
 
 from ..store._private_files import create_private_file, make_private_dirs
 from ._base import SummaryCache
-from ._memory import MemoryCache
+from ._fallback import FallbackCache
 
 __all__ = ('SQLiteCache',)
 
@@ -29,7 +30,7 @@ _SCHEMA = 'CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value TEXT NO
 _PURGE_EVERY = 256
 
 
-class SQLiteCache(SummaryCache):
+class SQLiteCache(FallbackCache):
     """A cache in one SQLite file, in WAL mode, shared by every processor that points at the same path.
 
     Instances coordinate through SQLite's own locking; calls run in a thread because a write may wait up to
@@ -51,76 +52,26 @@ class SQLiteCache(SummaryCache):
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__()
+        super().__init__(_SQLiteFile(self), fallback, cooldown=cooldown, clock=monotonic)
+        self.breaker.name = f'SQLite cache {path}'
         self.path = Path(path)
         self.busy_timeout = busy_timeout
-        self.cooldown = cooldown
-        self.fallback = fallback if fallback is not None else MemoryCache()
-        self._clock = clock
-        self._monotonic = monotonic
+        self._wall_clock = clock
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._writes = 0
-        self._retry_at: float | None = None
         self.corrupt = False
         """The file is not a usable SQLite database; this instance caches in memory only."""
 
     @property
     def degraded(self) -> bool:
         """Whether calls currently go to the in-memory fallback."""
-        return self.corrupt or (self._retry_at is not None and self._monotonic() < self._retry_at)
+        return self.corrupt or super().degraded
 
-    async def _get(self, key: str) -> str | None:
-        _, value = await self._on_file(self._get_sync, key)
-        # entries written while the file was unusable live in the fallback
-        return value if value is not None else await self.fallback.get(key)
-
-    async def _set(self, key: str, value: str, ttl: float | None) -> None:
-        written, _ = await self._on_file(self._set_sync, key, value, ttl)
-        if not written:
-            await self.fallback.set(key, value, ttl=ttl)
-
-    async def _delete(self, key: str) -> None:
-        await self._on_file(self._delete_sync, key)
-        await self.fallback.delete(key)
-
-    async def _on_file(self, func: Callable[..., _T], *args: object) -> tuple[bool, _T | None]:
-        """`func` on the file unless degraded; `(False, None)` when the fallback must serve instead."""
-        if self.degraded:
-            return False, None
-        try:
-            result = await self._run(func, *args)
-        except (sqlite3.Error, OSError) as e:
-            self._backend_failed(e)
-            return False, None
-        self._ok()
-        return True, result
-
-    def _backend_failed(self, error: Exception) -> None:
-        if _is_corrupt(error):
-            self.corrupt = True
-            logger.error(
-                'SQLite cache %s is not a usable database (%s: %s); it is left untouched and this cache '
-                'keeps entries in memory from now on. Move or delete the file to cache on disk again.',
-                self.path,
-                type(error).__name__,
-                error,
-            )
-            return
-        if self._retry_at is None:
-            logger.warning(
-                'SQLite cache %s failed (%s: %s); caching in memory, retrying every %gs',
-                self.path,
-                type(error).__name__,
-                error,
-                self.cooldown,
-            )
-        self._retry_at = self._monotonic() + self.cooldown
-
-    def _ok(self) -> None:
-        if self._retry_at is not None:
-            self._retry_at = None
-            logger.info('SQLite cache %s works again', self.path)
+    async def _try_primary(
+        self, call: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
+    ) -> tuple[bool, _T | None]:
+        return (False, None) if self.corrupt else await super()._try_primary(call, *args, **kwargs)
 
     async def purge_expired(self) -> int:
         """Delete every expired row now; returns how many were removed."""
@@ -128,10 +79,23 @@ class SQLiteCache(SummaryCache):
 
     async def aclose(self) -> None:
         await anyio.to_thread.run_sync(self._close_sync)
-        await self.fallback.aclose()
+        await super().aclose()
 
     async def _run(self, func: Callable[..., _T], *args: object) -> _T:
-        return await anyio.to_thread.run_sync(self._locked, func, *args)
+        try:
+            return await anyio.to_thread.run_sync(self._locked, func, *args)
+        except sqlite3.Error as e:
+            if _is_corrupt(e):
+                self.corrupt = True
+                self.breaker.open_until = math.inf  # no outage warning: this is reported as an error
+                logger.error(
+                    'SQLite cache %s is not a usable database (%s: %s); it is left untouched and this cache '
+                    'keeps entries in memory from now on. Move or delete the file to cache on disk again.',
+                    self.path,
+                    type(e).__name__,
+                    e,
+                )
+            raise
 
     def _locked(self, func: Callable[..., _T], *args: object) -> _T:
         with self._lock:
@@ -177,13 +141,13 @@ class SQLiteCache(SummaryCache):
         if row is None:
             return None
         value, expires_at = row
-        if expires_at is not None and self._clock() >= expires_at:
-            conn.execute('DELETE FROM cache WHERE key = ? AND expires_at <= ?', (key, self._clock()))
+        if expires_at is not None and self._wall_clock() >= expires_at:
+            conn.execute('DELETE FROM cache WHERE key = ? AND expires_at <= ?', (key, self._wall_clock()))
             return None
         return str(value)
 
     def _set_sync(self, conn: sqlite3.Connection, key: str, value: str, ttl: float | None) -> None:
-        expires_at = None if ttl is None else self._clock() + ttl
+        expires_at = None if ttl is None else self._wall_clock() + ttl
         conn.execute(
             'INSERT OR REPLACE INTO cache (key, value, expires_at) VALUES (?, ?, ?)',
             (key, value, expires_at),
@@ -196,7 +160,7 @@ class SQLiteCache(SummaryCache):
         conn.execute('DELETE FROM cache WHERE key = ?', (key,))
 
     def _purge_sync(self, conn: sqlite3.Connection) -> int:
-        return conn.execute('DELETE FROM cache WHERE expires_at <= ?', (self._clock(),)).rowcount
+        return conn.execute('DELETE FROM cache WHERE expires_at <= ?', (self._wall_clock(),)).rowcount
 
     def _close_sync(self) -> None:
         with self._lock:
@@ -210,3 +174,20 @@ def _is_corrupt(error: Exception) -> bool:
     if isinstance(error, sqlite3.DatabaseError) and not isinstance(error, sqlite3.OperationalError):
         return True  # 'file is not a database', 'database disk image is malformed'
     return 'malformed' in str(error) or 'not a database' in str(error)
+
+
+class _SQLiteFile(SummaryCache):
+    """The file itself, as the primary of its `SQLiteCache`; errors raise."""
+
+    def __init__(self, owner: SQLiteCache) -> None:
+        super().__init__()
+        self.owner = owner
+
+    async def _get(self, key: str) -> str | None:
+        return await self.owner._run(self.owner._get_sync, key)
+
+    async def _set(self, key: str, value: str, ttl: float | None) -> None:
+        await self.owner._run(self.owner._set_sync, key, value, ttl)
+
+    async def _delete(self, key: str) -> None:
+        await self.owner._run(self.owner._delete_sync, key)

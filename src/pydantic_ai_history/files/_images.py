@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import replace
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -64,7 +65,11 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
             and max(width, height) <= max_dimension
         ):
             img.load()  # a truncated file fails here rather than at the provider
-            return _fitted(name, media_type, source_format, data, source_format, data, img.size, img.size, ())
+            out_type = OUTPUT_TYPES[source_format]
+            unchanged = FittedImage(
+                'image', name, media_type, out_type, data, width, height, width, height, len(data), (), ''
+            )
+            return _described(unchanged, source_format)
 
         changes: list[str] = []
         if frames > 1:
@@ -79,26 +84,31 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
         if not upright:
             changes.append('EXIF orientation applied')
         work, out_format, photo = _prepare(work, source_format, changes)
-        data_out, work_size, quality = _encode_until_fits(work, out_format, photo, max_bytes, max_dimension)
+        data_out, work_size, quality, out_format = _encode_until_fits(
+            work, out_format, photo, max_bytes, max_dimension
+        )
 
-    out_format = _format_of(data_out)
     if out_format != source_format:
         changes.insert(0, f'converted {source_format} to {out_format}')
     shown_size = (height, width) if orientation in (5, 6, 7, 8) else (width, height)
     if work_size != shown_size:
         changes.append(f'resized {shown_size[0]}x{shown_size[1]} -> {work_size[0]}x{work_size[1]}')
     changes.append(f're-encoded {out_format}' + (f' q={quality}' if out_format in ('JPEG', 'WEBP') else ''))
-    return _fitted(
+    out_type = OUTPUT_TYPES[out_format]
+    fitted = FittedImage(
+        'image',
         name,
         media_type,
-        source_format,
-        data,
-        out_format,
+        out_type,
         data_out,
-        work_size,
-        (width, height),
+        *work_size,
+        width,
+        height,
+        len(data),
         tuple(changes),
+        '',
     )
+    return _described(fitted, source_format)
 
 
 def _prepare(img: Image.Image, source_format: str, changes: list[str]) -> tuple[Image.Image, str, bool]:
@@ -121,7 +131,7 @@ def _prepare(img: Image.Image, source_format: str, changes: list[str]) -> tuple[
 
 def _encode_until_fits(
     img: Image.Image, out_format: str, photo: bool, max_bytes: int, max_dimension: int
-) -> tuple[bytes, tuple[int, int], int]:
+) -> tuple[bytes, tuple[int, int], int, str]:
     """Encode, check, and shrink (lower quality first, then scale) until the result fits."""
     longest = max(img.size)
     scale = min(1.0, max_dimension / longest)
@@ -135,7 +145,7 @@ def _encode_until_fits(
         if len(encoded) <= max_bytes:
             with Image.open(io.BytesIO(encoded)) as check:
                 if max(check.size) <= max_dimension:
-                    return encoded, check.size, quality
+                    return encoded, check.size, quality, out_format
         if out_format == 'PNG' and photo:
             out_format = 'JPEG'  # a photo that PNG cannot fit is a JPEG's job
             continue
@@ -158,33 +168,11 @@ def _save(img: Image.Image, out_format: str, quality: int) -> bytes:
     return buffer.getvalue()
 
 
-def _format_of(data: bytes) -> str:
-    if data.startswith(b'\xff\xd8'):
-        return 'JPEG'
-    if data.startswith(b'RIFF'):
-        return 'WEBP'
-    return 'PNG'
-
-
-def _fitted(
-    name: str | None,
-    media_type: str,
-    source_format: str,
-    data: bytes,
-    out_format: str,
-    out_data: bytes,
-    out_size: tuple[int, int],
-    size: tuple[int, int],
-    changes: tuple[str, ...],
-) -> FittedImage:
-    """The result, with its manifest line: what the image was and, when changed, what it is shown as."""
-    out_type = OUTPUT_TYPES[out_format]
-    line = f'{label(name)} ({human_size(len(data))}, {source_format}, {size[0]}x{size[1]}) -- image'
-    if not changes:
-        line += ', unchanged'
-    else:
-        shown = f'{out_type} {out_size[0]}x{out_size[1]} ({human_size(len(out_data))})'
-        line = ' '.join(f'{line} shown as {shown}: {"; ".join(changes)}'.split())
-    return FittedImage(
-        'image', name, media_type, out_type, out_data, *out_size, *size, len(data), changes, line
-    )
+def _described(image: FittedImage, source_format: str) -> FittedImage:
+    """`image` with its manifest line: what the image was and, when changed, what it is shown as."""
+    size = f'{human_size(image.original_size_bytes)}, {source_format}'
+    line = f'{label(image.name)} ({size}, {image.original_width}x{image.original_height}) -- image'
+    if not image.changes:
+        return replace(image, manifest=f'{line}, unchanged')
+    shown = f'{image.media_type} {image.width}x{image.height} ({human_size(len(image.data))})'
+    return replace(image, manifest=' '.join(f'{line} shown as {shown}: {"; ".join(image.changes)}'.split()))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._results import Truncation, UnreadableFile
+from ._results import ConvertedDocument, UnreadableFile
 
 
 def human_size(n: int) -> str:
@@ -20,30 +20,22 @@ def label(name: str | None) -> str:
     return ' '.join((name or 'file').split())
 
 
-def document_manifest(
-    name: str | None,
-    size: int,
-    fmt: str,
-    pages: int | None,
-    truncations: tuple[Truncation, ...],
-    shown_tokens: int,
-    full_tokens: int | None,
-    note: str | None,
-) -> str:
-    details = [human_size(size), fmt]
-    if pages is not None:
-        details.append(f'{pages:,} page{"s" if pages != 1 else ""}')
-    parts = [f'{label(name)} ({", ".join(details)}) -- converted to markdown']
-    for t in truncations:
-        if t.unit != 'tokens':
-            parts.append(f'{t.unit} shown {t.shown:,} of {t.total:,}')
-    if full_tokens is not None and full_tokens > shown_tokens:
-        parts.append(f'{shown_tokens:,} of {full_tokens:,} tokens shown')
-    else:
-        parts.append(f'{shown_tokens:,} tokens')
+def document_manifest(document: ConvertedDocument) -> str:
+    """The line describing `document`: what it is and how much of it is shown."""
+    details = [human_size(document.size_bytes), document.format]
+    if document.pages is not None:
+        details.append(f'{document.pages:,} page{"s" if document.pages != 1 else ""}')
+    parts = [f'{label(document.name)} ({", ".join(details)}) -- converted to markdown']
+    parts.extend(
+        f'{t.unit} shown {t.shown:,} of {t.total:,}' for t in document.truncations if t.unit != 'tokens'
+    )
+    shown, full = document.shown_tokens, document.full_text_tokens
+    parts.append(
+        f'{shown:,} of {full:,} tokens shown' if full is not None and full > shown else f'{shown:,} tokens'
+    )
     line = ', '.join(parts)
-    if note:
-        line += f' -- note: {note}'
+    if document.note:
+        line += f' -- note: {document.note}'
     return ' '.join(line.split())
 
 

@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import re
-import threading
 from typing import Any
 
 from ._base import Extraction, FileInfo, Reader, ReaderError
 from ._results import Truncation
 from ._settings import FileSettings
-
-_lock = threading.Lock()
-_converters: dict[str, Any] = {}
+from ._text import tidy_lines
 
 
+@functools.cache
 def _converter(name: str) -> Any:
     """One instance per markitdown converter class, created on first use (imports are slow)."""
-    with _lock:
-        converter = _converters.get(name)
-        if converter is None:
-            from markitdown import converters
+    from markitdown import converters
 
-            converter = _converters[name] = getattr(converters, name)()
-        return converter
+    return getattr(converters, name)()
 
 
 def convert_with(converter_name: str, data: bytes, info: FileInfo) -> str:
@@ -38,8 +33,7 @@ def convert_with(converter_name: str, data: bytes, info: FileInfo) -> str:
     stream_info = StreamInfo(mimetype=info.media_type, extension=info.extension, filename=info.name)
     result = _converter(converter_name).convert(io.BytesIO(data), stream_info)
     # The same normalization MarkItDown._convert applies, so output matches markitdown's own.
-    text = '\n'.join(line.rstrip() for line in re.split(r'\r?\n', result.markdown))
-    return re.sub(r'\n{3,}', '\n\n', text)
+    return tidy_lines(re.split(r'\r?\n', result.markdown))
 
 
 class MarkItDownReader(Reader):
@@ -65,7 +59,7 @@ class PdfReader(MarkItDownReader):
         # The page tree's /Count can lie; page objects in plain sight are a second opinion.
         seen = max(pages or 0, len(_PAGE_OBJECT.findall(data)))
         truncations: tuple[Truncation, ...] = ()
-        if document is not None and seen > settings.pdf_max_pages:
+        if seen > settings.pdf_max_pages:
             # markitdown opens every page (pdfplumber walks them all); this stops at the limit.
             limit = settings.pdf_max_pages
             text = _first_pages_text(document, limit)
@@ -101,17 +95,14 @@ def _first_pages_text(document: Any, max_pages: int) -> str:
             if number >= max_pages:
                 break
             interpreter.process_page(page)
-    text = out.getvalue()
-    return re.sub(r'\n{3,}', '\n\n', '\n'.join(line.rstrip() for line in text.splitlines()))
+    return tidy_lines(out.getvalue().splitlines())
 
 
 def _open_pdf(data: bytes) -> Any:
-    """pdfminer's document (a markitdown `[pdf]` dependency); None when pdfminer is missing."""
-    try:
-        from pdfminer.pdfdocument import PDFDocument, PDFPasswordIncorrect
-        from pdfminer.pdfparser import PDFParser
-    except ImportError:  # pragma: no cover - markitdown[pdf] installs it
-        return None
+    """pdfminer's document (markitdown[pdf], a dependency)."""
+    from pdfminer.pdfdocument import PDFDocument, PDFPasswordIncorrect
+    from pdfminer.pdfparser import PDFParser
+
     try:
         return PDFDocument(PDFParser(io.BytesIO(data)))
     except PDFPasswordIncorrect as e:
@@ -127,8 +118,6 @@ def _pdf_pages(data: bytes, document: Any) -> int | None:
     counts = [int(c) for node in _PAGES_NODE.findall(data) for c in _COUNT.findall(node)]
     if counts:
         return max(counts)
-    if document is None:  # pragma: no cover - markitdown[pdf] installs pdfminer
-        return None
     from pdfminer.pdfpage import PDFPage
     from pdfminer.pdftypes import resolve1
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ._audio import fit_audio
-from ._base import Extraction, FileInfo, MemberReader, Reader, ReaderError
+from ._base import Extraction, FileInfo, MemberReader, ReaderError
 from ._budget import check_before_parse
 from ._images import fit_image
 from ._manifest import document_manifest, human_size, unreadable
@@ -141,27 +141,20 @@ def _extract_bounded(
     data: bytes, media_type: str, name: str | None, settings: FileSettings
 ) -> Extraction | str:
     """`extract` under the settings' limits: in a worker process unless the input is provably cheap."""
+    global _inline_warned
     reader = reader_for(media_type)
-    if reader is None or settings.conversion_isolation == 'inline' or _cheap(reader, data):
+    cheap = reader is not None and len(data) <= _INLINE_MAX_BYTES and reader.format in _INLINE_FORMATS
+    if reader is None or settings.conversion_isolation == 'inline' or cheap:
         return extract(data, media_type, name, settings)
     try:
         return convert_in_worker(data, media_type, name, settings, reader.format)
     except WorkerUnavailable as e:
-        _warn_inline_once(e)
+        if not _inline_warned:
+            _inline_warned = True
+            logger.warning(
+                'files: documents are converted inline, without the time and memory limits (%s)', e
+            )
         return extract(data, media_type, name, settings)
-
-
-def _cheap(reader: Reader, data: bytes) -> bool:
-    return len(data) <= _INLINE_MAX_BYTES and reader.format in _INLINE_FORMATS
-
-
-def _warn_inline_once(error: WorkerUnavailable) -> None:
-    global _inline_warned
-    if not _inline_warned:
-        _inline_warned = True
-        logger.warning(
-            'files: documents are converted inline, without the time and memory limits (%s)', error
-        )
 
 
 def convert_document(
@@ -194,22 +187,11 @@ def _convert(
     truncations = extraction.truncations
     if cut.cut:
         truncations = (*truncations, Truncation('tokens', cut.shown_tokens, cut.full_tokens))
-    fmt = extraction.format or format_name(media_type)
-    manifest = document_manifest(
-        name,
-        len(data),
-        fmt,
-        extraction.pages,
-        truncations,
-        cut.shown_tokens,
-        cut.full_tokens,
-        extraction.note,
-    )
-    return ConvertedDocument(
+    document = ConvertedDocument(
         kind='text',
         name=name,
         media_type=media_type,
-        format=fmt,
+        format=extraction.format or format_name(media_type),
         size_bytes=len(data),
         text=cut.text,
         full_text_tokens=cut.full_tokens,
@@ -217,8 +199,9 @@ def _convert(
         truncations=truncations,
         pages=extraction.pages,
         note=extraction.note,
-        manifest=manifest,
+        manifest='',
     )
+    return replace(document, manifest=document_manifest(document))
 
 
 def _too_large(name: str | None, media_type: str, size: int, settings: FileSettings) -> UnreadableFile:

@@ -53,13 +53,14 @@ class ConvertedDocument:
 
     def to_json(self) -> str:
         """Serialize, so callers can cache conversions as text."""
-        return json.dumps(asdict(self), ensure_ascii=False)
+        return file_result_to_json(self)
 
     @classmethod
     def from_json(cls, s: str) -> ConvertedDocument:
-        data: dict[str, Any] = json.loads(s)
-        data['truncations'] = tuple(Truncation(**t) for t in data['truncations'])
-        return cls(**data)
+        result = file_result_from_json(s)
+        if not isinstance(result, cls):
+            raise ValueError(f'{result.kind} is not a converted document')
+        return result
 
 
 @dataclass(frozen=True)
@@ -131,11 +132,11 @@ def file_result_to_json(result: FileResult) -> str:
 def file_result_from_json(text: str) -> FileResult:
     """The `FileResult` that `file_result_to_json` serialized."""
     data: dict[str, Any] = json.loads(text)
-    if data['kind'] == 'text':
-        return ConvertedDocument.from_json(text)
     if 'data' in data:
         data['data'] = base64.b64decode(data['data'])
     if 'changes' in data:
         data['changes'] = tuple(data['changes'])
+    if 'truncations' in data:
+        data['truncations'] = tuple(Truncation(**t) for t in data['truncations'])
     result: FileResult = _RESULT_KINDS[data['kind']](**data)
     return result

@@ -9,11 +9,13 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from defusedxml import DefusedXmlException
+
 from ..messages._nesting import json_too_deep
 from ._base import Extraction, FileInfo, Reader
 from ._results import Truncation
 from ._settings import FileSettings
-from ._text import cut_lines, decode_text
+from ._text import cut_lines, decode_text, shorten
 
 
 @dataclass
@@ -63,11 +65,7 @@ def prune(value: Any, settings: FileSettings, counter: _Counter, depth: int = 0)
             items.append(f'… {len(value) - settings.struct_max_items:,} more items')
             counter.omitted.append('items')
         return items
-    if isinstance(value, str) and len(value) > settings.struct_max_string_chars:
-        counter.omitted.append('chars')
-        extra = len(value) - settings.struct_max_string_chars
-        return f'{value[: settings.struct_max_string_chars]}… [{extra:,} more chars]'
-    return value
+    return _short(value, settings, counter) if isinstance(value, str) else value
 
 
 def _describe(counter: _Counter) -> str | None:
@@ -171,14 +169,6 @@ class YamlReader(Reader):
         return _structured(documents[0] if len(documents) == 1 else documents, settings, 'YAML')
 
 
-try:
-    from defusedxml import DefusedXmlException as _DefusedXmlException
-except ImportError:  # pragma: no cover - a markitdown dependency
-
-    class _DefusedXmlException(ValueError):  # type: ignore[no-redef]
-        pass
-
-
 # Entity declarations are how XML expands a few bytes into gigabytes ("billion laughs"); refuse them.
 _ENTITY = re.compile(rb'<!ENTITY', re.I)
 
@@ -200,7 +190,7 @@ class XmlReader(Reader):
             return _as_text(data, settings, fmt, f'{fmt} declares entities; shown as text, unexpanded')
         try:
             root = _parse_xml(data)
-        except _DefusedXmlException as e:
+        except DefusedXmlException as e:
             return _as_text(
                 data, settings, fmt, f'{fmt} refers to entities or DTDs ({e}); shown as text, unresolved'
             )
@@ -268,6 +258,4 @@ def _render_xml(
 def _short(value: str, settings: FileSettings, counter: _Counter) -> str:
     if len(value) > settings.struct_max_string_chars:
         counter.omitted.append('chars')
-        extra = len(value) - settings.struct_max_string_chars
-        return f'{value[: settings.struct_max_string_chars]}… [{extra:,} more chars]'
-    return value
+    return shorten(value, settings.struct_max_string_chars)

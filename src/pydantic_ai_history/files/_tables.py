@@ -11,7 +11,7 @@ from typing import Any
 from ._base import Extraction, FileInfo, Reader, ReaderError
 from ._results import Truncation
 from ._settings import FileSettings
-from ._text import cut_lines, decode_text
+from ._text import cut_lines, decode_text, shorten
 
 # Some CSVs hold whole documents in a cell; the csv module's 128 KiB default would reject them.
 csv.field_size_limit(64 * 1024 * 1024)
@@ -71,8 +71,7 @@ def collect_table(
 
 
 def _format_cell(value: str, max_chars: int) -> str:
-    if len(value) > max_chars:
-        value = f'{value[:max_chars]}… [{len(value) - max_chars:,} more chars]'
+    value = shorten(value, max_chars)
     # Line breaks become <br> so a multi-line cell stays in its row.
     return value.replace('\\', '\\\\').replace('|', '\\|').replace('\r\n', '<br>').replace('\n', '<br>')
 

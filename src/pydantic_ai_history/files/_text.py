@@ -102,18 +102,25 @@ def looks_like_text(data: bytes) -> bool:
     return from_bytes(head).best() is not None
 
 
+def shorten(value: str, max_chars: int) -> str:
+    """`value` cut to `max_chars` characters, saying how many more there were."""
+    if len(value) <= max_chars:
+        return value
+    return f'{value[:max_chars]}… [{len(value) - max_chars:,} more chars]'
+
+
+def tidy_lines(lines: list[str]) -> str:
+    """Lines without trailing blanks, at most one empty line in a row (as markitdown normalizes)."""
+    return re.sub(r'\n{3,}', '\n\n', '\n'.join(line.rstrip() for line in lines))
+
+
 def cut_lines(text: str, settings: FileSettings) -> tuple[str, tuple[Truncation, ...]]:
     """Keep the first `text_max_lines` lines and `text_max_line_chars` characters of each."""
     lines = text.splitlines()
     total_lines = len(lines)
     kept = lines[: settings.text_max_lines]
     total_chars = sum(len(line) for line in kept)
-    out: list[str] = []
-    for line in kept:
-        if len(line) > settings.text_max_line_chars:
-            extra = len(line) - settings.text_max_line_chars
-            line = f'{line[: settings.text_max_line_chars]}… [{extra:,} more chars]'
-        out.append(line)
+    out = [shorten(line, settings.text_max_line_chars) for line in kept]
     truncations: list[Truncation] = []
     if total_lines > len(kept):
         truncations.append(Truncation('lines', len(kept), total_lines))
@@ -284,7 +291,7 @@ def rtf_to_text(rtf: str) -> str:
     state.flush()
     # `\uN` writes UTF-16 units: a character outside the BMP arrives as two surrogates, joined here.
     text = ''.join(state.out).encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')
-    return re.sub(r'\n{3,}', '\n\n', '\n'.join(line.rstrip() for line in text.splitlines())).strip()
+    return tidy_lines(text.splitlines()).strip()
 
 
 class RtfReader(Reader):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import math
 import os
 import pickle
 import queue
@@ -69,23 +68,12 @@ def _send(stream: IO[bytes], value: object) -> None:
     stream.flush()
 
 
-def _read_exact(stream: IO[bytes], size: int) -> bytes | None:
-    chunks: list[bytes] = []
-    while size:
-        chunk = stream.read(size)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b''.join(chunks)
-
-
 def _receive(stream: IO[bytes]) -> Any:
-    header = _read_exact(stream, _HEADER.size)
-    if header is None:
-        raise EOFError
-    payload = _read_exact(stream, _HEADER.unpack(header)[0])
-    if payload is None:
+    # Buffered streams: `read(n)` returns fewer than n bytes only at the end of the stream.
+    header = stream.read(_HEADER.size)
+    size = _HEADER.unpack(header)[0] if len(header) == _HEADER.size else -1
+    payload = stream.read(size) if size >= 0 else b''
+    if len(payload) != size:
         raise EOFError
     return pickle.loads(payload)
 
@@ -176,8 +164,8 @@ class _Worker:
     memory: int
     replies: queue.Queue[Any] = field(default_factory=queue.Queue)
     jobs: int = 0
-    idle_until: float = math.inf
-    """When the reaper stops it if it is still idle (`time.monotonic()`)."""
+    reaper: threading.Timer | None = None
+    """Stops it once idle for `conversion_idle_seconds`."""
 
     @classmethod
     def start(cls, memory: int) -> _Worker:
@@ -230,11 +218,12 @@ class _Worker:
             self.kill()
             return f'{fmt} conversion failed: the converter process exited', False
         deadline = time.monotonic() + settings.conversion_timeout_seconds
+        limit = human_size(settings.conversion_max_memory_bytes)
         while True:
             resident = _resident_bytes(self.process.pid)
             if resident is not None and resident > settings.conversion_max_memory_bytes:
                 self.kill()
-                return _memory_reason(fmt, settings), False
+                return f'{fmt} conversion stopped at the {limit} memory limit; nothing shown', False
             try:
                 reply = self.replies.get(timeout=_POLL_SECONDS)
             except queue.Empty:
@@ -247,8 +236,13 @@ class _Worker:
                 )
                 return outcome, healthy
             if reply is not None:  # the reader thread saw the process die
+                # a failed allocation under the address-space limit often ends a converter's C code this way
                 code = self.kill()
-                return _crash_reason(fmt, code, settings), False
+                how = f'signal {-code}' if code is not None and code < 0 else f'exit code {code}'
+                return (
+                    f'{fmt} conversion crashed ({how}), possibly at the {limit} memory limit; nothing shown',
+                    False,
+                )
             if time.monotonic() > deadline:
                 self.kill()
                 return (
@@ -256,7 +250,12 @@ class _Worker:
                     'nothing shown'
                 ), False
 
+    def stop_reaper(self) -> None:
+        if self.reaper is not None:
+            self.reaper.cancel()
+
     def kill(self) -> int | None:
+        self.stop_reaper()
         with contextlib.suppress(OSError):  # already reaped
             self.process.kill()
         try:
@@ -270,33 +269,14 @@ class _Worker:
                         stream.close()
 
 
-def _memory_reason(fmt: str, settings: FileSettings) -> str:
-    return (
-        f'{fmt} conversion stopped at the {human_size(settings.conversion_max_memory_bytes)} memory limit; '
-        'nothing shown'
-    )
-
-
-def _crash_reason(fmt: str, code: int | None, settings: FileSettings) -> str:
-    # A failed allocation under the address-space limit often ends a converter's C code this way.
-    how = f'signal {-code}' if code is not None and code < 0 else f'exit code {code}'
-    return (
-        f'{fmt} conversion crashed ({how}), possibly at the '
-        f'{human_size(settings.conversion_max_memory_bytes)} memory limit; nothing shown'
-    )
-
-
 class _Pool:
     """Idle workers by memory limit, at most `conversion_workers` alive; callers wait for a free one."""
 
     def __init__(self) -> None:
         self._pid = os.getpid()
-        lock = threading.RLock()
-        self._condition = threading.Condition(lock)  # a worker or a slot is free
-        self._idle_changed = threading.Condition(lock)  # the reaper must look again at the idle workers
+        self._condition = threading.Condition(threading.RLock())  # a worker or a slot is free
         self._idle: list[_Worker] = []
         self._busy = 0
-        self._reaping = False
 
     def convert(self, job: Job, settings: FileSettings, fmt: str) -> Outcome:
         worker = self._checkout(settings)
@@ -317,6 +297,7 @@ class _Pool:
                 for worker in self._idle:
                     if worker.memory == memory:
                         self._idle.remove(worker)
+                        worker.stop_reaper()
                         self._busy += 1
                         return worker
                 if self._busy + len(self._idle) < max(settings.conversion_workers, 1):
@@ -352,37 +333,25 @@ class _Pool:
             self._condition.notify()
 
     def _park(self, worker: _Worker, idle_seconds: float) -> None:
-        """Make `worker` idle until `idle_seconds` from now (the caller holds the lock)."""
-        worker.idle_until = time.monotonic() + idle_seconds
+        """Make `worker` idle, stopped by its reaper after `idle_seconds` (the caller holds the lock)."""
         self._idle.append(worker)
-        if self._reaping:
-            self._idle_changed.notify()
-        else:
-            self._reaping = True
-            threading.Thread(target=self._reap, daemon=True, name='file-converter-reaper').start()
+        if idle_seconds < threading.TIMEOUT_MAX:
+            worker.reaper = threading.Timer(idle_seconds, self._reap, (worker,))
+            worker.reaper.name, worker.reaper.daemon = 'file-converter-reaper', True
+            worker.reaper.start()
 
-    def _reap(self) -> None:
-        """The reaper thread: stops workers idle past their deadline; ends when no worker is idle."""
-        while True:
-            with self._condition:
-                now = time.monotonic()
-                expired = [worker for worker in self._idle if worker.idle_until <= now]
-                if not expired:
-                    if not self._idle:
-                        self._reaping = False
-                        return
-                    wait = min(worker.idle_until for worker in self._idle) - now
-                    self._idle_changed.wait(wait if wait < threading.TIMEOUT_MAX else None)
-                    continue
-                self._idle = [worker for worker in self._idle if worker.idle_until > now]
-            for worker in expired:
-                logger.debug('stopping converter worker %d: idle', worker.process.pid)
-                worker.kill()
+    def _reap(self, worker: _Worker) -> None:
+        with self._condition:
+            # taken out and parked again since: a newer reaper is in charge
+            if worker.reaper is not threading.current_thread() or worker not in self._idle:
+                return
+            self._idle.remove(worker)
+        logger.debug('stopping converter worker %d: idle', worker.process.pid)
+        worker.kill()
 
     def shutdown(self) -> None:
         with self._condition:
             idle, self._idle = self._idle, []
-            self._idle_changed.notify()
         for worker in idle:
             worker.kill()
 

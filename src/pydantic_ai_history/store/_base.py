@@ -121,6 +121,22 @@ def validate_artifact_id(artifact_id: str) -> str:
     return artifact_id
 
 
+def check_bounds(owner: str, **bounds: float | None) -> None:
+    """`ValueError` naming the first bound that is set but not positive (None means no bound)."""
+    for name, value in bounds.items():
+        if value is not None and not value > 0:
+            raise ValueError(f'{owner}: {name} must be positive (None: no bound), got {value!r}')
+
+
+def check_artifact_size(artifact_id: str, size: int, *limits: int | None) -> None:
+    """`StoreQuotaExceeded` when `size` bytes pass the smallest of the `limits` that are set."""
+    largest = min((limit for limit in limits if limit is not None), default=None)
+    if largest is not None and size > largest:
+        raise StoreQuotaExceeded(
+            f'artifact {artifact_id} is {size:,} bytes, more than one artifact may take ({largest:,})'
+        )
+
+
 def _secret_bytes(secret: bytes | str | None) -> bytes | None:
     if secret is None:
         return None

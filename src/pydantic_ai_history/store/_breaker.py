@@ -39,6 +39,9 @@ class StoreBreaker:
     failures: int = 0
     """Failed calls, in total."""
     open_until: float | None = None
+    """Until when calls are refused (by `clock`); None while the backend works."""
+    log: logging.Logger = field(default=logger, repr=False)
+    """Where openings and recoveries are logged."""
 
     @property
     def is_open(self) -> bool:
@@ -62,14 +65,14 @@ class StoreBreaker:
                 raise
             raise StoreError(f'{self.name} failed: {type(e).__name__}: {e}') from e
         if self.open_until is not None:
-            logger.info('%s recovered', self.name)
+            self.log.info('%s recovered', self.name)
             self.open_until = None
         return result
 
     def _failed(self, error: BaseException) -> None:
         self.failures += 1
         if self.open_until is None:
-            logger.warning(
+            self.log.warning(
                 '%s failed (%s: %s); refusing its operations for %gs',
                 self.name,
                 type(error).__name__,

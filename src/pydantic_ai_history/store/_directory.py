@@ -22,13 +22,16 @@ from ._base import (
     StoredArtifact,
     StoreError,
     StoreQuotaExceeded,
+    check_artifact_size,
+    check_bounds,
     scope_tag,
     validate_artifact_id,
 )
 from ._breaker import StoreBreaker
-from ._private_files import PRIVATE_DIR_MODE, make_private_dirs, set_private_mode
+
+# O_NOFOLLOW: ids have no separators, so the last path component is the only one below the checked folder.
+from ._private_files import O_NOFOLLOW, PRIVATE_DIR_MODE, create_private_file, make_private_dirs
 from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, Held, PruneReport, StoreBound, plan_prune
-from ._retention import report as retention_report
 
 __all__ = ('DirectoryStore',)
 
@@ -36,19 +39,13 @@ _T = TypeVar('_T')
 
 logger = logging.getLogger('pydantic_ai_history.store')
 
-# Refuse to follow a symlink in the last path component when opening; ids have no separators, so
-# the last component is the only one below the (already checked) scope folder.
-_O_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
-
 SECRET_FILE = '.artifact-id-secret'
 """The id secret generated for a store that was given none, kept in its root (mode 0600)."""
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    with open(fd, 'wb', closefd=False) as f:
+        f.write(data)
 
 
 class DirectoryStore(ArtifactStore):
@@ -87,11 +84,7 @@ class DirectoryStore(ArtifactStore):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(secret=secret)
-        for name, value in (('max_age', max_age), ('max_bytes', max_bytes), ('prune_every', prune_every)):
-            if value is not None and value <= 0:
-                raise ValueError(
-                    f'DirectoryStore: {name} must be positive (or None for no bound), got {value!r}'
-                )
+        check_bounds('DirectoryStore', max_age=max_age, max_bytes=max_bytes, prune_every=prune_every)
         self._given_root = root
         self._root: Path | None = None
         self.create = create
@@ -137,23 +130,15 @@ class DirectoryStore(ArtifactStore):
     def _read_or_create_secret(self) -> bytes:
         self._ensure_root()
         path = self.root / SECRET_FILE
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            for _ in range(50):
-                secret = self._read_file(path)
-                if secret is not None and len(secret) >= SECRET_BYTES:
-                    return secret[:SECRET_BYTES]
-                time.sleep(0.01)  # another process created it a moment ago and is still writing it
-            raise StoreError(f'{path} is incomplete') from None
         secret = os.urandom(SECRET_BYTES)
-        try:
-            set_private_mode(fd)
-            _write_all(fd, secret)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return secret
+        if create_private_file(path, secret):
+            return secret
+        for _ in range(50):
+            secret_read = self._read_file(path)
+            if secret_read is not None and len(secret_read) >= SECRET_BYTES:
+                return secret_read[:SECRET_BYTES]
+            time.sleep(0.01)  # another process created it a moment ago and is still writing it
+        raise StoreError(f'{path} is incomplete')
 
     # ---- operations ---------------------------------------------------------------------------------------
 
@@ -166,11 +151,7 @@ class DirectoryStore(ArtifactStore):
         metadata: dict[str, str],
         scope: str,
     ) -> StoredArtifact:
-        if self.max_artifact_bytes is not None and len(data) > self.max_artifact_bytes:
-            raise StoreQuotaExceeded(
-                f'artifact {artifact_id} is {len(data):,} bytes, more than one artifact may take '
-                f'({self.max_artifact_bytes:,})'
-            )
+        check_artifact_size(artifact_id, len(data), self.max_artifact_bytes)
         info = StoredArtifact(artifact_id, media_type, len(data), source, self._clock(), metadata)
 
         async def write() -> StoredArtifact:
@@ -242,7 +223,7 @@ class DirectoryStore(ArtifactStore):
         for path in junk:
             path.unlink(missing_ok=True)
         self._remove_empty_scopes()
-        result = retention_report(deleted, kept)
+        result = PruneReport(len(deleted), sum(h.size for h in deleted), len(kept), sum(h.size for h in kept))
         self._known_bytes = result.held_bytes
         self._next_prune = now + self.prune_every
         if deleted:
@@ -401,7 +382,7 @@ class DirectoryStore(ArtifactStore):
 
     def _open(self, path: Path) -> int | None:
         try:
-            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
+            fd = os.open(path, os.O_RDONLY | O_NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from ..messages._marks import process_secret
-from ._base import ArtifactStore, StoredArtifact, StoreQuotaExceeded
+from ._base import ArtifactStore, StoredArtifact, check_artifact_size
 
 __all__ = ('MemoryStore',)
 
@@ -94,11 +94,7 @@ class MemoryStore(ArtifactStore):
         if existing is not None:
             return existing[0]
         size = len(data)
-        limit = min(self.max_artifact_bytes, self.max_scope_bytes, self.max_bytes)
-        if size > limit:
-            raise StoreQuotaExceeded(
-                f'artifact {artifact_id} is {size:,} bytes, more than one artifact may take ({limit:,})'
-            )
+        check_artifact_size(artifact_id, size, self.max_artifact_bytes, self.max_scope_bytes, self.max_bytes)
         self._make_room(scope, size)
         info = StoredArtifact(artifact_id, media_type, size, source, self._clock(), metadata)
         self._items[(scope, artifact_id)] = (info, data)

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 __all__ = (
+    'O_NOFOLLOW',
     'PRIVATE_DIR_MODE',
     'PRIVATE_FILE_MODE',
     'create_private_file',
@@ -22,7 +23,7 @@ __all__ = (
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
-_O_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
+O_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
 
 
 def make_private_dirs(path: Path) -> None:
@@ -43,16 +44,18 @@ def make_private_dirs(path: Path) -> None:
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
 
 
-def create_private_file(path: Path) -> bool:
-    """Create `path` empty and 0600 unless it exists; True when it was created here."""
+def create_private_file(path: Path, data: bytes = b'') -> bool:
+    """Create `path` 0600 holding `data` (synced to disk) unless it exists; True when it was created here."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, PRIVATE_FILE_MODE)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW, PRIVATE_FILE_MODE)
     except FileExistsError:
         return False
-    try:
+    with open(fd, 'wb') as f:
         set_private_mode(fd)
-    finally:
-        os.close(fd)
+        if data:
+            f.write(data)
+            f.flush()
+            os.fsync(fd)
     return True
 
 

@@ -8,9 +8,18 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreError, StoreQuotaExceeded, scope_tag
+from ._base import (
+    SECRET_BYTES,
+    ArtifactStore,
+    StoredArtifact,
+    StoreError,
+    StoreQuotaExceeded,
+    check_artifact_size,
+    check_bounds,
+    scope_tag,
+)
 from ._breaker import StoreBreaker
-from ._redis_client import DEFAULT_REDIS_URL, RedisClients, RedisPoolSettings
+from ._redis_client import RedisClients, RedisPoolSettings
 from ._redis_scripts import PRUNE_SCRIPT, PUT_SCRIPT
 from ._retention import DEFAULT_MAX_AGE, PruneReport, StoreBound
 
@@ -66,12 +75,8 @@ class RedisStore(ArtifactStore):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(secret=secret)
-        if url is None and client is None:
-            url = DEFAULT_REDIS_URL
         self._clients = RedisClients(url, client, socket_timeout, pool)
-        for name, value in (('ttl', ttl), ('max_bytes', max_bytes)):
-            if value is not None and value <= 0:
-                raise ValueError(f'RedisStore: {name} must be positive (None: no bound), got {value!r}')
+        check_bounds('RedisStore', ttl=ttl, max_bytes=max_bytes)
         self.prefix = prefix
         self.ttl = ttl
         """Seconds an artifact is kept after it was written (Redis expires it); None keeps it."""
@@ -123,12 +128,7 @@ class RedisStore(ArtifactStore):
         metadata: dict[str, str],
         scope: str,
     ) -> StoredArtifact:
-        largest = min(b for b in (self.max_artifact_bytes, self.max_bytes, 2**62) if b is not None)
-        if len(data) > largest:
-            raise StoreQuotaExceeded(
-                f'artifact {artifact_id} is {len(data):,} bytes, '
-                f'more than one artifact may take ({largest:,})'
-            )
+        check_artifact_size(artifact_id, len(data), self.max_artifact_bytes, self.max_bytes)
         now = self._clock()
         info = StoredArtifact(artifact_id, media_type, len(data), source, now, metadata)
         key = self._key(artifact_id, scope)

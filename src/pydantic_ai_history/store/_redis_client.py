@@ -54,7 +54,7 @@ class RedisPoolSettings:
 
 
 class RedisClients:
-    """The client to use on the running event loop.
+    """The client to use on the running event loop (`url` defaults to `DEFAULT_REDIS_URL`).
 
     An asyncio client's connections fail with "Event loop is closed" on another loop (each `Agent.run_sync`
     may run on a new one), so a client made from a URL is re-created when the loop changes; a client passed
@@ -68,9 +68,10 @@ class RedisClients:
         socket_timeout: float | None,
         pool: RedisPoolSettings | None = None,
     ) -> None:
-        if (url is None) == (client is None):
+        if url is not None and client is not None:
             raise ValueError('pass exactly one of `url` or `client`')
-        if url is not None:
+        if client is None:
+            url = url or DEFAULT_REDIS_URL
             import_redis_asyncio()  # fail at construction, not on the first call
         self.url = url
         self.socket_timeout = socket_timeout

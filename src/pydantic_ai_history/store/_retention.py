@@ -7,7 +7,7 @@ still reads back is the last to go.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -79,13 +79,3 @@ def plan_prune(
         total -= kept[cut].size
         cut += 1
     return [*expired, *kept[:cut]], kept[cut:]
-
-
-def report(deleted: Sequence[Held], kept: Sequence[Held]) -> PruneReport:
-    """The report of deleting `deleted` and keeping `kept`."""
-    return PruneReport(
-        removed=len(deleted),
-        freed_bytes=sum(h.size for h in deleted),
-        held=len(kept),
-        held_bytes=sum(h.size for h in kept),
-    )
