@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import dataclasses
 import io
 import itertools
 import logging
@@ -113,21 +115,11 @@ def profile_for_model(model_name: str | None) -> TokenizerProfile:
     if not model_name:
         return OTHER
     parsed = parse_model_name(model_name)
-    if parsed.family == 'anthropic':
-        return ANTHROPIC
-    if parsed.family == 'google':
-        return GOOGLE
-    if parsed.family == 'openai':
-        return _openai_profile(parsed.ref)
-    return OTHER
-
-
-def _openai_profile(ref: str) -> TokenizerProfile:
-    if _LEGACY_OPENAI.match(ref):
+    if parsed.family != 'openai':
+        return {'anthropic': ANTHROPIC, 'google': GOOGLE}.get(parsed.family or '', OTHER)
+    if _LEGACY_OPENAI.match(parsed.ref):
         return OPENAI_LEGACY
-    if _REASONING_OPENAI.match(ref):
-        return OPENAI_REASONING
-    return OPENAI
+    return OPENAI_REASONING if _REASONING_OPENAI.match(parsed.ref) else OPENAI
 
 
 def image_tokens(width: int, height: int, formula: ImageFormula) -> int:
@@ -158,9 +150,9 @@ def image_tokens(width: int, height: int, formula: ImageFormula) -> int:
 
 
 _DEFAULT_IMAGE_SIDE = 1024
+"""Assumed size of an image whose pixels we cannot see (a remote URL): a typical 1024x1024 upload."""
 _SVG = 'image/svg+xml'
 _TEXT_MEDIA = frozenset({'application/json', 'application/xml', 'application/x-yaml', _SVG})
-"""Assumed size of an image whose pixels we cannot see (a remote URL): a typical 1024x1024 upload."""
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:
@@ -286,9 +278,9 @@ class TokenCounter:
 
     def __post_init__(self) -> None:
         base = self.profile or profile_for_model(self.model_name)
-        if self.correction is not None:
-            base = TokenizerProfile(**{**base.__dict__, 'correction': self.correction})
-        self.profile = base
+        self.profile = (
+            base if self.correction is None else dataclasses.replace(base, correction=self.correction)
+        )
 
     @property
     def tokenizer_profile(self) -> TokenizerProfile:
@@ -469,9 +461,7 @@ class TokenCounter:
     def _count_args(self, args: Any) -> int:
         if args is None:
             return 0
-        if isinstance(args, str):
-            return self.count_text(args)
-        return self.count_text(json_text(args))
+        return self.count_text(args if isinstance(args, str) else json_text(args))
 
     def _count_return(self, content: Any) -> int:
         # A tool return without files goes on the wire as one JSON document (strings quoted); only one with
@@ -704,23 +694,9 @@ def _split_on_tokens(encoding: Any, text: str, first: int, limit: int) -> list[s
     to the later one."""
     ids = encoding.encode_ordinary(text)
     bounds = [0, *range(first, len(ids), limit), len(ids)]
-    pieces: list[str] = []
-    carry = b''
-    for start, end in itertools.pairwise(bounds):
-        data = carry + encoding.decode_bytes(ids[start:end])
-        piece, carry = _utf8_prefix(data)
-        if piece:
-            pieces.append(piece)
-    if carry:
-        pieces.append(carry.decode('utf-8', errors='replace'))
-    return pieces
-
-
-def _utf8_prefix(data: bytes) -> tuple[str, bytes]:
-    """The longest prefix of `data` that decodes, and the bytes after it (at most 3: a cut character)."""
-    for cut in range(len(data), max(len(data) - 4, 0) - 1, -1):
-        try:
-            return data[:cut].decode('utf-8'), data[cut:]
-        except UnicodeDecodeError:
-            continue
-    return data.decode('utf-8', errors='replace'), b''  # not UTF-8 at all: keep every byte anyway
+    decoder = codecs.getincrementaldecoder('utf-8')(errors='replace')  # holds a cut character's first bytes
+    pieces = [
+        decoder.decode(encoding.decode_bytes(ids[start:end])) for start, end in itertools.pairwise(bounds)
+    ]
+    pieces.append(decoder.decode(b'', final=True))
+    return [piece for piece in pieces if piece]
