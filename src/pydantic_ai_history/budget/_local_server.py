@@ -101,11 +101,6 @@ def local_server_of(model: object) -> LocalServer | None:
     return LocalServer(base_url, name)
 
 
-def known_answer(server: LocalServer) -> tuple[bool, int | None]:
-    """Whether the server was asked in this process, and its answer."""
-    return server.key in _ANSWERS, _ANSWERS.get(server.key)
-
-
 async def ask_context_window(
     server: LocalServer, *, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_SECONDS
 ) -> int | None:

@@ -12,6 +12,7 @@ is ours only when every part but its system prompts is, so a merged user turn is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import hmac
 import logging
@@ -106,7 +107,6 @@ SEAL_TOKENS = 24
 """Tokens a seal line adds to a text (a 24-hex-digit tag is about 14 tokens; rounded up)."""
 
 _secret: bytes | None = None
-_default_key: tuple[bytes, bytes] | None = None
 _verified: dict[tuple[bytes, str], tuple[str, str] | None] = {}
 _verified_chars = 0
 _VERIFIED_MAX_CHARS = 16_000_000
@@ -138,6 +138,7 @@ def seal_key_scope(secret: bytes) -> Iterator[None]:
         _scoped_key.reset(token)
 
 
+@functools.lru_cache(maxsize=16)  # asked for every seal made or read
 def seal_key(secret: bytes) -> bytes:
     """The seal key derived from a store's secret (not the secret itself, which keys artifact ids)."""
     return hmac.new(secret, b'pydantic-ai-history seal', hashlib.sha256).digest()
@@ -161,13 +162,7 @@ def process_secret() -> bytes:
 
 def _key() -> bytes:
     scoped = _scoped_key.get()
-    if scoped is not None:
-        return scoped
-    global _default_key
-    secret = process_secret()
-    if _default_key is None or _default_key[0] is not secret:
-        _default_key = (secret, seal_key(secret))
-    return _default_key[1]
+    return seal_key(process_secret()) if scoped is None else scoped
 
 
 def _tag(kind: str, body: str) -> str:

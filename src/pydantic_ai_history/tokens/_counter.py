@@ -170,8 +170,8 @@ def image_size(data: bytes) -> tuple[int, int] | None:
 
 _PDF_PAGE = re.compile(rb'/Type\s*/Page(?!s)')
 _SCAN_BYTES = 4 * 1024 * 1024
-"""Large files are scanned this much at a time: `re` holds the GIL for a whole call, so a 200 MB scan in a
-worker thread would still stall the event loop; each piece holds it for a few milliseconds."""
+"""Large files are scanned this much at a time: `re` holds the GIL for a whole call (a 200 MB scan in a worker
+thread would stall the event loop), a piece for a few milliseconds."""
 
 
 def _pdf_pages(data: bytes) -> int:
@@ -602,26 +602,19 @@ class TokenCounter:
         response = messages[anchor_index]
         assert isinstance(response, ModelResponse)
         input_tokens = response.usage.input_tokens
-        if anchor_index in branch.sent:
-            prefix_tokens = branch.cumulative[anchor_index]
-            self._overhead = overhead = max(input_tokens - prefix_tokens, 0)
-            # tools offered since that request (e.g. the read-back tool) are not in its usage figure
-            sent_tools = branch.sent[anchor_index]
-            added_tools = 0
-            if sent_tools is not None:
-                added_tools = max(self.count_tool_definitions(tool_definitions) - sent_tools, 0)
-            total = max(input_tokens, prefix_tokens) + tokenizer - prefix_tokens + added_tools
-            return TokenEstimate(
-                total,
-                tokenizer,
-                per_message,
-                anchor_index,
-                input_tokens,
-                anchor_verified=True,
-                overhead=overhead,
-            )
+        if anchor_index not in branch.sent:
+            total = tokenizer + overhead
+            return TokenEstimate(total, tokenizer, per_message, anchor_index, input_tokens, overhead=overhead)
+        prefix_tokens = branch.cumulative[anchor_index]
+        self._overhead = overhead = max(input_tokens - prefix_tokens, 0)
+        # tools offered since that request (e.g. the read-back tool) are not in its usage figure
+        sent_tools = branch.sent[anchor_index]
+        added = (
+            0 if sent_tools is None else max(self.count_tool_definitions(tool_definitions) - sent_tools, 0)
+        )
+        total = max(input_tokens, prefix_tokens) + tokenizer - prefix_tokens + added
         return TokenEstimate(
-            tokenizer + overhead, tokenizer, per_message, anchor_index, input_tokens, overhead=overhead
+            total, tokenizer, per_message, anchor_index, input_tokens, anchor_verified=True, overhead=overhead
         )
 
     def _default_overhead(self, messages: Sequence[ModelMessage], tool_definitions: Iterable[Any]) -> int:

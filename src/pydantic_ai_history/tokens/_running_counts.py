@@ -1,10 +1,9 @@
 """Counts kept between requests, by message identity (`IdentityMemo`) and per conversation, so a request
 costs what is new, not the whole history.
 
-Within a run every history is the previous one plus a response and a request. Per conversation the counter
-keeps recent *branches* (messages, counts, running totals, where usage sits, what was sent); a history that
-extends one is recognised by a single list comparison in C (equal reloaded copies match too). A history
-that departs (a compaction, a fork) starts a branch from the longest shared prefix.
+Per conversation the counter keeps recent *branches* (messages, counts, running totals, where usage sits,
+what was sent); a history that extends one is recognised by a single list comparison in C. A history that
+departs (a compaction, a fork) starts a branch from the longest shared prefix.
 """
 
 from __future__ import annotations
@@ -204,10 +203,7 @@ class RunningCounts:
         self._clock += 1
         given = messages if isinstance(messages, list) else list(messages)
         key = id(given[0])
-        branches = self._slots.pop(key, None)
-        if branches is not None and branches[0].messages[0] is not given[0]:
-            branches = None  # pragma: no cover - a held first message cannot share its id with another
-        branches = branches or []
+        branches = self._slots.pop(key, [])  # a branch holds its first message: its id is not reused
         branch = _matching(branches, given, count)
         if branch is None:
             branch = _diverging(branches[0] if branches else None, given, count)
@@ -285,34 +281,30 @@ def _shared_end(held: list[ModelMessage], messages: list[ModelMessage]) -> int:
 
 def _follow(branch: Branch, messages: list[ModelMessage], shared: int, count: CountMessage) -> bool:
     held = branch.messages
-    known, length = len(held), len(messages)
-    if shared == length < known:  # a prefix of the branch: compare without copying either list
+    length = len(messages)
+    if shared == length < len(held):  # a prefix of the branch: compare without copying either list
         tail = held[length:]
         del held[length:]
         same = held == messages
         held.extend(tail)
         return same
-    dropped = held[shared:]
-    new = messages[shared:]
+    dropped, new = held[shared:], messages[shared:]
     del held[shared:]
     held.extend(new)
     same = False
     try:
         # One comparison in C of the whole history; identical objects never reach `__eq__`.
-        same = held == messages
-        counts = [count(m) for m in new] if same else []
-    except BaseException:
-        same = False
-        raise
+        if held == messages:
+            counts = [count(m) for m in new]
+            same = True
     finally:
-        if not same:
+        if not same:  # not this branch, or counting raised: the branch as it was
             del held[shared:]
             held.extend(dropped)
-    if not same:
-        return False
-    branch.rewind(shared)
-    branch.extend(new, counts)
-    return True
+    if same:
+        branch.rewind(shared)
+        branch.extend(new, counts)
+    return same
 
 
 def _diverging(parent: Branch | None, messages: list[ModelMessage], count: CountMessage) -> Branch:
