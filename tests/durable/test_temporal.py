@@ -34,7 +34,9 @@ import pytest
 
 pytest.importorskip('temporalio', reason='the Temporal tests need temporalio (pydantic-ai-slim[temporal])')
 pytest.importorskip(
-    'pydantic_ai.durable_exec.temporal', reason='this pydantic-ai has no Temporal integration', exc_type=ImportError
+    'pydantic_ai.durable_exec.temporal',
+    reason='this pydantic-ai has no Temporal integration',
+    exc_type=ImportError,
 )
 
 import anyio

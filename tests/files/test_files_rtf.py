@@ -28,4 +28,4 @@ def test_pictures_fonts_and_headers_are_not_text():
 
 
 def test_code_page_bytes_decode_with_the_document_code_page():
-    assert rtf_to_text(r"{\rtf1\ansi\ansicpg932 \'82\'a0\'82\'a2}") == 'あい'
+    assert rtf_to_text(r'{\rtf1\ansi\ansicpg932 \'82\'a0\'82\'a2}') == 'あい'

@@ -306,9 +306,8 @@ def model_info(
     if len(candidates) > 1 and context_window is None:
         infos = [model_info(candidate, server_windows=server_windows) for candidate in candidates]
         known = [info for info in infos if info.context_window is not None]
-        if not known:
-            return ModelInfo(model_name_of(model), None, 'unknown')
-        return min(known, key=lambda info: info.context_window or 0)
+        unknown = ModelInfo(model_name_of(model), None, 'unknown')
+        return min(known, key=lambda info: info.context_window or 0, default=unknown)
     name = model_name_of(model)
     window_prices = _genai_prices(name) if name else (None, None)
     price = window_prices[1]

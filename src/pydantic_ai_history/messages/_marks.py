@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import hmac
+import itertools
 import logging
 import os
 import re
@@ -288,17 +289,10 @@ def separate_own_parts(messages: list[ModelMessage]) -> list[ModelMessage]:
     ours again and the next compaction updates it rather than keep it as foreign content. Returns `messages`
     itself when no request mixes them.
     """
-    result: list[ModelMessage] | None = None
-    for index, message in enumerate(messages):
-        pieces = _separated(message)
-        if pieces is None:
-            if result is not None:
-                result.append(message)
-            continue
-        if result is None:
-            result = list(messages[:index])
-        result.extend(pieces)
-    return messages if result is None else result
+    split = [_separated(message) for message in messages]
+    if not any(split):
+        return messages
+    return [piece for message, pieces in zip(messages, split, strict=True) for piece in pieces or [message]]
 
 
 def _separated(message: ModelMessage) -> list[ModelMessage] | None:
@@ -308,16 +302,10 @@ def _separated(message: ModelMessage) -> list[ModelMessage] | None:
     kinds = part_kinds(message)
     if not any(kind in ('summary', 'window') for kind in kinds) or all(kinds):
         return None
-    runs: list[tuple[bool, list[tuple[ModelRequestPart, str | None]]]] = []
-    for part, kind in zip(message.parts, kinds, strict=True):
-        ours = kind is not None
-        if runs and runs[-1][0] == ours:
-            runs[-1][1].append((part, kind))
-        else:
-            runs.append((ours, [(part, kind)]))
     run_id = getattr(message, 'run_id', None)
+    runs = itertools.groupby(zip(message.parts, kinds, strict=True), key=lambda pair: pair[1] is not None)
     return [
-        own_request(parts, details={}, run_id=run_id)
+        own_request(list(parts), details={}, run_id=run_id)
         if ours
         else dataclasses.replace(message, parts=[part for part, _ in parts])
         for ours, parts in runs

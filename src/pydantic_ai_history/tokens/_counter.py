@@ -263,7 +263,6 @@ class TokenCounter:
     max_memo_chars: int = 64_000_000
     _encode: Callable[[str], int] | None = field(default=None, init=False, repr=False)
     _encoding: Any = field(default=None, init=False, repr=False)
-    _offline: bool = field(default=False, init=False, repr=False)
     _text_memo: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _text_memo_chars: int = field(default=0, init=False, repr=False)
     _large_memo: list[tuple[str, int]] = field(default_factory=list, init=False, repr=False)
@@ -291,7 +290,7 @@ class TokenCounter:
     def offline(self) -> bool:
         """True when tiktoken could not load its encoding and counts are estimates."""
         self._encoder()
-        return self._offline
+        return self._encoding is None
 
     @property
     def loaded(self) -> bool:
@@ -312,7 +311,6 @@ class TokenCounter:
                 self._encode = lambda text: _count_in_pieces(encoding, text)
             except Exception as exc:  # not packaged, not cached, no network, or tiktoken broken: estimate
                 _warn_offline_once(self.tokenizer_profile.encoding, exc)
-                self._offline = True
                 self._encode = estimate_tokens_offline
         return self._encode
 
