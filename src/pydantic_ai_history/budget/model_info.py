@@ -179,9 +179,7 @@ def model_name_of(model: object) -> str | None:
     """`provider:name` for a pydantic-ai `Model` (`bedrock:us.anthropic.claude-...-v2:0`), or the string.
     A name already starting with a known provider keeps it (a Bedrock `:0` or an Ollama tag is no provider).
     """
-    if model is None:
-        return None
-    if isinstance(model, str):
+    if model is None or isinstance(model, str):
         return model
     name = getattr(model, 'model_name', None)
     system = getattr(model, 'system', None)

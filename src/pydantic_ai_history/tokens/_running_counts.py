@@ -34,37 +34,29 @@ class IdentityMemo(Generic[V]):
     swept whenever the memo has doubled.
     """
 
-    __slots__ = ('_refs', '_sweep_at', '_values')
+    __slots__ = ('_entries', '_sweep_at')
 
     def __init__(self) -> None:
-        self._refs: dict[int, weakref.ReferenceType[Any]] = {}
-        self._values: dict[int, V] = {}
+        self._entries: dict[int, tuple[weakref.ReferenceType[Any], V]] = {}
         self._sweep_at = _SWEEP_MIN
 
     def get(self, obj: object) -> V | None:
-        key = id(obj)
-        ref = self._refs.get(key)
-        if ref is None or ref() is not obj:
-            return None
-        return self._values.get(key)  # a sweep in another thread may have just dropped it
+        entry = self._entries.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
 
     def set(self, obj: object, value: V) -> None:
-        key = id(obj)
-        self._refs[key] = weakref.ref(obj)
-        self._values[key] = value
-        if len(self._refs) > self._sweep_at:
+        self._entries[id(obj)] = (weakref.ref(obj), value)
+        if len(self._entries) > self._sweep_at:
             self.sweep()
 
     def sweep(self) -> None:
         """Drop the entries of objects that no longer exist."""
-        dead = [key for key, ref in self._refs.items() if ref() is None]
-        for key in dead:
-            del self._refs[key], self._values[key]
-        self._sweep_at = max(2 * len(self._refs), _SWEEP_MIN)
+        self._entries = {key: entry for key, entry in self._entries.items() if entry[0]() is not None}
+        self._sweep_at = max(2 * len(self._entries), _SWEEP_MIN)
 
     def __len__(self) -> int:
         """Entries held, the dead ones not yet swept included."""
-        return len(self._refs)
+        return len(self._entries)
 
 
 class CountsView(Sequence[int]):
