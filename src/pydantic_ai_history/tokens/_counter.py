@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_ai import messages as _messages
+from pydantic_ai.tools import ToolDefinition
 
 from .._compat import (
     CACHE_POINTS,
@@ -272,7 +273,7 @@ class TokenCounter:
     )
     _running: RunningCounts = field(default_factory=RunningCounts, init=False, repr=False)
     _overhead: int | None = field(default=None, init=False, repr=False)
-    _last_tools: tuple[tuple[Any, ...], int] = field(default=((), 0), init=False, repr=False)
+    _last_tools: tuple[tuple[ToolDefinition, ...], int] = field(default=((), 0), init=False, repr=False)
     _tool_memo: dict[tuple[str, str], tuple[Any, int]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -498,9 +499,7 @@ class TokenCounter:
         profile = self.tokenizer_profile
         media_type = media_type_of(item)
         data = item.data if isinstance(item, BinaryContent) else None
-        url: str = getattr(item, 'url', '') or ''
-        decoded = decode_data_url(url) if data is None else None
-        if decoded is not None:
+        if data is None and (decoded := decode_data_url(getattr(item, 'url', '') or '')) is not None:
             data = decoded[0]
         kind = media_type.split('/', 1)[0]
         if media_type != _SVG and (kind == 'image' or isinstance(item, _messages.ImageUrl)):
@@ -532,7 +531,7 @@ class TokenCounter:
             self._image_memo[key] = image_size(data)
         return self._image_memo[key]
 
-    def count_tool_definitions(self, tools: Iterable[Any]) -> int:
+    def count_tool_definitions(self, tools: Iterable[ToolDefinition]) -> int:
         """Tokens a request's `ToolDefinition`s cost (corrected): each its name, description and schema plus
         `tool_definition_overhead`, and `tools_overhead` once; the previous call's objects are not counted
         again."""
@@ -546,12 +545,10 @@ class TokenCounter:
         self._last_tools = (tools, count)
         return count
 
-    def _count_tool(self, tool: Any) -> int:
+    def _count_tool(self, tool: ToolDefinition) -> int:
         """A tool's name, description and schema; pydantic-ai builds new definitions on every step, usually
         around the same schema, so the count is kept per name and description while the schema is equal."""
-        name = getattr(tool, 'name', '') or ''
-        description = getattr(tool, 'description', None) or ''
-        schema = getattr(tool, 'parameters_json_schema', None)
+        name, description, schema = tool.name, tool.description or '', tool.parameters_json_schema
         known = self._tool_memo.get((name, description))
         if known is not None and (known[0] is schema or known[0] == schema):
             return known[1]
@@ -566,7 +563,7 @@ class TokenCounter:
     # ---- anchoring --------------------------------------------------------------------------------------
 
     def mark_sent(
-        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[Any] | None = None
+        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[ToolDefinition] | None = None
     ) -> None:
         """Remember that exactly these messages (and `tool_definitions`) went to the model, so a later usage
         figure can be trusted; tools added later are counted on top of it."""
@@ -575,7 +572,7 @@ class TokenCounter:
             self._running.mark_sent(messages, self.count_message, tools)
 
     def estimate(
-        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[Any] = ()
+        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[ToolDefinition] = ()
     ) -> TokenEstimate:
         """The anchored and tokenizer-only size of a history.
 
@@ -615,7 +612,9 @@ class TokenCounter:
             total, tokenizer, per_message, anchor_index, input_tokens, anchor_verified=True, overhead=overhead
         )
 
-    def _default_overhead(self, messages: Sequence[ModelMessage], tool_definitions: Iterable[Any]) -> int:
+    def _default_overhead(
+        self, messages: Sequence[ModelMessage], tool_definitions: Iterable[ToolDefinition]
+    ) -> int:
         profile = self.tokenizer_profile
         raw = profile.reply_overhead
         last = messages[-1] if messages else None
