@@ -124,10 +124,9 @@ class Branch:
     def extend(self, new: Sequence[ModelMessage], counts: list[int]) -> None:
         start = len(self.counts)
         self.counts.extend(counts)
-        total = self.cumulative[-1]
-        for count in counts:
-            total += count
-            self.cumulative.append(total)
+        self.cumulative.extend(
+            itertools.islice(itertools.accumulate(counts, initial=self.cumulative[-1]), 1, None)
+        )
         for offset, message in enumerate(new):
             # a compaction response's usage measured the conversation it replaced: no anchor for what follows
             if (
