@@ -140,14 +140,10 @@ def image_tokens(width: int, height: int, formula: ImageFormula) -> int:
         if width <= 384 and height <= 384:
             return 258
         return 258 * math.ceil(width / 768) * math.ceil(height / 768)
-    w, h = float(width), float(height)
-    if max(w, h) > 2048:
-        scale = 2048 / max(w, h)
-        w, h = w * scale, h * scale
-    if min(w, h) > 768:
-        scale = 768 / min(w, h)
-        w, h = w * scale, h * scale
-    return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+    scale = min(1.0, 2048 / max(width, height))
+    w, h = width * scale, height * scale
+    scale = min(1.0, 768 / min(w, h))
+    return 85 + 170 * math.ceil(w * scale / 512) * math.ceil(h * scale / 512)
 
 
 _DEFAULT_IMAGE_SIDE = 1024
