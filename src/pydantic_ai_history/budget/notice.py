@@ -1,6 +1,7 @@
 """The near-limit notice: a system prompt for one request, telling the model its history nears its limit.
 
-It never disturbs the cached prefix: on 2.x a request-scoped `SystemPromptPart`, sent last and left out of
+It carries the figures and, when offered, says `compact_context` may be called. It never disturbs the cached
+prefix: on 2.x a request-scoped `SystemPromptPart`, sent last and left out of
 later requests; on late 1.x added to the outgoing copy only; none on 1.0.
 """
 
