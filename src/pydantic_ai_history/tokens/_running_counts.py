@@ -2,8 +2,9 @@
 costs what is new, not the whole history.
 
 Per conversation the counter keeps recent *branches* (messages, counts, running totals, where usage sits,
-what was sent); a history that extends one is recognised by a single list comparison in C. A history that
-departs (a compaction, a fork) starts a branch from the longest shared prefix.
+what was sent); a history that extends one is recognised by a single list comparison in C (equal reloaded
+copies match too). A history that departs (a compaction, a fork) starts a branch from the longest shared
+prefix.
 """
 
 from __future__ import annotations
