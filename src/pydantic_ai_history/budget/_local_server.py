@@ -65,8 +65,7 @@ class LocalServer:
     @property
     def root(self) -> str:
         """The server's root: the base URL without its OpenAI-compatible `/v1`."""
-        base = self.base_url.rstrip('/')
-        return base[: -len('/v1')] if base.endswith('/v1') else base
+        return self.base_url.rstrip('/').removesuffix('/v1')
 
 
 def is_local_url(url: str) -> bool:
@@ -101,11 +100,6 @@ def local_server_of(model: object) -> LocalServer | None:
     return LocalServer(base_url, name)
 
 
-def known_answer(server: LocalServer) -> tuple[bool, int | None]:
-    """Whether the server was asked in this process, and its answer."""
-    return server.key in _ANSWERS, _ANSWERS.get(server.key)
-
-
 async def ask_context_window(
     server: LocalServer, *, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_SECONDS
 ) -> int | None:
@@ -126,11 +120,7 @@ async def ask_context_window(
 
 
 def _ask(client: _Client, server: LocalServer) -> int | None:
-    for probe in _PROBES:
-        window = probe(client, server)
-        if window is not None:
-            return window
-    return None
+    return next((window for probe in _PROBES if (window := probe(client, server)) is not None), None)
 
 
 @functools.lru_cache(maxsize=1)

@@ -127,23 +127,30 @@ class ContextPolicy:
     at construction when the processor is given its model, else at the model's first request."""
 
     def __post_init__(self) -> None:
-        _check_types(self)
-        if not 0 < self.utilization <= 1:
-            raise ValueError(f'ContextPolicy.utilization must be in (0, 1], got {self.utilization!r}')
-        for name in (
-            'context_window',
-            'budget_tokens',
-            'max_tokens',
-            'target_tokens',
-            'fallback_context_window',
-        ):
+        # Wrong types fail with the field's name (a YAML spec's `'10000'`), not as a bare `TypeError` later.
+        for name in _INT_FIELDS:
             value = getattr(self, name)
-            if value is not None and value <= 0:
+            if value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(
+                    f'ContextPolicy.{name} must be a whole number of tokens (int), got '
+                    f'{type(value).__name__} {value!r}'
+                )
+            if name == 'reserve_tokens' and value < 0:
+                raise ValueError(f'ContextPolicy.reserve_tokens must not be negative, got {value!r}')
+            if name != 'reserve_tokens' and value <= 0:
                 raise ValueError(f'ContextPolicy.{name} must be positive, got {value!r}')
-        if self.reserve_tokens is not None and self.reserve_tokens < 0:
-            raise ValueError(
-                f'ContextPolicy.reserve_tokens must not be negative, got {self.reserve_tokens!r}'
+        utilization = self.utilization
+        if isinstance(utilization, bool) or not isinstance(utilization, (int, float)):
+            raise TypeError(
+                f'ContextPolicy.utilization must be a number in (0, 1], got '
+                f'{type(utilization).__name__} {utilization!r}'
             )
+        if not 0 < utilization <= 1:
+            raise ValueError(f'ContextPolicy.utilization must be in (0, 1], got {utilization!r}')
+        if not isinstance(self.strict, bool):
+            raise TypeError(f'ContextPolicy.strict must be True or False, got {type(self.strict).__name__}')
         if (
             self.max_tokens is not None
             and self.target_tokens is not None
@@ -256,22 +263,3 @@ _INT_FIELDS = (
     'target_tokens',
     'fallback_context_window',
 )
-
-
-def _check_types(policy: ContextPolicy) -> None:
-    """Wrong types fail at construction with the field's name (a YAML spec's `'10000'`, a flag given a
-    string), rather than as a bare `TypeError` at the first comparison."""
-    for name in _INT_FIELDS:
-        value = getattr(policy, name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise TypeError(
-                f'ContextPolicy.{name} must be a whole number of tokens (int), got '
-                f'{type(value).__name__} {value!r}'
-            )
-    if isinstance(policy.utilization, bool) or not isinstance(policy.utilization, (int, float)):
-        raise TypeError(
-            f'ContextPolicy.utilization must be a number in (0, 1], got '
-            f'{type(policy.utilization).__name__} {policy.utilization!r}'
-        )
-    if not isinstance(policy.strict, bool):
-        raise TypeError(f'ContextPolicy.strict must be True or False, got {type(policy.strict).__name__}')

@@ -1,9 +1,7 @@
 """How many tokens the newest request may carry: one rule for the stages and the read-back tool.
 
-When the history with the newest request fits nothing is cut. Otherwise the request gets the room older
-messages leave, never less than the artifact budget (older messages then make way) and never more than the
-window can free (the budget less what it never drops: instructions, tools, the preserved head, the response
-the request answers).
+The request gets the room older messages leave, never less than the artifact budget and never more than the
+window can free (the budget less what it never drops).
 """
 
 from __future__ import annotations

@@ -179,9 +179,7 @@ def model_name_of(model: object) -> str | None:
     """`provider:name` for a pydantic-ai `Model` (`bedrock:us.anthropic.claude-...-v2:0`), or the string.
     A name already starting with a known provider keeps it (a Bedrock `:0` or an Ollama tag is no provider).
     """
-    if model is None:
-        return None
-    if isinstance(model, str):
+    if model is None or isinstance(model, str):
         return model
     name = getattr(model, 'model_name', None)
     system = getattr(model, 'system', None)
@@ -195,7 +193,11 @@ def model_name_of(model: object) -> str | None:
 @functools.lru_cache(maxsize=256)  # asked on every request for the run's model; the answer never changes
 def _has_known_provider(name: str) -> bool:
     provider = parse_model_name(name).provider
-    return provider is not None and (provider in KNOWN_PROVIDERS or provider.startswith('gateway/'))
+    return provider is not None and _is_known(provider)
+
+
+def _is_known(provider: str) -> bool:
+    return provider in KNOWN_PROVIDERS or provider.startswith('gateway/')
 
 
 def _profile(model: object) -> object:
@@ -222,7 +224,7 @@ def unknown_provider(name: str) -> str | None:
     if name == 'test' or ':' not in name:
         return None
     provider = name.partition(':')[0]
-    if provider in KNOWN_PROVIDERS or provider.startswith('gateway/'):
+    if _is_known(provider):
         return None
     from pydantic_ai.providers import infer_provider_class
 
@@ -240,36 +242,21 @@ def profile_window(model: object) -> int | None:
     return _profile_value(model, 'context_window')
 
 
-def profile_max_output_tokens(model: object) -> int | None:
-    """The output cap in the model's profile: pydantic-ai 2.68 has it for Claude only
-    (`anthropic_max_output_tokens`, on Anthropic and Bedrock models); `ModelProfile` has no general one."""
-    return _profile_value(model, 'anthropic_max_output_tokens')
-
-
-def genai_prices_provider(parsed: ModelName) -> str | None:
-    """The genai-prices provider id for a pydantic-ai provider (`bedrock` -> `aws`), None for a bare name."""
-    provider = parsed.provider
-    if provider is None:
-        return None
-    if provider.startswith('gateway/'):
-        provider = provider.partition('/')[2]
-    return _GENAI_PRICES_PROVIDERS.get(provider, provider)
-
-
 @functools.lru_cache(maxsize=256)
 def _genai_prices(name: str) -> tuple[int | None, float | None]:
     parsed = parse_model_name(name)
     if parsed.provider in _SERVER_SET_WINDOW:
         return None, None
+    provider = parsed.provider and parsed.provider.removeprefix('gateway/')
     try:
         from genai_prices import data_snapshot
 
         snapshot = data_snapshot.get_snapshot()
-        _, info = snapshot.find_provider_model(parsed.model_id, None, genai_prices_provider(parsed), None)
+        provider_id = _GENAI_PRICES_PROVIDERS.get(provider, provider) if provider else None
+        _, info = snapshot.find_provider_model(parsed.model_id, None, provider_id, None)
     except Exception:  # unknown model or provider, or a genai-prices version with another API
         return None, None
     window = getattr(info, 'context_window', None)
-    price: float | None = None
     try:
         prices = info.prices if not isinstance(info.prices, list) else info.prices[0].prices
         mtok = getattr(prices, 'input_mtok', None)
@@ -317,13 +304,15 @@ def model_info(
     if len(candidates) > 1 and context_window is None:
         infos = [model_info(candidate, server_windows=server_windows) for candidate in candidates]
         known = [info for info in infos if info.context_window is not None]
-        if not known:
-            return ModelInfo(model_name_of(model), None, 'unknown')
-        return min(known, key=lambda info: info.context_window or 0)
+        unknown = ModelInfo(model_name_of(model), None, 'unknown')
+        return min(known, key=lambda info: info.context_window or 0, default=unknown)
     name = model_name_of(model)
     window_prices = _genai_prices(name) if name else (None, None)
     price = window_prices[1]
-    max_output = profile_max_output_tokens(model) or (known_max_output_tokens(name) if name else None)
+    # pydantic-ai 2.68's profile has an output cap for Claude only; `ModelProfile` has no general one
+    max_output = _profile_value(model, 'anthropic_max_output_tokens') or (
+        known_max_output_tokens(name) if name else None
+    )
     if context_window is None and server_windows:
         from ._local_server import local_server_of
 
@@ -382,10 +371,8 @@ def _wrapped(model: object) -> object | None:
 
 def _fallback_models(model: object) -> list[object] | None:
     """The models of a `FallbackModel`, None for any other model."""
-    try:
-        from pydantic_ai.models.fallback import FallbackModel
-    except ImportError:  # pragma: no cover - every supported version has it
-        return None
+    from pydantic_ai.models.fallback import FallbackModel
+
     return list(model.models) if isinstance(model, FallbackModel) else None
 
 

@@ -1,10 +1,8 @@
 """The near-limit notice: a system prompt for one request, telling the model its history nears its limit.
 
-Off by default. Once the history passes `start` of its limit (the compaction trigger, else the budget), a
-request carries the figures (and, when offered, says `compact_context` may be called); again each time it has
-grown by `every` of the limit, not with every request, since a breakpoint-keyed prompt cache cannot reuse a
-write that ends in a notice. It never disturbs the cached prefix: on 2.x a request-scoped `SystemPromptPart`,
-sent last and left out of later requests; on late 1.x added to the outgoing copy only; none on 1.0.
+It carries the figures and, when offered, says `compact_context` may be called. It never disturbs the cached
+prefix: on 2.x a request-scoped `SystemPromptPart`, sent last and left out of
+later requests; on late 1.x added to the outgoing copy only; none on 1.0.
 """
 
 from __future__ import annotations
@@ -16,13 +14,15 @@ __all__ = ('NearLimitNotice', 'notice_text')
 
 @dataclass(frozen=True, kw_only=True)
 class NearLimitNotice:
-    """When to tell the model its history nears its limit (`HistoryProcessor(near_limit_notice=...)`)."""
+    """When to tell the model its history nears its limit (`HistoryProcessor(near_limit_notice=...)`; off by
+    default)."""
 
     start: float = 0.85
     """Send the notice once the processed history passes this fraction of its limit (the compaction trigger;
     the budget when nothing compacts). Each costs its own tokens (about 50), uncached."""
     every: float = 0.05
-    """Send it again each time the history has grown by this fraction of the limit since the last one."""
+    """Send it again each time the history has grown by this fraction of the limit since the last one (not
+    with every request: a prompt cache cannot reuse a write that ends in a notice)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.start <= 1:

@@ -12,8 +12,10 @@ is ours only when every part but its system prompts is, so a merged user turn is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import hmac
+import itertools
 import logging
 import os
 import re
@@ -106,7 +108,6 @@ SEAL_TOKENS = 24
 """Tokens a seal line adds to a text (a 24-hex-digit tag is about 14 tokens; rounded up)."""
 
 _secret: bytes | None = None
-_default_key: tuple[bytes, bytes] | None = None
 _verified: dict[tuple[bytes, str], tuple[str, str] | None] = {}
 _verified_chars = 0
 _VERIFIED_MAX_CHARS = 16_000_000
@@ -138,6 +139,7 @@ def seal_key_scope(secret: bytes) -> Iterator[None]:
         _scoped_key.reset(token)
 
 
+@functools.lru_cache(maxsize=16)  # asked for every seal made or read
 def seal_key(secret: bytes) -> bytes:
     """The seal key derived from a store's secret (not the secret itself, which keys artifact ids)."""
     return hmac.new(secret, b'pydantic-ai-history seal', hashlib.sha256).digest()
@@ -161,13 +163,7 @@ def process_secret() -> bytes:
 
 def _key() -> bytes:
     scoped = _scoped_key.get()
-    if scoped is not None:
-        return scoped
-    global _default_key
-    secret = process_secret()
-    if _default_key is None or _default_key[0] is not secret:
-        _default_key = (secret, seal_key(secret))
-    return _default_key[1]
+    return seal_key(process_secret()) if scoped is None else scoped
 
 
 def _tag(kind: str, body: str) -> str:
@@ -293,17 +289,10 @@ def separate_own_parts(messages: list[ModelMessage]) -> list[ModelMessage]:
     ours again and the next compaction updates it rather than keep it as foreign content. Returns `messages`
     itself when no request mixes them.
     """
-    result: list[ModelMessage] | None = None
-    for index, message in enumerate(messages):
-        pieces = _separated(message)
-        if pieces is None:
-            if result is not None:
-                result.append(message)
-            continue
-        if result is None:
-            result = list(messages[:index])
-        result.extend(pieces)
-    return messages if result is None else result
+    split = [_separated(message) for message in messages]
+    if not any(split):
+        return messages
+    return [piece for message, pieces in zip(messages, split, strict=True) for piece in pieces or [message]]
 
 
 def _separated(message: ModelMessage) -> list[ModelMessage] | None:
@@ -313,16 +302,10 @@ def _separated(message: ModelMessage) -> list[ModelMessage] | None:
     kinds = part_kinds(message)
     if not any(kind in ('summary', 'window') for kind in kinds) or all(kinds):
         return None
-    runs: list[tuple[bool, list[tuple[ModelRequestPart, str | None]]]] = []
-    for part, kind in zip(message.parts, kinds, strict=True):
-        ours = kind is not None
-        if runs and runs[-1][0] == ours:
-            runs[-1][1].append((part, kind))
-        else:
-            runs.append((ours, [(part, kind)]))
     run_id = getattr(message, 'run_id', None)
+    runs = itertools.groupby(zip(message.parts, kinds, strict=True), key=lambda pair: pair[1] is not None)
     return [
-        own_request(parts, details={}, run_id=run_id)
+        own_request(list(parts), details={}, run_id=run_id)
         if ours
         else dataclasses.replace(message, parts=[part for part, _ in parts])
         for ours, parts in runs

@@ -1,10 +1,6 @@
-"""How deeply a JSON text nests, found without parsing it: parsers recurse once per level.
-
-A tool may return `'[' * 100_000 + ']' * 100_000`; Python's `json` (and any recursive walk of what it
-builds) raises `RecursionError` on it, or worse in a thread with a small stack. Every place that parses text
-as JSON asks `json_too_deep` first and treats a deeper text as plain text. The scan is linear and runs in C:
-strings are dropped with one regular expression, every character but a bracket with another, and the depth
-is a running sum.
+"""How deeply a JSON text nests, found without parsing it: `json` (and any recursive walk of what it builds)
+raises `RecursionError` on `'[' * 100_000`. Every place that parses text as JSON asks `json_too_deep` first
+and treats a deeper text as plain text. The scan is linear and runs in C.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Text to bytes for every id, hash and store, whatever the text holds.
-
-A `str` may hold lone surrogates (`os.fsdecode` of a Latin-1 file name), on which `str.encode()` raises.
-`utf8` writes them in their `surrogatepass` form: one-to-one, so ids stay distinct, and byte-identical to
-`str.encode()` for valid text. `from_utf8` reads such bytes back exactly.
+"""Text to bytes for every id, hash and store: lone surrogates (`os.fsdecode` of a Latin-1 file name) are
+written in their `surrogatepass` form, one-to-one and byte-identical to `str.encode()` for valid text.
 """
 
 from __future__ import annotations

@@ -31,15 +31,12 @@ def pin(item: _T) -> _T:
     Raises `TypeError` where the item has no metadata field (messages on 1.0): use a pin predicate instead
     (`create_history_processor(pin=...)`).
     """
-    fields = {f.name for f in dataclasses.fields(item)}  # type: ignore[arg-type]
-    if 'metadata' not in fields:
+    if not any(f.name == 'metadata' for f in dataclasses.fields(item)):  # type: ignore[arg-type]
         raise TypeError(
             f'{type(item).__name__} has no metadata on this pydantic-ai version; use a pin predicate'
         )
     current: dict[str, Any] = dict(getattr(item, 'metadata', None) or {})
-    ours = dict(current.get(MARKER_KEY) or {})
-    ours['pinned'] = True
-    current[MARKER_KEY] = ours
+    current[MARKER_KEY] = {**(current.get(MARKER_KEY) or {}), 'pinned': True}
     return dataclasses.replace(item, metadata=current)  # type: ignore[type-var]
 
 

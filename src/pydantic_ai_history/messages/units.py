@@ -125,10 +125,8 @@ class ToolPairing:
 
     def dangling(self) -> list[tuple[int, str]]:
         """(response index, call id) of every call with no result, in order: shadowed and still open."""
-        found = list(self.shadowed)
-        for call_id, responses in self.open_calls.items():
-            found.extend((response, call_id) for response in responses)
-        return sorted(found)
+        still_open = [(response, call_id) for call_id, rs in self.open_calls.items() for response in rs]
+        return sorted([*self.shadowed, *still_open])
 
 
 def pair_tool_calls(messages: Sequence[ModelMessage]) -> ToolPairing:
@@ -187,12 +185,7 @@ def head_length(
         user = _first_user_turn(messages)
         if user is not None:
             wanted = user + 1
-    if wanted == 0:
-        return 0
-    for unit in units[:-1]:
-        if unit.end >= wanted:
-            return unit.end
-    return 0
+    return next((unit.end for unit in units[:-1] if unit.end >= wanted), 0) if wanted else 0
 
 
 def fit_suffix(costs: Sequence[int], budget: int, *, at_least: int = 1) -> int:

@@ -151,72 +151,53 @@ def _opens_with_returns(messages: Sequence[ModelMessage]) -> bool:
 def _end_violations(messages: Sequence[ModelMessage]) -> list[Violation]:
     found: list[Violation] = []
     if not isinstance(messages[-1], ModelRequest):
-        found.append(
-            Violation(
-                'not_ending_with_request',
-                len(messages) - 1,
-                'the last message must be the current ModelRequest',
-            )
-        )
+        reason = 'the last message must be the current ModelRequest'
+        found.append(Violation('not_ending_with_request', len(messages) - 1, reason))
     if isinstance(messages[0], ModelResponse) and not is_compaction_response(messages[0]):
         # a provider's compaction response may open the history: its adapter sends nothing before it
         found.append(Violation('starts_with_response', 0, 'the history opens with a model response'))
     elif _opens_with_returns(messages):
-        found.append(
-            Violation(
-                'starts_with_tool_return', 0, 'the history opens with tool returns whose calls are gone'
-            )
-        )
+        reason = 'the history opens with tool returns whose calls are gone'
+        found.append(Violation('starts_with_tool_return', 0, reason))
     return found
 
 
 def _pairing_violations(pairing: ToolPairing, *, starts_with_tool_return: bool) -> list[Violation]:
-    found: list[Violation] = []
-    for index, call_id in pairing.repeated_calls:
-        found.append(
-            Violation(
-                'duplicate_tool_call_id',
-                index,
-                f'tool_call_id {call_id!r} appears twice in one response',
-                'warning',
-                call_id,
-            )
-        )
-    for index, call_id in pairing.dangling():
-        live = index == pairing.last_response
-        found.append(
-            Violation(
-                'dangling_tool_call',
-                index,
-                f'tool call {call_id!r} of the newest response has no return yet (a deferred result may come)'
-                if live
-                else f'tool call {call_id!r} has no return in any later request',
-                'warning' if live else 'error',
-                call_id,
-            )
-        )
-    for index, call_id in pairing.orphans:
-        if index == 0 and starts_with_tool_return:
-            continue  # reported as the history's opening
-        found.append(
-            Violation(
-                'orphan_tool_return',
-                index,
-                f'tool return {call_id!r} answers no call in an earlier response',
-                tool_call_id=call_id,
-            )
-        )
-    for index, call_id in pairing.repeated_returns:
-        found.append(
-            Violation(
-                'duplicate_tool_return',
-                index,
-                f'tool call {call_id!r} was already answered',
-                'warning',
-                call_id,
-            )
-        )
-    return found
+    live = pairing.last_response
+    dangling = pairing.dangling()  # the live (newest) response's calls sort last
+    rows: list[tuple[ViolationCode, list[tuple[int, str]], str, Literal['error', 'warning']]] = [
+        (
+            'duplicate_tool_call_id',
+            pairing.repeated_calls,
+            'tool_call_id {!r} appears twice in one response',
+            'warning',
+        ),
+        (
+            'dangling_tool_call',
+            [d for d in dangling if d[0] != live],
+            'tool call {!r} has no return in any later request',
+            'error',
+        ),
+        (
+            'dangling_tool_call',
+            [d for d in dangling if d[0] == live],
+            'tool call {!r} of the newest response has no return yet (a deferred result may come)',
+            'warning',
+        ),
+        # an orphan in the first message is reported as the history's opening
+        (
+            'orphan_tool_return',
+            [o for o in pairing.orphans if o[0] or not starts_with_tool_return],
+            'tool return {!r} answers no call in an earlier response',
+            'error',
+        ),
+        ('duplicate_tool_return', pairing.repeated_returns, 'tool call {!r} was already answered', 'warning'),
+    ]
+    return [
+        Violation(code, i, text.format(c), severity, c)
+        for code, found, text, severity in rows
+        for i, c in found
+    ]
 
 
 def _preservation_violations(
@@ -228,25 +209,20 @@ def _preservation_violations(
             Violation('current_request_changed', len(messages) - 1, 'the current request was altered')
         )
     kept_system = {p.content for p in system_parts(messages)}
-    for part in system_parts(original):
-        if part.content not in kept_system:
-            found.append(
-                Violation('system_prompt_lost', -1, f'system prompt {part.content[:60]!r} was dropped')
-            )
-    original_responses = [m for m in original if isinstance(m, ModelResponse)]
-    for index, message in enumerate(messages):
-        if not isinstance(message, ModelResponse):
-            continue
-        if any(isinstance(p, ThinkingPart) and p.signature for p in message.parts) and not any(
-            message.parts == o.parts for o in original_responses
-        ):
-            found.append(
-                Violation(
-                    'signed_thinking_altered',
-                    index,
-                    'a response with signed thinking was changed, not kept whole',
-                )
-            )
+    found.extend(
+        Violation('system_prompt_lost', -1, f'system prompt {part.content[:60]!r} was dropped')
+        for part in system_parts(original)
+        if part.content not in kept_system
+    )
+    original_parts = [m.parts for m in original if isinstance(m, ModelResponse)]
+    reason = 'a response with signed thinking was changed, not kept whole'
+    found.extend(
+        Violation('signed_thinking_altered', index, reason)
+        for index, message in enumerate(messages)
+        if isinstance(message, ModelResponse)
+        and any(isinstance(p, ThinkingPart) and p.signature for p in message.parts)
+        and message.parts not in original_parts
+    )
     return found
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import dataclasses
 import io
 import itertools
 import logging
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_ai import messages as _messages
+from pydantic_ai.tools import ToolDefinition
 
 from .._compat import (
     CACHE_POINTS,
@@ -113,21 +116,11 @@ def profile_for_model(model_name: str | None) -> TokenizerProfile:
     if not model_name:
         return OTHER
     parsed = parse_model_name(model_name)
-    if parsed.family == 'anthropic':
-        return ANTHROPIC
-    if parsed.family == 'google':
-        return GOOGLE
-    if parsed.family == 'openai':
-        return _openai_profile(parsed.ref)
-    return OTHER
-
-
-def _openai_profile(ref: str) -> TokenizerProfile:
-    if _LEGACY_OPENAI.match(ref):
+    if parsed.family != 'openai':
+        return {'anthropic': ANTHROPIC, 'google': GOOGLE}.get(parsed.family or '', OTHER)
+    if _LEGACY_OPENAI.match(parsed.ref):
         return OPENAI_LEGACY
-    if _REASONING_OPENAI.match(ref):
-        return OPENAI_REASONING
-    return OPENAI
+    return OPENAI_REASONING if _REASONING_OPENAI.match(parsed.ref) else OPENAI
 
 
 def image_tokens(width: int, height: int, formula: ImageFormula) -> int:
@@ -147,20 +140,16 @@ def image_tokens(width: int, height: int, formula: ImageFormula) -> int:
         if width <= 384 and height <= 384:
             return 258
         return 258 * math.ceil(width / 768) * math.ceil(height / 768)
-    w, h = float(width), float(height)
-    if max(w, h) > 2048:
-        scale = 2048 / max(w, h)
-        w, h = w * scale, h * scale
-    if min(w, h) > 768:
-        scale = 768 / min(w, h)
-        w, h = w * scale, h * scale
-    return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+    scale = min(1.0, 2048 / max(width, height))
+    w, h = width * scale, height * scale
+    scale = min(1.0, 768 / min(w, h))
+    return 85 + 170 * math.ceil(w * scale / 512) * math.ceil(h * scale / 512)
 
 
 _DEFAULT_IMAGE_SIDE = 1024
+"""Assumed size of an image whose pixels we cannot see (a remote URL): a typical 1024x1024 upload."""
 _SVG = 'image/svg+xml'
 _TEXT_MEDIA = frozenset({'application/json', 'application/xml', 'application/x-yaml', _SVG})
-"""Assumed size of an image whose pixels we cannot see (a remote URL): a typical 1024x1024 upload."""
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:
@@ -178,8 +167,8 @@ def image_size(data: bytes) -> tuple[int, int] | None:
 
 _PDF_PAGE = re.compile(rb'/Type\s*/Page(?!s)')
 _SCAN_BYTES = 4 * 1024 * 1024
-"""Large files are scanned this much at a time: `re` holds the GIL for a whole call, so a 200 MB scan in a
-worker thread would still stall the event loop; each piece holds it for a few milliseconds."""
+"""Large files are scanned this much at a time: `re` holds the GIL for a whole call (a 200 MB scan in a worker
+thread would stall the event loop), a piece for a few milliseconds."""
 
 
 def _pdf_pages(data: bytes) -> int:
@@ -271,7 +260,6 @@ class TokenCounter:
     max_memo_chars: int = 64_000_000
     _encode: Callable[[str], int] | None = field(default=None, init=False, repr=False)
     _encoding: Any = field(default=None, init=False, repr=False)
-    _offline: bool = field(default=False, init=False, repr=False)
     _text_memo: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _text_memo_chars: int = field(default=0, init=False, repr=False)
     _large_memo: list[tuple[str, int]] = field(default_factory=list, init=False, repr=False)
@@ -281,14 +269,14 @@ class TokenCounter:
     )
     _running: RunningCounts = field(default_factory=RunningCounts, init=False, repr=False)
     _overhead: int | None = field(default=None, init=False, repr=False)
-    _last_tools: tuple[tuple[Any, ...], int] = field(default=((), 0), init=False, repr=False)
+    _last_tools: tuple[tuple[ToolDefinition, ...], int] = field(default=((), 0), init=False, repr=False)
     _tool_memo: dict[tuple[str, str], tuple[Any, int]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         base = self.profile or profile_for_model(self.model_name)
-        if self.correction is not None:
-            base = TokenizerProfile(**{**base.__dict__, 'correction': self.correction})
-        self.profile = base
+        self.profile = (
+            base if self.correction is None else dataclasses.replace(base, correction=self.correction)
+        )
 
     @property
     def tokenizer_profile(self) -> TokenizerProfile:
@@ -299,7 +287,7 @@ class TokenCounter:
     def offline(self) -> bool:
         """True when tiktoken could not load its encoding and counts are estimates."""
         self._encoder()
-        return self._offline
+        return self._encoding is None
 
     @property
     def loaded(self) -> bool:
@@ -320,7 +308,6 @@ class TokenCounter:
                 self._encode = lambda text: _count_in_pieces(encoding, text)
             except Exception as exc:  # not packaged, not cached, no network, or tiktoken broken: estimate
                 _warn_offline_once(self.tokenizer_profile.encoding, exc)
-                self._offline = True
                 self._encode = estimate_tokens_offline
         return self._encode
 
@@ -469,9 +456,7 @@ class TokenCounter:
     def _count_args(self, args: Any) -> int:
         if args is None:
             return 0
-        if isinstance(args, str):
-            return self.count_text(args)
-        return self.count_text(json_text(args))
+        return self.count_text(args if isinstance(args, str) else json_text(args))
 
     def _count_return(self, content: Any) -> int:
         # A tool return without files goes on the wire as one JSON document (strings quoted); only one with
@@ -510,9 +495,7 @@ class TokenCounter:
         profile = self.tokenizer_profile
         media_type = media_type_of(item)
         data = item.data if isinstance(item, BinaryContent) else None
-        url: str = getattr(item, 'url', '') or ''
-        decoded = decode_data_url(url) if data is None else None
-        if decoded is not None:
+        if data is None and (decoded := decode_data_url(getattr(item, 'url', '') or '')) is not None:
             data = decoded[0]
         kind = media_type.split('/', 1)[0]
         if media_type != _SVG and (kind == 'image' or isinstance(item, _messages.ImageUrl)):
@@ -544,7 +527,7 @@ class TokenCounter:
             self._image_memo[key] = image_size(data)
         return self._image_memo[key]
 
-    def count_tool_definitions(self, tools: Iterable[Any]) -> int:
+    def count_tool_definitions(self, tools: Iterable[ToolDefinition]) -> int:
         """Tokens a request's `ToolDefinition`s cost (corrected): each its name, description and schema plus
         `tool_definition_overhead`, and `tools_overhead` once; the previous call's objects are not counted
         again."""
@@ -558,12 +541,10 @@ class TokenCounter:
         self._last_tools = (tools, count)
         return count
 
-    def _count_tool(self, tool: Any) -> int:
+    def _count_tool(self, tool: ToolDefinition) -> int:
         """A tool's name, description and schema; pydantic-ai builds new definitions on every step, usually
         around the same schema, so the count is kept per name and description while the schema is equal."""
-        name = getattr(tool, 'name', '') or ''
-        description = getattr(tool, 'description', None) or ''
-        schema = getattr(tool, 'parameters_json_schema', None)
+        name, description, schema = tool.name, tool.description or '', tool.parameters_json_schema
         known = self._tool_memo.get((name, description))
         if known is not None and (known[0] is schema or known[0] == schema):
             return known[1]
@@ -578,7 +559,7 @@ class TokenCounter:
     # ---- anchoring --------------------------------------------------------------------------------------
 
     def mark_sent(
-        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[Any] | None = None
+        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[ToolDefinition] | None = None
     ) -> None:
         """Remember that exactly these messages (and `tool_definitions`) went to the model, so a later usage
         figure can be trusted; tools added later are counted on top of it."""
@@ -587,7 +568,7 @@ class TokenCounter:
             self._running.mark_sent(messages, self.count_message, tools)
 
     def estimate(
-        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[Any] = ()
+        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[ToolDefinition] = ()
     ) -> TokenEstimate:
         """The anchored and tokenizer-only size of a history.
 
@@ -612,29 +593,24 @@ class TokenCounter:
         response = messages[anchor_index]
         assert isinstance(response, ModelResponse)
         input_tokens = response.usage.input_tokens
-        if anchor_index in branch.sent:
-            prefix_tokens = branch.cumulative[anchor_index]
-            self._overhead = overhead = max(input_tokens - prefix_tokens, 0)
-            # tools offered since that request (e.g. the read-back tool) are not in its usage figure
-            sent_tools = branch.sent[anchor_index]
-            added_tools = 0
-            if sent_tools is not None:
-                added_tools = max(self.count_tool_definitions(tool_definitions) - sent_tools, 0)
-            total = max(input_tokens, prefix_tokens) + tokenizer - prefix_tokens + added_tools
-            return TokenEstimate(
-                total,
-                tokenizer,
-                per_message,
-                anchor_index,
-                input_tokens,
-                anchor_verified=True,
-                overhead=overhead,
-            )
+        if anchor_index not in branch.sent:
+            total = tokenizer + overhead
+            return TokenEstimate(total, tokenizer, per_message, anchor_index, input_tokens, overhead=overhead)
+        prefix_tokens = branch.cumulative[anchor_index]
+        self._overhead = overhead = max(input_tokens - prefix_tokens, 0)
+        # tools offered since that request (e.g. the read-back tool) are not in its usage figure
+        sent_tools = branch.sent[anchor_index]
+        added = (
+            0 if sent_tools is None else max(self.count_tool_definitions(tool_definitions) - sent_tools, 0)
+        )
+        total = max(input_tokens, prefix_tokens) + tokenizer - prefix_tokens + added
         return TokenEstimate(
-            tokenizer + overhead, tokenizer, per_message, anchor_index, input_tokens, overhead=overhead
+            total, tokenizer, per_message, anchor_index, input_tokens, anchor_verified=True, overhead=overhead
         )
 
-    def _default_overhead(self, messages: Sequence[ModelMessage], tool_definitions: Iterable[Any]) -> int:
+    def _default_overhead(
+        self, messages: Sequence[ModelMessage], tool_definitions: Iterable[ToolDefinition]
+    ) -> int:
         profile = self.tokenizer_profile
         raw = profile.reply_overhead
         last = messages[-1] if messages else None
@@ -704,23 +680,9 @@ def _split_on_tokens(encoding: Any, text: str, first: int, limit: int) -> list[s
     to the later one."""
     ids = encoding.encode_ordinary(text)
     bounds = [0, *range(first, len(ids), limit), len(ids)]
-    pieces: list[str] = []
-    carry = b''
-    for start, end in itertools.pairwise(bounds):
-        data = carry + encoding.decode_bytes(ids[start:end])
-        piece, carry = _utf8_prefix(data)
-        if piece:
-            pieces.append(piece)
-    if carry:
-        pieces.append(carry.decode('utf-8', errors='replace'))
-    return pieces
-
-
-def _utf8_prefix(data: bytes) -> tuple[str, bytes]:
-    """The longest prefix of `data` that decodes, and the bytes after it (at most 3: a cut character)."""
-    for cut in range(len(data), max(len(data) - 4, 0) - 1, -1):
-        try:
-            return data[:cut].decode('utf-8'), data[cut:]
-        except UnicodeDecodeError:
-            continue
-    return data.decode('utf-8', errors='replace'), b''  # not UTF-8 at all: keep every byte anyway
+    decoder = codecs.getincrementaldecoder('utf-8')(errors='replace')  # holds a cut character's first bytes
+    pieces = [
+        decoder.decode(encoding.decode_bytes(ids[start:end])) for start, end in itertools.pairwise(bounds)
+    ]
+    pieces.append(decoder.decode(b'', final=True))
+    return [piece for piece in pieces if piece]

@@ -1,10 +1,10 @@
 """Counts kept between requests, by message identity (`IdentityMemo`) and per conversation, so a request
 costs what is new, not the whole history.
 
-Within a run every history is the previous one plus a response and a request. Per conversation the counter
-keeps recent *branches* (messages, counts, running totals, where usage sits, what was sent); a history that
-extends one is recognised by a single list comparison in C (equal reloaded copies match too). A history
-that departs (a compaction, a fork) starts a branch from the longest shared prefix.
+Per conversation the counter keeps recent *branches* (messages, counts, running totals, where usage sits,
+what was sent); a history that extends one is recognised by a single list comparison in C (equal reloaded
+copies match too). A history that departs (a compaction, a fork) starts a branch from the longest shared
+prefix.
 """
 
 from __future__ import annotations
@@ -35,37 +35,29 @@ class IdentityMemo(Generic[V]):
     swept whenever the memo has doubled.
     """
 
-    __slots__ = ('_refs', '_sweep_at', '_values')
+    __slots__ = ('_entries', '_sweep_at')
 
     def __init__(self) -> None:
-        self._refs: dict[int, weakref.ReferenceType[Any]] = {}
-        self._values: dict[int, V] = {}
+        self._entries: dict[int, tuple[weakref.ReferenceType[Any], V]] = {}
         self._sweep_at = _SWEEP_MIN
 
     def get(self, obj: object) -> V | None:
-        key = id(obj)
-        ref = self._refs.get(key)
-        if ref is None or ref() is not obj:
-            return None
-        return self._values.get(key)  # a sweep in another thread may have just dropped it
+        entry = self._entries.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
 
     def set(self, obj: object, value: V) -> None:
-        key = id(obj)
-        self._refs[key] = weakref.ref(obj)
-        self._values[key] = value
-        if len(self._refs) > self._sweep_at:
+        self._entries[id(obj)] = (weakref.ref(obj), value)
+        if len(self._entries) > self._sweep_at:
             self.sweep()
 
     def sweep(self) -> None:
         """Drop the entries of objects that no longer exist."""
-        dead = [key for key, ref in self._refs.items() if ref() is None]
-        for key in dead:
-            del self._refs[key], self._values[key]
-        self._sweep_at = max(2 * len(self._refs), _SWEEP_MIN)
+        self._entries = {key: entry for key, entry in self._entries.items() if entry[0]() is not None}
+        self._sweep_at = max(2 * len(self._entries), _SWEEP_MIN)
 
     def __len__(self) -> int:
         """Entries held, the dead ones not yet swept included."""
-        return len(self._refs)
+        return len(self._entries)
 
 
 class CountsView(Sequence[int]):
@@ -133,10 +125,9 @@ class Branch:
     def extend(self, new: Sequence[ModelMessage], counts: list[int]) -> None:
         start = len(self.counts)
         self.counts.extend(counts)
-        total = self.cumulative[-1]
-        for count in counts:
-            total += count
-            self.cumulative.append(total)
+        self.cumulative.extend(
+            itertools.islice(itertools.accumulate(counts, initial=self.cumulative[-1]), 1, None)
+        )
         for offset, message in enumerate(new):
             # a compaction response's usage measured the conversation it replaced: no anchor for what follows
             if (
@@ -204,10 +195,7 @@ class RunningCounts:
         self._clock += 1
         given = messages if isinstance(messages, list) else list(messages)
         key = id(given[0])
-        branches = self._slots.pop(key, None)
-        if branches is not None and branches[0].messages[0] is not given[0]:
-            branches = None  # pragma: no cover - a held first message cannot share its id with another
-        branches = branches or []
+        branches = self._slots.pop(key, [])  # a branch holds its first message: its id is not reused
         branch = _matching(branches, given, count)
         if branch is None:
             branch = _diverging(branches[0] if branches else None, given, count)
@@ -285,34 +273,30 @@ def _shared_end(held: list[ModelMessage], messages: list[ModelMessage]) -> int:
 
 def _follow(branch: Branch, messages: list[ModelMessage], shared: int, count: CountMessage) -> bool:
     held = branch.messages
-    known, length = len(held), len(messages)
-    if shared == length < known:  # a prefix of the branch: compare without copying either list
+    length = len(messages)
+    if shared == length < len(held):  # a prefix of the branch: compare without copying either list
         tail = held[length:]
         del held[length:]
         same = held == messages
         held.extend(tail)
         return same
-    dropped = held[shared:]
-    new = messages[shared:]
+    dropped, new = held[shared:], messages[shared:]
     del held[shared:]
     held.extend(new)
     same = False
     try:
         # One comparison in C of the whole history; identical objects never reach `__eq__`.
-        same = held == messages
-        counts = [count(m) for m in new] if same else []
-    except BaseException:
-        same = False
-        raise
+        if held == messages:
+            counts = [count(m) for m in new]
+            same = True
     finally:
-        if not same:
+        if not same:  # not this branch, or counting raised: the branch as it was
             del held[shared:]
             held.extend(dropped)
-    if not same:
-        return False
-    branch.rewind(shared)
-    branch.extend(new, counts)
-    return True
+    if same:
+        branch.rewind(shared)
+        branch.extend(new, counts)
+    return same
 
 
 def _diverging(parent: Branch | None, messages: list[ModelMessage], count: CountMessage) -> Branch:

@@ -36,9 +36,6 @@ __all__ = (
 logger = logging.getLogger('pydantic_ai_history.tokens')
 
 _ENDOFTEXT = '<|endoftext|>'
-_FIM_PREFIX = '<|fim_prefix|>'
-_FIM_MIDDLE = '<|fim_middle|>'
-_FIM_SUFFIX = '<|fim_suffix|>'
 _ENDOFPROMPT = '<|endofprompt|>'
 
 
@@ -87,9 +84,9 @@ PACKAGED: dict[str, EncodingFile] = {
         pat_str=r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
         special_tokens={
             _ENDOFTEXT: 100257,
-            _FIM_PREFIX: 100258,
-            _FIM_MIDDLE: 100259,
-            _FIM_SUFFIX: 100260,
+            '<|fim_prefix|>': 100258,
+            '<|fim_middle|>': 100259,
+            '<|fim_suffix|>': 100260,
             _ENDOFPROMPT: 100276,
         },
     ),
