@@ -32,16 +32,6 @@ class Probe:
     """The fact a deterministic probe asks for; None for a generated probe (it has no model-free score)."""
 
 
-_NOUNS = {
-    'path': 'file path',
-    'identifier': 'identifier',
-    'error': 'error',
-    'command': 'command',
-    'number': 'number',
-    'constraint': 'instruction',
-}
-
-
 def fact_probes(facts: Sequence[Fact]) -> list[Probe]:
     """One probe per fact: artifact probes for paths and commands, recall probes for the rest."""
     return [
@@ -56,7 +46,7 @@ def fact_probes(facts: Sequence[Fact]) -> list[Probe]:
 
 
 def _question(fact: Fact) -> str:
-    noun = _NOUNS[fact.kind]
+    noun = 'file path' if fact.kind == 'path' else fact.kind
     where = _where(fact.source)
     if fact.kind == 'constraint':
         return (

@@ -10,7 +10,7 @@ from ..store import ArtifactStore
 from ._probes import Probe
 from ._text import contains, normalize
 
-__all__ = ('named_artifacts', 'present_share', 'recoverable_share')
+__all__ = ('present_share', 'recoverable_share')
 
 _ARTIFACT_ID = re.compile(r'read_artifact\(artifact_id="([^"\n]+)"')
 
@@ -21,18 +21,13 @@ def present_share(facts: Sequence[str], context: str) -> list[bool]:
     return [contains(text, normalize(fact)) for fact in facts]
 
 
-def named_artifacts(context: str) -> list[str]:
-    """The artifact ids the context tells the model to read back, in order."""
-    return _ARTIFACT_ID.findall(context)
-
-
 async def recoverable_share(
     probes: Sequence[Probe], context: str, store: ArtifactStore | None, scope: str
 ) -> list[bool]:
     """For each probe, whether its answer is in what ONE `read_artifact(query=<its question>)` call on the
     artifact the context names first (the summary's reference) returns; all False when the strategy keeps
     nothing."""
-    ids = named_artifacts(context)
+    ids = _ARTIFACT_ID.findall(context)
     if store is None or not ids:
         return [False] * len(probes)
     found: list[bool] = []

@@ -97,8 +97,6 @@ def compaction_target(
 ) -> int:
     """The compactor's target that keeps about `keep_fraction` of a `total_tokens` history verbatim: that
     share, plus what the summary itself is allowed, plus the share of the target its trail may take."""
-    if not 0 < keep_fraction < 1:
-        raise ValueError(f'keep_fraction must be in (0, 1), got {keep_fraction!r}')
     return round((max(1, round(total_tokens * keep_fraction)) + summary_reserve) / (1 - trail_share))
 
 
