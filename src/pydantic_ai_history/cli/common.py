@@ -131,17 +131,12 @@ def part_summary(message: ModelMessage) -> str:
     return ', '.join(kind if n == 1 else f'{n} {kind}' for kind, n in counts.items()) or '(none)'
 
 
-def provider_of(model_name: str) -> str | None:
-    provider, sep, _ = model_name.partition(':')
-    return provider.lower() if sep else None
-
-
 def require_api_key(model_name: str) -> None:
     """Fail with a clear message when a real model is asked for and its provider's key is not set."""
-    provider = provider_of(model_name)
-    if provider is None:
+    provider, sep, _ = model_name.partition(':')
+    if not sep:
         fail(f'model {model_name!r}: give it as provider:name, e.g. openai:gpt-4o-mini')
-    names = PROVIDER_KEYS.get(provider)
+    names = PROVIDER_KEYS.get(provider.lower())
     if names is not None and not any(os.environ.get(n) for n in names):
         fail(f'model {model_name!r} needs {" or ".join(names)} set in the environment')
 

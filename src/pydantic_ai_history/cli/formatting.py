@@ -85,13 +85,12 @@ class ProgressBar:
         *,
         width: int = 30,
         tty: bool | None = None,
-        every: int | None = None,
     ) -> None:
         self.total = max(total, 1)
         self.stream = stream
         self.width = width
         self.tty = stream.isatty() if tty is None else tty
-        self.every = every if every is not None else max(self.total // 10, 1)
+        self.every = max(self.total // 10, 1)
         self.done = 0
         self.label = ''
         self._drawn = False

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -254,16 +255,10 @@ def align(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> list
     """For each output message, the input message it is (or was made from), or None for a new one."""
     match = _exact_matches(before, after)
     # Changed messages sit between exact matches; a stage keeps a suffix of each gap, so align to its end.
-    k = 0
-    while k < len(after):
-        if match[k] is not None:
-            k += 1
-            continue
-        run_end = k
-        while run_end < len(after) and match[run_end] is None:
-            run_end += 1
-        _align_gap(before, after, match, k, run_end)
-        k = run_end
+    for unmatched, run in itertools.groupby(range(len(after)), key=lambda k: match[k] is None):
+        if unmatched:
+            gap = list(run)
+            _align_gap(before, after, match, gap[0], gap[-1] + 1)
     return match
 
 

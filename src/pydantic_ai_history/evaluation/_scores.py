@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from ..readback import read_artifact_text
+from ..stages._transcript import named_transcripts
 from ..store import ArtifactStore
 from ._probes import Probe
 from ._text import contains, normalize
 
 __all__ = ('present_share', 'recoverable_share')
-
-_ARTIFACT_ID = re.compile(r'read_artifact\(artifact_id="([^"\n]+)"')
 
 
 def present_share(facts: Sequence[str], context: str) -> list[bool]:
@@ -27,7 +25,7 @@ async def recoverable_share(
     """For each probe, whether its answer is in what ONE `read_artifact(query=<its question>)` call on the
     artifact the context names first (the summary's reference) returns; all False when the strategy keeps
     nothing."""
-    ids = _ARTIFACT_ID.findall(context)
+    ids = named_transcripts(context)
     if store is None or not ids:
         return [False] * len(probes)
     found: list[bool] = []

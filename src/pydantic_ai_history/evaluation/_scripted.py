@@ -9,7 +9,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._compat import BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
+from .._compat import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from ..stages._transcript import content_text
 
 __all__ = ('TASKS', 'TOOLS', 'scripted_summarizer', 'summarize_prompt', 'text_of')
 
@@ -34,25 +35,12 @@ def scripted_summarizer() -> Any:
 
 
 def text_of(messages: Sequence[ModelMessage]) -> str:
-    """Every part's text and tool arguments, one chunk a line (binary content left out)."""
-    chunks: list[str] = []
-    for message in messages:
-        for part in message.parts:
-            value = getattr(part, 'content', None)
-            if isinstance(value, str):
-                chunks.append(value)
-            elif isinstance(value, (list, tuple)):
-                chunks.extend(
-                    v if isinstance(v, str) else str(v)[:2_000]
-                    for v in value
-                    if not isinstance(v, BinaryContent)
-                )
-            elif value is not None and not isinstance(value, BinaryContent):
-                chunks.append(str(value))
-            args = getattr(part, 'args', None)
-            if args is not None:
-                chunks.append(str(args))
-    return '\n'.join(chunks)
+    """Every part's text and tool arguments, one chunk a line (media as placeholders)."""
+    parts = [part for message in messages for part in message.parts]
+    return '\n'.join(
+        content_text(part.args if isinstance(part, ToolCallPart) else getattr(part, 'content', None))
+        for part in parts
+    )
 
 
 def summarize_prompt(messages: list[ModelMessage], info: Any) -> ModelResponse:

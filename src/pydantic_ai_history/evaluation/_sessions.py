@@ -78,18 +78,12 @@ def builtin_session_paths(folder: str | os.PathLike[str] | None = None) -> list[
     """The saved histories of the built-in set: `folder`, else `$PYDANTIC_AI_HISTORY_EVAL_SESSIONS`, else
     `../shared/fixtures/conversations` from the working directory or from the project's checkout. Empty when
     none is there."""
-    candidates: list[Path] = []
-    if folder is not None:
-        candidates.append(Path(folder))
-    elif os.environ.get(FIXTURES_ENV):
-        candidates.append(Path(os.environ[FIXTURES_ENV]))
-    else:
-        relative = Path('..', 'shared', 'fixtures', 'conversations')
-        candidates += [Path.cwd() / relative, Path(__file__).resolve().parents[3] / relative]
-    for candidate in candidates:
-        if candidate.is_dir():
-            return sorted(candidate.glob('*.json'))
-    return []
+    chosen = folder if folder is not None else os.environ.get(FIXTURES_ENV)
+    relative = Path('..', 'shared', 'fixtures', 'conversations')
+    candidates = (
+        [Path(chosen)] if chosen else [Path.cwd() / relative, Path(__file__).resolve().parents[3] / relative]
+    )
+    return next((sorted(c.glob('*.json')) for c in candidates if c.is_dir()), [])
 
 
 def compaction_target(
