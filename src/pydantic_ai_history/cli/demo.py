@@ -1,10 +1,7 @@
 """`pydantic-ai-history demo`: a long agent session through the full processor, with no API key.
 
-A real `Agent` runs a scripted tool loop against a local model (`FunctionModel` over `StrictProvider`, which
-counts every request with tiktoken and rejects any that overflows its window or breaks tool pairing). The
-tools return large realistic outputs (JSON records, CSV, logs, CJK text); turns attach a generated PDF and
-an oversized PNG. A small window makes the compactor, the artifact planner and the sliding window all work.
-With `--model provider:name` the same session runs against that real model instead.
+A real `Agent` runs a scripted tool loop against `StrictProvider` (or, with `--model`, a real model); the
+tools return large generated outputs and turns attach a PDF and an oversized PNG (see docs/cli.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """`pydantic-ai-history inspect`: what the processor would do to a saved history, message by message.
 
-The processor runs in dry-run: its model refuses every call, so deterministic fallbacks stand in for LLM
-calls (unless a summarizer model is named). Each input message's action comes from comparing input with
-output: an equal message is `kept`; a changed one is `converted`, `resized`, `summarized` or `excluded`
-after the strategy recorded in its metadata; a missing one was `summarized` or `dropped` (by the window);
-messages the processor wrote are `added`. A finished run's history gets a placeholder user message, as the
-next request would. Totals are the processor's own estimates; what no message owns (request framing, the
-usage correction) is a row of its own.
+The processor runs in dry-run (its model refuses every call, so deterministic fallbacks stand in for LLM
+calls). Each message's action (`ACTIONS`, described in docs/cli.md) is read from the difference between
+input and output, and from the strategy a changed part's metadata records.
 """
 
 from __future__ import annotations
@@ -376,13 +372,12 @@ def _dropped(
     new_kinds: set[str | None],
 ) -> set[int]:
     """The removed inputs the window dropped (the rest of the removed ones were summarized)."""
+    if 'window' not in new_kinds:
+        return set()
     removed = [i for i in range(len(before)) if i not in source]
-    if 'window' in new_kinds and 'summary' not in new_kinds:
-        return set(removed)
-    if 'window' in new_kinds:
-        count = sum(dropped_count(after[k]) or 0 for k in added)
-        return set(removed[len(removed) - count :]) if count else set()
-    return set()
+    # with a summary too, the window's note says how many of the newest removed ones it dropped
+    count = sum(dropped_count(after[k]) or 0 for k in added) if 'summary' in new_kinds else len(removed)
+    return set(removed[len(removed) - count :])
 
 
 def _kept_row(

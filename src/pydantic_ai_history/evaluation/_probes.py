@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .._compat import result_usage
 from ._facts import Fact
 
 __all__ = ('Probe', 'ProbeKind', 'fact_probes', 'generate_probes')
@@ -92,11 +91,8 @@ continuation probes (what is the next step, what remains to do) and decision pro
 and why). Give the correct answer for each, from the conversation."""
 
 
-async def generate_probes(
-    model: Any, evicted_text: str, kept_text: str, count: int
-) -> tuple[list[Probe], int]:
-    """`count` continuation and decision probes written by `model` from the evicted and kept text; also the
-    tokens it spent."""
+async def generate_probes(model: Any, evicted_text: str, kept_text: str, count: int) -> list[Probe]:
+    """`count` continuation and decision probes written by `model` from the evicted and kept text."""
     from pydantic_ai import Agent
 
     agent: Any = Agent(model, output_type=_GeneratedProbes, instructions=GENERATOR_INSTRUCTIONS)
@@ -105,5 +101,4 @@ async def generate_probes(
         f'<recent>\n{kept_text}\n</recent>'
     )
     result = await agent.run(prompt)
-    probes = [Probe(kind=p.kind, question=p.question, answer=p.answer) for p in result.output.probes[:count]]
-    return probes, result_usage(result).total_tokens
+    return [Probe(kind=p.kind, question=p.question, answer=p.answer) for p in result.output.probes[:count]]

@@ -124,13 +124,12 @@ class _Run:
             return []
         evicted_text = context_text(evicted, self.counter)[-_GENERATOR_INPUT_CHARS:]
         try:
-            probes, _ = await generate_probes(
+            return await generate_probes(
                 model, evicted_text, kept_text[-_GENERATOR_INPUT_CHARS:], self.settings.generated_probes
             )
         except Exception as exc:
             self.errors.append(f'{name}: the probe model failed ({type(exc).__name__}: {exc})')
             return []
-        return probes
 
     async def compacted(
         self, key: str, messages: list[ModelMessage], cut: Cut, total: int, target: int

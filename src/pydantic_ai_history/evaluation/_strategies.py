@@ -1,12 +1,5 @@
-"""The compaction strategies under evaluation: each compacts the same cut of the same session.
-
-- `summary`: our compactor with the LLM summarizer (the transcript of what it evicts goes to the store);
-- `digest`: our compactor when the summarizer fails: the deterministic fallback digest (and the same store);
-- `window`: the sliding window alone: the same cut with nothing in place of the evicted part and no store;
-- `harness` (`SummarizingCompaction`) and `summarization` (summarization-pydantic-ai's processor): the
-  peers' own compaction, in-process, when their package imports.
-
-Every model call goes through a meter, so the report shows the tokens each strategy spent.
+"""The compaction strategies under evaluation (`STRATEGIES`), each on the same cut of the same session: ours
+(LLM summary, fallback digest), the window alone, and the peers where installed. Every model call is metered.
 """
 
 from __future__ import annotations
