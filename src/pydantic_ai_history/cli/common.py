@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -75,22 +74,21 @@ def load_history(path: str | Path) -> list[ModelMessage]:
     except OSError as exc:
         fail(f'{file}: cannot be read ({exc.strerror or exc})')
     try:
-        parsed = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        fail(f'{file}: not valid JSON ({exc})')
-    if not isinstance(parsed, list):
-        fail(f'{file}: not a message history (expected a JSON list of messages, found {_json_kind(parsed)})')
-    if not parsed:
-        fail(f'{file}: the history is empty (an empty JSON list)')
-    try:
         messages = ModelMessagesTypeAdapter.validate_json(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = '.'.join(str(p) for p in first.get('loc', ()))
+        if first['type'] == 'json_invalid':
+            fail(f'{file}: not valid JSON ({first["msg"]})')
+        if first['type'] == 'list_type':
+            found = _json_kind(first['input'])
+            fail(f'{file}: not a message history (expected a JSON list of messages, found {found})')
+        where = '.'.join(map(str, first['loc']))
         fail(
             f'{file}: not a PydanticAI message history ({exc.error_count()} validation error(s); '
-            f'first at {where or "top level"}: {first.get("msg", "invalid")})'
+            f'first at {where or "top level"}: {first["msg"]})'
         )
+    if not messages:
+        fail(f'{file}: the history is empty (an empty JSON list)')
     return list(messages)
 
 

@@ -69,8 +69,7 @@ def load_session(path: str | os.PathLike[str]) -> EvalSession:
     try:
         messages = ModelMessagesTypeAdapter.validate_json(data)
     except ValidationError as exc:
-        first = exc.errors()[0]['msg'] if exc.errors() else str(exc)
-        raise SessionError(f'{file}: not a pydantic-ai message history ({first})') from exc
+        raise SessionError(f'{file}: not a pydantic-ai message history ({exc.errors()[0]["msg"]})') from exc
     return session_from_messages(file.stem, messages)
 
 
