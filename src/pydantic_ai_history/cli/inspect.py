@@ -441,17 +441,13 @@ def _table(report: InspectReport) -> str:
 
 
 def _violation_lines(report: InspectReport) -> list[str]:
-    lines: list[str] = []
-    if report.input_violations:
-        lines.append(f'input violations ({len(report.input_violations)}):')
-        lines.extend(f'  {v}' for v in report.input_violations)
-    else:
-        lines.append('input violations: none')
     new = [v for v in report.output_violations if v not in report.input_violations]
-    if new:
-        lines.append(f'output violations ({len(new)}):')
-        lines.extend(f'  {v}' for v in new)
-    return lines
+    lines = _listed('input violations', report.input_violations) or ['input violations: none']
+    return lines + _listed('output violations', new)
+
+
+def _listed(title: str, items: Sequence[str]) -> list[str]:
+    return [f'{title} ({len(items)}):', *(f'  {item}' for item in items)] if items else []
 
 
 def _describe(event: HistoryEvent) -> str:
