@@ -41,7 +41,7 @@ __all__ = ('ProviderRejected', 'RequestRecord', 'StrictProvider')
 logger = logging.getLogger('pydantic_ai_history.testing')
 
 # 2.x profiles are TypedDicts with a `context_window` key; 1.x profiles are dataclasses without one
-_PROFILE_HAS_CONTEXT_WINDOW = 'context_window' in getattr(ModelProfile, '__annotations__', {})
+_PROFILE_HAS_CONTEXT_WINDOW = 'context_window' in ModelProfile.__annotations__
 _CALLS: tuple[type[Any], ...] = (ToolCallPart, *NATIVE_TOOL_CALL_PARTS)
 _RETURNS: tuple[type[Any], ...] = (ToolReturnPart, *NATIVE_TOOL_RETURN_PARTS)
 

@@ -132,19 +132,18 @@ def _no_summarizer() -> Any:
     return FunctionModel(unavailable, model_name='no-summarizer')
 
 
-def _expected_failure(record: logging.LogRecord) -> bool:
-    """Drops the compactor's warning about the digest strategy's summarizer: its failure is the point."""
-    return _NO_SUMMARY not in record.getMessage()
-
-
 async def digest_strategy(messages: list[ModelMessage], total: int, target: int) -> Compacted:
     """Our compactor with a summarizer that always fails: the deterministic digest. Its cut is the cut."""
+
+    def expected_failure(record: logging.LogRecord) -> bool:  # one per call: concurrent runs remove their own
+        return _NO_SUMMARY not in record.getMessage()  # the summarizer's failure is the point: no warning
+
     logger = logging.getLogger('pydantic_ai_history.compactor')
-    logger.addFilter(_expected_failure)
+    logger.addFilter(expected_failure)
     try:
         compacted, _ = await compact_with_ours('digest', messages, total, target, _no_summarizer())
     finally:
-        logger.removeFilter(_expected_failure)
+        logger.removeFilter(expected_failure)
     return compacted
 
 
