@@ -28,8 +28,5 @@ async def recoverable_share(
     ids = named_transcripts(context)
     if store is None or not ids:
         return [False] * len(probes)
-    found: list[bool] = []
-    for probe in probes:
-        text = await read_artifact_text(store, ids[0], query=probe.question, scope=scope)
-        found.append(contains(normalize(text), normalize(probe.answer)))
-    return found
+    texts = [await read_artifact_text(store, ids[0], query=p.question, scope=scope) for p in probes]
+    return [contains(normalize(text), normalize(p.answer)) for text, p in zip(texts, probes, strict=True)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,17 +95,13 @@ def compaction_target(
 
 def kept_head(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int:
     """How many leading messages of `original` `compacted` kept as they were (the same objects)."""
-    return _same_run(original, compacted)
+    same = itertools.takewhile(lambda pair: pair[0] is pair[1], zip(original, compacted, strict=False))
+    return sum(1 for _ in same)
 
 
 def tail_start(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int | None:
     """The index in `original` where the verbatim tail `compacted` ends with begins (the same objects); None
     when nothing was compacted."""
-    if len(compacted) == len(original) == _same_run(original, compacted):
+    if len(compacted) == len(original) == kept_head(original, compacted):
         return None
-    return len(original) - _same_run(reversed(original), reversed(compacted))
-
-
-def _same_run(a: Iterable[object], b: Iterable[object]) -> int:
-    """How many leading items of `a` and `b` are the same objects."""
-    return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] is pair[1], zip(a, b, strict=False)))
+    return len(original) - kept_head(original[::-1], compacted[::-1])
