@@ -309,17 +309,15 @@ def _local_models(script: _Script, settings: DemoSettings) -> tuple[StrictProvid
     return provider, summarizer, ArtifactSettings(file_settings=limits)
 
 
-def _summary(
-    stats: HistoryStats, history: list[ModelMessage], violations: list[str], **run: int
-) -> dict[str, Any]:
-    """The final table's rows, label -> value; `run` has the figures the processor does not know."""
-    overall = stats.overall
+def _summary(result: DemoResult) -> dict[str, Any]:
+    """The final table's rows, label -> value."""
+    stats, overall = result.stats, result.stats.overall
     return {
-        'turns': run['turns'],
+        'turns': result.turns,
         'model requests': overall.requests,
-        'provider requests': run['provider_requests'],
-        'rejected by provider': run['rejected'],
-        'peak tokens sent': run['peak_sent'],
+        'provider requests': result.provider_requests,
+        'rejected by provider': result.rejected,
+        'peak tokens sent': result.peak_tokens_sent,
         'peak tokens after processing': overall.peak_tokens_out,
         'tokens in (sum)': overall.tokens_in,
         'tokens out (sum)': overall.tokens_out,
@@ -334,8 +332,8 @@ def _summary(
         'window applications': overall.window_applications,
         'warnings': overall.warnings,
         'stage failures': overall.stage_failures,
-        'final history messages': len(history),
-        'final history violations': len(violations),
+        'final history messages': len(result.final_messages),
+        'final history violations': len(result.violations),
     }
 
 
@@ -417,35 +415,28 @@ async def _run_demo(requests: int, model: str | None, output: _Output, settings:
     stats = processor.stats()
     # A finished run ends with the model's answer: that one invariant does not apply to a stored history.
     violations = [str(v) for v in validate_history(history) if v.code != 'not_ending_with_request']
-    peak_sent = provider.peak_input_tokens if provider else stats.overall.peak_tokens_out
-    provider_requests = len(provider.requests) if provider else stats.overall.requests
-    summary = _summary(
-        stats,
-        history,
-        violations,
-        turns=turn,
-        provider_requests=provider_requests,
-        rejected=rejected,
-        peak_sent=peak_sent,
-    )
-    output.line('', detail=False)
-    output.line(format_table(['summary', 'value'], list(summary.items()), align='lr'), detail=False)
-    output.line('', detail=False)
-    for violation in violations:
-        output.line(f'final history: {violation}', detail=False)
-    output.line(f'finished in {time.perf_counter() - started:.1f}s', detail=False)
-    return DemoResult(
+    result = DemoResult(
         requests=stats.overall.requests,
-        provider_requests=provider_requests,
+        provider_requests=len(provider.requests) if provider is not None else stats.overall.requests,
         rejected=rejected,
-        peak_tokens_sent=peak_sent,
+        peak_tokens_sent=provider.peak_input_tokens
+        if provider is not None
+        else stats.overall.peak_tokens_out,
         stats=stats,
         turns=turn,
         final_messages=history,
         violations=violations,
-        text=output.buffer.getvalue(),
-        summary=summary,
+        text='',
     )
+    result.summary = _summary(result)
+    output.line('', detail=False)
+    output.line(format_table(['summary', 'value'], list(result.summary.items()), align='lr'), detail=False)
+    output.line('', detail=False)
+    for violation in violations:
+        output.line(f'final history: {violation}', detail=False)
+    output.line(f'finished in {time.perf_counter() - started:.1f}s', detail=False)
+    result.text = output.buffer.getvalue()
+    return result
 
 
 def run_demo(
