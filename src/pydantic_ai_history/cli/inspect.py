@@ -162,9 +162,7 @@ async def inspect_messages(
     events: list[HistoryEvent] = []
     given = {'max_tokens': max_tokens, 'target_tokens': target_tokens, 'summarizer_model': summarizer_model}
     settings: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
-    summarizer = SummarizerSettings()
-    if summarizer_model is not None:
-        summarizer = SummarizerSettings(model=build_model(summarizer_model))
+    summarizer = SummarizerSettings(model=None if summarizer_model is None else build_model(summarizer_model))
     try:
         # strict: a report on an assumed window would describe a processor nobody runs
         policy = ContextPolicy(
