@@ -76,8 +76,9 @@ def _int(text: str) -> int:
 # ---- formatting -----------------------------------------------------------------------------------------
 
 
-def test_format_table_aligns_numbers_right_and_text_left():
-    table = format_table(['name', 'tokens'], [('a', 5), ('longer name', 12_345)], footer=[('total', 12_350)])
+def test_format_table_aligns_each_column_as_told():
+    rows = [('a', 5), ('longer name', 12_345)]
+    table = format_table(['name', 'tokens'], rows, align='lr', footer=[('total', 12_350)])
     lines = table.splitlines()
     assert lines[0] == 'name         tokens'
     assert lines[2] == 'a                 5'

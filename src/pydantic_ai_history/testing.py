@@ -12,10 +12,12 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.usage import RequestUsage
 
 from ._compat import (
@@ -38,13 +40,10 @@ __all__ = ('ProviderRejected', 'RequestRecord', 'StrictProvider')
 
 logger = logging.getLogger('pydantic_ai_history.testing')
 
-try:
-    from pydantic_ai.profiles import ModelProfile as _ModelProfile
-
-    # 2.x profiles are TypedDicts with a `context_window` key; 1.x profiles are dataclasses without one
-    _PROFILE_HAS_CONTEXT_WINDOW = 'context_window' in getattr(_ModelProfile, '__annotations__', {})
-except ImportError:  # pragma: no cover
-    _PROFILE_HAS_CONTEXT_WINDOW = False
+# 2.x profiles are TypedDicts with a `context_window` key; 1.x profiles are dataclasses without one
+_PROFILE_HAS_CONTEXT_WINDOW = 'context_window' in ModelProfile.__annotations__
+_CALLS: tuple[type[Any], ...] = (ToolCallPart, *NATIVE_TOOL_CALL_PARTS)
+_RETURNS: tuple[type[Any], ...] = (ToolReturnPart, *NATIVE_TOOL_RETURN_PARTS)
 
 
 class ProviderRejected(Exception):
@@ -82,17 +81,14 @@ class StrictProvider:
     encoding: str = 'o200k_base'
     model_name: str = 'gpt-4o'
     requests: list[RequestRecord] = field(default_factory=list)
-    _count_text: Callable[[str], int] | None = field(default=None, init=False, repr=False)
 
     def model(self) -> FunctionModel:
         """A `FunctionModel` backed by this provider, with `context_window` in its profile on 2.x."""
+        profile: Any = {'context_window': self.context_window} if _PROFILE_HAS_CONTEXT_WINDOW else None
         # a bound method: pydantic-ai 1.x names the model after the function's `__name__`
-        if _PROFILE_HAS_CONTEXT_WINDOW:
-            profile: Any = {'context_window': self.context_window}
-            return FunctionModel(
-                self.__call__, stream_function=self.stream, model_name=self.model_name, profile=profile
-            )
-        return FunctionModel(self.__call__, stream_function=self.stream, model_name=self.model_name)
+        return FunctionModel(
+            self.__call__, stream_function=self.stream, model_name=self.model_name, profile=profile
+        )
 
     @property
     def peak_input_tokens(self) -> int:
@@ -106,7 +102,6 @@ class StrictProvider:
 
     def count(self, messages: Sequence[ModelMessage], info: AgentInfo | None = None) -> int:
         """Tokens of a request as this provider counts them."""
-        count_text = self._text_counter()
         texts: list[str] = []
         images = _REPLY_PRIMING + _MESSAGE_OVERHEAD * len(messages)
         for message in messages:
@@ -117,30 +112,23 @@ class StrictProvider:
                 text, part_images = _wire(part)
                 texts.append(text)
                 images += part_images + _framing(part)
-        if info is not None:
-            for tool in [*info.function_tools, *info.output_tools]:
-                texts.append(
-                    json.dumps(
-                        {
-                            'name': tool.name,
-                            'description': tool.description,
-                            'parameters': tool.parameters_json_schema,
-                        }
-                    )
-                )
-        return sum(count_text(t) for t in texts) + images
+        tools = [*info.function_tools, *info.output_tools] if info is not None else []
+        texts.extend(
+            json.dumps({'name': t.name, 'description': t.description, 'parameters': t.parameters_json_schema})
+            for t in tools
+        )
+        return sum(map(self._count_text, texts)) + images
 
-    def _text_counter(self) -> Callable[[str], int]:
+    @cached_property
+    def _count_text(self) -> Callable[[str], int]:
         # The package's own loader (the encodings ship with it, so this needs no network); if even that
         # fails, the offline estimate, so a demo or test never dies on a missing tokenizer.
-        if self._count_text is None:
-            try:
-                encoding = load_encoding(self.encoding)
-                self._count_text = lambda text: len(encoding.encode_ordinary(text))
-            except Exception as exc:
-                logger.warning('%s is unavailable (%s); the simulated provider estimates', self.encoding, exc)
-                self._count_text = estimate_tokens_offline
-        return self._count_text
+        try:
+            encoding = load_encoding(self.encoding)
+        except Exception as exc:
+            logger.warning('%s is unavailable (%s); the simulated provider estimates', self.encoding, exc)
+            return estimate_tokens_offline
+        return lambda text: len(encoding.encode_ordinary(text))
 
     async def stream(
         self, messages: list[ModelMessage], info: AgentInfo
@@ -170,8 +158,7 @@ class StrictProvider:
             raise
         self.requests.append(RequestRecord(tokens, len(messages), tuple(messages)))
         response = self.respond(messages, info)
-        count_text = self._text_counter()
-        output = sum(_wire(p)[1] + count_text(_wire(p)[0]) for p in response.parts)
+        output = sum(images + self._count_text(text) for text, images in map(_wire, response.parts))
         response.usage = RequestUsage(input_tokens=tokens, output_tokens=output)
         return response
 
@@ -186,20 +173,17 @@ _TOOL_RETURN_OVERHEAD = 3
 
 
 def _framing(part: Any) -> int:
-    if isinstance(part, ToolCallPart) or isinstance(part, NATIVE_TOOL_CALL_PARTS):  # noqa: SIM101
+    if isinstance(part, _CALLS):
         return _TOOL_CALL_OVERHEAD
-    if isinstance(part, ToolReturnPart) or isinstance(part, NATIVE_TOOL_RETURN_PARTS):  # noqa: SIM101
-        return _TOOL_RETURN_OVERHEAD
-    return 0
+    return _TOOL_RETURN_OVERHEAD if isinstance(part, _RETURNS) else 0
 
 
 def _wire(part: Any) -> tuple[str, int]:
     """A part's text as a provider would receive it, and the image tokens it carries."""
-    images = 0
-    if isinstance(part, ToolCallPart) or isinstance(part, NATIVE_TOOL_CALL_PARTS):  # noqa: SIM101
+    if isinstance(part, _CALLS):
         args = part.args if isinstance(part.args, str) else json.dumps(part.args)
         return f'{part.tool_name}{args}', 0
-    if isinstance(part, ToolReturnPart) or isinstance(part, NATIVE_TOOL_RETURN_PARTS):  # noqa: SIM101
+    if isinstance(part, _RETURNS):
         content, images = _content(part.content)
         return f'{part.tool_name}{content}', images
     if isinstance(part, RetryPromptPart):
@@ -207,9 +191,7 @@ def _wire(part: Any) -> tuple[str, int]:
     if isinstance(part, ThinkingPart):
         return part.content, 0
     value = getattr(part, 'content', None)
-    if value is None:
-        return '', 0
-    return _content(value)
+    return ('', 0) if value is None else _content(value)
 
 
 def _content(content: Any) -> tuple[str, int]:
@@ -221,12 +203,8 @@ def _content(content: Any) -> tuple[str, int]:
             return '', image_tokens(*size, 'openai')
         return content.data[:1_000_000].decode('latin-1'), 0  # a document sent raw is very expensive
     if isinstance(content, (list, tuple)):
-        texts, images = [], 0
-        for item in content:
-            text, n = _content(item)
-            texts.append(text)
-            images += n
-        return '\n'.join(texts), images
+        items = [_content(item) for item in content]
+        return '\n'.join(text for text, _ in items), sum(n for _, n in items)
     try:
         return json.dumps(content, default=str), 0
     except (TypeError, ValueError):

@@ -258,7 +258,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _configure_logging(verbose: bool) -> None:
     logger = logging.getLogger('pydantic_ai_history')
-    for old in [h for h in logger.handlers if getattr(h, '_pydantic_ai_history_cli', False)]:
+    for old in [h for h in logger.handlers if h.get_name() == PROG]:  # from an earlier `main()` call
         logger.removeHandler(old)
     if verbose:
         handler: logging.Handler = logging.StreamHandler(sys.stderr)
@@ -267,7 +267,7 @@ def _configure_logging(verbose: bool) -> None:
     else:
         # The reports show every warning as an event already; without a handler Python would print them again.
         handler = logging.NullHandler()
-    handler._pydantic_ai_history_cli = True  # type: ignore[attr-defined]
+    handler.set_name(PROG)
     logger.addHandler(handler)
 
 
@@ -277,8 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         _configure_logging(args.verbose)
         handlers = {'demo': _demo, 'inspect': _inspect, 'count': _count, 'eval': _eval, 'prune': _prune}
-        handler = handlers[args.command]
-        return handler(args)
+        return handlers[args.command](args)
     except CliError as exc:
         print(f'{PROG}: error: {exc}', file=sys.stderr)
         return exc.code

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -75,22 +74,21 @@ def load_history(path: str | Path) -> list[ModelMessage]:
     except OSError as exc:
         fail(f'{file}: cannot be read ({exc.strerror or exc})')
     try:
-        parsed = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        fail(f'{file}: not valid JSON ({exc})')
-    if not isinstance(parsed, list):
-        fail(f'{file}: not a message history (expected a JSON list of messages, found {_json_kind(parsed)})')
-    if not parsed:
-        fail(f'{file}: the history is empty (an empty JSON list)')
-    try:
         messages = ModelMessagesTypeAdapter.validate_json(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = '.'.join(str(p) for p in first.get('loc', ()))
+        if first['type'] == 'json_invalid':
+            fail(f'{file}: not valid JSON ({first["msg"]})')
+        if first['type'] == 'list_type':
+            found = _json_kind(first['input'])
+            fail(f'{file}: not a message history (expected a JSON list of messages, found {found})')
+        where = '.'.join(map(str, first['loc']))
         fail(
             f'{file}: not a PydanticAI message history ({exc.error_count()} validation error(s); '
-            f'first at {where or "top level"}: {first.get("msg", "invalid")})'
+            f'first at {where or "top level"}: {first["msg"]})'
         )
+    if not messages:
+        fail(f'{file}: the history is empty (an empty JSON list)')
     return list(messages)
 
 
@@ -131,17 +129,12 @@ def part_summary(message: ModelMessage) -> str:
     return ', '.join(kind if n == 1 else f'{n} {kind}' for kind, n in counts.items()) or '(none)'
 
 
-def provider_of(model_name: str) -> str | None:
-    provider, sep, _ = model_name.partition(':')
-    return provider.lower() if sep else None
-
-
 def require_api_key(model_name: str) -> None:
     """Fail with a clear message when a real model is asked for and its provider's key is not set."""
-    provider = provider_of(model_name)
-    if provider is None:
+    provider, sep, _ = model_name.partition(':')
+    if not sep:
         fail(f'model {model_name!r}: give it as provider:name, e.g. openai:gpt-4o-mini')
-    names = PROVIDER_KEYS.get(provider)
+    names = PROVIDER_KEYS.get(provider.lower())
     if names is not None and not any(os.environ.get(n) for n in names):
         fail(f'model {model_name!r} needs {" or ".join(names)} set in the environment')
 

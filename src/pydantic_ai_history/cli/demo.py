@@ -1,19 +1,18 @@
 """`pydantic-ai-history demo`: a long agent session through the full processor, with no API key.
 
-A real `Agent` runs a scripted tool loop against a local model (`FunctionModel` over `StrictProvider`, which
-counts every request with tiktoken and rejects any that overflows its window or breaks tool pairing). The
-tools return large realistic outputs (JSON records, CSV, logs, CJK text); turns attach a generated PDF and
-an oversized PNG. A small window makes the compactor, the artifact planner and the sliding window all work.
-With `--model provider:name` the same session runs against that real model instead.
+A real `Agent` runs a scripted tool loop against `StrictProvider` (or, with `--model`, a real model); the
+tools return large generated outputs and turns attach a PDF and an oversized PNG (see docs/cli.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import math
 import random
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -30,14 +29,18 @@ from ..events import (
     StageFailed,
     WindowApplied,
 )
+from ..files import FileSettings
+from ..files._provider_limits import CONSERVATIVE_LIMITS
 from ..messages.validate import validate_history
 from ..processor import HistoryProcessor, HistoryStats
 from ..stages._summarizer_settings import SummarizerSettings
+from ..stages.artifacts import ArtifactSettings
+from ..testing import ProviderRejected, StrictProvider
 from . import demo_content as content
 from .common import build_model
 from .formatting import ProgressBar, format_table
 
-__all__ = ('DEMO_SETTINGS', 'DemoResult', 'DemoSettings', 'run_demo', 'run_demo_async')
+__all__ = ('DEMO_SETTINGS', 'DemoResult', 'DemoSettings', 'run_demo')
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,12 @@ class DemoResult:
 # ---- the local models -----------------------------------------------------------------------------------
 
 _ARTIFACT_ID = re.compile(r'art_[0-9a-f]{16,64}')
+_SIZED_ARGS: dict[str, tuple[str, tuple[str, ...], str, int, int]] = {
+    'search_orders': ('region', ('EU', 'US', 'APAC'), 'limit', 150, 12),
+    'export_inventory': ('warehouse', ('FRA-1', 'DUB-2', 'IAD-1', 'SIN-3'), 'rows', 600, 30),
+    'tail_logs': ('service', ('payment-service', 'order-service', 'gateway'), 'lines', 400, 25),
+}
+"""Each scripted tool's arguments: (choice argument, its values, size argument, large size, usual size)."""
 
 
 @dataclass
@@ -114,24 +123,14 @@ class _Script:
         if step % 6 == 5 and 'read_artifact' in tool_names:
             found = _ARTIFACT_ID.findall(text_of(messages[-8:]))
             if found:
-                return self._call(
-                    'read_artifact', {'artifact_id': found[-1], 'query': 'ERROR timeout refund'}
-                )
+                query = {'artifact_id': found[-1], 'query': 'ERROR timeout refund'}
+                call = ToolCallPart('read_artifact', query, tool_call_id=self._next_id())
+                return ModelResponse(parts=[call], model_name='demo-agent')
         tool = TOOLS[(self.turn + step) % len(TOOLS)]
         large = (self.turn * 7 + step) % 9 == 4
-        args: dict[str, Any]
-        if tool == 'search_orders':
-            args = {'region': rng.choice(('EU', 'US', 'APAC')), 'limit': 150 if large else 12}
-        elif tool == 'export_inventory':
-            args = {
-                'warehouse': rng.choice(('FRA-1', 'DUB-2', 'IAD-1', 'SIN-3')),
-                'rows': 600 if large else 30,
-            }
-        elif tool == 'tail_logs':
-            args = {
-                'service': rng.choice(('payment-service', 'order-service', 'gateway')),
-                'lines': 400 if large else 25,
-            }
+        if tool in _SIZED_ARGS:
+            name, choices, size, big, small = _SIZED_ARGS[tool]
+            args: dict[str, Any] = {name: rng.choice(choices), size: big if large else small}
         else:
             args = {'ticket_id': f'T-{rng.randint(1000, 9999)}'}
         parts: list[Any] = [ToolCallPart(tool, args, tool_call_id=self._next_id())]
@@ -143,11 +142,6 @@ class _Script:
                 )
             )
         return ModelResponse(parts=parts, model_name='demo-agent')
-
-    def _call(self, tool: str, args: dict[str, Any]) -> ModelResponse:
-        return ModelResponse(
-            parts=[ToolCallPart(tool, args, tool_call_id=self._next_id())], model_name='demo-agent'
-        )
 
     def _next_id(self) -> str:
         self.calls += 1
@@ -176,11 +170,10 @@ def _build_agent(model: Any, processor: HistoryProcessor, seed: int) -> Any:
     else:  # pydantic-ai 1.0: the processor and its read-back tool are wired separately
         kwargs['history_processors'] = [processor]
         kwargs['toolsets'] = [processor.readback_toolset()]
-    counter = {'n': 0}
+    draws = itertools.count(1)
 
     def rng() -> random.Random:
-        counter['n'] += 1
-        return random.Random(seed * 7_919 + counter['n'])
+        return random.Random(seed * 7_919 + next(draws))
 
     def search_orders(region: str, limit: int = 20) -> list[dict[str, Any]]:
         """Search orders in a region (EU, US, APAC); returns order records."""
@@ -225,34 +218,26 @@ class _Output:
         self.buffer = io.StringIO()
         self.bar: ProgressBar | None = None
         self.tty = stream.isatty() if tty is None else tty
+        self.requests = self.compactions = self.unchanged = 0
 
     def start_bar(self, total: int) -> None:
         # On a pipe the bar prints plain lines, which belong to the transcript; on a terminal it redraws.
-        self.bar = ProgressBar(
-            total, self.stream if self.tty else _Tee(self.stream, self.buffer), tty=self.tty
-        )
+        self.bar = ProgressBar(total, self.stream if self.tty else self, tty=self.tty)
 
     def line(self, text: str, *, detail: bool = True) -> None:
         if self.quiet and detail:
             return
-        if self.bar is not None:
-            if self.tty:
-                self.buffer.write(text + '\n')
+        if self.bar is not None and self.tty:
+            self.buffer.write(text + '\n')
             self.bar.print(text)
         else:
-            self.buffer.write(text + '\n')
-            self.stream.write(text + '\n')
-            self.stream.flush()
-
-
-class _Tee(io.TextIOBase):
-    def __init__(self, stream: TextIO, copy: io.StringIO) -> None:
-        self.stream = stream
-        self.copy = copy
+            self.write(text + '\n')
 
     def write(self, text: str) -> int:
-        self.copy.write(text)
-        return self.stream.write(text)
+        self.buffer.write(text)
+        self.stream.write(text)
+        self.stream.flush()
+        return len(text)
 
     def flush(self) -> None:
         self.stream.flush()
@@ -261,17 +246,17 @@ class _Tee(io.TextIOBase):
         return False
 
 
-def _event_line(event: HistoryEvent, counts: dict[str, int]) -> str | None:
+def _event_line(event: HistoryEvent, output: _Output) -> str | None:
     if isinstance(event, CompactionResult):
-        counts['compaction'] += 1
+        output.compactions += 1
         return (
-            f'    compaction #{counts["compaction"]} ({event.method}): {event.messages_before} -> '
+            f'    compaction #{output.compactions} ({event.method}): {event.messages_before} -> '
             f'{event.messages_after} messages, {event.tokens_before:,} -> {event.tokens_after:,} tokens, '
             f'{event.summarizer_calls} summarizer call(s)' + (f' [{event.error}]' if event.error else '')
         )
     if isinstance(event, ArtifactProcessed):
         if event.tokens_after == event.tokens_before and not event.cache_hit:
-            counts['unchanged'] += 1  # reported once per request, not one line each
+            output.unchanged += 1  # reported once per request, not one line each
             return None
         return (
             f'    artifact {event.artifact_id[:16]} from {event.source}: {event.strategy}, '
@@ -290,73 +275,93 @@ def _event_line(event: HistoryEvent, counts: dict[str, int]) -> str | None:
     return None
 
 
-async def run_demo_async(
-    requests: int = 150,
-    *,
-    model: str | None = None,
-    quiet: bool = False,
-    out: TextIO | None = None,
-    tty: bool | None = None,
-    settings: DemoSettings = DEMO_SETTINGS,
-) -> DemoResult:
-    """Run the demo session; see `run_demo`."""
-    import sys
+def _on_event(output: _Output, event: HistoryEvent) -> None:
+    """Prints a line for each request and each decision as it happens."""
+    if not isinstance(event, RequestProcessed):
+        text = _event_line(event, output)
+        if text is not None:
+            output.line(text)
+        return
+    output.requests += 1
+    if output.unchanged:
+        output.line(f'    {output.unchanged} artifact(s) kept as they are (they fit)')
+        output.unchanged = 0
+    output.line(
+        f'  request {output.requests:>4}: '
+        f'{event.messages_before:>3} -> {event.messages_after:>3} messages, '
+        f'{event.tokens_before:>7,} -> {event.tokens_after:>7,} tokens'
+    )
+    if output.bar is not None:
+        output.bar.update(output.requests, f'compactions: {output.compactions}')
 
-    from pydantic_ai.exceptions import UsageLimitExceeded
+
+def _local_models(script: _Script, settings: DemoSettings) -> tuple[StrictProvider, Any, ArtifactSettings]:
+    """The strict simulated provider, the scripted summarizer, and the artifact settings of a provider with
+    the conservative file limits (2 MiB, 8,000 px): its 9000x3000 PNG is one a real provider would reject."""
     from pydantic_ai.models.function import FunctionModel
+
+    provider = StrictProvider(script.respond, context_window=settings.context_window, model_name='gpt-4o')
+    limits = FileSettings(
+        image_max_bytes=CONSERVATIVE_LIMITS.image_max_bytes,
+        image_max_dimension=CONSERVATIVE_LIMITS.image_max_dimension,
+    )
+    summarizer = FunctionModel(summarize_prompt, model_name='demo-summarizer')
+    return provider, summarizer, ArtifactSettings(file_settings=limits)
+
+
+def _summary(result: DemoResult) -> dict[str, Any]:
+    """The final table's rows, label -> value."""
+    stats, overall = result.stats, result.stats.overall
+    return {
+        'turns': result.turns,
+        'model requests': overall.requests,
+        'provider requests': result.provider_requests,
+        'rejected by provider': result.rejected,
+        'peak tokens sent': result.peak_tokens_sent,
+        'peak tokens after processing': overall.peak_tokens_out,
+        'tokens in (sum)': overall.tokens_in,
+        'tokens out (sum)': overall.tokens_out,
+        'reduction %': round(overall.reduction_percent, 1),
+        'compactions': overall.compactions,
+        **{f'  compactions: {m}': n for m, n in sorted(overall.compaction_methods.items())},
+        'summarizer calls': overall.summarizer_calls,
+        'cache hits': stats.cache_hits,
+        'cache misses': stats.cache_misses,
+        'artifacts': sum(overall.artifacts_by_strategy.values()),
+        **{f'  artifacts: {s}': n for s, n in sorted(overall.artifacts_by_strategy.items())},
+        'window applications': overall.window_applications,
+        'warnings': overall.warnings,
+        'stage failures': overall.stage_failures,
+        'final history messages': len(result.final_messages),
+        'final history violations': len(result.violations),
+    }
+
+
+_PDF_LINES = (
+    'Finance audit report Q2 2024 (FIN-2024-Q2)',
+    'Region EU: 1,204 orders, 37 refunds pending, 5 disputed',
+    'Warehouse FRA-1: inventory variance 2.3 percent',
+    'Action: reconcile refunds older than 30 days',
+)
+
+
+async def _run_demo(requests: int, model: str | None, output: _Output, settings: DemoSettings) -> DemoResult:
+    from pydantic_ai.exceptions import UsageLimitExceeded
     from pydantic_ai.usage import UsageLimits
 
     from ..processor import create_history_processor
-    from ..testing import ProviderRejected, StrictProvider
 
-    if requests < 1:
-        raise ValueError('requests must be at least 1')
-    output = _Output(out if out is not None else sys.stdout, quiet, tty)
     script = _Script(settings)
     provider: StrictProvider | None = None
     artifacts: Any = True
     if model is None:
-        # A scripted model takes any file; the demo plays a provider with the conservative limits (2 MiB,
-        # 8,000 px), so its 9000x3000 PNG is one a real provider of that kind would reject.
-        from ..files import FileSettings
-        from ..files._provider_limits import CONSERVATIVE_LIMITS
-        from ..stages.artifacts import ArtifactSettings
-
-        file_limits = FileSettings(
-            image_max_bytes=CONSERVATIVE_LIMITS.image_max_bytes,
-            image_max_dimension=CONSERVATIVE_LIMITS.image_max_dimension,
-        )
-        artifacts = ArtifactSettings(file_settings=file_limits)
-        provider = StrictProvider(script.respond, context_window=settings.context_window, model_name='gpt-4o')
+        provider, helper, artifacts = _local_models(script, settings)
         agent_model: Any = provider.model()
-        helper: Any = FunctionModel(summarize_prompt, model_name='demo-summarizer')
         label = f'local scripted model (strict simulated provider, {settings.context_window:,}-token window)'
     else:
-        agent_model = build_model(model)
-        helper = agent_model
+        agent_model = helper = build_model(model)
         label = f'{model} (real provider; summarizer: the same model)'
-
-    counts = {'compaction': 0, 'request': 0, 'unchanged': 0}
     started = time.perf_counter()
-
-    def on_event(event: HistoryEvent) -> None:
-        if isinstance(event, RequestProcessed):
-            counts['request'] += 1
-            if counts['unchanged']:
-                output.line(f'    {counts["unchanged"]} artifact(s) kept as they are (they fit)')
-                counts['unchanged'] = 0
-            output.line(
-                f'  request {counts["request"]:>4}: '
-                f'{event.messages_before:>3} -> {event.messages_after:>3} messages, '
-                f'{event.tokens_before:>7,} -> {event.tokens_after:>7,} tokens'
-            )
-            if output.bar is not None:
-                output.bar.update(counts['request'], f'compactions: {counts["compaction"]}')
-            return
-        text = _event_line(event, counts)
-        if text is not None:
-            output.line(text)
-
     processor = create_history_processor(
         model=agent_model,
         policy=ContextPolicy(
@@ -366,20 +371,10 @@ async def run_demo_async(
         ),
         summarizer=SummarizerSettings(model=helper),
         artifacts=artifacts,
-        on_history_event=on_event,
+        on_history_event=lambda event: _on_event(output, event),
     )
     agent = _build_agent(agent_model, processor, settings.seed)
-    attachments = {
-        'pdf': content.minimal_pdf(
-            [
-                'Finance audit report Q2 2024 (FIN-2024-Q2)',
-                'Region EU: 1,204 orders, 37 refunds pending, 5 disputed',
-                'Warehouse FRA-1: inventory variance 2.3 percent',
-                'Action: reconcile refunds older than 30 days',
-            ]
-        ),
-        'png': content.noise_png(),
-    }
+    attachments = {'pdf': content.minimal_pdf(_PDF_LINES), 'png': content.noise_png()}
     output.line(f'pydantic-ai-history demo: {requests} model requests against {label}', detail=False)
     output.line(
         f'window {settings.context_window:,} tokens, compaction at {settings.max_tokens:,} down to '
@@ -387,15 +382,14 @@ async def run_demo_async(
         f'PNG 9000x3000 {len(attachments["png"]) / 2**20:.1f} MiB',
         detail=False,
     )
-    if not quiet:
+    if not output.quiet:
         output.start_bar(requests)
     history: list[ModelMessage] = []
-    rejected = 0
-    turn = 0
+    rejected = turn = 0
     per_turn = max(settings.requests_per_turn, 1)
     try:
-        while counts['request'] < requests:
-            steps = min(per_turn, requests - counts['request'])
+        while output.requests < requests:
+            steps = min(per_turn, requests - output.requests)
             script.start_turn(turn, steps)
             output.line(f'turn {turn + 1}: {TASKS[turn % len(TASKS)]}')
             limits = UsageLimits(request_limit=steps + 5 if model is None else per_turn * 3)
@@ -419,52 +413,30 @@ async def run_demo_async(
             output.bar = None
 
     stats = processor.stats()
-    overall = stats.overall
     # A finished run ends with the model's answer: that one invariant does not apply to a stored history.
     violations = [str(v) for v in validate_history(history) if v.code != 'not_ending_with_request']
-    peak_sent = provider.peak_input_tokens if provider is not None else overall.peak_tokens_out
-    summary: dict[str, Any] = {
-        'turns': turn,
-        'model requests': overall.requests,
-        'provider requests': len(provider.requests) if provider is not None else overall.requests,
-        'rejected by provider': rejected,
-        'peak tokens sent': peak_sent,
-        'peak tokens after processing': overall.peak_tokens_out,
-        'tokens in (sum)': overall.tokens_in,
-        'tokens out (sum)': overall.tokens_out,
-        'reduction %': round(overall.reduction_percent, 1),
-        'compactions': overall.compactions,
-        **{f'  compactions: {m}': n for m, n in sorted(overall.compaction_methods.items())},
-        'summarizer calls': overall.summarizer_calls,
-        'cache hits': stats.cache_hits,
-        'cache misses': stats.cache_misses,
-        'artifacts': sum(overall.artifacts_by_strategy.values()),
-        **{f'  artifacts: {s}': n for s, n in sorted(overall.artifacts_by_strategy.items())},
-        'window applications': overall.window_applications,
-        'warnings': overall.warnings,
-        'stage failures': overall.stage_failures,
-        'final history messages': len(history),
-        'final history violations': len(violations),
-    }
-    elapsed = time.perf_counter() - started
-    output.line('', detail=False)
-    output.line(format_table(['summary', 'value'], list(summary.items()), align='lr'), detail=False)
-    output.line('', detail=False)
-    for violation in violations:
-        output.line(f'final history: {violation}', detail=False)
-    output.line(f'finished in {elapsed:.1f}s', detail=False)
-    return DemoResult(
-        requests=overall.requests,
-        provider_requests=summary['provider requests'],
+    result = DemoResult(
+        requests=stats.overall.requests,
+        provider_requests=len(provider.requests) if provider is not None else stats.overall.requests,
         rejected=rejected,
-        peak_tokens_sent=peak_sent,
+        peak_tokens_sent=provider.peak_input_tokens
+        if provider is not None
+        else stats.overall.peak_tokens_out,
         stats=stats,
         turns=turn,
         final_messages=history,
         violations=violations,
-        text=output.buffer.getvalue(),
-        summary=summary,
+        text='',
     )
+    result.summary = _summary(result)
+    output.line('', detail=False)
+    output.line(format_table(['summary', 'value'], list(result.summary.items()), align='lr'), detail=False)
+    output.line('', detail=False)
+    for violation in violations:
+        output.line(f'final history: {violation}', detail=False)
+    output.line(f'finished in {time.perf_counter() - started:.1f}s', detail=False)
+    result.text = output.buffer.getvalue()
+    return result
 
 
 def run_demo(
@@ -479,12 +451,13 @@ def run_demo(
     """Run the demo session and print it to `out` (stdout by default); return the stats and the printed text.
 
     Args:
-        requests: model requests in the session (default 150).
+        requests: model requests in the session (default 150, at least 1).
         model: `provider:name` of a real model to run against (its API key must be set); default: local.
         quiet: print only the header and the final summary table.
         tty: force (or disable) the redrawn progress bar; default: whether `out` is a terminal.
         settings: the window and compaction budget.
     """
-    return asyncio.run(
-        run_demo_async(requests, model=model, quiet=quiet, out=out, tty=tty, settings=settings)
-    )
+    if requests < 1:
+        raise ValueError('requests must be at least 1')
+    output = _Output(out if out is not None else sys.stdout, quiet, tty)
+    return asyncio.run(_run_demo(requests, model, output, settings))

@@ -6,14 +6,12 @@ Everything is generated from a seeded `random.Random`, so a demo run is reproduc
 from __future__ import annotations
 
 import io
-import json
 import random
 from collections.abc import Sequence
 from typing import Any
 
 __all__ = (
     'inventory_csv',
-    'json_text',
     'minimal_pdf',
     'noise_png',
     'order_records',
@@ -137,10 +135,6 @@ def support_ticket(rng: random.Random, ticket_id: str, paragraphs: int) -> str:
         f'Customer: {rng.choice(_CUSTOMERS)}\nLanguage: zh/ja\n\n{body}\n\n'
         'Agent note: customer message quoted verbatim above; reply in the customer language.'
     )
-
-
-def json_text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
 
 
 def minimal_pdf(lines: Sequence[str]) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ('ProgressBar', 'TextStream', 'format_table', 'human_int')
+__all__ = ('ProgressBar', 'TextStream', 'format_table')
 
 
 class TextStream(Protocol):
@@ -18,58 +18,39 @@ class TextStream(Protocol):
     def isatty(self) -> bool: ...
 
 
-def human_int(value: int | None) -> str:
-    """`12,345`, or `-` for a missing number."""
-    return '-' if value is None else f'{value:,}'
-
-
 def format_table(
     headers: Sequence[str],
     rows: Sequence[Sequence[object]],
     *,
-    align: str | None = None,
+    align: str,
     footer: Sequence[Sequence[object]] = (),
 ) -> str:
-    """Rows as an aligned plain-text table.
-
-    `align` has one letter per column, `l` or `r`; by default numbers (ints and floats) align right and
-    everything else left. Ints are printed with thousands separators. `footer` rows follow a rule line.
-    """
-
-    def cell(value: object) -> str:
-        if isinstance(value, bool):
-            return 'yes' if value else 'no'
-        if isinstance(value, int):
-            return f'{value:,}'
-        if isinstance(value, float):
-            return f'{value:,.1f}'
-        return '-' if value is None else str(value)
-
-    body = [[cell(v) for v in row] for row in rows]
-    tail = [[cell(v) for v in row] for row in footer]
-    widths = [len(h) for h in headers]
-    for row in (*body, *tail):
+    """Rows as an aligned plain-text table: `align` has one letter per column, `l` or `r`; ints are printed
+    with thousands separators, floats with one decimal. `footer` rows follow a rule line."""
+    cells = [[_cell(v) for v in row] for row in (headers, *rows, *footer)]
+    widths = [0] * len(headers)
+    for row in cells:
         for i, text in enumerate(row):
             widths[i] = max(widths[i], len(text))
-    if align is None:
-        sample = rows[0] if rows else (footer[0] if footer else ())
-        align = ''.join(
-            'r'
-            if i < len(sample) and isinstance(sample[i], (int, float)) and not isinstance(sample[i], bool)
-            else 'l'
-            for i in range(len(headers))
-        )
 
     def line(row: Sequence[str]) -> str:
-        cells = [t.rjust(w) if a == 'r' else t.ljust(w) for t, w, a in zip(row, widths, align, strict=False)]
-        return '  '.join(cells).rstrip()
+        texts = [t.rjust(w) if a == 'r' else t.ljust(w) for t, w, a in zip(row, widths, align, strict=False)]
+        return '  '.join(texts).rstrip()
 
     rule = '  '.join('-' * w for w in widths)
-    out = [line(list(headers)), rule, *(line(r) for r in body)]
+    body, tail = cells[1 : len(rows) + 1], cells[len(rows) + 1 :]
+    out = [line(cells[0]), rule, *map(line, body)]
     if tail:
-        out.append(rule)
-        out.extend(line(r) for r in tail)
+        out += [rule, *map(line, tail)]
     return '\n'.join(out)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, int):
+        return f'{value:,}'
+    if isinstance(value, float):
+        return f'{value:,.1f}'
+    return '-' if value is None else str(value)
 
 
 class ProgressBar:
@@ -85,13 +66,12 @@ class ProgressBar:
         *,
         width: int = 30,
         tty: bool | None = None,
-        every: int | None = None,
     ) -> None:
         self.total = max(total, 1)
         self.stream = stream
         self.width = width
         self.tty = stream.isatty() if tty is None else tty
-        self.every = every if every is not None else max(self.total // 10, 1)
+        self.every = max(self.total // 10, 1)
         self.done = 0
         self.label = ''
         self._drawn = False

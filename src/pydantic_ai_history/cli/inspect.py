@@ -1,18 +1,15 @@
 """`pydantic-ai-history inspect`: what the processor would do to a saved history, message by message.
 
-The processor runs in dry-run: its model refuses every call, so deterministic fallbacks stand in for LLM
-calls (unless a summarizer model is named). Each input message's action comes from comparing input with
-output: an equal message is `kept`; a changed one is `converted`, `resized`, `summarized` or `excluded`
-after the strategy recorded in its metadata; a missing one was `summarized` or `dropped` (by the window);
-messages the processor wrote are `added`. A finished run's history gets a placeholder user message, as the
-next request would. Totals are the processor's own estimates; what no message owns (request framing, the
-usage correction) is a row of its own.
+The processor runs in dry-run (its model refuses every call, so deterministic fallbacks stand in for LLM
+calls). Each message's action (`ACTIONS`, described in docs/cli.md) is read from the difference between
+input and output, and from the strategy a changed part's metadata records.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -165,9 +162,7 @@ async def inspect_messages(
     events: list[HistoryEvent] = []
     given = {'max_tokens': max_tokens, 'target_tokens': target_tokens, 'summarizer_model': summarizer_model}
     settings: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
-    summarizer = SummarizerSettings()
-    if summarizer_model is not None:
-        summarizer = SummarizerSettings(model=build_model(summarizer_model))
+    summarizer = SummarizerSettings(model=None if summarizer_model is None else build_model(summarizer_model))
     try:
         # strict: a report on an assumed window would describe a processor nobody runs
         policy = ContextPolicy(
@@ -254,16 +249,10 @@ def align(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> list
     """For each output message, the input message it is (or was made from), or None for a new one."""
     match = _exact_matches(before, after)
     # Changed messages sit between exact matches; a stage keeps a suffix of each gap, so align to its end.
-    k = 0
-    while k < len(after):
-        if match[k] is not None:
-            k += 1
-            continue
-        run_end = k
-        while run_end < len(after) and match[run_end] is None:
-            run_end += 1
-        _align_gap(before, after, match, k, run_end)
-        k = run_end
+    for unmatched, run in itertools.groupby(range(len(after)), key=lambda k: match[k] is None):
+        if unmatched:
+            gap = list(run)
+            _align_gap(before, after, match, gap[0], gap[-1] + 1)
     return match
 
 
@@ -381,13 +370,12 @@ def _dropped(
     new_kinds: set[str | None],
 ) -> set[int]:
     """The removed inputs the window dropped (the rest of the removed ones were summarized)."""
+    if 'window' not in new_kinds:
+        return set()
     removed = [i for i in range(len(before)) if i not in source]
-    if 'window' in new_kinds and 'summary' not in new_kinds:
-        return set(removed)
-    if 'window' in new_kinds:
-        count = sum(dropped_count(after[k]) or 0 for k in added)
-        return set(removed[len(removed) - count :]) if count else set()
-    return set()
+    # with a summary too, the window's note says how many of the newest removed ones it dropped
+    count = sum(dropped_count(after[k]) or 0 for k in added) if 'summary' in new_kinds else len(removed)
+    return set(removed[len(removed) - count :])
 
 
 def _kept_row(
@@ -451,17 +439,13 @@ def _table(report: InspectReport) -> str:
 
 
 def _violation_lines(report: InspectReport) -> list[str]:
-    lines: list[str] = []
-    if report.input_violations:
-        lines.append(f'input violations ({len(report.input_violations)}):')
-        lines.extend(f'  {v}' for v in report.input_violations)
-    else:
-        lines.append('input violations: none')
     new = [v for v in report.output_violations if v not in report.input_violations]
-    if new:
-        lines.append(f'output violations ({len(new)}):')
-        lines.extend(f'  {v}' for v in new)
-    return lines
+    lines = _listed('input violations', report.input_violations) or ['input violations: none']
+    return lines + _listed('output violations', new)
+
+
+def _listed(title: str, items: Sequence[str]) -> list[str]:
+    return [f'{title} ({len(items)}):', *(f'  {item}' for item in items)] if items else []
 
 
 def _describe(event: HistoryEvent) -> str:

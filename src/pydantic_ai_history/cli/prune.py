@@ -13,20 +13,16 @@ from pathlib import Path
 from ..store import DirectoryStore, RedisStore
 from ..store._directory import SECRET_FILE
 from ..store._retention import PruneReport, StoreBound
-from .common import EXIT_USAGE, CliError
+from .common import fail
 
 __all__ = ('parse_size', 'run_prune')
 
-_UNITS = {
-    '': 1,
-    'b': 1,
-    'kb': 1000,
-    'mb': 1000**2,
-    'gb': 1000**3,
-    'kib': 1024,
-    'mib': 1024**2,
-    'gib': 1024**3,
+_UNITS = {'': 1, 'b': 1} | {
+    prefix + suffix: base**power
+    for power, prefix in enumerate('kmg', 1)
+    for suffix, base in (('b', 1000), ('ib', 1024))
 }
+"""Decimal (kb, mb, gb) and binary (kib, mib, gib) size units, case-insensitive."""
 _SIZE = re.compile(r'\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*')
 
 
@@ -53,21 +49,19 @@ def run_prune(
     """Prune a `DirectoryStore` root or a `RedisStore` prefix; `max_age` in seconds. A bound left None is the
     store's default."""
     if (root is None) == (redis_url is None):
-        raise CliError('give a store ROOT folder or --redis URL (one of them)', EXIT_USAGE)
+        fail('give a store ROOT folder or --redis URL (one of them)')
     age: float | StoreBound = 'store' if max_age is None else max_age
     size: int | StoreBound = 'store' if max_bytes is None else max_bytes
     if root is not None:
         folder = Path(root)
         if not folder.is_dir():
-            raise CliError(f'{root}: no such folder', EXIT_USAGE)
+            fail(f'{root}: no such folder')
         if (
             not (folder / SECRET_FILE).exists()
             and not any(folder.glob('*.json'))
             and not any(folder.glob('scope-*'))
         ):
-            raise CliError(
-                f'{root} does not look like a DirectoryStore root: nothing was touched', EXIT_USAGE
-            )
+            fail(f'{root} does not look like a DirectoryStore root: nothing was touched')
         return asyncio.run(DirectoryStore(folder, create=False).prune(max_age=age, max_bytes=size))
 
     async def prune_redis() -> PruneReport:

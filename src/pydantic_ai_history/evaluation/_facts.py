@@ -7,6 +7,7 @@ functions: no model, no store. The patterns are generic on purpose: they are not
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -87,31 +88,27 @@ def extract_facts(evicted: Sequence[ModelMessage]) -> list[Fact]:
 
 def select_facts(facts: Sequence[Fact], kept_text: str, limit: int) -> list[Fact]:
     """At most `limit` of `facts` that the kept messages do not already hold (normalised `kept_text`): taken
-    kind by kind in turn, evenly spread over each kind's occurrences, so no kind or stretch dominates."""
+    kind by kind in turn, each kind's facts taken message by message in turn (the first of each message's,
+    then the second of each, ...), so no kind, stretch or long listing dominates and probes about one
+    message stay few enough to tell apart."""
     fresh = [f for f in facts if not contains(kept_text, normalize(f.value))]
-    by_kind: dict[str, list[Fact]] = {}
-    for fact in fresh:
-        by_kind.setdefault(fact.kind, []).append(fact)
-    spread = {kind: _spread(group, limit) for kind, group in by_kind.items()}
-    chosen: list[Fact] = []
-    while len(chosen) < limit and any(spread.values()):
-        for group in spread.values():
-            if group and len(chosen) < limit:
-                chosen.append(group.pop(0))
+    spread = [_round_robin(_grouped(group, 'message')) for group in _grouped(fresh, 'kind')]
+    chosen = _round_robin(spread)[:limit]
     return sorted(chosen, key=lambda f: (f.message, facts.index(f)))
 
 
-def _spread(group: list[Fact], limit: int) -> list[Fact]:
-    """At most `limit` of `group`: the first of each message's facts, then the second of each, ... (a long
-    listing does not fill a kind on its own, and probes about one message stay few enough to tell apart)."""
-    by_message: dict[int, list[Fact]] = {}
-    for fact in group:
-        by_message.setdefault(fact.message, []).append(fact)
-    rounds = max(len(facts) for facts in by_message.values()) if by_message else 0
-    interleaved = [
-        f for i in range(rounds) for facts in by_message.values() if i < len(facts) for f in [facts[i]]
-    ]
-    return interleaved[:limit]
+def _grouped(facts: Sequence[Fact], key: Literal['kind', 'message']) -> list[list[Fact]]:
+    """`facts` grouped by one of their fields, groups in order of first appearance."""
+    groups: dict[object, list[Fact]] = {}
+    for fact in facts:
+        groups.setdefault(getattr(fact, key), []).append(fact)
+    return list(groups.values())
+
+
+def _round_robin(groups: Sequence[Sequence[Fact]]) -> list[Fact]:
+    """The first item of each group, then the second of each, and so on."""
+    rows = itertools.zip_longest(*groups)
+    return [fact for row in rows for fact in row if fact is not None]
 
 
 def _texts(message: ModelMessage) -> Iterator[tuple[str, str, str | None]]:

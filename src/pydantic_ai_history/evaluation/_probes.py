@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .._compat import result_usage
 from ._facts import Fact
 
 __all__ = ('Probe', 'ProbeKind', 'fact_probes', 'generate_probes')
@@ -32,16 +31,6 @@ class Probe:
     """The fact a deterministic probe asks for; None for a generated probe (it has no model-free score)."""
 
 
-_NOUNS = {
-    'path': 'file path',
-    'identifier': 'identifier',
-    'error': 'error',
-    'command': 'command',
-    'number': 'number',
-    'constraint': 'instruction',
-}
-
-
 def fact_probes(facts: Sequence[Fact]) -> list[Probe]:
     """One probe per fact: artifact probes for paths and commands, recall probes for the rest."""
     return [
@@ -56,7 +45,7 @@ def fact_probes(facts: Sequence[Fact]) -> list[Probe]:
 
 
 def _question(fact: Fact) -> str:
-    noun = _NOUNS[fact.kind]
+    noun = 'file path' if fact.kind == 'path' else fact.kind
     where = _where(fact.source)
     if fact.kind == 'constraint':
         return (
@@ -102,11 +91,8 @@ continuation probes (what is the next step, what remains to do) and decision pro
 and why). Give the correct answer for each, from the conversation."""
 
 
-async def generate_probes(
-    model: Any, evicted_text: str, kept_text: str, count: int
-) -> tuple[list[Probe], int]:
-    """`count` continuation and decision probes written by `model` from the evicted and kept text; also the
-    tokens it spent."""
+async def generate_probes(model: Any, evicted_text: str, kept_text: str, count: int) -> list[Probe]:
+    """`count` continuation and decision probes written by `model` from the evicted and kept text."""
     from pydantic_ai import Agent
 
     agent: Any = Agent(model, output_type=_GeneratedProbes, instructions=GENERATOR_INSTRUCTIONS)
@@ -115,5 +101,4 @@ async def generate_probes(
         f'<recent>\n{kept_text}\n</recent>'
     )
     result = await agent.run(prompt)
-    probes = [Probe(kind=p.kind, question=p.question, answer=p.answer) for p in result.output.probes[:count]]
-    return probes, result_usage(result).total_tokens
+    return [Probe(kind=p.kind, question=p.question, answer=p.answer) for p in result.output.probes[:count]]

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ._judge import DIMENSIONS
 from ._strategies import STRATEGIES
 
-__all__ = ('EvalReport', 'SessionResult', 'StrategyResult', 'StrategySummary', 'summarize')
+__all__ = ('EvalReport', 'SessionResult', 'StrategyResult', 'StrategySummary')
 
 
 @dataclass(kw_only=True)
@@ -109,11 +108,6 @@ class StrategySummary:
     """`ok`, or why it produced nothing (`not installed`, `failed`)."""
 
 
-def summarize(results: Sequence[StrategyResult], strategies: Sequence[str]) -> list[StrategySummary]:
-    """Aggregate `results` per strategy, in `strategies` order."""
-    return [_summary_of(key, [r for r in results if r.strategy == key]) for key in strategies]
-
-
 def _summary_of(key: str, mine: list[StrategyResult]) -> StrategySummary:
     ok = [r for r in mine if r.status == 'ok']
     facts = sum(r.facts for r in ok)
@@ -137,11 +131,6 @@ def _summary_of(key: str, mine: list[StrategyResult]) -> StrategySummary:
         judge_tokens=sum(r.judge_tokens for r in ok),
         status=_status(mine, ok),
     )
-
-
-def _pair(counts: list[int]) -> str:
-    facts, present, recoverable = counts
-    return f'{_share(present, facts):.0%} / {_share(recoverable, facts):.0%}'
 
 
 def _share(count: int, total: int) -> float:
@@ -177,7 +166,8 @@ class EvalReport:
 
     def summary(self) -> list[StrategySummary]:
         """The per-strategy aggregates."""
-        return summarize(self.results, list(self.settings.get('strategies', STRATEGIES)))
+        keys = self.settings.get('strategies', STRATEGIES)
+        return [_summary_of(key, [r for r in self.results if r.strategy == key]) for key in keys]
 
     def to_json(self) -> str:
         """The whole report as JSON: settings, sessions, per-session results, per-strategy aggregates."""
@@ -241,7 +231,10 @@ class EvalReport:
         for kind in sorted(totals):
             per_strategy = totals[kind]
             facts = next(iter(per_strategy.values()))[0]
-            cells = [_pair(per_strategy.get(s.strategy, [0, 0, 0])) for s in ran]
+            triples = [per_strategy.get(s.strategy, [0, 0, 0]) for s in ran]
+            cells = [
+                f'{_share(present, n):.0%} / {_share(recovered, n):.0%}' for n, present, recovered in triples
+            ]
             rows.append(f'| {kind} | {facts:,} | ' + ' | '.join(cells) + ' |')
         return '\n'.join(rows)
 

@@ -91,13 +91,12 @@ class _Run:
         model = self.settings.summarizer
         return metered(model if model is not None else scripted_summarizer())
 
-    def tokens(self, messages: Sequence[ModelMessage]) -> int:
-        return self.counter.count_messages(messages)
-
     async def session(self, session: EvalSession) -> tuple[SessionResult, list[StrategyResult]]:
         messages = session.messages
         total = self.counter.estimate(messages).total
-        record = SessionResult(name=session.name, messages=len(messages), tokens=self.tokens(messages))
+        record = SessionResult(
+            name=session.name, messages=len(messages), tokens=self.counter.count_messages(messages)
+        )
         target = compaction_target(total, self.settings.keep_fraction, SUMMARY_RESERVE, TRAIL_SHARE)
         digest = await digest_strategy(messages, total, target)
         start = tail_start(messages, digest.messages)
@@ -125,13 +124,12 @@ class _Run:
             return []
         evicted_text = context_text(evicted, self.counter)[-_GENERATOR_INPUT_CHARS:]
         try:
-            probes, _ = await generate_probes(
+            return await generate_probes(
                 model, evicted_text, kept_text[-_GENERATOR_INPUT_CHARS:], self.settings.generated_probes
             )
         except Exception as exc:
             self.errors.append(f'{name}: the probe model failed ({type(exc).__name__}: {exc})')
             return []
-        return probes
 
     async def compacted(
         self, key: str, messages: list[ModelMessage], cut: Cut, total: int, target: int
@@ -156,8 +154,8 @@ class _Run:
         context = context_text(compacted.messages, self.counter)
         present = present_share([p.answer for p in probes], context)
         recovered = await recoverable_share(probes, context, compacted.store, compacted.scope)
-        result.tokens_before = self.tokens(session.messages)
-        result.tokens_after = self.tokens(compacted.messages)
+        result.tokens_before = self.counter.count_messages(session.messages)
+        result.tokens_after = self.counter.count_messages(compacted.messages)
         result.tokens_spent = compacted.tokens_spent
         result.facts, result.present, result.recoverable = len(probes), sum(present), sum(recovered)
         result.reachable = sum(a or b for a, b in zip(present, recovered, strict=True))

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from ..readback import read_artifact_text
+from ..stages._transcript import named_transcripts
 from ..store import ArtifactStore
 from ._probes import Probe
 from ._text import contains, normalize
 
-__all__ = ('named_artifacts', 'present_share', 'recoverable_share')
-
-_ARTIFACT_ID = re.compile(r'read_artifact\(artifact_id="([^"\n]+)"')
+__all__ = ('present_share', 'recoverable_share')
 
 
 def present_share(facts: Sequence[str], context: str) -> list[bool]:
@@ -21,22 +19,14 @@ def present_share(facts: Sequence[str], context: str) -> list[bool]:
     return [contains(text, normalize(fact)) for fact in facts]
 
 
-def named_artifacts(context: str) -> list[str]:
-    """The artifact ids the context tells the model to read back, in order."""
-    return _ARTIFACT_ID.findall(context)
-
-
 async def recoverable_share(
     probes: Sequence[Probe], context: str, store: ArtifactStore | None, scope: str
 ) -> list[bool]:
     """For each probe, whether its answer is in what ONE `read_artifact(query=<its question>)` call on the
     artifact the context names first (the summary's reference) returns; all False when the strategy keeps
     nothing."""
-    ids = named_artifacts(context)
+    ids = named_transcripts(context)
     if store is None or not ids:
         return [False] * len(probes)
-    found: list[bool] = []
-    for probe in probes:
-        text = await read_artifact_text(store, ids[0], query=probe.question, scope=scope)
-        found.append(contains(normalize(text), normalize(probe.answer)))
-    return found
+    texts = [await read_artifact_text(store, ids[0], query=p.question, scope=scope) for p in probes]
+    return [contains(normalize(text), normalize(p.answer)) for text, p in zip(texts, probes, strict=True)]

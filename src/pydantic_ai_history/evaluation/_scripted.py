@@ -9,7 +9,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._compat import BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
+from .._compat import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from ..stages._transcript import content_text
+from ..stages.artifacts._models import ArtifactPlan
 
 __all__ = ('TASKS', 'TOOLS', 'scripted_summarizer', 'summarize_prompt', 'text_of')
 
@@ -34,37 +36,25 @@ def scripted_summarizer() -> Any:
 
 
 def text_of(messages: Sequence[ModelMessage]) -> str:
-    """Every part's text and tool arguments, one chunk a line (binary content left out)."""
-    chunks: list[str] = []
-    for message in messages:
-        for part in message.parts:
-            value = getattr(part, 'content', None)
-            if isinstance(value, str):
-                chunks.append(value)
-            elif isinstance(value, (list, tuple)):
-                chunks.extend(
-                    v if isinstance(v, str) else str(v)[:2_000]
-                    for v in value
-                    if not isinstance(v, BinaryContent)
-                )
-            elif value is not None and not isinstance(value, BinaryContent):
-                chunks.append(str(value))
-            args = getattr(part, 'args', None)
-            if args is not None:
-                chunks.append(str(args))
-    return '\n'.join(chunks)
+    """Every part's text and tool arguments, one chunk a line (media as placeholders)."""
+    parts = [part for message in messages for part in message.parts]
+    return '\n'.join(
+        content_text(part.args if isinstance(part, ToolCallPart) else getattr(part, 'content', None))
+        for part in parts
+    )
 
 
 def summarize_prompt(messages: list[ModelMessage], info: Any) -> ModelResponse:
     """The demo's summarizer (and planner): a structured summary written from the prompt it was given.
 
-    When the caller wants structured output (an output tool), it answers with arguments built from the
-    tool's JSON schema, so the planner's fallbacks are not what the demo shows.
+    Asked for structured output (the artifact planner's plan), it answers an empty plan, which the planner
+    replaces with its heuristic plan: the scripted model has no judgement to offer.
     """
     if info.output_tools:
-        tool = info.output_tools[0]
-        args = _fill_schema(tool.parameters_json_schema, tool.parameters_json_schema, 0)
-        return ModelResponse(parts=[ToolCallPart(tool.name, args)], model_name='demo-summarizer')
+        plan = ArtifactPlan(decisions=[]).model_dump()
+        return ModelResponse(
+            parts=[ToolCallPart(info.output_tools[0].name, plan)], model_name='demo-summarizer'
+        )
     text = text_of(messages)
     tools = {name: len(re.findall(rf'\b{name}\b', text)) for name in (*TOOLS, 'read_artifact')}
     orders = sorted(set(re.findall(r'ORD-\d{6}', text)))
@@ -86,38 +76,3 @@ def summarize_prompt(messages: list[ModelMessage], info: Any) -> ModelResponse:
         ]
     )
     return ModelResponse(parts=[TextPart(summary)], model_name='demo-summarizer')
-
-
-_SCALARS: dict[str, Any] = {'array': [], 'boolean': False, 'string': 'demo'}
-"""The value each scalar JSON-schema type gets (numbers take their minimum)."""
-
-
-def _fill_schema(schema: Any, root: Any, depth: int) -> Any:
-    """A minimal valid value for a JSON schema (first enum value, required fields only)."""
-    if not isinstance(schema, dict) or depth > 8:
-        return None
-    if '$ref' in schema:
-        name = str(schema['$ref']).rsplit('/', 1)[-1]
-        return _fill_schema(root.get('$defs', {}).get(name, {}), root, depth + 1)
-    if 'const' in schema:
-        return schema['const']
-    if 'enum' in schema:
-        return schema['enum'][0]
-    if 'default' in schema:
-        return schema['default']
-    for key in ('anyOf', 'oneOf', 'allOf'):
-        if key in schema:
-            options = [o for o in schema[key] if o.get('type') != 'null'] or schema[key]
-            return _fill_schema(options[0], root, depth + 1)
-    return _fill_typed(schema, root, depth)
-
-
-def _fill_typed(schema: dict[str, Any], root: Any, depth: int) -> Any:
-    kind = schema.get('type')
-    if kind == 'object' or 'properties' in schema:
-        props = schema.get('properties', {})
-        return {k: _fill_schema(props[k], root, depth + 1) for k in schema.get('required', []) if k in props}
-    if kind in ('integer', 'number'):
-        minimum = schema.get('minimum', 0)
-        return int(minimum) if kind == 'integer' else float(minimum)
-    return _SCALARS.get(str(kind))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,8 +69,7 @@ def load_session(path: str | os.PathLike[str]) -> EvalSession:
     try:
         messages = ModelMessagesTypeAdapter.validate_json(data)
     except ValidationError as exc:
-        first = exc.errors()[0]['msg'] if exc.errors() else str(exc)
-        raise SessionError(f'{file}: not a pydantic-ai message history ({first})') from exc
+        raise SessionError(f'{file}: not a pydantic-ai message history ({exc.errors()[0]["msg"]})') from exc
     return session_from_messages(file.stem, messages)
 
 
@@ -78,18 +77,12 @@ def builtin_session_paths(folder: str | os.PathLike[str] | None = None) -> list[
     """The saved histories of the built-in set: `folder`, else `$PYDANTIC_AI_HISTORY_EVAL_SESSIONS`, else
     `../shared/fixtures/conversations` from the working directory or from the project's checkout. Empty when
     none is there."""
-    candidates: list[Path] = []
-    if folder is not None:
-        candidates.append(Path(folder))
-    elif os.environ.get(FIXTURES_ENV):
-        candidates.append(Path(os.environ[FIXTURES_ENV]))
-    else:
-        relative = Path('..', 'shared', 'fixtures', 'conversations')
-        candidates += [Path.cwd() / relative, Path(__file__).resolve().parents[3] / relative]
-    for candidate in candidates:
-        if candidate.is_dir():
-            return sorted(candidate.glob('*.json'))
-    return []
+    chosen = folder if folder is not None else os.environ.get(FIXTURES_ENV)
+    relative = Path('..', 'shared', 'fixtures', 'conversations')
+    candidates = (
+        [Path(chosen)] if chosen else [Path.cwd() / relative, Path(__file__).resolve().parents[3] / relative]
+    )
+    return next((sorted(c.glob('*.json')) for c in candidates if c.is_dir()), [])
 
 
 def compaction_target(
@@ -97,24 +90,18 @@ def compaction_target(
 ) -> int:
     """The compactor's target that keeps about `keep_fraction` of a `total_tokens` history verbatim: that
     share, plus what the summary itself is allowed, plus the share of the target its trail may take."""
-    if not 0 < keep_fraction < 1:
-        raise ValueError(f'keep_fraction must be in (0, 1), got {keep_fraction!r}')
     return round((max(1, round(total_tokens * keep_fraction)) + summary_reserve) / (1 - trail_share))
 
 
 def kept_head(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int:
     """How many leading messages of `original` `compacted` kept as they were (the same objects)."""
-    return _same_run(original, compacted)
+    same = itertools.takewhile(lambda pair: pair[0] is pair[1], zip(original, compacted, strict=False))
+    return sum(1 for _ in same)
 
 
 def tail_start(original: Sequence[ModelMessage], compacted: Sequence[ModelMessage]) -> int | None:
     """The index in `original` where the verbatim tail `compacted` ends with begins (the same objects); None
     when nothing was compacted."""
-    if len(compacted) == len(original) == _same_run(original, compacted):
+    if len(compacted) == len(original) == kept_head(original, compacted):
         return None
-    return len(original) - _same_run(reversed(original), reversed(compacted))
-
-
-def _same_run(a: Iterable[object], b: Iterable[object]) -> int:
-    """How many leading items of `a` and `b` are the same objects."""
-    return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] is pair[1], zip(a, b, strict=False)))
+    return len(original) - kept_head(original[::-1], compacted[::-1])

@@ -1,17 +1,9 @@
-"""The compaction strategies under evaluation: each compacts the same cut of the same session.
-
-- `summary`: our compactor with the LLM summarizer (the transcript of what it evicts goes to the store);
-- `digest`: our compactor when the summarizer fails: the deterministic fallback digest (and the same store);
-- `window`: the sliding window alone: the same cut with nothing in place of the evicted part and no store;
-- `harness` (`SummarizingCompaction`) and `summarization` (summarization-pydantic-ai's processor): the
-  peers' own compaction, in-process, when their package imports.
-
-Every model call goes through a meter, so the report shows the tokens each strategy spent.
+"""The compaction strategies under evaluation (`STRATEGIES`), each on the same cut of the same session: ours
+(LLM summary, fallback digest), the window alone, and the peers where installed. Every model call is metered.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -100,26 +92,10 @@ Strategy = Callable[[list[ModelMessage], Cut, Any], Awaitable[Compacted]]
 """A peer's strategy: `(session messages, cut, metered summarizer) -> Compacted`."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class OurCompaction:
-    """What our processor made of a session."""
-
-    messages: list[ModelMessage]
-    """The compacted history."""
-    store: MemoryStore
-    """The store holding the evicted transcript."""
-    scope: str
-    """The scope it was stored in."""
-    method: str | None
-    """How the summary was written (`llm`, `digest`, `truncate`); None when nothing was compacted."""
-    error: str | None
-    """The summarizer's failure, when a fallback wrote the summary."""
-
-
 async def compact_with_ours(
-    messages: list[ModelMessage], total: int, target: int, summarizer: Any
-) -> OurCompaction:
-    """Our processor's compaction of `messages` (`total` tokens) to `target`.
+    key: str, messages: list[ModelMessage], total: int, target: int, summarizer: Any
+) -> tuple[Compacted, CompactionResult | None]:
+    """Our processor's compaction of `messages` (`total` tokens) to `target`, and its last compaction event.
 
     The window and trigger are set far above the history: only the manual compaction acts, cut by `target`.
     """
@@ -138,24 +114,13 @@ async def compact_with_ours(
         on_history_event=lambda event: events.append(event) if isinstance(event, CompactionResult) else None,
     )
     result = await processor.compact(messages, model=COUNTING_MODEL)
-    last = events[-1] if events else None
-    return OurCompaction(
-        messages=result,
-        store=store,
-        scope=processor.scope_of(None),
-        method=last.method if last is not None else None,
-        error=last.error if last is not None else None,
+    compacted = Compacted(
+        strategy=key, status='ok', messages=result, store=store, scope=processor.scope_of(None)
     )
+    return compacted, events[-1] if events else None
 
 
 _NO_SUMMARY = 'the digest strategy writes no LLM summary'
-
-
-class _ExpectedFailure(logging.Filter):
-    """Drops the compactor's warning about the digest strategy's summarizer: its failure is the point."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return _NO_SUMMARY not in record.getMessage()
 
 
 def _no_summarizer() -> Any:
@@ -169,16 +134,17 @@ def _no_summarizer() -> Any:
 
 async def digest_strategy(messages: list[ModelMessage], total: int, target: int) -> Compacted:
     """Our compactor with a summarizer that always fails: the deterministic digest. Its cut is the cut."""
+
+    def expected_failure(record: logging.LogRecord) -> bool:  # one per call: concurrent runs remove their own
+        return _NO_SUMMARY not in record.getMessage()  # the summarizer's failure is the point: no warning
+
     logger = logging.getLogger('pydantic_ai_history.compactor')
-    quiet = _ExpectedFailure()
-    logger.addFilter(quiet)
+    logger.addFilter(expected_failure)
     try:
-        ours = await compact_with_ours(messages, total, target, _no_summarizer())
+        compacted, _ = await compact_with_ours('digest', messages, total, target, _no_summarizer())
     finally:
-        logger.removeFilter(quiet)
-    return Compacted(
-        strategy='digest', status='ok', messages=ours.messages, store=ours.store, scope=ours.scope
-    )
+        logger.removeFilter(expected_failure)
+    return compacted
 
 
 async def summary_strategy(
@@ -186,21 +152,17 @@ async def summary_strategy(
 ) -> Compacted:
     """Our compactor with the summarizer; the same target gives it the digest's cut (checked). Where the
     summarizer failed, the compactor's fallback wrote the summary, and the note says so."""
-    ours = await compact_with_ours(messages, total, target, summarizer)
-    start = tail_start(messages, ours.messages)
+    compacted, event = await compact_with_ours('summary', messages, total, target, summarizer)
+    start = tail_start(messages, compacted.messages)
     notes = [] if start == cut.start else [f'our compactor cut at message {start}, not {cut.start}']
-    if ours.method not in ('llm', None):
-        notes.append(f'the summarizer failed ({ours.error}): the {ours.method} fallback wrote the summary')
-    return Compacted(
-        strategy='summary',
-        status='ok',
-        messages=ours.messages,
-        store=ours.store,
-        scope=ours.scope,
-        tokens_spent=summarizer.tokens,
-        calls=summarizer.calls,
-        note='; '.join(notes),
+    if event is not None and event.method != 'llm':
+        notes.append(f'the summarizer failed ({event.error}): the {event.method} fallback wrote the summary')
+    compacted.tokens_spent, compacted.calls, compacted.note = (
+        summarizer.tokens,
+        summarizer.calls,
+        '; '.join(notes),
     )
+    return compacted
 
 
 async def window_strategy(messages: list[ModelMessage], cut: Cut, summarizer: Any) -> Compacted:
@@ -208,21 +170,14 @@ async def window_strategy(messages: list[ModelMessage], cut: Cut, summarizer: An
     return Compacted(strategy='window', status='ok', messages=[*messages[: cut.head], *messages[cut.start :]])
 
 
-def installed(module: str) -> bool:
-    """Whether `module` can be imported here (a peer runs only where it is installed)."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 async def summarization_strategy(messages: list[ModelMessage], cut: Cut, summarizer: Any) -> Compacted:
     """summarization-pydantic-ai's `SummarizationProcessor.execute_plan` on our cut (its own layout: the
     summary replaces everything before the cut, the first user turn included)."""
-    if not installed('pydantic_ai_summarization'):
+    try:
+        from pydantic_ai_summarization import SummarizationProcessor  # type: ignore[import-not-found]
+        from pydantic_ai_summarization.processor import CompressionPlan  # type: ignore[import-not-found]
+    except ImportError:
         return Compacted(strategy='summarization', status='not installed')
-    from pydantic_ai_summarization import SummarizationProcessor  # type: ignore[import-not-found]
-    from pydantic_ai_summarization.processor import CompressionPlan  # type: ignore[import-not-found]
 
     processor = SummarizationProcessor(model=summarizer, trigger=('messages', 1), keep=('messages', 1))
     plan = CompressionPlan(
@@ -247,11 +202,12 @@ async def summarization_strategy(messages: list[ModelMessage], cut: Cut, summari
 
 async def harness_strategy(messages: list[ModelMessage], cut: Cut, summarizer: Any) -> Compacted:
     """pydantic-ai-harness's `SummarizingCompaction.compact`, told to keep the messages from our cut."""
-    if not installed('pydantic_ai_harness'):
+    try:
+        from pydantic_ai_harness.compaction import SummarizingCompaction  # type: ignore[import-not-found]
+    except ImportError:
         return Compacted(strategy='harness', status='not installed')
     from pydantic_ai import RunContext
     from pydantic_ai.usage import RunUsage
-    from pydantic_ai_harness.compaction import SummarizingCompaction  # type: ignore[import-not-found]
 
     # `compact()` is called directly: the trigger (`max_messages`) is never consulted, only the kept count
     compaction: Any = SummarizingCompaction(
