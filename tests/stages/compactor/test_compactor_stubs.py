@@ -320,3 +320,32 @@ async def test_a_read_back_is_stubbed_without_storing_it_again() -> None:
     assert 'from the store: the same call reads them again' in str(part.content)
     assert "read_artifact(artifact_id='art_bbbb" in str(part.content)
     assert len(store.writes) == len([p for m in out for p in stubbed(m)]) - 1, 'everything but the read-back'
+
+
+def test_a_repeat_stub_points_only_to_an_original_that_is_stored() -> None:
+    """The first copy of an output can be too small to stub (its stub, with the head it began with, costs
+    more); a later identical copy must then not become a repeat stub naming an id nothing stored."""
+    import hashlib
+
+    from pydantic_ai_history.stages.compactor._stubs import plan_stubs
+
+    output = ' '.join(f'row {n}: status ok, latency {n * 7} ms' for n in range(18))
+    messages = [
+        user('check the service'),
+        call('probe', 'c1', {'target': 'api'}),
+        result('probe', 'c1', output),
+        call('probe', 'c2', {'target': 'api-replica'}),
+        result('probe', 'c2', output),
+        reply('done'),
+        user('and now?'),
+    ]
+    stubs = plan_stubs(
+        messages,
+        [(0, len(messages))],
+        counter=COUNTER,
+        make_id=lambda data: f'art_{hashlib.sha256(data).hexdigest()}',
+        min_tokens=1,
+        head_chars=len(output),  # a first stub carries the whole output: never smaller than it
+    )
+    stored = {s.artifact_id for s in stubs if s.data is not None}
+    assert [s.artifact_id for s in stubs if s.artifact_id not in stored] == []

@@ -245,7 +245,6 @@ class _Planner:
         repeat = artifact_id in self.seen
         if repeat:
             data = None
-        self.seen.add(artifact_id)
         stub = _tool_stub(described, size, artifact_id, text, self.head_chars, repeat=repeat, again=again)
         after = self.counter.count_part(dataclasses.replace(part, content=stub))
         self.add(Stub(index, p_index, None, artifact_id, data, media_type, described, stub, tokens, after))
@@ -271,7 +270,6 @@ class _Planner:
                 continue
             artifact_id = self.make_id(data)
             repeat = artifact_id in self.seen
-            self.seen.add(artifact_id)
             stub = seal('artifact', _file_stub(described, size, artifact_id, head, self.head_chars, repeat))
             after = self.counter.count_part(UserPromptPart(content=[stub]))
             stored = None if repeat else data
@@ -280,8 +278,11 @@ class _Planner:
             )
 
     def add(self, stub: Stub) -> None:
+        """Keep `stub` when it costs less than what it replaces; only then is its original stored, so only
+        then may a later copy point back to it as a repeat."""
         if stub.tokens_after < stub.tokens_before:
             self.stubs.append(stub)
+            self.seen.add(stub.artifact_id)
 
 
 def _size(ours: dict[str, Any], text: str) -> str:
