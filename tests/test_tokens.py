@@ -951,3 +951,22 @@ def test_split_text_loses_nothing_and_every_piece_fits(
     assert all(counter.count_text(p) <= 100 for p in pieces)
     if counter.count_text(text) > 100:
         assert len(pieces) > 1
+
+
+def test_image_dimensions_kept_per_counter_are_bounded(counter: TokenCounter) -> None:
+    """A long-lived counter sees an unbounded stream of distinct images: what it remembers of them is bounded,
+    and every one is still priced by its own size."""
+    import io
+
+    from PIL import Image
+
+    def png(width: int, height: int) -> bytes:
+        out = io.BytesIO()
+        Image.new('RGB', (width, height)).save(out, format='PNG')
+        return out.getvalue()
+
+    sizes = [(64 + n % 1000, 64 + n // 1000) for n in range(tokens_module._IMAGE_MEMO_SIZE + 500)]
+    for width, height in sizes:
+        part = UserPromptPart(content=[BinaryContent(data=png(width, height), media_type='image/png')])
+        assert counter.count_part(part) == image_tokens(width, height, 'openai')
+    assert len(counter._image_memo) <= tokens_module._IMAGE_MEMO_SIZE

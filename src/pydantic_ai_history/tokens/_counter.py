@@ -242,6 +242,8 @@ _LARGE_MEMO = 4
 
 _TOOL_MEMO_SIZE = 1_024
 """Tool definitions whose counts a counter keeps (oldest forgotten first)."""
+_IMAGE_MEMO_SIZE = 4_096
+"""Image dimensions a counter keeps, by size and hash of the data (oldest forgotten first)."""
 
 
 @dataclass
@@ -524,6 +526,8 @@ class TokenCounter:
     def _image_dimensions(self, data: bytes) -> tuple[int, int] | None:
         key = (len(data), hash(data))
         if key not in self._image_memo:
+            if len(self._image_memo) >= _IMAGE_MEMO_SIZE:
+                self._image_memo.pop(next(iter(self._image_memo)))
             self._image_memo[key] = image_size(data)
         return self._image_memo[key]
 
