@@ -32,13 +32,15 @@ _SWEEP_MIN = 4_096
 class IdentityMemo(Generic[V]):
     """A value per live object, found by `id` and confirmed by a weak reference. No callback: a closure per
     entry set off full garbage collections on long histories; dead entries fail the identity check and are
-    swept whenever the memo has doubled.
+    swept whenever the memo has doubled. With `max_entries`, the oldest entries are forgotten past it (a value
+    that refers to its own object keeps that object alive, so only a bound limits such a memo).
     """
 
-    __slots__ = ('_entries', '_sweep_at')
+    __slots__ = ('_entries', '_max_entries', '_sweep_at')
 
-    def __init__(self) -> None:
+    def __init__(self, max_entries: int | None = None) -> None:
         self._entries: dict[int, tuple[weakref.ReferenceType[Any], V]] = {}
+        self._max_entries = max_entries
         self._sweep_at = _SWEEP_MIN
 
     def get(self, obj: object) -> V | None:
@@ -46,8 +48,11 @@ class IdentityMemo(Generic[V]):
         return entry[1] if entry is not None and entry[0]() is obj else None
 
     def set(self, obj: object, value: V) -> None:
-        self._entries[id(obj)] = (weakref.ref(obj), value)
-        if len(self._entries) > self._sweep_at:
+        entries = self._entries
+        if self._max_entries is not None and len(entries) >= self._max_entries and id(obj) not in entries:
+            del entries[next(iter(entries))]
+        entries[id(obj)] = (weakref.ref(obj), value)
+        if len(entries) > self._sweep_at:
             self.sweep()
 
     def sweep(self) -> None:

@@ -187,3 +187,24 @@ async def test_an_image_url_without_a_file_extension_goes_through(fixtures_dir: 
     [part] = tool_returns(out)
     assert marker(part).get('strategy') in {'extract', 'exclude'}
     assert part.content[-1] is shown, 'the file a tool returned is kept after the reduced text'
+
+
+def test_the_tool_returns_a_planner_remembers_are_bounded() -> None:
+    """A long-lived planner serves many conversations: each examined tool return is remembered with the
+    candidate made of it, which holds the part: only the bound frees the parts of finished conversations."""
+    from pydantic_ai_history.store import artifact_id
+
+    planner = ArtifactPlanner()
+    counter = TokenCounter('gpt-4o')
+    for i in range(_extract.CANDIDATE_MEMO_SIZE + 100):
+        request = ModelRequest(parts=[ToolReturnPart('lookup', f'row {i}', tool_call_id=f'c{i}')])
+        [candidate] = _extract.find_candidates(
+            [request],
+            count_tokens=counter.count_part,
+            exempt_tools=frozenset(),
+            start=0,
+            memo=planner._examined,
+            make_id=artifact_id,
+        )
+        assert candidate.text == f'row {i}'
+    assert len(planner._examined) == _extract.CANDIDATE_MEMO_SIZE

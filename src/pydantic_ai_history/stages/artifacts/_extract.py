@@ -26,6 +26,7 @@ from ._models import Artifact
 
 __all__ = (
     'ARTIFACT_MARKER',
+    'CANDIDATE_MEMO_SIZE',
     'Attachment',
     'Candidate',
     'CandidateMemo',
@@ -71,7 +72,10 @@ class Candidate:
 CandidateMemo = IdentityMemo[tuple[Any, Candidate]]
 """Tool returns already examined, by identity, with the token counter and the candidate made of each: over
 the hard limit every tool return is read on every request; a part seen before is not serialised, hashed and
-counted again (parts never mutate). Holds an entry per tool return still alive."""
+counted again (parts never mutate). At most `CANDIDATE_MEMO_SIZE` entries."""
+CANDIDATE_MEMO_SIZE = 2_048
+"""Tool returns the memo keeps (oldest forgotten first): a candidate holds its part, so only this bound
+frees the parts of conversations the app has let go."""
 
 
 @dataclass

@@ -53,6 +53,7 @@ from .._summarizer_settings import check_model_ref
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
+    CANDIDATE_MEMO_SIZE,
     Attachment,
     Candidate,
     CandidateMemo,
@@ -126,7 +127,9 @@ class ArtifactPlanner(StageCapability):
     it)."""
     name: str = 'artifacts'
     """The stage's name in events and logs."""
-    _examined: CandidateMemo = dataclasses.field(default_factory=IdentityMemo, init=False, repr=False)
+    _examined: CandidateMemo = dataclasses.field(
+        default_factory=lambda: IdentityMemo(CANDIDATE_MEMO_SIZE), init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         self.settings = exempting_readback(
