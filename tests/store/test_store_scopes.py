@@ -139,11 +139,6 @@ async def test_memory_evicts_the_least_recently_used_across_scopes() -> None:
     assert (store.scope_bytes('second'), store.size_bytes) == (0, 90)
 
 
-def test_memory_reclaim_idle_after_is_deprecated() -> None:
-    with pytest.warns(DeprecationWarning, match='reclaim_idle_after'):
-        MemoryStore(reclaim_idle_after=60)
-
-
 async def test_memory_single_artifact_over_budget_is_refused_without_evicting() -> None:
     store = MemoryStore(max_bytes=512 * 1024, max_scope_bytes=128 * 1024)
     await store.put('art_small', b's' * 10, media_type='text/plain', source='t')

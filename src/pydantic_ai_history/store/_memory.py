@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -38,7 +37,6 @@ class MemoryStore(ArtifactStore):
         *,
         max_scope_bytes: int | None = None,
         max_artifact_bytes: int | None = None,
-        reclaim_idle_after: float | None = None,
         secret: bytes | str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -50,13 +48,6 @@ class MemoryStore(ArtifactStore):
         )
         if min(self.max_bytes, self.max_scope_bytes, self.max_artifact_bytes) < 1:
             raise ValueError('max_bytes, max_scope_bytes and max_artifact_bytes must be positive')
-        if reclaim_idle_after is not None:
-            warnings.warn(
-                'MemoryStore(reclaim_idle_after=...) is ignored: the store now evicts the least recently '
-                'used artifacts of any scope to make room, so it never refuses the newest',
-                DeprecationWarning,
-                stacklevel=2,
-            )
         self._clock = clock
         self._items: OrderedDict[_Key, tuple[StoredArtifact, bytes]] = OrderedDict()
         """Every artifact, least recently used first."""
