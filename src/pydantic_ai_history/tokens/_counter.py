@@ -73,9 +73,13 @@ class TokenizerProfile:
     """
 
     name: str
+    """The family's name, as events and logs report it (`openai`, `anthropic`, `google`, `other`)."""
     encoding: str = 'cl100k_base'
+    """The tiktoken encoding that counts the text."""
     correction: float = 1.0
+    """What tiktoken's count is multiplied by (over 1 for families whose tokenizer is not public)."""
     image_formula: ImageFormula = 'openai'
+    """How an image's pixels become tokens (`image_tokens`)."""
     message_overhead: int = 4
     """Tokens per wire message for the role markers: `<|im_start|>role<|im_sep|>...<|im_end|>` is 4 on
     gpt-4o/4.1; the o-series and gpt-5 format costs 3 (both checked on real provider counts)."""
@@ -91,8 +95,11 @@ class TokenizerProfile:
     """Tokens, in the provider's own units (not corrected), a request with any tool definitions adds once
     for the tools preamble (OpenAI, calibrated; Anthropic documents 346 for its tool use system prompt)."""
     pdf_tokens_per_page: int = 1_500
+    """What a page of a PDF sent as a file costs."""
     audio_tokens_per_second: int = 32
+    """What a second of audio costs."""
     video_tokens_per_second: int = 263
+    """What a second of video costs."""
 
 
 OPENAI = TokenizerProfile('openai', encoding='o200k_base', image_formula='openai')
