@@ -290,9 +290,7 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
 
     def _end_run(self, run_key: str) -> None:
         state = self._runs.peek(run_key)
-        if (
-            state is not None
-        ):  # its near-limit state and its own counter (which memoizes its texts) go with it
+        if state is not None:  # its near-limit state and its counter (which memoizes texts) go with it
             state.notice = state.notice_band = state.workflow_counter = None
         for stage in self._stages:
             end_run = getattr(stage, 'end_run', None)
