@@ -248,9 +248,12 @@ class HistoryCapability(CapabilityBase[Any], HistoryOperations):
         self._check_tool_names(_tools_of(request_context))
         before = request_context.messages
         with gathering() as stream_events:
-            _PROCESSED.set(None)
-            messages = await self._process_request(ctx, request_context)
-            processed = _PROCESSED.get()
+            token = _PROCESSED.set(None)
+            try:
+                messages = await self._process_request(ctx, request_context)
+                processed = _PROCESSED.get()
+            finally:  # the step's event stays with the step, not in the run's context
+                _PROCESSED.reset(token)
             if messages is not before:  # the idle path leaves pydantic-ai's lists as they are
                 self.readback_gate.observe(ctx, before, messages)
                 request_context.messages = messages.copy()
