@@ -282,7 +282,8 @@ class _Planner:
         then may a later copy point back to it as a repeat."""
         if stub.tokens_after < stub.tokens_before:
             self.stubs.append(stub)
-            self.seen.add(stub.artifact_id)
+            if stub.artifact_id:  # a read-back's stub stores nothing: the same call reads it again
+                self.seen.add(stub.artifact_id)
 
 
 def _size(ours: dict[str, Any], text: str) -> str:
