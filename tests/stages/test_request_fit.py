@@ -22,15 +22,15 @@ from pydantic_ai_history import HistoryContext, HistoryEvent, HistoryWarning, as
 from pydantic_ai_history.events import ArtifactProcessed, ContentLost
 from pydantic_ai_history.messages._marks import MARKER_KEY, sealed_kind
 from pydantic_ai_history.readback._pages import Page
-from pydantic_ai_history.stages._request_fit import (
+from pydantic_ai_history.stages._pieces import (
     POINTER_TOKENS,
     STUB_TOKENS,
-    Reducible,
-    fit_request,
+    Piece,
     plan_fit,
-    reducible_items,
+    request_pieces,
     water_level,
 )
+from pydantic_ai_history.stages._request_fit import fit_request
 from pydantic_ai_history.store import MemoryStore, StoreError
 from pydantic_ai_history.tokens import TokenCounter
 
@@ -52,15 +52,16 @@ def test_water_level(sizes: list[int], room: int, level: int) -> None:
     assert sum(min(s, level) for s in sizes) <= max(room, 0)
 
 
-def _item(tokens: int, *, tool: str | None = 'fetch', index: int = 0) -> Reducible:
-    return Reducible(
+def _item(tokens: int, *, tool: str | None = 'fetch', index: int = 0, question: bool = False) -> Piece:
+    return Piece(
+        kind='tool' if tool is not None else 'user',
         part_index=index,
         item_index=None,
         text='x',
         tokens=tokens,
         tool_name=tool,
-        tool_call_id=f'c{index}',
-        media_type='text/plain',
+        tool_call_id=f'c{index}' if tool is not None else None,
+        question=question,
     )
 
 
@@ -81,7 +82,7 @@ def test_plan_groups_tool_returns_too_many_for_a_note_each() -> None:
 
 
 def test_plan_never_groups_the_users_message() -> None:
-    items = [_item(20, index=i) for i in range(500)] + [_item(9_000, tool=None, index=500)]
+    items = [_item(20, index=i) for i in range(500)] + [_item(9_000, tool=None, index=500, question=True)]
     plan = plan_fit(items, 6_000)
     assert 500 not in plan.group
     assert set(plan.caps) == {500}
@@ -124,7 +125,7 @@ async def test_fit_keeps_every_call_and_its_files_and_stores_the_originals() -> 
     history = _history(request)
     store = MemoryStore()
     context, events = _context(store)
-    out = await fit_request(history, 1_500, context, query='refunded', stage='test')
+    out = await fit_request(history, 2_000, context, query='refunded', stage='test')  # the image: 765
     assert_valid_history(out, original=history)
     assert out[:-1] == history[:-1]
     first, second = out[-1].parts
@@ -135,7 +136,7 @@ async def test_fit_keeps_every_call_and_its_files_and_stores_the_originals() -> 
     marker = first.metadata[MARKER_KEY]  # type: ignore[index]
     assert marker['strategy'] == 'extract'
     assert (await store.get(marker['artifact_id'])) == big.encode()
-    assert context.counter.count_message(out[-1]) <= 1_500
+    assert context.counter.count_message(out[-1]) <= 2_000
     assert [e.strategy for e in events if isinstance(e, ArtifactProcessed)] == ['extract']
 
 
@@ -202,7 +203,7 @@ async def test_a_request_within_its_room_is_returned_as_it_is() -> None:
     assert not events
 
 
-def test_reducible_items_skip_our_notes_and_processed_returns() -> None:
+def test_request_pieces_skip_our_notes_and_processed_returns() -> None:
     from pydantic_ai_history.messages._marks import seal
 
     request = ModelRequest(
@@ -212,6 +213,6 @@ def test_reducible_items_skip_our_notes_and_processed_returns() -> None:
             ToolReturnPart('fetch', {'rows': [1, 2]}, tool_call_id='c2'),
         ]
     )
-    items = reducible_items(request, TokenCounter('gpt-4o'))
+    items = request_pieces(request, TokenCounter('gpt-4o'))
     assert [(i.part_index, i.item_index, i.tool_name) for i in items] == [(0, 0, None), (2, None, 'fetch')]
     assert items[1].media_type == 'application/json'
