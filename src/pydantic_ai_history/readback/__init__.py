@@ -20,7 +20,14 @@ from pydantic_ai.messages import ToolReturn
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
-from .._compat import TOOLS_HAVE_METADATA, ModelMessage, ModelRequest, part_metadata, run_id_of
+from .._compat import (
+    TOOLS_HAVE_METADATA,
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    part_metadata,
+    run_id_of,
+)
 from ..files import ConvertedDocument, FileResult, FileSettings
 from ..messages._marks import READ_ARTIFACT_TOOL
 from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
@@ -85,7 +92,7 @@ async def read_artifact_text(
     """A stored artifact of `scope` from character `offset`, at most `limit` characters and `room.max_tokens`
     tokens (its first line says where the next page starts); with `query`, its most relevant passages. Errors
     come back as text the model can act on, never raised (another scope's id reads as missing)."""
-    text, _ = await _read_artifact(store, artifact_id, offset, limit, query, scope=scope, room=room)
+    text, _, _ = await _read_artifact(store, artifact_id, offset, limit, query, scope=scope, room=room)
     return text
 
 
@@ -98,27 +105,34 @@ async def _read_artifact(
     *,
     scope: str,
     room: ReadRoom | None,
-) -> tuple[str, Page | None]:
-    """`read_artifact_text`, and the page it returned (None for an error)."""
+) -> tuple[str, Page | None, BinaryContent | None]:
+    """`read_artifact_text`, the page it returned (None for an error) and the stored image it shows (an image
+    comes back as itself, after a line that says what it is)."""
     try:
         info = await store.info(artifact_id, scope=scope)
         data = await store.get(artifact_id, scope=scope) if info is not None else None
     except InvalidArtifactId:
-        return f'Error: {artifact_id!r} is not a valid artifact id.', None
+        return f'Error: {artifact_id!r} is not a valid artifact id.', None, None
     except StoreError as exc:
-        return f'Error: the artifact store could not be read: {exc}', None
+        return f'Error: the artifact store could not be read: {exc}', None, None
     if info is None or data is None:
-        return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).', None
+        return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).', None, None
+    described = f'{artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes)'
+    if info.media_type.startswith('image/'):
+        return (
+            f'[{described}: the stored image follows]',
+            None,
+            BinaryContent(data, media_type=info.media_type),
+        )
     content = data if _is_text(info.media_type) else await _whole_document(data, info.media_type)
     if content is None:
-        return (
-            f'Artifact {artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes) '
-            'is not a document; it cannot be returned as text.'
-        ), None
+        return f'Artifact {described} is not a document; it cannot be returned as text.', None, None
     read = partial(_read_text, content, artifact_id, offset, limit, query, room)
     if len(data) > OFF_LOOP_CHARS:  # decoding, ranking and counting a large artifact leave the event loop
-        return await anyio.to_thread.run_sync(read)
-    return read()
+        text, page = await anyio.to_thread.run_sync(read)
+    else:
+        text, page = read()
+    return text, page, None
 
 
 def _read_text(
@@ -446,9 +460,11 @@ def readback_toolset(
             return await search_artifacts_text(
                 store, query, limit, scope=scope_of(ctx), room=bound, tool_name=tool_name
             )
-        text, page = await _read_artifact(
+        text, page, image = await _read_artifact(
             store, artifact_id, offset, limit, query, scope=scope_of(ctx), room=bound
         )
+        if image is not None:  # sent beside the return, as pydantic-ai sends a tool's files on every version
+            return ToolReturn(return_value=text, content=[image])
         # the page, in metadata the model never sees: a stage can cut it shorter without storing a copy
         return text if page is None else ToolReturn(return_value=text, metadata=page.metadata())
 

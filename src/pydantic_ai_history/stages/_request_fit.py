@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._compat import (
+    BinaryContent,
     ModelMessage,
     ModelRequest,
     ToolReturnPart,
@@ -367,9 +368,9 @@ class _Fit:
             piece = self.pieces[index]
             context = self.context
             keyed = functools.partial(_keyed, context, piece)
-            data, artifact_id = await context.off_loop(keyed) if _large(piece) else keyed()
+            data, media_type, artifact_id = await context.off_loop(keyed) if _large(piece) else keyed()
             tool = {'tool_name': piece.tool_name or ''}
-            stored = await store_original(context, artifact_id, data, piece.media_type, piece.source, tool)
+            stored = await store_original(context, artifact_id, data, media_type, piece.source, tool)
             found = self.stored[index] = (artifact_id, stored)
         return found
 
@@ -471,14 +472,17 @@ def _large(piece: Piece) -> bool:
     return len(piece.text) > OFF_LOOP_CHARS
 
 
-def _keyed(context: HistoryContext, piece: Piece) -> tuple[bytes, str]:
-    """The bytes a store keeps of `piece` (a file's own bytes, or a URL's text), and its id in the run's
-    scope."""
+def _keyed(context: HistoryContext, piece: Piece) -> tuple[bytes, str, str]:
+    """The bytes a store keeps of `piece` (a file's own bytes, a link's address), their media type, and their
+    id in the run's scope."""
     media = piece.media
-    data = media.data if isinstance(getattr(media, 'data', None), bytes) else None
-    if data is None:
-        data = utf8(piece.text if media is None else str(getattr(media, 'url', '')))
-    return data, context.artifact_id(data)
+    if media is None:
+        data, media_type = utf8(piece.text), piece.media_type
+    elif isinstance(media, BinaryContent):
+        data, media_type = media.data, piece.media_type
+    else:
+        data, media_type = utf8(str(getattr(media, 'url', ''))), 'text/uri-list'
+    return data, media_type, context.artifact_id(data)
 
 
 async def store_original(
