@@ -23,7 +23,9 @@ from pydantic_ai_history.events import ArtifactProcessed, ContentLost
 from pydantic_ai_history.messages._marks import MARKER_KEY, sealed_kind
 from pydantic_ai_history.readback._pages import Page
 from pydantic_ai_history.stages._pieces import (
+    MEDIA_STUB_TOKENS,
     POINTER_TOKENS,
+    PROMPT_SHARE,
     STUB_TOKENS,
     Piece,
     plan_fit,
@@ -86,6 +88,36 @@ def test_plan_never_groups_the_users_message() -> None:
     plan = plan_fit(items, 6_000)
     assert 500 not in plan.group
     assert set(plan.caps) == {500}
+
+
+def _file(tokens: int, index: int) -> Piece:
+    return Piece(kind='media', part_index=0, item_index=index, tokens=tokens, media_type='image/png')
+
+
+def test_plan_keeps_the_first_files_that_fit_and_stores_the_rest() -> None:
+    files = [_file(765, i) for i in range(10)]
+    question = _item(10, tool=None, index=10, question=True)
+    plan = plan_fit([*files, question], 5_000)
+    kept = 10 - len(plan.stubbed)
+    assert plan.stubbed == tuple(range(kept, 10))  # the later ones
+    assert kept * 765 + len(plan.stubbed) * MEDIA_STUB_TOKENS + 10 <= 5_000
+    assert (kept + 1) * 765 + (len(plan.stubbed) - 1) * MEDIA_STUB_TOKENS + 10 > 5_000  # no room wasted
+    assert plan.caps == {}  # the question stays
+
+
+def test_plan_gives_files_half_the_room_beside_a_huge_text() -> None:
+    plan = plan_fit([_file(765, 0), _item(2_000_000, tool=None, index=1, question=True)], 100_000)
+    assert plan.stubbed == ()
+    assert plan.caps == {1: 100_000 * PROMPT_SHARE}  # the user's text leaves room for the run's next steps
+
+
+def test_plan_groups_the_users_short_texts_but_not_the_question() -> None:
+    texts = [_item(90, tool=None, index=i) for i in range(1_000)]
+    question = _item(12, tool=None, index=1_000, question=True)
+    plan = plan_fit([*texts, question], 30_000)
+    assert plan.group == tuple(range(1_000))
+    assert 1_000 not in plan.caps
+    assert plan.group_tokens <= 30_000 - 12  # the grouped user texts keep no pointer
 
 
 def _history(request: ModelRequest) -> list[ModelMessage]:
