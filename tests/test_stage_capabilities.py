@@ -1,14 +1,25 @@
 """Each stage is a capability of its own: alone on an agent, beside pydantic-ai's and harness's capabilities,
-and (on early 1.x) a history processor; every request it shapes fits a strict provider and stays valid."""
+and (on early 1.x) a history processor; every request it shapes fits a strict provider and stays valid.
+Inside a `HistoryProcessor` a stage honours what it was given or is refused, naming the field."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.usage import UsageLimits
 
@@ -21,12 +32,17 @@ from pydantic_ai_history import (
     Compactor,
     ContextPolicy,
     HistoryEvent,
+    HistoryProcessor,
     SlidingWindow,
     SummarizerSettings,
     WindowApplied,
     assert_valid_history,
+    create_history_processor,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES
+from pydantic_ai_history.pipeline import HistoryCapability
+from pydantic_ai_history.stages.artifacts import ArtifactSettings
+from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.testing import StrictProvider
 
 pytestmark = [
@@ -177,3 +193,136 @@ async def test_our_artifact_planner_with_harness_compaction(fixtures_dir: Path) 
     assert not provider.rejected
     for record in provider.requests:
         assert_valid_history(list(record.history))
+
+
+# ---- inside a HistoryProcessor: honoured or refused, never ignored ----------------------------------------
+
+SHARED = [f.name for f in dataclasses.fields(HistoryCapability) if f.init]
+"""The settings every stage inherits from `HistoryCapability` (pydantic-ai's own fields included): inside a
+processor only the processor's are read."""
+STAGES = [ArtifactPlanner, Compactor, SlidingWindow]
+
+
+def _default(name: str) -> Any:
+    """The field's default, given explicitly: a stage given a shared setting is refused whatever its value."""
+    (f,) = [f for f in dataclasses.fields(HistoryCapability) if f.name == name]
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def test_the_shared_settings_are_the_capabilitys_fields() -> None:
+    assert {'id', 'model', 'policy', 'summarizer', 'store', 'cache', 'scope', 'on_history_event'} <= set(
+        SHARED
+    )
+
+
+@pytest.mark.parametrize('stage_type', STAGES, ids=lambda t: t.__name__)
+@pytest.mark.parametrize('name', SHARED)
+def test_a_stage_given_a_shared_setting_inside_a_processor_is_refused_naming_it(
+    stage_type: type[Any], name: str
+) -> None:
+    stage = stage_type(**{name: _default(name)})  # alone, a stage takes it
+    kind = stage_type.__name__
+    said = f'{kind}({name}=...) inside HistoryProcessor(stages=[...]): `{name}` is a setting of the whole'
+    home = f'; write HistoryProcessor({name}=..., stages=[{kind}(...)])'
+    message = f'^{re.escape(said)} processor, .*{re.escape(home)}$'
+    with pytest.raises(TypeError, match=message):
+        HistoryProcessor(stages=[stage])
+    with pytest.raises(TypeError, match=message):
+        create_history_processor(stages=[SlidingWindow(), stage])
+    # where the message says, the setting is taken
+    HistoryProcessor(**{name: _default(name)}, stages=[stage_type()])
+
+
+def test_every_shared_setting_a_stage_was_given_is_named() -> None:
+    stage = Compactor(CompactionSettings(), store=MemoryStore(), policy=ContextPolicy(), name='compact')
+    with pytest.raises(TypeError) as raised:
+        HistoryProcessor(stages=[stage])
+    assert str(raised.value).startswith(
+        'Compactor(policy=..., store=...) inside HistoryProcessor(stages=[...]): `policy` and `store` are '
+        'settings of the whole processor'
+    )
+    assert str(raised.value).endswith(
+        'write HistoryProcessor(policy=..., store=..., stages=[Compactor(...)])'
+    )
+
+
+def test_a_processor_is_not_a_stage() -> None:
+    with pytest.raises(
+        TypeError, match=re.escape('HistoryProcessor inside HistoryProcessor(stages=[...]) is not')
+    ):
+        HistoryProcessor(stages=[HistoryProcessor()])
+
+
+def test_a_stages_own_settings_are_honoured_inside_a_processor() -> None:
+    artifacts = ArtifactSettings(max_artifact_tokens=300)
+    compaction = CompactionSettings(stub_tool_results=False)
+    stages = [ArtifactPlanner(artifacts), Compactor(compaction, name='compact'), SlidingWindow(name='fit')]
+    processor = HistoryProcessor(
+        stages=stages, store=MemoryStore(), policy=ContextPolicy(context_window=WINDOW)
+    )
+    assert processor.history_stages == stages
+    assert [s.name for s in processor.history_stages] == ['artifacts', 'compact', 'fit']
+    assert stages[0].settings == artifacts
+    assert stages[1].settings is compaction
+
+
+async def test_the_processors_store_is_the_one_its_stages_write(fixtures_dir: Path) -> None:
+    store = MemoryStore()
+    events: list[HistoryEvent] = []
+    processor = HistoryProcessor(
+        policy=ContextPolicy(context_window=WINDOW),
+        store=store,
+        on_history_event=events.append,
+        stages=[SlidingWindow(name='fit')],
+    )
+    provider, fetch = tool_loop(40, pages(fixtures_dir))
+    result = await agent_for(provider.model(), processor, fetch).run(
+        'Read every page.', usage_limits=UsageLimits(request_limit=None)
+    )
+    assert result.output == 'done'
+    assert not provider.rejected
+    assert any(isinstance(e, WindowApplied) for e in events)
+    assert len(store) > 0, "the dropped transcript went to the processor's store"
+
+
+async def test_a_stage_alone_honours_its_shared_settings(fixtures_dir: Path) -> None:
+    store = MemoryStore()
+    events: list[HistoryEvent] = []
+    summarizer = StubSummarizer()
+    compactor = Compactor(
+        policy=ContextPolicy(context_window=WINDOW, max_tokens=8_000, target_tokens=3_000),
+        summarizer=SummarizerSettings(model=summarizer.model()),
+        store=store,
+        on_history_event=events.append,
+    )
+    provider, fetch = tool_loop(30, pages(fixtures_dir))
+    result = await agent_for(provider.model(), compactor, fetch).run(
+        'Read every page.', usage_limits=UsageLimits(request_limit=None)
+    )
+    assert result.output == 'done'
+    assert not provider.rejected
+    assert any(isinstance(e, CompactionResult) for e in events)
+    assert len(store) > 0, 'the compactor stored its originals in the store it was given'
+
+
+async def test_a_renamed_read_back_tool_is_exempt_from_a_planner_in_the_stages() -> None:
+    """The processor's `readback_tool_name` reaches a planner in its stages (built with the default name)."""
+    rows = '\n'.join(f'row {i}, value {i * 7}, city number {i}' for i in range(3_000))
+
+    async def kept(tool: str, stages: list[Any] | None) -> int:
+        processor = HistoryProcessor(
+            policy=ContextPolicy(context_window=16_000), readback_tool_name='read_stored', stages=stages
+        )
+        history: list[ModelMessage] = [
+            ModelRequest(parts=[UserPromptPart('go')]),
+            ModelResponse(parts=[ToolCallPart(tool, {}, tool_call_id='c1')]),
+            ModelRequest(parts=[ToolReturnPart(tool, rows, tool_call_id='c1')]),
+        ]
+        out = await processor.process(history, model='gpt-4o')
+        return len(str(out[-1].parts[0].content))
+
+    planned = await kept('fetch', [ArtifactPlanner()])
+    assert planned < 2_000  # an app's tool output is planned down to its share
+    read_back = await kept('read_stored', [ArtifactPlanner()])
+    assert read_back > 10 * planned  # a read-back is never planned (only fitted into the request)
+    assert read_back == await kept('read_stored', None)  # as the built-in planner does

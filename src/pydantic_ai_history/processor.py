@@ -3,6 +3,7 @@ under one budget and one guard; a capability, or on early 1.x a history processo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from .pipeline._capability import (
     SERIALIZATION_NAME,
     EventHandler,
     HistoryCapability,
+    StageCapability,
     coerce_switch,
     exempting_readback,
     history_processor_annotations,
@@ -54,7 +56,8 @@ class HistoryProcessor(HistoryCapability):
     off."""
     stages: Sequence[HistoryStage] | None = None
     """Replaces the built-in stages (`artifacts`, `compaction`, `window` are then ignored): the stages to run
-    in order, built-in or custom (see the README's "A custom stage")."""
+    in order, built-in or custom (see the README's "A custom stage"). A built-in stage here takes its own
+    settings only; the shared ones are the processor's (a stage given one is refused, naming it)."""
 
     _field_types = (*FIELD_TYPES, ('window', bool, 'True or False'))
 
@@ -66,6 +69,8 @@ class HistoryProcessor(HistoryCapability):
             not isinstance(stages, Sequence) or isinstance(stages, str) or not all(map(callable, stages))
         ):
             raise TypeError(f'HistoryProcessor.stages must be a list of stages or None, got {stages!r}')
+        if stages is not None:
+            _check_stages(stages)
         super().__post_init__()
 
     def _pipeline(self) -> list[HistoryStage]:
@@ -89,6 +94,33 @@ class HistoryProcessor(HistoryCapability):
     @classmethod
     def get_serialization_name(cls) -> str | None:
         return SERIALIZATION_NAME
+
+
+def _check_stages(stages: Sequence[HistoryStage]) -> None:
+    """Each stage honours what it was given or is refused here: inside the processor a built-in stage reads
+    the processor's shared settings (`HistoryCapability`'s fields), never its own, so a stage given one of
+    them is refused, naming the field and its home; its own fields (`settings`, `name`) are honoured."""
+    shared = [f.name for f in dataclasses.fields(HistoryCapability) if f.init]
+    for stage in stages:
+        kind = type(stage).__name__
+        if isinstance(stage, HistoryCapability) and not isinstance(stage, StageCapability):
+            raise TypeError(
+                f'{kind} inside HistoryProcessor(stages=[...]) is not a stage: list the stages themselves '
+                '(ArtifactPlanner(), Compactor(), SlidingWindow(), or a stage of your own)'
+            )
+        given = [name for name in shared if name in getattr(stage, '_given_fields', ())]
+        if not given:
+            continue
+        keywords = ', '.join(f'{name}=...' for name in given)
+        names = [f'`{name}`' for name in given]
+        listed = ' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        which = f'{listed} is a setting' if len(names) == 1 else f'{listed} are settings'
+        named = ' (the stage is named in events and logs by its `name`)' if 'id' in given else ''
+        raise TypeError(
+            f'{kind}({keywords}) inside HistoryProcessor(stages=[...]): {which} of the whole processor, '
+            f'which a stage inside it does not read{named}; write HistoryProcessor({keywords}, '
+            f'stages=[{kind}(...)])'
+        )
 
 
 def _accepting_on_event(init: Callable[..., None]) -> Callable[..., None]:

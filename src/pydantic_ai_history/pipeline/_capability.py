@@ -105,6 +105,7 @@ __all__ = (
 )
 
 _SettingsT = TypeVar('_SettingsT')
+_StageT = TypeVar('_StageT', bound='StageCapability')
 
 logger = logging.getLogger('pydantic_ai_history')
 
@@ -1048,11 +1049,20 @@ def _with_last_request_part(messages: Sequence[ModelMessage], part: ModelRequest
 @dataclass(kw_only=True, eq=False)
 class StageCapability(HistoryCapability):
     """A stage that is a capability of its own: alone on an agent its pipeline is itself, with the shared
-    settings its fields give; in a `HistoryProcessor` those are the processor's. Called with a `RunContext` it
-    is a history processor; with a `HistoryContext`, a `HistoryStage` (`apply_stage`)."""
+    settings its fields give; in a `HistoryProcessor` those are the processor's (a stage given one there is
+    refused). Called with a `RunContext` it is a history processor; with a `HistoryContext`, a `HistoryStage`
+    (`apply_stage`)."""
 
     name: str = 'stage'
     """The stage's name in events and logs."""
+    _given_fields: frozenset[str] = field(init=False, repr=False, compare=False)
+    """The keywords the stage was built with (`__new__` records them): a `HistoryProcessor` refuses a stage
+    given a shared setting, which only the processor's own reads."""
+
+    def __new__(cls: type[_StageT], *args: Any, **kwargs: Any) -> _StageT:
+        stage = super().__new__(cls)
+        stage._given_fields = frozenset(kwargs)
+        return stage
 
     def _pipeline(self) -> list[HistoryStage]:
         return [self]

@@ -27,7 +27,7 @@ from ..._compat import (
 from ...budget.model_info import is_test_model, model_info, model_name_of
 from ...cache import cache_key
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
-from ...messages._marks import seal
+from ...messages._marks import readback_tool, seal
 from ...messages._utf8 import utf8
 from ...pipeline._capability import (
     StageCapability,
@@ -179,7 +179,8 @@ class ArtifactPlanner(StageCapability):
             find_candidates,
             messages,
             count_tokens=context.counter.count_part,
-            exempt_tools=settings.exempt_tools,
+            # the read-back tool as the running processor names it (a planner in its stages has the default)
+            exempt_tools=exempting_readback(settings, readback_tool()).exempt_tools,
             start=start,
             memo=self._examined,
             make_id=context.artifact_id,  # the memo keeps the id it made: the stage reads these next
