@@ -286,7 +286,7 @@ async def test_with_the_artifact_stage_only_the_newest_request_changes_between_e
     assert not [e for e in events if isinstance(e, StageFailed)]
     reduced = [e for e in events if isinstance(e, ArtifactProcessed) and e.strategy != 'include_full']
     assert len(reduced) >= 15, 'the large outputs were reduced as they arrived'
-    cap = ArtifactSettings().max_artifact_tokens
+    cap = ArtifactSettings().sizes().keep
     assert cap is not None
     assert all(e.tokens_after <= cap + 100 for e in reduced)
     events_at = set(compacted_requests(events))

@@ -6,18 +6,27 @@ no stage can disagree with another about when to compact or how much fits.
 
 from __future__ import annotations
 
+import enum
+import warnings
 from dataclasses import dataclass, field
+from typing import Final
 
 from .model_info import ContextWindowUnknownError, ModelInfo
 
 __all__ = (
     'DEFAULT_FALLBACK_CONTEXT_WINDOW',
+    'DEFAULT_ITEM_TOKENS',
+    'DEFAULT_LARGE_ITEM_TOKENS',
     'DEFAULT_MAX_TOKENS',
     'DEFAULT_RESERVE_TOKENS',
     'DEFAULT_TARGET_TOKENS',
+    'UNSET',
     'ContextLimits',
     'ContextPolicy',
     'ContextPolicyError',
+    'ItemSizes',
+    'Unset',
+    'deprecated_setting',
 )
 
 
@@ -41,6 +50,61 @@ TRIGGER_FRACTION_OF_BUDGET = 0.8
 answer's reserve) when that is below 120,000: the rest is the room a new tool output needs before the event
 makes more, and every request until then reads the history from the cache (what lower triggers save)."""
 TARGET_FRACTION_OF_TRIGGER = 1 / 3
+
+
+class Unset(enum.Enum):
+    """A setting left out, where None is a value of its own."""
+
+    UNSET = 'unset'
+
+
+UNSET: Final = Unset.UNSET
+_warned: set[str] = set()
+
+
+def deprecated_setting(name: str, home: str) -> None:
+    """Say once per process that `name` is deprecated, naming its `home`."""
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(f'{name} is deprecated: write {home}', DeprecationWarning, stacklevel=4)
+
+
+DEFAULT_ITEM_TOKENS = 500
+"""What one large item keeps in context (every token kept is re-read by every later request)."""
+DEFAULT_LARGE_ITEM_TOKENS = 3_500
+"""Over this an item is large: about 10,000 characters of English."""
+
+
+@dataclass(frozen=True)
+class ItemSizes:
+    """The two size settings every stage reads (`ContextPolicy.item_tokens`, `.large_item_tokens`) and the
+    thresholds that follow from them."""
+
+    keep: int | None = DEFAULT_ITEM_TOKENS
+    """What one large item keeps in context beside the note naming its stored original; None: what the budget
+    has left."""
+    large: int = DEFAULT_LARGE_ITEM_TOKENS
+    """Over this many tokens an item is large: reduced when it arrives."""
+
+    @property
+    def least_view(self) -> int:
+        """The least a reduced item shows (less is a stub), and the least a tool output must cost to become a
+        stub at a compaction event: 60% of `keep` (300 by default)."""
+        return max(int((self.keep if self.keep is not None else DEFAULT_ITEM_TOKENS) * 0.6), 1)
+
+    @property
+    def worth_planning(self) -> int:
+        """Items totalling less than this are not planned at all: half of `large`."""
+        return max(self.large // 2, 1)
+
+    @property
+    def summarizer_view(self) -> int | None:
+        """What each tool output shows the summarizer: twice `keep` (1,000 by default); None: whole."""
+        return None if self.keep is None else 2 * self.keep
+
+    def view_cap(self, tokens: int) -> int:
+        """What one large item of `tokens` may keep of them."""
+        return tokens if self.keep is None else min(tokens, self.keep)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +131,9 @@ class ContextLimits:
     adjustments: tuple[str, ...] = field(default=(), compare=False)
     """What the policy had to change to fit this model, one sentence per field naming the value given and
     the value used (e.g. a `max_tokens` above the budget); the processor warns once per model with each."""
+    sizes: ItemSizes = field(default_factory=ItemSizes)
+    """What one large item keeps and what counts as large (`ContextPolicy.item_tokens`,
+    `.large_item_tokens`)."""
 
     @classmethod
     def fixed(
@@ -125,6 +192,13 @@ class ContextPolicy:
     strict: bool = False
     """Raise `ContextWindowUnknownError` for an unknown model instead of assuming `fallback_context_window`:
     at construction when the processor is given its model, else at the model's first request."""
+    item_tokens: int | None = DEFAULT_ITEM_TOKENS
+    """What one large item (a tool output, a document) keeps in context beside the note naming its stored
+    original, decided when it arrives: every token kept is re-read by every later request. At a compaction
+    event a tool output over 60% of it becomes a stub. None: whatever the budget has left."""
+    large_item_tokens: int = DEFAULT_LARGE_ITEM_TOKENS
+    """Over this many tokens an item is large and reduced when it arrives; smaller ones stay whole until a
+    compaction event (or until the request cannot carry them)."""
 
     def __post_init__(self) -> None:
         # Wrong types fail with the field's name (a YAML spec's `'10000'`), not as a bare `TypeError` later.
@@ -203,6 +277,7 @@ class ContextPolicy:
             trigger=trigger,
             target=max(min(target, trigger - 1), 1),
             adjustments=tuple(adjustments),
+            sizes=ItemSizes(self.item_tokens, self.large_item_tokens),
         )
 
     def _budget(self, window: int, model_window: int, reserve: int, where: str) -> int:
@@ -262,4 +337,6 @@ _INT_FIELDS = (
     'max_tokens',
     'target_tokens',
     'fallback_context_window',
+    'item_tokens',
+    'large_item_tokens',
 )

@@ -13,7 +13,9 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, Tool
 from pydantic_ai.usage import RequestUsage
 
 from _limits import artifact_limits
-from pydantic_ai_history import assert_valid_history
+from pydantic_ai_history import ContextPolicy, assert_valid_history
+from pydantic_ai_history.budget._policy import DEFAULT_LARGE_ITEM_TOKENS
+from pydantic_ai_history.budget.model_info import ModelInfo
 from pydantic_ai_history.stages.artifacts import (
     Artifact,
     ArtifactPlan,
@@ -23,6 +25,11 @@ from pydantic_ai_history.stages.artifacts import (
 )
 
 S = ArtifactSettings()
+LARGE = DEFAULT_LARGE_ITEM_TOKENS
+HALF = LARGE // 2
+FITS = -(-LARGE * 10 // 7)
+"""The least budget a large artifact fits with the 30% margin."""
+GPT_4O = ModelInfo('openai:gpt-4o', None, 'unknown')
 
 
 def art(chars: int, tokens: int | None = None, step: int = 2) -> Artifact:
@@ -43,19 +50,14 @@ def art(chars: int, tokens: int | None = None, step: int = 2) -> Artifact:
     ('artifacts', 'budget', 'price', 'expected'),
     [
         ([], 10_000, None, False),  # nothing to plan
-        ([art(4_999)], 100, 50.0, False),  # under skip_below_chars, even over budget and expensive
-        ([art(5_000, 100)], 10_000, 1.0, False),  # at the skip threshold, fits with margin, cheap, small
-        (
-            [art(10_000, 7_000)],
-            10_000,
-            1.0,
-            False,
-        ),  # exactly 70% of the budget still fits with the 30% margin
-        ([art(10_000, 7_001)], 10_000, 1.0, True),  # one token more is "near the budget"
-        ([art(6_000), art(4_000)], 10_000, 10.0, False),  # $10 is not "more than $10"
-        ([art(6_000), art(4_000)], 10_000, 10.01, True),  # expensive primary model
-        ([art(6_000), art(4_000)], 10_000, None, False),  # unknown price counts as cheap
-        ([art(10_001, 100)], 10_000, 1.0, True),  # an artifact over large_artifact_chars
+        ([art(4_996, HALF - 1)], 100, 50.0, False),  # under half of large_item_tokens, even over budget, dear
+        ([art(5_000, HALF)], 10_000, 1.0, False),  # at that threshold, fits with margin, cheap, small
+        ([art(10_000, LARGE)], FITS, 1.0, False),  # 70% of the budget still fits with the 30% margin
+        ([art(10_000, LARGE)], FITS - 1, 1.0, True),  # one token less of budget is "near the budget"
+        ([art(6_000, HALF), art(4_000, HALF)], 10_000, 10.0, False),  # $10 is not "more than $10"
+        ([art(6_000, HALF), art(4_000, HALF)], 10_000, 10.01, True),  # expensive primary model
+        ([art(6_000, HALF), art(4_000, HALF)], 10_000, None, False),  # unknown price counts as cheap
+        ([art(10_001, LARGE + 1)], 10_000, 1.0, True),  # an artifact over large_item_tokens
     ],
 )
 def test_should_use_llm_planning_matrix(
@@ -66,7 +68,17 @@ def test_should_use_llm_planning_matrix(
     assert choice.reason
 
 
-def test_thresholds_are_settings() -> None:
+def test_thresholds_follow_the_policy() -> None:
+    limits = ContextPolicy(context_window=100_000, large_item_tokens=12_500).resolve(GPT_4O)
+    sizes = S.sizes(limits)
+    assert not should_use_llm_planning(
+        [art(20_000, 10_000)], budget_tokens=20_000, input_price_per_mtok=1.0, sizes=sizes
+    )
+    assert should_use_llm_planning([art(60_000, 12_501)], budget_tokens=20_000, sizes=sizes)
+
+
+@pytest.mark.filterwarnings('ignore::DeprecationWarning')
+def test_the_deprecated_thresholds_are_honoured() -> None:
     settings = ArtifactSettings(
         large_artifact_chars=50_000, skip_below_chars=100, expensive_price_per_mtok=100.0, margin=0.0
     )
@@ -120,7 +132,7 @@ async def test_heuristic_plan_smallest_first_and_budgeted(fixtures_dir: Path) ->
     counter = processor.counter_for('gpt-4o')
     assert (
         sum(counter.count_part(p) for p in by_tool.values())
-        <= S.resolve_budget(artifact_limits(16_000)) + 2 * S.min_preview_tokens
+        <= S.resolve_budget(artifact_limits(16_000)) + 2 * S.sizes().least_preview
     )
 
 

@@ -192,7 +192,7 @@ async def test_an_artifact_is_decided_once_when_it_arrives(fixtures_dir: Path) -
     [view] = tool_returns(first)
     assert marker(view).get('strategy') == 'extract'
     counter = processor.counter_for('gpt-4o')
-    cap = ArtifactSettings().max_artifact_tokens
+    cap = ArtifactSettings().sizes().keep
     assert cap is not None
     assert counter.count_part(view) <= cap + 100  # the view, and the line naming the stored original
     stored = await processor.store.get(marker(view)['artifact_id'], scope=processor.scope_of(None))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pydantic_ai_history import ArtifactSettings, CompactionSettings
+from pydantic_ai_history import ArtifactSettings, CompactionSettings, ContextPolicy
+from pydantic_ai_history.budget.model_info import ModelInfo
 from pydantic_ai_history.stages.compactor._depth import EventCosts, stubs_suffice
 
 
@@ -50,6 +51,7 @@ def test_a_cached_input_ratio_outside_0_1_fails_at_construction(ratio: float) ->
         CompactionSettings(cached_input_ratio=ratio)
 
 
+@pytest.mark.filterwarnings('ignore::DeprecationWarning')
 @pytest.mark.parametrize('cap', [0, -1])
 def test_a_max_artifact_tokens_below_one_fails_at_construction(cap: int) -> None:
     with pytest.raises(ValueError, match='max_artifact_tokens'):
@@ -57,6 +59,13 @@ def test_a_max_artifact_tokens_below_one_fails_at_construction(cap: int) -> None
 
 
 def test_the_view_cap_bounds_one_artifact_and_none_lifts_it() -> None:
-    assert ArtifactSettings(max_artifact_tokens=500).view_cap(8_000) == 500
-    assert ArtifactSettings(max_artifact_tokens=500).view_cap(300) == 300
-    assert ArtifactSettings(max_artifact_tokens=None).view_cap(8_000) == 8_000
+    assert ArtifactSettings().sizes().view_cap(8_000) == 500
+    assert ArtifactSettings().sizes().view_cap(300) == 300
+    unbounded = ContextPolicy(context_window=64_000, item_tokens=None).resolve(ModelInfo('gpt-4o', None, 'x'))
+    assert ArtifactSettings().sizes(unbounded).view_cap(8_000) == 8_000
+
+
+@pytest.mark.filterwarnings('ignore::DeprecationWarning')
+def test_the_deprecated_view_cap_is_honoured() -> None:
+    assert ArtifactSettings(max_artifact_tokens=400).sizes().view_cap(8_000) == 400
+    assert ArtifactSettings(max_artifact_tokens=None).sizes().view_cap(8_000) == 8_000

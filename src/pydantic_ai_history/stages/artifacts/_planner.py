@@ -10,7 +10,7 @@ from typing import Any
 from ...pipeline._context import StageOperations
 from ._extract import Candidate
 from ._models import Artifact, ArtifactDecision, ArtifactPlan, ProcessingStrategy
-from ._settings import ArtifactSettings
+from ._settings import ArtifactSettings, ArtifactSizes
 
 __all__ = ('PlanningChoice', 'heuristic_plan', 'llm_plan', 'should_use_llm_planning')
 
@@ -36,15 +36,16 @@ def should_use_llm_planning(
     budget_tokens: int,
     input_price_per_mtok: float | None = None,
     settings: ArtifactSettings = _DEFAULT_SETTINGS,
+    sizes: ArtifactSizes | None = None,
 ) -> PlanningChoice:
     """Whether one extra LLM call to plan is worth it: not when there is little to plan; yes when near or over
     budget, on an expensive model (a wrong include costs more than the plan), or when an artifact is large."""
     if not artifacts:
         return PlanningChoice(False, 'no artifacts')
-    total_chars = sum(a.chars for a in artifacts)
-    if total_chars < settings.skip_below_chars:
-        return PlanningChoice(False, f'artifacts total {total_chars:,} chars < {settings.skip_below_chars:,}')
+    sizes = sizes or settings.sizes()
     total_tokens = sum(a.tokens for a in artifacts)
+    if total_tokens < sizes.skip_below:
+        return PlanningChoice(False, f'artifacts total {total_tokens:,} tokens < {sizes.skip_below:,}')
     if total_tokens > budget_tokens * (1 - settings.margin):
         return PlanningChoice(
             True, f'artifacts ({total_tokens:,} tokens) are near or over the budget of {budget_tokens:,}'
@@ -53,11 +54,10 @@ def should_use_llm_planning(
         return PlanningChoice(
             True, f'expensive primary model (${input_price_per_mtok:g} per million input tokens)'
         )
-    largest = max(artifacts, key=lambda a: a.chars)
-    if largest.chars > settings.large_artifact_chars:
+    largest = max(artifacts, key=lambda a: a.tokens)
+    if largest.tokens > sizes.large:
         return PlanningChoice(
-            True,
-            f'artifact {largest.id[:16]} has {largest.chars:,} chars > {settings.large_artifact_chars:,}',
+            True, f'artifact {largest.id[:16]} has {largest.tokens:,} tokens > {sizes.large:,}'
         )
     return PlanningChoice(False, 'everything fits with margin on a cheap model')
 
@@ -73,27 +73,29 @@ def heuristic_plan(
     question: str,
     budget_tokens: int,
     settings: ArtifactSettings = _DEFAULT_SETTINGS,
+    sizes: ArtifactSizes | None = None,
 ) -> ArtifactPlan:
     """The deterministic plan: newest and smallest first; include what fits, reduce the rest (a large artifact
-    with `default_reduction` to its share of what is left, at least `min_preview_tokens`)."""
+    with `default_reduction` to its share of what is left, at least `sizes.least_preview`)."""
+    sizes = sizes or settings.sizes()
     order = sorted(candidates, key=lambda c: (-c.artifact.step, c.artifact.tokens, c.id))
     remaining = budget_tokens
-    large_left = sum(1 for c in order if c.artifact.chars > settings.large_artifact_chars)
+    large_left = sum(1 for c in order if c.artifact.tokens > sizes.large)
     decisions: list[ArtifactDecision] = []
     for priority, candidate in enumerate(order):
         a = candidate.artifact
         query = query_for(candidate, question) or None
-        large = a.chars > settings.large_artifact_chars
-        if not large or a.tokens <= settings.view_cap(remaining):
+        large = a.tokens > sizes.large
+        if not large or a.tokens <= sizes.view_cap(remaining):
             large_left -= large
             strategy, query = ProcessingStrategy.INCLUDE_FULL, None
             rationale = f'fits: {a.tokens:,} of {remaining:,} tokens left'
             remaining -= a.tokens  # small ones always come in: what is left may go below zero
         else:
-            share = settings.view_cap(remaining // max(large_left, 1))
+            share = sizes.view_cap(remaining // max(large_left, 1))
             large_left -= 1
             strategy = ProcessingStrategy(settings.default_reduction)
-            kept = max(share, settings.min_preview_tokens)
+            kept = max(share, sizes.least_preview)
             rationale = (
                 f'{a.tokens:,} tokens do not fit the {remaining:,} left; {strategy.value} about {kept:,}'
             )

@@ -7,12 +7,42 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ...budget._policy import ContextLimits
+from ...budget._policy import UNSET, ContextLimits, ItemSizes, Unset, deprecated_setting
 from ...budget._room import hard_limit
 from ...files import FileSettings
 from .._summarizer_settings import ModelRef
 
-__all__ = ('ArtifactSettings', 'Reducer')
+__all__ = ('ArtifactSettings', 'ArtifactSizes', 'Reducer')
+
+_DEPRECATED = {
+    'large_artifact_chars': 'ContextPolicy(large_item_tokens=...)',
+    'max_artifact_tokens': 'ContextPolicy(item_tokens=...)',
+    'min_extract_tokens': 'ContextPolicy(item_tokens=...) (it is 60% of that)',
+    'min_preview_tokens': 'ContextPolicy(item_tokens=...) (it is 60% of that)',
+    'skip_below_chars': 'ContextPolicy(large_item_tokens=...) (it is half of that)',
+}
+"""The old size settings and their home."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArtifactSizes:
+    """The sizes the artifact stage plans with on one request, all in tokens."""
+
+    keep: int | None
+    """What one large artifact keeps; None: what the artifact budget has left."""
+    large: int
+    """Over this an artifact is large."""
+    least: int
+    """With less budget left than this, an artifact is a stub rather than a view."""
+    least_preview: int
+    """The artifact the current request answers keeps at least this much."""
+    skip_below: int
+    """No planning when the artifacts total less than this."""
+
+    def view_cap(self, tokens: int) -> int:
+        """What one large artifact of `tokens` may keep of them."""
+        return tokens if self.keep is None else min(tokens, self.keep)
+
 
 Reducer = Callable[[Any], Any]
 """A per-tool reducer: takes the tool's return content, returns smaller content (str or JSON-able)."""
@@ -30,13 +60,6 @@ class ArtifactSettings:
     budget capped at its compaction trigger (so this stage and the compactor agree on "too long")."""
     budget_fraction: float = 0.5
     """The share of the hard limit the artifacts may use together, in (0, 1]."""
-    large_artifact_chars: int = 10_000
-    """Only artifacts above this many characters are ever reduced."""
-    max_artifact_tokens: int | None = 500
-    """The most one large artifact keeps beside the note naming its stored original, decided once on arrival
-    (every token kept is re-read by every later request). None: what the artifact budget has left."""
-    skip_below_chars: int = 5_000
-    """No planning when the artifacts being planned total less than this."""
     llm_planning: bool | None = None
     """None (default): on only when `planner_model` is set (an extra LLM call nobody expects from a history
     processor). When on, a plan is still skipped when it is not worth its cost."""
@@ -53,10 +76,6 @@ class ArtifactSettings:
     free) or `summarize` (an LLM call, cached)."""
     artifact_summary_max_tokens: int = 1_000
     """The cap on one artifact summary (less when the budget is short)."""
-    min_extract_tokens: int = 300
-    """With less budget left than this, an artifact is excluded (a stub) rather than extracted."""
-    min_preview_tokens: int = 300
-    """The artifact the current request answers always keeps at least this much."""
     chunk_chars: int = 2_000
     """Chunk size for `extract`."""
     stub_preview_chars: int = 200
@@ -73,8 +92,23 @@ class ArtifactSettings:
     """Limits for converting attached files."""
     convert_attachments: bool = True
     """Convert attached documents to markdown and fit images for the serving model."""
+    large_artifact_chars: int | None = None
+    """Deprecated: `ContextPolicy(large_item_tokens=...)` (in tokens); a value given here is honoured, read as
+    `large_item_tokens` at 4 characters a token."""
+    max_artifact_tokens: int | Unset | None = UNSET
+    """Deprecated: `ContextPolicy(item_tokens=...)`; a value given here (None included) is honoured."""
+    min_extract_tokens: int | None = None
+    """Deprecated: follows `ContextPolicy.item_tokens` (60% of it); a value given here is honoured."""
+    min_preview_tokens: int | None = None
+    """Deprecated: follows `ContextPolicy.item_tokens` (60% of it); a value given here is honoured."""
+    skip_below_chars: int | None = None
+    """Deprecated: follows `ContextPolicy.large_item_tokens` (half of it); a value given here is honoured,
+    read at 4 characters a token."""
 
     def __post_init__(self) -> None:
+        for name, home in _DEPRECATED.items():
+            if getattr(self, name) is not (UNSET if name == 'max_artifact_tokens' else None):
+                deprecated_setting(f'ArtifactSettings.{name}', home)
         if isinstance(self.file_settings, dict):  # an agent spec gives nested settings as a mapping
             object.__setattr__(self, 'file_settings', FileSettings(**self.file_settings))
         if not 0 < self.budget_fraction <= 1:
@@ -91,19 +125,33 @@ class ArtifactSettings:
             'planner_preview_chars',
             'max_artifact_tokens',
             'artifact_budget_tokens',
+            'min_extract_tokens',
+            'min_preview_tokens',
+            'skip_below_chars',
         )
         for name in positive:
             value = getattr(self, name)
-            if value is not None and value <= 0:
+            if isinstance(value, (int, float)) and value <= 0:
                 raise ValueError(f'ArtifactSettings.{name} must be positive, got {value!r}')
 
     @property
     def uses_llm_planning(self) -> bool:
         return self.llm_planning if self.llm_planning is not None else self.planner_model is not None
 
-    def view_cap(self, tokens: int) -> int:
-        """What one large artifact of `tokens` may keep of `tokens` (`max_artifact_tokens`)."""
-        return tokens if self.max_artifact_tokens is None else min(tokens, self.max_artifact_tokens)
+    def sizes(self, limits: ContextLimits | None = None) -> ArtifactSizes:
+        """The policy's item sizes (`limits.sizes`; None: the defaults) for this stage, with the deprecated
+        settings given here applied."""
+        sizes = limits.sizes if limits is not None else ItemSizes()
+        keep = sizes.keep if self.max_artifact_tokens is UNSET else self.max_artifact_tokens
+        large = sizes.large if self.large_artifact_chars is None else max(self.large_artifact_chars // 4, 1)
+        derived = ItemSizes(keep, large)
+        return ArtifactSizes(
+            keep=keep,
+            large=large,
+            least=self.min_extract_tokens or derived.least_view,
+            least_preview=self.min_preview_tokens or derived.least_view,
+            skip_below=self.skip_below_chars // 4 if self.skip_below_chars else derived.worth_planning,
+        )
 
     def hard_limit(self, limits: ContextLimits) -> int:
         """The history's hard limit for this stage: the policy's budget, at most its compaction trigger."""

@@ -62,7 +62,7 @@ from ._extract import (
 )
 from ._models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from ._planner import heuristic_plan, llm_plan, query_for, should_use_llm_planning
-from ._settings import ArtifactSettings, Reducer
+from ._settings import ArtifactSettings, ArtifactSizes, Reducer
 from ._strategies import exclude_stub, extract_text, reduced_text, summarize_text, summary_text
 
 __all__ = ('ArtifactPlanner',)
@@ -92,25 +92,21 @@ def _fitted_strategy(
     candidate: Candidate,
     remaining: int,
     large_left: int,
-    settings: ArtifactSettings,
+    sizes: ArtifactSizes,
 ) -> tuple[ProcessingStrategy, str, int]:
     """The planned strategy, its rationale and token allowance, fitted to what is left of the budget
     (`large_left`: large artifacts still to come)."""
     a = candidate.artifact
-    large = a.chars > settings.large_artifact_chars
+    large = a.tokens > sizes.large
     strategy = decision.strategy if large else ProcessingStrategy.INCLUDE_FULL
     rationale = decision.rationale
-    allowance = settings.view_cap(remaining // (large_left + 1)) if large else remaining
-    allowance = max(allowance, settings.min_preview_tokens)  # the current request's: a useful view at least
-    if strategy is ProcessingStrategy.INCLUDE_FULL and large and a.tokens > settings.view_cap(remaining):
-        strategy = (
-            ProcessingStrategy.EXTRACT
-            if allowance >= settings.min_extract_tokens
-            else ProcessingStrategy.EXCLUDE
-        )
-        rationale += f'; {a.tokens:,} tokens do not fit the {settings.view_cap(remaining):,} left'
+    allowance = sizes.view_cap(remaining // (large_left + 1)) if large else remaining
+    allowance = max(allowance, sizes.least_preview)  # the current request's: a useful view at least
+    if strategy is ProcessingStrategy.INCLUDE_FULL and large and a.tokens > sizes.view_cap(remaining):
+        strategy = ProcessingStrategy.EXTRACT if allowance >= sizes.least else ProcessingStrategy.EXCLUDE
+        rationale += f'; {a.tokens:,} tokens do not fit the {sizes.view_cap(remaining):,} left'
     reducing = strategy in (ProcessingStrategy.SUMMARIZE, ProcessingStrategy.EXTRACT)
-    if reducing and allowance < settings.min_extract_tokens:
+    if reducing and allowance < sizes.least:
         strategy = ProcessingStrategy.EXCLUDE
         rationale += f'; budget spent ({remaining:,} tokens left)'
     return strategy, rationale, allowance
@@ -160,9 +156,10 @@ class ArtifactPlanner(StageCapability):
         if not candidates:
             return messages
         planned = [_reduced(c, settings.reducers, context) for c in candidates]
-        large = [c for c in planned if c.artifact.chars > settings.large_artifact_chars]
+        sizes = settings.sizes(context.limits)
+        large = [c for c in planned if c.artifact.tokens > sizes.large]
         reduced = [c for c in planned if c.reduced_by]
-        if not reduced and (not large or sum(c.artifact.chars for c in planned) < settings.skip_below_chars):
+        if not reduced and (not large or sum(c.artifact.tokens for c in planned) < sizes.skip_below):
             return messages
         available = settings.resolve_budget(context.limits)
         question = latest_question(messages)
@@ -207,10 +204,8 @@ class ArtifactPlanner(StageCapability):
         budget = self.settings.resolve_budget(context.limits)
         await context.count_newest(messages)
         candidates = await self._candidates(messages, context, start=len(messages) - 1)
-        if any(
-            c.artifact.chars > self.settings.large_artifact_chars and c.artifact.tokens > budget
-            for c in candidates
-        ):
+        large = self.settings.sizes(context.limits).large
+        if any(c.artifact.tokens > large and c.artifact.tokens > budget for c in candidates):
             return True
         return self._newest_room(messages, context) is not None
 
@@ -227,6 +222,7 @@ class ArtifactPlanner(StageCapability):
                 budget_tokens=budget,
                 input_price_per_mtok=price,
                 settings=settings,
+                sizes=settings.sizes(context.limits),
             )
             model = settings.planner_model if settings.planner_model is not None else context.summarizer_model
             if choice and model is not None:
@@ -248,7 +244,10 @@ class ArtifactPlanner(StageCapability):
                 logger.info('artifacts: LLM plan (%s): %s', choice.reason, plan.reasoning[:200])
                 return plan
             logger.debug('artifacts: heuristic plan (%s)', choice.reason)
-        return heuristic_plan(candidates, question=question, budget_tokens=budget, settings=settings)
+        sizes = settings.sizes(context.limits)
+        return heuristic_plan(
+            candidates, question=question, budget_tokens=budget, settings=settings, sizes=sizes
+        )
 
     # ---- executing ------------------------------------------------------------------------------------
 
@@ -264,17 +263,18 @@ class ArtifactPlanner(StageCapability):
         counter = context.counter
         by_id = {c.id: c for c in candidates}
         remaining = budget
-        large_left = sum(1 for c in candidates if c.artifact.chars > settings.large_artifact_chars)
+        sizes = settings.sizes(context.limits)
+        large_left = sum(1 for c in candidates if c.artifact.tokens > sizes.large)
         outcomes: dict[str, _Outcome] = {}
         for decision in plan.ordered():
             candidate = by_id.get(decision.artifact_id)
             if candidate is None or candidate.id in outcomes:
                 continue
             a = candidate.artifact
-            if a.chars > settings.large_artifact_chars:
+            if a.tokens > sizes.large:
                 large_left -= 1
             strategy, rationale, allowance = _fitted_strategy(
-                decision, candidate, remaining, large_left, settings
+                decision, candidate, remaining, large_left, sizes
             )
             replaces = strategy is not ProcessingStrategy.INCLUDE_FULL or candidate.reduced_by is not None
             if replaces and not await _spill(candidate, context):
