@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ParamSpec
 
+from .context._context import HistoryStage
 from .pipeline._capability import (
     DEFAULT_ID,
     FIELD_TYPES,
@@ -18,7 +19,6 @@ from .pipeline._capability import (
     exempting_readback,
     history_processor_annotations,
 )
-from .pipeline._context import HistoryStage
 from .pipeline._stats import HistoryStats, RunStats
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor

@@ -43,6 +43,16 @@ from ..budget.model_info import (
 )
 from ..budget.notice import NearLimitNotice, notice_text
 from ..cache import MemoryCache, SummaryCache, scoped
+from ..context._artifact_settings import ArtifactSettings
+from ..context._context import (
+    MARKER_KEY,
+    CompactionRequest,
+    HistoryContext,
+    HistoryStage,
+    ScopeKey,
+    default_scope,
+)
+from ..context._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
 from ..events import (
     HistoryEvent,
     HistoryWarning,
@@ -53,19 +63,11 @@ from ..events import (
     gathering,
     publish,
 )
+from ..messages._clock import message_time, perf, replay_safe
 from ..messages._marks import READ_ARTIFACT_TOOL, readback_tool_scope, seal_key_scope
 from ..messages.pinning import PinPredicate
 from ..messages.validate import StructureCheck
 from ..readback import READBACK_TOOL_METADATA, ReadbackGate, ReadRoom, readback_toolset_id
-from ..stages._summarizer_settings import ModelRef, SummarizerSettings, check_model_ref
-from ..stages.artifacts._settings import ArtifactSettings
-from ..stages.compactor._tool import (
-    COMPACTION_TOOL_METADATA,
-    CompactionTool,
-    compaction_toolset,
-    compaction_toolset_id,
-    requested_compaction,
-)
 from ..store import ArtifactStore, MemoryStore, StoreError
 from ..store._unavailable import UnavailableStore
 from ..tokens import TokenCounter, TokenizerProfile
@@ -81,8 +83,13 @@ from ._agent_checks import (
     tool_owner,
     user_error,
 )
-from ._clock import message_time, perf, replay_safe
-from ._context import MARKER_KEY, CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
+from ._compaction_tool import (
+    COMPACTION_TOOL_METADATA,
+    CompactionTool,
+    compaction_toolset,
+    compaction_toolset_id,
+    requested_compaction,
+)
 from ._limits import ModelLimits
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._runs import Runs

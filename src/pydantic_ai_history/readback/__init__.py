@@ -21,10 +21,10 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from .._compat import TOOLS_HAVE_METADATA, ModelMessage, ModelRequest, part_metadata, run_id_of
+from ..context._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
+from ..context._offload import OFF_LOOP_CHARS
 from ..files import ConvertedDocument, FileResult, FileSettings
 from ..messages._marks import READ_ARTIFACT_TOOL
-from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
-from ..pipeline._offload import OFF_LOOP_CHARS
 from ..store import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError
 from ._pages import Page, shrunk_to_fit
 

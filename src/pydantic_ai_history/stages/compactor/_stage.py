@@ -34,6 +34,9 @@ from ..._compat import (
 )
 from ...budget.model_info import model_name_of
 from ...cache import SummaryCache, cache_key
+from ...context._context import HistoryContext
+from ...context._llm import add_usage, operations_of
+from ...context._summarizer_settings import SummarizerSettings
 from ...events import (
     BackgroundDiscardReason,
     BackgroundSummaryDiscarded,
@@ -44,17 +47,14 @@ from ...events import (
     CompactionStarted,
     HistoryEvent,
 )
+from ...messages._clock import perf
 from ...messages._marks import SEAL_TOKENS, marker_kind, part_kinds, readback_tool, separate_own_parts
 from ...messages.pinning import PinPredicate, is_pinned
 from ...messages.units import Unit, split_units, system_parts
 from ...pipeline._capability import StageCapability, coerce_settings, history_processor_annotations
-from ...pipeline._clock import perf
-from ...pipeline._context import HistoryContext
 from ...tokens import TokenCounter, TokenEstimate
-from .._llm import add_usage, operations_of
 from .._loads import reload_reserve, with_reloads
 from .._spill import no_longer_stored, spill_transcript
-from .._summarizer_settings import SummarizerSettings
 from .._transcript import (
     NO_LONGER_STORED,
     TranscriptUnit,
@@ -96,7 +96,7 @@ from ._view import summarizer_view
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from .._summarizer_settings import ModelRef
+    from ...context._summarizer_settings import ModelRef
 
 __all__ = ('Compactor',)
 
