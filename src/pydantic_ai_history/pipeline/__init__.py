@@ -9,7 +9,8 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ..context._context import CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
-    from ._capability import HistoryCapability, StageCapability
+    from ._capability import HistoryCapability
+    from ._stage_capability import StageCapability
     from ._stats import HistoryStats, RunStats
 
 __all__ = (
@@ -32,7 +33,7 @@ _EXPORTS = {
     'HistoryStats': '._stats',
     'RunStats': '._stats',
     'ScopeKey': '..context._context',
-    'StageCapability': '._capability',
+    'StageCapability': '._stage_capability',
     'default_scope': '..context._context',
 }
 

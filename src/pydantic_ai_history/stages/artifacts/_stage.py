@@ -34,12 +34,8 @@ from ...context._summarizer_settings import check_model_ref
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
 from ...messages._marks import seal
 from ...messages._utf8 import utf8
-from ...pipeline._capability import (
-    StageCapability,
-    coerce_settings,
-    exempting_readback,
-    history_processor_annotations,
-)
+from ...pipeline._settings_checks import coerce_settings, exempting_readback
+from ...pipeline._stage_capability import StageCapability, history_processor_annotations
 from ...store import artifact_id
 from ...tokens._running_counts import IdentityMemo
 from .._request_fit import (

@@ -51,7 +51,8 @@ from ...messages._clock import perf
 from ...messages._marks import SEAL_TOKENS, marker_kind, part_kinds, readback_tool, separate_own_parts
 from ...messages.pinning import PinPredicate, is_pinned
 from ...messages.units import Unit, split_units, system_parts
-from ...pipeline._capability import StageCapability, coerce_settings, history_processor_annotations
+from ...pipeline._settings_checks import coerce_settings
+from ...pipeline._stage_capability import StageCapability, history_processor_annotations
 from ...tokens import TokenCounter, TokenEstimate
 from .._loads import reload_reserve, with_reloads
 from .._spill import no_longer_stored, spill_transcript
