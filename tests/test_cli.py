@@ -24,7 +24,7 @@ from pydantic_ai_history._compat import ToolCallPart, ToolReturnPart, with_part_
 from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, main, run_demo
 from pydantic_ai_history.cli.formatting import ProgressBar, format_table
 from pydantic_ai_history.cli.inspect import ACTIONS, _rows
-from pydantic_ai_history.pipeline._context import MARKER_KEY
+from pydantic_ai_history.context._context import MARKER_KEY
 from pydantic_ai_history.stages.compactor import build_summary_message
 from pydantic_ai_history.stages.window import window_note
 

@@ -190,3 +190,80 @@ def test_stages_reach_the_processor_only_through_the_capability_base():
         if module.startswith(f'{PACKAGE}.stages') and f'{PACKAGE}.processor' in imported
     }
     assert not importers
+
+
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({'_compat', '_lazy'}),
+    frozenset({'messages', 'events', 'tokens'}),
+    frozenset({'budget'}),
+    frozenset({'store', 'cache', 'files'}),
+    frozenset({'context'}),
+    frozenset({'readback'}),
+    frozenset({'pipeline'}),
+    frozenset({'stages'}),
+    frozenset({'processor', 'testing', '__init__', 'evaluation', 'cli', '__main__'}),
+)
+"""The package's layers, bottom to top (CONTRIBUTING.md draws them): a part imports only its own layer and the
+ones below it."""
+
+MAX_NON_BLANK_LINES = 800
+
+
+def _part(module: str) -> str:
+    """The top-level part of the package a module belongs to (`stages` for `stages.compactor._stage`)."""
+    return _short(module).split('.')[0] if module != PACKAGE else '__init__'
+
+
+def part_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Part -> the other parts its modules import (TYPE_CHECKING blocks and functions included)."""
+    parts: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        parts.setdefault(_part(module), set()).update(_part(m) for m in imported)
+    return {part: imported - {part} for part, imported in parts.items()}
+
+
+def test_no_two_parts_of_the_package_import_each_other():
+    """No cycle among the sub-packages (and root modules), however long: the layers can be drawn."""
+    found = [' -> '.join(cycle) for cycle in cycles(part_graph(import_graph()))]
+    assert not found, 'import cycles among the parts of the package:\n' + '\n'.join(found)
+
+
+def test_every_part_imports_only_its_own_layer_and_those_below():
+    layer_of = {part: level for level, layer in enumerate(LAYERS) for part in layer}
+    parts = part_graph(import_graph())
+    assert set(parts) <= set(layer_of), f'parts in no layer: {sorted(set(parts) - set(layer_of))}'
+    upward = sorted(
+        f'{part} -> {imported}'
+        for part, imports in parts.items()
+        for imported in imports
+        if layer_of[imported] > layer_of[part]
+    )
+    assert not upward, 'imports of a layer above:\n' + '\n'.join(upward)
+
+
+def test_the_detector_sees_cycles_among_parts(tmp_path, monkeypatch):
+    package = tmp_path / PACKAGE
+    for part in ('low', 'high'):
+        (package / part).mkdir(parents=True)
+        (package / part / '__init__.py').write_text('')
+    (package / '__init__.py').write_text('')
+    (package / 'low' / 'a.py').write_text(
+        'from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..high import b\n'
+    )
+    (package / 'high' / 'b.py').write_text('from ..low.c import x\n')
+    (package / 'low' / 'c.py').write_text('x = 1\n')
+    monkeypatch.setattr(sys.modules[__name__], 'ROOT', package)
+    graph = import_graph()
+    assert not cycles(graph)  # no module cycle: low.a -> high.b -> low.c
+    assert cycles(part_graph(graph)) == [['high', 'low', 'high']]
+
+
+def test_no_module_is_over_800_non_blank_lines():
+    sizes = {
+        path.relative_to(ROOT).as_posix(): sum(
+            1 for line in path.read_text(encoding='utf-8').splitlines() if line.strip()
+        )
+        for path in ROOT.rglob('*.py')
+    }
+    over = sorted(f'{name}: {size}' for name, size in sizes.items() if size > MAX_NON_BLANK_LINES)
+    assert not over, f'modules over {MAX_NON_BLANK_LINES} non-blank lines:\n' + '\n'.join(over)

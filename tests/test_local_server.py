@@ -28,7 +28,7 @@ from pydantic_ai_history import (
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES
 from pydantic_ai_history.budget import _local_server as local
-from pydantic_ai_history.stages._llm import (
+from pydantic_ai_history.context._llm import (
     AUTO_TIMEOUT_BASE_SECONDS,
     DEFAULT_CHARS_PER_SECOND,
     run_text,

@@ -549,7 +549,7 @@ def test_workflow_clocks_pin_to_the_newest_model_response_not_to_requests() -> N
 
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-    from pydantic_ai_history.pipeline._clock import message_time, replay_safe, replay_safe_token
+    from pydantic_ai_history.messages._clock import message_time, replay_safe, replay_safe_token
 
     answered = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     history = [

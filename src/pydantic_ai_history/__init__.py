@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from .budget._policy import ContextLimits, ContextPolicy
     from .budget.model_info import ContextWindowUnknownError
     from .budget.notice import NearLimitNotice
+    from .context._context import HistoryContext, HistoryStage
+    from .context._summarizer_settings import SummarizerSettings
     from .events import (
         ArtifactProcessed,
         BackgroundSummaryDiscarded,
@@ -35,12 +37,10 @@ if TYPE_CHECKING:
     from .files import FileSettings
     from .messages.pinning import PinPredicate, pin, pin_tool_errors
     from .messages.validate import HistoryValidationError, Violation, assert_valid_history, validate_history
-    from .pipeline._context import HistoryContext, HistoryStage
+    from .pipeline._compaction_tool import CompactionTool
     from .processor import HistoryProcessor, create_history_processor
-    from .stages._summarizer_settings import SummarizerSettings
     from .stages.artifacts import ArtifactPlanner, ArtifactSettings
     from .stages.compactor import CompactionSettings, Compactor
-    from .stages.compactor._tool import CompactionTool
     from .stages.window import SlidingWindow
     from .tokens import TokenCounter, TokenizerProfile
 
@@ -96,17 +96,17 @@ _EXPORTS = {
     'BackgroundSummaryUsed': '.events',
     'CompactionResult': '.events',
     'CompactionSettings': '.stages.compactor',
-    'CompactionTool': '.stages.compactor._tool',
+    'CompactionTool': '.pipeline._compaction_tool',
     'Compactor': '.stages.compactor',
     'ContentLost': '.events',
     'ContextLimits': '.budget._policy',
     'ContextPolicy': '.budget._policy',
     'ContextWindowUnknownError': '.budget.model_info',
     'FileSettings': '.files',
-    'HistoryContext': '.pipeline._context',
+    'HistoryContext': '.context._context',
     'HistoryEvent': '.events',
     'HistoryProcessor': '.processor',
-    'HistoryStage': '.pipeline._context',
+    'HistoryStage': '.context._context',
     'HistoryValidationError': '.messages.validate',
     'HistoryWarning': '.events',
     'NearLimitNotice': '.budget.notice',
@@ -115,7 +115,7 @@ _EXPORTS = {
     'RequestProcessed': '.events',
     'SlidingWindow': '.stages.window',
     'StageFailed': '.events',
-    'SummarizerSettings': '.stages._summarizer_settings',
+    'SummarizerSettings': '.context._summarizer_settings',
     'TokenCounter': '.tokens',
     'TokenizerProfile': '.tokens',
     'Violation': '.messages.validate',

@@ -45,6 +45,7 @@ __all__ = (
     'LOAD_CAPABILITY_RETURN_PART',
     'NATIVE_TOOL_CALL_PARTS',
     'NATIVE_TOOL_RETURN_PARTS',
+    'PROFILE_FILE_INPUT',
     'REQUEST_SCOPED_PROMPTS',
     'RETRY_FEEDBACK_PART',
     'SPEECH_PART',
@@ -429,34 +430,9 @@ def json_text(value: Any) -> str:
         return str(value)
 
 
-def file_input_profile(model: Any) -> Mapping[str, Any] | None:
-    """The file-input flags of `model`'s profile (`supports_image_input`, `supports_document_input`,
-    `supported_document_media_types`) on 2.x, else None; a `FallbackModel`'s are what all its models take."""
-    if 'supports_image_input' not in _PROFILE_KEYS:
-        return None
-    from .budget.model_info import serving_candidates
-
-    profiles = [_profile_of(candidate) for candidate in serving_candidates(model)]
-    if len(profiles) == 1:
-        return profiles[0]
-    documents = [p.get('supported_document_media_types') for p in profiles]
-    known = [frozenset(d) for d in documents if d is not None]
-    return {
-        'supports_image_input': all(p.get('supports_image_input', True) for p in profiles),
-        'supports_document_input': all(p.get('supports_document_input', True) for p in profiles),
-        'supported_document_media_types': frozenset.intersection(*known) if known else None,
-    }
-
-
-def _profile_of(model: Any) -> Mapping[str, Any]:
-    try:
-        profile = getattr(model, 'profile', None)
-    except Exception:  # a profile that cannot be resolved says nothing
-        profile = None
-    return profile if isinstance(profile, Mapping) else {}  # no model yet: the profile's documented defaults
-
-
-_PROFILE_KEYS: frozenset[str] = frozenset(getattr(ModelProfile, '__annotations__', {}))
+PROFILE_FILE_INPUT: bool = 'supports_image_input' in frozenset(getattr(ModelProfile, '__annotations__', {}))
+"""Whether model profiles say which files the model takes (`supports_image_input`, `supports_document_input`,
+`supported_document_media_types`): 2.x."""
 
 
 # ---- provider-native compaction (`Model.compact_messages`, pydantic-ai 2.x) ---------------------------

@@ -16,7 +16,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ._compat import HAS_CAPABILITY_EVENTS, CapabilityEventBase
-from .pipeline._clock import wall
+from .messages._clock import wall
 
 if TYPE_CHECKING:
     from pydantic_ai import RunContext

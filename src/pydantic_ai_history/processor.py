@@ -9,18 +9,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ParamSpec
 
-from .pipeline._capability import (
-    DEFAULT_ID,
-    FIELD_TYPES,
-    SERIALIZATION_NAME,
-    EventHandler,
-    HistoryCapability,
-    StageCapability,
-    coerce_switch,
-    exempting_readback,
-    history_processor_annotations,
-)
-from .pipeline._context import HistoryStage
+from .context._context import HistoryStage
+from .pipeline._capability import DEFAULT_ID, SERIALIZATION_NAME, EventHandler, HistoryCapability
+from .pipeline._settings_checks import FIELD_TYPES, coerce_switch, exempting_readback
+from .pipeline._stage_capability import StageCapability, history_processor_annotations
 from .pipeline._stats import HistoryStats, RunStats
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor

@@ -29,6 +29,7 @@ from pydantic_ai_history import (
     SlidingWindow,
     assert_valid_history,
 )
+from pydantic_ai_history.context._context import MARKER_KEY
 from pydantic_ai_history.messages._marks import (
     OPENINGS,
     marker_kind,
@@ -37,7 +38,6 @@ from pydantic_ai_history.messages._marks import (
     sealed_kind,
     set_mark_secret,
 )
-from pydantic_ai_history.pipeline._context import MARKER_KEY
 from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER, ArtifactPlanner, ArtifactSettings
 from pydantic_ai_history.stages.compactor import summary_text
 from pydantic_ai_history.stages.window import dropped_count, window_note

@@ -41,8 +41,8 @@ from pydantic_ai_history import (
     create_history_processor,
 )
 from pydantic_ai_history.cache import MemoryCache
+from pydantic_ai_history.context._context import HistoryContext
 from pydantic_ai_history.messages.units import head_length, split_units
-from pydantic_ai_history.pipeline._context import HistoryContext
 from pydantic_ai_history.stages._request_fit import is_processed
 from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER, ArtifactPlanner, ArtifactSettings
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor

@@ -33,7 +33,7 @@ from pydantic_ai_history import (
     SummarizerSettings,
     create_history_processor,
 )
-from pydantic_ai_history.pipeline._context import default_scope
+from pydantic_ai_history.context._context import default_scope
 from pydantic_ai_history.readback import READ_ARTIFACT_TOOL, read_artifact_text
 from pydantic_ai_history.stages.compactor import CompactionSettings
 from pydantic_ai_history.store import ArtifactStore, DirectoryStore, MemoryStore, RedisStore, artifact_id

@@ -12,10 +12,12 @@ import functools
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic_ai.models.wrapper import WrapperModel
 
-from ._model_name import KNOWN_PROVIDERS, ModelFamily, ModelName, family_of, parse_model_name
+from .._compat import PROFILE_FILE_INPUT
+from ..tokens._model_name import KNOWN_PROVIDERS, ModelFamily, ModelName, family_of, parse_model_name
 
 __all__ = (
     'KNOWN_CONTEXT_WINDOWS',
@@ -24,6 +26,7 @@ __all__ = (
     'ModelFamily',
     'ModelInfo',
     'ModelName',
+    'file_input_profile',
     'is_test_model',
     'model_info',
     'model_name_of',
@@ -374,6 +377,28 @@ def _fallback_models(model: object) -> list[object] | None:
     from pydantic_ai.models.fallback import FallbackModel
 
     return list(model.models) if isinstance(model, FallbackModel) else None
+
+
+def file_input_profile(model: object) -> Mapping[str, Any] | None:
+    """The file-input flags of `model`'s profile (`supports_image_input`, `supports_document_input`,
+    `supported_document_media_types`) on 2.x, else None; a `FallbackModel`'s are what all its models take."""
+    if not PROFILE_FILE_INPUT:
+        return None
+    profiles = [_file_flags(candidate) for candidate in serving_candidates(model)]
+    if len(profiles) == 1:
+        return profiles[0]
+    documents = [p.get('supported_document_media_types') for p in profiles]
+    known = [frozenset(d) for d in documents if d is not None]
+    return {
+        'supports_image_input': all(p.get('supports_image_input', True) for p in profiles),
+        'supports_document_input': all(p.get('supports_document_input', True) for p in profiles),
+        'supported_document_media_types': frozenset.intersection(*known) if known else None,
+    }
+
+
+def _file_flags(model: object) -> Mapping[str, Any]:
+    profile = _profile(model)  # a profile that cannot be resolved says nothing
+    return profile if isinstance(profile, Mapping) else {}  # no model yet: the profile's documented defaults
 
 
 def is_test_model(model: object) -> bool:

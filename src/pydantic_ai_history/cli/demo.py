@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from .._compat import HAS_CAPABILITIES, BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
 from ..budget._policy import ContextPolicy
+from ..context._summarizer_settings import SummarizerSettings
 from ..evaluation._scripted import TASKS, TOOLS, summarize_prompt, text_of
 from ..events import (
     ArtifactProcessed,
@@ -33,7 +34,6 @@ from ..files import FileSettings
 from ..files._provider_limits import CONSERVATIVE_LIMITS
 from ..messages.validate import validate_history
 from ..processor import HistoryProcessor, HistoryStats
-from ..stages._summarizer_settings import SummarizerSettings
 from ..stages.artifacts import ArtifactSettings
 from ..testing import ProviderRejected, StrictProvider
 from . import demo_content as content

@@ -29,10 +29,10 @@ from .._compat import (
     part_metadata,
 )
 from ..budget.model_info import ContextWindowUnknownError
+from ..context._context import MARKER_KEY
 from ..events import HistoryEvent, RequestProcessed
 from ..messages._marks import marker_kind
 from ..messages.validate import validate_history
-from ..pipeline._context import MARKER_KEY
 from ..stages.window import dropped_count
 from .common import (
     EXIT_PROCESSING,
@@ -154,8 +154,8 @@ async def inspect_messages(
     `summarizer_model` is an LLM called.
     """
     from ..budget._policy import ContextPolicy
+    from ..context._summarizer_settings import SummarizerSettings
     from ..processor import create_history_processor
-    from ..stages._summarizer_settings import SummarizerSettings
 
     model = model or history_model_name(messages)
     dry = dry_run_model(model)

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._compat import ModelMessage
 from ..budget.model_info import model_name_of
-from ..stages._summarizer_settings import ModelRef
+from ..context._summarizer_settings import ModelRef
 from ..tokens import TokenCounter
 from ._facts import extract_facts, select_facts
 from ._judge import DIMENSIONS, answer_probe, grade_answer

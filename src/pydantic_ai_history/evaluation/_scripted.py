@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._compat import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from ..context._artifact_models import ArtifactPlan
 from ..stages._transcript import content_text
-from ..stages.artifacts._models import ArtifactPlan
 
 __all__ = ('TASKS', 'TOOLS', 'scripted_summarizer', 'summarize_prompt', 'text_of')
 

@@ -12,9 +12,9 @@ from typing import Any, Literal, cast
 from .._compat import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart
 from ..budget._policy import ContextPolicy
 from ..cache import MemoryCache
+from ..context._summarizer_settings import ModelRef, SummarizerSettings
 from ..events import CompactionResult
 from ..processor import create_history_processor
-from ..stages._summarizer_settings import ModelRef, SummarizerSettings
 from ..stages.compactor import CompactionSettings
 from ..store import ArtifactStore, MemoryStore
 from ._sessions import tail_start

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..budget._model_name import parse_model_name
+from ..tokens._model_name import parse_model_name
 
 __all__ = ('CONSERVATIVE_LIMITS', 'NO_LIMIT', 'PROVIDER_FILE_LIMITS', 'FileLimits', 'provider_file_limits')
 

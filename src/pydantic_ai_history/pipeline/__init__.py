@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._capability import HistoryCapability, StageCapability
-    from ._context import CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
+    from ..context._context import CompactionRequest, HistoryContext, HistoryStage, ScopeKey, default_scope
+    from ._capability import HistoryCapability
+    from ._stage_capability import StageCapability
     from ._stats import HistoryStats, RunStats
 
 __all__ = (
@@ -25,15 +26,15 @@ __all__ = (
 )
 
 _EXPORTS = {
-    'CompactionRequest': '._context',
+    'CompactionRequest': '..context._context',
     'HistoryCapability': '._capability',
-    'HistoryContext': '._context',
-    'HistoryStage': '._context',
+    'HistoryContext': '..context._context',
+    'HistoryStage': '..context._context',
     'HistoryStats': '._stats',
     'RunStats': '._stats',
-    'ScopeKey': '._context',
-    'StageCapability': '._capability',
-    'default_scope': '._context',
+    'ScopeKey': '..context._context',
+    'StageCapability': '._stage_capability',
+    'default_scope': '..context._context',
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

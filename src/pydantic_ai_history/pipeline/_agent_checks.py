@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from .._compat import run_id_of
+from ..context._context import MARKER_KEY
 from ..store import ArtifactStore, MemoryStore
-from ._context import MARKER_KEY
 
 if TYPE_CHECKING:
     from pydantic_ai.tools import ToolDefinition

@@ -11,8 +11,8 @@ from typing import Any
 from ..budget._local_server import LocalServer, local_server_of
 from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import is_test_model, model_info, model_name_of, profile_window, serving_candidates
+from ..context._summarizer_settings import ModelRef
 from ..events import HistoryEvent, HistoryWarning
-from ..stages._summarizer_settings import ModelRef
 
 __all__ = ('ModelLimits',)
 

@@ -14,20 +14,20 @@ from pydantic_ai import RunContext
 from .._compat import BinaryContent, durable_operation
 from ..budget._local_server import LocalServer, ask_context_window, local_server_of
 from ..cache import SummaryCache
-from ..files import FileResult
-from ..files._results import file_result_from_json, file_result_to_json
-from ..stages._llm import call_options, convert_in_thread, run_plan, run_text
-from ..stages._summarizer_settings import (  # read at run time: durable operations' argument types
+from ..context._artifact_models import ArtifactPlan
+from ..context._llm import call_options, convert_in_thread, run_plan, run_text
+from ..context._summarizer_settings import (  # read at run time: durable operations' argument types
     TextPurpose,
     Timeout,
 )
-from ..stages.artifacts._models import ArtifactPlan
+from ..files import FileResult
+from ..files._results import file_result_from_json, file_result_to_json
 from ..store import ArtifactStore, StoredArtifact
 
 if TYPE_CHECKING:
+    from ..context._artifact_settings import ArtifactSettings
+    from ..context._summarizer_settings import ModelRef, SummarizerSettings
     from ..files import FileSettings
-    from ..stages._summarizer_settings import ModelRef, SummarizerSettings
-    from ..stages.artifacts._settings import ArtifactSettings
     from ..tokens import TokenizerProfile
 
 __all__ = (

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ._clock import wall
+from ..messages._clock import wall
 
 if TYPE_CHECKING:
+    from ..context._context import HistoryContext
     from ..events import RequestProcessed
-    from ._context import HistoryContext
 
 __all__ = ('PROCESS_SPAN', 'DeferredSpans', 'request_attributes')
 

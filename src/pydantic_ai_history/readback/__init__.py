@@ -28,10 +28,10 @@ from .._compat import (
     part_metadata,
     run_id_of,
 )
+from ..context._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
+from ..context._offload import OFF_LOOP_CHARS
 from ..files import ConvertedDocument, FileResult, FileSettings
 from ..messages._marks import READ_ARTIFACT_TOOL
-from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
-from ..pipeline._offload import OFF_LOOP_CHARS
 from ..store import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError
 from ._pages import Page, shrunk_to_fit
 

@@ -28,11 +28,11 @@ from .._compat import (
     with_part_metadata,
 )
 from ..budget._room import kept_tokens, request_room, window_room
+from ..context._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
+from ..context._offload import OFF_LOOP_CHARS, large_content
 from ..events import ArtifactProcessed
 from ..messages._marks import marker_kind, part_kinds, readback_tool, seal, sealed_kind
 from ..messages._utf8 import utf8
-from ..pipeline._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
-from ..pipeline._offload import OFF_LOOP_CHARS, large_content
 from ..readback._pages import Page, shrunk_to_fit
 from ..tokens import TokenCounter, TokenEstimate
 from ._pieces import (

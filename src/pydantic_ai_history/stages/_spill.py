@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._compat import ModelMessage
+from ..context._context import HistoryContext
 from ..messages.units import split_units
-from ..pipeline._context import HistoryContext
 from ..store import StoreError
 from ._transcript import TranscriptUnit, render_units, transcript_data, transcript_preamble
 

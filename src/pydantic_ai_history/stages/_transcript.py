@@ -37,10 +37,10 @@ from .._compat import (
     json_text,
     media_type_of,
 )
+from ..messages._clock import replay_safe_token
 from ..messages._marks import OPENINGS, marker_kind, part_kinds, readback_tool, strip_seal
 from ..messages._utf8 import from_utf8, utf8
 from ..messages.units import Unit
-from ..pipeline._clock import replay_safe_token
 from ..tokens import TokenCounter
 
 __all__ = (

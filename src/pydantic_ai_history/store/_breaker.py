@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ..pipeline._clock import monotonic
+from ..messages._clock import monotonic
 from ._base import StoreError
 
 __all__ = ('StoreBreaker',)

@@ -45,9 +45,9 @@ from .._compat import (
     media_type_of,
     tool_availability_text,
 )
-from ..budget._model_name import parse_model_name
 from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
+from ._model_name import parse_model_name
 from ._running_counts import CountsView, IdentityMemo, RunningCounts
 
 __all__ = (

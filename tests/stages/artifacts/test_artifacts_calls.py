@@ -25,8 +25,8 @@ from pydantic_ai.usage import RequestUsage, RunUsage
 from _limits import artifact_limits
 from pydantic_ai_history import SummarizerSettings, TokenCounter, assert_valid_history
 from pydantic_ai_history.cache import MemoryCache
+from pydantic_ai_history.context._context import HistoryContext
 from pydantic_ai_history.events import StageFailed
-from pydantic_ai_history.pipeline._context import HistoryContext
 from pydantic_ai_history.stages.artifacts import ArtifactPlanner, ArtifactSettings, _extract
 from pydantic_ai_history.store import MemoryStore
 

@@ -94,7 +94,7 @@ def _histories(fixtures_dir: Path) -> list[list[object]]:
 
 
 async def test_a_fitting_history_comes_out_as_it_went_in(fixtures_dir: Path) -> None:
-    from pydantic_ai_history._compat import file_input_profile
+    from pydantic_ai_history.budget.model_info import file_input_profile
 
     histories = _histories(fixtures_dir)
     if file_input_profile(None) is None:

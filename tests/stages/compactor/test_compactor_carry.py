@@ -38,7 +38,7 @@ from pydantic_ai_history import (
 from pydantic_ai_history.messages._marks import MARKER_KEY
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.stages.compactor import summary_text
-from pydantic_ai_history.stages.compactor._stage import TRANSCRIPT_REFERENCE_OPENING
+from pydantic_ai_history.stages.compactor._summary_message import TRANSCRIPT_REFERENCE_OPENING
 from pydantic_ai_history.store import MemoryStore, StoredArtifact, StoreError
 
 pytestmark = pytest.mark.anyio

@@ -241,7 +241,7 @@ async def test_a_fallback_summary_is_not_reused_from_the_prefix_cache_after_the_
 async def test_in_durable_workflow_code_the_summarizer_is_tried_on_every_event():
     """A replay decides from the journal alone: failures this process remembers (from the run's later
     requests) must not open a breaker early, so workflow code keeps no breaker state; the engine retries."""
-    from pydantic_ai_history.stages._llm import InlineOperations
+    from pydantic_ai_history.context._llm import InlineOperations
 
     stub = StubSummarizer(lambda prompt, number: (_ for _ in ()).throw(RuntimeError('down')))
     compactor = SetupCompactor(settings(stub, max_failures=1, cooldown_seconds=300, clock=lambda: 1_000.0))

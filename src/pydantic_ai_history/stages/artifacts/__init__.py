@@ -11,11 +11,17 @@ from typing import TYPE_CHECKING
 from ..._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ...context._artifact_models import (
+        Artifact,
+        ArtifactDecision,
+        ArtifactKind,
+        ArtifactPlan,
+        ProcessingStrategy,
+    )
+    from ...context._artifact_settings import ArtifactSettings, Reducer
     from ._extract import ARTIFACT_MARKER
-    from ._models import Artifact, ArtifactDecision, ArtifactKind, ArtifactPlan, ProcessingStrategy
     from ._planner import PlanningChoice, heuristic_plan, llm_plan, should_use_llm_planning
     from ._reducers import INTERACTIVE_ROLES, browser_snapshot_reducer, console_output_reducer
-    from ._settings import ArtifactSettings, Reducer
     from ._stage import ArtifactPlanner
 
 __all__ = (
@@ -39,16 +45,16 @@ __all__ = (
 
 _EXPORTS = {
     'ARTIFACT_MARKER': '._extract',
-    'Artifact': '._models',
-    'ArtifactDecision': '._models',
-    'ArtifactKind': '._models',
-    'ArtifactPlan': '._models',
+    'Artifact': '...context._artifact_models',
+    'ArtifactDecision': '...context._artifact_models',
+    'ArtifactKind': '...context._artifact_models',
+    'ArtifactPlan': '...context._artifact_models',
     'ArtifactPlanner': '._stage',
-    'ArtifactSettings': '._settings',
+    'ArtifactSettings': '...context._artifact_settings',
     'INTERACTIVE_ROLES': '._reducers',
     'PlanningChoice': '._planner',
-    'ProcessingStrategy': '._models',
-    'Reducer': '._settings',
+    'ProcessingStrategy': '...context._artifact_models',
+    'Reducer': '...context._artifact_settings',
     'browser_snapshot_reducer': '._reducers',
     'console_output_reducer': '._reducers',
     'heuristic_plan': '._planner',

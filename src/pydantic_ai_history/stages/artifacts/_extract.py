@@ -16,13 +16,13 @@ from ..._compat import (
     decode_data_url,
     is_media,
 )
+from ...context._artifact_models import Artifact
+from ...context._context import ARTIFACT_MARKER
 from ...messages._marks import unseal
 from ...messages._utf8 import utf8
-from ...pipeline._context import ARTIFACT_MARKER
 from ...store import artifact_id
 from ...tokens._running_counts import IdentityMemo
 from .._request_fit import call_hints, is_processed, tool_return_text
-from ._models import Artifact
 
 __all__ = (
     'ARTIFACT_MARKER',

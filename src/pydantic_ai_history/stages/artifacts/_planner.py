@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...pipeline._context import StageOperations
+from ...context._artifact_models import Artifact, ArtifactDecision, ArtifactPlan, ProcessingStrategy
+from ...context._artifact_settings import ArtifactSettings, ArtifactSizes
+from ...context._context import StageOperations
 from ._extract import Candidate
-from ._models import Artifact, ArtifactDecision, ArtifactPlan, ProcessingStrategy
-from ._settings import ArtifactSettings, ArtifactSizes
 
 __all__ = ('PlanningChoice', 'heuristic_plan', 'llm_plan', 'should_use_llm_planning')
 

@@ -20,26 +20,24 @@ from ..._compat import (
     ModelMessage,
     ModelRequest,
     UserPromptPart,
-    file_input_profile,
     json_text,
     make_request,
 )
-from ...budget.model_info import is_test_model, model_info, model_name_of
+from ...budget.model_info import file_input_profile, is_test_model, model_info, model_name_of
 from ...cache import cache_key
+from ...context._artifact_models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
+from ...context._artifact_settings import ArtifactSettings, ArtifactSizes, Reducer
+from ...context._context import HistoryContext
+from ...context._llm import operations_of
+from ...context._offload import OFF_LOOP_CHARS, is_large, large_content
+from ...context._summarizer_settings import check_model_ref
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
 from ...messages._marks import readback_tool, seal
 from ...messages._utf8 import utf8
-from ...pipeline._capability import (
-    StageCapability,
-    coerce_settings,
-    exempting_readback,
-    history_processor_annotations,
-)
-from ...pipeline._context import HistoryContext
-from ...pipeline._offload import OFF_LOOP_CHARS, is_large, large_content
+from ...pipeline._settings_checks import coerce_settings, exempting_readback
+from ...pipeline._stage_capability import StageCapability, history_processor_annotations
 from ...store import artifact_id
 from ...tokens._running_counts import IdentityMemo
-from .._llm import operations_of
 from .._request_fit import (
     corrected,
     fit_newest,
@@ -49,7 +47,6 @@ from .._request_fit import (
     report_artifact,
     store_original,
 )
-from .._summarizer_settings import check_model_ref
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
     ARTIFACT_MARKER,
@@ -60,9 +57,7 @@ from ._extract import (
     find_attachments,
     find_candidates,
 )
-from ._models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from ._planner import heuristic_plan, llm_plan, query_for, should_use_llm_planning
-from ._settings import ArtifactSettings, ArtifactSizes, Reducer
 from ._strategies import exclude_stub, extract_text, reduced_text, summarize_text, summary_text
 
 __all__ = ('ArtifactPlanner',)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...context._context import StageOperations
+from ...context._summarizer_settings import Timeout
 from ...messages._marks import readback_tool
-from ...pipeline._context import StageOperations
 from ...tokens import TokenCounter
 from .._request_fit import passages_within
-from .._summarizer_settings import Timeout
 from ._extract import ARTIFACT_MARKER, Candidate
 
 __all__ = ('exclude_stub', 'extract_text', 'reduced_text', 'summarize_text', 'summary_text')

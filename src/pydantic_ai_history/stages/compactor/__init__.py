@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ...pipeline._compaction_tool import CompactionTool
     from ._prompt import DEFAULT_INSTRUCTIONS, SECTIONS
     from ._settings import CompactionSettings
     from ._stage import Compactor
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
         summary_sections,
         summary_text,
     )
-    from ._tool import CompactionTool
 
 __all__ = (
     'DEFAULT_INSTRUCTIONS',
@@ -40,7 +40,7 @@ __all__ = (
 
 _EXPORTS = {
     'CompactionSettings': '._settings',
-    'CompactionTool': '._tool',
+    'CompactionTool': '...pipeline._compaction_tool',
     'Compactor': '._stage',
     'DEFAULT_INSTRUCTIONS': '._prompt',
     'PINNED_HEADING': '._summary_message',

@@ -20,7 +20,7 @@ from pydantic_ai.usage import RunUsage
 
 from ..._compat import ModelMessage
 from ...events import BackgroundDiscardReason
-from ...pipeline._clock import perf
+from ...messages._clock import perf
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ...pipeline._clock import monotonic
+from ...messages._clock import monotonic
 
 __all__ = ('Call', 'ScopedBreakers')
 

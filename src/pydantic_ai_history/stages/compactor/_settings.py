@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from ...pipeline._clock import monotonic
+from ...messages._clock import monotonic
 
 if TYPE_CHECKING:
     from ...events import CompactionResult

@@ -28,9 +28,9 @@ from ..._compat import (
     part_metadata,
     with_part_metadata,
 )
+from ...context._context import ARTIFACT_MARKER, HistoryContext
 from ...messages._marks import MARKER_KEY, part_kinds, readback_tool, seal, unseal
 from ...messages._utf8 import utf8
-from ...pipeline._context import ARTIFACT_MARKER, HistoryContext
 from ...tokens import TokenCounter
 
 __all__ = ('STUB_STRATEGY', 'Stub', 'apply_stubs', 'plan_stubs', 'store_stubbed')

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...budget.model_info import model_info
-from ...pipeline._context import StageOperations
+from ...context._context import StageOperations
+from ...context._summarizer_settings import SummarizerSettings
 from ...tokens import TokenCounter
-from .._summarizer_settings import SummarizerSettings
 from .._transcript import TranscriptUnit, new_nonce, record_body, split_record
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
 from ._settings import CompactionSettings

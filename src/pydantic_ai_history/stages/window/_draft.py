@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..._compat import ModelMessage, ModelRequest
+from ...context._context import HistoryContext
 from ...messages._marks import marker_kind
 from ...messages.units import Unit
-from ...pipeline._context import HistoryContext
 from .._loads import with_reloads
 from .._spill import Transcript, render_transcript
 from ._note import note_transcript, window_note

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..._compat import ModelMessage
+from ...context._context import HistoryContext
 from ...events import WindowApplied
 from ...messages._marks import SEAL_TOKENS, marker_kind, separate_own_parts
 from ...messages.units import split_units
-from ...pipeline._capability import StageCapability, history_processor_annotations
-from ...pipeline._context import HistoryContext
+from ...pipeline._stage_capability import StageCapability, history_processor_annotations
 from .._loads import reload_reserve
 from .._request_fit import fit_newest, newest_room
 from .._spill import store_transcript

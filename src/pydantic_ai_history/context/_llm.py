@@ -17,16 +17,16 @@ import anyio.to_thread
 from .._compat import instrumentation_of, instrumented_agent_options, result_usage
 from ..budget._local_server import local_server_of
 from ..budget.model_info import model_name_of
-from ..pipeline._clock import perf
+from ..messages._clock import perf
 
 if TYPE_CHECKING:
     from pydantic_ai.models.instrumented import InstrumentationSettings
 
     from ..files import FileResult, FileSettings
-    from ..pipeline._context import HistoryContext, StageOperations
     from ..tokens import TokenizerProfile
+    from ._artifact_models import ArtifactPlan
+    from ._context import HistoryContext, StageOperations
     from ._summarizer_settings import ModelRef, SummarizerSettings, TextPurpose, Timeout
-    from .artifacts._models import ArtifactPlan
 
 __all__ = (
     'AUTO_TIMEOUT_BASE_SECONDS',
@@ -216,7 +216,7 @@ async def run_plan(
     `run_text` does; usage is added only on success."""
     from pydantic_ai import Agent
 
-    from .artifacts._models import ArtifactPlan
+    from ._artifact_models import ArtifactPlan
 
     agent = Agent(
         model, output_type=ArtifactPlan, instructions=instructions, **instrumented_agent_options(instrument)

@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ...budget._policy import UNSET, ContextLimits, ItemSizes, Unset, deprecated_setting
-from ...budget._room import hard_limit
-from ...files import FileSettings
-from .._summarizer_settings import ModelRef
+from ..budget._policy import UNSET, ContextLimits, ItemSizes, Unset, deprecated_setting
+from ..budget._room import hard_limit
+from ..files import FileSettings
+from ._summarizer_settings import ModelRef
 
 __all__ = ('ArtifactSettings', 'ArtifactSizes', 'Reducer')
 

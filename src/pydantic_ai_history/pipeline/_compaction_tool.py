@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
-from ..._compat import (
+from .._compat import (
     TOOLS_HAVE_METADATA,
     ModelMessage,
     ModelRequest,
@@ -23,7 +23,7 @@ from ..._compat import (
     ToolCallPart,
     ToolReturnPart,
 )
-from ...pipeline._context import MARKER_KEY, CompactionRequest
+from ..context._context import MARKER_KEY, CompactionRequest
 
 __all__ = (
     'COMPACTION_TOOL_METADATA',

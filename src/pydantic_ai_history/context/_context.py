@@ -14,9 +14,9 @@ from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import ModelInfo
 from ..events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
 from ..messages._marks import MARKER_KEY
-from ..stages._summarizer_settings import ModelRef, SummarizerSettings, Timeout
 from ..tokens import TokenCounter, TokenEstimate
 from ._offload import large_content
+from ._summarizer_settings import ModelRef, SummarizerSettings, Timeout
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from ..cache import SummaryCache
     from ..files import FileResult, FileSettings
     from ..messages.pinning import PinPredicate
-    from ..stages._summarizer_settings import TextPurpose
-    from ..stages.artifacts._models import ArtifactPlan
     from ..store import ArtifactStore
+    from ._artifact_models import ArtifactPlan
+    from ._summarizer_settings import TextPurpose
 
 __all__ = (
     'ARTIFACT_MARKER',

@@ -1,0 +1,221 @@
+"""The guard every stage runs under: a stage that raises or adds an invariant violation is skipped, an output
+that newly passes the budget is replaced by its input, and what a request rewrote of the cached prefix is
+counted (`RequestProcessed`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+from .._compat import ModelMessage, ModelResponse
+from ..context._context import HistoryContext, HistoryStage
+from ..events import HistoryEvent, RequestProcessed, StageFailed
+from ..messages._clock import perf
+from ..messages.validate import StructureCheck
+from ._runs import Runs
+from ._settings_checks import CONFIG_ERRORS
+from ._spans import DeferredSpans, request_attributes
+from ._validity import InputCheck, Validity
+
+__all__ = ('PROCESSED', 'GuardedStages', 'first_change', 'sent_before', 'worse')
+
+logger = logging.getLogger('pydantic_ai_history')
+
+PROCESSED: ContextVar[RequestProcessed | None] = ContextVar('pydantic_ai_history_processed', default=None)
+"""The `RequestProcessed` of the latest `process` call in this context: the request hook reads it after the
+call (for the near-limit notice) without changing what `process`, which apps override, returns."""
+
+
+def sent_before(messages: Sequence[ModelMessage]) -> int:
+    """How many leading messages an earlier request already sent: every one before the newest response."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], ModelResponse):
+            return index
+    return 0
+
+
+def first_change(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) -> int:
+    """The first index where `after` no longer holds `before`'s message (the same object)."""
+    for index, (old, new) in enumerate(zip(before, after, strict=False)):
+        if old is not new:
+            return index
+    return min(len(before), len(after))
+
+
+class GuardedStages:
+    """The stages of one request run under the guard, mixed into `HistoryCapability`."""
+
+    if TYPE_CHECKING:
+        readback_tool_name: str
+        _stages: list[HistoryStage]
+        _runs: Runs
+
+        def _emit(self, event: HistoryEvent) -> None: ...
+
+    async def _process(
+        self,
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        started: float,
+        spans: DeferredSpans | None = None,
+    ) -> list[ModelMessage]:
+        await context.count_newest(messages)  # a large new message is tokenized off the event loop
+        before = context.estimate(messages)
+        current = messages
+        check = self._input_check(context.run_id)
+        validity = check.check(messages)
+        errors = [v for v in validity.violations if v.severity == 'error']
+        new_violations = check.unreported(errors)
+        if new_violations:
+            context.warn(
+                'invalid_input',
+                f'the history has {len(errors)} invariant violation(s) before processing; '
+                'no stage may add to them',
+                violations=[str(v) for v in new_violations[:20]],
+            )
+        given = Validity(messages, validity.structure, validity.violations)
+        sent = sent_before(messages)
+        rewriter: str | None = None
+        for stage in self._stages:
+            stage_input = current
+            current = await self._run_stage(stage.name, stage, current, context, validity, spans)
+            if rewriter is None and current is not stage_input and first_change(messages, current) < sent:
+                rewriter = stage.name
+        if self._over_budget(current, messages, before.total, context, 'processor'):
+            current, validity, rewriter = messages, given, None
+        check.adopt(validity)
+        context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
+        # the idle path: nothing changed, so the estimate of the input stands
+        after = before if current is messages else context.estimate(current)
+        rewrite = self._rewrite(messages, current, sent, rewriter, context)
+        event = RequestProcessed(
+            run_id=context.run_id,
+            messages_before=len(messages),
+            messages_after=len(current),
+            tokens_before=before.total,
+            tokens_after=after.total,
+            tokenizer_tokens_after=after.tokenizer,
+            context_window=context.context_window,
+            duration_ms=(perf() - started) * 1000,
+            anchored=after.anchor_verified,
+            rewritten_messages=rewrite[0],
+            rewritten_tokens=rewrite[1],
+            rewritten_by=rewrite[2],
+        )
+        if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
+            spans.finish(current is not messages, request_attributes(event, context))
+        self._emit(event)
+        PROCESSED.set(event)
+        return current
+
+    async def _run_stage(
+        self,
+        name: str,
+        stage: Callable[[list[ModelMessage], HistoryContext], Awaitable[list[ModelMessage]]],
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        validity: Validity,
+        spans: DeferredSpans | None = None,
+    ) -> list[ModelMessage]:
+        result = messages
+        try:
+            if spans is not None:
+                spans.stage_started(name)
+            result = await stage(messages, context)
+        except CONFIG_ERRORS:
+            raise
+        except Exception as exc:
+            logger.exception('stage %r failed; continuing with its input', name)
+            self._emit(StageFailed(run_id=context.run_id, stage=name, error=f'{type(exc).__name__}: {exc}'))
+            return messages
+        finally:
+            if spans is not None:
+                spans.stage_finished(changed=result is not messages)
+        if result is messages:
+            return result
+        problem = worse(result, validity)
+        if problem is not None:
+            logger.error('stage %r made the history worse (%s); output discarded', name, problem)
+            self._emit(StageFailed(run_id=context.run_id, stage=name, error=problem))
+            return messages
+        return result
+
+    def _over_budget(
+        self,
+        result: list[ModelMessage],
+        messages: list[ModelMessage],
+        before: int,
+        context: HistoryContext,
+        stage: str,
+    ) -> bool:
+        """Whether `result` newly passes the budget (`messages` had `before` tokens): `stage`'s failure.
+        Checked on the whole pipeline's output: a later stage may bring a grown history back within budget."""
+        budget = context.limits.budget
+        after = before if result is messages else context.estimate(result).total
+        if after <= before or after <= budget:
+            return False
+        fitted = 'fitted' if before <= budget else 'was already over'
+        problem = (
+            f'the output is {after:,} tokens, the input {before:,}, which {fitted} the budget of {budget:,}'
+        )
+        logger.error('%s made the history worse (%s); its input kept', stage, problem)
+        self._emit(StageFailed(run_id=context.run_id, stage=stage, error=problem))
+        return True
+
+    def _rewrite(
+        self,
+        messages: list[ModelMessage],
+        result: list[ModelMessage],
+        sent: int,
+        rewriter: str | None,
+        context: HistoryContext,
+    ) -> tuple[int, int, str | None]:
+        """The prefix rewrite this request causes: sent messages that changed, tokens cached again from the
+        first of them, and what changed them (a stage, or the read-back tool appearing: tools come first)."""
+        offered = self._readback_offered(context)
+        first = first_change(messages, result) if rewriter is not None else sent
+        if offered:
+            first, rewriter = 0, self.readback_tool_name
+        if first >= sent or rewriter is None:
+            return 0, 0, None
+        new = len(messages) - sent  # the newest response and the current request were never sent
+        counts = context.counter
+        tokens = sum(counts.count_message(m) for m in result[first : max(len(result) - new, first)])
+        logger.info(
+            'prefix rewrite by %s: %d sent message(s) changed, ~%d tokens cached again',
+            rewriter,
+            sent - first,
+            tokens,
+        )
+        return sent - first, tokens, rewriter
+
+    def _readback_offered(self, context: HistoryContext) -> bool:
+        """Whether this request is the first of its run to offer `read_artifact` (known from the request's
+        tool definitions, which the capability passes; never on the run's first request: none is cached)."""
+        if not context.tool_definitions:
+            return False
+        offered = any(t.name == self.readback_tool_name for t in context.tool_definitions)
+        state = self._runs[context.run_id]
+        before, state.offered_readback = state.offered_readback, offered
+        return offered and before is False
+
+    def _input_check(self, run_id: str | None) -> InputCheck:
+        """The run's incremental input check: each run continues its own previous input."""
+        return self._runs[run_id].input_check
+
+
+def worse(result: list[ModelMessage], validity: Validity) -> str | None:
+    """Why a stage's output is worse than its input (empty, or a violation the input, whose check `validity`
+    holds, had not), or None; a better output becomes what `validity` checks the next stage's against."""
+    if not result:
+        return 'invalid output: the history is empty'
+    structure = StructureCheck()
+    structure.extend(result)
+    violations = structure.violations(result)
+    added = validity.added(violations, result)
+    if added:
+        return 'invalid output: ' + '; '.join(str(v) for v in added[:5])
+    validity.accept(result, structure, violations)
+    return None

@@ -1,0 +1,222 @@
+"""One request through the capability: the store and marks it runs with, the local servers asked for their
+window, the tracer, and the entry points that run the stages (`process`, `compact`)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.trace import NoOpTracer
+from pydantic_ai import RunContext
+
+from .._compat import ModelMessage, instrumentation_of
+from ..context._context import CompactionRequest, HistoryContext
+from ..context._summarizer_settings import ModelRef
+from ..events import HistoryWarning, StageFailed
+from ..messages._clock import message_time, perf, replay_safe
+from ..messages._marks import readback_tool_scope, seal_key_scope
+from ..store import ArtifactStore, StoreError
+from ..store._unavailable import UnavailableStore
+from ._compaction_tool import CompactionTool, requested_compaction
+from ._guard import GuardedStages
+from ._limits import ModelLimits
+from ._settings_checks import CONFIG_ERRORS, compaction_stage
+from ._spans import DeferredSpans
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+    from pydantic_ai.tools import ToolDefinition
+
+__all__ = ('RequestPath',)
+
+logger = logging.getLogger('pydantic_ai_history')
+
+
+class RequestPath(GuardedStages):
+    """The entry points that run the stages, and what a request runs with: a part of `HistoryCapability`."""
+
+    if TYPE_CHECKING:
+        id: str | None
+        store: ArtifactStore
+        _model_limits: ModelLimits
+        _tracer: Any
+        _tool: CompactionTool | None
+
+        def journaled(self, ctx: object) -> bool: ...
+
+        def make_context(
+            self,
+            *,
+            ctx: RunContext[Any] | None = None,
+            model: ModelRef | None = None,
+            tool_definitions: Sequence[ToolDefinition] = (),
+            serving_model: Model | None = None,
+            store: ArtifactStore | None = None,
+            compaction_request: CompactionRequest | None = None,
+        ) -> HistoryContext: ...
+
+        def _serving(self, ctx: RunContext[Any] | None, serving_model: Model | None) -> ModelRef | None: ...
+
+        async def ask_server_window(
+            self, ctx: RunContext[Any], base_url: str, model_name: str
+        ) -> int | None: ...
+
+        async def probe_server_window(
+            self, ctx: RunContext[Any] | None, base_url: str, model_name: str, *, model: object = None
+        ) -> int | None: ...
+
+    async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
+        """Ask each local server that may serve the request for its window, once per server and process;
+        under durable execution on every run's first step (a replay must make the same calls)."""
+        journaled = ctx is not None and self.journaled(ctx)
+        if journaled and getattr(ctx, 'run_step', 1) > 1:
+            return
+        for candidate, server in self._model_limits.servers_to_ask(model, again=journaled):
+            if journaled and ctx is not None:
+                window = await self.ask_server_window(ctx, server.base_url, server.model_name)
+            else:
+                window = await self.probe_server_window(
+                    ctx, server.base_url, server.model_name, model=candidate
+                )
+            self._model_limits.learn_window(server, window)
+
+    async def compact(
+        self,
+        messages: Sequence[ModelMessage],
+        *,
+        focus: str | None = None,
+        ctx: Any = None,
+        model: Any = None,
+    ) -> list[ModelMessage]:
+        """Compact now, whatever the trigger says; `focus` tells the summarizer what matters most. Guarded
+        like every stage (on failure the history comes back unchanged, with `StageFailed`); raises
+        `RuntimeError` when the processor has no compaction stage."""
+        stage = compaction_stage(self._stages)
+        if stage is None:
+            raise RuntimeError(
+                'this processor has no compaction stage (create_history_processor(compaction=False)?)'
+            )
+        history = list(messages)
+        async with self._request_scope(ctx, history) as store:
+            context = self.make_context(ctx=ctx, model=model, store=store)
+            check = self._input_check(context.run_id)
+            validity = check.check(history)
+            on_demand = functools.partial(stage.compact_history, focus=focus)
+            result = await self._run_stage(stage.name, on_demand, history, context, validity)
+            if self._over_budget(result, history, context.estimate(history).total, context, stage.name):
+                return history
+            check.adopt(validity)
+            return result
+
+    async def process(
+        self,
+        messages: Sequence[ModelMessage],
+        *,
+        ctx: Any = None,
+        model: Any = None,
+        tool_definitions: Sequence[Any] = (),
+        serving_model: Model | None = None,
+    ) -> list[ModelMessage]:
+        """Run every stage over `messages` and return the history to send; the input list is never changed,
+        and comes back itself when it needs no change. `tool_definitions` are counted until the provider's
+        usage shows what they cost; `serving_model` is the model that will send this request."""
+        if not isinstance(messages, list):
+            messages = list(messages)
+        await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
+        # the model's compaction request (its call answered in the newest request), from a run step's history
+        tool = self._tool if ctx is not None else None
+        requested = requested_compaction(messages, tool) if tool is not None else None
+        async with self._request_scope(ctx, messages) as store:
+            started = perf()
+            context = self.make_context(
+                ctx=ctx,
+                model=model,
+                tool_definitions=tool_definitions,
+                serving_model=serving_model,
+                store=store,
+                compaction_request=requested,
+            )
+            if not messages:
+                context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
+                return messages
+            tracer = self._tracer_for(ctx)
+            spans = DeferredSpans(tracer) if tracer is not None else None
+            if spans is not None:
+                context.tracer, context.open_spans = tracer, spans.open
+            try:
+                return await self._process(messages, context, started, spans)
+            except CONFIG_ERRORS:
+                raise
+            except Exception as exc:  # outside any stage, e.g. counting content of a kind nobody foresaw
+                logger.exception('processing failed; the history is passed on unchanged')
+                error = f'{type(exc).__name__}: {exc}'
+                self._emit(StageFailed(run_id=context.run_id, stage='processor', error=error))
+                return messages
+            finally:
+                if spans is not None:
+                    spans.close()
+
+    @contextlib.asynccontextmanager
+    async def _request_scope(
+        self, ctx: Any, messages: Sequence[ModelMessage]
+    ) -> AsyncIterator[ArtifactStore]:
+        """Where one request's work runs, and the store it writes to. Workflow code: no I/O, clocks pinned to
+        the newest model response, seals keyed by the store's explicit secret (`for_agent` checks it).
+        Elsewhere the store's persisted secret is loaded before the first id or mark is made."""
+        if self.journaled(ctx):
+            with replay_safe(message_time(messages)), self.marks():
+                yield self.store
+            return
+        store = await self._prepared_store(ctx)
+        with self._marks_scope(store):
+            yield store
+
+    async def _prepared_store(self, ctx: Any) -> ArtifactStore:
+        """The store with its secret loaded (a no-op once loaded); while it cannot be, a stand-in that refuses
+        every write, said at error level (`store_unavailable`) on every request."""
+        try:
+            await self.store.prepare()
+        except StoreError as exc:
+            message = (
+                f'the artifact store cannot give its secret ({exc}): nothing is stored and no id or mark is '
+                'made with a secret of this process; the request is processed as with a store that refuses '
+                'every write'
+            )
+            logger.error('store_unavailable: %s', message)
+            self._emit(HistoryWarning(run_id=self._runs.key(ctx), code='store_unavailable', message=message))
+            return UnavailableStore(self.store, str(exc))
+        return self.store
+
+    @contextlib.contextmanager
+    def _marks_scope(self, store: ArtifactStore | None = None) -> Iterator[None]:
+        """Seals made and verified with the key of the store's secret: the one secret, kept where the data is,
+        so every process sharing the store recognises the package's notes (no environment variable)."""
+        store = self.store if store is None else store
+        # a store that cannot say (or, in a prediction before the first request, has not said yet): the
+        # process's own key, whose marks no other process reads as ours
+        unkeyed = isinstance(store, UnavailableStore) or not store.secret_ready
+        keyed = contextlib.nullcontext() if unkeyed else seal_key_scope(store._id_secret())
+        with readback_tool_scope(self.readback_tool_name), keyed:
+            yield
+
+    @contextlib.contextmanager
+    def marks(self) -> Iterator[None]:
+        """Read (and write) the package's marks as this processor does, outside a run: seals (the only mark
+        on pydantic-ai 1.0, and on user-prompt text) are keyed by the store's secret. A `RedisStore` must have
+        loaded its secret first (`await processor.store.prepare()`), else this raises `StoreError`."""
+        with seal_key_scope(self.store._id_secret()), readback_tool_scope(self.readback_tool_name):
+            yield
+
+    def _tracer_for(self, ctx: object) -> Any:
+        """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines);
+        None for a run that is not instrumented; OpenTelemetry's global one outside a run."""
+        tracer = getattr(ctx, 'tracer', None)
+        if isinstance(tracer, NoOpTracer):
+            # late 1.x runs history processors with a no-op tracer on the context even when the run is
+            # instrumented by its `Instrumentation` capability; otherwise nothing records: no span at all
+            settings = instrumentation_of(ctx)
+            return settings.tracer if settings is not None else None
+        return tracer if tracer is not None else self._tracer

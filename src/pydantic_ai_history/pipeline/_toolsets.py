@@ -1,0 +1,143 @@
+"""The tools the capability offers: `read_artifact` once a history holds something to read (sized to the
+room of the request that carries it), `compact_context` when `compaction_tool` is on, and the check that no
+other tool of the run takes their names."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai import RunContext
+
+from .._compat import TOOLS_HAVE_METADATA, ModelMessage
+from ..budget._policy import ContextLimits
+from ..budget._room import read_room_tokens
+from ..context._artifact_settings import ArtifactSettings
+from ..context._context import HistoryContext, HistoryStage
+from ..context._summarizer_settings import ModelRef
+from ..readback import READBACK_TOOL_METADATA, ReadbackGate, ReadRoom, readback_toolset_id
+from ..store import ArtifactStore
+from ..tokens import TokenCounter
+from ._agent_checks import clash_error, is_ours
+from ._compaction_tool import (
+    COMPACTION_TOOL_METADATA,
+    CompactionTool,
+    compaction_toolset,
+    compaction_toolset_id,
+)
+
+if TYPE_CHECKING:
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.toolsets import AbstractToolset
+
+__all__ = ('Toolsets',)
+
+logger = logging.getLogger('pydantic_ai_history')
+
+
+class Toolsets:
+    """The capability's tools, mixed into `HistoryCapability`."""
+
+    if TYPE_CHECKING:
+        id: str | None
+        model: ModelRef | None
+        store: ArtifactStore
+        readback_tool_name: str
+        keep_first_user_message: bool
+        readback_gate: ReadbackGate
+        _tool: CompactionTool | None
+        _stages: list[HistoryStage]
+
+        def scope_of(self, ctx: RunContext[Any] | None) -> str: ...
+
+        def counter_for(self, model: ModelRef | None) -> TokenCounter: ...
+
+        def limits_for(self, model: ModelRef | None) -> ContextLimits: ...
+
+        def make_context(self, *, ctx: RunContext[Any] | None = None) -> HistoryContext: ...
+
+        def _artifact_settings(self) -> ArtifactSettings: ...
+
+        def _marks_scope(
+            self, store: ArtifactStore | None = None
+        ) -> contextlib.AbstractContextManager[None]: ...
+
+    def _check_tool_names(self, tools: Sequence[ToolDefinition]) -> None:
+        """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""
+        owner = "one of this run's toolsets"
+        name = self.readback_tool_name
+        if any(t.name == name and not is_ours(t, READBACK_TOOL_METADATA) for t in tools):
+            raise clash_error(name, owner)
+        if self._tool is not None and TOOLS_HAVE_METADATA:
+            name = self._tool.name
+            if any(t.name == name and not is_ours(t, COMPACTION_TOOL_METADATA) for t in tools):
+                raise clash_error(name, owner, compaction=True)
+
+    def compaction_toolset(self) -> AbstractToolset[Any]:
+        """The `compact_context` tool (`compaction_tool`) for `Agent(toolsets=...)` on pydantic-ai 1.0 (a
+        capability offers it itself); its id is derived from the processor's `id`."""
+        if self._tool is None:
+            raise ValueError(
+                'compaction_toolset() needs HistoryProcessor(compaction_tool=True) (or a CompactionTool): '
+                'without it the model could ask for a compaction that nothing would run'
+            )
+        return compaction_toolset(self._tool, toolset_id=compaction_toolset_id(self.id))
+
+    def readback_toolset(self) -> AbstractToolset[Any]:
+        """A toolset with `read_artifact` (for `Agent(toolsets=...)` on 1.x), offered only once the run's
+        history holds a note that names it (see `ReadbackGate`)."""
+        from ..readback import readback_toolset
+
+        return readback_toolset(
+            self.store,
+            scope=self.scope_of,
+            gate=self.readback_gate,
+            toolset_id=readback_toolset_id(self.id),
+            room=self.read_room,
+            tool_name=self.readback_tool_name,
+        )
+
+    def read_room(self, ctx: RunContext[Any]) -> ReadRoom | None:
+        """What one `read_artifact` call may return: the room of the request that will carry it, shared by
+        the reads the model made in parallel (None when it cannot be worked out: the read's `limit` alone)."""
+        try:
+            model = self.model if self.model is not None else ctx.model
+            counter = self.counter_for(model)
+            limits = self.limits_for(model)
+            tokens = read_room_tokens(
+                ctx.messages,
+                counter=counter,
+                limits=limits,
+                floor=self._artifact_settings().resolve_budget(limits),
+                tool_name=self.readback_tool_name,
+                keep_first_user_message=self.keep_first_user_message,
+            )
+        except Exception:  # a bound only: the read still answers within its limit
+            logger.debug('could not work out the room of a read-back', exc_info=True)
+            return None
+        if tokens is None:
+            return None
+        correction = counter.tokenizer_profile.correction
+        return ReadRoom(
+            max_tokens=tokens, count_tokens=lambda text: math.ceil(counter.count_text(text) * correction)
+        )
+
+    async def _will_name_readback(self, ctx: Any, messages: Sequence[ModelMessage]) -> bool:
+        """Whether a stage will certainly write a note naming `read_artifact` into this history."""
+        stages = [s for s in self._stages if hasattr(s, 'will_name_readback')]
+        if not stages or not messages:
+            return False
+        try:
+            context = self.make_context(ctx=ctx)
+            with self._marks_scope():
+                for stage in stages:
+                    verdict = stage.will_name_readback(messages, context)  # type: ignore[attr-defined]
+                    if await verdict if inspect.isawaitable(verdict) else verdict:
+                        return True
+        except Exception:  # a prediction only: the tool then comes with the next request
+            logger.debug('could not predict a read-back note', exc_info=True)
+        return False

@@ -1,0 +1,246 @@
+"""Background summaries (`CompactionSettings.background_start`): the next compaction's summary made ahead of
+its event, used when the event cuts where it did, else thrown away (each said by an event and a span)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.trace import use_span
+from pydantic_ai.usage import RunUsage
+
+from ..._compat import ModelMessage
+from ...context._context import HistoryContext
+from ...context._llm import add_usage
+from ...events import (
+    BackgroundDiscardReason,
+    BackgroundSummaryDiscarded,
+    BackgroundSummaryStarted,
+    BackgroundSummaryUsed,
+    HistoryEvent,
+)
+from ...messages._clock import perf
+from ...tokens import TokenEstimate
+from ._background import BackgroundJob
+from ._compaction import Compaction, Cut, Evicted, Plan, Summary, unit_savings
+from ._provider import ProviderCompaction
+from ._stubs import Stub
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+__all__ = ('BACKGROUND_SPAN', 'BackgroundSummarizing')
+
+logger = logging.getLogger('pydantic_ai_history.compactor')
+
+
+class BackgroundSummarizing(ProviderCompaction):
+    """Summaries made ahead of their compaction, in the background: a part of `Compactor`."""
+
+    async def _anticipate(
+        self, messages: list[ModelMessage], context: HistoryContext, estimate: TokenEstimate
+    ) -> None:
+        start = self.settings.background_start
+        run = context.run_id
+        if start is None or run is None or not context.background_allowed or self.settings.method != 'llm':
+            return
+        held = self._background.get(run)
+        if held is not None:
+            if held.extended_by(messages):
+                return
+            self._background.pop(run)
+            self._end(held, 'history_changed', context.emit_event)
+        if estimate.total <= context.limits.trigger * start:
+            return
+        job = await self._background_job(messages, context, estimate)
+        if job is None:
+            return
+        for pushed in self._background.add(job):
+            self._end(pushed, 'capacity', context.emit_event)
+        context.emit_event(
+            BackgroundSummaryStarted(
+                run_id=run,
+                snapshot_messages=len(messages),
+                snapshot_tokens=estimate.total,
+                trigger_tokens=context.limits.trigger,
+                evicted_messages=job.evicted,
+            )
+        )
+        logger.info(
+            'compactor: the summary of %d messages started in the background at %d of %d tokens',
+            job.evicted,
+            estimate.total,
+            context.limits.trigger,
+        )
+
+    async def _background_job(
+        self, snapshot: list[ModelMessage], context: HistoryContext, estimate: TokenEstimate
+    ) -> BackgroundJob[Summary] | None:
+        """The next event planned on `snapshot` as the trigger will plan it, its summary started in a task;
+        None when that event will not summarize."""
+        assert context.run_id is not None
+        begun = await self._begin(snapshot, estimate, context, 'trigger', None)
+        if begun is None:
+            return None
+        event, plan, _ = begun
+        if plan.messages is not event.messages:
+            return None
+        # What the history adds until the trigger joins the verbatim tail: the cut leaves it that room.
+        growth = max(context.limits.trigger - event.tokens, 0)
+        trigger_cut = self._choose_cut(plan, event.reserved, 'trigger', context, event.tokens, quiet=True)
+        if trigger_cut is None or (
+            self.settings.stub_tool_results
+            and self._planned_stubs(plan, trigger_cut, context, event, growth) is not None
+        ):
+            return None
+        cut = self._choose_cut(
+            plan, event.reserved, 'trigger', context, event.tokens, shrink=growth, quiet=True
+        )
+        evicted = self._evicted(plan, cut, context, None) if cut is not None else None
+        if evicted is None:
+            return None
+        usage = RunUsage()
+        # its own usage, added to the run's when done; the requests that use or discard it emit its events
+        own = dataclasses.replace(context, usage=usage, emit_event=ignore_event, open_spans=None)
+        span = background_span(context, len(evicted.messages), event.tokens)
+        return BackgroundJob[Summary].start(
+            self._background_summary(evicted, own, context.usage, span),
+            run_id=context.run_id,
+            snapshot=list(snapshot),
+            cut_at=evicted.cut_at,
+            key=evicted.key,
+            evicted=len(evicted.messages),
+            usage=usage,
+            span=span,
+        )
+
+    async def _background_summary(
+        self, request: Evicted, context: HistoryContext, run_usage: object, span: Span | None
+    ) -> Summary:
+        try:
+            with use_span(span, end_on_exit=False) if span is not None else contextlib.nullcontext():
+                return await self._summary(request, context)
+        finally:
+            add_usage(run_usage, context.usage)
+
+    def _held_cut(
+        self, plan: Plan, event: Compaction, cut: Cut, held: BackgroundJob[Summary], context: HistoryContext
+    ) -> tuple[Cut, list[Stub]] | None:
+        """The background summary's cut when this event can use it (a unit boundary, and what it leaves, stubs
+        of the outputs added since included, fits the target), with those stubs; else None and `held.reason`
+        says why."""
+        if plan.messages is not event.messages:
+            held.reason = 'inputs_changed'  # a cached prefix summary stands in for part of it
+            return None
+        unit = next((i for i, u in enumerate(plan.units) if u.start == held.cut_at), None)
+        if unit is None or unit <= cut.body_first:
+            held.reason = 'cut_no_longer_fits'
+            return None
+        stubbing = self.settings.stub_tool_results and context.store is not None
+        gap = self._stubs_from(unit, plan, cut, context) if stubbing else []
+        fits = self._plan_cut(
+            plan,
+            cut.body_first,
+            event.reserved + sum(plan.per_message[: plan.head]),
+            cut.pins,
+            cut.earlier,
+            context,
+            'manual',
+            savings=unit_savings(plan, gap),
+        )
+        if unit < (fits.verbatim if fits.verbatim is not None else cut.body_first):
+            held.reason = 'cut_no_longer_fits'
+            return None
+        return dataclasses.replace(cut, unit=unit, verbatim=unit), gap
+
+    async def _summary_for(
+        self, request: Evicted, context: HistoryContext, held: BackgroundJob[Summary] | None
+    ) -> Summary:
+        """The background summary when it has this event's key (waited for), else a new one."""
+        if held is None or held.key != request.key:
+            if held is not None:
+                held.reason = 'inputs_changed'
+            return await self._summary(request, context)
+        ready, asked = held.ready, perf()
+        try:
+            summary = await held.result()
+        except Exception:
+            held.reason = 'failed'
+            logger.warning('compactor: the background summary failed; summarizing now', exc_info=True)
+            return await self._summary(request, context)
+        held.used = True
+        cost = held.usage
+        used = BackgroundSummaryUsed(
+            run_id=held.run_id,
+            evicted_messages=held.evicted,
+            method=summary.method,
+            ready=ready,
+            waited_ms=0.0 if ready else (perf() - asked) * 1000,
+            deferred_requests=held.deferred,
+            lead_ms=(asked - held.started) * 1000,
+            summarizer_calls=cost.requests,
+            input_tokens=cost.input_tokens,
+            output_tokens=cost.output_tokens,
+        )
+        held.close_span({'pydantic_ai_history.background.outcome': 'used'})
+        context.emit_event(used)
+        context.annotate_span(
+            {
+                'pydantic_ai_history.background.used': True,
+                'pydantic_ai_history.background.waited_ms': used.waited_ms,
+            }
+        )
+        return dataclasses.replace(summary, background=True)
+
+    def _end(
+        self, job: BackgroundJob[Any], reason: BackgroundDiscardReason, emit: Callable[[HistoryEvent], None]
+    ) -> None:
+        finished = job.ready
+        self._background.cancel(job)
+        cost = job.usage
+        job.close_span(
+            {
+                'pydantic_ai_history.background.outcome': 'discarded',
+                'pydantic_ai_history.background.reason': reason,
+            }
+        )
+        logger.info(
+            'compactor: a background summary was thrown away (%s; %s, %d summarizer call(s))',
+            reason,
+            'finished' if finished else 'cancelled',
+            cost.requests,
+        )
+        emit(
+            BackgroundSummaryDiscarded(
+                run_id=job.run_id,
+                reason=reason,
+                finished=finished,
+                summarizer_calls=cost.requests,
+                input_tokens=cost.input_tokens,
+                output_tokens=cost.output_tokens,
+            )
+        )
+
+
+BACKGROUND_SPAN = 'background_compaction'
+"""The span of a summary made ahead of its event, from its start until it is used or thrown away (its
+attributes say which, and why); the summarizer's chat spans are its children. Named like harness's."""
+
+
+def background_span(context: HistoryContext, evicted: int, tokens: int) -> Span | None:
+    if context.tracer is None:
+        return None
+    return context.tracer.start_span(
+        BACKGROUND_SPAN,
+        attributes={
+            'pydantic_ai_history.compaction.evicted_messages': evicted,
+            'pydantic_ai_history.tokens_before': tokens,
+        },
+    )
+
+
+def ignore_event(event: HistoryEvent) -> None:
+    """The events of a background job's own context: the compactor says what became of the job."""
