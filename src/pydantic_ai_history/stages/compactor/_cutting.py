@@ -176,7 +176,7 @@ class CutPlanning(Summaries):
             spans,
             counter=context.counter,
             make_id=context.artifact_id,
-            min_tokens=self.settings.stub_min_tokens,
+            min_tokens=self.settings.stub_least(context.limits),
             head_chars=self.settings.stub_head_chars,
         )
 

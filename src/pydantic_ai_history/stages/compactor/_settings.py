@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from ...budget._policy import UNSET, ContextLimits, Unset, deprecated_setting
 from ...messages._clock import monotonic
 
 if TYPE_CHECKING:
@@ -36,13 +37,15 @@ class CompactionSettings:
     cached_input_ratio: float = 0.1
     """A cached input token's price over an uncached one's (0.1 Anthropic/recent OpenAI, 0.5 gpt-4o): decides
     whether stubs alone or a summary ends an event; 1 never prefers stubs for cost."""
-    stub_min_tokens: int = 300
-    """Only tool outputs and files costing at least this many tokens become stubs (a stub costs ~80)."""
+    stub_min_tokens: int | None = None
+    """Deprecated: follows `ContextPolicy.item_tokens` (60% of it, 300 by default: only tool outputs and files
+    costing at least that become stubs); a value given here is honoured."""
     stub_head_chars: int = 160
     """How much of a stubbed output's beginning its stub shows (0: none)."""
-    tool_result_max_tokens: int | None = 1_000
-    """Tool results and arguments over this reach the summarizer as their beginning and most relevant
-    passages (the stored transcript keeps them whole); None shows everything."""
+    tool_result_max_tokens: int | Unset | None = UNSET
+    """Deprecated: follows `ContextPolicy.item_tokens` (twice it, 1,000 by default: tool results and arguments
+    over that reach the summarizer as their beginning and most relevant passages; the stored transcript keeps
+    them whole); a value given here (None: everything) is honoured."""
     summarizer_view_tokens: int | None = 12_000
     """The summarizer's whole view of what it replaces: results are cut further (to 100 tokens each) until it
     fits; user and assistant messages stay whole. None: only the per-result cut."""
@@ -72,6 +75,10 @@ class CompactionSettings:
     """Monotonic seconds, for the cool-down (injectable for tests)."""
 
     def __post_init__(self) -> None:
+        if self.stub_min_tokens is not None:
+            deprecated_setting('CompactionSettings.stub_min_tokens', 'ContextPolicy(item_tokens=...)')
+        if self.tool_result_max_tokens is not UNSET:
+            deprecated_setting('CompactionSettings.tool_result_max_tokens', 'ContextPolicy(item_tokens=...)')
         positive = (
             'summary_max_tokens',
             'tool_result_max_tokens',
@@ -83,11 +90,8 @@ class CompactionSettings:
         )
         start, ttl = self.background_start, self.cache_ttl
         rules = (
-            *(
-                (name, 'must be positive', getattr(self, name) is None or getattr(self, name) > 0)
-                for name in positive
-            ),
-            ('stub_min_tokens', 'must not be negative', self.stub_min_tokens >= 0),
+            *((name, 'must be positive', _positive(getattr(self, name))) for name in positive),
+            ('stub_min_tokens', 'must not be negative', (self.stub_min_tokens or 0) >= 0),
             ('stub_head_chars', 'must not be negative', self.stub_head_chars >= 0),
             ('cached_input_ratio', 'must be in (0, 1]', 0 < self.cached_input_ratio <= 1),
             ('background_start', 'must be in (0, 1) or None', start is None or 0 < start < 1),
@@ -100,3 +104,16 @@ class CompactionSettings:
         for name, rule, valid in rules:
             if not valid:
                 raise ValueError(f'CompactionSettings.{name} {rule}, got {getattr(self, name)!r}')
+
+    def stub_least(self, limits: ContextLimits) -> int:
+        """The least a tool output or file must cost to become a stub at an event."""
+        return self.stub_min_tokens if self.stub_min_tokens is not None else limits.sizes.least_view
+
+    def result_view(self, limits: ContextLimits) -> int | None:
+        """What each tool result shows the summarizer (None: whole)."""
+        given = self.tool_result_max_tokens
+        return limits.sizes.summarizer_view if given is UNSET else given
+
+
+def _positive(value: object) -> bool:
+    return not isinstance(value, (int, float)) or value > 0

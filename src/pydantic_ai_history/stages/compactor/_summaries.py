@@ -13,7 +13,6 @@ from ...budget.model_info import model_name_of
 from ...cache import SummaryCache, cache_key
 from ...context._context import HistoryContext
 from ...context._llm import operations_of
-from ...context._summarizer_settings import SummarizerSettings
 from ...messages._marks import readback_tool
 from ...messages.units import split_units, system_parts
 from ...tokens import TokenCounter
@@ -97,7 +96,7 @@ class Summaries(CompactionReport):
         body_start = head + (plan.previous is not None)
         evicted = plan.messages[body_start:cut_at]
         summarized = cut.summarized(plan)
-        rendered, transcript = self._render_evicted(plan, cut, body_start, context.counter)
+        rendered, transcript = self._render_evicted(plan, cut, body_start, context)
         span, chain = self._index.evicted_keys(
             None if plan.origin is None else plan.origin.chain, evicted, summarized
         )
@@ -106,7 +105,7 @@ class Summaries(CompactionReport):
         task = first_user_text(plan.messages[:head])
         # Everything the summarizer reads is in the key (the original task too); the processor's cache view
         # adds the scope, so two tenants with the same evicted traffic never share a summary.
-        fingerprint = self._settings_fingerprint(model, context.summarizer)
+        fingerprint = self._settings_fingerprint(model, context)
         key = cache_key('compactor-summary', span, fingerprint, previous or '', focus or '', task or '')
         pins = cut.evicted_pins()
         return Evicted(
@@ -167,16 +166,16 @@ class Summaries(CompactionReport):
         return None
 
     def _render_evicted(
-        self, plan: Plan, cut: Cut, body_start: int, counter: TokenCounter
+        self, plan: Plan, cut: Cut, body_start: int, context: HistoryContext
     ) -> tuple[list[TranscriptUnit] | None, list[TranscriptUnit] | None]:
         """Rendered once for the transcript and the summarizer where both read them whole; else Nones."""
         units = plan.units[cut.body_first : cut.unit]
-        if self.settings.tool_result_max_tokens is not None or not units or units[0].start != body_start:
+        if self.settings.result_view(context.limits) is not None or not units or units[0].start != body_start:
             return None, None
         each = render_each_unit(
             plan.messages,
             units,
-            counter,
+            context.counter,
             tool_result_max_tokens=None,
             # the stored transcript is this text
             preamble=transcript_preamble(cut.previous_transcripts, cut.gone_transcripts),
@@ -197,7 +196,7 @@ class Summaries(CompactionReport):
                     summarizer_view,
                     request.summarized,
                     counter,
-                    record_tokens=settings.tool_result_max_tokens,
+                    record_tokens=settings.result_view(context.limits),
                     view_tokens=settings.summarizer_view_tokens,
                     query=' '.join(p for p in (request.task, request.focus) if p),
                 )
@@ -249,15 +248,15 @@ class Summaries(CompactionReport):
                 logger.exception('compactor: the digest failed; cutting the transcript instead')
         return Summary(head_tail_cut(transcript, previous, counter, cap), 'truncate', calls, '', error)
 
-    def _settings_fingerprint(self, model: object, summarizer: SummarizerSettings) -> str:
-        s = self.settings
+    def _settings_fingerprint(self, model: object, context: HistoryContext) -> str:
+        s, summarizer = self.settings, context.summarizer
         return repr(
             (
                 model_name_of(model),
                 summarizer.model_settings,
                 summarizer.instructions,
                 s.summary_max_tokens,
-                s.tool_result_max_tokens,
+                s.result_view(context.limits),
                 s.summarizer_view_tokens,
             )
         )
