@@ -170,6 +170,40 @@ class HistoryContext:
             return artifact_id(data)
         return self.store.artifact_id(data, scope=self.scope)
 
+    async def store_original(
+        self,
+        artifact_id: str,
+        data: bytes,
+        *,
+        media_type: str,
+        source: str,
+        metadata: Mapping[str, str] | None = None,
+        code: WarningKind = 'artifact_store_failed',
+        consequence: str = '',
+    ) -> bool:
+        """Store one original in the run's scope before anything stands in for it: the one path every stage
+        stores by. False when there is no store, or it refuses or fails (then a `code` warning names the
+        original, the error and the `consequence`): the caller must not say the original is stored."""
+        if self.store is None:
+            return False
+        try:
+            await self.store.put(
+                artifact_id,
+                data,
+                media_type=media_type,
+                source=source,
+                metadata=metadata,
+                scope=self.scope,
+            )
+        except Exception as exc:  # StoreError, a quota, or a backend that raises something else
+            self.warn(
+                code,
+                f'could not store {source} as {artifact_id[:16]} ({type(exc).__name__}: {exc}){consequence}',
+                artifact_id=artifact_id,
+            )
+            return False
+        return True
+
     async def off_loop(self, function: Callable[..., _T], *args: Any) -> _T:
         """`function(*args)` in a worker thread, so work proportional to content size never blocks the event
         loop; in place in durable workflow code, which may start no threads."""

@@ -118,7 +118,7 @@ async def _read_artifact(
     if info is None or data is None:
         return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).', None, None
     described = f'{artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes)'
-    if info.media_type.startswith('image/'):
+    if info.media_type.startswith('image/') and not _is_text(info.media_type):  # SVG reads as text
         return (
             f'[{described}: the stored image follows]',
             None,

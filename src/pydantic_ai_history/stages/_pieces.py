@@ -1,17 +1,21 @@
-"""The pieces of a request and the plan that makes them fit: pure, no store, no events.
+"""The pieces of a request, the plan that makes them fit, and the one way a piece is replaced: pure, no
+store, no events.
 
 A *piece* is anything a request carries that can be made smaller: a tool return's text, a text of the user's
 message, a file (an image, a document) in either. Each knows what it costs (images by the provider's pixel
 pricing, as `TokenCounter` counts them) and how it may be reduced: a text is cut to the passages relevant to
 the question, a file is stored and replaced by one line naming it, tiny pieces are stored together behind one
-note. `plan_fit` decides which, against one room; `_request_fit` stores the originals and applies the plan.
+note. `plan_fit` decides which, against one room; `_request_fit` stores the originals (`HistoryContext.
+store_original`, the one store path) and applies the plan with `replace_pieces`, as the artifact stage and the
+compactor's stubs do.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._compat import (
@@ -26,6 +30,7 @@ from .._compat import (
     json_text,
     media_type_of,
     part_metadata,
+    with_part_metadata,
 )
 from ..messages._marks import MARKER_KEY, part_kinds, sealed_kind
 from ..readback._pages import Page
@@ -39,10 +44,15 @@ __all__ = (
     'FitPlan',
     'Piece',
     'PieceKind',
+    'Place',
+    'Replacement',
     'call_hints',
     'corrected',
     'is_processed',
+    'marked_return',
     'plan_fit',
+    'replace_pieces',
+    'replaced_part',
     'request_pieces',
     'tool_return_text',
     'water_level',
@@ -152,8 +162,9 @@ def request_pieces(
     pieces: list[Piece] = []
     kinds = part_kinds(request)
     for p_index, (part, kind) in enumerate(zip(request.parts, kinds, strict=True)):
-        if isinstance(part, ToolReturnPart) and not is_processed(part):
-            pieces.extend(_tool_pieces(p_index, part, counter, (hints or {}).get(part.tool_call_id, '')))
+        if isinstance(part, ToolReturnPart):
+            hint = (hints or {}).get(part.tool_call_id, '')
+            pieces.extend(_tool_pieces(p_index, part, counter, hint, text=not is_processed(part)))
         elif isinstance(part, UserPromptPart) and kind is None:
             pieces.extend(_user_pieces(p_index, part, counter))
     texts = [i for i, p in enumerate(pieces) if p.kind == 'user']
@@ -167,24 +178,13 @@ def _fields(piece: Piece) -> dict[str, Any]:
     return {name: getattr(piece, name) for name in Piece.__dataclass_fields__}
 
 
-def _tool_pieces(p_index: int, part: ToolReturnPart, counter: TokenCounter, hint: str) -> list[Piece]:
-    text, media_type, _ = tool_return_text(part)
+def _tool_pieces(
+    p_index: int, part: ToolReturnPart, counter: TokenCounter, hint: str, *, text: bool
+) -> list[Piece]:
+    """The text (unless `text` is False: a stage reduced it already) and the files of a tool return."""
     pieces: list[Piece] = []
     if text:
-        pieces.append(
-            Piece(
-                kind='tool',
-                part_index=p_index,
-                item_index=None,
-                text=text,
-                tokens=corrected(counter, text),
-                media_type=media_type,
-                tool_name=part.tool_name,
-                tool_call_id=part.tool_call_id,
-                hint=hint,
-                page=Page.of(part),
-            )
-        )
+        pieces.extend(_tool_text(p_index, part, counter, hint))
     if isinstance(part.content, (list, tuple)):
         for i_index, item in enumerate(part.content):
             if is_media(item):
@@ -192,6 +192,26 @@ def _tool_pieces(p_index: int, part: ToolReturnPart, counter: TokenCounter, hint
                     _media_piece(p_index, i_index, item, counter, part.tool_name, part.tool_call_id)
                 )
     return pieces
+
+
+def _tool_text(p_index: int, part: ToolReturnPart, counter: TokenCounter, hint: str) -> list[Piece]:
+    text, media_type, _ = tool_return_text(part)
+    if not text:
+        return []
+    return [
+        Piece(
+            kind='tool',
+            part_index=p_index,
+            item_index=None,
+            text=text,
+            tokens=corrected(counter, text),
+            media_type=media_type,
+            tool_name=part.tool_name,
+            tool_call_id=part.tool_call_id,
+            hint=hint,
+            page=Page.of(part),
+        )
+    ]
 
 
 def _user_pieces(p_index: int, part: UserPromptPart, counter: TokenCounter) -> list[Piece]:
@@ -337,3 +357,85 @@ def _grouped_plan(
     total = sum(pieces[i].tokens for i in group)
     level = max(water_level([*(sizes[i] for i in rest), total], left), STUB_TOKENS)
     return FitPlan(_capped(pieces, sizes, rest, level), group, min(level, total), stubbed)
+
+
+# ---- replacing ---------------------------------------------------------------------------------------------
+
+Place = tuple[int, int, 'int | None']
+"""Where a piece is: its message, its part, its index in the part's content list (None: the part's text)."""
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """What takes a piece's place."""
+
+    text: str | None
+    """The text standing for it, as sent (sealed by the caller where it goes into the user's message); None:
+    it goes (a grouped text of the user's that the group's note stands for)."""
+    marker: dict[str, Any] = field(default_factory=dict)
+    """What a tool return records in its metadata (the artifact id, the tokens it had, the strategy)."""
+
+
+def replace_pieces(
+    messages: Sequence[ModelMessage], replacements: Mapping[Place, Replacement]
+) -> list[ModelMessage]:
+    """New messages with every replacement in place (nothing mutated): a tool return's text or a file, a text
+    or a file of the user's; a user prompt part left with nothing goes."""
+    by_part: dict[int, dict[int, dict[int | None, Replacement]]] = {}
+    for (m_index, p_index, i_index), replacement in replacements.items():
+        by_part.setdefault(m_index, {}).setdefault(p_index, {})[i_index] = replacement
+    result = list(messages)
+    for m_index, changed in by_part.items():
+        message = result[m_index]
+        assert isinstance(message, ModelRequest)
+        parts: list[Any] = []
+        for p_index, part in enumerate(message.parts):
+            new = replaced_part(part, changed[p_index]) if p_index in changed else part
+            if new is not None:
+                parts.append(new)
+        result[m_index] = dataclasses.replace(message, parts=parts)
+    return result
+
+
+def replaced_part(part: Any, changes: Mapping[int | None, Replacement]) -> Any | None:
+    """`part` with its pieces replaced (None when nothing is left of a user prompt part)."""
+    if isinstance(part, ToolReturnPart):
+        return _return_replaced(part, changes)
+    if isinstance(part, UserPromptPart):
+        content = _user_content(part.content, changes)
+        return None if content is None else dataclasses.replace(part, content=content)
+    return part
+
+
+def marked_return(part: ToolReturnPart, text: str, files: Sequence[Any], marker: dict[str, Any]) -> Any:
+    """`part` with `text` (then `files`) as its content and `marker` in our metadata."""
+    content: Any = [text, *files] if files else text
+    return with_part_metadata(dataclasses.replace(part, content=content), {MARKER_KEY: marker})
+
+
+def _return_replaced(part: ToolReturnPart, changes: Mapping[int | None, Replacement]) -> Any:
+    """A tool return with its text (item None) and files (by index) replaced; the first change's marker."""
+    content = part.content
+    items = list(content) if isinstance(content, (list, tuple)) else [content]
+    kept = [changes[i].text if i in changes else item for i, item in enumerate(items)]
+    text = changes.get(None)
+    if text is not None:
+        marker = text.marker
+    else:  # files only: a text a stage reduced keeps the marker naming its stored original
+        ours = part_metadata(part).get(MARKER_KEY)
+        marker = (
+            ours if isinstance(ours, dict) and 'artifact_id' in ours else next(iter(changes.values())).marker
+        )
+    if text is not None:
+        files = [new for new, item in zip(kept, items, strict=True) if is_media(item)]
+        return marked_return(part, text.text or '', files, marker)
+    return with_part_metadata(dataclasses.replace(part, content=kept), {MARKER_KEY: marker})
+
+
+def _user_content(content: Any, changes: Mapping[int | None, Replacement]) -> Any:
+    """A user prompt part's content with its texts and files replaced; None when nothing is left of it."""
+    if isinstance(content, str):
+        return changes[None].text if None in changes else content
+    items = [changes[i].text if i in changes else item for i, item in enumerate(content)]
+    kept = [item for i, item in enumerate(items) if i not in changes or changes[i].text is not None]
+    return kept or None

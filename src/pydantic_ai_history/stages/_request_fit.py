@@ -10,11 +10,9 @@ the store refuses is reduced all the same, and `ContentLost` says what is gone.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .._compat import (
@@ -23,12 +21,10 @@ from .._compat import (
     ModelRequest,
     ToolReturnPart,
     UserPromptPart,
-    is_media,
     make_request,
-    with_part_metadata,
 )
 from ..budget._room import kept_tokens, request_room, window_room
-from ..context._context import ARTIFACT_MARKER, MARKER_KEY, HistoryContext
+from ..context._context import ARTIFACT_MARKER, HistoryContext
 from ..context._offload import OFF_LOOP_CHARS, large_content
 from ..events import ArtifactProcessed
 from ..messages._marks import marker_kind, part_kinds, readback_tool, seal, sealed_kind
@@ -39,10 +35,12 @@ from ._pieces import (
     POINTER_TOKENS,
     FitPlan,
     Piece,
+    Replacement,
     call_hints,
     corrected,
     is_processed,
     plan_fit,
+    replace_pieces,
     request_pieces,
     tool_return_text,
 )
@@ -54,10 +52,8 @@ __all__ = (
     'fit_request',
     'is_processed',
     'latest_question',
-    'marked_return',
     'newest_room',
     'report_artifact',
-    'store_original',
     'tool_return_text',
 )
 
@@ -214,17 +210,7 @@ def file_line(piece: Piece, artifact_id: str, stored: bool) -> str:
 # ---- applying ----------------------------------------------------------------------------------------------
 
 _Place = tuple[int, 'int | None']
-"""Where a replacement goes: the part's index, and the item's index in its content list."""
-
-
-@dataclass(frozen=True)
-class _Replacement:
-    """What takes a piece's place."""
-
-    text: str | None
-    """The text standing for it; None: it goes (a grouped text of the user's the group's note stands for)."""
-    marker: dict[str, Any]
-    """What a tool return records in its metadata."""
+"""Where a replacement goes in the newest request: the part's index, and the item's index in its content."""
 
 
 def newest_room(
@@ -328,21 +314,21 @@ class _Fit:
         self.texts: dict[int, str] = {}
         """Piece index -> its text in the latest plan (the group's note under the first grouped piece)."""
 
-    async def replacements(self, plan: FitPlan) -> dict[_Place, _Replacement]:
-        out: dict[_Place, _Replacement] = {}
+    async def replacements(self, plan: FitPlan) -> dict[_Place, Replacement]:
+        out: dict[_Place, Replacement] = {}
         self.texts = {}
         for index, cap in plan.caps.items():
             piece = self.pieces[index]
             text, artifact_id, strategy = await self._piece(index, cap)
             self.texts[index] = text
             marker = {'artifact_id': artifact_id, 'original_tokens': piece.tokens, 'strategy': strategy}
-            out[(piece.part_index, piece.item_index)] = _Replacement(text, marker)
+            out[(piece.part_index, piece.item_index)] = _replacement(piece, text, marker)
         for index in plan.stubbed:
             piece = self.pieces[index]
             artifact_id, stored = await self._stored(index)
             text = self.texts[index] = file_line(piece, artifact_id, stored)
             marker = {'artifact_id': artifact_id, 'original_tokens': piece.tokens, 'strategy': 'stub'}
-            out[(piece.part_index, piece.item_index)] = _Replacement(text, marker)
+            out[(piece.part_index, piece.item_index)] = _replacement(piece, text, marker)
         if plan.group:
             out.update(await self._grouped(plan))
         return out
@@ -370,11 +356,13 @@ class _Fit:
             keyed = functools.partial(_keyed, context, piece)
             data, media_type, artifact_id = await context.off_loop(keyed) if _large(piece) else keyed()
             tool = {'tool_name': piece.tool_name or ''}
-            stored = await store_original(context, artifact_id, data, media_type, piece.source, tool)
+            stored = await context.store_original(
+                artifact_id, data, media_type=media_type, source=piece.source, metadata=tool
+            )
             found = self.stored[index] = (artifact_id, stored)
         return found
 
-    async def _grouped(self, plan: FitPlan) -> dict[_Place, _Replacement]:
+    async def _grouped(self, plan: FitPlan) -> dict[_Place, Replacement]:
         context = self.context
         grouped = [self.pieces[i] for i in plan.group]
         if self.group is None or self.group[0] != plan.group:
@@ -382,7 +370,9 @@ class _Fit:
             artifact_id = await context.off_loop(context.artifact_id, data)
             source = f'{len(grouped)} pieces of one request'
             ndjson, no_tool = 'application/x-ndjson', {'tool_name': ''}
-            stored = await store_original(context, artifact_id, data, ndjson, source, no_tool)
+            stored = await context.store_original(
+                artifact_id, data, media_type=ndjson, source=source, metadata=no_tool
+            )
             self.group = (plan.group, artifact_id, stored)
             self._group_data = data
         _, artifact_id, stored = self.group
@@ -398,11 +388,11 @@ class _Fit:
         )
         note = await context.off_loop(render)
         self.texts[plan.group[0]] = note
-        out: dict[_Place, _Replacement] = {}
+        out: dict[_Place, Replacement] = {}
         for number, piece in enumerate(grouped, 1):
             marker = {'artifact_id': artifact_id, 'original_tokens': piece.tokens, 'strategy': 'group'}
             text = note if number == 1 else f'[#{number}]' if piece.kind == 'tool' else None
-            out[(piece.part_index, piece.item_index)] = _Replacement(text, marker)
+            out[(piece.part_index, piece.item_index)] = _replacement(piece, text, marker)
         return out
 
     def unstored(self, plan: FitPlan) -> bool:
@@ -485,36 +475,6 @@ def _keyed(context: HistoryContext, piece: Piece) -> tuple[bytes, str, str]:
     return data, media_type, context.artifact_id(data)
 
 
-async def store_original(
-    context: HistoryContext,
-    artifact_id: str,
-    data: bytes,
-    media_type: str,
-    source: str,
-    metadata: dict[str, str] | None = None,
-    *,
-    what: str = '',
-    consequence: str = '',
-) -> bool:
-    """Store one original in the run's scope; False (with an `artifact_store_failed` warning naming `what`
-    and the `consequence`) when the store refuses or fails, or there is none."""
-    store = context.store
-    if store is None:
-        return False
-    try:
-        await store.put(
-            artifact_id, data, media_type=media_type, source=source, metadata=metadata, scope=context.scope
-        )
-    except Exception as exc:  # StoreError, a quota, or a backend that raises something else
-        context.warn(
-            'artifact_store_failed',
-            f'could not store {what}{artifact_id[:16]} ({type(exc).__name__}: {exc}){consequence}',
-            artifact_id=artifact_id,
-        )
-        return False
-    return True
-
-
 def report_artifact(
     context: HistoryContext,
     artifact_id: str,
@@ -540,58 +500,15 @@ def report_artifact(
     )
 
 
-def marked_return(part: ToolReturnPart, text: str, files: Sequence[Any], marker: dict[str, Any]) -> Any:
-    """`part` with `text` (then `files`) as its content and `marker` in our metadata."""
-    content: Any = [text, *files] if files else text
-    return with_part_metadata(dataclasses.replace(part, content=content), {MARKER_KEY: marker})
+def _replacement(piece: Piece, text: str | None, marker: dict[str, Any]) -> Replacement:
+    """What stands for `piece`: in the user's message a text is sealed as ours (a user prompt part has no
+    metadata to say so)."""
+    sealed = seal('artifact', text) if text is not None and piece.tool_name is None else text
+    return Replacement(sealed, marker)
 
 
-def _replaced(request: ModelRequest, replacements: dict[_Place, _Replacement]) -> ModelRequest:
-    """`request` with each piece replaced: in a tool return its text or a file (its marker in metadata), in
-    the user's message a text or a file, sealed as ours (a user prompt part has no metadata). A grouped text
-    of the user's goes, and a user prompt part left with nothing goes with it."""
-    by_part: dict[int, dict[int | None, _Replacement]] = {}
-    for (p_index, i_index), replacement in replacements.items():
-        by_part.setdefault(p_index, {})[i_index] = replacement
-    parts: list[Any] = []
-    for p_index, part in enumerate(request.parts):
-        changes = by_part.get(p_index)
-        if changes is None:
-            parts.append(part)
-        elif isinstance(part, ToolReturnPart):
-            parts.append(_return_replaced(part, changes))
-        elif isinstance(part, UserPromptPart):
-            content = _user_content(part.content, changes)
-            if content is not None:
-                parts.append(dataclasses.replace(part, content=content))
-        else:
-            parts.append(part)
-    return dataclasses.replace(request, parts=parts)
-
-
-def _return_replaced(part: ToolReturnPart, changes: dict[int | None, _Replacement]) -> Any:
-    """A tool return with its text (item None) and files (by index) replaced."""
-    content = part.content
-    items = list(content) if isinstance(content, (list, tuple)) else [content]
-    files = [(changes[i].text if i in changes else item) for i, item in enumerate(items) if is_media(item)]
-    text_change = changes.get(None)
-    marker = (text_change or next(iter(changes.values()))).marker
-    if text_change is not None:
-        return marked_return(part, text_change.text or '', files, marker)
-    kept = [changes[i].text if i in changes else item for i, item in enumerate(items)]
-    return with_part_metadata(dataclasses.replace(part, content=kept), {MARKER_KEY: marker})
-
-
-def _user_content(content: Any, changes: dict[int | None, _Replacement]) -> Any:
-    """A user prompt part's content with its texts and files replaced; None when nothing is left of it."""
-    if isinstance(content, str):
-        text = changes[None].text if None in changes else content
-        return None if text is None else seal('artifact', text) if None in changes else text
-    items: list[Any] = []
-    for i, item in enumerate(content):
-        change = changes.get(i)
-        if change is None:
-            items.append(item)
-        elif change.text is not None:
-            items.append(seal('artifact', change.text))
-    return items or None
+def _replaced(request: ModelRequest, replacements: dict[_Place, Replacement]) -> ModelRequest:
+    """`request` with its pieces replaced."""
+    [replaced] = replace_pieces([request], {(0, p, i): r for (p, i), r in replacements.items()})
+    assert isinstance(replaced, ModelRequest)
+    return replaced

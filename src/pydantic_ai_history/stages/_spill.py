@@ -53,24 +53,14 @@ def render_transcript(
 async def store_transcript(transcript: Transcript, context: HistoryContext, *, source: str) -> bool:
     """Store `transcript` in the run's scope; False (with a `transcript_store_failed` warning) when the
     store fails or there is none."""
-    if context.store is None:
-        return False
-    try:
-        await context.store.put(
-            transcript.artifact_id,
-            transcript.data,
-            media_type='text/markdown',
-            source=source,
-            scope=context.scope,
-        )
-    except Exception as exc:
-        context.warn(
-            'transcript_store_failed',
-            f'the transcript of {transcript.messages} removed messages could not be stored ({exc})',
-            source=source,
-        )
-        return False
-    return True
+    return await context.store_original(
+        transcript.artifact_id,
+        transcript.data,
+        media_type='text/markdown',
+        source=source,
+        code='transcript_store_failed',
+        consequence=f': the transcript of {transcript.messages} removed messages is not stored',
+    )
 
 
 async def no_longer_stored(transcripts: Sequence[str], context: HistoryContext) -> list[str]:

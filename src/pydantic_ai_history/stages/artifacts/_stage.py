@@ -38,14 +38,13 @@ from ...pipeline._settings_checks import coerce_settings, exempting_readback
 from ...pipeline._stage_capability import StageCapability, history_processor_annotations
 from ...store import artifact_id
 from ...tokens._running_counts import IdentityMemo
+from .._pieces import Place, Replacement, replace_pieces, replaced_part
 from .._request_fit import (
     corrected,
     fit_newest,
     latest_question,
-    marked_return,
     newest_room,
     report_artifact,
-    store_original,
 )
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
@@ -546,8 +545,9 @@ async def _store_attachment(attachment: Attachment, a_id: str, label: str, conte
     if context.store is None:
         context.warn('artifact_store_failed', f'could not store attachment {a_id[:16]} (no artifact store)')
         return False
-    media_type = attachment.media_type
-    return await store_original(context, a_id, attachment.data, media_type, label, what='attachment ')
+    return await context.store_original(
+        a_id, attachment.data, media_type=attachment.media_type, source=f'attachment {label}'
+    )
 
 
 def _attachment_note(
@@ -616,7 +616,8 @@ def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: His
     return dataclasses.replace(candidate, artifact=artifact, text=text, reduced_by=a.tool_name)
 
 
-def _new_part(candidate: Candidate, outcome: _Outcome) -> Any:
+def _replacement(candidate: Candidate, outcome: _Outcome) -> Replacement:
+    """What stands for the candidate's text: the outcome, marked with the stored original's id."""
     assert outcome.text is not None
     marker = {
         'artifact_id': candidate.id,
@@ -625,7 +626,11 @@ def _new_part(candidate: Candidate, outcome: _Outcome) -> Any:
     }
     if candidate.reduced_by:
         marker['reducer'] = candidate.reduced_by
-    return marked_return(candidate.source_part, outcome.text, candidate.files, marker)
+    return Replacement(outcome.text, marker)
+
+
+def _new_part(candidate: Candidate, outcome: _Outcome) -> Any:
+    return replaced_part(candidate.source_part, {None: _replacement(candidate, outcome)})
 
 
 async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
@@ -636,13 +641,12 @@ async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
         return False
     data = await context.off_loop(utf8, candidate.original) if _large(candidate) else utf8(candidate.original)
     a = candidate.artifact
-    return await store_original(
-        context,
+    return await context.store_original(
         candidate.id,
         data,
-        candidate.media_type,
-        a.source,
-        {'tool_name': a.tool_name or '', 'message': str(a.step)},
+        media_type=candidate.media_type,
+        source=a.source,
+        metadata={'tool_name': a.tool_name or '', 'message': str(a.step)},
         consequence='; the content stays inline',
     )
 
@@ -650,18 +654,12 @@ async def _spill(candidate: Candidate, context: HistoryContext) -> bool:
 def _apply(
     messages: list[ModelMessage], candidates: Sequence[Candidate], outcomes: dict[str, _Outcome]
 ) -> list[ModelMessage]:
-    result = messages
-    for candidate in candidates:
-        outcome = outcomes.get(candidate.id)
-        if outcome is None or outcome.text is None:
-            continue
-        result = list(result) if result is messages else result
-        message = result[candidate.message_index]
-        assert isinstance(message, ModelRequest)
-        parts = list(message.parts)
-        parts[candidate.part_index] = _new_part(candidate, outcome)
-        result[candidate.message_index] = dataclasses.replace(message, parts=parts)
-    return result
+    replacements: dict[Place, Replacement] = {
+        (c.message_index, c.part_index, None): _replacement(c, outcome)
+        for c in candidates
+        if (outcome := outcomes.get(c.id)) is not None and outcome.text is not None
+    }
+    return replace_pieces(messages, replacements) if replacements else messages
 
 
 history_processor_annotations(ArtifactPlanner)

@@ -26,12 +26,12 @@ from ..._compat import (
     is_media,
     json_text,
     part_metadata,
-    with_part_metadata,
 )
 from ...context._context import ARTIFACT_MARKER, HistoryContext
 from ...messages._marks import MARKER_KEY, part_kinds, readback_tool, seal, unseal
 from ...messages._utf8 import utf8
 from ...tokens import TokenCounter
+from .._pieces import Replacement, replace_pieces
 
 __all__ = ('STUB_STRATEGY', 'Stub', 'apply_stubs', 'plan_stubs', 'store_stubbed')
 
@@ -87,47 +87,23 @@ def plan_stubs(
 
 def apply_stubs(messages: Sequence[ModelMessage], stubs: Sequence[Stub]) -> list[ModelMessage]:
     """New messages with each stub in place; nothing mutated."""
-    by_message: dict[int, list[Stub]] = {}
-    for stub in stubs:
-        by_message.setdefault(stub.message, []).append(stub)
-    result = list(messages)
-    for index, found in by_message.items():
-        message = result[index]
-        assert isinstance(message, ModelRequest)
-        parts = list(message.parts)
-        for stub in found:
-            parts[stub.part] = _stubbed_part(parts[stub.part], stub)
-        result[index] = dataclasses.replace(message, parts=parts)
-    return result
+    return replace_pieces(messages, {(s.message, s.part, s.item): _replacement(s) for s in stubs})
 
 
 async def store_stubbed(stubs: Sequence[Stub], context: HistoryContext) -> bool:
     """Store each stub's original; False (one `artifact_store_failed` warning) at the first failure: the
     stubs must not be applied then."""
-    store = context.store
-    if store is None:
-        return False
     for stub in stubs:
-        if stub.data is None:
-            continue
-        try:
-            await store.put(
-                stub.artifact_id,
-                stub.data,
-                media_type=stub.media_type,
-                source=stub.call,
-                metadata={'call': stub.call, 'stored_by': 'compaction'},
-                scope=context.scope,
-            )
-        except Exception as exc:  # StoreError, or a backend that raises something else: keep the content
-            context.warn(
-                'artifact_store_failed',
-                f'could not store {stub.call} ({type(exc).__name__}: {exc}): old tool outputs stay in the '
-                'history',
-                artifact_id=stub.artifact_id,
-            )
+        if stub.data is not None and not await context.store_original(
+            stub.artifact_id,
+            stub.data,
+            media_type=stub.media_type,
+            source=stub.call,
+            metadata={'call': stub.call, 'stored_by': 'compaction'},
+            consequence=': old tool outputs stay in the history',
+        ):
             return False
-    return True
+    return context.store is not None
 
 
 # ---- planning -------------------------------------------------------------------------------------------
@@ -316,15 +292,13 @@ def _file_stub(described: str, size: str, artifact_id: str, head: str, head_char
     return f'{stub}\nIt began: {_head(head, head_chars)}'
 
 
-def _stubbed_part(part: Any, stub: Stub) -> Any:
-    if stub.item is None:
-        new = dataclasses.replace(part, content=stub.text)
-        marker = {
-            'artifact_id': stub.artifact_id,
-            'original_tokens': stub.tokens_before,
-            'strategy': STUB_STRATEGY,
-        }
-        return with_part_metadata(new, {MARKER_KEY: marker})
-    content = list(part.content)
-    content[stub.item] = stub.text
-    return dataclasses.replace(part, content=content)
+def _replacement(stub: Stub) -> Replacement:
+    """What stands for a stubbed part (its marker in metadata) or file (its stub sealed already)."""
+    if stub.item is not None:
+        return Replacement(stub.text)
+    marker = {
+        'artifact_id': stub.artifact_id,
+        'original_tokens': stub.tokens_before,
+        'strategy': STUB_STRATEGY,
+    }
+    return Replacement(stub.text, marker)
