@@ -179,3 +179,50 @@ async def test_many_conversations_past_the_bound_never_lose_what_they_were_told_
 
 def _scope(ctx: Any) -> str:
     return f'conversation:{ctx.deps}'
+
+
+async def test_eight_parallel_searches_without_an_id_share_one_scan() -> None:
+    """Eight `read_artifact(query=...)` calls without an id in one response, over 4 MB the run stored: every
+    answer holds passages (the one for the needle finds it), and the scan held one artifact at a time."""
+    from pydantic_ai_history.readback import _search
+
+    needle = 'INVOICE-77731 was refunded to Josefine Brandt'
+    outputs = [filler(1_000_000, seed=n) for n in range(4)]
+    outputs[2] = outputs[2][:500_000] + f'\n{needle}\n' + outputs[2][500_000:]
+    queries = ['INVOICE-77731 refunded', *(f'latency region {n}' for n in range(7))]
+
+    def respond(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        fetched = _returns(messages, 'fetch')
+        if len(fetched) < len(outputs):
+            n = len(fetched)
+            return ModelResponse(parts=[ToolCallPart('fetch', {'n': n}, tool_call_id=f'f{n}')])
+        if not _returns(messages, 'read_artifact'):
+            calls = [
+                ToolCallPart('read_artifact', {'query': q}, tool_call_id=f'q{i}')
+                for i, q in enumerate(queries)
+            ]
+            return ModelResponse(parts=calls)
+        return ModelResponse(parts=[TextPart('Done.')])
+
+    provider = StrictProvider(respond, context_window=WINDOW)
+    events = Events()
+    store = MemoryStore()
+    processor = create_history_processor(
+        policy=ContextPolicy(context_window=WINDOW), store=store, compaction=False, on_event=events
+    )
+    agent = make_agent(provider.model(), processor)
+
+    @agent.tool_plain
+    def fetch(n: int) -> str:
+        """Fetch report n."""
+        return outputs[n]
+
+    _search.WORKING_SET.reset()
+    result = await agent.run('Fetch the four reports, then search them.')
+    assert not provider.rejected
+    answers = [p.model_response_str() for p in _returns(result.all_messages(), 'read_artifact')]
+    assert len(answers) == 8
+    assert all('passage(s) for' in a for a in answers), [a[:200] for a in answers]
+    assert needle in answers[0]
+    assert 0 < _search.WORKING_SET.peak <= 2 * max(len(o) for o in outputs) + 4_096
+    assert not [e for e in events if isinstance(e, ContentLost)]
