@@ -57,8 +57,8 @@ async def test_images_are_not_returned_as_text(fixtures_dir: Path) -> None:
     key = artifact_id(image)
     await store.put(key, image, media_type='image/png', source='hopper.png')
     answer = await read_artifact_text(store, key)
-    assert answer.startswith(f'Artifact {key} (hopper.png, image/png')
-    assert 'not a document' in answer
+    # an image comes back as itself (beside the tool's text), never as text
+    assert answer == f'[{key} (hopper.png, image/png, {len(image):,} bytes): the stored image follows]'
 
 
 @pytest.mark.parametrize('bad_id', ['../etc/passwd', 'a/b', '', 'x' * 200])

@@ -1,7 +1,8 @@
 """Stores stay within their bounds over long runs and keep what is newest.
 
-`MemoryStore` at its cap keeps the most recent conversations whole (the least recently used go first, across
-tenants); `DirectoryStore` stays within its documented retention (age and size) however long it runs.
+`MemoryStore` at its cap keeps every conversation's originals readable while they are within their retention
+(the newest are refused and said to be lost, never stored by evicting older ones) and makes room from what
+passed it; `DirectoryStore` stays within its documented retention (age and size) however long it runs.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ def transcripts(messages: list[ModelMessage]) -> list[str]:
     return sorted({i for t in texts for i in TRANSCRIPT_ID.findall(t)})
 
 
-async def test_memory_store_at_its_cap_keeps_the_newest_conversations_readable() -> None:
+async def test_memory_store_at_its_cap_keeps_every_named_transcript_readable() -> None:
     conversations = 80
-    store = MemoryStore(max_bytes=10**9, max_scope_bytes=40_000)
+    now = [1_000_000.0]
+    store = MemoryStore(max_bytes=10**9, max_scope_bytes=40_000, max_age=3_600, clock=lambda: now[0])
     events: list[HistoryEvent] = []
     processor = HistoryProcessor(
         artifacts=False,
@@ -51,25 +53,35 @@ async def test_memory_store_at_its_cap_keeps_the_newest_conversations_readable()
         """One page."""
         return f'page {n}\n' + filler(3_000, seed=n)
 
-    named: dict[int, list[str]] = {}
-    for c in range(conversations):
+    async def run(c: int) -> list[str]:
         result = await agent.run(
             f'Conversation {c}: read the pages.',
             model=FunctionModel(PageSteps(STEPS)),
             deps=c,
             usage_limits=UsageLimits(request_limit=None),
         )
-        named[c] = transcripts(result.all_messages())
-        assert named[c], f'conversation {c} stored no transcript: the test proves nothing'
+        return transcripts(result.all_messages())
+
+    named: dict[int, list[str]] = {}
+    for c in range(conversations):
+        named[c] = await run(c)
         if c == 0:  # a cap that holds about 55 such conversations: the 80 take it well past it
+            assert named[0], 'conversation 0 stored no transcript: the test proves nothing'
             store.max_bytes = 55 * store.size_bytes
-    assert store.evicted > 0, 'the store never reached its cap'
+        now[0] += 1
     assert store.size_bytes <= store.max_bytes
-    assert not [e for e in events if isinstance(e, ContentLost)]
-    for c in range(conversations - 50, conversations):
-        for transcript in named[c]:
-            text = await read_artifact_text(store, transcript, scope=f'conversation:{c}')
-            assert not text.startswith('Error'), (c, text)
-    # and the oldest did make room
-    first = [await read_artifact_text(store, t, scope='conversation:0') for t in named[0]]
-    assert any(t.startswith('Error') for t in first)
+    assert store.evicted == 0, 'nothing within its retention was evicted'
+    refused = [c for c in range(conversations) if not named[c]]
+    assert refused, 'the store never reached its cap: the test proves nothing'
+    assert [e for e in events if isinstance(e, ContentLost)], 'a refused transcript is reported lost'
+    failed = [
+        (c, t)
+        for c in range(conversations)
+        for t in named[c]
+        if (await read_artifact_text(store, t, scope=f'conversation:{c}')).startswith('Error')
+    ]
+    assert failed == []
+    # an hour later the oldest are past their retention: they make room for a new conversation
+    now[0] += 3_601
+    assert await run(conversations)
+    assert store.evicted > 0

@@ -7,7 +7,7 @@ import time
 import anyio
 import pytest
 
-from pydantic_ai_history.store import RedisStore, StoreError, artifact_id
+from pydantic_ai_history.store import RedisStore, StoreError, StoreQuotaExceeded, artifact_id
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
@@ -136,27 +136,54 @@ def test_pool_settings_are_checked():
         RedisPoolSettings(retries=-1)
 
 
-async def test_the_oldest_make_room_past_max_bytes_across_scopes(redis_server):
+async def test_a_full_prefix_refuses_rather_than_delete_what_is_within_its_ttl(redis_server):
     now = [1_000.0]
     store = RedisStore(redis_server.url, prefix='cap:', max_bytes=100, ttl=None, clock=lambda: now[0])
     try:
-        for i in range(4):  # 4 x 30 bytes: the first makes room for the fourth
+        for i in range(3):  # 3 x 30 bytes, across two scopes
             now[0] += 1
             await store.put(
                 f'art_{i}', bytes([i]) * 30, media_type='text/plain', source='t', scope=f's{i % 2}'
             )
-        assert await store.get('art_0', scope='s0') is None
-        assert await store.info('art_0', scope='s0') is None
-        assert [await store.get(f'art_{i}', scope=f's{i % 2}') for i in (1, 2, 3)] == [
-            bytes([i]) * 30 for i in (1, 2, 3)
+        with pytest.raises(StoreQuotaExceeded, match='the store holds 90 of 100 bytes'):
+            await store.put('art_3', b'3' * 30, media_type='text/plain', source='t', scope='s1')
+        assert await store.get('art_3', scope='s1') is None
+        assert await store.info('art_3', scope='s1') is None
+        assert [await store.get(f'art_{i}', scope=f's{i % 2}') for i in (0, 1, 2)] == [
+            bytes([i]) * 30 for i in (0, 1, 2)
         ]
         client = store._clients.get()
         assert await client.get('cap::total') == b'90'
-        # each scope's own count follows what was deleted from it
-        assert await client.get(store._quota_key('s0')) == b'30'
-        assert await client.get(store._quota_key('s1')) == b'60'
+        assert await client.get(store._quota_key('s0')) == b'60'
+        assert await client.get(store._quota_key('s1')) == b'30'
         with pytest.raises(StoreError, match='more than one artifact may take'):
             await store.put('art_big', b'x' * 101, media_type='text/plain', source='t')
+        # an explicit prune deletes the oldest past a bound, and each scope's count follows
+        report = await store.prune(max_bytes=70)
+        assert (report.removed, report.held_bytes) == (1, 60)
+        assert await store.get('art_0', scope='s0') is None
+        assert await client.get(store._quota_key('s0')) == b'30'
+        await store.put('art_3', b'3' * 30, media_type='text/plain', source='t', scope='s1')
+        assert await store.get('art_3', scope='s1') == b'3' * 30
+    finally:
+        await store.aclose()
+
+
+async def test_a_put_makes_room_only_from_what_its_ttl_expired(redis_server):
+    now = [1_000.0]
+    store = RedisStore(redis_server.url, prefix='live:', max_bytes=100, ttl=3_600, clock=lambda: now[0])
+    try:
+        await store.put('art_old', b'o' * 60, media_type='text/plain', source='t', scope='a')
+        now[0] += 1_800
+        await store.put('art_mid', b'm' * 30, media_type='text/plain', source='t', scope='b')
+        with pytest.raises(StoreQuotaExceeded):
+            await store.put('art_new', b'n' * 40, media_type='text/plain', source='t', scope='c')
+        assert await store.get('art_old', scope='a') == b'o' * 60
+        now[0] += 1_801  # 'art_old' is past its ttl by the store's clock: its room is taken back
+        await store.put('art_new', b'n' * 40, media_type='text/plain', source='t', scope='c')
+        assert await store.get('art_new', scope='c') == b'n' * 40
+        assert await store.get('art_mid', scope='b') == b'm' * 30
+        assert await store._clients.get().get('live::total') == b'70'
     finally:
         await store.aclose()
 

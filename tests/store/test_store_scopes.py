@@ -110,14 +110,23 @@ async def test_the_same_content_in_two_scopes_is_two_artifacts(store: ArtifactSt
 
 
 async def test_memory_one_scope_never_evicts_another() -> None:
-    store = MemoryStore(max_bytes=100, max_scope_bytes=60)
+    now = [1_000_000.0]
+    store = MemoryStore(max_bytes=100, max_scope_bytes=60, max_age=3_600, clock=lambda: now[0])
     await store.put('art_alice', b'a' * 40, media_type='text/plain', source='t', scope='alice')
-    for i in range(10):  # Mallory churns through her own budget
+    await store.put('art_m0', b'm' * 30, media_type='text/plain', source='t', scope='mallory')
+    await store.put('art_m1', b'm' * 30, media_type='text/plain', source='t', scope='mallory')
+    # Mallory at her budget: refused, nothing of hers (still in use) nor of anyone else evicted
+    with pytest.raises(StoreQuotaExceeded, match='its scope holds 60 of 60 bytes'):
+        await store.put('art_m2', b'm' * 30, media_type='text/plain', source='t', scope='mallory')
+    now[0] += 7_200  # everything is past its retention now
+    assert await store.get('art_alice', scope='alice') == b'a' * 40  # Alice reads hers: in use again
+    for i in range(2, 10):  # Mallory churns through her own budget, evicting her own oldest
         await store.put(f'art_m{i}', b'm' * 30, media_type='text/plain', source='t', scope='mallory')
+        now[0] += 7_200
     assert await store.get('art_alice', scope='alice') == b'a' * 40
     assert store.scope_bytes('mallory') == 60
-    # the store is full (40 + 60): a third tenant is stored all the same, in place of the least recently
-    # used artifact (Mallory's oldest: Alice just read hers)
+    # the store is full (40 + 60): a third tenant is stored in place of the least recently used artifact
+    # past its retention (Mallory's oldest: Alice just read hers)
     await store.put('art_bob', b'b' * 10, media_type='text/plain', source='t', scope='bob')
     assert await store.get('art_bob', scope='bob') == b'b' * 10
     assert await store.get('art_alice', scope='alice') == b'a' * 40
@@ -126,11 +135,15 @@ async def test_memory_one_scope_never_evicts_another() -> None:
     assert store.size_bytes == 80
 
 
-async def test_memory_evicts_the_least_recently_used_across_scopes() -> None:
-    store = MemoryStore(max_bytes=100, max_scope_bytes=80)
+async def test_memory_evicts_the_least_recently_used_past_retention_across_scopes() -> None:
+    now = [1_000_000.0]
+    store = MemoryStore(max_bytes=100, max_scope_bytes=80, max_age=3_600, clock=lambda: now[0])
     await store.put('art_old', b'o' * 40, media_type='text/plain', source='t', scope='first')
     await store.put('art_read', b'r' * 40, media_type='text/plain', source='t', scope='second')
     assert await store.get('art_old', scope='first') == b'o' * 40  # read: now the most recently used
+    with pytest.raises(StoreQuotaExceeded, match='the store holds 80 of 100 bytes'):
+        await store.put('art_new', b'n' * 50, media_type='text/plain', source='t', scope='third')
+    now[0] += 3_601
     await store.put('art_new', b'n' * 50, media_type='text/plain', source='t', scope='third')
     assert await store.get('art_read', scope='second') is None
     assert await store.get('art_old', scope='first') == b'o' * 40

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from pydantic_ai import RunContext
@@ -32,8 +32,14 @@ from ..context._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
 from ..context._offload import OFF_LOOP_CHARS
 from ..files import ConvertedDocument, FileResult, FileSettings
 from ..messages._marks import READ_ARTIFACT_TOOL
-from ..store import ArtifactStore, InvalidArtifactId, StoredArtifact, StoreError
+from ..store import ArtifactStore, InvalidArtifactId, StoreError
+from ._limits import SEARCH_MAX_ARTIFACTS as SEARCH_MAX_ARTIFACTS
+from ._limits import SEARCH_MAX_BYTES as SEARCH_MAX_BYTES
+from ._limits import is_text
 from ._pages import Page, shrunk_to_fit
+
+if TYPE_CHECKING:
+    from ._search import Found
 
 __all__ = (
     'MAX_READ_LIMIT',
@@ -118,13 +124,13 @@ async def _read_artifact(
     if info is None or data is None:
         return f'Error: no artifact with id {artifact_id!r} is stored (it may have been evicted).', None, None
     described = f'{artifact_id} ({info.source}, {info.media_type}, {info.size_bytes:,} bytes)'
-    if info.media_type.startswith('image/') and not _is_text(info.media_type):  # SVG reads as text
+    if info.media_type.startswith('image/') and not is_text(info.media_type):  # SVG reads as text
         return (
             f'[{described}: the stored image follows]',
             None,
             BinaryContent(data, media_type=info.media_type),
         )
-    content = data if _is_text(info.media_type) else await _whole_document(data, info.media_type)
+    content = data if is_text(info.media_type) else await _whole_document(data, info.media_type)
     if content is None:
         return f'Artifact {described} is not a document; it cannot be returned as text.', None, None
     read = partial(_read_text, content, artifact_id, offset, limit, query, room)
@@ -156,13 +162,6 @@ def _read_text(
     return page.text(chunk, room=cut_to), page
 
 
-SEARCH_MAX_ARTIFACTS = 500
-"""A search reads at most this many of the scope's artifacts, the newest first."""
-SEARCH_MAX_BYTES = 32 * 1024 * 1024
-"""... and at most this many bytes of them in all: a search costs bounded time and memory whatever the store
-holds (what it did not read is said in its answer)."""
-
-
 async def search_artifacts_text(
     store: ArtifactStore,
     query: str,
@@ -175,36 +174,15 @@ async def search_artifacts_text(
     """The passages most relevant to `query` in everything `scope` has stored, best first, at most `limit`
     characters (and `room.max_tokens` tokens), each headed by its artifact and how to read on with
     `tool_name`. Errors come back as text."""
+    from ._search import search_scope  # loaded by the first search, not with the package
+
+    limit = max(1, min(limit, MAX_READ_LIMIT))
     try:
-        infos = await store.list_artifacts(scope=scope, limit=SEARCH_MAX_ARTIFACTS)
+        found = await search_scope(store, scope, query, limit)
     except StoreError as exc:
         return f'Error: the stored artifacts cannot be searched ({exc}); read them by artifact_id.'
-    texts, skipped = await _searchable_texts(store, infos, scope)
-    limit = max(1, min(limit, MAX_READ_LIMIT))
-    answer_within = partial(_search_answer, texts, skipped, query, tool_name)
+    answer_within = partial(_search_answer, found, query, tool_name)
     return await anyio.to_thread.run_sync(_fitted, answer_within, limit, room)
-
-
-async def _searchable_texts(
-    store: ArtifactStore, infos: Sequence[StoredArtifact], scope: str
-) -> tuple[list[tuple[StoredArtifact, str]], int]:
-    """The text artifacts a search reads, newest first within `SEARCH_MAX_BYTES`, and how many it skipped."""
-    texts: list[tuple[StoredArtifact, str]] = []
-    skipped = 0
-    budget = SEARCH_MAX_BYTES
-    for info in infos:
-        if not _is_text(info.media_type) or info.size_bytes > budget:
-            skipped += 1
-            continue
-        try:
-            data = await store.get(info.artifact_id, scope=scope)
-        except StoreError:
-            data = None
-        if data is None:
-            continue
-        budget -= len(data)
-        texts.append((info, data.decode('utf-8', errors='replace')))
-    return texts, skipped
 
 
 def _fitted(answer_within: Callable[[int], str], limit: int, room: ReadRoom | None) -> str:
@@ -214,28 +192,26 @@ def _fitted(answer_within: Callable[[int], str], limit: int, room: ReadRoom | No
     return shrunk_to_fit(answer_within, limit, room.max_tokens, room.count_tokens, floor=200)
 
 
-def _search_answer(
-    texts: list[tuple[StoredArtifact, str]], skipped: int, query: str, tool_name: str, limit: int
-) -> str:
-    from ._retrieval import rank_documents  # loaded by the first search, not with the package
+def _search_answer(found: Found, query: str, tool_name: str, limit: int) -> str:
+    from ._search import select_passages
 
-    hits = rank_documents([t for _, t in texts], query, limit)
+    searched = found.searched
     note = (
-        f' {skipped} stored file(s) (documents, images, or past the search limits) were not searched.'
-        if skipped
+        f' {found.skipped} stored file(s) (documents, images, or past the search limits) were not searched.'
+        if found.skipped
         else ''
     )
-    if not hits:
-        return f'[no stored passage matched {query!r} in {len(texts)} artifact(s).{note}]'
+    if not found.passages:
+        return f'[no stored passage matched {query!r} in {len(searched)} artifact(s).{note}]'
     pieces: list[str] = []
     used = 200  # the first line
-    for index, chunk in hits:
-        info, text = texts[index]
+    for passage in select_passages(found.passages, limit):
+        info, length = searched[passage.document].info, searched[passage.document].length
         described = info.metadata.get('call') or info.source
         piece = (
-            f'[{info.artifact_id} ({described}): characters {chunk.start:,}-{chunk.end:,} of {len(text):,}; '
-            f'{tool_name}(artifact_id="{info.artifact_id}", offset={chunk.start}) reads on]\n'
-            + chunk.text.strip('\n')
+            f'[{info.artifact_id} ({described}): characters {passage.start:,}-{passage.end:,} of {length:,}; '
+            f'{tool_name}(artifact_id="{info.artifact_id}", offset={passage.start}) reads on]\n'
+            + passage.text.strip('\n')
         )
         if used + len(piece) + 2 > limit:
             if pieces:
@@ -243,17 +219,9 @@ def _search_answer(
             piece = piece[: max(limit - used - 2, 0)]
         pieces.append(piece)
         used += len(piece) + 2
-    opening = f'[{len(pieces)} passage(s) for {query!r} from {len(texts)} stored artifact(s).{note}]'
+    opening = f'[{len(pieces)} passage(s) for {query!r} from {len(searched)} stored artifact(s).{note}]'
     return '\n\n'.join([opening, *pieces])
 
-
-def _is_text(media_type: str) -> bool:
-    return media_type.startswith('text/') or media_type in _TEXT_TYPES
-
-
-_TEXT_TYPES = frozenset(
-    {'application/json', 'application/xml', 'application/x-ndjson', 'application/yaml', 'image/svg+xml'}
-)
 
 _NO_CUTS = FileSettings(
     max_tokens=10**12,

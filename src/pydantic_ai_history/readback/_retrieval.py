@@ -15,7 +15,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
@@ -32,6 +32,8 @@ __all__ = (
     'detect_kind',
     'extract_passages',
     'rank_passages',
+    'rank_tallied',
+    'tally_chunks',
     'tokenize',
     'top_passages',
 )
@@ -125,11 +127,20 @@ def _chunk_scores(text: str, spans: Sequence[_Span], query_terms: Sequence[str])
     return _bm25(counts, lengths, query_terms)
 
 
-def _bm25(counts: Sequence[Counter[str]], lengths: Sequence[int], query_terms: Sequence[str]) -> list[float]:
+def _bm25(
+    counts: Sequence[Mapping[str, int]],
+    lengths: Sequence[int],
+    query_terms: Sequence[str],
+    *,
+    chunks: int | None = None,
+    total_length: int | None = None,
+) -> list[float]:
+    """BM25 of each chunk; `chunks` and `total_length` (when given) are the collection's, of which `counts`
+    are only the chunks holding a query term (the others score 0 and weigh only through these two)."""
     k1, b = BM25_K1, BM25_B
-    n = len(counts)
-    average = sum(lengths) / n or 1.0
-    scores = [0.0] * n
+    n = len(counts) if chunks is None else chunks
+    average = (sum(lengths) if total_length is None else total_length) / n or 1.0
+    scores = [0.0] * len(counts)
     for term in query_terms:
         df = sum(1 for c in counts if term in c)
         if df == 0:
@@ -517,6 +528,49 @@ def top_passages(text: str, query: str, max_chars: int) -> str:
     if not result.matched:
         return f'[no passage matched {query!r}; showing the beginning]\n' + result.text
     return result.text
+
+
+class Tallied(NamedTuple):
+    """One chunk that holds a term searched for: where it lies and what `rank_tallied` needs of it."""
+
+    start: int
+    end: int
+    tokens: int
+    """Its tokens, its context line included."""
+    counts: dict[str, int]
+    """How often each term searched for occurs in it (only those that do)."""
+
+
+def tally_chunks(text: str, wanted: frozenset[str]) -> tuple[int, int, list[Tallied]]:
+    """`text` chunked as `rank_documents` chunks it, one chunk tokenized at a time: `(chunks, tokens of all of
+    them, the chunks holding a term of `wanted`)`. The text's words are never all held at once."""
+    spans = _spans(text, DEFAULT_CHUNK_CHARS, None)
+    total = 0
+    found: list[Tallied] = []
+    for span in spans:
+        tokens = tokenize(span.context + '\n' + text[span.start : span.end])
+        total += len(tokens)
+        counts = Counter(t for t in tokens if t in wanted)
+        if counts:
+            found.append(Tallied(span.start, span.end, len(tokens), dict(counts)))
+    return len(spans), total, found
+
+
+def query_terms(query: str) -> list[str]:
+    """The terms that rank chunks for `query` (stop words out, each once, at most 64)."""
+    return _query_terms(query)
+
+
+def rank_tallied(tallied: Sequence[Tallied], query: str, *, chunks: int, tokens: int) -> list[int]:
+    """Positions in `tallied` (chunks of a collection of `chunks` chunks and `tokens` tokens) that match
+    `query`, best first by BM25 (ties: the earlier first): the order `rank_documents` gives them."""
+    terms = _query_terms(query)
+    if not tallied or not terms:
+        return []
+    scores = _bm25(
+        [t.counts for t in tallied], [t.tokens for t in tallied], terms, chunks=chunks, total_length=tokens
+    )
+    return sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
 
 
 def rank_documents(documents: Sequence[str], query: str, max_chars: int) -> list[tuple[int, Chunk]]:

@@ -1,9 +1,12 @@
 """The spill store: where the full original of anything the package reduced is kept for read-back.
 
-`MemoryStore` is bounded and evicts within a scope; `DirectoryStore` is durable; `RedisStore` is shared
-between processes. Every artifact belongs to a scope (a conversation or tenant key) and is read back only
-in it. Ids are keyed hashes (`store.artifact_id(data, scope=...)`), unguessable from the content, and
-validated against `^[A-Za-z0-9_-]{1,128}$`.
+`MemoryStore` is bounded and in-process; `DirectoryStore` is durable; `RedisStore` is shared between
+processes. Every store keeps an artifact for as long as its retention says a conversation may read it back
+(`max_age`, `ttl`): a put that does not fit otherwise is refused (`StoreQuotaExceeded`), never stored
+and then deleted, and never stored by deleting an artifact still within its retention. Every artifact
+belongs to a scope (a conversation or tenant key) and is read back only in it. Ids are keyed hashes
+(`store.artifact_id(data, scope=...)`), unguessable from the content, and validated against
+`^[A-Za-z0-9_-]{1,128}$`.
 """
 
 from __future__ import annotations

@@ -137,6 +137,18 @@ def check_artifact_size(artifact_id: str, size: int, *limits: int | None) -> Non
         )
 
 
+def store_full(
+    artifact_id: str, size: int, held: int, max_bytes: int, max_age: float | None, where: str = 'the store'
+) -> StoreQuotaExceeded:
+    """The refusal of an artifact that fits only if something a conversation may still read back were deleted:
+    `where` (the store, or its scope) holds `held` of its `max_bytes` in artifacts within their retention."""
+    kept = 'kept without an age bound' if max_age is None else f'used within the last {max_age:,.0f} s'
+    return StoreQuotaExceeded(
+        f'artifact {artifact_id} ({size:,} bytes) does not fit: {where} holds {held:,} of {max_bytes:,} '
+        f'bytes in artifacts {kept}, which conversations may still read back; not stored'
+    )
+
+
 def _secret_bytes(secret: bytes | str | None) -> bytes | None:
     if secret is None:
         return None

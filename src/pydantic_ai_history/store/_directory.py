@@ -25,6 +25,7 @@ from ._base import (
     check_artifact_size,
     check_bounds,
     scope_tag,
+    store_full,
     validate_artifact_id,
 )
 from ._breaker import StoreBreaker
@@ -57,11 +58,16 @@ class DirectoryStore(ArtifactStore):
     renamed, so a reader never sees half a file. A failed write raises `StoreError` (callers keep the content
     inline) and opens the breaker: writes are refused at once for `cooldown` seconds.
 
-    Retention, on by default: an artifact unused for `max_age` (30 days) is deleted, and past `max_bytes`
-    (1 GiB) the least recently used go until 90% of it is left. A write prunes when this process's count
-    would pass `max_bytes`, and at least every `prune_every` seconds; `pydantic-ai-history prune ROOT` prunes
-    on demand. `None` switches a bound off. `max_scope_bytes`/`max_artifact_bytes` refuse what would pass them
-    (`StoreQuotaExceeded`): nothing of a scope is deleted to make room in it.
+    Retention, on by default: an artifact unused (not written or read) for `max_age` (30 days) is deleted, at
+    least every `prune_every` seconds as the store writes. Until then it belongs to a conversation that may
+    still read it back, and no write deletes it to make room: a put that would take the root past `max_bytes`
+    (1 GiB of data and sidecars, all scopes) first deletes what expired (oldest first) and, if it still does
+    not fit, is refused with `StoreQuotaExceeded` before anything is written, as is an artifact larger than
+    `max_bytes`. So callers say the original is lost instead of naming an id that would not read back.
+    `pydantic-ai-history prune ROOT` (`prune()`) applies the bounds on demand and, unlike a write, deletes the
+    least recently used past `max_bytes` even within `max_age`. `None` switches a bound off (`max_age=None`:
+    a full root refuses every new artifact). `max_scope_bytes`/`max_artifact_bytes` refuse what would pass
+    them (`StoreQuotaExceeded`): nothing of a scope is deleted to make room in it.
 
     Folders are created 0700 and files 0600 whatever the umask. Without a `secret`, one is generated once into
     `<root>/.artifact-id-secret`, so ids and notes stay stable across restarts and processes; if it cannot be
@@ -99,8 +105,12 @@ class DirectoryStore(ArtifactStore):
         self._clock = clock
         self._pruning = threading.Lock()
         self._next_prune = 0.0
+        self._room = threading.Lock()
+        """Guards the two counts below: a put reserves its bytes before it writes them."""
         self._known_bytes: int | None = None
         """What the root held at the last prune, plus what this process wrote since (None before one)."""
+        self._reserved = 0
+        """Bytes of puts this process is writing now."""
         self.breaker = StoreBreaker(name=f'DirectoryStore({root})', cooldown=cooldown, clock=monotonic)
         """Opened by a failed write; reads are not gated (a full disk still reads)."""
 
@@ -151,7 +161,7 @@ class DirectoryStore(ArtifactStore):
         metadata: dict[str, str],
         scope: str,
     ) -> StoredArtifact:
-        check_artifact_size(artifact_id, len(data), self.max_artifact_bytes)
+        check_artifact_size(artifact_id, len(data), self.max_artifact_bytes, self.max_bytes)
         info = StoredArtifact(artifact_id, media_type, len(data), source, self._clock(), metadata)
 
         async def write() -> StoredArtifact:
@@ -185,26 +195,54 @@ class DirectoryStore(ArtifactStore):
         size = self.max_bytes if max_bytes == 'store' else max_bytes
         return await self._run(self._prune_sync, age, size)
 
-    def _prune_due(self, written: int) -> bool:
-        """Count `written` bytes; whether a prune is due (its interval passed, or the size bound)."""
+    def _prune_due(self) -> bool:
+        """Whether a prune of what expired (and of leftovers) is due: its interval passed."""
         if self.max_age is None and self.max_bytes is None:
             return False
-        if self._known_bytes is not None:
-            self._known_bytes += written
-        over = self.max_bytes is not None and (self._known_bytes or 0) > self.max_bytes
-        return over or self._clock() >= self._next_prune
+        return self._clock() >= self._next_prune
 
     def _prune_after_write(self) -> None:
-        """A prune in the writing thread; one at a time per store, and a failure only logged."""
+        """A prune of what expired, in the writing thread; one at a time per store, and a failure only logged.
+        Never past `max_bytes`: a write makes room by refusing, not by deleting what is still in use."""
         if not self._pruning.acquire(blocking=False):
             return
         try:
-            self._prune_locked(self.max_age, self.max_bytes)
+            self._prune_locked(self.max_age, None)
         except (OSError, StoreError) as e:
             logger.warning('DirectoryStore(%s): pruning failed (%s); tried again later', self.root, e)
             self._next_prune = self._clock() + self.prune_every
         finally:
             self._pruning.release()
+
+    def _reserve(self, artifact_id: str, need: int) -> None:
+        """Count `need` bytes about to be written; when they would take the root past `max_bytes`, delete what
+        expired first, then `StoreQuotaExceeded` if they still do not fit (nothing in use is deleted)."""
+        if self._fits(need):
+            return
+        self._prune_sync(self.max_age, None)  # counts what the root holds now
+        if self._fits(need):
+            return
+        with self._room:
+            held = (self._known_bytes or 0) + self._reserved
+        raise store_full(artifact_id, need, held, self.max_bytes or 0, self.max_age)
+
+    def _fits(self, need: int) -> bool:
+        """Reserve `need` bytes if they fit `max_bytes` by this process's count (unknown before a prune)."""
+        with self._room:
+            bound = self.max_bytes
+            if bound is not None and (
+                self._known_bytes is None or self._known_bytes + self._reserved + need > bound
+            ):
+                return False
+            self._reserved += need
+            return True
+
+    def _release(self, need: int, *, written: bool) -> None:
+        """The reserved bytes were written (now part of what the root holds) or not."""
+        with self._room:
+            self._reserved -= need
+            if written and self._known_bytes is not None:
+                self._known_bytes += need
 
     def _prune_sync(self, max_age: float | None, max_bytes: int | None) -> PruneReport:
         with self._pruning:
@@ -213,6 +251,8 @@ class DirectoryStore(ArtifactStore):
     def _prune_locked(self, max_age: float | None, max_bytes: int | None) -> PruneReport:
         now = self._clock()
         if not self.root.is_dir():
+            with self._room:
+                self._known_bytes = 0
             return PruneReport(0, 0, 0, 0)
         held, junk = self._scan(now)
         deleted, kept = plan_prune(held, now=now, max_age=max_age, max_bytes=max_bytes)
@@ -224,7 +264,8 @@ class DirectoryStore(ArtifactStore):
             path.unlink(missing_ok=True)
         self._remove_empty_scopes()
         result = PruneReport(len(deleted), sum(h.size for h in deleted), len(kept), sum(h.size for h in kept))
-        self._known_bytes = result.held_bytes
+        with self._room:
+            self._known_bytes = result.held_bytes
         self._next_prune = now + self.prune_every
         if deleted:
             logger.info('DirectoryStore(%s): pruned: %s', self.root, result)
@@ -343,10 +384,17 @@ class DirectoryStore(ArtifactStore):
                 )
         # Data first, sidecar last: an artifact with a sidecar is always complete.
         sidecar = info.to_json()
-        self._write_atomic(folder, data_path, data)
-        self._write_atomic(folder, info_path, sidecar)
-        self._touch(data_path)
-        if self._prune_due(len(data) + len(sidecar)):
+        need = len(data) + len(sidecar)
+        self._reserve(info.artifact_id, need)
+        written = False
+        try:
+            self._write_atomic(folder, data_path, data)
+            self._write_atomic(folder, info_path, sidecar)
+            self._touch(data_path)
+            written = True
+        finally:
+            self._release(need, written=written)
+        if self._prune_due():
             self._prune_after_write()
         return info
 

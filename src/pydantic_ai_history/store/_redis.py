@@ -17,6 +17,7 @@ from ._base import (
     check_artifact_size,
     check_bounds,
     scope_tag,
+    store_full,
 )
 from ._breaker import StoreBreaker
 from ._redis_client import RedisClients, RedisPoolSettings
@@ -42,9 +43,13 @@ class RedisStore(ArtifactStore):
     Pass a `url` or a `redis.asyncio.Redis` `client` with `decode_responses=False`. `read` uses GETRANGE, so
     a range never transfers the whole artifact.
 
-    Retention, on by default: `ttl` (30 days) expires an artifact's keys, and a put that would take the prefix
-    past `max_bytes` (256 MiB, all scopes) first deletes the oldest (`prune()` and `pydantic-ai-history prune
-    --redis URL` do so on demand); `None` switches a bound off. `max_scope_bytes`/`max_artifact_bytes` refuse
+    Retention, on by default: `ttl` (30 days) expires an artifact's keys. Until then it belongs to a
+    conversation that may still read it back, and no put deletes it to make room: a put that would take the
+    prefix past `max_bytes` (256 MiB of content, all scopes) takes what expired out of the counts and, if it
+    still does not fit, is refused with `StoreQuotaExceeded` before anything is written, as is an artifact
+    larger than `max_bytes`. `prune()` and `pydantic-ai-history prune --redis URL` apply the bounds on demand
+    and, unlike a put, delete the oldest past `max_bytes` even within the `ttl`. `None` switches a bound off
+    (`ttl=None`: a full prefix refuses every new artifact). `max_scope_bytes`/`max_artifact_bytes` refuse
     what would pass them (`StoreQuotaExceeded`). Use a `noeviction` or `volatile-*` server policy: Redis's own
     eviction knows nothing of scopes or of the store's counts. On a cluster, put a hash tag in the prefix.
 
@@ -81,7 +86,7 @@ class RedisStore(ArtifactStore):
         self.ttl = ttl
         """Seconds an artifact is kept after it was written (Redis expires it); None keeps it."""
         self.max_bytes = max_bytes
-        """Bytes of content the prefix may hold; past it the oldest artifacts are deleted. None: no bound."""
+        """Bytes of content the prefix may hold; a put past it is refused. None: no bound."""
         self.max_scope_bytes = max_scope_bytes
         self.max_artifact_bytes = max_artifact_bytes
         self._clock = clock
@@ -151,6 +156,9 @@ class RedisStore(ArtifactStore):
         )
         if isinstance(result, bytes):
             return StoredArtifact.from_json(result, artifact_id)
+        if isinstance(result, list):  # [-1, bytes held]: full of what is within its ttl
+            held = int(result[1])
+            raise store_full(artifact_id, len(data), held, self.max_bytes or 0, self.ttl)
         if result == 0:
             raise StoreQuotaExceeded(
                 f'artifact {artifact_id} ({len(data):,} bytes) would take its scope past its budget '

@@ -11,7 +11,8 @@ from __future__ import annotations
 __all__ = ('PRUNE_SCRIPT', 'PUT_SCRIPT')
 
 # `forget` takes one artifact out of the store and every count; `make_room` deletes what expired, then the
-# oldest while the total plus `extra` is over `max_bytes`, at most `budget` artifacts per call.
+# oldest while the total plus `extra` is over `max_bytes`, at most `budget` artifacts per call. Puts pass no
+# `max_bytes` (they refuse rather than delete what is within its ttl); only an explicit prune does.
 _FORGET = """
 local function forget(member)
   local entry = redis.call('HGET', KEYS_INDEX[2], member)
@@ -63,7 +64,11 @@ if ARGV[5] ~= '' and tonumber(redis.call('GET', KEYS[3]) or '0') + size > tonumb
   return 0
 end
 local now = tonumber(ARGV[6])
-make_room(now, ARGV[3], ARGV[7], size, 1024)
+make_room(now, ARGV[3], '', size, 1024)
+local total = tonumber(redis.call('GET', KEYS[6]) or '0')
+if ARGV[7] ~= '' and total + size > tonumber(ARGV[7]) then
+  return {-1, total}
+end
 if ARGV[3] == '' then
   redis.call('SET', KEYS[1], ARGV[1])
   redis.call('SET', KEYS[2], ARGV[2])
@@ -82,8 +87,9 @@ return 1
 )
 """KEYS: data, info, scope counter, index, sizes, total. ARGV: data, info, ttl (ms or ''), size, scope
 budget (or ''), now (ms), max bytes (or ''). An existing artifact is kept (its info returned); a scope over
-its budget is refused (0); otherwise the expired and, past `max_bytes`, the oldest are deleted, then the
-bytes, the info and every count are written together, so no process sees info without bytes (1)."""
+its budget is refused (0); otherwise the expired are taken out of the index, and a put that would still take
+the prefix past `max_bytes` is refused (`{-1, bytes held}`): nothing within its `ttl` is deleted to make room.
+Else the bytes, the info and every count are written together, so no process sees info without bytes (1)."""
 
 PRUNE_SCRIPT = (
     """

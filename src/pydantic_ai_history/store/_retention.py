@@ -3,6 +3,11 @@
 The decision is a pure function over what a store holds (`plan_prune`); each store scans and deletes around
 it. Oldest first: an artifact's age is the time since it was last written or read, so a transcript the model
 still reads back is the last to go.
+
+Within its retention (`max_age`) an artifact belongs to a conversation that may still read it back: a store
+never deletes it to make room for a newer one. A write past the size bound deletes only what expired and is
+refused (`StoreQuotaExceeded`) when that is not enough; only an explicit prune (the CLI, `prune()`) deletes
+the least recently used past `max_bytes`.
 """
 
 from __future__ import annotations
