@@ -524,5 +524,8 @@ async def request_compaction(
         model_settings=model_settings,
         model_request_parameters=parameters,
     )
+    as_data = getattr(instructions, 'as_data', None)  # the model's own focus (`ModelFocus`): data, quoted
+    if callable(as_data):
+        instructions = as_data()
     response: ModelResponse = await model.compact_messages(context, instructions=instructions)
     return response

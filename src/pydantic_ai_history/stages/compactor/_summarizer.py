@@ -123,6 +123,7 @@ async def run_summarizer(
         counter.count_text(instructions)
         + (min(counter.count_text(task), settings.task_max_tokens) if task else 0)
         + max(counter.count_text(previous_summary or ''), cap)
+        + (counter.count_text(focus) if focus else 0)
         + _PROMPT_FRAMING_TOKENS
     )
     available = max(input_cap - fixed, 1_000)
