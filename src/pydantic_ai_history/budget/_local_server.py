@@ -195,6 +195,7 @@ _MAX_HEAD_BYTES = 64 * 1024
 @dataclass(frozen=True)
 class _Client:
     api_key: str | None
+    """The key the model's own client sends to that server (sent as a bearer token), if any."""
 
     async def json(self, url: str, *, body: Mapping[str, Any] | None = None) -> Any:
         """The JSON answer to a GET (or a POST of `body`), or None for a status other than 2xx (a redirect is
