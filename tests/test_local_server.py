@@ -3,8 +3,10 @@ LM Studio, Ollama, llama.cpp or vLLM does, and nothing is asked of any other hos
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -96,7 +98,7 @@ class FakeServer:
 def serve() -> Iterator[Any]:
     servers: list[ThreadingHTTPServer] = []
 
-    def start(kind: str, window: int = 4_096) -> FakeServer:
+    def start(kind: str, window: int = 4_096, port: int = 0) -> FakeServer:
         fake = FakeServer(kind, window)
         routes = ANSWERS[kind](window)
 
@@ -122,7 +124,7 @@ def serve() -> Iterator[Any]:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        server = ThreadingHTTPServer(('127.0.0.1', port), Handler)
         fake.port = server.server_address[1]
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
@@ -234,6 +236,158 @@ async def test_a_server_that_is_down_costs_one_bounded_attempt(serve: Any) -> No
     assert processor.limits_for(model).window_source == 'fallback'
 
 
+@dataclass
+class DripServer:
+    """An asyncio server on the loopback that answers one byte a second (its head, or its body after a whole
+    head) for a minute, and notes when the client hangs up."""
+
+    part: str
+    port: int = 0
+    dripped: int = 0
+    hung_up: list[float] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f'http://127.0.0.1:{self.port}/v1'
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b'\r\n\r\n')
+            if self.part == 'body':
+                writer.write(
+                    b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n'
+                )
+            answer = (
+                b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n' if self.part == 'head' else b' ' * 60
+            )
+            for byte in answer[:60]:
+                writer.write(bytes([byte]))
+                await writer.drain()
+                self.dripped += 1
+                try:
+                    if await asyncio.wait_for(reader.read(1), 1.0) == b'':
+                        self.hung_up.append(asyncio.get_running_loop().time())
+                        return
+                except asyncio.TimeoutError:
+                    pass
+        except (OSError, asyncio.IncompleteReadError):
+            self.hung_up.append(asyncio.get_running_loop().time())
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def drip() -> Any:
+    servers: list[asyncio.Server] = []
+
+    async def start(part: str) -> DripServer:
+        fake = DripServer(part)
+        server = await asyncio.start_server(fake.handle, '127.0.0.1', 0)
+        fake.port = server.sockets[0].getsockname()[1]
+        servers.append(server)
+        return fake
+
+    local._ANSWERS.clear()
+    yield start
+    local._ANSWERS.clear()
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize('part', ['head', 'body'])
+async def test_a_server_that_drips_its_answer_is_cut_off_at_the_deadline(
+    drip: Any, part: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One deadline covers connecting, the head and the body: a server that drips one byte a second held the
+    first request for as long as it kept dripping (120 s in the issue; a minute here)."""
+    monkeypatch.setattr(local, 'PROBE_TIMEOUT_SECONDS', 1.0)
+    server = await drip(part)
+    model = LocalModel(_loop(0), base_url=server.base_url)
+    processor = create_history_processor()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with anyio.fail_after(20):  # generous: the server drips for 60 s
+        assert (await _agent(model, processor).run('go')).output == 'done'
+    assert processor.limits_for(model).window_source == 'fallback'
+    # the probe hung up on the server while it was still dripping: the first endpoint took the whole deadline
+    assert server.hung_up
+    assert server.hung_up[0] - started < 10
+    assert 0 < server.dripped < 10
+
+
+async def test_an_outer_wait_for_ends_the_question_at_once(drip: Any) -> None:
+    server = await drip('head')
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with anyio.fail_after(20):
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                local.ask_context_window(local.LocalServer(server.base_url, MODEL), timeout=60), 0.5
+            )
+        while not server.hung_up:  # the connection closes with the cancelled question, not at its deadline
+            await asyncio.sleep(0.05)
+    assert server.hung_up[0] - started < 10
+    assert server.dripped < 10
+    assert MODEL not in str(local._ANSWERS)  # a cancelled question leaves no answer: the next one asks
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_a_server_down_at_first_is_asked_again_after_the_backoff(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = _free_port()  # nothing listens there yet
+    model = LocalModel(_loop(0), base_url=f'http://127.0.0.1:{port}/v1')
+    events: list[HistoryEvent] = []
+    processor = create_history_processor(on_event=events.append)
+    await _agent(model, processor).run('go')
+    assert processor.limits_for(model).window_source == 'fallback'
+
+    server = serve('vllm', 8_192, port=port)
+    # within the backoff nobody asks: neither this processor nor a new one
+    await _agent(model, processor).run('again')
+    await _agent(model, create_history_processor()).run('again')
+    assert server.requests == []
+    assert processor.limits_for(model).window_source == 'fallback'
+
+    clock = local._now()
+    monkeypatch.setattr(local, '_now', lambda: clock + local.PROBE_RETRY_SECONDS + 1)
+    await _agent(model, processor).run('after the backoff')
+    assert server.requests == [('GET', '/v1/models', None)]
+    limits = processor.limits_for(model)
+    assert (limits.model_window, limits.window_source) == (8_192, 'server')
+    codes = [e.code for e in events if isinstance(e, HistoryWarning)]
+    assert codes == ['context_window_fallback', 'context_window_learned']
+    learnt = next(e for e in events if isinstance(e, HistoryWarning) and e.code == 'context_window_learned')
+    assert learnt.details['context_window'] == 8_192
+    assert '8,192' in learnt.message
+
+    # a new processor takes the process's answer without asking again
+    fresh = create_history_processor()
+    await _agent(model, fresh).run('new processor')
+    assert fresh.limits_for(model).model_window == 8_192
+    assert len(server.requests) == 1
+
+
+def test_the_backoff_doubles_up_to_its_cap() -> None:
+    answer = None
+    backoffs = []
+    for _ in range(8):
+        answer = local._Answer.after(answer, None, 1_000.0)
+        backoffs.append(answer.retry_in)
+        assert answer.retry_at == 1_000.0 + answer.retry_in
+        assert not answer.due(1_000.0 + answer.retry_in - 1)
+        assert answer.due(1_000.0 + answer.retry_in)
+    assert backoffs == [30.0, 60.0, 120.0, 240.0, 480.0, 600.0, 600.0, 600.0]
+    known = local._Answer.after(answer, 8_192, 2_000.0)
+    assert not known.due(10.0**9)  # a window once said is kept for the process
+
+
 async def test_the_policy_window_wins_and_nothing_is_asked(serve: Any) -> None:
     server = serve('vllm', 16_384)
     model = LocalModel(_loop(0), base_url=server.base_url)
@@ -246,12 +400,11 @@ async def test_the_policy_window_wins_and_nothing_is_asked(serve: Any) -> None:
 async def test_no_request_leaves_for_a_host_that_is_not_local(monkeypatch: pytest.MonkeyPatch) -> None:
     opened: list[Any] = []
 
-    class Recorder:
-        def open(self, request: Any, timeout: float | None = None) -> Any:
-            opened.append(request)
-            raise OSError('not expected')
+    async def recorder(url: str, *args: Any) -> Any:
+        opened.append(url)
+        raise OSError('not expected')
 
-    monkeypatch.setattr(local, '_opener', Recorder)
+    monkeypatch.setattr(local, '_exchange', recorder)
     local._ANSWERS.clear()
     for url in ('https://api.openai.com/v1', 'http://8.8.8.8/v1', 'https://my-llm.example.com/v1'):
         model = LocalModel(_loop(0), base_url=url, name='gpt-4o-mini-custom')

@@ -56,3 +56,30 @@ def test_deep_json_is_chunked_as_text() -> None:
     text = '[' * 100_000 + '1' + ']' * 100_000
     assert detect_kind(text) == 'markdown'
     assert ''.join(c.text for c in chunk_text(text, max_chars=2_000, kind='json')) == text
+
+
+def _nested(depth: int) -> dict:
+    value: dict = {'leaf': 'bottom'}
+    for _ in range(depth):
+        value = {'k': value}
+    return value
+
+
+def test_a_value_nested_10_000_deep_is_read_without_recursion() -> None:
+    from pydantic_ai_history._compat import json_text
+    from pydantic_ai_history.messages._nesting import cut_deep, value_too_deep
+
+    deep = _nested(10_000)
+    assert value_too_deep(deep)
+    assert not value_too_deep(_nested(MAX_PARSE_DEPTH - 2))
+    text = json_text(deep)  # raised RecursionError (pydantic gave up, then `str` recursed)
+    assert text.startswith('{"k":{"k":')
+    assert text.count('{') == MAX_PARSE_DEPTH
+    assert f'nested deeper than {MAX_PARSE_DEPTH} levels' in text
+    assert len(text) < 10_000
+    # a shallow value is written as before, whole
+    assert json_text(_nested(3)) == '{"k":{"k":{"k":{"leaf":"bottom"}}}}'
+    looped: list = [1]
+    looped.append(looped)
+    assert value_too_deep(looped)
+    assert json_text(cut_deep([(1, 2), {3}, {'a': None}])) == '[[1,2],[3],{"a":null}]'

@@ -57,7 +57,15 @@ def test_swe_runs_ending_with_an_unanswered_call(fixtures_dir: Path) -> None:
         expected = [('not_ending_with_request', last)] + [('dangling_tool_call', last)] * len(
             tool_call_ids(messages[-1])
         )
-        assert _codes(validate_history(messages)) == sorted(expected)
+        violations = validate_history(messages)
+        assert _codes(violations) == sorted(expected)
+        [end] = [v for v in violations if v.code == 'not_ending_with_request']
+        assert end.severity == 'error'
+        assert 'tool calls are unanswered' in end.reason
+        # `finished=True`: a run that ended with deferred tool calls, whose calls stay warnings
+        assert {(v.code, v.severity) for v in validate_history(messages, finished=True)} <= {
+            ('dangling_tool_call', 'warning')
+        }
         # the run up to its last request is valid
         assert validate_history(messages[:-1]) == []
 
@@ -96,7 +104,11 @@ def test_empty_and_not_ending_with_request(tau: list[ModelMessage]) -> None:
         assert_valid_history([])
     assert info.value.violations[0].code == 'empty'
     j = max(i for i, m in enumerate(tau) if isinstance(m, ModelResponse) and not tool_call_ids(m))
-    assert _codes(validate_history(tau[: j + 1])) == [('not_ending_with_request', j)]
+    # a response without tool calls at the end is a finished run: valid as it is
+    assert validate_history(tau[: j + 1]) == []
+    assert_valid_history(tau[: j + 1])
+    # `finished=False` asks for a request at the end (the next one to send)
+    assert _codes(validate_history(tau[: j + 1], finished=False)) == [('not_ending_with_request', j)]
 
 
 def test_duplicate_tool_call_id() -> None:

@@ -421,13 +421,21 @@ def decode_data_url(url: str) -> tuple[bytes, str] | None:
 
 def json_text(value: Any) -> str:
     """`value` as the compact JSON a model sees; never raises: what pydantic cannot serialise (a file URL
-    whose media type cannot be guessed, on some versions) is written with `str`."""
+    whose media type cannot be guessed, on some versions) is written with `str`. A value nested deeper than
+    `MAX_PARSE_DEPTH` is written down to that depth, its deeper part named, without recursion."""
     import pydantic_core
 
+    from .messages._nesting import cut_deep, value_too_deep
+
+    if value_too_deep(value):
+        value = cut_deep(value)
     try:
         return pydantic_core.to_json(value, fallback=str).decode()
-    except (pydantic_core.PydanticSerializationError, ValueError):
-        return str(value)
+    except (pydantic_core.PydanticSerializationError, ValueError, RecursionError):
+        try:
+            return str(value)
+        except RecursionError:  # an object nested too deep to print (a model of models...)
+            return f'[a {type(value).__name__} nested too deep to show]'
 
 
 PROFILE_FILE_INPUT: bool = 'supports_image_input' in frozenset(getattr(ModelProfile, '__annotations__', {}))
@@ -500,5 +508,8 @@ async def request_compaction(
         model_settings=model_settings,
         model_request_parameters=parameters,
     )
+    as_data = getattr(instructions, 'as_data', None)  # the model's own focus (`ModelFocus`): data, quoted
+    if callable(as_data):
+        instructions = as_data()
     response: ModelResponse = await model.compact_messages(context, instructions=instructions)
     return response

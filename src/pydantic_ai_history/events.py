@@ -84,6 +84,7 @@ BackgroundDiscardReason = Literal[
 
 WarningKind = Literal[
     'context_window_fallback',
+    'context_window_learned',
     'empty_history',
     'invalid_input',
     'over_budget',
@@ -112,6 +113,9 @@ WarningKind = Literal[
 
 - `context_window_fallback`: the model's window is unknown; `policy.fallback_context_window` was assumed. Set
   `ContextPolicy(context_window=...)`.
+- `context_window_learned`: after a `context_window_fallback`, the model's window became known (a local server
+  that was down or silent at first said it on a later request, after its backoff); it replaces the fallback
+  from this request on. Nothing to do; set `ContextPolicy(context_window=...)` not to depend on the server.
 - `empty_history`: the processor was given no messages and returned them unchanged.
 - `invalid_input`: the history already broke an invariant (e.g. an orphan tool return); no stage may add to
   it. Find what built or edited that history.

@@ -71,3 +71,28 @@ def test_reading_stops_at_the_time_limit_with_the_rows_read_and_counted() -> Non
     assert table.head[0] == ['1', 'SKU-00001', '1']
     assert table.declared_rows is not None
     assert table.declared_rows >= table.total_rows
+
+
+def test_the_preview_of_a_sheet_cut_at_the_row_limit_says_where_reading_stopped() -> None:
+    """The tail shown is where reading stopped, not the sheet's end: it used to follow "… 4,970 rows
+    omitted …" as if it were the sheet's last rows."""
+    from pydantic_ai_history.files import ConvertedDocument, read_file
+
+    book = openpyxl.Workbook(write_only=True)
+    sheet = book.create_sheet('Rows')
+    sheet.append(['row', 'name'])
+    for i in range(1, 5_001):
+        sheet.append([i, f'item-{i}'])
+    out = io.BytesIO()
+    book.save(out)
+    result = read_file(out.getvalue(), name='big.xlsx', settings=FileSettings(xlsx_max_rows=1_000))
+    assert isinstance(result, ConvertedDocument)
+    rows = [line for line in result.text.splitlines() if line.startswith('| ')]
+    assert rows[-1] == '| … reading stopped here: 4,000 more rows not read … |  |'
+    assert (
+        rows[-2] == '| 1000 | item-1000 |'
+    )  # the last row read, followed by the note, never shown as the end
+    assert rows[-12] == '| … rows 991 to 1,000, the last read before reading stopped: … |  |'
+    assert rows[-13] == '| … 970 rows omitted … |  |'  # omitted among the rows read, not 4,970
+    assert '4,970' not in result.text
+    assert 'rows shown 30 of 5,000' in result.text

@@ -4,40 +4,55 @@ Such servers serve a window (a load setting, often 4K to 32K) far below the mode
 history planned against the maximum is cut by the server. When nothing else knows the window, the processor
 asks once per server and model in a process. What leaves the process is bounded: only the model's own base
 URL, with the key its client already sends there, no proxy and no redirect; only for a host on this machine
-or the local network (names are never resolved); within `PROBE_TIMEOUT_SECONDS` in a worker thread. Each
+or the local network (names are never resolved); every question under one deadline, `PROBE_TIMEOUT_SECONDS`
+(connecting, headers and body together), on the event loop's own sockets, cancelled with its caller. A server
+that did not say its window is asked again on a later request after a backoff (`PROBE_RETRY_SECONDS`, doubling
+up to `PROBE_RETRY_MAX_SECONDS`), so a server started after the first request is still heard. Each
 server is asked its documented way (vLLM `/models`, LM Studio `/api/v0/models`, llama.cpp `/props`, Ollama
 `/api/ps` then `/api/show`, else Ollama's smallest documented default).
 """
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import json
 import logging
+import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import anyio.to_thread
+import anyio
+import anyio.abc
 
 __all__ = (
     'OLLAMA_DEFAULT_CONTEXT',
+    'PROBE_RETRY_MAX_SECONDS',
+    'PROBE_RETRY_SECONDS',
     'PROBE_TIMEOUT_SECONDS',
     'LocalServer',
     'ask_context_window',
     'is_local_url',
     'local_server_of',
+    'probe_due',
 )
 
 logger = logging.getLogger('pydantic_ai_history.local_server')
 
 PROBE_TIMEOUT_SECONDS = 3.0
-"""The most the question may take, every endpoint together; a server that does not answer in time is taken
-for one that cannot, and the unknown-window fallback applies."""
+"""The most the question may take, every endpoint together, from connecting to the last byte of the last body
+(a server that drips its answer is cut off too); a server that does not answer in time is taken for one that
+cannot, and the unknown-window fallback applies until it is asked again."""
+
+PROBE_RETRY_SECONDS = 30.0
+"""How long after a server did not say its window it may be asked again (on the next request after that);
+each further silence doubles it."""
+
+PROBE_RETRY_MAX_SECONDS = 600.0
+"""The longest backoff between two questions to a server that does not say its window."""
 
 OLLAMA_DEFAULT_CONTEXT = 4_096
 """Ollama's default context on machines with under 24 GiB of VRAM (docs.ollama.com, "Context length"): what a
@@ -45,8 +60,9 @@ model without a `num_ctx` of its own gets when it is not loaded yet to say other
 
 _LOCAL_SUFFIXES = ('.local', '.lan', '.internal', '.home.arpa', '.localhost')
 
-_ANSWERS: dict[str, int | None] = {}
-"""What each server said, by `LocalServer.key`, for the life of the process (None: it did not answer)."""
+_ANSWERS: dict[str, _Answer] = {}
+"""What each server said, by `LocalServer.key`, for the life of the process, and when one that did not say may
+be asked again."""
 
 
 @dataclass(frozen=True)
@@ -101,78 +117,206 @@ def local_server_of(model: object) -> LocalServer | None:
 
 
 async def ask_context_window(
-    server: LocalServer, *, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_SECONDS
+    server: LocalServer, *, api_key: str | None = None, timeout: float | None = None
 ) -> int | None:
-    """The context window `server` runs its model with, or None when it does not say (asked once per process;
-    never raises). The questions run in a worker thread, so the event loop never waits on them."""
-    if server.key in _ANSWERS:
-        return _ANSWERS[server.key]
-    client = _Client(api_key, time.monotonic() + timeout)
+    """The context window `server` runs its model with, or None when it does not say (never raises). Every
+    question to the server (connecting, the headers, the body, each endpoint) runs under one deadline,
+    `timeout` (else `PROBE_TIMEOUT_SECONDS`), on the event loop's own sockets: it never blocks the loop, and a
+    caller's cancellation (an outer `asyncio.wait_for`) ends it at once. A window is asked once per process;
+    a server that did not say is asked again only on a request after its backoff (see `probe_due`)."""
+    previous = _ANSWERS.get(server.key)
+    if previous is not None and not previous.due(_now()):
+        return previous.window
     window: int | None = None
     try:
-        window = await anyio.to_thread.run_sync(_ask, client, server)
-    except (OSError, TimeoutError) as exc:  # nothing listening, a reset, or no answer in time
-        logger.info('%s did not say its context window (%s)', server.base_url, exc)
+        with anyio.fail_after(PROBE_TIMEOUT_SECONDS if timeout is None else timeout):
+            window = await _ask(_Client(api_key), server)
+    except (OSError, TimeoutError) as exc:  # nothing listening, a reset, or no whole answer in time
+        logger.info('%s did not say its context window (%s)', server.base_url, str(exc) or type(exc).__name__)
     except Exception:  # never let the question stop a run
         logger.info('asking %s for its context window failed', server.base_url, exc_info=True)
-    _ANSWERS[server.key] = window
+    answer = _Answer.after(previous, window, _now())
+    _ANSWERS[server.key] = answer
+    if window is None:
+        logger.info('%s will be asked again in %.0f s at the earliest', server.base_url, answer.retry_in)
     return window
 
 
-def _ask(client: _Client, server: LocalServer) -> int | None:
-    return next((window for probe in _PROBES if (window := probe(client, server)) is not None), None)
+def probe_due(server: LocalServer) -> bool:
+    """Whether asking `server` now may learn something: it was never asked in this process, or it did not say
+    its window and its backoff has passed."""
+    answer = _ANSWERS.get(server.key)
+    return answer is None or answer.due(_now())
 
 
-@functools.lru_cache(maxsize=1)
-def _opener() -> Any:
-    """An opener with no proxy (the environment's `HTTP_PROXY` would send the question elsewhere) and no
-    redirects (answered as the error they are). Built on first use, in the thread that asks: `urllib.request`
-    is not for a durable engine's workflow sandbox, where this module is imported."""
-    import urllib.request
+def _now() -> float:
+    """The clock of the backoff (a test moves it on)."""
+    return time.monotonic()
 
-    class NoRedirects(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None
 
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirects())
+@dataclass(frozen=True)
+class _Answer:
+    """What a server said, and when it may be asked again."""
+
+    window: int | None
+    """Its window; None when it did not say."""
+    failures: int = 0
+    """How many times in a row it did not say."""
+    retry_at: float = math.inf
+    """When (`_now()`) it may be asked again: never once it said its window."""
+    retry_in: float = math.inf
+    """The backoff that `retry_at` ends."""
+
+    def due(self, now: float) -> bool:
+        return self.window is None and now >= self.retry_at
+
+    @classmethod
+    def after(cls, previous: _Answer | None, window: int | None, now: float) -> _Answer:
+        """The answer after one more question: a window is kept for good; a silence doubles the backoff."""
+        if window is not None:
+            return cls(window)
+        failures = (previous.failures if previous is not None else 0) + 1
+        backoff = min(PROBE_RETRY_SECONDS * 2 ** min(failures - 1, 32), PROBE_RETRY_MAX_SECONDS)
+        return cls(None, failures, now + backoff, backoff)
+
+
+async def _ask(client: _Client, server: LocalServer) -> int | None:
+    for probe in _PROBES:
+        window = await probe(client, server)
+        if window is not None:
+            return window
+    return None
 
 
 _MAX_ANSWER_BYTES = 4 * 1024 * 1024
+_MAX_HEAD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
 class _Client:
     api_key: str | None
-    deadline: float
+    """The key the model's own client sends to that server (sent as a bearer token), if any."""
 
-    def json(self, url: str, *, body: Mapping[str, Any] | None = None) -> Any:
-        """The JSON answer to a GET (or a POST of `body`), or None for an HTTP error status or an answer that
-        is not JSON. A connection error or the deadline raise: nothing else on that server would answer."""
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError('no time left')
-        headers = {'Accept': 'application/json'}
+    async def json(self, url: str, *, body: Mapping[str, Any] | None = None) -> Any:
+        """The JSON answer to a GET (or a POST of `body`), or None for a status other than 2xx (a redirect is
+        not followed), an answer over `_MAX_ANSWER_BYTES` or one that is not JSON. A connection error raises:
+        nothing else on that server would answer. The caller's deadline bounds it."""
+        headers = {'Accept': 'application/json', 'Connection': 'close', 'User-Agent': 'pydantic-ai-history'}
         if self.api_key:
             headers['Authorization'] = f'Bearer {self.api_key}'
-        data = None
+        data = b''
         if body is not None:
             data = json.dumps(body).encode()
             headers['Content-Type'] = 'application/json'
-        import urllib.error
-        import urllib.request
-
-        request = urllib.request.Request(url, data=data, headers=headers)
-        try:
-            with _opener().open(request, timeout=remaining) as response:
-                raw = response.read(_MAX_ANSWER_BYTES + 1)
-        except urllib.error.HTTPError:  # 404 on another kind of server, 401, a refused redirect
-            return None
-        if len(raw) > _MAX_ANSWER_BYTES:
+        answer = await _exchange(url, 'POST' if body is not None else 'GET', headers, data)
+        if answer is None:
             return None
         try:
-            return json.loads(raw)
+            return json.loads(answer)
         except ValueError:
             return None
+
+
+async def _exchange(url: str, method: str, headers: dict[str, str], data: bytes) -> bytes | None:
+    """One HTTP/1.1 exchange on a connection of its own, no proxy: the body of a 2xx answer, else None."""
+    parts = urlsplit(url)
+    if parts.hostname is None:
+        return None
+    tls = parts.scheme == 'https'
+    target = (parts.path or '/') + (f'?{parts.query}' if parts.query else '')
+    headers = {'Host': parts.netloc.rpartition('@')[2], **headers, 'Content-Length': str(len(data))}
+    if not data:
+        del headers['Content-Length']
+    head = ''.join(f'{name}: {value}\r\n' for name, value in headers.items())
+    request = f'{method} {target} HTTP/1.1\r\n{head}\r\n'.encode('latin-1') + data
+    stream: anyio.abc.ByteStream
+    if tls:
+        import ssl
+
+        context = ssl.create_default_context()
+        stream = await anyio.connect_tcp(
+            parts.hostname, parts.port or 443, ssl_context=context, tls_standard_compatible=False
+        )
+    else:
+        stream = await anyio.connect_tcp(parts.hostname, parts.port or 80)
+    async with stream:
+        try:
+            await stream.send(request)
+            raw = await _receive(stream)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise ConnectionError(f'the connection broke: {exc!r}') from exc
+    return _body(raw)
+
+
+async def _receive(stream: anyio.abc.ByteStream) -> bytes:
+    """The answer's bytes: until the server closes the connection, its `Content-Length` is in, or one byte
+    past the most an answer may be."""
+    raw = bytearray()
+    limit = _MAX_HEAD_BYTES + _MAX_ANSWER_BYTES + 1
+    while len(raw) < limit:
+        try:
+            raw += await stream.receive(65_536)
+        except anyio.EndOfStream:
+            break
+        length = _content_length(raw)
+        if length is not None and len(raw) >= length:
+            break
+    return bytes(raw)
+
+
+def _content_length(raw: bytes | bytearray) -> int | None:
+    """The whole answer's length in bytes when its head is in and names a `Content-Length`."""
+    end = raw.find(b'\r\n\r\n', 0, _MAX_HEAD_BYTES)
+    if end < 0:
+        return None
+    for line in bytes(raw[:end]).split(b'\r\n')[1:]:
+        name, _, value = line.partition(b':')
+        if name.strip().lower() == b'content-length' and value.strip().isdigit():
+            return end + 4 + int(value.strip())
+    return None
+
+
+def _body(raw: bytes) -> bytes | None:
+    """The body of a whole 2xx answer (chunked or not); None for another status or a malformed answer."""
+    end = raw.find(b'\r\n\r\n', 0, _MAX_HEAD_BYTES)
+    if end < 0:
+        raise ConnectionError('the server closed the connection before a whole answer')
+    lines = raw[:end].decode('latin-1').split('\r\n')
+    status = lines[0].split(' ', 2)
+    if len(status) < 2 or not status[0].startswith('HTTP/') or not status[1].isdigit():
+        return None
+    if not 200 <= int(status[1]) < 300:  # 404 on another kind of server, 401, a redirect
+        return None
+    fields = {
+        name.strip().lower(): value.strip() for name, _, value in (line.partition(':') for line in lines[1:])
+    }
+    body: bytes | None = raw[end + 4 :]
+    if 'chunked' in fields.get('transfer-encoding', '').lower():
+        body = _dechunk(raw[end + 4 :])
+    elif fields.get('content-length', '').isdigit():
+        body = raw[end + 4 : end + 4 + int(fields['content-length'])]
+    return body if body is not None and len(body) <= _MAX_ANSWER_BYTES else None
+
+
+def _dechunk(data: bytes) -> bytes | None:
+    """A chunked body's bytes; None when it is malformed or cut short."""
+    out = bytearray()
+    position = 0
+    while len(out) <= _MAX_ANSWER_BYTES:
+        line_end = data.find(b'\r\n', position)
+        size_text = data[position:line_end].split(b';', 1)[0].strip() if line_end >= 0 else b''
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            return None
+        if size == 0:
+            return bytes(out)
+        start = line_end + 2
+        if start + size > len(data):
+            return None
+        out += data[start : start + size]
+        position = start + size + 2
+    return None
 
 
 def _positive(value: object) -> int | None:
@@ -185,8 +329,8 @@ def _same_model(entry: Mapping[str, Any], name: str, *keys: str) -> bool:
     return name in names or (':' not in name and f'{name}:latest' in names)
 
 
-def _vllm(client: _Client, server: LocalServer) -> int | None:
-    data = client.json(f'{server.base_url.rstrip("/")}/models')
+async def _vllm(client: _Client, server: LocalServer) -> int | None:
+    data = await client.json(f'{server.base_url.rstrip("/")}/models')
     entries = data.get('data') if isinstance(data, Mapping) else None
     for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, Mapping) and _same_model(entry, server.model_name, 'id', 'root'):
@@ -194,15 +338,15 @@ def _vllm(client: _Client, server: LocalServer) -> int | None:
     return None
 
 
-def _lm_studio(client: _Client, server: LocalServer) -> int | None:
-    data = client.json(f'{server.root}/api/v0/models/{quote(server.model_name, safe="")}')
+async def _lm_studio(client: _Client, server: LocalServer) -> int | None:
+    data = await client.json(f'{server.root}/api/v0/models/{quote(server.model_name, safe="")}')
     if not isinstance(data, Mapping) or data.get('id') not in (server.model_name, None):
         return None
     return _positive(data.get('loaded_context_length')) or _positive(data.get('max_context_length'))
 
 
-def _llama_cpp(client: _Client, server: LocalServer) -> int | None:
-    data = client.json(f'{server.root}/props')
+async def _llama_cpp(client: _Client, server: LocalServer) -> int | None:
+    data = await client.json(f'{server.root}/props')
     if not isinstance(data, Mapping):
         return None
     settings = data.get('default_generation_settings')
@@ -213,15 +357,15 @@ def _llama_cpp(client: _Client, server: LocalServer) -> int | None:
 _NUM_CTX = re.compile(r'^\s*num_ctx\s+(\d+)\s*$', re.M)
 
 
-def _ollama(client: _Client, server: LocalServer) -> int | None:
-    running = client.json(f'{server.root}/api/ps')
+async def _ollama(client: _Client, server: LocalServer) -> int | None:
+    running = await client.json(f'{server.root}/api/ps')
     models = running.get('models') if isinstance(running, Mapping) else None
     for entry in models if isinstance(models, list) else []:
         if isinstance(entry, Mapping) and _same_model(entry, server.model_name, 'name', 'model'):
             window = _positive(entry.get('context_length'))
             if window is not None:
                 return window
-    shown = client.json(f'{server.root}/api/show', body={'model': server.model_name})
+    shown = await client.json(f'{server.root}/api/show', body={'model': server.model_name})
     if not isinstance(shown, Mapping):
         return None
     parameters = shown.get('parameters')
@@ -235,7 +379,7 @@ def _ollama(client: _Client, server: LocalServer) -> int | None:
     return min([OLLAMA_DEFAULT_CONTEXT, *(w for w in map(_positive, trained) if w)])
 
 
-_PROBES: tuple[Callable[[_Client, LocalServer], int | None], ...] = (
+_PROBES: tuple[Callable[[_Client, LocalServer], Awaitable[int | None]], ...] = (
     _vllm,
     _lm_studio,
     _llama_cpp,

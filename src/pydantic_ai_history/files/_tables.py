@@ -28,7 +28,8 @@ class Table:
     """Data rows, excluding the header (those read, when `complete` is false)."""
     total_columns: int
     complete: bool = True
-    """False when reading stopped at `table_max_rows`: the tail rows are then the last ones read."""
+    """False when reading stopped at `table_max_rows` (or a time limit): the tail rows are then the last ones
+    read, which the rendering says, never the table's last rows."""
     declared_rows: int | None = None
     """The row count the file itself declares (an XLSX sheet's dimension) or that was counted without
     reading the rows, when reading stopped."""
@@ -84,15 +85,26 @@ def render_table(table: Table, settings: FileSettings) -> tuple[str, tuple[Trunc
         cells = [_format_cell(c, settings.table_max_cell_chars) for c in row] + [''] * (width - len(row))
         return '| ' + ' | '.join(cells[:width]) + ' |'
 
+    def note(text: str) -> str:
+        return '| ' + ' | '.join([text] + [''] * (width - 1)) + ' |'
+
     lines = [line(table.header), '| ' + ' | '.join(['---'] * width) + ' |']
     lines.extend(line(row) for row in table.head)
     shown_rows = len(table.head) + len(table.tail)
     # An incomplete table has at least one row more than was read, and maybe the count it declares.
     total_rows = table.total_rows if table.complete else max(table.declared_rows or 0, table.total_rows + 1)
-    if total_rows > shown_rows:
-        omitted = total_rows - shown_rows
-        lines.append('| ' + ' | '.join([f'… {omitted:,} rows omitted …'] + [''] * (width - 1)) + ' |')
+    # rows left out between the head and the tail: of the table, or of the rows read when reading stopped
+    between = (table.total_rows if not table.complete else total_rows) - shown_rows
+    if between > 0:
+        lines.append(note(f'… {between:,} rows omitted …'))
+    if not table.complete and table.tail:
+        first = table.total_rows - len(table.tail) + 1
+        lines.append(
+            note(f'… rows {first:,} to {table.total_rows:,}, the last read before reading stopped: …')
+        )
     lines.extend(line(row) for row in table.tail)
+    if not table.complete:
+        lines.append(note(f'… reading stopped here: {_unread(table, total_rows)} not read …'))
 
     truncations: list[Truncation] = []
     summary: list[str] = []
@@ -117,6 +129,15 @@ def render_table(table: Table, settings: FileSettings) -> tuple[str, tuple[Trunc
         lines.append('')
         lines.append(f'({", ".join(summary)})')
     return '\n'.join(lines), tuple(truncations)
+
+
+def _unread(table: Table, total_rows: int) -> str:
+    """The rows of an incomplete table after those read, as far as they are known."""
+    if not table.declared_rows:
+        return 'more rows'
+    unread = total_rows - table.total_rows
+    rows = f'{unread:,} more row{"s" if unread != 1 else ""}'
+    return rows if table.counted_all else f'at least {rows}'
 
 
 def _dialect(sample: str, info: FileInfo) -> type[csv.Dialect] | csv.Dialect:

@@ -8,7 +8,7 @@ budget met). Users can run `assert_valid_history` in their own tests.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .._compat import (
@@ -22,7 +22,7 @@ from .._compat import (
     is_compaction_response,
 )
 from ._marks import own_metadata, sealed_kind
-from .units import ToolPairing, system_parts
+from .units import ToolPairing, system_parts, tool_call_ids
 
 __all__ = (
     'PAIRING_CODES',
@@ -85,7 +85,7 @@ def validate_history(
     original: Sequence[ModelMessage] | None = None,
     budget: int | None = None,
     count_tokens: Callable[[Sequence[ModelMessage]], int] | None = None,
-    finished: bool = False,
+    finished: bool | None = None,
 ) -> list[Violation]:
     """Check a history against the invariants; return every violation found (empty when valid).
 
@@ -93,7 +93,14 @@ def validate_history(
     open calls of the newest response are only a warning (deferred results may still answer them). With
     `original` (the history before processing) it also checks the current request is unchanged, system
     prompts survive and signed thinking is kept exactly or dropped with its response; with `budget` and
-    `count_tokens`, that it fits; `finished=True` accepts a finished run's history (`result.all_messages()`).
+    `count_tokens`, that it fits.
+
+    How the history may end: with a request (the next one to send), or with a `ModelResponse` that calls no
+    tool (a finished run: `result.all_messages()`). A history ending with a response whose tool calls are
+    unanswered is `not_ending_with_request`. `finished=True` also accepts that (a run that ended with deferred
+    tool calls; the calls stay `dangling_tool_call` warnings); `finished=False` requires a request at the end
+    (what a processor's output must be). The default, None, is the rule above (0.1.0 reported any response at
+    the end unless `finished=True`).
     """
     if not messages:
         return [
@@ -101,9 +108,7 @@ def validate_history(
         ]
     check = StructureCheck()
     check.extend(messages)
-    found = check.violations(messages)
-    if finished and isinstance(messages[-1], ModelResponse):
-        found = [v for v in found if v.code != 'not_ending_with_request']
+    found = _finished_end(messages, check.violations(messages), finished)
     if original is not None:
         found.extend(_preservation_violations(messages, original))
     if budget is not None and count_tokens is not None:
@@ -111,6 +116,24 @@ def validate_history(
         if used > budget:
             found.append(Violation('over_budget', -1, f'{used:,} tokens exceed the budget of {budget:,}'))
     return found
+
+
+def _finished_end(
+    messages: Sequence[ModelMessage], found: list[Violation], finished: bool | None
+) -> list[Violation]:
+    """`found` with the end of the history judged by `finished` (see `validate_history`)."""
+    last = messages[-1]
+    if not isinstance(last, ModelResponse) or finished is False:
+        return found
+    calls = tool_call_ids(last)
+    if finished or not calls:
+        return [v for v in found if v.code != 'not_ending_with_request']
+    reason = (
+        f'the history ends with a ModelResponse whose tool calls are unanswered ({", ".join(calls[:5])}): '
+        'neither a finished run nor a request to send (finished=True accepts a run that ended with deferred '
+        'tool calls)'
+    )
+    return [replace(v, reason=reason) if v.code == 'not_ending_with_request' else v for v in found]
 
 
 class StructureCheck:
@@ -259,10 +282,11 @@ def assert_valid_history(
     budget: int | None = None,
     count_tokens: Callable[[Sequence[ModelMessage]], int] | None = None,
     allow_warnings: bool = True,
-    finished: bool = False,
+    finished: bool | None = None,
 ) -> None:
     """Raise `HistoryValidationError` listing every violation; warnings pass unless `allow_warnings=False`.
-    `finished=True` checks a finished run's history (`result.all_messages()`).
+    A finished run's history (`result.all_messages()`) is valid as it is; `finished` is as in
+    `validate_history` (True: a run that ended with deferred tool calls; False: a request must end it).
     """
     violations = validate_history(
         messages, original=original, budget=budget, count_tokens=count_tokens, finished=finished

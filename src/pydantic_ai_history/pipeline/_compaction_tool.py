@@ -24,6 +24,7 @@ from .._compat import (
     ToolReturnPart,
 )
 from ..context._context import MARKER_KEY, CompactionRequest
+from ..context._focus import MAX_MODEL_FOCUS_CHARS, ModelFocus
 
 __all__ = (
     'COMPACTION_TOOL_METADATA',
@@ -40,8 +41,6 @@ COMPACTION_TOOL_METADATA = {MARKER_KEY: 'compaction'}
 """How the processor tells the tool from an app's tool of the same name (where tools have metadata)."""
 SCHEDULED = 'Compaction scheduled: older messages will be summarized before your next turn.'
 """What the tool answers (the compaction itself comes with the next request)."""
-_MAX_FOCUS_CHARS = 2_000
-"""The most of the model's focus the summarizer is given (it reads the focus beside the transcript)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,11 +97,14 @@ def requested_compaction(messages: Sequence[ModelMessage], tool: CompactionTool)
     return CompactionRequest(focus=_focus(messages, answered[-1]), min_tokens=tool.min_tokens)
 
 
-def _focus(messages: Sequence[ModelMessage], call_id: str) -> str | None:
+def _focus(messages: Sequence[ModelMessage], call_id: str) -> ModelFocus | None:
+    """The model's focus, marked as its words (`ModelFocus`: data for the summarizer, never an instruction)
+    and bounded to `MAX_MODEL_FOCUS_CHARS`."""
     calls = (p for m in reversed(messages) if isinstance(m, ModelResponse) for p in m.parts)
     call = next((p for p in calls if isinstance(p, ToolCallPart) and p.tool_call_id == call_id), None)
     try:
         focus = call.args_as_dict().get('focus') if call is not None else None
     except Exception:  # arguments that are not JSON: no focus, the compaction goes on
         return None
-    return (focus.strip()[:_MAX_FOCUS_CHARS] or None) if isinstance(focus, str) else None
+    text = focus.strip()[:MAX_MODEL_FOCUS_CHARS] if isinstance(focus, str) else ''
+    return ModelFocus(text) if text else None

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..budget._local_server import LocalServer, local_server_of
+from ..budget._local_server import LocalServer, local_server_of, probe_due
 from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import is_test_model, model_info, model_name_of, profile_window, serving_candidates
 from ..context._summarizer_settings import ModelRef
@@ -31,6 +31,9 @@ class ModelLimits:
     _server_windows: dict[str, int] = field(default_factory=dict)
     """What local servers said their window is, by `LocalServer.key`."""
     _servers_asked: set[str] = field(default_factory=set)
+    """The servers this capability asked (or took the process's answer from), by `LocalServer.key`."""
+    _fallbacks_announced: set[str | None] = field(default_factory=set)
+    """The models whose fallback window was announced: a window learnt later is announced as replacing it."""
 
     def limits_for(self, model: ModelRef | None) -> ContextLimits:
         """See `HistoryCapability.limits_for`."""
@@ -48,7 +51,8 @@ class ModelLimits:
 
     def servers_to_ask(self, model: Any, *, again: bool) -> list[tuple[Any, LocalServer]]:
         """Each model that may serve a request with the local server to ask for its window: only where the
-        policy does not set the window, once per server and process unless `again`; each counts as asked."""
+        policy does not set the window, once per server unless `again`, or again when the server has not said
+        its window and its backoff has passed (see `probe_due`); each counts as asked."""
         if self.policy.context_window is not None or model is None or isinstance(model, str):
             return []
         found = []
@@ -62,8 +66,14 @@ class ModelLimits:
     ) -> Iterator[tuple[Any, LocalServer]]:
         for candidate in serving_candidates(model):
             server = local_server_of(candidate)
-            if server is not None and (again or server.key not in self._servers_asked):
+            if server is not None and (again or self._to_ask(server)):
                 yield candidate, server
+
+    def _to_ask(self, server: LocalServer) -> bool:
+        """Never asked by this capability, or asked without an answer and due again."""
+        if server.key not in self._servers_asked:
+            return True
+        return server.key not in self._server_windows and probe_due(server)
 
     def learn_window(self, server: LocalServer, window: int | None) -> None:
         """What a server answered: its window, which every model's limits are resolved again with."""
@@ -82,7 +92,11 @@ class ModelLimits:
                 )
             )
         if limits.window_source != 'fallback':
+            if limits.model_name in self._fallbacks_announced:
+                self._fallbacks_announced.discard(limits.model_name)
+                self._announce_learnt(limits)
             return
+        self._fallbacks_announced.add(limits.model_name)
         message = (
             f'the context window of {limits.model_name!r} is unknown: assuming '
             f'{limits.model_window:,} tokens. Set ContextPolicy(context_window=...) (or the model '
@@ -96,5 +110,27 @@ class ModelLimits:
                 code='context_window_fallback',
                 message=message,
                 details={'model': limits.model_name, 'assumed_context_window': limits.model_window},
+            )
+        )
+
+    def _announce_learnt(self, limits: ContextLimits) -> None:
+        """Say that a window learnt after the fallback was announced replaces it (a local server that was down
+        or silent at the first request answered a later one)."""
+        message = (
+            f'the context window of {limits.model_name!r} is now known ({limits.window_source}): '
+            f'{limits.model_window:,} tokens, replacing the assumed '
+            f'{self.policy.fallback_context_window:,}.'
+        )
+        logger.warning('context_window_learned: %s', message)
+        self.emit(
+            HistoryWarning(
+                code='context_window_learned',
+                message=message,
+                details={
+                    'model': limits.model_name,
+                    'context_window': limits.model_window,
+                    'window_source': limits.window_source,
+                    'assumed_context_window': self.policy.fallback_context_window,
+                },
             )
         )
