@@ -223,6 +223,7 @@ async def test_what_cannot_be_stored_is_cut_anyway_and_reported_lost() -> None:
     out = await fit_request(history, 600, context, query='', stage='test')
     assert context.counter.count_message(out[-1]) <= 600
     assert 'could not be stored' in str(out[-1].parts[0].content)
+    assert 'read_artifact(' not in str(out[-1].parts[0].content)  # no read-back that cannot answer
     [lost] = [e for e in events if isinstance(e, ContentLost)]
     assert lost.code == 'content_cut'
     assert lost.tool_calls == ('fetch#c1',)

@@ -89,8 +89,12 @@ def latest_question(messages: Sequence[ModelMessage]) -> str:
 # ---- texts -------------------------------------------------------------------------------------------------
 
 
-def _lost_note(stored: bool) -> str:
-    return '' if stored else ' | the original could not be stored: what is not shown here is lost'
+def _how_to_read(stored: bool, call: str) -> str:
+    """How the model gets the rest: `call` when the original is stored, else that what is not shown is lost
+    (a note never names a read-back that cannot answer)."""
+    return (
+        f'{call} reads the rest' if stored else 'the original could not be stored: what is not shown is lost'
+    )
 
 
 def passages_within(
@@ -128,8 +132,7 @@ def reduced_text(
     head = (
         f'{ARTIFACT_MARKER} {artifact_id} | {item.source}, {len(item.text):,} characters, '
         f'~{item.tokens:,} tokens, more than this request has room for | {showing} | '
-        f"{readback_tool()}(artifact_id='{artifact_id}', offset=0, query=...) reads the rest"
-        f'{_lost_note(stored)}]\n'
+        f'{_how_to_read(stored, f"{readback_tool()}(artifact_id={artifact_id!r}, offset=0, query=...)")}]\n'
     )
     if item.tool_name is None:
         head += _beginning(item.text, int(max_tokens * _PROMPT_HEAD_SHARE), counter)
@@ -184,12 +187,16 @@ def group_note(
         for n, name in ((returns, 'tool returns'), (len(items) - returns, "texts of the user's message"))
         if n
     )
+    kept = (
+        'they are stored together, one JSON line each ("#", "tool", "tool_call_id", "content"), each tool '
+        f"return keeps its [#number] | {readback_tool()}(artifact_id='{artifact_id}', query=...) finds any "
+        'of them, offset=... pages through'
+        if stored
+        else 'they could not be stored: what is not shown is lost; each tool return keeps its [#number]'
+    )
     head = (
         f'[#1] {ARTIFACT_MARKER} {artifact_id} | {what} of this request, #1 to #{len(items)} '
-        f'({chars:,} characters, ~{tokens:,} tokens), are more than it has room for: they are stored '
-        f'together, one JSON line each ("#", "tool", "tool_call_id", "content"), each tool return keeps its '
-        f"[#number] | {readback_tool()}(artifact_id='{artifact_id}', query=...) finds any of them, "
-        f'offset=... pages through{_lost_note(stored)}]\n'
+        f'({chars:,} characters, ~{tokens:,} tokens), are more than it has room for: {kept}]\n'
     )
     return passages_within(data.decode('utf-8', 'replace'), head, query, max_tokens, counter)
 
