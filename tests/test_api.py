@@ -165,10 +165,15 @@ def _capabilities(agent: Any) -> list[Any]:
 
 
 def test_the_factory_takes_the_processors_fields_and_nothing_else() -> None:
-    """The 0.1.0 keywords are gone (the CHANGELOG's migration table names their homes): a TypeError names
-    the keyword; `on_event=` is the one alias."""
-    with pytest.raises(TypeError, match="unexpected keyword argument 'max_tokens'"):
-        create_history_processor(max_tokens=50_000)  # type: ignore[call-arg]
+    """The 0.1.0 keywords are gone: a TypeError names each one and what to write instead; `on_event=` is the
+    one alias; any other unknown keyword is Python's own TypeError."""
+    moved = r'write policy=ContextPolicy\(max_tokens=50000, target_tokens=9000\)'
+    with pytest.raises(TypeError, match=moved):
+        create_history_processor(max_tokens=50_000, target_tokens=9_000)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"summarizer=SummarizerSettings\(model='openai:gpt-4o-mini'\)"):
+        create_history_processor(summarizer_model='openai:gpt-4o-mini')  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_setting'"):
+        create_history_processor(no_such_setting=1)  # type: ignore[call-arg]
     events: list[object] = []
     processor = create_history_processor(on_event=events.append, window=False)  # type: ignore[call-arg]
     assert processor.on_history_event == events.append

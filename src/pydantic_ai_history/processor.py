@@ -115,15 +115,54 @@ def _check_stages(stages: Sequence[HistoryStage]) -> None:
         )
 
 
+_MOVED: dict[str, tuple[str, str]] = {
+    'context_window': ('policy=ContextPolicy', 'context_window'),
+    'context_utilization': ('policy=ContextPolicy', 'utilization'),
+    'utilization': ('policy=ContextPolicy', 'utilization'),
+    'max_tokens': ('policy=ContextPolicy', 'max_tokens'),
+    'target_tokens': ('policy=ContextPolicy', 'target_tokens'),
+    'reserve_tokens': ('policy=ContextPolicy', 'reserve_tokens'),
+    'budget_tokens': ('policy=ContextPolicy', 'budget_tokens'),
+    'item_tokens': ('policy=ContextPolicy', 'item_tokens'),
+    'large_item_tokens': ('policy=ContextPolicy', 'large_item_tokens'),
+    'summarizer_model': ('summarizer=SummarizerSettings', 'model'),
+    'summarizer_settings': ('summarizer=SummarizerSettings', 'model_settings'),
+    'summarizer_instructions': ('summarizer=SummarizerSettings', 'instructions'),
+    'summarizer_timeout': ('summarizer=SummarizerSettings', 'timeout'),
+    'planner_model': ('artifacts=ArtifactSettings', 'planner_model'),
+    'llm_planning': ('artifacts=ArtifactSettings', 'llm_planning'),
+    'on_compaction': ('compaction=CompactionSettings', 'on_compaction'),
+}
+"""Keywords of 0.1 (and of most examples written for it) -> the field and settings class that hold them now,
+and their name there."""
+
+
+def _moved_keywords(kwargs: dict[str, Any]) -> None:
+    """A `TypeError` that says where each moved keyword lives now, instead of Python's bare one."""
+    homes: dict[str, list[str]] = {}
+    for name, value in kwargs.items():
+        if name in _MOVED:
+            home, field = _MOVED[name]
+            homes.setdefault(home, []).append(f'{field}={value!r}')
+    if homes:
+        moved = ', '.join(f'{n}=' for n in kwargs if n in _MOVED)
+        write = ', '.join(f'{home}({", ".join(fields)})' for home, fields in homes.items())
+        raise TypeError(
+            f'HistoryProcessor got {moved} which moved into the settings that hold them: write {write} '
+            "(the CHANGELOG's migration notes list every moved keyword)"
+        )
+
+
 def _accepting_on_event(init: Callable[..., None]) -> Callable[..., None]:
     """`HistoryProcessor(on_event=...)` as `create_history_processor(on_event=...)` spells it: the field is
     `on_history_event` (pydantic-ai's capabilities have an `on_event` hook of their own, for stream
-    events)."""
+    events); a keyword that moved since 0.1 is refused naming its home."""
 
     @functools.wraps(init)
     def __init__(
         self: HistoryProcessor, *args: Any, on_event: EventHandler | None = None, **kwargs: Any
     ) -> None:
+        _moved_keywords(kwargs)
         if on_event is not None:
             if kwargs.get('on_history_event') is not None:
                 raise TypeError('HistoryProcessor takes on_event= or on_history_event= (one field), not both')
