@@ -66,8 +66,7 @@ def _nested(depth: int) -> dict:
 
 
 def test_a_value_nested_10_000_deep_is_read_without_recursion() -> None:
-    from pydantic_ai_history._compat import json_text
-    from pydantic_ai_history.messages._nesting import cut_deep, value_too_deep
+    from pydantic_ai_history.messages._nesting import cut_deep, json_text, value_too_deep
 
     deep = _nested(10_000)
     assert value_too_deep(deep)

@@ -75,7 +75,6 @@ __all__ = (
     'is_compaction_response',
     'is_media',
     'is_request_scoped',
-    'json_text',
     'make_request',
     'media_type_of',
     'message_metadata',
@@ -417,25 +416,6 @@ def decode_data_url(url: str) -> tuple[bytes, str] | None:
         return base64.b64decode(unquote_to_bytes(payload), validate=False), media_type
     except (ValueError, binascii.Error):
         return None
-
-
-def json_text(value: Any) -> str:
-    """`value` as the compact JSON a model sees; never raises: what pydantic cannot serialise (a file URL
-    whose media type cannot be guessed, on some versions) is written with `str`. A value nested deeper than
-    `MAX_PARSE_DEPTH` is written down to that depth, its deeper part named, without recursion."""
-    import pydantic_core
-
-    from .messages._nesting import cut_deep, value_too_deep
-
-    if value_too_deep(value):
-        value = cut_deep(value)
-    try:
-        return pydantic_core.to_json(value, fallback=str).decode()
-    except (pydantic_core.PydanticSerializationError, ValueError, RecursionError):
-        try:
-            return str(value)
-        except RecursionError:  # an object nested too deep to print (a model of models...)
-            return f'[a {type(value).__name__} nested too deep to show]'
 
 
 PROFILE_FILE_INPUT: bool = 'supports_image_input' in frozenset(getattr(ModelProfile, '__annotations__', {}))

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from itertools import accumulate
+from typing import Any
 
-__all__ = ('MAX_PARSE_DEPTH', 'cut_deep', 'json_too_deep', 'value_too_deep')
+__all__ = ('MAX_PARSE_DEPTH', 'cut_deep', 'json_text', 'json_too_deep', 'value_too_deep')
 
 MAX_PARSE_DEPTH = 200
 """JSON nested deeper than this is never parsed: no real tool output or document nests this far, and the
@@ -75,3 +76,20 @@ def cut_deep(value: object, limit: int = MAX_PARSE_DEPTH) -> object:
                 if made is not child:
                     stack.append((child, made, depth + 1))
     return root
+
+
+def json_text(value: Any) -> str:
+    """`value` as the compact JSON a model sees; never raises: what pydantic cannot serialise (a file URL
+    whose media type cannot be guessed, on some versions) is written with `str`. A value nested deeper than
+    `MAX_PARSE_DEPTH` is written down to that depth, its deeper part named, without recursion."""
+    import pydantic_core
+
+    if value_too_deep(value):
+        value = cut_deep(value)
+    try:
+        return pydantic_core.to_json(value, fallback=str).decode()
+    except (pydantic_core.PydanticSerializationError, ValueError, RecursionError):
+        try:
+            return str(value)
+        except RecursionError:  # an object nested too deep to print (a model of models...)
+            return f'[a {type(value).__name__} nested too deep to show]'

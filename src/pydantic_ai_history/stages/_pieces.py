@@ -27,12 +27,12 @@ from .._compat import (
     ToolReturnPart,
     UserPromptPart,
     is_media,
-    json_text,
     media_type_of,
     part_metadata,
     with_part_metadata,
 )
 from ..messages._marks import MARKER_KEY, part_kinds, sealed_kind
+from ..messages._nesting import json_text
 from ..readback._pages import Page
 from ..tokens import TokenCounter
 

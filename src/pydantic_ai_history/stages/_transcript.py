@@ -34,11 +34,11 @@ from .._compat import (
     UserPromptPart,
     is_media,
     is_request_scoped,
-    json_text,
     media_type_of,
 )
 from ..messages._clock import replay_safe_token
 from ..messages._marks import OPENINGS, marker_kind, part_kinds, readback_tool, strip_seal
+from ..messages._nesting import json_text
 from ..messages._utf8 import from_utf8, utf8
 from ..messages.units import Unit
 from ..tokens import TokenCounter

@@ -41,10 +41,10 @@ from .._compat import (
     decode_data_url,
     is_compaction_response,
     is_media,
-    json_text,
     media_type_of,
     tool_availability_text,
 )
+from ..messages._nesting import json_text
 from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
 from ._model_name import parse_model_name

@@ -20,7 +20,6 @@ from ..._compat import (
     ModelMessage,
     ModelRequest,
     UserPromptPart,
-    json_text,
     make_request,
 )
 from ...budget.model_info import file_input_profile, is_test_model, model_info, model_name_of
@@ -33,6 +32,7 @@ from ...context._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...context._summarizer_settings import check_model_ref
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
 from ...messages._marks import readback_tool, seal
+from ...messages._nesting import json_text
 from ...messages._utf8 import utf8
 from ...pipeline._settings_checks import coerce_settings, exempting_readback
 from ...pipeline._stage_capability import StageCapability, history_processor_annotations

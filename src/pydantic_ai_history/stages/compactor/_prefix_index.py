@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._compat import BinaryContent, ModelMessage, is_media, json_text, media_type_of
+from ..._compat import BinaryContent, ModelMessage, is_media, media_type_of
 from ...cache import SummaryCache, cache_key
+from ...messages._nesting import json_text
 from ...messages._utf8 import utf8
 
 __all__ = ('Origin', 'PrefixIndex', 'PrefixRecord')

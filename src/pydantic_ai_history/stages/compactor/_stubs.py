@@ -24,11 +24,11 @@ from ..._compat import (
     ToolReturnPart,
     UserPromptPart,
     is_media,
-    json_text,
     part_metadata,
 )
 from ...context._context import ARTIFACT_MARKER, HistoryContext
 from ...messages._marks import MARKER_KEY, part_kinds, readback_tool, seal, unseal
+from ...messages._nesting import json_text
 from ...messages._utf8 import utf8
 from ...tokens import TokenCounter
 from .._pieces import Replacement, replace_pieces
