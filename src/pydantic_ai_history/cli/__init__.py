@@ -108,10 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
         'history', metavar='HISTORY.json', help='saved with ModelMessagesTypeAdapter.dump_json'
     )
     inspect.add_argument(
-        '--max-tokens', type=_positive, metavar='N', help='compaction trigger (default 120,000)'
+        '--max-tokens',
+        type=_positive,
+        metavar='N',
+        help='compaction trigger (default: follows the model, 80%% of its input room, at most 120,000)',
     )
     inspect.add_argument(
-        '--target-tokens', type=_positive, metavar='N', help='compaction target (default 40,000)'
+        '--target-tokens',
+        type=_positive,
+        metavar='N',
+        help='compaction target (default: a third of the trigger, at most 40,000)',
     )
     inspect.add_argument(
         '--context-window', type=_positive, metavar='N', help="override the model's context window"

@@ -258,10 +258,12 @@ def _event_line(event: HistoryEvent, output: _Output) -> str | None:
         if event.tokens_after == event.tokens_before and not event.cache_hit:
             output.unchanged += 1  # reported once per request, not one line each
             return None
+        grew = event.tokens_after > event.tokens_before
         return (
             f'    artifact {event.artifact_id[:16]} from {event.source}: {event.strategy}, '
             f'{event.tokens_before:,} -> {event.tokens_after:,} tokens'
             + (' (cache hit)' if event.cache_hit else '')
+            + (f' (made fit to what the provider accepts: {event.rationale})' if grew else '')
         )
     if isinstance(event, WindowApplied):
         return (

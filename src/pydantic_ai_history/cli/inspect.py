@@ -426,16 +426,29 @@ def _header(report: InspectReport) -> list[str]:
 
 def _table(report: InspectReport) -> str:
     # a row's fields are the table's columns, in order; an added or removed message has no index on one side
-    rows = [tuple('' if v is None else v for v in dataclasses.astuple(r)) for r in report.rows]
+    placeholder = report.messages_before - 1 if report.next_request_added else None
+    rows = [
+        tuple('' if v is None else v for v in dataclasses.astuple(_labelled(r, placeholder)))
+        for r in report.rows
+    ]
     if report.framing_before or report.framing_after:
         rows.append(('', '', '', '(no message)', report.framing_before, report.framing_after, '', 'framing'))
     total = f'{report.messages_before} -> {report.messages_after} messages'
+    if placeholder is not None:
+        total = f'{placeholder} saved + 1 placeholder -> {report.messages_after} messages'
     return format_table(
         ['#', 'out', 'role', 'parts', 'tokens', 'after', 'action', 'detail'],
         rows,
         align='rrllrrll',
         footer=[('', '', 'total', total, report.tokens_before, report.tokens_after, '', '')],
     )
+
+
+def _labelled(row: MessageRow, placeholder: int | None) -> MessageRow:
+    """The row of the placeholder next request says so (it is not in the file)."""
+    if placeholder is None or row.index != placeholder:
+        return row
+    return dataclasses.replace(row, detail=f'placeholder {NEXT_REQUEST}, not in the file')
 
 
 def _violation_lines(report: InspectReport) -> list[str]:

@@ -473,7 +473,11 @@ class ArtifactPlanner(StageCapability):
         converted, hit = await self._read(attachment, plain_id, context)
         if _unchanged(converted):
             return None
-        label = attachment.name or attachment.media_type
+        label = (
+            f'attached file {attachment.name} ({attachment.media_type})'
+            if attachment.name
+            else (f'an attached {attachment.media_type} file')
+        )
         stored = await _store_attachment(attachment, a_id, label, context)
         if not stored and self._passes_as_is(attachment, file_input_profile(context.model)):
             return None  # the warning said so: the model reads the file as it is
@@ -545,9 +549,7 @@ async def _store_attachment(attachment: Attachment, a_id: str, label: str, conte
     if context.store is None:
         context.warn('artifact_store_failed', f'could not store attachment {a_id[:16]} (no artifact store)')
         return False
-    return await context.store_original(
-        a_id, attachment.data, media_type=attachment.media_type, source=f'attachment {label}'
-    )
+    return await context.store_original(a_id, attachment.data, media_type=attachment.media_type, source=label)
 
 
 def _attachment_note(
