@@ -190,3 +190,16 @@ async def test_a_run_that_spills_is_offered_read_artifact_with_the_first_note() 
     processor = create_history_processor(policy=ContextPolicy(context_window=20_000), compaction=False)
     seen = await _tool_lists([processor.capability()], calls=3, page=PAGE * 30, window=20_000)
     assert seen == [['page'], *[['page', 'read_artifact']] * 3]
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
+def test_the_early_1x_toolset_beside_the_capability_is_refused_when_the_agent_is_built() -> None:
+    """`capabilities=[p]` brings `read_artifact`; adding `toolsets=[p.readback_toolset()]` as early 1.x did
+    would clash at the first large output: refused at once, with what to write instead."""
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.models.test import TestModel
+
+    processor = HistoryProcessor()
+    with pytest.raises(UserError, match=r'remove processor\.readback_toolset\(\)'):
+        Agent(TestModel(), capabilities=[processor], toolsets=[processor.readback_toolset()])
+    Agent(TestModel(), capabilities=[processor])  # the capability alone is what to write

@@ -98,6 +98,31 @@ def tool_owner(agent: object, name: str) -> str | None:
     return None
 
 
+def given_toolsets(agent: object, ids: Sequence[str]) -> list[str]:
+    """Which of the toolsets `ids` names were given to the agent itself (`toolsets=[...]`), found through
+    the public `wrapped` of wrapper toolsets."""
+    found: list[str] = []
+    for toolset in getattr(agent, 'toolsets', None) or ():
+        for _ in range(8):  # a prepared or filtered toolset wraps the function toolset
+            if getattr(toolset, 'id', None) in ids:
+                found.append(str(toolset.id))
+                break
+            toolset = getattr(toolset, 'wrapped', None)
+            if toolset is None:
+                break
+    return found
+
+
+def toolsets_twice_error(found: Sequence[str]) -> Exception:
+    """The early-1.x toolsets given beside the processor as a capability, which brings them itself."""
+    return user_error(
+        f'The agent has the history processor as a capability, which brings its own tools, and also got its '
+        f'toolset{"s" if len(found) > 1 else ""} {", ".join(found)} in toolsets=[...] (the way of early 1.x, '
+        'with history_processors=[processor]): remove processor.readback_toolset() (and '
+        'processor.compaction_toolset()) from toolsets=, and keep Agent(capabilities=[processor]).'
+    )
+
+
 def clash_error(name: str, owner: str, *, compaction: bool = False) -> Exception:
     """A tool of the agent (from `owner`) is named like the read-back tool, or the compaction tool."""
     tool, fix = (

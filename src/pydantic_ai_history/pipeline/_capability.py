@@ -50,7 +50,7 @@ from ..events import (
 )
 from ..messages._marks import READ_ARTIFACT_TOOL
 from ..messages.pinning import PinPredicate
-from ..readback import ReadbackGate
+from ..readback import ReadbackGate, readback_toolset_id
 from ..store import ArtifactStore, MemoryStore
 from ..tokens import TokenCounter, TokenizerProfile
 from ._agent_checks import (
@@ -59,13 +59,13 @@ from ._agent_checks import (
     clash_error,
     duplicate_error,
     durable_store_problem,
+    given_toolsets,
     history_processor_in,
     tool_owner,
+    toolsets_twice_error,
     user_error,
 )
-from ._compaction_tool import (
-    CompactionTool,
-)
+from ._compaction_tool import CompactionTool, compaction_toolset_id
 from ._guard import PROCESSED
 from ._limits import ModelLimits
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
@@ -369,6 +369,9 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         ]
         if len(found) > 1:
             raise duplicate_error(found)
+        twice = given_toolsets(agent, (readback_toolset_id(self.id), compaction_toolset_id(self.id)))
+        if twice:
+            raise toolsets_twice_error(twice)
         owner = tool_owner(agent, self.readback_tool_name)
         if owner is not None:
             raise clash_error(self.readback_tool_name, owner)
