@@ -17,6 +17,11 @@ from pydantic_ai_history import (
     assert_valid_history,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES, ProcessHistory
+
+try:
+    from pydantic_ai.capabilities import AbstractCapability
+except ImportError:  # pydantic-ai 1.0
+    AbstractCapability = object  # type: ignore[assignment,misc]
 from pydantic_ai_history.testing import StrictProvider
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings('ignore::DeprecationWarning')]
@@ -192,7 +197,9 @@ async def test_a_run_that_spills_is_offered_read_artifact_with_the_first_note() 
     assert seen == [['page'], *[['page', 'read_artifact']] * 3]
 
 
-@pytest.mark.skipif(not HAS_CAPABILITIES, reason='pydantic-ai 1.0 has no capabilities')
+@pytest.mark.skipif(
+    not hasattr(AbstractCapability, 'for_agent'), reason='capabilities are told of their agent from 2.x'
+)
 def test_the_early_1x_toolset_beside_the_capability_is_refused_when_the_agent_is_built() -> None:
     """`capabilities=[p]` brings `read_artifact`; adding `toolsets=[p.readback_toolset()]` as early 1.x did
     would clash at the first large output: refused at once, with what to write instead."""
