@@ -32,7 +32,7 @@ from .._compat import (
     with_part_metadata,
 )
 from ..messages._marks import MARKER_KEY, part_kinds, sealed_kind
-from ..messages._nesting import json_text
+from ..messages._nesting import json_text, value_too_deep
 from ..readback._pages import Page
 from ..tokens import TokenCounter
 
@@ -54,6 +54,7 @@ __all__ = (
     'replace_pieces',
     'replaced_part',
     'request_pieces',
+    'too_deep_returns',
     'tool_return_text',
     'water_level',
 )
@@ -439,3 +440,16 @@ def _user_content(content: Any, changes: Mapping[int | None, Replacement]) -> An
     items = [changes[i].text if i in changes else item for i, item in enumerate(content)]
     kept = [item for i, item in enumerate(items) if i not in changes or changes[i].text is not None]
     return kept or None
+
+
+def too_deep_returns(request: ModelRequest) -> dict[int, Replacement]:
+    """Part index -> what replaces a tool return whose value nests deeper than `MAX_PARSE_DEPTH` (no
+    provider's serializer takes it: pydantic's stops near 255 levels): its JSON text down to that depth, the
+    deeper part named. Only structured values are walked (a string is sent as it is)."""
+    return {
+        p_index: Replacement(json_text(part.content), {'artifact_id': '', 'strategy': 'cut_deep'})
+        for p_index, part in enumerate(request.parts)
+        if isinstance(part, ToolReturnPart)
+        and isinstance(part.content, (dict, list, tuple))
+        and value_too_deep(part.content)
+    }

@@ -32,13 +32,13 @@ from ...context._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...context._summarizer_settings import check_model_ref
 from ...files import ConvertedDocument, FileResult, FileSettings, FittedAudio, FittedImage
 from ...messages._marks import readback_tool, seal
-from ...messages._nesting import json_text
+from ...messages._nesting import MAX_PARSE_DEPTH, json_text
 from ...messages._utf8 import utf8
 from ...pipeline._settings_checks import coerce_settings, exempting_readback
 from ...pipeline._stage_capability import StageCapability, history_processor_annotations
 from ...store import artifact_id
 from ...tokens._running_counts import IdentityMemo
-from .._pieces import Place, Replacement, replace_pieces, replaced_part
+from .._pieces import Place, Replacement, replace_pieces, replaced_part, too_deep_returns
 from .._request_fit import (
     corrected,
     fit_newest,
@@ -132,6 +132,7 @@ class ArtifactPlanner(StageCapability):
         return self.settings
 
     async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        messages = self._sendable(messages, context)
         await context.count_newest(messages)
         over_limit = context.estimate(messages).total > self.settings.hard_limit(context.limits)
         start = len(messages) - 1  # only the newest request: rewriting older ones breaks the prompt cache
@@ -139,6 +140,23 @@ class ArtifactPlanner(StageCapability):
             messages = await self._attachments(messages, context, start=start, over_limit=over_limit)
         messages = await self._reduce(messages, context, start=start)
         return await fit_newest(messages, self._newest_room(messages, context), context, stage=self.name)
+
+    def _sendable(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        """The newest request with every tool return nested too deep for any provider cut to what can be
+        sent (`too_deep_returns`); `ContentLost` names what went, which no request could carry."""
+        request = messages[-1] if messages else None
+        cut = too_deep_returns(request) if isinstance(request, ModelRequest) else {}
+        if not cut or not isinstance(request, ModelRequest):
+            return messages
+        parts = [request.parts[p] for p in cut]
+        context.lost(
+            self.name,
+            'content_cut',
+            f'nested deeper than {MAX_PARSE_DEPTH} levels, which no provider can be sent',
+            [make_request(parts)],
+            what=f'the deepest part of {len(parts)} tool return(s)',
+        )
+        return replace_pieces(messages, {(len(messages) - 1, p, None): r for p, r in cut.items()})
 
     async def _reduce(
         self, messages: list[ModelMessage], context: HistoryContext, *, start: int
