@@ -1,8 +1,9 @@
 """The compactor: above the trigger, replace the older part of the history with one structured summary.
 
-Output: preserved head + one summary request + the newest units that fit the target verbatim (the last unit,
-the current request, always). Pinned units are never summarized: their cost is reserved up front so they never
-push the cut; those before it ride in the summary's pinned section. With a store, the evicted transcript is
+Output: preserved head + one summary request + the current run's question (when the summary takes the steps
+after it) + the newest units that fit the target verbatim (the last unit, the current request, always). Pinned
+units are never summarized: their cost is reserved up front so they never push the cut (so is the question's);
+those before it ride in the summary's pinned section. With a store, the evicted transcript is
 stored before anything is removed (each names the one before it); if the store fails nothing is compacted
 while the window allows, past that `ContentLost` names what only the summary stands for. On-demand
 capabilities the evicted messages loaded are recorded again after the summary. `method='provider'|'auto'`
