@@ -259,7 +259,7 @@ def test_the_stream_carries_these_fields_per_kind() -> None:
                 'evicted_messages',
                 'method',
             }
-            | {'summarizer_calls', 'summary', 'error', 'stubbed_parts', 'background'},
+            | {'summarizer_calls', 'summary', 'error', 'stubbed_parts', 'background', 'over_target'},
         ),
         'BackgroundSummaryStarted': (
             'background_summary_started',

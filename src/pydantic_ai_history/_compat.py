@@ -78,6 +78,7 @@ __all__ = (
     'make_request',
     'media_type_of',
     'message_metadata',
+    'message_run_id',
     'part_metadata',
     'post_compaction_window',
     'pydantic_ai_version',
@@ -381,6 +382,12 @@ def run_id_of(ctx: Any) -> str | None:
     """The run id of a `RunContext` (2.x, late 1.x), None on versions without it."""
     value = getattr(ctx, 'run_id', None)
     return value if isinstance(value, str) else None
+
+
+def message_run_id(message: object) -> str | None:
+    """The run id a message was made in (2.x), None where messages carry none (1.x) or it was not set."""
+    value = getattr(message, 'run_id', None)
+    return value if isinstance(value, str) and value else None
 
 
 def is_media(item: object) -> bool:

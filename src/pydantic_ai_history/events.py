@@ -309,6 +309,10 @@ class CompactionResult(HistoryEvent):
     background: bool = False
     """Whether the summary was made in the background, ahead of the trigger (a `BackgroundSummaryUsed` says
     how long this request waited for it); its `summarizer_calls` are counted here."""
+    over_target: str | None = None
+    """Why `tokens_after` is over the target, when it is: what the compaction had to keep (the preserved head,
+    the current run's question, the verbatim tail with the current request, instructions and tools) and what
+    each costs; None when the compaction reached its target."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)

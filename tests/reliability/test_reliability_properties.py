@@ -42,6 +42,7 @@ from pydantic_ai_history import (
 )
 from pydantic_ai_history.cache import MemoryCache
 from pydantic_ai_history.context._context import HistoryContext
+from pydantic_ai_history.messages.pinning import question_unit
 from pydantic_ai_history.messages.units import head_length, split_units
 from pydantic_ai_history.stages._request_fit import is_processed
 from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER, ArtifactPlanner, ArtifactSettings
@@ -252,6 +253,68 @@ def test_compactor_stage(messages: list[ModelMessage], fraction: float, mode: st
     _check(messages, before, snapshot, out)
     over_trigger = TokenCounter('gpt-4o').estimate(messages).total > trigger + 1
     if over_trigger and _floor(messages, TokenCounter('gpt-4o')) + summary_cap + 40 <= target:
+        assert TokenCounter('gpt-4o').estimate(out).total <= target
+
+
+# ---- the current run's question ----------------------------------------------------------------------------
+
+_RUN = 'run-q'
+"""The run the stages work for: generated messages carry no run id, so their latest prompt is its question."""
+
+
+def _question(messages: Sequence[ModelMessage]) -> tuple[list[ModelMessage], int]:
+    """The messages of the run's question outside the head and the current request (none when either holds
+    it), and what they cost."""
+    units = split_units(messages)
+    index = question_unit(messages, units, _RUN)
+    head = head_length(messages, units, keep_first_user_message=True)
+    if index is None or index == len(units) - 1 or units[index].start < head:
+        return [], 0
+    unit = units[index]
+    per_message = TokenCounter('gpt-4o').estimate(messages).per_message
+    return list(messages[unit.start : unit.end]), sum(per_message[unit.start : unit.end])
+
+
+def _kept(question: list[ModelMessage], out: list[ModelMessage]) -> bool:
+    return all(any(m is kept for kept in out) for m in question)
+
+
+@settings(RELIABILITY, max_examples=60)
+@given(histories(), st.floats(0.05, 1.3))
+def test_window_stage_keeps_the_question_of_the_run(messages: list[ModelMessage], fraction: float) -> None:
+    budget, counter = _budget(messages, fraction)
+    before, snapshot = dump(messages), copy.deepcopy(messages)
+    context = HistoryContext(counter=counter, limits=ContextLimits.fixed(budget=budget), run_id=_RUN)
+    out = asyncio.run(SlidingWindow()(messages, context))
+    _check(messages, before, snapshot, out)
+    question, cost = _question(messages)
+    assert _kept(question, out), 'the window dropped the question of the run'
+    if _floor(messages, TokenCounter('gpt-4o')) + cost <= budget:
+        assert TokenCounter('gpt-4o').estimate(out).total <= budget
+
+
+@settings(RELIABILITY, max_examples=40)
+@given(histories(), st.floats(0.05, 1.3), st.sampled_from(['echo', 'raise']))
+def test_compactor_stage_keeps_the_question_of_the_run(
+    messages: list[ModelMessage], fraction: float, mode: str
+) -> None:
+    trigger, counter = _budget(messages, fraction)
+    target = max(trigger // 2, 1)
+    summary_cap = 400
+    context = HistoryContext(
+        counter=counter,
+        limits=ContextLimits.fixed(budget=10**9, trigger=trigger + 1, target=target),
+        summarizer=SummarizerSettings(model=fake_model(Behaviour(mode))),
+        cache=MemoryCache(),
+        run_id=_RUN,
+    )
+    before, snapshot = dump(messages), copy.deepcopy(messages)
+    out = asyncio.run(Compactor(CompactionSettings(summary_max_tokens=summary_cap))(messages, context))
+    _check(messages, before, snapshot, out)
+    question, cost = _question(messages)
+    assert _kept(question, out), 'the compactor summarized the question of the run'
+    over_trigger = TokenCounter('gpt-4o').estimate(messages).total > trigger + 1
+    if over_trigger and _floor(messages, TokenCounter('gpt-4o')) + cost + summary_cap + 40 <= target:
         assert TokenCounter('gpt-4o').estimate(out).total <= target
 
 

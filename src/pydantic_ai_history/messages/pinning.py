@@ -1,7 +1,8 @@
 """Pinned messages are kept ahead of older unpinned ones and never summarized away.
 
 A message is pinned when it carries our pin marker (see `pin`), when it is one of this package's own
-summary messages, or when the user's predicate says so.
+summary messages, or when the user's predicate says so. The current run's question (`question_unit`) is kept
+verbatim, as a message, for as long as its run lasts; a later run may summarize it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from .._compat import (
     ModelRequest,
     RetryPromptPart,
     ToolReturnPart,
+    UserPromptPart,
     message_metadata,
+    message_run_id,
     part_metadata,
 )
-from ._marks import MARKER_KEY, marker_kind, own_metadata
+from ._marks import MARKER_KEY, marker_kind, own_metadata, part_kinds
+from .units import Unit
 
-__all__ = ('PinPredicate', 'is_pinned', 'pin', 'pin_tool_errors')
+__all__ = ('PinPredicate', 'is_pinned', 'is_user_prompt', 'pin', 'pin_tool_errors', 'question_unit')
 
 PinPredicate = Callable[[ModelMessage], bool]
 _T = TypeVar('_T')
@@ -68,3 +72,26 @@ def is_pinned(messages: Sequence[ModelMessage], predicate: PinPredicate | None =
         if predicate is not None and predicate(message):
             return True
     return False
+
+
+def is_user_prompt(message: ModelMessage) -> bool:
+    """Whether `message` is a request carrying a user prompt that is not ours (a summary, a note, a trail)."""
+    if not isinstance(message, ModelRequest) or marker_kind(message) is not None:
+        return False
+    parts = zip(message.parts, part_kinds(message), strict=True)
+    return any(isinstance(p, UserPromptPart) and kind is None for p, kind in parts)
+
+
+def question_unit(messages: Sequence[ModelMessage], units: Sequence[Unit], run_id: str | None) -> int | None:
+    """The unit holding the current run's question: the latest user prompt that is not ours, when the run
+    `run_id` asked it (2.x: the request's `run_id`; a request without one counts as the run's). None outside a
+    run, and in a run begun without a prompt of its own (the question before it belongs to an earlier run)."""
+    if run_id is None:
+        return None
+    for index in range(len(units) - 1, -1, -1):
+        unit = units[index]
+        for message in reversed(messages[unit.start : unit.end]):
+            if is_user_prompt(message):
+                asked_in = message_run_id(message)
+                return index if asked_in is None or asked_in == run_id else None
+    return None

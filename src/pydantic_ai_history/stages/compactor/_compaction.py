@@ -31,6 +31,7 @@ __all__ = (
     'Compaction',
     'Cut',
     'Evicted',
+    'Kept',
     'Method',
     'Outcome',
     'Plan',
@@ -39,6 +40,7 @@ __all__ = (
     'announce',
     'final_sections',
     'keep_loads',
+    'over_target_reason',
     'summary_details',
     'unit_savings',
 )
@@ -106,6 +108,22 @@ class Outcome:
     """What the summary message (or the provider's compaction item) costs."""
     lost: Sequence[ModelMessage] = ()
     """The summarized messages, named by `ContentLost` when their transcript could not be stored."""
+    kept: Kept | None = None
+    """What the result keeps verbatim (our summary's outcomes), so an event over its target can say why."""
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What a compacted history keeps besides its summary, in tokens: what may hold it over its target."""
+
+    head: int
+    """The preserved head (the system prompt and, by default, the first user turn)."""
+    question: int
+    """The current run's question, kept verbatim after the summary (0 when the tail holds it)."""
+    tail: int
+    """The verbatim tail from the cut on; its last unit holds the current request."""
+    rest: int
+    """Instructions, tool definitions and the record of loads kept after the summary."""
 
 
 @dataclass
@@ -174,6 +192,21 @@ class Cut:
     """Ids of the stored transcripts the previous summary names, chained from this one's first line."""
     gone_transcripts: list[str] = field(default_factory=list)
     """Ids the previous summary names that the store's retention removed: said to be gone, never named."""
+    question: int | None = None
+    """The unit of the current run's question (`question_unit`) when it is in the body and not pinned: never
+    summarized nor stubbed; before `unit`, it follows the summary verbatim."""
+
+    def passed_question(self) -> int | None:
+        """The question's unit when the summary passes it (it is moved after the summary), else None."""
+        return self.question if self.question is not None and self.question < self.unit else None
+
+    def question_messages(self, plan: Plan) -> list[ModelMessage]:
+        """The messages of the question the summary passes, to follow it verbatim."""
+        index = self.passed_question()
+        if index is None:
+            return []
+        unit = plan.units[index]
+        return plan.messages[unit.start : unit.end]
 
     async def check_stored(self, context: HistoryContext) -> None:
         self.gone_transcripts = await no_longer_stored(self.previous_transcripts, context)
@@ -183,11 +216,11 @@ class Cut:
         return [self.pins[i] for i in sorted(self.pins) if i < self.unit]
 
     def summarized(self, plan: Plan) -> list[ModelMessage]:
-        """The messages before the cut but the pinned units."""
+        """The messages before the cut but the pinned units and the question."""
         return [
             m
             for i in range(self.body_first, self.unit)
-            if i not in self.pins
+            if i not in self.pins and i != self.question
             for m in plan.messages[plan.units[i].start : plan.units[i].end]
         ]
 
@@ -205,6 +238,33 @@ def announce(context: HistoryContext, event: Compaction, evicted: int) -> None:
             target_tokens=context.limits.target,
             reason=event.reason,
         )
+    )
+
+
+def over_target_reason(outcome: Outcome, target: int) -> str | None:
+    """Why a compacted history is still over its target (None when it is not): what it had to keep."""
+    after, replacement, kept = outcome.tokens, outcome.replacement, outcome.kept
+    if after <= target:
+        return None
+    what = 'compaction item' if outcome.summary.method == 'provider' else 'summary'
+    if kept is None and outcome.summary.method == 'cache' and not replacement:
+        return (
+            'a cached summary of the earlier messages brought the history under the trigger; nothing more '
+            'was compacted'
+        )
+    if kept is None:
+        return (
+            f'the {what} takes {replacement:,} tokens, what must stay (preserved head, pinned units, the '
+            f'last unit with the current request, instructions and tools) {after - replacement:,}'
+        )
+    parts = [f'the preserved head {kept.head:,}'] if kept.head else []
+    if kept.question:
+        parts.append(f"the current run's question {kept.question:,}")
+    parts.append(f'the verbatim tail with the current request {kept.tail:,}')
+    parts.append(f'instructions, tools and recorded loads {kept.rest:,}')
+    return (
+        f'the {what} takes {replacement:,} tokens (its pinned units included); what must stay verbatim: '
+        + (', '.join(parts))
     )
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import logging
 
-from ..._compat import ModelMessage, ModelRequest, UserPromptPart
+from ..._compat import ModelMessage
 from ...context._context import HistoryContext
 from ...events import CompactionReason
-from ...messages._marks import SEAL_TOKENS, marker_kind, part_kinds, separate_own_parts
-from ...messages.pinning import PinPredicate, is_pinned
+from ...messages._marks import SEAL_TOKENS, marker_kind, separate_own_parts
+from ...messages.pinning import PinPredicate, is_pinned, is_user_prompt, question_unit
 from ...messages.units import Unit, split_units
 from ...tokens import TokenCounter, TokenEstimate
 from .._loads import reload_reserve
@@ -35,7 +35,7 @@ from ._stubs import Stub, apply_stubs, plan_stubs, store_stubbed
 from ._summaries import Summaries
 from ._summary_message import PINNED_HEADING, SummarySections, summary_sections, summary_text
 
-__all__ = ('CutPlanning', 'latest_prompt_unit', 'pinned_units')
+__all__ = ('CutPlanning', 'body_question', 'latest_prompt_unit', 'pinned_units')
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 
@@ -117,6 +117,7 @@ class CutPlanning(Summaries):
             if reason == 'manual'
             else max((keep_recent if keep_recent is not None else context.limits.target // 8) - shrink, 0),
             keep_from=latest_prompt_unit(plan, body_first),
+            question=body_question(plan, body_first, pins, context.run_id),
         )
 
     async def _stub(
@@ -170,7 +171,11 @@ class CutPlanning(Summaries):
 
     def _stubs_from(self, first: int, plan: Plan, cut: Cut, context: HistoryContext) -> list[Stub]:
         units = plan.units
-        spans = [(units[i].start, units[i].end) for i in range(first, cut.verbatim) if i not in cut.pins]
+        spans = [
+            (units[i].start, units[i].end)
+            for i in range(first, cut.verbatim)
+            if i not in cut.pins and i != cut.question
+        ]
         return plan_stubs(
             plan.messages,
             spans,
@@ -235,6 +240,7 @@ class CutPlanning(Summaries):
             previous_transcripts=[earlier.transcript]
             if earlier.transcript and context.store is not None
             else [],
+            question=body_question(plan, body_first, pins, context.run_id),
         )
 
 
@@ -263,9 +269,17 @@ def latest_prompt_unit(plan: Plan, body_first: int) -> int | None:
     """The latest user prompt: the instruction the agent is working on, left verbatim when it can be."""
     for index in range(len(plan.units) - 1, body_first - 1, -1):
         unit = plan.units[index]
-        for message in plan.messages[unit.start : unit.end]:
-            if isinstance(message, ModelRequest) and marker_kind(message) is None:
-                parts = zip(message.parts, part_kinds(message), strict=True)
-                if any(isinstance(p, UserPromptPart) and k is None for p, k in parts):
-                    return index
+        if any(is_user_prompt(m) for m in plan.messages[unit.start : unit.end]):
+            return index
     return None
+
+
+def body_question(
+    plan: Plan, body_first: int, pins: dict[int, TranscriptUnit], run_id: str | None
+) -> int | None:
+    """The unit of the current run's question when the summary could take it: in the body, before the last
+    unit, and not pinned (a pin is kept anyway); else None."""
+    index = question_unit(plan.messages, plan.units, run_id)
+    if index is None or not body_first <= index < len(plan.units) - 1 or index in pins:
+        return None
+    return index

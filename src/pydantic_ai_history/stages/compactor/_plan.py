@@ -23,7 +23,8 @@ class CutPlan:
     tail_budget: int
     """Tokens the unpinned units of the tail may use after fixed costs and reserves."""
     pinned_reserve: int
-    """Tokens reserved up front for the pinned units (verbatim in the tail or text in the pinned section)."""
+    """Tokens reserved up front for the pinned units (verbatim in the tail or text in the pinned section) and
+    the current run's question (verbatim wherever the cut falls)."""
     verbatim: int | None = None
     """The first unit kept under `tail_cap` (the cheap tier may not touch it): `unit`, unless the summary
     stops earlier to keep `keep_from`."""
@@ -42,6 +43,7 @@ def plan_cut(
     manual: bool = False,
     tail_cap: int | None = None,
     keep_from: int | None = None,
+    question: int | None = None,
 ) -> CutPlan:
     """The first unit of the verbatim tail for a body (from `body_first`) whose units cost `unit_costs`.
 
@@ -50,6 +52,7 @@ def plan_cut(
     `pinned_carried`: earlier pins and the transcript reference. `manual` evicts at least one unit when there
     are two or more. `tail_cap` bounds the verbatim tail (a deep event). `keep_from` (the latest user prompt)
     is left out of the summary when everything from it on fits the target; `verbatim` stays under `tail_cap`.
+    `question` (the current run's, not pinned) is kept verbatim wherever the cut falls: reserved like a pin.
     """
     costs = list(unit_costs)
     reserve = pinned_carried
@@ -59,6 +62,9 @@ def plan_cut(
         costs[offset] = 0
     if reserve:
         reserve += pinned_section_cost
+    if question is not None and question not in pinned and 0 <= question - body_first < len(costs):
+        reserve += costs[question - body_first]
+        costs[question - body_first] = 0
     allowed = target - fixed_cost - summary_reserve - reserve
     budget = allowed if tail_cap is None else min(allowed, tail_cap)
     cut = fit_suffix(costs, budget, at_least=1)

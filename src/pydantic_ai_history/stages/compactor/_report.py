@@ -12,7 +12,7 @@ from ...events import CompactionResult
 from ...messages._clock import perf
 from ._background import BackgroundSummaries
 from ._breaker import ScopedBreakers
-from ._compaction import Compaction, Outcome, Spilled
+from ._compaction import Compaction, Outcome, Spilled, over_target_reason
 from ._prefix_index import PrefixIndex
 from ._settings import CompactionSettings
 
@@ -55,14 +55,12 @@ class CompactionReport:
                 'only the summary stands for them',
                 outcome.lost,
             )
-        target, after, replacement = context.limits.target, outcome.tokens, outcome.replacement
-        if after > target:
-            what = 'compaction item' if outcome.summary.method == 'provider' else 'summary'
+        target, after = context.limits.target, outcome.tokens
+        why = over_target_reason(outcome, target)
+        if why is not None:
             context.warn(
                 'compaction_over_target',
-                f'the compacted history is {after:,} tokens, over the target of {target:,}: the {what} takes '
-                f'{replacement:,}, the rest (preserved head, pinned units, the last unit with the current '
-                f'request, instructions and tools) {after - replacement:,}',
+                f'the compacted history is {after:,} tokens, over the target of {target:,}: {why}',
                 tokens=after,
                 target=target,
             )
@@ -88,6 +86,7 @@ class CompactionReport:
             pinned_units=outcome.pinned,
             stubbed_parts=outcome.stubbed,
             background=summary.background,
+            over_target=over_target_reason(outcome, context.limits.target),
         )
         context.emit_event(event)
         context.annotate_span(

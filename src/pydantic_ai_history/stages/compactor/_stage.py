@@ -1,8 +1,9 @@
 """The compactor: above the trigger, replace the older part of the history with one structured summary.
 
-Output: preserved head + one summary request + the newest units that fit the target verbatim (the last unit,
-the current request, always). Pinned units are never summarized: their cost is reserved up front so they never
-push the cut; those before it ride in the summary's pinned section. With a store, the evicted transcript is
+Output: preserved head + one summary request + the current run's question (when the summary takes the steps
+after it) + the newest units that fit the target verbatim (the last unit, the current request, always). Pinned
+units are never summarized: their cost is reserved up front so they never push the cut (so is the question's);
+those before it ride in the summary's pinned section. With a store, the evicted transcript is
 stored before anything is removed (each names the one before it); if the store fails nothing is compacted
 while the window allows, past that `ContentLost` names what only the summary stands for. On-demand
 capabilities the evicted messages loaded are recorded again after the summary. `method='provider'|'auto'`
@@ -30,6 +31,7 @@ from ._breaker import ScopedBreakers
 from ._compaction import (
     Compaction,
     Cut,
+    Kept,
     Outcome,
     Plan,
     Summary,
@@ -240,7 +242,9 @@ class Compactor(BackgroundSummarizing, StageCapability):
             return unchanged
         summary = await self._summary_for(evicted, context, held)
         origin = None
-        if plan.origin is not None and evicted.chain is not None:
+        question = cut.question_messages(plan)
+        # a reload that reused this summary would lose the question it moved: no prefix is recorded then
+        if plan.origin is not None and evicted.chain is not None and not question:
             origin = Origin(plan.origin.length + len(evicted.messages), evicted.chain)
         stubs = list(gap) if gap and await store_stubbed(gap, context) else []
         head, cut_at, counter = plan.head, evicted.cut_at, context.counter
@@ -260,11 +264,18 @@ class Compactor(BackgroundSummarizing, StageCapability):
             system_parts=system_parts([*carriers, *evicted.messages]),
         )
         result, reloaded = keep_loads(
-            event.messages, [*plan.messages[:head], message, *kept], head + 1, counter
+            event.messages, [*plan.messages[:head], message, *question, *kept], head + 1, counter
         )
         summary_cost = counter.count_message(message)
         kept_cost = counter.count_messages(kept) if stubs else sum(plan.per_message[cut_at:])
-        after = event.overhead + sum(plan.per_message[:head]) + summary_cost + reloaded + kept_cost
+        moved = plan.units[q] if (q := cut.passed_question()) is not None else None
+        verbatim = Kept(
+            sum(plan.per_message[:head]),
+            sum(plan.per_message[moved.start : moved.end]) if moved is not None else 0,
+            kept_cost,
+            event.overhead + reloaded,
+        )
+        after = verbatim.head + summary_cost + verbatim.question + verbatim.tail + verbatim.rest
         if after >= event.tokens:
             logger.info(
                 'compactor: skipped, the summary would not shrink the history (%d -> %d tokens)',
@@ -283,6 +294,7 @@ class Compactor(BackgroundSummarizing, StageCapability):
             stubbed=len(stubs),
             replacement=summary_cost,
             lost=evicted.summarized,
+            kept=verbatim,
         )
         return self._conclude(context, event, outcome, spilled)
 

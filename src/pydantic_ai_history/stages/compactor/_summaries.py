@@ -91,10 +91,16 @@ class Summaries(CompactionReport):
         """None when no summary can be smaller than what it would replace."""
         head = plan.head
         cut_at = plan.units[cut.unit].start
-        if sum(plan.per_message[head:cut_at]) <= SUMMARY_FRAMING_TOKENS:
+        question = cut.passed_question()
+        moved = range(0) if question is None else range(plan.units[question].start, plan.units[question].end)
+        if (
+            sum(plan.per_message[head:cut_at]) - sum(plan.per_message[i] for i in moved)
+            <= SUMMARY_FRAMING_TOKENS
+        ):
             return None
         body_start = head + (plan.previous is not None)
-        evicted = plan.messages[body_start:cut_at]
+        # the question the summary passes follows it verbatim: neither evicted nor in the stored transcript
+        evicted = [m for i, m in enumerate(plan.messages[body_start:cut_at], body_start) if i not in moved]
         summarized = cut.summarized(plan)
         rendered, transcript = self._render_evicted(plan, cut, body_start, context)
         span, chain = self._index.evicted_keys(
@@ -169,7 +175,8 @@ class Summaries(CompactionReport):
         self, plan: Plan, cut: Cut, body_start: int, context: HistoryContext
     ) -> tuple[list[TranscriptUnit] | None, list[TranscriptUnit] | None]:
         """Rendered once for the transcript and the summarizer where both read them whole; else Nones."""
-        units = plan.units[cut.body_first : cut.unit]
+        indices = [i for i in range(cut.body_first, cut.unit) if i != cut.question]
+        units = [plan.units[i] for i in indices]
         if self.settings.result_view(context.limits) is not None or not units or units[0].start != body_start:
             return None, None
         each = render_each_unit(
@@ -182,7 +189,7 @@ class Summaries(CompactionReport):
         )
         return (
             [u for u in each if u is not None],
-            [u for i, u in enumerate(each, cut.body_first) if u is not None and i not in cut.pins],
+            [u for i, u in zip(indices, each, strict=True) if u is not None and i not in cut.pins],
         )
 
     async def _summary(self, request: Evicted, context: HistoryContext) -> Summary:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..._compat import ModelMessage, ModelRequest, UserPromptPart
 from ...messages._marks import marker_kind
-from ...messages.pinning import PinPredicate, is_pinned
+from ...messages.pinning import PinPredicate, is_pinned, question_unit
 from ...messages.units import Unit, fit_suffix, head_length
 
 __all__ = ('WindowSelection', 'mandatory_cost', 'select_window')
@@ -25,6 +25,8 @@ class WindowSelection:
     """The units the note stands for, in order (earlier window notes of ours among them)."""
     pinned_kept: int
     """How many of the kept units were kept for being pinned (ahead of newer unpinned ones)."""
+    question: int | None = None
+    """The unit of the current run's question (`question_unit`) when it is in the body: always kept."""
 
 
 def select_window(
@@ -36,28 +38,45 @@ def select_window(
     keep_first_user_message: bool = True,
     pin: PinPredicate | None = None,
     fixed_cost: int = 0,
+    run_id: str | None = None,
 ) -> WindowSelection:
     """Choose the units to keep within `budget` (tokens), given each message's cost.
 
-    Mandatory: the head and the last unit. Then pinned units, newest first, while they fit; then the
-    contiguous suffix of the rest, stopping at the first unit that does not fit. Our earlier window notes are
-    always dropped (the new note supersedes them). `fixed_cost`: overhead and note on top of the units kept.
+    Mandatory: the head, the current run's question (`run_id`'s, see `question_unit`) and the last unit. Then
+    pinned units, newest first, while they fit; then the contiguous suffix of the rest, stopping at the first
+    unit that does not fit. Our earlier window notes are always dropped (the new note supersedes them).
+    `fixed_cost`: overhead and note on top of the units kept.
     """
     head = _head(messages, units, keep_first_user_message)
     first_body = next((i for i, u in enumerate(units) if u.start >= head), len(units))
     last = len(units) - 1
     costs = [sum(per_message[u.start : u.end]) for u in units]
-    used = fixed_cost + sum(costs[:first_body]) + costs[last]
     body = range(first_body, last)
+    question = _body_question(messages, units, body, run_id)
+    kept_anyway = set() if question is None else {question}
+    used = fixed_cost + sum(costs[:first_body]) + costs[last] + sum(costs[i] for i in kept_anyway)
     own_markers = {i for i in body if marker_kind(messages[units[i].start]) == 'window'}
-    pinned = _pinned(messages, units, costs, [i for i in body if i not in own_markers], budget - used, pin)
+    candidates = [i for i in body if i not in own_markers and i not in kept_anyway]
+    pinned = _pinned(messages, units, costs, candidates, budget - used, pin)
     used += sum(costs[i] for i in pinned)
-    free = [0 if i in pinned or i in own_markers else costs[i] for i in body]
+    free = [0 if i in pinned or i in own_markers or i in kept_anyway else costs[i] for i in body]
     start = first_body + fit_suffix(free, budget - used, at_least=0) if free else first_body
-    kept = sorted((set(range(first_body)) | pinned | set(range(start, last)) | {last}) - own_markers)
+    kept = sorted(
+        (set(range(first_body)) | pinned | kept_anyway | set(range(start, last)) | {last}) - own_markers
+    )
     kept_set = set(kept)
     dropped = tuple(i for i in range(len(units)) if i not in kept_set)
-    return WindowSelection(head=head, kept_units=tuple(kept), dropped_units=dropped, pinned_kept=len(pinned))
+    return WindowSelection(
+        head=head, kept_units=tuple(kept), dropped_units=dropped, pinned_kept=len(pinned), question=question
+    )
+
+
+def _body_question(
+    messages: Sequence[ModelMessage], units: Sequence[Unit], body: range, run_id: str | None
+) -> int | None:
+    """The current run's question when it is in the body (the head and the last unit are kept anyway)."""
+    question = question_unit(messages, units, run_id)
+    return question if question is not None and question in body else None
 
 
 def _head(messages: Sequence[ModelMessage], units: Sequence[Unit], keep_first_user_message: bool) -> int:
@@ -96,9 +115,12 @@ def _has_user_prompt(messages: Sequence[ModelMessage]) -> bool:
 def mandatory_cost(
     per_message: Sequence[int], units: Sequence[Unit], selection: WindowSelection | None
 ) -> int:
-    """What the window can never drop: the preserved head and the last unit (the current request)."""
+    """What the window can never drop: the preserved head, the current run's question and the last unit (the
+    current request)."""
     if not units:
         return 0
     head = selection.head if selection is not None else 0
     last = units[-1]
-    return sum(per_message[: min(head, last.start)]) + sum(per_message[last.start : last.end])
+    asked = units[selection.question] if selection is not None and selection.question is not None else None
+    question = sum(per_message[asked.start : asked.end]) if asked is not None else 0
+    return sum(per_message[: min(head, last.start)]) + question + sum(per_message[last.start : last.end])

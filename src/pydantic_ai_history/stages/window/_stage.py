@@ -98,6 +98,7 @@ class SlidingWindow(StageCapability):
                 keep_first_user_message=layout.context.keep_first_user_message,
                 pin=layout.context.pin,
                 fixed_cost=layout.overhead + note_cost + reserve,
+                run_id=layout.context.run_id,
             )
             if not candidate.dropped_units or (
                 draft is not None and candidate.dropped_units == draft.selection.dropped_units
@@ -124,13 +125,13 @@ def _warn_over_budget(
     current = sum(per_message[units[-1].start : units[-1].end]) if units else 0
     if mandatory > budget:
         why = (
-            f'the preserved head, the system prompt and the current request ({current:,} tokens) '
-            f'alone are {mandatory:,} tokens and do not fit'
+            f"the preserved head, the system prompt, the current run's question and the current request "
+            f'({current:,} tokens) alone are {mandatory:,} tokens and do not fit'
         )
     else:
         why = (
-            f'the preserved head and the current request ({mandatory:,} tokens) fit, but no cut at a '
-            'unit boundary, with the note that stands for what it drops, does'
+            f"the preserved head, the current run's question and the current request ({mandatory:,} tokens) "
+            'fit, but no cut at a unit boundary, with the note that stands for what it drops, does'
         )
     context.warn(
         'over_budget',
