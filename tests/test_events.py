@@ -32,8 +32,9 @@ def _literal(node: ast.expr | None) -> str | None:
 
 
 def _emitted_codes(tree: ast.AST) -> set[str]:
-    """The string literals passed as a warning code: `x.warn(code, ...)`, `x.lost(stage, code, ...)` and
-    `HistoryWarning(code=...)` / `ContentLost(code=...)` (`warnings.warn` is Python's, not ours)."""
+    """The string literals passed as a warning code: `x.warn(code, ...)`, `x.lost(stage, code, ...)`,
+    `x.store_original(..., code=...)` and `HistoryWarning(code=...)` / `ContentLost(code=...)` (`warnings.warn`
+    is Python's, not ours)."""
     codes: set[str] = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -48,7 +49,7 @@ def _emitted_codes(tree: ast.AST) -> set[str]:
             found.append(_literal(node.args[0]))
         if name == 'lost' and len(node.args) >= 2:
             found.append(_literal(node.args[1]))
-        if name in ('HistoryWarning', 'ContentLost'):
+        if name in ('HistoryWarning', 'ContentLost', 'store_original'):
             found.extend(_literal(k.value) for k in node.keywords if k.arg == 'code')
         codes.update(code for code in found if code is not None)
     return codes
