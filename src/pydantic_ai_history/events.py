@@ -79,7 +79,8 @@ BackgroundDiscardReason = Literal[
   compacted, the provider compacted natively).
 - `failed`: the background work raised (a summarizer failure instead gives the usual deterministic fallback).
 - `run_ended`: the run ended before its trigger: the work was cancelled (or its result dropped).
-- `capacity`: more runs held one than `CompactionSettings.max_background_summaries`: the oldest was cancelled.
+- `capacity`: no longer emitted (kept for code that matches on it): past
+  `CompactionSettings.max_background_summaries` runs no summary starts, none is cancelled for another.
 """
 
 WarningKind = Literal[

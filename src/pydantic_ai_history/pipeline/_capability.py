@@ -191,9 +191,6 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         self._notice = enabled_settings(NearLimitNotice, self.near_limit_notice)
         if self._tool is not None:
             check_compaction_tool(self._tool, self._stages, self.readback_tool_name)
-        self._open_runs: set[str] = set()
-        """Runs inside `wrap_run` (bounded by the runs going on): their end is told to the stages, so work a
-        stage starts for one in the background (a summary ahead of its event) ends with it."""
         if self.model is not None and (self.policy.strict or model_info(self.model).context_window):
             # settings that cannot work with a known window (or an unknown one under strict) fail here
             self.limits_for(self.model)
@@ -258,12 +255,14 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         run_key = self._runs.key(ctx)
         if run_key is None:
             return await handler()
-        if not self.journaled(ctx):
-            self._open_runs.add(run_key)
+        if not self.journaled(
+            ctx
+        ):  # `_runs` bounds the runs going on
+            self._runs.begin(run_key)
         try:
             return await handler()
         finally:
-            self._open_runs.discard(run_key)
+            self._runs.end(run_key)
             self._end_run(run_key)
 
     def _end_run(self, run_key: str) -> None:
@@ -482,7 +481,7 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
             tool_definitions=tuple(tool_definitions),
             serving_model=serving_model,
             scope=scope,
-            background_allowed=operations is None and run_id in self._open_runs,
+            background_allowed=operations is None and self._runs.is_open(run_id),
             compaction_request=compaction_request,
         )
 

@@ -1,6 +1,6 @@
 """What the capability keeps per run: one record per run, in one map bounded by `max_tracked_runs` (the least
-recently active run dropped first), and the key that names a run, also on pydantic-ai 1.0, which has no run
-id."""
+recently active run dropped first), the runs going on (as many at most, released when each ends), and the key
+that names a run, also on pydantic-ai 1.0, which has no run id."""
 
 from __future__ import annotations
 
@@ -49,6 +49,9 @@ class Runs:
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._states: OrderedDict[str | None, RunState] = OrderedDict()
+        self._open: OrderedDict[str, None] = OrderedDict()
+        """Runs inside the run hook, the most recently begun last: a run is released when it ends (also when
+        a dropped run is garbage-collected, which ends the hook); past `limit`, the oldest is forgotten."""
         self._legacy: dict[int, tuple[weakref.ReferenceType[Any], str]] = {}
         self._legacy_seq = 0
 
@@ -59,6 +62,24 @@ class Runs:
         while len(self._states) > self._limit:
             self._states.popitem(last=False)
         return state
+
+    def begin(self, run: str) -> None:
+        """`run` is going on (inside the run hook)."""
+        self._open[run] = None
+        self._open.move_to_end(run)
+        while len(self._open) > self._limit:  # left unfinished and still referenced: background work stops
+            self._open.popitem(last=False)
+
+    def end(self, run: str) -> None:
+        self._open.pop(run, None)
+
+    def is_open(self, run: str | None) -> bool:
+        return run is not None and run in self._open
+
+    @property
+    def open_count(self) -> int:
+        """How many runs are going on, as far as the run hook tells."""
+        return len(self._open)
 
     def peek(self, run: str | None) -> RunState | None:
         """The run's state if it is tracked, without making it the most recently active."""

@@ -53,13 +53,14 @@ class BackgroundSummarizing(ProviderCompaction):
                 return
             self._background.pop(run)
             self._end(held, 'history_changed', context.emit_event)
-        if estimate.total <= context.limits.trigger * start:
+        if estimate.total <= context.limits.trigger * start or not self._has_room(run):
             return
         job = await self._background_job(messages, context, estimate)
         if job is None:
             return
-        for pushed in self._background.add(job):
-            self._end(pushed, 'capacity', context.emit_event)
+        replaced = self._background.add(job)
+        if replaced is not None:  # a job started for the run while this one was planned
+            self._end(replaced, 'history_changed', context.emit_event)
         context.emit_event(
             BackgroundSummaryStarted(
                 run_id=run,
@@ -100,7 +101,12 @@ class BackgroundSummarizing(ProviderCompaction):
             plan, event.reserved, 'trigger', context, event.tokens, shrink=growth, quiet=True
         )
         evicted = self._evicted(plan, cut, context, None) if cut is not None else None
-        if evicted is None:
+        if cut is None or evicted is None:
+            return None
+        room = None if self._stubbing(context) else self._room(plan, event, cut, evicted.cut_at, context)
+        if room is not None and room < growth:
+            return None  # the event would cut later: its summary would be thrown away (started nearer it)
+        if not self._has_room(context.run_id):  # the capacity filled while this was planned
             return None
         usage = RunUsage()
         # its own usage, added to the run's when done; the requests that use or discard it emit its events
@@ -115,7 +121,43 @@ class BackgroundSummarizing(ProviderCompaction):
             evicted=len(evicted.messages),
             usage=usage,
             span=span,
+            snapshot_tokens=event.tokens,
+            room=room,
         )
+
+    def _stubbing(self, context: HistoryContext) -> bool:
+        """Whether the event stubs the tool outputs the history adds after a background summary's snapshot."""
+        return self.settings.stub_tool_results and context.store is not None
+
+    def _has_room(self, run: str) -> bool:
+        if self._background.has_room(run):
+            return True
+        logger.debug(
+            'compactor: %d runs hold a background summary (max_background_summaries): run %s summarizes at '
+            'its trigger',
+            len(self._background),
+            run,
+        )
+        return False
+
+    def _room(self, plan: Plan, event: Compaction, cut: Cut, cut_at: int, context: HistoryContext) -> int:
+        """How far the history may grow past the snapshot and an event without stubs still keep everything
+        from `cut_at` on verbatim within the target (`_held_cut`'s test), one more step of it aside."""
+        fits = self._plan_cut(
+            plan,
+            cut.body_first,
+            event.reserved + sum(plan.per_message[: plan.head]),
+            cut.pins,
+            cut.earlier,
+            context,
+            'manual',
+        )
+        body = plan.units[cut.body_first :]
+        step = max(
+            sum(plan.per_message[plan.units[-1].start :]),
+            sum(plan.per_message[body[0].start :]) // max(len(body), 1),
+        )
+        return fits.tail_budget - sum(plan.per_message[cut_at:]) - step
 
     async def _background_summary(
         self, request: Evicted, context: HistoryContext, run_usage: object, span: Span | None
@@ -139,8 +181,7 @@ class BackgroundSummarizing(ProviderCompaction):
         if unit is None or unit <= cut.body_first:
             held.reason = 'cut_no_longer_fits'
             return None
-        stubbing = self.settings.stub_tool_results and context.store is not None
-        gap = self._stubs_from(unit, plan, cut, context) if stubbing else []
+        gap = self._stubs_from(unit, plan, cut, context) if self._stubbing(context) else []
         fits = self._plan_cut(
             plan,
             cut.body_first,

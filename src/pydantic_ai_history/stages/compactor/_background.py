@@ -3,15 +3,16 @@
 Past `background_start` of the trigger, the event is planned on a snapshot as the trigger would plan it and
 only the summarizer call runs in a task. The trigger uses it when the history still extends the snapshot and
 the needed summary has the same key: the same summary a blocking compaction would make. At most one job per
-run, `limit` runs (the oldest cancelled), ended with the run. Cancelling never awaits (a cancelled run
-cannot): the task stays referenced until done, so it is never destroyed while pending.
+run and at most `limit` runs hold one: past that no job starts (that run's event summarizes when it comes, as
+without background work) and no job is ever pushed out for another; a job ends with its event or its run.
+Cancelling never awaits (a cancelled run cannot): the task stays referenced until done, so it is never
+destroyed while pending.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -40,6 +41,7 @@ class BackgroundJob(Generic[_R]):
     """One summary being made ahead of its event."""
 
     run_id: str
+    """The run it is made for: it ends with that run."""
     snapshot: list[ModelMessage]
     """The compactor's input when it started: the event uses it while the history extends this."""
     cut_at: int
@@ -47,15 +49,25 @@ class BackgroundJob(Generic[_R]):
     key: str
     """The summary cache key of what it summarizes: an event needing another key cannot use it."""
     evicted: int
+    """How many messages it summarizes."""
     task: asyncio.Task[_R]
     """Its summarizer call; a failure is marked retrieved (an unused result is dropped on purpose)."""
     usage: RunUsage
     """Its own usage (added to the run's when it finishes), so its cost is known apart."""
+    snapshot_tokens: int = 0
+    """The snapshot's size (the compactor's estimate), from which the history's growth is measured."""
+    room: int | None = None
+    """How far past `snapshot_tokens` the history may grow and the event still take this summary (what its
+    cut leaves verbatim, all added since and one more step within the target); None when stubs of the tool
+    outputs added since make that room (`stub_tool_results`)."""
     span: Span | None = None
+    """The job's span (`background_compaction`), ended when it is used or thrown away."""
     started: float = field(default_factory=perf)
+    """When it started (the replay-safe performance clock), for the lead it had over its event."""
     reason: BackgroundDiscardReason = 'not_needed'
     """Why it is thrown away if the event that takes it does not use it (set where the event decides)."""
     used: bool = False
+    """Whether its event took the summary."""
     deferred: int = 0
     """Requests past the trigger that went out as they were, within the budget, while it still ran."""
 
@@ -72,6 +84,10 @@ class BackgroundJob(Generic[_R]):
                 attributes = {**attributes, 'pydantic_ai_history.background.finished': True}
             span.set_attributes(attributes)
             span.end()
+
+    def usable_at(self, tokens: int) -> bool:
+        """Whether its cut can still serve an event after one more step from a history of `tokens`."""
+        return self.room is None or tokens - self.snapshot_tokens <= self.room
 
     def extended_by(self, messages: Sequence[ModelMessage]) -> bool:
         size = len(self.snapshot)
@@ -93,11 +109,12 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 
 class BackgroundSummaries:
-    """The background summaries, one per run, at most `limit` runs."""
+    """The background summaries, one per run, at most `limit` runs: a job is added only where there is room
+    (`has_room`), so none is ever pushed out for another."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._jobs: OrderedDict[str, BackgroundJob[Any]] = OrderedDict()
+        self._jobs: dict[str, BackgroundJob[Any]] = {}
         self._cancelled: set[asyncio.Task[Any]] = set()
         """Cancelled tasks not done yet: referenced until they are, so none is destroyed while pending."""
 
@@ -107,14 +124,18 @@ class BackgroundSummaries:
     def pop(self, run_id: str | None) -> BackgroundJob[Any] | None:
         return self._jobs.pop(run_id, None) if run_id is not None else None
 
-    def add(self, job: BackgroundJob[Any]) -> list[BackgroundJob[Any]]:
-        """Hold `job` for its run; returns the jobs it pushed out, to be discarded."""
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def has_room(self, run_id: str) -> bool:
+        """Whether `run_id` may hold a job: it holds one (to be replaced), or fewer than `limit` runs do."""
+        return run_id in self._jobs or len(self._jobs) < self._limit
+
+    def add(self, job: BackgroundJob[Any]) -> BackgroundJob[Any] | None:
+        """Hold `job` for its run (where `has_room` said so); returns the run's previous job, to discard."""
         replaced = self._jobs.pop(job.run_id, None)
         self._jobs[job.run_id] = job
-        evicted = [replaced] if replaced is not None else []
-        while len(self._jobs) > self._limit:
-            evicted.append(self._jobs.popitem(last=False)[1])
-        return evicted
+        return replaced
 
     def cancel(self, job: BackgroundJob[Any]) -> None:
         if not job.task.done():

@@ -68,7 +68,9 @@ class CompactionSettings:
     the crossing request need not wait; used only while the history extends its snapshot and the result fits.
     Needs the processor as a capability; made at the trigger in durable workflow code and for 'provider'."""
     max_background_summaries: int = 64
-    """At most this many runs hold a background summary; one more cancels the oldest (`capacity`)."""
+    """At most this many runs hold a background summary (one each): past it a run starts none, and its event
+    summarizes when it comes, as without `background_start`; a run's summary is never cancelled for another's
+    (each ends with its event or its run)."""
     on_compaction: Callable[[CompactionResult], None] | None = None
     """Called with every `CompactionResult` (also emitted as an event to `on_event`)."""
     clock: Callable[[], float] = field(default=monotonic, compare=False)

@@ -102,12 +102,14 @@ class Compactor(BackgroundSummarizing, StageCapability):
         self, messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
     ) -> bool:
         """Whether the request goes out as it is, past the trigger but within the budget, rather than wait
-        for the run's background summary of this history (the trigger sits below the budget for this)."""
+        for the run's background summary of this history (the trigger sits below the budget for this); not
+        once another step would leave the summary's cut unusable (`BackgroundJob.room`)."""
         held = self._background.get(context.run_id)
         if (
             held is None
             or held.ready
             or estimate.total > context.limits.budget
+            or not held.usable_at(estimate.total)
             or not held.extended_by(messages)
         ):
             return False
