@@ -33,8 +33,8 @@ def _literal(node: ast.expr | None) -> str | None:
 
 def _emitted_codes(tree: ast.AST) -> set[str]:
     """The string literals passed as a warning code: `x.warn(code, ...)`, `x.lost(stage, code, ...)`,
-    `x.store_original(..., code=...)` and `HistoryWarning(code=...)` / `ContentLost(code=...)` (`warnings.warn`
-    is Python's, not ours)."""
+    `x.store_original(..., code=...)` and `HistoryWarning(code=...)` / `ContentLost(code=...)`
+    (`warnings.warn` is Python's, not ours)."""
     codes: set[str] = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
