@@ -255,9 +255,7 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         run_key = self._runs.key(ctx)
         if run_key is None:
             return await handler()
-        if not self.journaled(
-            ctx
-        ):  # `_runs` bounds the runs going on
+        if not self.journaled(ctx):  # `_runs` bounds the runs going on
             self._runs.begin(run_key)
         try:
             return await handler()
