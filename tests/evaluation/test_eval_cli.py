@@ -100,3 +100,18 @@ def test_a_session_that_cannot_be_cut_is_reported_and_the_others_run(
     out = capsys.readouterr().out
     assert '1 of 2 session(s)' in out
     assert '- good: it could not be compacted (RuntimeError: cannot cut this one)' in out
+
+
+def test_eval_runs_after_install_on_the_sessions_that_ship_with_the_package(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """No history, no folder named, no `../shared` beside the working directory: the packaged set."""
+    from pydantic_ai_history.evaluation._sessions import BUILTIN_SESSIONS
+
+    monkeypatch.delenv('PYDANTIC_AI_HISTORY_EVAL_SESSIONS', raising=False)
+    monkeypatch.chdir(tmp_path)
+    shipped = sorted(BUILTIN_SESSIONS.glob('*.json'))
+    assert len(shipped) == 5
+    assert sum(p.stat().st_size for p in BUILTIN_SESSIONS.iterdir()) < 1_000_000
+    assert main(['eval']) == EXIT_OK
+    assert '5 of 5 session(s)' in capsys.readouterr().out

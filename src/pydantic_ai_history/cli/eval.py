@@ -1,7 +1,8 @@
 """`pydantic-ai-history eval`: the probe evaluation of compaction quality (`pydantic_ai_history.evaluation`).
 
-Sessions given on the command line, else the built-in set (`../shared/fixtures/conversations`). Without
-models it runs offline with a scripted summarizer and prints the model-free scores of every strategy.
+Sessions given on the command line, else the built-in set (five real conversations that ship with the package,
+or the folder `$PYDANTIC_AI_HISTORY_EVAL_SESSIONS` names). Without models it runs offline with a scripted
+summarizer and prints the model-free scores of every strategy.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def run_eval(
     paths: list[Any] = list(histories) or builtin_session_paths()
     if not paths:
         fail(
-            'no histories given and the built-in set (../shared/fixtures/conversations) is not here: '
+            'no histories given and the folder $PYDANTIC_AI_HISTORY_EVAL_SESSIONS names holds none: '
             'pass saved histories (ModelMessagesTypeAdapter JSON)'
         )
     try:

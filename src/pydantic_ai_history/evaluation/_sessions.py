@@ -11,6 +11,7 @@ from pathlib import Path
 from .._compat import ModelMessage, ModelRequest
 
 __all__ = (
+    'BUILTIN_SESSIONS',
     'FIXTURES_ENV',
     'EvalSession',
     'SessionError',
@@ -23,7 +24,11 @@ __all__ = (
 )
 
 FIXTURES_ENV = 'PYDANTIC_AI_HISTORY_EVAL_SESSIONS'
-"""A folder of saved histories to use as the built-in set instead of `../shared/fixtures/conversations`."""
+"""A folder of saved histories to use as the built-in set instead of the five that ship with the package (for
+example the larger set in the project's `../shared/fixtures/conversations`)."""
+BUILTIN_SESSIONS = Path(__file__).resolve().parent / 'sessions'
+"""The five real conversations that ship with the package (about 230 KB; sources and licences in its
+README)."""
 
 
 class SessionError(ValueError):
@@ -74,15 +79,10 @@ def load_session(path: str | os.PathLike[str]) -> EvalSession:
 
 
 def builtin_session_paths(folder: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The saved histories of the built-in set: `folder`, else `$PYDANTIC_AI_HISTORY_EVAL_SESSIONS`, else
-    `../shared/fixtures/conversations` from the working directory or from the project's checkout. Empty when
-    none is there."""
+    """The saved histories of the built-in set: `folder`, else `$PYDANTIC_AI_HISTORY_EVAL_SESSIONS`, else the
+    five that ship with the package (`BUILTIN_SESSIONS`)."""
     chosen = folder if folder is not None else os.environ.get(FIXTURES_ENV)
-    relative = Path('..', 'shared', 'fixtures', 'conversations')
-    candidates = (
-        [Path(chosen)] if chosen else [Path.cwd() / relative, Path(__file__).resolve().parents[3] / relative]
-    )
-    return next((sorted(c.glob('*.json')) for c in candidates if c.is_dir()), [])
+    return sorted(Path(chosen).glob('*.json')) if chosen else sorted(BUILTIN_SESSIONS.glob('*.json'))
 
 
 def compaction_target(
