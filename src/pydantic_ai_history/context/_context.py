@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._compat import ModelMessage, run_id_of
 from ..budget._policy import ContextLimits, ContextPolicy
+from ..budget._room import hard_limit
 from ..budget.model_info import ModelInfo
 from ..events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
 from ..messages._marks import MARKER_KEY
@@ -47,6 +48,11 @@ __all__ = (
 logger = logging.getLogger('pydantic_ai_history')
 
 _T = TypeVar('_T')
+
+FAR_BELOW = 0.5
+"""A history whose byte-length bound is at most this share of its hard limit (the budget, at most the
+compaction trigger) is not counted: every stage leaves it as it is, and a near-limit notice (from 85% by
+default) is far away."""
 
 ScopeKey = Callable[['RunContext[Any]'], str]
 """Maps a run's `RunContext` to the scope its artifacts are stored and read back in (a tenant, a user)."""
@@ -158,9 +164,21 @@ class HistoryContext:
         last = self._last_estimate
         if last is not None and last[0] is messages and last[1] == len(messages):
             return last[2]
-        estimate = self.counter.estimate(messages, tool_definitions=self.tool_definitions)
+        estimate = self._bounded(messages) or self.counter.estimate(
+            messages, tool_definitions=self.tool_definitions
+        )
         self._last_estimate = (messages, len(messages), estimate)
         return estimate
+
+    def _bounded(self, messages: Sequence[ModelMessage]) -> TokenEstimate | None:
+        """The byte-length bound of `messages` (`TokenCounter.upper_bound`) when it proves them far below
+        their limit (at most `FAR_BELOW` of the budget or the compaction trigger, whichever is lower): no
+        stage acts on such a history, so nothing is counted and the tokenizer is not loaded."""
+        bound = self.counter.upper_bound(messages, tool_definitions=self.tool_definitions)
+        if bound is None or bound.total > hard_limit(self.limits) * FAR_BELOW:
+            return None
+        self._last_estimate = (messages, len(messages), bound)
+        return bound
 
     def artifact_id(self, data: bytes) -> str:
         """The id `data` is stored under in this run's scope: keyed by the store, unguessable from content."""
@@ -216,7 +234,7 @@ class HistoryContext:
     async def count_newest(self, messages: Sequence[ModelMessage]) -> None:
         """Count a large newest message (and load the tokenizer) in a thread, so later estimates find it
         memoized instead of tokenizing on the event loop."""
-        if not self.counter.loaded:
+        if not self.counter.loaded and self._bounded(messages) is None:
             await self.off_loop(self.counter.load)
         if messages and large_content(messages[-1:]):
             await self.off_loop(self.counter.count_message, messages[-1])

@@ -86,9 +86,10 @@ class GuardedStages:
         if self._over_budget(current, messages, before.total, context, 'processor'):
             current, validity, rewriter = messages, given, None
         check.adopt(validity)
-        context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
         # the idle path: nothing changed, so the estimate of the input stands
         after = before if current is messages else context.estimate(current)
+        if not after.bounded:  # a history far below its limit is not counted, nor anchored on
+            context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
         rewrite = self._rewrite(messages, current, sent, rewriter, context)
         event = RequestProcessed(
             run_id=context.run_id,
