@@ -164,21 +164,27 @@ class HistoryContext:
         last = self._last_estimate
         if last is not None and last[0] is messages and last[1] == len(messages):
             return last[2]
-        estimate = self._bounded(messages) or self.counter.estimate(
-            messages, tool_definitions=self.tool_definitions
-        )
+        estimate = self.counter.estimate(messages, tool_definitions=self.tool_definitions)
         self._last_estimate = (messages, len(messages), estimate)
         return estimate
 
-    def _bounded(self, messages: Sequence[ModelMessage]) -> TokenEstimate | None:
-        """The byte-length bound of `messages` (`TokenCounter.upper_bound`) when it proves them far below
-        their limit (at most `FAR_BELOW` of the budget or the compaction trigger, whichever is lower): no
-        stage acts on such a history, so nothing is counted and the tokenizer is not loaded."""
+    def _proved(self, messages: Sequence[ModelMessage]) -> bool:
+        last = self._last_estimate
+        return last is not None and last[0] is messages and last[1] == len(messages) and last[2].bounded
+
+    def prove_fits(self, messages: Sequence[ModelMessage]) -> bool:
+        """Whether the byte-length bound of the request's history (`TokenCounter.upper_bound`) proves it far
+        below its limit: at most `FAR_BELOW` of the budget or the compaction trigger, whichever is lower. Then
+        no stage acts on it, and `estimate(messages)` (this list only: a stage's pieces are counted) is that
+        bound: nothing is counted and the tokenizer is not loaded."""
+        last = self._last_estimate
+        if last is not None and last[0] is messages and last[1] == len(messages):
+            return last[2].bounded
         bound = self.counter.upper_bound(messages, tool_definitions=self.tool_definitions)
         if bound is None or bound.total > hard_limit(self.limits) * FAR_BELOW:
-            return None
+            return False
         self._last_estimate = (messages, len(messages), bound)
-        return bound
+        return True
 
     def artifact_id(self, data: bytes) -> str:
         """The id `data` is stored under in this run's scope: keyed by the store, unguessable from content."""
@@ -234,9 +240,9 @@ class HistoryContext:
     async def count_newest(self, messages: Sequence[ModelMessage]) -> None:
         """Count a large newest message (and load the tokenizer) in a thread, so later estimates find it
         memoized instead of tokenizing on the event loop."""
-        if not self.counter.loaded and self._bounded(messages) is None:
+        if not self.counter.loaded and not self._proved(messages):
             await self.off_loop(self.counter.load)
-        if messages and large_content(messages[-1:]):
+        if messages and large_content(messages[-1:]) and not self._proved(messages):
             await self.off_loop(self.counter.count_message, messages[-1])
 
     @contextlib.contextmanager

@@ -61,6 +61,8 @@ class GuardedStages:
         started: float,
         spans: DeferredSpans | None = None,
     ) -> list[ModelMessage]:
+        if context.compaction_request is None:  # far below its limit: bounded by bytes, not counted
+            context.prove_fits(messages)
         await context.count_newest(messages)  # a large new message is tokenized off the event loop
         before = context.estimate(messages)
         current = messages

@@ -159,6 +159,7 @@ class Toolsets:
             return False
         try:
             context = self.make_context(ctx=ctx)
+            context.prove_fits(messages)
             with self._marks_scope():
                 for stage in stages:
                     verdict = stage.will_name_readback(messages, context)  # type: ignore[attr-defined]

@@ -156,6 +156,7 @@ class ArtifactPlanner(StageCapability):
         reduced = [c for c in planned if c.reduced_by]
         if not reduced and (not large or sum(c.artifact.tokens for c in planned) < sizes.skip_below):
             return messages
+        planned = [_counted(c, context.counter) for c in planned]  # a plan weighs exact counts
         available = settings.resolve_budget(context.limits)
         question = latest_question(messages)
         plan = await self._plan(planned, question, available, context)
@@ -622,6 +623,17 @@ class _CandidateCount:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _counted(candidate: Candidate, counter: TokenCounter) -> Candidate:
+    """The candidate with its exact count where `_CandidateCount` gave a bound (a reduced one is counted)."""
+    if candidate.reduced_by or candidate.source_part is None:
+        return candidate
+    tokens = counter.count_part(candidate.source_part)
+    if tokens == candidate.artifact.tokens:
+        return candidate
+    artifact = candidate.artifact.model_copy(update={'tokens': tokens})
+    return dataclasses.replace(candidate, artifact=artifact)
 
 
 def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: HistoryContext) -> Candidate:
