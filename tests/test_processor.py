@@ -421,6 +421,7 @@ async def test_an_unexpected_error_outside_the_stages_passes_the_history_on(monk
         raise RuntimeError('a part type nobody foresaw')
 
     monkeypatch.setattr(counter, 'estimate', broken)
+    monkeypatch.setattr(counter, 'upper_bound', broken)  # the bound reads every part too
     history = [system_user('sys', 'task'), call('fetch', 'c1'), result('fetch', 'c1', 'a page')]
     out = await processor.process(history)
     assert out == history

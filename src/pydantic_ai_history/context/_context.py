@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._compat import ModelMessage, run_id_of
 from ..budget._policy import ContextLimits, ContextPolicy
+from ..budget._room import hard_limit
 from ..budget.model_info import ModelInfo
 from ..events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
 from ..messages._marks import MARKER_KEY
@@ -47,6 +48,11 @@ __all__ = (
 logger = logging.getLogger('pydantic_ai_history')
 
 _T = TypeVar('_T')
+
+FAR_BELOW = 0.5
+"""A history whose byte-length bound is at most this share of its hard limit (the budget, at most the
+compaction trigger) is not counted: every stage leaves it as it is, and a near-limit notice (from 85% by
+default) is far away."""
 
 ScopeKey = Callable[['RunContext[Any]'], str]
 """Maps a run's `RunContext` to the scope its artifacts are stored and read back in (a tenant, a user)."""
@@ -162,6 +168,24 @@ class HistoryContext:
         self._last_estimate = (messages, len(messages), estimate)
         return estimate
 
+    def _proved(self, messages: Sequence[ModelMessage]) -> bool:
+        last = self._last_estimate
+        return last is not None and last[0] is messages and last[1] == len(messages) and last[2].bounded
+
+    def prove_fits(self, messages: Sequence[ModelMessage], *, below: float = FAR_BELOW) -> bool:
+        """Whether the byte-length bound of the request's history (`TokenCounter.upper_bound`) proves it far
+        below its limit: at most `below` of the budget or the compaction trigger, whichever is lower. Then
+        no stage acts on it, and `estimate(messages)` (this list only: a stage's pieces are counted) is that
+        bound: nothing is counted and the tokenizer is not loaded."""
+        last = self._last_estimate
+        if last is not None and last[0] is messages and last[1] == len(messages):
+            return last[2].bounded
+        bound = self.counter.upper_bound(messages, tool_definitions=self.tool_definitions)
+        if bound is None or bound.total > hard_limit(self.limits) * below:
+            return False
+        self._last_estimate = (messages, len(messages), bound)
+        return True
+
     def artifact_id(self, data: bytes) -> str:
         """The id `data` is stored under in this run's scope: keyed by the store, unguessable from content."""
         if self.store is None:
@@ -216,9 +240,9 @@ class HistoryContext:
     async def count_newest(self, messages: Sequence[ModelMessage]) -> None:
         """Count a large newest message (and load the tokenizer) in a thread, so later estimates find it
         memoized instead of tokenizing on the event loop."""
-        if not self.counter.loaded:
+        if not self.counter.loaded and not self._proved(messages):
             await self.off_loop(self.counter.load)
-        if messages and large_content(messages[-1:]):
+        if messages and large_content(messages[-1:]) and not self._proved(messages):
             await self.off_loop(self.counter.count_message, messages[-1])
 
     @contextlib.contextmanager

@@ -191,6 +191,8 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         self._notice = enabled_settings(NearLimitNotice, self.near_limit_notice)
         if self._tool is not None:
             check_compaction_tool(self._tool, self._stages, self.readback_tool_name)
+        self._built_toolsets: dict[str, tuple[tuple[object, ...], AbstractToolset[Any]]] = {}
+        """The tools this processor offers, built once (`Toolsets._built`): every agent shares them."""
         if self.model is not None and (self.policy.strict or model_info(self.model).context_window):
             # settings that cannot work with a known window (or an unknown one under strict) fail here
             self.limits_for(self.model)
@@ -344,9 +346,12 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         readback = self.readback_toolset()
         if self._tool is None:
             return readback
+        compaction = self.compaction_toolset()
         from pydantic_ai.toolsets import CombinedToolset
 
-        return CombinedToolset([readback, self.compaction_toolset()])
+        return self._built(
+            'combined', (readback, compaction), lambda: CombinedToolset([readback, compaction])
+        )
 
     @classmethod
     def get_serialization_name(cls) -> str | None:

@@ -10,7 +10,8 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from .._compat import ModelMessage, ModelResponse
-from ..context._context import HistoryContext, HistoryStage
+from ..budget.notice import NearLimitNotice
+from ..context._context import FAR_BELOW, HistoryContext, HistoryStage
 from ..events import HistoryEvent, RequestProcessed, StageFailed
 from ..messages._clock import perf
 from ..messages.validate import StructureCheck
@@ -44,6 +45,17 @@ def first_change(before: Sequence[ModelMessage], after: Sequence[ModelMessage]) 
     return min(len(before), len(after))
 
 
+def _starts(stages: Sequence[HistoryStage], notice: NearLimitNotice | None) -> list[float]:
+    """The fractions of the limit where something starts before the trigger: the near-limit notice, a stage's
+    background summary."""
+    starts = [notice.start] if notice is not None else []
+    for stage in stages:
+        start = getattr(getattr(stage, 'settings', None), 'background_start', None)
+        if isinstance(start, float):
+            starts.append(start)
+    return starts
+
+
 class GuardedStages:
     """The stages of one request run under the guard, mixed into `HistoryCapability`."""
 
@@ -51,8 +63,14 @@ class GuardedStages:
         readback_tool_name: str
         _stages: list[HistoryStage]
         _runs: Runs
+        _notice: NearLimitNotice | None
 
         def _emit(self, event: HistoryEvent) -> None: ...
+
+    def _far_below(self) -> float:
+        """How far below its limit a bound must prove a history for no stage to look at it: `FAR_BELOW`, or
+        lower where a notice or a background summary starts lower."""
+        return min([FAR_BELOW, *_starts(self._stages, self._notice)])
 
     async def _process(
         self,
@@ -61,6 +79,8 @@ class GuardedStages:
         started: float,
         spans: DeferredSpans | None = None,
     ) -> list[ModelMessage]:
+        if context.compaction_request is None:  # far below its limit: bounded by bytes, not counted
+            context.prove_fits(messages, below=self._far_below())
         await context.count_newest(messages)  # a large new message is tokenized off the event loop
         before = context.estimate(messages)
         current = messages
@@ -86,9 +106,10 @@ class GuardedStages:
         if self._over_budget(current, messages, before.total, context, 'processor'):
             current, validity, rewriter = messages, given, None
         check.adopt(validity)
-        context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
         # the idle path: nothing changed, so the estimate of the input stands
         after = before if current is messages else context.estimate(current)
+        if not after.bounded:  # a history far below its limit is not counted, nor anchored on
+            context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
         rewrite = self._rewrite(messages, current, sent, rewriter, context)
         event = RequestProcessed(
             run_id=context.run_id,

@@ -8,7 +8,7 @@ import contextlib
 import inspect
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
@@ -51,6 +51,7 @@ class Toolsets:
         readback_gate: ReadbackGate
         _tool: CompactionTool | None
         _stages: list[HistoryStage]
+        _built_toolsets: dict[str, tuple[tuple[object, ...], AbstractToolset[Any]]]
 
         def scope_of(self, ctx: RunContext[Any] | None) -> str: ...
 
@@ -61,6 +62,8 @@ class Toolsets:
         def make_context(self, *, ctx: RunContext[Any] | None = None) -> HistoryContext: ...
 
         def _artifact_settings(self) -> ArtifactSettings: ...
+
+        def _far_below(self) -> float: ...
 
         def _marks_scope(
             self, store: ArtifactStore | None = None
@@ -85,21 +88,46 @@ class Toolsets:
                 'compaction_toolset() needs HistoryProcessor(compaction_tool=True) (or a CompactionTool): '
                 'without it the model could ask for a compaction that nothing would run'
             )
-        return compaction_toolset(self._tool, toolset_id=compaction_toolset_id(self.id))
+        tool = self._tool
+        return self._built(
+            'compaction',
+            (tool, self.id),
+            lambda: compaction_toolset(tool, toolset_id=compaction_toolset_id(self.id)),
+        )
 
     def readback_toolset(self) -> AbstractToolset[Any]:
         """A toolset with `read_artifact` (for `Agent(toolsets=...)` on 1.x), offered only once the run's
-        history holds a note that names it (see `ReadbackGate`)."""
+        history holds a note that names it (see `ReadbackGate`). Built once per processor (its function
+        schema is the costly part of building an agent), and again only when a setting it reads changed."""
         from ..readback import readback_toolset
 
-        return readback_toolset(
-            self.store,
-            scope=self.scope_of,
-            gate=self.readback_gate,
-            toolset_id=readback_toolset_id(self.id),
-            room=self.read_room,
-            tool_name=self.readback_tool_name,
+        return self._built(
+            'readback',
+            (self.store, self.id, self.readback_tool_name),
+            lambda: readback_toolset(
+                self.store,
+                scope=self.scope_of,
+                gate=self.readback_gate,
+                toolset_id=readback_toolset_id(self.id),
+                room=self.read_room,
+                tool_name=self.readback_tool_name,
+            ),
         )
+
+    def _built(
+        self, kind: str, settings: tuple[object, ...], build: Callable[[], AbstractToolset[Any]]
+    ) -> AbstractToolset[Any]:
+        """The toolset of `kind` built for these `settings` (compared by identity), built on first use."""
+        known = self._built_toolsets.get(kind)
+        if (
+            known is not None
+            and len(known[0]) == len(settings)
+            and all(a is b for a, b in zip(known[0], settings, strict=True))
+        ):
+            return known[1]
+        toolset = build()
+        self._built_toolsets[kind] = (settings, toolset)
+        return toolset
 
     def read_room(self, ctx: RunContext[Any]) -> ReadRoom | None:
         """What one `read_artifact` call may return: the room of the request that will carry it, shared by
@@ -133,6 +161,7 @@ class Toolsets:
             return False
         try:
             context = self.make_context(ctx=ctx)
+            context.prove_fits(messages, below=self._far_below())
             with self._marks_scope():
                 for stage in stages:
                     verdict = stage.will_name_readback(messages, context)  # type: ignore[attr-defined]

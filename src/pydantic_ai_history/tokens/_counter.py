@@ -240,12 +240,24 @@ class TokenEstimate:
     overhead: int = 0
     """Tokens the provider counts beyond the messages (instructions, tools, reply priming): learned from
     verified usage, else the documented default (see `TokenCounter.estimate`)."""
+    bounded: bool = False
+    """True when nothing was counted: `total` is `TokenCounter.upper_bound` (UTF-8 bytes for tokens), which
+    proved the history far below its limit; `per_message` are bounds too."""
 
 
 _HASHED_CHARS = 1 << 22
 """Texts longer than this (4M characters) are memoized by identity, not by content."""
 _LARGE_MEMO = 4
 """Very large texts whose counts a counter keeps (the newest first)."""
+
+_BYTE_BOUND_ENCODINGS = frozenset({'o200k_base', 'cl100k_base'})
+"""Encodings that never make more tokens than a text has UTF-8 bytes (byte-level BPE: a token is at least
+one byte): for them a byte length is an upper bound of the count."""
+
+
+def _utf8_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode('utf-8', 'surrogatepass'))
+
 
 _TOOL_MEMO_SIZE = 1_024
 """Tool definitions whose counts a counter keeps (oldest forgotten first)."""
@@ -280,6 +292,8 @@ class TokenCounter:
     _overhead: int | None = field(default=None, init=False, repr=False)
     _last_tools: tuple[tuple[ToolDefinition, ...], int] = field(default=((), 0), init=False, repr=False)
     _tool_memo: dict[tuple[str, str], tuple[Any, int]] = field(default_factory=dict, init=False, repr=False)
+    _bytes: TokenCounter | None = field(default=None, init=False, repr=False)
+    """The same counting with UTF-8 byte lengths for tokens (`upper_bound`), made on first use."""
 
     def __post_init__(self) -> None:
         base = self.profile or profile_for_model(self.model_name)
@@ -618,6 +632,48 @@ class TokenCounter:
         return TokenEstimate(
             total, tokenizer, per_message, anchor_index, input_tokens, anchor_verified=True, overhead=overhead
         )
+
+    def part_bound(self, part: Any) -> int | None:
+        """`count_part(part)` at most, without the tokenizer (as `upper_bound`); None when no proof."""
+        bytes_counter = self._byte_counter()
+        return None if bytes_counter is None else bytes_counter.count_part(part)
+
+    def _byte_counter(self) -> TokenCounter | None:
+        profile = self.tokenizer_profile
+        if profile.encoding not in _BYTE_BOUND_ENCODINGS:
+            return None
+        if self._bytes is None:
+            self._bytes = TokenCounter(self.model_name, profile=profile, max_memo_chars=0)
+            self._bytes._encode = _utf8_length
+        return self._bytes
+
+    def upper_bound(
+        self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[ToolDefinition] = ()
+    ) -> TokenEstimate | None:
+        """An estimate whose `total` is never below `estimate(...).total`, made without the tokenizer: every
+        text's UTF-8 byte length stands for its count (o200k and cl100k never make more tokens than bytes),
+        times the profile's correction, with the same framing, media pricing (images by pixels) and
+        overheads; a verified usage figure it may anchor on is bounded too. None for an encoding without
+        that proof. Costs what is new, like `estimate`."""
+        counts = self._byte_counter()
+        if counts is None:
+            return None
+        tools = tuple(tool_definitions)
+        overhead = counts._default_overhead(messages, tools) + (self._overhead or 0)
+        if not messages:
+            return TokenEstimate(overhead, 0, (), overhead=overhead, bounded=True)
+        length = len(messages)
+        branch = counts._running.sync(messages, counts.count_message)
+        tokenizer = branch.cumulative[length]
+        total = tokenizer + overhead
+        anchor = branch.newest_usage(length)
+        if anchor is not None:  # an anchored total is at most its usage figure plus what came after it
+            response = messages[anchor]
+            assert isinstance(response, ModelResponse)
+            after = tokenizer - branch.cumulative[anchor + 1]
+            total = max(total, response.usage.input_tokens + after + overhead)
+        per_message = CountsView(branch.counts, length)
+        return TokenEstimate(total, tokenizer, per_message, overhead=overhead, bounded=True)
 
     def _default_overhead(
         self, messages: Sequence[ModelMessage], tool_definitions: Iterable[ToolDefinition]

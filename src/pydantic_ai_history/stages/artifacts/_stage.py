@@ -37,6 +37,7 @@ from ...messages._utf8 import utf8
 from ...pipeline._settings_checks import coerce_settings, exempting_readback
 from ...pipeline._stage_capability import StageCapability, history_processor_annotations
 from ...store import artifact_id
+from ...tokens import TokenCounter
 from ...tokens._running_counts import IdentityMemo
 from .._pieces import Place, Replacement, replace_pieces, replaced_part, too_deep_returns
 from .._request_fit import (
@@ -173,6 +174,7 @@ class ArtifactPlanner(StageCapability):
         reduced = [c for c in planned if c.reduced_by]
         if not reduced and (not large or sum(c.artifact.tokens for c in planned) < sizes.skip_below):
             return messages
+        planned = [_counted(c, context.counter) for c in planned]  # a plan weighs exact counts
         available = settings.resolve_budget(context.limits)
         question = latest_question(messages)
         plan = await self._plan(planned, question, available, context)
@@ -187,7 +189,9 @@ class ArtifactPlanner(StageCapability):
         search = functools.partial(
             find_candidates,
             messages,
-            count_tokens=context.counter.count_part,
+            count_tokens=_CandidateCount(
+                context.counter, settings.sizes(context.limits).large, settings.reducers
+            ),
             # the read-back tool as the running processor names it (a planner in its stages has the default)
             exempt_tools=exempting_readback(settings, readback_tool()).exempt_tools,
             start=start,
@@ -611,6 +615,45 @@ def _overhead(candidate: Candidate, context: HistoryContext) -> int:
     profile = counter.tokenizer_profile
     name = candidate.artifact.tool_name or ''
     return math.ceil((profile.tool_call_overhead + counter.count_text(name)) * profile.correction) + 2
+
+
+class _CandidateCount:
+    """A candidate's tokens: its byte-length bound (`TokenCounter.part_bound`, no tokenizer) when that proves
+    it small and no reducer reads it (no decision then depends on the exact figure: a small output without a
+    reducer is left as it is), else its count."""
+
+    __slots__ = ('counter', 'large', 'reducers')
+
+    def __init__(self, counter: TokenCounter, large: int, reducers: Mapping[str, Reducer]) -> None:
+        self.counter, self.large, self.reducers = counter, large, reducers
+
+    def __call__(self, part: Any) -> int:
+        if getattr(part, 'tool_name', None) not in self.reducers:
+            bound = self.counter.part_bound(part)
+            if bound is not None and bound <= self.large:
+                return bound
+        return self.counter.count_part(part)
+
+    def __eq__(self, other: object) -> bool:  # the candidate memo keeps what an equal count found
+        return (
+            isinstance(other, _CandidateCount)
+            and other.counter is self.counter
+            and other.large == self.large
+            and other.reducers is self.reducers
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _counted(candidate: Candidate, counter: TokenCounter) -> Candidate:
+    """The candidate with its exact count where `_CandidateCount` gave a bound (a reduced one is counted)."""
+    if candidate.reduced_by or candidate.source_part is None:
+        return candidate
+    tokens = counter.count_part(candidate.source_part)
+    if tokens == candidate.artifact.tokens:
+        return candidate
+    artifact = candidate.artifact.model_copy(update={'tokens': tokens})
+    return dataclasses.replace(candidate, artifact=artifact)
 
 
 def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: HistoryContext) -> Candidate:

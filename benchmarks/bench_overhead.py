@@ -1,0 +1,407 @@
+"""Issue 37, "invisible when it fits": what the processor costs while a history fits, beside harness's.
+
+Every measure runs in a fresh interpreter (`--worker`), so one-time loads (the tokenizer, imports) land where
+a real process pays them. Packages: ours (this checkout's `src/`, this interpreter) and harness
+(`pydantic_ai_harness.compaction.SummarizingCompaction` in the venv of `run_peers.py`, `.venvs/harness`:
+pydantic-ai-harness 0.62.0, which pins pydantic-ai-slim 2.62.0; created with uv on first use, or
+`--harness-python PATH`; `--no-harness` skips it, and a venv that cannot be made is skipped with a note).
+
+Measures (a `FunctionModel` stands in for the provider: its own time is in the baseline):
+  - small run: an agent built and run (a tool call, its return, an answer), CPU per run (`process_time`)
+    with the capability (built once, as an app builds its processor once) against without it, alternated,
+    RUNS_SMALL rounds after a warm-up; the median of each, and their ratio. Target: ours <= 1.10x.
+  - idle request: an agent run on a loaded history of 300 or 20,000 messages (`_sizes.build`: real
+    conversations, provider usage on every response), IDLE_STEPS tiny tool rounds; the capability's
+    `before_model_request` timed on each request after the first (median). Target: <= 2x harness's.
+  - first request: the same run's first `before_model_request` (fresh process: tokenizer load included).
+    Target: <= +50 ms at 300 messages.
+  - peak memory: that run's `ru_maxrss` against the same run without the capability.
+  - retained per idle conversation: one capability, CONVERSATIONS runs (each its own conversation id, a
+    300-message history of its own, one tool round); after they end and their histories are dropped, the
+    traced memory (`tracemalloc`) still held, per conversation. Target: ours <= 100 KiB.
+  - import: CPU time of `from pydantic_ai_history import create_history_processor` (harness:
+    `import pydantic_ai_harness.compaction`) in an interpreter that imported pydantic_ai (bytecode cached),
+    median of RUNS_IMPORT. Target: ours <= 1.2x harness's.
+
+The window is far beyond every history (100M tokens, budget 90M): nothing has to change, every figure is
+overhead. Histories are written once to benchmarks/.data/overhead-N.json by this interpreter.
+
+Run: python benchmarks/bench_overhead.py [--no-harness] [--harness-python PATH] [--ours-src PATH] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = HERE / '.data'
+SIZES = (300, 20_000)
+IDLE_STEPS = 30
+RUNS_SMALL = 200
+RUNS_IMPORT = 9
+CONVERSATIONS = 20
+WINDOW, BUDGET, TARGET = 100_000_000, 90_000_000, 1_000_000
+
+
+# ---- the worker: one measure of one package, in its own interpreter -------------------------------------
+
+
+def _capability(package: str) -> Any:
+    from pydantic_ai.models.function import FunctionModel
+
+    summarizer = FunctionModel(lambda messages, info: _answer('summary'), model_name='gpt-4o-mini')
+    if package == 'harness':
+        from pydantic_ai_harness.compaction import SummarizingCompaction
+
+        return SummarizingCompaction(model=summarizer, max_tokens=BUDGET, keep_tokens=TARGET)
+    from pydantic_ai_history import ContextPolicy, SummarizerSettings, create_history_processor
+
+    return create_history_processor(
+        summarizer=SummarizerSettings(model=summarizer),
+        policy=ContextPolicy(context_window=WINDOW, max_tokens=BUDGET, target_tokens=TARGET),
+    )
+
+
+def _answer(text: str) -> Any:
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.usage import RequestUsage
+
+    return ModelResponse(parts=[TextPart(text)], usage=RequestUsage(input_tokens=10, output_tokens=5))
+
+
+def _model(tool_rounds: int, stamps: list[float] | None = None) -> Any:
+    """A provider stand-in: `tool_rounds` calls of `lookup`, then an answer; `stamps` gets the time of each
+    request it receives."""
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.usage import RequestUsage
+
+    def respond(messages: list[Any], info: Any) -> Any:
+        if stamps is not None:
+            stamps.append(time.perf_counter())
+        done = sum(1 for m in messages for p in m.parts if getattr(p, 'tool_call_id', '').startswith('idle_'))
+        done //= 2  # each round: its call and its return
+        if done >= tool_rounds:
+            return _answer('That is all.')
+        call = ToolCallPart('lookup', {'item': done}, tool_call_id=f'idle_{len(messages)}')
+        return ModelResponse(parts=[call], usage=RequestUsage(input_tokens=10, output_tokens=5))
+
+    return FunctionModel(respond, model_name='gpt-4o')
+
+
+def _agent(capability: Any, tool_rounds: int = 1, stamps: list[float] | None = None) -> Any:
+    from pydantic_ai import Agent
+
+    model = _model(tool_rounds, stamps)
+    agent: Any = Agent(model, capabilities=[capability] if capability is not None else [])
+
+    @agent.tool_plain
+    def lookup(item: int) -> str:
+        """Look an item up."""
+        return f'item {item}: ok'
+
+    return agent
+
+
+def _history(size: int) -> list[Any]:
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    return list(ModelMessagesTypeAdapter.validate_json((DATA / f'overhead-{size}.json').read_bytes()))
+
+
+def _timed(capability: Any, times: list[float]) -> Any:
+    """The capability, its `before_model_request` timed into `times` (ms)."""
+    cls = type(capability)
+    original = cls.before_model_request
+
+    async def timed(self: Any, ctx: Any, request_context: Any) -> Any:
+        started = time.perf_counter()
+        result = await original(self, ctx, request_context)
+        times.append((time.perf_counter() - started) * 1000)
+        return result
+
+    capability.__class__ = type(f'Timed{cls.__name__}', (cls,), {'before_model_request': timed})
+    return capability
+
+
+def small_run(package: str, runs: int) -> dict[str, Any]:
+    capability = _capability(package)
+    cpu: dict[str, list[float]] = {'with': [], 'without': []}
+    for i in range(runs + 5):
+        for key in ('with', 'without') if i % 2 else ('without', 'with'):
+            started = time.process_time()
+            _agent(capability if key == 'with' else None).run_sync('What is item 1?')
+            if i >= 5:  # warm-up rounds
+                cpu[key].append((time.process_time() - started) * 1000)
+    with_ms, without_ms = statistics.median(cpu['with']), statistics.median(cpu['without'])
+    return {'with_ms': with_ms, 'without_ms': without_ms, 'ratio': with_ms / without_ms}
+
+
+def _intervals(capability: Any, history: list[Any]) -> list[float]:
+    """ms from the run's start to its first request, then between requests (a tool round each)."""
+    stamps: list[float] = []
+    started = time.perf_counter()
+    _agent(capability, IDLE_STEPS, stamps).run_sync('One more question.', message_history=history)
+    return [(b - a) * 1000 for a, b in zip([started, *stamps], stamps, strict=False)]
+
+
+def loaded_run(package: str | None, size: int) -> dict[str, Any]:
+    """A run on the loaded history without the capability (after a warm-up run), then with a new one: the
+    request path's time with it less without it (toolset preparation and every hook included), and the
+    capability's `before_model_request` alone."""
+    history = _history(size)
+    _agent(None).run_sync('warm-up')
+    gc.collect()
+    bare = _intervals(None, history)
+    out: dict[str, Any] = {}
+    if package is not None:
+        times: list[float] = []
+        capability = _timed(_capability(package), times)
+        gc.collect()
+        found = _intervals(capability, history)
+        out = {
+            'first_ms': found[0] - bare[0],
+            'idle_ms': statistics.median(found[1:]) - statistics.median(bare[1:]),
+            'hook_first_ms': times[0],
+            'hook_idle_ms': statistics.median(times[1:]),
+        }
+    out['peak_mib'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def retained(package: str, conversations: int) -> dict[str, Any]:
+    import tracemalloc
+
+    capability = _capability(package)
+    _agent(capability).run_sync('warm-up')  # one-time loads (tokenizer, schemas) are not per conversation
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for i in range(conversations):
+        history = _history(300)
+        kwargs: dict[str, Any] = {'message_history': history, 'conversation_id': f'conversation-{i}'}
+        try:
+            _agent(capability).run_sync('One more question.', **kwargs)
+        except TypeError:  # a pydantic-ai without conversation ids
+            del kwargs['conversation_id']
+            _agent(capability).run_sync('One more question.', **kwargs)
+        del history
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return {'per_conversation_kib': held / conversations / 1024}
+
+
+def import_cpu(package: str) -> dict[str, Any]:
+    statement = (
+        'import pydantic_ai_harness.compaction'
+        if package == 'harness'
+        else 'from pydantic_ai_history import create_history_processor'
+    )
+    code = (
+        'import time, pydantic_ai\ncpu = time.process_time()\n'
+        f'{statement}\nprint((time.process_time() - cpu) * 1000)'
+    )
+    env = _env(package)
+    subprocess.run([sys.executable, '-c', code], check=True, env=env, capture_output=True)  # bytecode
+    samples = []
+    for _ in range(RUNS_IMPORT):
+        done = subprocess.run(
+            [sys.executable, '-c', code], check=True, env=env, capture_output=True, text=True
+        )
+        samples.append(float(done.stdout.split()[0]))
+    return {'import_ms': statistics.median(samples)}
+
+
+def worker(args: argparse.Namespace) -> None:
+    package = None if args.worker == 'none' else args.worker
+    if args.measure == 'small':
+        result = small_run(args.worker, args.runs)
+    elif args.measure == 'loaded':
+        result = loaded_run(package, args.size)
+    elif args.measure == 'retained':
+        result = retained(args.worker, CONVERSATIONS)
+    else:
+        result = import_cpu(args.worker)
+    print(json.dumps(result))
+
+
+# ---- the driver ----------------------------------------------------------------------------------------
+
+
+def _env(package: str) -> dict[str, str]:
+    unset = ('VIRTUAL_ENV', 'PYTHONPATH', 'PYTHONDONTWRITEBYTECODE')
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env['PYTHONPYCACHEPREFIX'] = str(DATA / 'pycache')
+    env['TIKTOKEN_CACHE_DIR'] = str(ROOT.parent / 'shared' / 'tiktoken-cache')
+    if package != 'harness':
+        env['PYTHONPATH'] = os.environ.get('OVERHEAD_SRC') or str(ROOT / 'src')
+    return env
+
+
+def _measure(python: str, package: str, measure: str, **options: Any) -> dict[str, Any]:
+    command = [python, __file__, '--worker', package, '--measure', measure]
+    for key, value in options.items():
+        command += [f'--{key}', str(value)]
+    done = subprocess.run(command, env=_env(package), capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f'{package} {measure} failed:\n{done.stderr[-3000:]}')
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _histories() -> None:
+    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(ROOT / 'src'))
+    import _sizes
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    for size in SIZES:
+        path = DATA / f'overhead-{size}.json'
+        if not path.exists():
+            path.write_bytes(ModelMessagesTypeAdapter.dump_json(_sizes.build(size)))
+
+
+def _harness(args: argparse.Namespace) -> tuple[str | None, str]:
+    if args.no_harness:
+        return None, 'harness skipped (--no-harness)'
+    if args.harness_python:
+        return args.harness_python, ''
+    try:
+        from run_peers import _base_python, ensure_venv
+
+        return str(ensure_venv('harness', _base_python(), [])), ''
+    except Exception as exc:  # no uv, no network: ours alone
+        return None, f'harness skipped: its venv could not be made ({type(exc).__name__}: {exc})'
+
+
+def _fmt(value: float | None, unit: str, digits: int = 2) -> str:
+    return '-' if value is None else f'{value:.{digits}f} {unit}'
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--worker', help=argparse.SUPPRESS)
+    parser.add_argument('--measure', help=argparse.SUPPRESS)
+    parser.add_argument('--size', type=int, default=300, help=argparse.SUPPRESS)
+    parser.add_argument('--runs', type=int, default=RUNS_SMALL)
+    parser.add_argument('--harness-python')
+    parser.add_argument(
+        '--ours-src', help="another checkout's src/ to measure as ours (e.g. before a change)"
+    )
+    parser.add_argument('--no-harness', action='store_true')
+    parser.add_argument('--quick', action='store_true', help='fewer small runs (50)')
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+    sys.path.insert(0, str(HERE))
+    runs = 50 if args.quick else args.runs
+    if args.ours_src:
+        os.environ['OVERHEAD_SRC'] = str(Path(args.ours_src).resolve())
+    _histories()
+    harness, note = _harness(args)
+    pythons = {'ours': sys.executable} | ({'harness': harness} if harness else {})
+    results: dict[str, dict[str, Any]] = {}
+    for package, python in pythons.items():
+        print(f'[overhead] {package}: {python}', flush=True)
+        found: dict[str, Any] = {'small': _measure(python, package, 'small', runs=runs)}
+        for size in SIZES:
+            found[f'loaded-{size}'] = _measure(python, package, 'loaded', size=size)
+            found[f'bare-{size}'] = _measure(python, 'none', 'loaded', size=size)
+        found['retained'] = _measure(python, package, 'retained')
+        found['import'] = _measure(python, package, 'import')
+        results[package] = found
+    print(render(results, note, runs))
+
+
+def render(results: dict[str, dict[str, Any]], note: str, runs: int) -> str:
+    def cell(package: str, get: Any, unit: str, digits: int = 2) -> str:
+        found = results.get(package)
+        return _fmt(get(found), unit, digits) if found is not None else '-'
+
+    def peak(size: int) -> Any:
+        return lambda r: r[f'loaded-{size}']['peak_mib'] - r[f'bare-{size}']['peak_mib']
+
+    rows = [
+        ('small run, CPU with the capability', lambda r: r['small']['with_ms'], 'ms', 2),
+        ('small run, CPU without', lambda r: r['small']['without_ms'], 'ms', 2),
+        ('small run, with / without (target ours <= 1.10x)', lambda r: r['small']['ratio'], 'x', 2),
+        *(
+            (
+                f'idle request, {size:,} messages (target <= 2x harness)',
+                _getter(f'loaded-{size}', 'idle_ms'),
+                'ms',
+                3,
+            )
+            for size in SIZES
+        ),
+        *(
+            (
+                f'first request on a loaded history, {size:,} messages',
+                _getter(f'loaded-{size}', 'first_ms'),
+                'ms',
+                1,
+            )
+            for size in SIZES
+        ),
+        *(
+            (
+                f'  of it, `before_model_request` alone, idle, {size:,}',
+                _getter(f'loaded-{size}', 'hook_idle_ms'),
+                'ms',
+                3,
+            )
+            for size in SIZES
+        ),
+        *(
+            (
+                f'  of it, `before_model_request` alone, first, {size:,}',
+                _getter(f'loaded-{size}', 'hook_first_ms'),
+                'ms',
+                1,
+            )
+            for size in SIZES
+        ),
+        *((f'peak memory over no package, {size:,} messages', peak(size), 'MiB', 1) for size in SIZES),
+        (
+            'retained per idle conversation (target ours <= 100 KiB)',
+            lambda r: r['retained']['per_conversation_kib'],
+            'KiB',
+            1,
+        ),
+        ('import, CPU (target ours <= 1.2x harness)', lambda r: r['import']['import_ms'], 'ms', 1),
+    ]
+    lines = [
+        f'Small runs: {runs} per side; idle: median of {IDLE_STEPS - 1} requests after the first; retained: '
+        f'{CONVERSATIONS} conversations of 300 messages; import: median of {RUNS_IMPORT}.',
+        '',
+        '| measure | ours | harness |',
+        '|---|---:|---:|',
+    ]
+    lines += [
+        f'| {name} | {cell("ours", get, unit, d)} | {cell("harness", get, unit, d)} |'
+        for name, get, unit, d in rows
+    ]
+    if note:
+        lines += ['', note]
+    return '\n'.join(lines)
+
+
+def _getter(key: str, field: str) -> Any:
+    return lambda r: r[key][field]
+
+
+if __name__ == '__main__':
+    main()

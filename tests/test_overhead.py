@@ -1,0 +1,116 @@
+"""Invisible when it fits (issue 37): built once per processor, and a history far below its budget is neither
+counted nor changed; one near its budget is counted exactly and processed as before."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+from pydantic_ai_history import ContextPolicy, HistoryProcessor, TokenCounter, create_history_processor
+from pydantic_ai_history._compat import HAS_CAPABILITIES
+
+pytestmark = pytest.mark.anyio
+
+
+def _history(turns: int, text: str = 'a short question about the weather') -> list[ModelMessage]:
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart('task: ' + text)])]
+    for i in range(turns):
+        history.append(
+            ModelResponse(
+                parts=[ToolCallPart('lookup', {'item': i}, tool_call_id=f'c{i}')],
+                usage=RequestUsage(input_tokens=50 + 30 * i, output_tokens=5),
+            )
+        )
+        history.append(
+            ModelRequest(parts=[ToolReturnPart('lookup', f'{text} {i} ü ✓ 天气', tool_call_id=f'c{i}')])
+        )
+    return history
+
+
+def _processor(window: int, **settings: Any) -> Any:
+    return create_history_processor(model='gpt-4o', policy=ContextPolicy(context_window=window), **settings)
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='capabilities arrived in pydantic-ai 2.x')
+def test_the_toolset_is_built_once_per_processor_and_shared_by_agents():
+    processor = _processor(128_000, compaction_tool=True)
+    model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart('ok')]), model_name='gpt-4o')
+    first = processor.get_toolset()
+    assert processor.get_toolset() is first
+    assert processor.readback_toolset() is processor.readback_toolset()
+    for prompt in ('one', 'two'):  # two agents, two runs
+        assert Agent(model, capabilities=[processor]).run_sync(prompt).output == 'ok'
+    assert processor.get_toolset() is first
+
+
+def test_a_changed_store_gets_a_toolset_of_its_own():
+    from pydantic_ai_history.store import MemoryStore
+
+    processor = _processor(128_000)
+    before = processor.readback_toolset()
+    processor.store = MemoryStore()
+    assert processor.readback_toolset() is not before
+
+
+async def test_a_history_far_below_the_budget_is_returned_without_loading_the_tokenizer():
+    processor = _processor(128_000)
+    history = _history(20)
+    out = await processor.process(history)
+    assert out is history
+    assert all(a is b for a, b in zip(out, history, strict=True))
+    assert not processor.counter_for('gpt-4o').loaded
+
+
+async def test_a_history_near_the_budget_is_counted_exactly_and_processed_as_before():
+    window = 4_000
+    history = _history(60, 'a longer tool answer with several words in it, ' * 4)
+    exact = TokenCounter('gpt-4o').estimate(history).total
+    processor = _processor(window)
+    assert exact > processor.limits_for('gpt-4o').budget  # near (past) the budget: the stages act
+    out = await processor.process(history)
+    assert processor.counter_for('gpt-4o').loaded
+    assert out is not history
+    assert TokenCounter('gpt-4o').estimate(out).total <= processor.limits_for('gpt-4o').budget
+
+
+def test_the_byte_bound_is_never_below_the_count():
+    counter = TokenCounter('gpt-4o')
+    for history in (_history(5), _history(40, 'ü✓ 天气 ' * 30), _history(3, '{"a": [1, 2, 3]} ' * 50)):
+        bound = counter.upper_bound(history)
+        assert bound is not None
+        assert bound.bounded
+        exact = counter.estimate(history)
+        assert bound.total >= exact.total
+        assert all(b >= e for b, e in zip(bound.per_message, exact.per_message, strict=True))
+
+
+def test_the_byte_bound_scales_with_the_correction_factor():
+    plain = TokenCounter('gpt-4o').upper_bound(_history(10))
+    corrected = TokenCounter('gpt-4o', correction=1.5).upper_bound(_history(10))
+    assert plain is not None
+    assert corrected is not None
+    assert corrected.tokenizer >= 1.5 * plain.tokenizer - len(_history(10))
+
+
+def test_a_notice_or_background_summary_that_starts_lower_lowers_what_counts_as_far_below() -> None:
+    """The bound skips counting only below every start: a notice at 30% of the limit is still sent."""
+    from pydantic_ai_history import CompactionSettings, NearLimitNotice
+    from pydantic_ai_history.context._context import FAR_BELOW
+
+    assert HistoryProcessor()._far_below() == FAR_BELOW
+    assert HistoryProcessor(near_limit_notice=NearLimitNotice(start=0.3))._far_below() == 0.3
+    background = HistoryProcessor(compaction=CompactionSettings(background_start=0.2))
+    assert background._far_below() == 0.2
