@@ -44,7 +44,7 @@ from pydantic_ai_history.cache import MemoryCache
 from pydantic_ai_history.context._context import HistoryContext
 from pydantic_ai_history.messages.pinning import question_unit
 from pydantic_ai_history.messages.units import head_length, split_units
-from pydantic_ai_history.stages._request_fit import is_processed
+from pydantic_ai_history.stages._pieces import is_processed
 from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER, ArtifactPlanner, ArtifactSettings
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 from pydantic_ai_history.tokens import TokenCounter

@@ -1,11 +1,13 @@
 """Fitting the newest request into its room: what it carries is reduced, never its structure.
 
-When the newest request alone is over its room (`_room.request_room`), its largest pieces are reduced first
-to one shared level ("water filling"), each stored then replaced by its passages most relevant to the
-question under the id that reads it back. When that level is below what a note costs, the tool returns are
-stored together behind one note and each keeps a pointer (`[#k]`): every call still has its return. Used
-by the artifact stage and the window; only the newest request changes (no provider has cached it). A piece
-the store refuses is reduced all the same, and `ContentLost` says what is gone.
+When the newest request alone is over its room (`_room.request_room`), its pieces (`_pieces`: tool returns'
+texts, the user's texts, files in either) are planned against that room (`plan_fit`): files past their
+share are stored and named by a line, the largest texts are cut to one shared level ("water filling"), each
+stored then replaced by its passages most relevant to the question under the id that reads it back. When
+that level is below what a note costs, the tiny texts are stored together behind one note: each tool return
+keeps a pointer (`[#k]`), so every call still has its return; the user's question keeps its place. Used by
+the artifact stage and the window; only the newest request changes (no provider has cached it). A piece the
+store refuses is reduced all the same, its note says it is lost, and `ContentLost` says what is gone.
 """
 
 from __future__ import annotations
@@ -38,23 +40,18 @@ from ._pieces import (
     Replacement,
     call_hints,
     corrected,
-    is_processed,
     plan_fit,
     replace_pieces,
     request_pieces,
-    tool_return_text,
 )
 
 __all__ = (
-    'call_hints',
-    'corrected',
     'fit_newest',
     'fit_request',
-    'is_processed',
     'latest_question',
     'newest_room',
+    'passages_within',
     'report_artifact',
-    'tool_return_text',
 )
 
 _PASSES = 3

@@ -22,7 +22,7 @@ from ...messages._marks import unseal
 from ...messages._utf8 import utf8
 from ...store import artifact_id
 from ...tokens._running_counts import IdentityMemo
-from .._request_fit import call_hints, is_processed, tool_return_text
+from .._pieces import call_hints, is_processed, tool_return_text
 
 __all__ = (
     'ARTIFACT_MARKER',

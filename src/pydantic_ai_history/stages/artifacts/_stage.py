@@ -39,9 +39,8 @@ from ...pipeline._stage_capability import StageCapability, history_processor_ann
 from ...store import artifact_id
 from ...tokens import TokenCounter
 from ...tokens._running_counts import IdentityMemo
-from .._pieces import Place, Replacement, replace_pieces, replaced_part, too_deep_returns
+from .._pieces import Place, Replacement, corrected, replace_pieces, replaced_part, too_deep_returns
 from .._request_fit import (
-    corrected,
     fit_newest,
     latest_question,
     newest_room,
