@@ -19,7 +19,13 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from pydantic_ai_history import ContextPolicy, HistoryProcessor, TokenCounter, create_history_processor
+from pydantic_ai_history import (
+    ContextPolicy,
+    HistoryProcessor,
+    SummarizerSettings,
+    TokenCounter,
+    create_history_processor,
+)
 from pydantic_ai_history._compat import HAS_CAPABILITIES
 
 pytestmark = pytest.mark.anyio
@@ -114,3 +120,31 @@ def test_a_notice_or_background_summary_that_starts_lower_lowers_what_counts_as_
     assert HistoryProcessor(near_limit_notice=NearLimitNotice(start=0.3))._far_below() == 0.3
     background = HistoryProcessor(compaction=CompactionSettings(background_start=0.2))
     assert background._far_below() == 0.2
+
+
+def _converse(processor: Any, model: Any, gone: list[Any]) -> None:
+    """One conversation in a frame of its own (pydantic builds schemas from a snapshot of the caller's locals,
+    which would keep this history alive past a `del`)."""
+    import weakref
+
+    history = _history(30)
+    result = Agent(model, capabilities=[processor]).run_sync('one more', message_history=history)
+    gone += [weakref.ref(m) for m in [*history, *result.all_messages()]]
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='capabilities arrived in pydantic-ai 2.x')
+def test_an_ended_run_keeps_no_message_of_a_history_the_app_let_go_of():
+    """Per idle conversation the processor keeps no message: its counts hold them weakly once the run ended,
+    and the run's input check goes with the run."""
+    import gc
+
+    model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart('ok')]), model_name='gpt-4o')
+    summarizer = SummarizerSettings(model=FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('gist')])))
+    gone: list[Any] = []
+    for window in (128_000, 1_500):  # far below the budget (byte bound), then counted and compacted
+        processor = _processor(window, summarizer=summarizer)
+        for _ in range(3):
+            _converse(processor, model, gone)
+    gc.collect()
+    assert gone
+    assert [r() for r in gone if r() is not None] == []

@@ -267,8 +267,10 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
 
     def _end_run(self, run_key: str) -> None:
         state = self._runs.peek(run_key)
-        if state is not None:  # its near-limit state and its counter (which memoizes texts) go with it
-            state.notice = state.notice_band = state.workflow_counter = None
+        if state is not None:
+            state.end()
+        for counter in self._counters.values():  # the ended run's history: held weakly from now on
+            counter.release(keep=self._runs.open_count)
         for stage in self._stages:
             end_run = getattr(stage, 'end_run', None)
             if end_run is not None:

@@ -42,6 +42,12 @@ class RunState:
     """Durable workflow code: the run's own token counter, begun afresh at the run's first step (see
     `HistoryCapability.make_context`)."""
 
+    def end(self) -> None:
+        """The run has ended: only its stats stay (its near-limit state, its counter, which memoizes texts,
+        and its input check, which holds its history, go)."""
+        self.notice = self.notice_band = self.workflow_counter = None
+        self.input_check = InputCheck()
+
 
 class Runs:
     """Every tracked run's `RunState`, the least recently active dropped past `limit`, and run keys."""

@@ -592,6 +592,16 @@ class TokenCounter:
             tools = self.count_tool_definitions(tool_definitions) if tool_definitions is not None else None
             self._running.mark_sent(messages, self.count_message, tools)
 
+    def release(self, keep: int = 0) -> None:
+        """Runs have ended: hold weakly the histories of all but the `keep` most recently counted
+        conversations (the runs still going on), so a conversation the app let go of is not kept alive by its
+        counts, and forget the counts of freed messages. A history continued later is counted afresh only
+        where its messages were freed (a reloaded copy)."""
+        self._running.park(keep)
+        self._message_memo.collect()
+        if self._bytes is not None:
+            self._bytes.release(keep)
+
     def estimate(
         self, messages: Sequence[ModelMessage], *, tool_definitions: Iterable[ToolDefinition] = ()
     ) -> TokenEstimate:

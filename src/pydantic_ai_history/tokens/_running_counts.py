@@ -5,6 +5,9 @@ Per conversation the counter keeps recent *branches* (messages, counts, running 
 what was sent); a history that extends one is recognised by a single list comparison in C (equal reloaded
 copies match too). A history that departs (a compaction, a fork) starts a branch from the longest shared
 prefix.
+
+A branch holds its messages while its conversation is active; once its run has ended (`RunningCounts.park`) it
+holds them weakly, so a conversation the app let go of costs its counts only, until the next `park` drops it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, cast, overload
 
 from .._compat import ModelMessage, ModelResponse, is_compaction_response
 
@@ -32,16 +35,18 @@ _SWEEP_MIN = 4_096
 class IdentityMemo(Generic[V]):
     """A value per live object, found by `id` and confirmed by a weak reference. No callback: a closure per
     entry set off full garbage collections on long histories; dead entries fail the identity check and are
-    swept whenever the memo has doubled. With `max_entries`, the oldest entries are forgotten past it (a value
-    that refers to its own object keeps that object alive, so only a bound limits such a memo).
+    swept whenever the memo has doubled (at least `_SWEEP_MIN` entries; `collect` sweeps below that too). With
+    `max_entries`, the oldest entries are forgotten past it (a value that refers to its own object keeps that
+    object alive, so only a bound limits such a memo).
     """
 
-    __slots__ = ('_entries', '_max_entries', '_sweep_at')
+    __slots__ = ('_entries', '_live', '_max_entries', '_sweep_at')
 
     def __init__(self, max_entries: int | None = None) -> None:
         self._entries: dict[int, tuple[weakref.ReferenceType[Any], V]] = {}
         self._max_entries = max_entries
         self._sweep_at = _SWEEP_MIN
+        self._live = 0
 
     def get(self, obj: object) -> V | None:
         entry = self._entries.get(id(obj))
@@ -58,7 +63,14 @@ class IdentityMemo(Generic[V]):
     def sweep(self) -> None:
         """Drop the entries of objects that no longer exist."""
         self._entries = {key: entry for key, entry in self._entries.items() if entry[0]() is not None}
-        self._sweep_at = max(2 * len(self._entries), _SWEEP_MIN)
+        self._live = len(self._entries)
+        self._sweep_at = max(2 * self._live, _SWEEP_MIN)
+
+    def collect(self) -> None:
+        """Sweep (outside the hot path, e.g. when a run ends) once at least as many entries were added since
+        the last sweep as it left: a constant cost per entry, and dead entries at most the live ones."""
+        if len(self._entries) > 2 * self._live:
+            self.sweep()
 
     def __len__(self) -> int:
         """Entries held, the dead ones not yet swept included."""
@@ -115,7 +127,9 @@ class Branch:
     """One history of a conversation as last seen, with everything the estimate needs about its prefixes."""
 
     messages: list[ModelMessage] = field(default_factory=list)
-    """The messages, held (their ids cannot be reused while the branch lives)."""
+    """The messages, held (their ids cannot be reused while the branch lives); empty while parked."""
+    parked: list[weakref.ReferenceType[ModelMessage]] | None = None
+    """While parked (its run ended): its messages by weak reference, in place of `messages`; else None."""
     counts: list[int] = field(default_factory=list)
     """Each message's count; only ever appended to (views of it stay valid)."""
     cumulative: list[int] = field(default_factory=lambda: [0])
@@ -126,6 +140,31 @@ class Branch:
     """Lengths of the prefixes that went to the model as they are (`mark_sent`), with what the request's tool
     definitions cost (None: not known)."""
     last_used: int = 0
+    """The `RunningCounts` clock at the branch's latest lookup."""
+
+    def park(self) -> None:
+        """Hold the messages weakly (a conversation the app let go of frees them)."""
+        if self.parked is None:
+            self.parked = [weakref.ref(message) for message in self.messages]
+            self.messages = []
+
+    def unpark(self) -> Branch | None:
+        """The branch holding its messages again: its whole self when they all live, else the prefix that does
+        (None when not even the first does: a reloaded copy then starts afresh)."""
+        parked = self.parked
+        if parked is None:
+            return self
+        messages = [ref() for ref in parked]
+        alive = len(messages)
+        if not all(messages):  # in C (messages are true); a false one only takes the slower look
+            alive = next((i for i, message in enumerate(messages) if message is None), alive)
+        if alive == 0:
+            return None
+        del messages[alive:]
+        self.parked = None
+        self.messages = cast('list[ModelMessage]', messages)  # none is None below `alive`
+        self.rewind(alive)
+        return self
 
     def extend(self, new: Sequence[ModelMessage], counts: list[int]) -> None:
         start = len(self.counts)
@@ -190,7 +229,9 @@ class RunningCounts:
     """A branch other than the latest, not read in this many lookups, is dropped: a history the processor
     compacted away is not kept alive beyond the next request or two (the messages are held, not weakly)."""
     max_messages: int = 400_000
-    """Messages held across all conversations; the least recent conversations go first beyond it."""
+    """Messages held across all conversations; the least recent conversations go first beyond it. A parked
+    branch (`park`) holds none: it keeps one weak reference and two counts per message, and goes at the next
+    `park` once its first message is gone."""
     _slots: OrderedDict[int, list[Branch]] = field(default_factory=OrderedDict, init=False, repr=False)
     _clock: int = field(default=0, init=False, repr=False)
     _last: tuple[Sequence[ModelMessage], int, Branch] | None = field(default=None, init=False, repr=False)
@@ -201,6 +242,8 @@ class RunningCounts:
         given = messages if isinstance(messages, list) else list(messages)
         key = id(given[0])
         branches = self._slots.pop(key, [])  # a branch holds its first message: its id is not reused
+        if branches and branches[0].parked is not None:  # a parked slot: its first messages live, or it goes
+            branches = [b for b in map(Branch.unpark, branches) if b is not None]
         branch = _matching(branches, given, count)
         if branch is None:
             branch = _diverging(branches[0] if branches else None, given, count)
@@ -229,6 +272,19 @@ class RunningCounts:
         # Let go of the caller's list while the caller still holds it: held until the next request, its
         # last reference would be dropped (all of its items released) inside that request's hook.
         self._last = None
+
+    def park(self, keep: int = 0) -> None:
+        """Hold weakly the messages of all but the `keep` most recently used conversations (their runs ended),
+        and drop the parked ones whose first message is gone (nothing can continue them)."""
+        self._last = None
+        slots = self._slots
+        for key in list(itertools.islice(slots, max(len(slots) - keep, 0))):
+            branches = slots[key]
+            if branches[0].parked is None:
+                for branch in branches:
+                    branch.park()
+            elif branches[0].parked[0]() is None:
+                del slots[key]
 
     def _evict(self, keep: int) -> None:
         while len(self._slots) > self.max_conversations:
