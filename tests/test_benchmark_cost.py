@@ -252,6 +252,21 @@ async def test_count_facts_in_context_then_one_read_away() -> None:
     assert no_reader.kept == 0  # no read-back tool: nothing is one read away
 
 
+@pytest.mark.anyio
+async def test_an_echo_of_the_query_is_not_a_find() -> None:
+    """A reader that repeats its query on a miss (ours: `[no stored passage matched 'X' ...]`) finds nothing;
+    one that repeats it and also returns a passage holding it finds it."""
+    stored = 'the amount $12,345.67 was disputed'
+
+    async def echoing_search(query: str) -> str:
+        passages = [stored] if query in stored else []
+        return '\n'.join([f'[{len(passages)} passage(s) for {query!r}]', *passages])
+
+    facts = ['$12,345.67', 'INV-7QXK-48213']
+    kept = await count_facts(facts, '', [], None, echoing_search)
+    assert kept.one_read_away == ('$12,345.67',)
+
+
 # ---- the workload and a small real run ---------------------------------------------------------------------
 
 

@@ -10,15 +10,30 @@
   searches everything it stored without an id (ours: `read_artifact(query=fact)`) has the fact one read away
   when that one call returns it too. This is generous to every contender in the same way: the model would have
   to pick the right id (or search), and to think of the fact as its query.
+- **Strict**: a read-back answer holds the fact only outside its echoes of the query. Readers repeat their
+  query in what they answer (ours: `[no stored passage matched 'X' ...]`, `[N passage(s) for 'X' ...]`), so
+  an answer that merely contains the fact proves nothing. Each answer is weighed against the same reader's
+  answer to a decoy query of the fact's length that no stored text holds: the fact counts only when the
+  answer holds it more often than the decoy answer holds the decoy (its echoes).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ('ARTIFACT_ID', 'SPILL_HANDLE', 'FactsKept', 'Searcher', 'count_facts', 'named_ids')
+__all__ = (
+    'ARTIFACT_ID',
+    'SPILL_HANDLE',
+    'FactsKept',
+    'Searcher',
+    'count_facts',
+    'decoy',
+    'holds',
+    'named_ids',
+)
 
 ARTIFACT_ID = re.compile(r'\bart_[0-9a-f]{16,64}\b')
 """How ours names what it stored (`store.keyed_artifact_id`: 'art_' + hex HMAC-SHA256)."""
@@ -73,11 +88,27 @@ async def count_facts(
 async def _reachable(fact: str, ids: Sequence[str], read: Reader | None, search: Searcher | None) -> bool:
     if read is not None and await _found(fact, ids, read):
         return True
-    return search is not None and fact in await search(fact)
+    return search is not None and await holds(fact, search)
 
 
 async def _found(fact: str, ids: Sequence[str], read: Reader) -> bool:
     for artifact_id in ids:
-        if fact in await read(artifact_id, fact):
+        if await holds(fact, lambda query, artifact_id=artifact_id: read(artifact_id, query)):
             return True
     return False
+
+
+def decoy(fact: str) -> str:
+    """A query of `fact`'s length that no stored text holds (hex of its hash, after a `Q`)."""
+    digest = hashlib.sha256(fact.encode()).hexdigest() * 4
+    return 'Q' + digest[: max(len(fact) - 1, 8)]
+
+
+async def holds(fact: str, ask: Callable[[str], Awaitable[str]]) -> bool:
+    """Whether the answer to the query `fact` holds it more often than the reader echoes a query (counted on
+    its answer to a `decoy` of the same length): strictly, the fact was found, not repeated."""
+    answer = await ask(fact)
+    if fact not in answer:
+        return False
+    echo = decoy(fact)
+    return answer.count(fact) > (await ask(echo)).count(echo)
