@@ -214,7 +214,7 @@ async def harness_strategy(messages: list[ModelMessage], cut: Cut, summarizer: A
         model=summarizer, max_messages=1, keep_messages=len(messages) - cut.start
     )
     ctx: Any = RunContext(deps=None, model=summarizer, usage=RunUsage())
-    result = await compaction.compact_history(list(messages), ctx)
+    result = await compaction.compact(list(messages), ctx)  # harness 0.62: `compact(messages, ctx)`
     start = tail_start(messages, result)
     note = '' if start == cut.start else f'its safe cut moved the cut to message {start}'
     return Compacted(
