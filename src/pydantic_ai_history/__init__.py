@@ -4,7 +4,7 @@
 and a history processor (`Agent(history_processors=[...])` on early 1.x). Its settings have one home each:
 `ContextPolicy` (window, budget, trigger, target), `SummarizerSettings` (every LLM call), and the stages' own
 `ArtifactSettings` and `CompactionSettings`. `HistoryStage`, `HistoryContext` and `ContextLimits` are for
-custom stages (see the README's "A custom stage").
+custom stages (see docs/settings.md, "A custom stage").
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class HistoryProcessor(HistoryCapability):
     off."""
     stages: Sequence[HistoryStage] | None = None
     """Replaces the built-in stages (`artifacts`, `compaction`, `window` are then ignored): the stages to run
-    in order, built-in or custom (see the README's "A custom stage"). A built-in stage here takes its own
+    in order, built-in or custom (see docs/settings.md, "A custom stage"). A built-in stage here takes its own
     settings only; the shared ones are the processor's (a stage given one is refused, naming it)."""
 
     _field_types = (*FIELD_TYPES, ('window', bool, 'True or False'))

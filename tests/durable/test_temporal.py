@@ -120,7 +120,7 @@ def _store_root() -> Iterator[None]:
 @pytest.fixture(params=['sandboxed', 'passthrough'])
 def runner(request: pytest.FixtureRequest) -> SandboxedWorkflowRunner:
     if request.param == 'sandboxed':
-        # tiktoken takes a thread lock when it loads an encoding: the README says to pass it through
+        # tiktoken takes a thread lock when it loads an encoding: docs/durable.md says to pass it through
         return SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules('tiktoken', 'tiktoken_ext')
         )

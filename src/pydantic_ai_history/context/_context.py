@@ -97,7 +97,7 @@ def _unknown_model_limits() -> ContextLimits:
 @dataclass(kw_only=True)
 class HistoryContext:
     """What every stage receives for one request (the processor builds it): the resolved limits, counting,
-    cache, store, events (see the README's "A custom stage")."""
+    cache, store, events (see docs/settings.md, "A custom stage")."""
 
     counter: TokenCounter
     """Counts tokens the way the serving model does (anchored on the provider's reported usage)."""
