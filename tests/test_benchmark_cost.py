@@ -293,6 +293,7 @@ def test_workload_is_deterministic_and_plants_each_fact_once(encode: object) -> 
     assert fact_steps(180) == [3 + 6 * k for k in range(30)]
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 @pytest.mark.anyio
 async def test_a_small_run_of_ours_is_billed_from_what_the_provider_received(encode: object) -> None:

@@ -123,6 +123,7 @@ def demo_result():
     return run_demo(40, out=io.StringIO(), tty=False)
 
 
+@pytest.mark.slow
 def test_demo_printed_numbers_match_the_processor_stats(demo_result):
     stats = demo_result.stats
     overall = stats.overall
@@ -339,6 +340,7 @@ def test_bad_input_is_a_one_line_usage_error(command, content, message, tmp_path
     assert message in captured.err
 
 
+@pytest.mark.slow
 def test_the_module_entry_point_exits_with_the_documented_codes(tmp_path):
     missing = tmp_path / 'missing.json'
     result = subprocess.run(

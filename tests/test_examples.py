@@ -12,6 +12,8 @@ import pytest
 
 from _redis_server import free_port, running_redis_server
 
+pytestmark = pytest.mark.slow
+
 EXAMPLES = Path(__file__).resolve().parents[1] / 'examples'
 SAFETY_TIMEOUT = 600  # a hung example must not hang the suite; nothing here measures time
 KEY_VARIABLES = ('OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GOOGLE_API_KEY', 'GEMINI_API_KEY', 'EXAMPLE_MODEL')

@@ -30,7 +30,7 @@ from pydantic_ai_history import (
 from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 from pydantic_ai_history.tokens import TokenCounter
 
-pytestmark = pytest.mark.filterwarnings('ignore:`RetryPromptPart` is deprecated')
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings('ignore:`RetryPromptPart` is deprecated')]
 
 FRACTIONS = (0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95, 1.0, 1.3)
 """Budgets as fractions of each input's own size."""

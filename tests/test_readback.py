@@ -32,6 +32,7 @@ async def test_text_comes_back_exactly_in_slices() -> None:
     assert ''.join(pieces) == text
 
 
+@pytest.mark.slow
 async def test_a_stored_pdf_is_read_back_as_its_whole_markdown(fixtures_dir: Path) -> None:
     """The history shows a cut preview of an attached PDF; read-back converts the stored original in full."""
     pdf = (fixtures_dir / 'documents' / 'REPAIR-2022-INV-001_multipage.pdf').read_bytes()

@@ -1001,6 +1001,7 @@ def test_split_text_loses_nothing_and_every_piece_fits(
         assert len(pieces) > 1
 
 
+@pytest.mark.slow
 def test_image_dimensions_kept_per_counter_are_bounded(counter: TokenCounter) -> None:
     """A long-lived counter sees an unbounded stream of distinct images: what it remembers of them is bounded,
     and every one is still priced by its own size."""

@@ -134,6 +134,7 @@ def of(events: list[HistoryEvent], kind: type[HistoryEvent]) -> list[Any]:
     return [e for e in events if isinstance(e, kind)]
 
 
+@pytest.mark.slow
 async def test_past_capacity_a_run_compacts_at_its_trigger_and_none_is_pushed_out() -> None:
     """8 runs, room for 3: before, each new summary cancelled the oldest live one, which its run started again
     on its next request (dozens of calls for 8 compactions); now every summary started is used."""

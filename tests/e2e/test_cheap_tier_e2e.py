@@ -41,6 +41,7 @@ from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.testing import StrictProvider
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.anyio,
     pytest.mark.e2e,
     pytest.mark.filterwarnings('ignore:`Agent\\(history_processors='),  # deprecated on late 1.x

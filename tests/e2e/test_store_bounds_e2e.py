@@ -30,6 +30,7 @@ from pydantic_ai_history.store import ArtifactStore, DirectoryStore, MemoryStore
 from pydantic_ai_history.testing import StrictProvider
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.anyio,
     pytest.mark.e2e,
     pytest.mark.filterwarnings('ignore:.*history_processors.*is deprecated'),

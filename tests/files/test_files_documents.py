@@ -96,6 +96,7 @@ def test_format_sniffed_without_name_or_type(documents: Path) -> None:
         'test',
     ],
 )
+@pytest.mark.slow
 def test_pdf_markdown_matches_markitdown_expected(documents: Path, expected: str) -> None:
     """Before any truncation the PDF markdown is exactly markitdown's own expected output."""
     pdf = documents / f'{expected}.pdf'
@@ -147,6 +148,7 @@ def test_large_html_is_token_cut_keeping_head_and_tail(documents: Path, filename
     assert f'{tokens[0].shown:,} of {tokens[0].total:,} tokens shown' in result.manifest
 
 
+@pytest.mark.slow
 def test_injected_token_counter_is_used(documents: Path) -> None:
     """A caller's tokenizer decides the cut: here one token per word.
 

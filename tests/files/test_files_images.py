@@ -24,6 +24,7 @@ def _all_images(images: Path) -> list[Path]:
     )
 
 
+@pytest.mark.slow
 def test_every_image_fits_or_is_unreadable_with_reason(images: Path) -> None:
     max_bytes, max_dimension = FileSettings().image_limits  # no provider named: the conservative limits
     assert (max_bytes, max_dimension) == (2 * 1024 * 1024, 8_000)

@@ -15,6 +15,8 @@ from pydantic_ai_history.files._budget import check_before_parse
 from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.store import MemoryStore
 
+pytestmark = pytest.mark.slow
+
 DOCX = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document'
 
 

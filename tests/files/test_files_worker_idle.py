@@ -14,6 +14,8 @@ import pytest
 
 from pydantic_ai_history.files import ConvertedDocument, FileSettings, _worker, read_file
 
+pytestmark = pytest.mark.slow
+
 
 def _idle_processes() -> list[int]:
     pool = _worker._current_pool()

@@ -73,6 +73,7 @@ def test_reading_stops_at_the_time_limit_with_the_rows_read_and_counted() -> Non
     assert table.declared_rows >= table.total_rows
 
 
+@pytest.mark.slow
 def test_the_preview_of_a_sheet_cut_at_the_row_limit_says_where_reading_stopped() -> None:
     """The tail shown is where reading stopped, not the sheet's end: it used to follow "… 4,970 rows
     omitted …" as if it were the sheet's last rows."""

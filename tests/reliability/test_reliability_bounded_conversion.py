@@ -29,6 +29,8 @@ from pydantic_ai_history.files import ConvertedDocument, FittedAudio, Unreadable
 from pydantic_ai_history.messages.validate import validate_history
 from pydantic_ai_history.tokens import TokenCounter
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60
 """Per case, in seconds: the process as a whole gets this times the number of cases it reads."""

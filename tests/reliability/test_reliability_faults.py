@@ -37,7 +37,7 @@ from pydantic_ai_history.store import ArtifactStore, DirectoryStore
 from pydantic_ai_history.testing import StrictProvider
 from pydantic_ai_history.tokens import TokenCounter
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
 WINDOW = 16_000
 TIMEOUT = 0.3

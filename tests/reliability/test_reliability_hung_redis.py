@@ -21,7 +21,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_history import ContextPolicy, HistoryEvent, create_history_processor
 from pydantic_ai_history.store import RedisStore, StoreError
 
-pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+pytestmark = [pytest.mark.slow, pytest.mark.anyio, pytest.mark.redis]
 
 
 @contextmanager

@@ -50,7 +50,7 @@ from pydantic_ai_history.stages.compactor import CompactionSettings, Compactor
 from pydantic_ai_history.tokens import TokenCounter
 
 # The strategies build the deprecated 2.x `RetryPromptPart` on purpose: stored histories still hold it.
-pytestmark = pytest.mark.filterwarnings('ignore:`RetryPromptPart` is deprecated')
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings('ignore:`RetryPromptPart` is deprecated')]
 
 _NOTE_ALLOWANCE = 60
 """Room for the window's note (its text is about 30 tokens; the window reserves 40)."""

@@ -15,9 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import pydantic_ai_history
 from _compaction import prompt_block, transcript_records
 from pydantic_ai_history.messages._marks import SECRET_ENV
+
+pytestmark = pytest.mark.slow
 
 APP = Path(__file__).with_name('_restart_app.py')
 SRC = Path(pydantic_ai_history.__file__).resolve().parents[1]

@@ -71,6 +71,7 @@ async def test_leftovers_of_interrupted_writes_are_removed(tmp_path: Path) -> No
     assert names == ['.fresh.tmp', 'art_whole.bin', 'art_whole.json']
 
 
+@pytest.mark.slow
 async def test_a_long_run_stays_within_the_documented_bounds(tmp_path: Path) -> None:
     """3,000 writes over 60 simulated days in 200 conversations, about three times more within one `max_age`
     than `max_bytes` holds: what the root holds never passes `max_bytes`, every artifact a put reported stored
