@@ -171,12 +171,8 @@ def request_pieces(
     texts = [i for i, p in enumerate(pieces) if p.kind == 'user']
     if texts:  # the user's question is the last thing they wrote
         last = texts[-1]
-        pieces[last] = Piece(**{**_fields(pieces[last]), 'question': True})
+        pieces[last] = dataclasses.replace(pieces[last], question=True)
     return pieces
-
-
-def _fields(piece: Piece) -> dict[str, Any]:
-    return {name: getattr(piece, name) for name in Piece.__dataclass_fields__}
 
 
 def _tool_pieces(
