@@ -168,6 +168,16 @@ class ContextPolicy:
 
     Every default follows the serving model (its window and output cap), so one policy serves an agent whose
     model changes between requests.
+
+    Example:
+        ```python
+        from pydantic_ai_history import ContextPolicy
+        from pydantic_ai_history.budget.model_info import model_info
+
+        # a third of an expensive model's window, compaction at 40,000 tokens down to 15,000
+        policy = ContextPolicy(utilization=0.33, max_tokens=40_000, target_tokens=15_000)
+        limits = policy.resolve(model_info('openai:gpt-4o'))  # what every stage plans against
+        ```
     """
 
     context_window: int | None = None
