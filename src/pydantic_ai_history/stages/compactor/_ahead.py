@@ -26,6 +26,7 @@ from ...messages._clock import perf
 from ...tokens import TokenEstimate
 from ._background import BackgroundJob
 from ._compaction import Compaction, Cut, Evicted, Plan, Summary, unit_savings
+from ._plan import CutPlan
 from ._provider import ProviderCompaction
 from ._stubs import Stub
 
@@ -143,21 +144,27 @@ class BackgroundSummarizing(ProviderCompaction):
     def _room(self, plan: Plan, event: Compaction, cut: Cut, cut_at: int, context: HistoryContext) -> int:
         """How far the history may grow past the snapshot and an event without stubs still keep everything
         from `cut_at` on verbatim within the target (`_held_cut`'s test), one more step of it aside."""
-        fits = self._plan_cut(
-            plan,
-            cut.body_first,
-            event.reserved + sum(plan.per_message[: plan.head]),
-            cut.pins,
-            cut.earlier,
-            context,
-            'manual',
-        )
+        fits = self._fit_with(plan, event, cut, context)
         body = plan.units[cut.body_first :]
         step = max(
             sum(plan.per_message[plan.units[-1].start :]),
             sum(plan.per_message[body[0].start :]) // max(len(body), 1),
         )
         return fits.tail_budget - sum(plan.per_message[cut_at:]) - step
+
+    def _fit_with(
+        self,
+        plan: Plan,
+        event: Compaction,
+        cut: Cut,
+        context: HistoryContext,
+        savings: dict[int, int] | None = None,
+    ) -> CutPlan:
+        """The cut this event's target allows from `cut`'s body on (`_plan_cut` as `compact()` plans it)."""
+        head = event.reserved + sum(plan.per_message[: plan.head])
+        return self._plan_cut(
+            plan, cut.body_first, head, cut.pins, cut.earlier, context, 'manual', savings=savings
+        )
 
     async def _background_summary(
         self, request: Evicted, context: HistoryContext, run_usage: object, span: Span | None
@@ -182,16 +189,7 @@ class BackgroundSummarizing(ProviderCompaction):
             held.reason = 'cut_no_longer_fits'
             return None
         gap = self._stubs_from(unit, plan, cut, context) if self._stubbing(context) else []
-        fits = self._plan_cut(
-            plan,
-            cut.body_first,
-            event.reserved + sum(plan.per_message[: plan.head]),
-            cut.pins,
-            cut.earlier,
-            context,
-            'manual',
-            savings=unit_savings(plan, gap),
-        )
+        fits = self._fit_with(plan, event, cut, context, savings=unit_savings(plan, gap))
         if unit < (fits.verbatim if fits.verbatim is not None else cut.body_first):
             held.reason = 'cut_no_longer_fits'
             return None
