@@ -24,6 +24,7 @@ from pydantic_ai_history.messages._marks import MARKER_KEY, sealed_kind
 from pydantic_ai_history.readback._pages import Page
 from pydantic_ai_history.stages._pieces import (
     MEDIA_STUB_TOKENS,
+    NOT_STORED,
     POINTER_TOKENS,
     PROMPT_SHARE,
     STUB_TOKENS,
@@ -224,6 +225,8 @@ async def test_what_cannot_be_stored_is_cut_anyway_and_reported_lost() -> None:
     assert context.counter.count_message(out[-1]) <= 600
     assert 'could not be stored' in str(out[-1].parts[0].content)
     assert 'read_artifact(' not in str(out[-1].parts[0].content)  # no read-back that cannot answer
+    # nor a marker a later stub would read as "stored under this id"
+    assert out[-1].parts[0].metadata[MARKER_KEY]['artifact_id'] == NOT_STORED
     [lost] = [e for e in events if isinstance(e, ContentLost)]
     assert lost.code == 'content_cut'
     assert lost.tool_calls == ('fetch#c1',)

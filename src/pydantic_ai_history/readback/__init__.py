@@ -263,7 +263,7 @@ def names_readback(message: ModelMessage) -> bool:
         return False
     for part in message.parts:
         marker = part_metadata(part).get(MARKER_KEY)
-        if isinstance(marker, dict) and 'artifact_id' in marker:
+        if isinstance(marker, dict) and marker.get('artifact_id'):  # an id with nothing stored names none
             return True
         content = getattr(part, 'content', None)
         texts: Sequence[Any] = (

@@ -38,6 +38,7 @@ from ..tokens import TokenCounter
 
 __all__ = (
     'MEDIA_STUB_TOKENS',
+    'NOT_STORED',
     'POINTER_TOKENS',
     'PROMPT_SHARE',
     'STUB_TOKENS',
@@ -68,6 +69,10 @@ MEDIA_STUB_TOKENS = 90
 PROMPT_SHARE = 0.5
 """The most of the request's room a reduced text of the user's keeps: the run's next steps (tool calls and
 their returns, which cannot be made smaller than their framing) need the rest."""
+
+NOT_STORED = ''
+"""The artifact id a marker records when no original is stored (the store refused it, or there is none to
+store): the part counts as processed, and nothing may point the model to a read-back of it."""
 
 PieceKind = Literal['tool', 'user', 'media']
 """A tool return's text, a text of the user's message, or a file (in either)."""
@@ -411,22 +416,17 @@ def marked_return(part: ToolReturnPart, text: str, files: Sequence[Any], marker:
 
 
 def _return_replaced(part: ToolReturnPart, changes: Mapping[int | None, Replacement]) -> Any:
-    """A tool return with its text (item None) and files (by index) replaced; the first change's marker."""
+    """A tool return with its text (item None) and files (by index) replaced. The text's change carries the
+    marker; files alone leave the part's own marker as it is (or none): a marker names where the *text* is
+    stored, and a file's line names its own."""
     content = part.content
     items = list(content) if isinstance(content, (list, tuple)) else [content]
     kept = [changes[i].text if i in changes else item for i, item in enumerate(items)]
     text = changes.get(None)
     if text is not None:
-        marker = text.marker
-    else:  # files only: a text a stage reduced keeps the marker naming its stored original
-        ours = part_metadata(part).get(MARKER_KEY)
-        marker = (
-            ours if isinstance(ours, dict) and 'artifact_id' in ours else next(iter(changes.values())).marker
-        )
-    if text is not None:
         files = [new for new, item in zip(kept, items, strict=True) if is_media(item)]
-        return marked_return(part, text.text or '', files, marker)
-    return with_part_metadata(dataclasses.replace(part, content=kept), {MARKER_KEY: marker})
+        return marked_return(part, text.text or '', files, text.marker)
+    return dataclasses.replace(part, content=kept)
 
 
 def _user_content(content: Any, changes: Mapping[int | None, Replacement]) -> Any:
@@ -443,7 +443,7 @@ def too_deep_returns(request: ModelRequest) -> dict[int, Replacement]:
     provider's serializer takes it: pydantic's stops near 255 levels): its JSON text down to that depth, the
     deeper part named. Only structured values are walked (a string is sent as it is)."""
     return {
-        p_index: Replacement(json_text(part.content), {'artifact_id': '', 'strategy': 'cut_deep'})
+        p_index: Replacement(json_text(part.content), {'artifact_id': NOT_STORED, 'strategy': 'cut_deep'})
         for p_index, part in enumerate(request.parts)
         if isinstance(part, ToolReturnPart)
         and isinstance(part.content, (dict, list, tuple))

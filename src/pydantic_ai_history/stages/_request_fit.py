@@ -34,6 +34,7 @@ from ..messages._utf8 import utf8
 from ..readback._pages import Page, shrunk_to_fit
 from ..tokens import TokenCounter, TokenEstimate
 from ._pieces import (
+    NOT_STORED,
     POINTER_TOKENS,
     FitPlan,
     Piece,
@@ -325,17 +326,24 @@ class _Fit:
             piece = self.pieces[index]
             text, artifact_id, strategy = await self._piece(index, cap)
             self.texts[index] = text
-            marker = {'artifact_id': artifact_id, 'original_tokens': piece.tokens, 'strategy': strategy}
+            marker = self._marker(index, piece, strategy)
             out[(piece.part_index, piece.item_index)] = _replacement(piece, text, marker)
         for index in plan.stubbed:
             piece = self.pieces[index]
             artifact_id, stored = await self._stored(index)
             text = self.texts[index] = file_line(piece, artifact_id, stored)
-            marker = {'artifact_id': artifact_id, 'original_tokens': piece.tokens, 'strategy': 'stub'}
+            marker = self._marker(index, piece, 'stub')
             out[(piece.part_index, piece.item_index)] = _replacement(piece, text, marker)
         if plan.group:
             out.update(await self._grouped(plan))
         return out
+
+    def _marker(self, index: int, piece: Piece, strategy: str) -> dict[str, Any]:
+        """What the replaced part records: the id its original is stored under (`NOT_STORED` when the store
+        refused it, so no later stub points there)."""
+        artifact_id, stored = self.stored[index]
+        kept_id = artifact_id if stored else NOT_STORED
+        return {'artifact_id': kept_id, 'original_tokens': piece.tokens, 'strategy': strategy}
 
     async def _piece(self, index: int, cap: int) -> tuple[str, str, str]:
         """One text within `cap` tokens: its text, the artifact it names, how it was reduced. A read-back
@@ -394,7 +402,8 @@ class _Fit:
         self.texts[plan.group[0]] = note
         out: dict[_Place, Replacement] = {}
         for number, piece in enumerate(grouped, 1):
-            marker = {'artifact_id': artifact_id, 'original_tokens': piece.tokens, 'strategy': 'group'}
+            kept_id = artifact_id if stored else NOT_STORED
+            marker = {'artifact_id': kept_id, 'original_tokens': piece.tokens, 'strategy': 'group'}
             text = note if number == 1 else f'[#{number}]' if piece.kind == 'tool' else None
             out[(piece.part_index, piece.item_index)] = _replacement(piece, text, marker)
         return out

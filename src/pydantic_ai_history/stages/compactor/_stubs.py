@@ -212,7 +212,7 @@ class _Planner:
             after = self.counter.count_part(dataclasses.replace(part, content=stub))
             self.add(Stub(index, p_index, None, '', None, media_type, described, stub, tokens, after))
             return
-        if isinstance(ours, dict) and isinstance(ours.get('artifact_id'), str):
+        if isinstance(ours, dict) and isinstance(ours.get('artifact_id'), str) and ours['artifact_id']:
             # the artifact stage stored the original under this id before it reduced the part
             artifact_id, data, size = ours['artifact_id'], None, _size(ours, text)
         else:
