@@ -18,7 +18,7 @@ from pathlib import Path
 import tiktoken
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
 
-from pydantic_ai_history._compat import json_text
+from pydantic_ai_history.messages._nesting import json_text
 from pydantic_ai_history.tokens import TokenCounter
 
 CONVERSATIONS = Path(__file__).resolve().parents[2] / 'shared/fixtures/conversations'

@@ -16,15 +16,17 @@ from pydantic_ai.messages import (
     ModelResponse,
     SystemPromptPart,
     TextPart,
+    ToolCallPart,
+    ToolReturnPart,
     UserPromptPart,
 )
 
 from pydantic_ai_history import TokenCounter, assert_valid_history, validate_history
-from pydantic_ai_history._compat import ToolCallPart, ToolReturnPart, with_part_metadata
+from pydantic_ai_history._compat import with_part_metadata
 from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, main, run_demo
 from pydantic_ai_history.cli.formatting import ProgressBar, format_table
 from pydantic_ai_history.cli.inspect import ACTIONS, _rows
-from pydantic_ai_history.context._context import MARKER_KEY
+from pydantic_ai_history.messages._marks import MARKER_KEY
 from pydantic_ai_history.stages.compactor import build_summary_message
 from pydantic_ai_history.stages.window import window_note
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import pkgutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+import pydantic_ai_history
 
 DEFERRED = (
     'PIL',
@@ -69,9 +72,14 @@ def test_import_alone_loads_no_module_of_the_package() -> None:
     assert json.loads(done.stdout.splitlines()[-1]) == ['pydantic_ai_history', 'pydantic_ai_history._lazy']
 
 
-@pytest.mark.parametrize(
-    'package', ['pydantic_ai_history', 'pydantic_ai_history.store', 'pydantic_ai_history.cache']
+_PACKAGES = sorted(
+    info.name
+    for info in pkgutil.walk_packages(pydantic_ai_history.__path__, 'pydantic_ai_history.')
+    if info.ispkg and hasattr(importlib.import_module(info.name), '__all__')
 )
+
+
+@pytest.mark.parametrize('package', ['pydantic_ai_history', *_PACKAGES])
 def test_every_public_name_resolves_once_used(package: str) -> None:
     module = importlib.import_module(package)
     for name in module.__all__:

@@ -14,12 +14,12 @@ from pydantic_ai_history.budget.model_info import (
     KNOWN_CONTEXT_WINDOWS,
     KNOWN_MAX_OUTPUT_TOKENS,
     ContextWindowUnknownError,
-    ModelFamily,
     model_info,
     model_name_of,
     parse_model_name,
 )
 from pydantic_ai_history.tokens import profile_for_model
+from pydantic_ai_history.tokens._model_name import ModelFamily
 
 
 def _profile_supports_window() -> bool:

@@ -18,11 +18,7 @@ from pydantic_ai.messages import (
     ModelResponse,
     RetryPromptPart,
     SystemPromptPart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
     ToolReturnPart,
-    UserPromptPart,
 )
 from pydantic_ai.models import Model
 from pydantic_ai.models.instrumented import InstrumentationSettings
@@ -30,64 +26,6 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.usage import RunUsage
 
 _DepsT = TypeVar('_DepsT')
-
-__all__ = (
-    'CACHE_POINTS',
-    'CAPABILITY_LOAD_DELTA_PART',
-    'COMPACTION_PART',
-    'COMPACTION_REQUEST_PART',
-    'FILE_PART',
-    'HAS_CAPABILITIES',
-    'HAS_CAPABILITY_EVENTS',
-    'HAS_DEFERRED_CAPABILITIES',
-    'INSTRUCTION_DELTA_PART',
-    'LOAD_CAPABILITY_CALL_PART',
-    'LOAD_CAPABILITY_RETURN_PART',
-    'NATIVE_TOOL_CALL_PARTS',
-    'NATIVE_TOOL_RETURN_PARTS',
-    'PROFILE_FILE_INPUT',
-    'REQUEST_SCOPED_PROMPTS',
-    'RETRY_FEEDBACK_PART',
-    'SPEECH_PART',
-    'TOOLS_HAVE_METADATA',
-    'TOOL_AVAILABILITY_DELTA_PART',
-    'BinaryContent',
-    'CapabilityBase',
-    'CapabilityEventBase',
-    'ModelMessage',
-    'ModelRequest',
-    'ModelRequestPart',
-    'ModelResponse',
-    'RetryPromptPart',
-    'SystemPromptPart',
-    'TextPart',
-    'ThinkingPart',
-    'ToolCallPart',
-    'ToolReturnPart',
-    'UserPromptPart',
-    'answered_call_id',
-    'compaction_unavailable',
-    'decode_data_url',
-    'durability_base',
-    'durable_operation',
-    'instrumentation_of',
-    'instrumented_agent_options',
-    'is_compaction_response',
-    'is_media',
-    'is_request_scoped',
-    'make_request',
-    'media_type_of',
-    'message_metadata',
-    'message_run_id',
-    'part_metadata',
-    'post_compaction_window',
-    'pydantic_ai_version',
-    'request_compaction',
-    'request_scoped_prompt',
-    'result_usage',
-    'tool_availability_text',
-    'with_part_metadata',
-)
 
 
 # 1.x late and 2.x call them Native*, 1.0 calls them Builtin*. Late 1.x keeps Builtin* as a deprecated alias:
@@ -190,7 +128,9 @@ class _NoCapability(Generic[_DepsT]):
 
 
 if TYPE_CHECKING:
-    from pydantic_ai.capabilities import AbstractCapability as CapabilityBase
+    from pydantic_ai.capabilities import AbstractCapability as _CapabilityType
+
+    CapabilityBase = _CapabilityType
 else:
     CapabilityBase = _AbstractCapability if _AbstractCapability is not None else _NoCapability
 
@@ -251,7 +191,9 @@ class _NoCapabilityEvent:
 
 
 if TYPE_CHECKING:
-    from pydantic_ai.messages import CapabilityEvent as CapabilityEventBase
+    from pydantic_ai.messages import CapabilityEvent as _CapabilityEventType
+
+    CapabilityEventBase = _CapabilityEventType
 else:
     CapabilityEventBase = _CapabilityEvent if _CapabilityEvent is not None else _NoCapabilityEvent
 

@@ -10,8 +10,6 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ('lazy_exports',)
-
 
 def lazy_exports(
     package: str, namespace: dict[str, Any], exports: Mapping[str, str]

@@ -23,37 +23,6 @@ if TYPE_CHECKING:
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.messages import AgentStreamEvent
 
-__all__ = (
-    'ArtifactProcessed',
-    'ArtifactProcessedEvent',
-    'BackgroundDiscardReason',
-    'BackgroundSummaryDiscarded',
-    'BackgroundSummaryDiscardedEvent',
-    'BackgroundSummaryStarted',
-    'BackgroundSummaryStartedEvent',
-    'BackgroundSummaryUsed',
-    'BackgroundSummaryUsedEvent',
-    'CompactionFinishedEvent',
-    'CompactionReason',
-    'CompactionResult',
-    'CompactionStarted',
-    'CompactionStartedEvent',
-    'ContentLost',
-    'ContextUsageEvent',
-    'HistoryEvent',
-    'HistoryStreamEvent',
-    'HistoryWarning',
-    'HistoryWarningEvent',
-    'NearLimitNoticeEvent',
-    'NearLimitNoticeSent',
-    'RequestProcessed',
-    'StageFailed',
-    'WarningKind',
-    'WindowApplied',
-    'WindowAppliedEvent',
-    'stream_event_for',
-    'ui_forwarding',
-)
 
 CompactionReason = Literal['trigger', 'manual', 'model']
 """Why a compaction ran: `trigger`, the history passed `limits.trigger`; `manual`, code called `compact()`;
@@ -166,7 +135,21 @@ WarningKind = Literal[
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class HistoryEvent:
-    """Base of all events. `run_id` is None on pydantic-ai versions without run ids."""
+    """Base of all events. `run_id` is None on pydantic-ai versions without run ids.
+
+    Example:
+        ```python
+        from pydantic_ai_history import CompactionResult, HistoryEvent, create_history_processor
+
+
+        def on_history_event(event: HistoryEvent) -> None:
+            if isinstance(event, CompactionResult):
+                print(f'compacted {event.tokens_before:,} -> {event.tokens_after:,} tokens')
+
+
+        processor = create_history_processor(on_history_event=on_history_event)
+        ```
+    """
 
     run_id: str | None = None
     """The pydantic-ai run this request belongs to; None on versions without run ids."""

@@ -10,23 +10,12 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec
 
 from .context._context import HistoryStage
-from .pipeline._capability import DEFAULT_ID, SERIALIZATION_NAME, EventHandler, HistoryCapability
+from .pipeline._capability import SERIALIZATION_NAME, EventHandler, HistoryCapability
 from .pipeline._settings_checks import FIELD_TYPES, coerce_switch, exempting_readback
 from .pipeline._stage_capability import StageCapability, history_processor_annotations
-from .pipeline._stats import HistoryStats, RunStats
 from .stages.artifacts import ArtifactPlanner, ArtifactSettings
 from .stages.compactor import CompactionSettings, Compactor
 from .stages.window import SlidingWindow
-
-__all__ = (
-    'DEFAULT_ID',
-    'SERIALIZATION_NAME',
-    'EventHandler',
-    'HistoryProcessor',
-    'HistoryStats',
-    'RunStats',
-    'create_history_processor',
-)
 
 _P = ParamSpec('_P')
 

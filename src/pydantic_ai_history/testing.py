@@ -15,28 +15,26 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
-from pydantic_ai.profiles import ModelProfile
-from pydantic_ai.usage import RequestUsage
-
-from ._compat import (
-    NATIVE_TOOL_CALL_PARTS,
-    NATIVE_TOOL_RETURN_PARTS,
+from pydantic_ai.messages import (
     BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
     RetryPromptPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
-    answered_call_id,
 )
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.profiles import ModelProfile
+from pydantic_ai.usage import RequestUsage
+
+from ._compat import NATIVE_TOOL_CALL_PARTS, NATIVE_TOOL_RETURN_PARTS, answered_call_id
 from .messages.units import tool_call_ids
 from .tokens import image_size, image_tokens
 from .tokens._encodings import load_encoding
 from .tokens._estimate import estimate_tokens_offline
-
-__all__ = ('ProviderRejected', 'RequestRecord', 'StrictProvider')
 
 logger = logging.getLogger('pydantic_ai_history.testing')
 

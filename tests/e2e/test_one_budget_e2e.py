@@ -21,7 +21,15 @@ from typing import Any
 
 import pytest
 from helpers import RecordingStore, check_requests, filler, make_agent
-from pydantic_ai.messages import TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from strategies import needs_repair
 
 from pydantic_ai_history import (
@@ -33,7 +41,6 @@ from pydantic_ai_history import (
     assert_valid_history,
     create_history_processor,
 )
-from pydantic_ai_history._compat import BinaryContent, ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai_history.events import ContentLost, StageFailed
 from pydantic_ai_history.files import FileSettings
 from pydantic_ai_history.messages._marks import part_kinds

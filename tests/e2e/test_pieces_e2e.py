@@ -17,7 +17,16 @@ from typing import Any
 import pytest
 from helpers import RecordingStore, check_requests, filler, make_agent
 from PIL import Image
-from pydantic_ai.messages import TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from strategies import needs_repair
 
 from pydantic_ai_history import (
@@ -27,7 +36,6 @@ from pydantic_ai_history import (
     assert_valid_history,
     create_history_processor,
 )
-from pydantic_ai_history._compat import BinaryContent, ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai_history.events import ArtifactProcessed, StageFailed
 from pydantic_ai_history.testing import StrictProvider
 

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 from helpers import Behaviour, check_requests, fake_model, filler, full_processor, make_agent, strict
+from pydantic_ai.messages import ModelMessage
 
 from pydantic_ai_history import CompactionResult, HistoryEvent
-from pydantic_ai_history._compat import HAS_CAPABILITIES, ModelMessage
+from pydantic_ai_history._compat import HAS_CAPABILITIES
 from pydantic_ai_history.messages._marks import marker_kind, part_kinds, separate_own_parts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]

@@ -21,7 +21,20 @@ from typing import Any
 
 from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.usage import RequestUsage
 
 from pydantic_ai_history import validate_history
@@ -30,14 +43,6 @@ from pydantic_ai_history._compat import (
     NATIVE_TOOL_CALL_PARTS,
     NATIVE_TOOL_RETURN_PARTS,
     RETRY_FEEDBACK_PART,
-    BinaryContent,
-    RetryPromptPart,
-    SystemPromptPart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
 )
 
 __all__ = (

@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pytest
 from hostile_files import MB, lying_wav
-from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, UserPromptPart
 
 from _history import reply, user
 from pydantic_ai_history import ContextPolicy, HistoryProcessor, SlidingWindow
-from pydantic_ai_history._compat import BinaryContent
 from pydantic_ai_history.files import ConvertedDocument, FittedAudio, UnreadableFile, read_file
 from pydantic_ai_history.messages.validate import validate_history
 from pydantic_ai_history.tokens import TokenCounter

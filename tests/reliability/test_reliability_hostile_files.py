@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 from helpers import Behaviour, RecordingStore, check_requests, fake_model, full_processor, make_agent
 from hostile_files import DOCX, MB, csv_one_line, docx_bomb, pdf_pages
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo
 from strategies import text_of
 
 from pydantic_ai_history import ArtifactProcessed, HistoryEvent, StageFailed
-from pydantic_ai_history._compat import BinaryContent
 from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER
 from pydantic_ai_history.testing import StrictProvider
 

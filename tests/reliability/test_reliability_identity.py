@@ -29,8 +29,8 @@ from pydantic_ai_history import (
     SlidingWindow,
     assert_valid_history,
 )
-from pydantic_ai_history.context._context import MARKER_KEY
 from pydantic_ai_history.messages._marks import (
+    MARKER_KEY,
     OPENINGS,
     marker_kind,
     part_kinds,

@@ -28,18 +28,6 @@ from urllib.parse import quote, urlsplit
 import anyio
 import anyio.abc
 
-__all__ = (
-    'OLLAMA_DEFAULT_CONTEXT',
-    'PROBE_RETRY_MAX_SECONDS',
-    'PROBE_RETRY_SECONDS',
-    'PROBE_TIMEOUT_SECONDS',
-    'LocalServer',
-    'ask_context_window',
-    'is_local_url',
-    'local_server_of',
-    'probe_due',
-)
-
 logger = logging.getLogger('pydantic_ai_history.local_server')
 
 PROBE_TIMEOUT_SECONDS = 3.0

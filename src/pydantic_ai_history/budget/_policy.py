@@ -13,22 +13,6 @@ from typing import Final
 
 from .model_info import ContextWindowUnknownError, ModelInfo
 
-__all__ = (
-    'DEFAULT_FALLBACK_CONTEXT_WINDOW',
-    'DEFAULT_ITEM_TOKENS',
-    'DEFAULT_LARGE_ITEM_TOKENS',
-    'DEFAULT_MAX_TOKENS',
-    'DEFAULT_RESERVE_TOKENS',
-    'DEFAULT_TARGET_TOKENS',
-    'UNSET',
-    'ContextLimits',
-    'ContextPolicy',
-    'ContextPolicyError',
-    'ItemSizes',
-    'Unset',
-    'deprecated_setting',
-)
-
 
 class ContextPolicyError(ValueError):
     """A `ContextPolicy` that cannot work with the serving model's window (the message names the field and the

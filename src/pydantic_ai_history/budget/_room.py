@@ -8,19 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._compat import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+
 from ..messages.units import head_length, split_units
 from ..tokens import TokenCounter
 from ._policy import ContextLimits
-
-__all__ = (
-    'NOTE_RESERVE',
-    'hard_limit',
-    'kept_tokens',
-    'read_room_tokens',
-    'request_room',
-    'window_room',
-)
 
 NOTE_RESERVE = 128
 """Tokens kept for the window's note (it names its stored transcript) beside what the window never drops."""

@@ -17,23 +17,7 @@ from typing import Any
 from pydantic_ai.models.wrapper import WrapperModel
 
 from .._compat import PROFILE_FILE_INPUT
-from ..tokens._model_name import KNOWN_PROVIDERS, ModelFamily, ModelName, family_of, parse_model_name
-
-__all__ = (
-    'KNOWN_CONTEXT_WINDOWS',
-    'KNOWN_MAX_OUTPUT_TOKENS',
-    'ContextWindowUnknownError',
-    'ModelFamily',
-    'ModelInfo',
-    'ModelName',
-    'file_input_profile',
-    'is_test_model',
-    'model_info',
-    'model_name_of',
-    'parse_model_name',
-    'serving_candidates',
-    'unknown_provider',
-)
+from ..tokens._model_name import KNOWN_PROVIDERS, ModelName, family_of, parse_model_name
 
 logger = logging.getLogger('pydantic_ai_history.model_info')
 

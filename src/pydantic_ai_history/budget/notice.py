@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ('NearLimitNotice', 'notice_text')
-
 
 @dataclass(frozen=True, kw_only=True)
 class NearLimitNotice:

@@ -13,8 +13,6 @@ from ._base import SummaryCache
 from ._memory import MemoryCache
 from ._redis import RedisCache
 
-__all__ = ('FallbackCache', 'redis_cache')
-
 _T = TypeVar('_T')
 
 logger = logging.getLogger('pydantic_ai_history.cache')

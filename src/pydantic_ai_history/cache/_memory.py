@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from ..messages._utf8 import utf8
 from ._base import SummaryCache
 
-__all__ = ('MemoryCache',)
-
 
 @dataclass(frozen=True)
 class _Entry:

@@ -8,8 +8,6 @@ from ..messages._utf8 import from_utf8, utf8
 from ..store._redis_client import RedisClients, RedisPoolSettings
 from ._base import SummaryCache
 
-__all__ = ('RedisCache',)
-
 
 class RedisCache(SummaryCache):
     """A cache in Redis: keys are `prefix + key`, values UTF-8 strings, TTLs set with `SET ... PX`.

@@ -6,8 +6,6 @@ import hashlib
 
 from ._base import SummaryCache
 
-__all__ = ('ScopedCache', 'scoped', 'scoped_key')
-
 
 def scoped_key(key: str, scope: str) -> str:
     """`key` as stored for `scope`: prefixed with a hash of the scope (the default scope `''` keeps `key`).

@@ -18,8 +18,6 @@ from ..store._private_files import create_private_file, make_private_dirs
 from ._base import SummaryCache
 from ._fallback import FallbackCache
 
-__all__ = ('SQLiteCache',)
-
 logger = logging.getLogger('pydantic_ai_history.cache')
 
 _T = TypeVar('_T')

@@ -8,20 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .._compat import ModelMessage, ModelResponse
-
-__all__ = (
-    'EXIT_OK',
-    'EXIT_PROCESSING',
-    'EXIT_USAGE',
-    'CliError',
-    'dry_run_model',
-    'history_model_name',
-    'load_history',
-    'message_role',
-    'part_summary',
-    'require_api_key',
-)
+from pydantic_ai.messages import ModelMessage, ModelResponse
 
 EXIT_OK = 0
 EXIT_PROCESSING = 1

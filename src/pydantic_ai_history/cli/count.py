@@ -7,12 +7,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ..tokens import TokenCounter
 from .common import history_model_name, load_history, message_role, part_summary
 from .formatting import format_table
-
-__all__ = ('CountReport', 'MessageCount', 'count_history', 'render_count')
 
 
 @dataclass(frozen=True)

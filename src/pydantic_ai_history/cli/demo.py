@@ -17,7 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from .._compat import HAS_CAPABILITIES, BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
+
+from .._compat import HAS_CAPABILITIES
 from ..budget._policy import ContextPolicy
 from ..context._summarizer_settings import SummarizerSettings
 from ..evaluation._scripted import TASKS, TOOLS, summarize_prompt, text_of
@@ -33,14 +35,13 @@ from ..events import (
 from ..files import FileSettings
 from ..files._provider_limits import CONSERVATIVE_LIMITS
 from ..messages.validate import validate_history
-from ..processor import HistoryProcessor, HistoryStats
+from ..pipeline._stats import HistoryStats
+from ..processor import HistoryProcessor
 from ..stages.artifacts import ArtifactSettings
 from ..testing import ProviderRejected, StrictProvider
 from . import demo_content as content
 from .common import build_model
 from .formatting import ProgressBar, format_table
-
-__all__ = ('DEMO_SETTINGS', 'DemoResult', 'DemoSettings', 'run_demo')
 
 
 @dataclass(frozen=True)

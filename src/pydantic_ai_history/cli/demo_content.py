@@ -10,15 +10,6 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = (
-    'inventory_csv',
-    'minimal_pdf',
-    'noise_png',
-    'order_records',
-    'service_logs',
-    'support_ticket',
-)
-
 _CUSTOMERS = (
     'Acme GmbH',
     'Globex Ltd',

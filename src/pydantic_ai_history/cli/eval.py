@@ -16,8 +16,6 @@ from typing import Any
 from ..evaluation import EvalReport, EvalSettings, builtin_session_paths, evaluate
 from .common import build_model, fail
 
-__all__ = ('run_eval',)
-
 
 def run_eval(
     histories: Sequence[str],

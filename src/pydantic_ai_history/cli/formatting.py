@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ('ProgressBar', 'TextStream', 'format_table')
-
 
 class TextStream(Protocol):
     """What the progress bar writes to: a text file, stdout, or a tee."""

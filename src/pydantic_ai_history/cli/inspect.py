@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .._compat import (
+from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
@@ -26,12 +26,12 @@ from .._compat import (
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
-    part_metadata,
 )
+
+from .._compat import part_metadata
 from ..budget.model_info import ContextWindowUnknownError
-from ..context._context import MARKER_KEY
 from ..events import HistoryEvent, RequestProcessed
-from ..messages._marks import marker_kind
+from ..messages._marks import MARKER_KEY, marker_kind
 from ..messages.validate import validate_history
 from ..stages.window import dropped_count
 from .common import (
@@ -46,8 +46,6 @@ from .common import (
     part_summary,
 )
 from .formatting import format_table
-
-__all__ = ('ACTIONS', 'InspectReport', 'MessageRow', 'inspect_history', 'inspect_messages', 'render_inspect')
 
 ACTIONS = ('kept', 'summarized', 'excluded', 'converted', 'resized', 'dropped', 'added')
 

@@ -15,8 +15,6 @@ from ..store._directory import SECRET_FILE
 from ..store._retention import PruneReport, StoreBound
 from .common import fail
 
-__all__ = ('parse_size', 'run_prune')
-
 _UNITS = {'': 1, 'b': 1} | {
     prefix + suffix: base**power
     for power, prefix in enumerate('kmg', 1)

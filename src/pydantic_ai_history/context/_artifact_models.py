@@ -7,8 +7,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ('Artifact', 'ArtifactDecision', 'ArtifactKind', 'ArtifactPlan', 'ProcessingStrategy')
-
 ArtifactKind = Literal['tool_result', 'document', 'image', 'audio']
 
 

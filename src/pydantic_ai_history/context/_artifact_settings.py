@@ -12,8 +12,6 @@ from ..budget._room import hard_limit
 from ..files import FileSettings
 from ._summarizer_settings import ModelRef
 
-__all__ = ('ArtifactSettings', 'ArtifactSizes', 'Reducer')
-
 _DEPRECATED = {
     'large_artifact_chars': 'ContextPolicy(large_item_tokens=...)',
     'max_artifact_tokens': 'ContextPolicy(item_tokens=...)',

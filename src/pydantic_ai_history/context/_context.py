@@ -9,12 +9,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._compat import ModelMessage, run_id_of
+from pydantic_ai.messages import ModelMessage
+
+from .._compat import run_id_of
 from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget._room import hard_limit
 from ..budget.model_info import ModelInfo
 from ..events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
-from ..messages._marks import MARKER_KEY
 from ..tokens import TokenCounter, TokenEstimate
 from ._offload import large_content
 from ._summarizer_settings import ModelRef, SummarizerSettings, Timeout
@@ -34,16 +35,6 @@ if TYPE_CHECKING:
     from ._artifact_models import ArtifactPlan
     from ._summarizer_settings import TextPurpose
 
-__all__ = (
-    'ARTIFACT_MARKER',
-    'MARKER_KEY',
-    'CompactionRequest',
-    'HistoryContext',
-    'HistoryStage',
-    'ScopeKey',
-    'StageOperations',
-    'default_scope',
-)
 
 logger = logging.getLogger('pydantic_ai_history')
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-__all__ = ('MAX_MODEL_FOCUS_CHARS', 'ModelFocus', 'quote_focus', 'without_nonce')
-
 MAX_MODEL_FOCUS_CHARS = 500
 """The most of the model's focus the summarizer reads (it is data: a hint, not a second transcript)."""
 

@@ -28,17 +28,6 @@ if TYPE_CHECKING:
     from ._context import HistoryContext, StageOperations
     from ._summarizer_settings import ModelRef, SummarizerSettings, TextPurpose, Timeout
 
-__all__ = (
-    'AUTO_TIMEOUT_BASE_SECONDS',
-    'DEFAULT_CHARS_PER_SECOND',
-    'InlineOperations',
-    'add_usage',
-    'convert_in_thread',
-    'operations_of',
-    'run_plan',
-    'run_text',
-    'summarizer_timeout',
-)
 
 logger = logging.getLogger('pydantic_ai_history.stages')
 

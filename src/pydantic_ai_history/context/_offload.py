@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .._compat import BinaryContent, ModelMessage
-
-__all__ = ('OFF_LOOP_CHARS', 'content_chars', 'is_large', 'large_content')
+from pydantic_ai.messages import BinaryContent, ModelMessage
 
 OFF_LOOP_CHARS = 64 * 1024
 """Content (characters of text, bytes of files) above this is worked on in a thread: the tokenizer alone

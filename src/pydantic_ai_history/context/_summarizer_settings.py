@@ -9,14 +9,6 @@ if TYPE_CHECKING:
     from pydantic_ai.models import AbstractModel
     from pydantic_ai.settings import ModelSettings
 
-__all__ = (
-    'DEFAULT_SUMMARIZER_INPUT_TOKENS',
-    'ModelRef',
-    'SummarizerSettings',
-    'TextPurpose',
-    'Timeout',
-    'check_model_ref',
-)
 
 ModelRef: TypeAlias = Union['AbstractModel', str]
 """A pydantic-ai model (`Model`, or a wrapper such as `FallbackModel`), or a name such as

@@ -13,8 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .._compat import (
-    RETRY_FEEDBACK_PART,
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     RetryPromptPart,
@@ -23,10 +22,10 @@ from .._compat import (
     ToolReturnPart,
     UserPromptPart,
 )
+
+from .._compat import RETRY_FEEDBACK_PART
 from ..stages._transcript import content_text
 from ._text import contains, normalize
-
-__all__ = ('Fact', 'FactKind', 'extract_facts', 'select_facts')
 
 FactKind = Literal['path', 'identifier', 'error', 'command', 'number', 'constraint']
 

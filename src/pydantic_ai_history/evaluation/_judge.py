@@ -7,13 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
+from pydantic_ai.messages import ToolCallPart
 
-from .._compat import ToolCallPart, result_usage
+from .._compat import result_usage
 from ..readback import READ_ARTIFACT_TOOL, ReadbackGate, readback_toolset
 from ..store import ArtifactStore
 from ._probes import Probe
-
-__all__ = ('DIMENSIONS', 'Answer', 'Grades', 'answer_probe', 'grade_answer')
 
 DIMENSIONS = (
     'accuracy',

@@ -11,8 +11,6 @@ from pydantic import BaseModel, Field
 
 from ._facts import Fact
 
-__all__ = ('Probe', 'ProbeKind', 'fact_probes', 'generate_probes')
-
 ProbeKind = Literal['recall', 'artifact', 'continuation', 'decision']
 
 

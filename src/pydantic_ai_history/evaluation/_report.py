@@ -9,8 +9,6 @@ from typing import Any
 from ._judge import DIMENSIONS
 from ._strategies import STRATEGIES
 
-__all__ = ('EvalReport', 'SessionResult', 'StrategyResult', 'StrategySummary')
-
 
 @dataclass(kw_only=True)
 class StrategyResult:

@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ..budget.model_info import model_name_of
 from ..context._summarizer_settings import ModelRef
 from ..tokens import TokenCounter
@@ -42,8 +43,6 @@ from ._strategies import (
     window_strategy,
 )
 from ._text import context_text, normalize
-
-__all__ = ('EvalSettings', 'evaluate', 'evaluate_sync')
 
 _GENERATOR_INPUT_CHARS = 120_000
 """The probe model reads at most this much of the evicted and of the kept text (the newest of each)."""

@@ -10,8 +10,6 @@ from ..store import ArtifactStore
 from ._probes import Probe
 from ._text import contains, normalize
 
-__all__ = ('present_share', 'recoverable_share')
-
 
 def present_share(facts: Sequence[str], context: str) -> list[bool]:
     """For each fact, whether it is in `context` (normalised: whitespace and case only)."""

@@ -9,11 +9,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._compat import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+
 from ..context._artifact_models import ArtifactPlan
 from ..stages._transcript import content_text
-
-__all__ = ('TASKS', 'TOOLS', 'scripted_summarizer', 'summarize_prompt', 'text_of')
 
 TOOLS = ('search_orders', 'export_inventory', 'tail_logs', 'get_ticket')
 """The demo session's tools; the summary counts the calls to each."""

@@ -8,20 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._compat import ModelMessage, ModelRequest
-
-__all__ = (
-    'BUILTIN_SESSIONS',
-    'FIXTURES_ENV',
-    'EvalSession',
-    'SessionError',
-    'builtin_session_paths',
-    'compaction_target',
-    'kept_head',
-    'load_session',
-    'session_from_messages',
-    'tail_start',
-)
+from pydantic_ai.messages import ModelMessage, ModelRequest
 
 FIXTURES_ENV = 'PYDANTIC_AI_HISTORY_EVAL_SESSIONS'
 """A folder of saved histories to use as the built-in set instead of the five that ship with the package (for

@@ -9,7 +9,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from .._compat import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart
+
 from ..budget._policy import ContextPolicy
 from ..cache import MemoryCache
 from ..context._summarizer_settings import ModelRef, SummarizerSettings
@@ -18,16 +19,6 @@ from ..processor import create_history_processor
 from ..stages.compactor import CompactionSettings
 from ..store import ArtifactStore, MemoryStore
 from ._sessions import tail_start
-
-__all__ = (
-    'STRATEGIES',
-    'Compacted',
-    'Cut',
-    'Strategy',
-    'StrategyStatus',
-    'compact_with_ours',
-    'metered',
-)
 
 StrategyStatus = Literal['ok', 'failed', 'not installed']
 

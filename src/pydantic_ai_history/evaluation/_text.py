@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ..messages.units import split_units
 from ..stages._transcript import render_units
 from ..tokens import TokenCounter
-
-__all__ = ('contains', 'context_text', 'normalize')
 
 
 def normalize(text: str) -> str:

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 from ..tokens._model_name import parse_model_name
 
-__all__ = ('CONSERVATIVE_LIMITS', 'NO_LIMIT', 'PROVIDER_FILE_LIMITS', 'FileLimits', 'provider_file_limits')
-
 NO_LIMIT = 2**62
 """A limit no file reaches: the provider documents none."""
 

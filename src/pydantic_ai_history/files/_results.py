@@ -7,17 +7,6 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = (
-    'ConvertedDocument',
-    'FileResult',
-    'FittedAudio',
-    'FittedImage',
-    'Truncation',
-    'UnreadableFile',
-    'file_result_from_json',
-    'file_result_to_json',
-)
-
 
 @dataclass(frozen=True)
 class Truncation:

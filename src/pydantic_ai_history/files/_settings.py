@@ -7,8 +7,6 @@ from typing import Literal
 
 from ._provider_limits import provider_file_limits
 
-__all__ = ('FileSettings',)
-
 # Bumped when conversion output changes for the same settings, so cached conversions are not reused.
 _CONVERTER_VERSION = 3
 # Settings that change how a conversion runs, never what it produces: left out of cache keys.

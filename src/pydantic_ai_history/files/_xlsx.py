@@ -23,8 +23,6 @@ from ._results import Truncation
 from ._settings import FileSettings
 from ._tables import Table, collect_table, merge_truncations, render_table
 
-__all__ = ('SheetTable', 'XlsxReader', 'read_sheets')
-
 _MAIN = '{http://schemas.openxmlformats.org/spreadsheetml/2006/main}'
 _REL = '{http://schemas.openxmlformats.org/officeDocument/2006/relationships}'
 _PACKAGE_REL = '{http://schemas.openxmlformats.org/package/2006/relationships}'

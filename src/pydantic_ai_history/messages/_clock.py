@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
-__all__ = ('message_time', 'monotonic', 'perf', 'replay_safe', 'replay_safe_token', 'wall')
-
 
 @dataclass
 class _Pinned:

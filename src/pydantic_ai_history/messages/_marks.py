@@ -25,38 +25,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
 
-from .._compat import (
-    ModelMessage,
-    ModelRequest,
-    ModelRequestPart,
-    SystemPromptPart,
-    make_request,
-)
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
+
+from .._compat import make_request
 
 logger = logging.getLogger('pydantic_ai_history')
 
-__all__ = (
-    'MARKER_KEY',
-    'OPENINGS',
-    'READ_ARTIFACT_TOOL',
-    'SEAL_TOKENS',
-    'SECRET_ENV',
-    'Kind',
-    'marker_kind',
-    'own_metadata',
-    'own_request',
-    'part_kinds',
-    'process_secret',
-    'readback_tool',
-    'readback_tool_scope',
-    'seal',
-    'seal_key',
-    'seal_key_scope',
-    'sealed_kind',
-    'set_mark_secret',
-    'strip_seal',
-    'unseal',
-)
 
 MARKER_KEY = 'pydantic_ai_history'
 """Metadata key under which this package marks the messages and parts it wrote."""

@@ -10,8 +10,6 @@ import re
 from itertools import accumulate
 from typing import Any
 
-__all__ = ('MAX_PARSE_DEPTH', 'cut_deep', 'json_text', 'json_too_deep', 'value_too_deep')
-
 MAX_PARSE_DEPTH = 200
 """JSON nested deeper than this is never parsed: no real tool output or document nests this far, and the
 limit keeps every recursive walk far from Python's recursion limit."""

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import io
 
-__all__ = ('from_utf8', 'utf8')
-
-
 _PIECE = 4 * 1024 * 1024
 """Texts longer than this are encoded a piece at a time: one `encode` of 200 MB holds the GIL for a quarter
 of a second, stalling the event loop even from a worker thread."""

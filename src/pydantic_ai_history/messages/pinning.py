@@ -11,20 +11,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .._compat import (
-    ModelMessage,
-    ModelRequest,
-    RetryPromptPart,
-    ToolReturnPart,
-    UserPromptPart,
-    message_metadata,
-    message_run_id,
-    part_metadata,
-)
+from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, ToolReturnPart, UserPromptPart
+
+from .._compat import message_metadata, message_run_id, part_metadata
 from ._marks import MARKER_KEY, marker_kind, own_metadata, part_kinds
 from .units import Unit
-
-__all__ = ('PinPredicate', 'is_pinned', 'is_user_prompt', 'pin', 'pin_tool_errors', 'question_unit')
 
 PinPredicate = Callable[[ModelMessage], bool]
 _T = TypeVar('_T')

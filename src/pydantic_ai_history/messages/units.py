@@ -10,27 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .._compat import (
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
     SystemPromptPart,
     ToolCallPart,
     UserPromptPart,
-    answered_call_id,
-    is_request_scoped,
 )
 
-__all__ = (
-    'ToolPairing',
-    'Unit',
-    'fit_suffix',
-    'head_length',
-    'pair_tool_calls',
-    'split_units',
-    'system_parts',
-    'tool_call_ids',
-)
+from .._compat import answered_call_id, is_request_scoped
 
 
 @dataclass(frozen=True)

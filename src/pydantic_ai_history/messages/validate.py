@@ -11,27 +11,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from .._compat import (
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
     ThinkingPart,
     ToolReturnPart,
     UserPromptPart,
-    answered_call_id,
-    is_compaction_response,
 )
+
+from .._compat import answered_call_id, is_compaction_response
 from ._marks import own_metadata, sealed_kind
 from .units import ToolPairing, system_parts, tool_call_ids
-
-__all__ = (
-    'PAIRING_CODES',
-    'HistoryValidationError',
-    'StructureCheck',
-    'Violation',
-    'assert_valid_history',
-    'validate_history',
-)
 
 ViolationCode = Literal[
     'empty',

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from .._compat import run_id_of
-from ..context._context import MARKER_KEY
+from ..messages._marks import MARKER_KEY
 from ..store import ArtifactStore, MemoryStore
 
 if TYPE_CHECKING:

@@ -12,14 +12,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from opentelemetry.trace import get_tracer
 from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart
 
 from .._compat import (
     HAS_CAPABILITIES,
     REQUEST_SCOPED_PROMPTS,
     CapabilityBase,
-    ModelMessage,
-    ModelRequest,
-    ModelRequestPart,
     bound_durable_operation,
     durability_base,
     request_scoped_prompt,
@@ -30,7 +28,6 @@ from ..budget.notice import NearLimitNotice, notice_text
 from ..cache import MemoryCache, SummaryCache, scoped
 from ..context._artifact_settings import ArtifactSettings
 from ..context._context import (
-    MARKER_KEY,
     CompactionRequest,
     HistoryContext,
     HistoryStage,
@@ -48,7 +45,7 @@ from ..events import (
     gathering,
     publish,
 )
-from ..messages._marks import READ_ARTIFACT_TOOL
+from ..messages._marks import MARKER_KEY, READ_ARTIFACT_TOOL
 from ..messages.pinning import PinPredicate
 from ..readback import ReadbackGate, readback_toolset_id
 from ..store import ArtifactStore, MemoryStore
@@ -88,13 +85,6 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model, ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
-
-__all__ = (
-    'DEFAULT_ID',
-    'SERIALIZATION_NAME',
-    'EventHandler',
-    'HistoryCapability',
-)
 
 
 logger = logging.getLogger('pydantic_ai_history')

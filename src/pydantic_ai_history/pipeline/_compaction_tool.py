@@ -13,27 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
-from .._compat import (
-    TOOLS_HAVE_METADATA,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from ..context._context import MARKER_KEY, CompactionRequest
+from .._compat import TOOLS_HAVE_METADATA
+from ..context._context import CompactionRequest
 from ..context._focus import MAX_MODEL_FOCUS_CHARS, ModelFocus
-
-__all__ = (
-    'COMPACTION_TOOL_METADATA',
-    'COMPACT_CONTEXT_TOOL',
-    'CompactionTool',
-    'compaction_toolset',
-    'compaction_toolset_id',
-    'requested_compaction',
-)
+from ..messages._marks import MARKER_KEY
 
 COMPACT_CONTEXT_TOOL = 'compact_context'
 """The tool's default name (harness's `CompactOnRequest` uses the same)."""

@@ -9,7 +9,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from .._compat import ModelMessage, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelResponse
+
 from ..budget.notice import NearLimitNotice
 from ..context._context import FAR_BELOW, HistoryContext, HistoryStage
 from ..events import HistoryEvent, RequestProcessed, StageFailed
@@ -19,8 +20,6 @@ from ._runs import Runs
 from ._settings_checks import CONFIG_ERRORS
 from ._spans import DeferredSpans, request_attributes
 from ._validity import InputCheck, Validity
-
-__all__ = ('PROCESSED', 'GuardedStages', 'first_change', 'sent_before', 'worse')
 
 logger = logging.getLogger('pydantic_ai_history')
 

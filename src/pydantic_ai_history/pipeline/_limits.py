@@ -14,8 +14,6 @@ from ..budget.model_info import is_test_model, model_info, model_name_of, profil
 from ..context._summarizer_settings import ModelRef
 from ..events import HistoryEvent, HistoryWarning
 
-__all__ = ('ModelLimits',)
-
 logger = logging.getLogger('pydantic_ai_history')
 
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
+from pydantic_ai.messages import BinaryContent
 
-from .._compat import BinaryContent, durable_operation
+from .._compat import durable_operation
 from ..budget._local_server import LocalServer, ask_context_window, local_server_of
 from ..cache import SummaryCache
 from ..context._artifact_models import ArtifactPlan
@@ -30,14 +31,6 @@ if TYPE_CHECKING:
     from ..files import FileSettings
     from ..tokens import TokenizerProfile
 
-__all__ = (
-    'OPERATION_NAMES',
-    'HistoryOperations',
-    'JournaledCache',
-    'JournaledStore',
-    'RunOperations',
-    'TextPurpose',
-)
 
 OPERATION_NAMES = (
     'compaction_summary',

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import NoOpTracer
 from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelMessage
 
-from .._compat import ModelMessage, instrumentation_of
+from .._compat import instrumentation_of
 from ..context._context import CompactionRequest, HistoryContext
 from ..context._summarizer_settings import ModelRef
 from ..events import HistoryWarning, StageFailed
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
     from pydantic_ai.tools import ToolDefinition
 
-__all__ = ('RequestPath',)
 
 logger = logging.getLogger('pydantic_ai_history')
 

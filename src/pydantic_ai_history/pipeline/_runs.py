@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._compat import ModelRequestPart, run_id_of
+from pydantic_ai.messages import ModelRequestPart
+
+from .._compat import run_id_of
 from ..tokens import TokenCounter
 from ._stats import RunStats
 from ._validity import InputCheck
-
-__all__ = ('RunState', 'Runs')
 
 
 @dataclass

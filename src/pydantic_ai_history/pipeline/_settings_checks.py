@@ -20,19 +20,6 @@ from ..tokens import TokenizerProfile
 from ._agent_checks import TOOL_NAME
 from ._compaction_tool import CompactionTool
 
-__all__ = (
-    'CONFIG_ERRORS',
-    'FIELD_TYPES',
-    'check_compaction_tool',
-    'check_fields',
-    'check_tool_name',
-    'coerce_settings',
-    'coerce_switch',
-    'compaction_stage',
-    'enabled_settings',
-    'exempting_readback',
-)
-
 _SettingsT = TypeVar('_SettingsT')
 
 FIELD_TYPES: tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...] = (

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from ..context._context import HistoryContext
     from ..events import RequestProcessed
 
-__all__ = ('PROCESS_SPAN', 'DeferredSpans', 'request_attributes')
 
 PROCESS_SPAN = 'pydantic_ai_history.process'
 

@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast, overload
 
 from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelMessage
 
-from .._compat import HAS_CAPABILITIES, ModelMessage
+from .._compat import HAS_CAPABILITIES
 from ..context._context import HistoryContext, HistoryStage
 from ._capability import HistoryCapability
-
-__all__ = ('StageCapability', 'history_processor_annotations')
 
 _StageT = TypeVar('_StageT', bound='StageCapability')
 

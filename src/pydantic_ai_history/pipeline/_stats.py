@@ -17,8 +17,6 @@ from ..events import (
     WindowApplied,
 )
 
-__all__ = ('HistoryStats', 'RunStats', 'record_event')
-
 
 @dataclass
 class RunStats:

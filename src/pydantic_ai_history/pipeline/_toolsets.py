@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelMessage
 
-from .._compat import TOOLS_HAVE_METADATA, ModelMessage
+from .._compat import TOOLS_HAVE_METADATA
 from ..budget._policy import ContextLimits
 from ..budget._room import read_room_tokens
 from ..context._artifact_settings import ArtifactSettings
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
 
-__all__ = ('Toolsets',)
 
 logger = logging.getLogger('pydantic_ai_history')
 

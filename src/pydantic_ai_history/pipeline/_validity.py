@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from .._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ..messages.validate import PAIRING_CODES, StructureCheck, Violation
-
-__all__ = ('InputCheck', 'Validity')
-
 
 _HISTORY_CODES = frozenset(
     {'empty', 'starts_with_response', 'starts_with_tool_return', 'not_ending_with_request'}

@@ -16,22 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from pydantic_ai import RunContext
-from pydantic_ai.messages import ToolReturn
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturn
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
-from .._compat import (
-    TOOLS_HAVE_METADATA,
-    BinaryContent,
-    ModelMessage,
-    ModelRequest,
-    part_metadata,
-    run_id_of,
-)
-from ..context._context import ARTIFACT_MARKER, MARKER_KEY, default_scope
+from .._compat import TOOLS_HAVE_METADATA, part_metadata, run_id_of
+from ..context._context import ARTIFACT_MARKER, default_scope
 from ..context._offload import OFF_LOOP_CHARS
 from ..files import ConvertedDocument, FileResult, FileSettings
-from ..messages._marks import READ_ARTIFACT_TOOL
+from ..messages._marks import MARKER_KEY, READ_ARTIFACT_TOOL
 from ..store import ArtifactStore, InvalidArtifactId, StoreError
 from ._limits import SEARCH_MAX_ARTIFACTS as SEARCH_MAX_ARTIFACTS
 from ._limits import SEARCH_MAX_BYTES as SEARCH_MAX_BYTES

@@ -3,8 +3,6 @@ loads with the first search, share them)."""
 
 from __future__ import annotations
 
-__all__ = ('SEARCH_MAX_ARTIFACTS', 'SEARCH_MAX_BYTES', 'is_text')
-
 SEARCH_MAX_ARTIFACTS = 500
 """A search reads at most this many of the scope's artifacts, the newest first."""
 SEARCH_MAX_BYTES = 32 * 1024 * 1024

@@ -15,8 +15,6 @@ from typing import Any
 from .._compat import part_metadata
 from ..messages._marks import MARKER_KEY
 
-__all__ = ('PAGE_KEY', 'Page', 'shrunk_to_fit')
-
 PAGE_KEY = 'readback'
 """The key, in our metadata dict on a tool return, of the page a read-back returned."""
 

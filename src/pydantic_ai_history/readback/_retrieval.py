@@ -21,23 +21,6 @@ from typing import Literal, NamedTuple
 
 from ..messages._nesting import json_too_deep
 
-__all__ = (
-    'BM25_B',
-    'BM25_K1',
-    'Chunk',
-    'Extract',
-    'Ranking',
-    'bm25_scores',
-    'chunk_text',
-    'detect_kind',
-    'extract_passages',
-    'rank_passages',
-    'rank_tallied',
-    'tally_chunks',
-    'tokenize',
-    'top_passages',
-)
-
 BM25_K1 = 1.5
 BM25_B = 0.75
 DEFAULT_CHUNK_CHARS = 2_000

@@ -27,17 +27,6 @@ from ..store import ArtifactStore, StoredArtifact, StoreError
 from ._limits import SEARCH_MAX_ARTIFACTS, SEARCH_MAX_BYTES, is_text
 from ._retrieval import Tallied, query_terms, rank_tallied, tally_chunks
 
-__all__ = (
-    'SEARCH_WORKING_BYTES',
-    'WORKING_SET',
-    'Found',
-    'Passage',
-    'Searched',
-    'WorkingSet',
-    'search_scope',
-    'select_passages',
-)
-
 SEARCH_WORKING_BYTES = 64 * 1024 * 1024
 """The most bytes a search holds at once while it reads: one artifact's bytes and its decoded text. An
 artifact whose text could take more (wide characters) is not searched, and said so."""

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse
+
 from .._compat import (
     CAPABILITY_LOAD_DELTA_PART,
     COMPACTION_PART,
@@ -22,15 +24,9 @@ from .._compat import (
     LOAD_CAPABILITY_CALL_PART,
     LOAD_CAPABILITY_RETURN_PART,
     TOOL_AVAILABILITY_DELTA_PART,
-    ModelMessage,
-    ModelRequest,
-    ModelRequestPart,
-    ModelResponse,
     make_request,
     post_compaction_window,
 )
-
-__all__ = ('LoadState', 'lost_loads', 'record_index', 'reload_record', 'reload_reserve', 'with_reloads')
 
 _CAPABILITY_BLOCK = 'capability:'
 """How pydantic-ai names a loaded capability's instruction block (`CapabilityInstructionSource`)."""

@@ -18,47 +18,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._compat import (
-    CACHE_POINTS,
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
-    is_media,
-    media_type_of,
-    part_metadata,
-    with_part_metadata,
 )
+
+from .._compat import CACHE_POINTS, is_media, media_type_of, part_metadata, with_part_metadata
 from ..messages._marks import MARKER_KEY, part_kinds, sealed_kind
 from ..messages._nesting import json_text, value_too_deep
 from ..readback._pages import Page
 from ..tokens import TokenCounter
-
-__all__ = (
-    'MEDIA_STUB_TOKENS',
-    'NOT_STORED',
-    'POINTER_TOKENS',
-    'PROMPT_SHARE',
-    'STUB_TOKENS',
-    'FitPlan',
-    'Piece',
-    'PieceKind',
-    'Place',
-    'Replacement',
-    'call_hints',
-    'corrected',
-    'is_processed',
-    'marked_return',
-    'plan_fit',
-    'replace_pieces',
-    'replaced_part',
-    'request_pieces',
-    'too_deep_returns',
-    'tool_return_text',
-    'water_level',
-)
 
 STUB_TOKENS = 120
 """Below this level a text is not worth a note of its own (the note and its id cost about this much)."""

@@ -17,14 +17,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .._compat import (
-    BinaryContent,
-    ModelMessage,
-    ModelRequest,
-    ToolReturnPart,
-    UserPromptPart,
-    make_request,
-)
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+
+from .._compat import make_request
 from ..budget._room import kept_tokens, request_room, window_room
 from ..context._context import ARTIFACT_MARKER, HistoryContext
 from ..context._offload import OFF_LOOP_CHARS, large_content
@@ -44,15 +39,6 @@ from ._pieces import (
     plan_fit,
     replace_pieces,
     request_pieces,
-)
-
-__all__ = (
-    'fit_newest',
-    'fit_request',
-    'latest_question',
-    'newest_room',
-    'passages_within',
-    'report_artifact',
 )
 
 _PASSES = 3

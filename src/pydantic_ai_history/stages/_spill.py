@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ..context._context import HistoryContext
 from ..messages.units import split_units
 from ..store import StoreError
 from ._transcript import TranscriptUnit, render_units, transcript_data, transcript_preamble
-
-__all__ = ('Transcript', 'no_longer_stored', 'render_transcript', 'spill_transcript', 'store_transcript')
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,13 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._compat import (
-    CACHE_POINTS,
-    COMPACTION_PART,
-    FILE_PART,
-    NATIVE_TOOL_CALL_PARTS,
-    NATIVE_TOOL_RETURN_PARTS,
-    RETRY_FEEDBACK_PART,
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     RetryPromptPart,
@@ -32,6 +26,15 @@ from .._compat import (
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
+)
+
+from .._compat import (
+    CACHE_POINTS,
+    COMPACTION_PART,
+    FILE_PART,
+    NATIVE_TOOL_CALL_PARTS,
+    NATIVE_TOOL_RETURN_PARTS,
+    RETRY_FEEDBACK_PART,
     is_media,
     is_request_scoped,
     media_type_of,
@@ -42,22 +45,6 @@ from ..messages._nesting import json_text
 from ..messages._utf8 import from_utf8, utf8
 from ..messages.units import Unit
 from ..tokens import TokenCounter
-
-__all__ = (
-    'NO_LONGER_STORED',
-    'TranscriptUnit',
-    'content_text',
-    'first_user_text',
-    'named_transcripts',
-    'new_nonce',
-    'read_call',
-    'record_body',
-    'render_each_unit',
-    'render_units',
-    'split_record',
-    'transcript_data',
-    'transcript_preamble',
-)
 
 _NONCE_BYTES = 4
 _READ_CALL = re.compile(r'[A-Za-z0-9_-]+\(artifact_id="([^"\n]+)"')

@@ -16,17 +16,6 @@ from dataclasses import dataclass, field
 
 from ..messages._utf8 import utf8
 
-__all__ = (
-    'ArtifactStore',
-    'InvalidArtifactId',
-    'StoreError',
-    'StoreQuotaExceeded',
-    'StoredArtifact',
-    'artifact_id',
-    'keyed_artifact_id',
-    'scope_tag',
-)
-
 logger = logging.getLogger('pydantic_ai_history.store')
 
 # Letters, digits, `_` and `-` only: no dots, separators, NUL or percent-escapes, so an id can never

@@ -10,8 +10,6 @@ from typing import TypeVar
 from ..messages._clock import monotonic
 from ._base import StoreError
 
-__all__ = ('StoreBreaker',)
-
 _T = TypeVar('_T')
 
 logger = logging.getLogger('pydantic_ai_history.store')

@@ -34,8 +34,6 @@ from ._breaker import StoreBreaker
 from ._private_files import O_NOFOLLOW, PRIVATE_DIR_MODE, create_private_file, make_private_dirs
 from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, Held, PruneReport, StoreBound, plan_prune
 
-__all__ = ('DirectoryStore',)
-
 _T = TypeVar('_T')
 
 logger = logging.getLogger('pydantic_ai_history.store')
@@ -72,6 +70,19 @@ class DirectoryStore(ArtifactStore):
     Folders are created 0700 and files 0600 whatever the umask. Without a `secret`, one is generated once into
     `<root>/.artifact-id-secret`, so ids and notes stay stable across restarts and processes; if it cannot be
     read or created, `prepare()` raises `StoreError` and nothing is stored. Reads never need it.
+
+    Example:
+        ```python
+        import tempfile
+
+        from pydantic_ai_history import create_history_processor
+        from pydantic_ai_history.store import DirectoryStore
+
+        # originals survive restarts; a week of retention, at most 256 MiB on disk
+        root = tempfile.mkdtemp()  # e.g. /var/lib/my-app/artifacts
+        store = DirectoryStore(root, max_age=7 * 24 * 3600, max_bytes=256 * 1024 * 1024)
+        processor = create_history_processor(store=store)
+        ```
     """
 
     def __init__(

@@ -11,8 +11,6 @@ from collections.abc import Callable, Iterable
 from ..messages._marks import process_secret
 from ._base import ArtifactStore, StoredArtifact, check_artifact_size, check_bounds, store_full
 
-__all__ = ('DEFAULT_MEMORY_MAX_AGE', 'MemoryStore')
-
 logger = logging.getLogger('pydantic_ai_history.store')
 
 _Key = tuple[str, str]
@@ -38,6 +36,16 @@ class MemoryStore(ArtifactStore):
     Ids are keyed with the process's own secret by default, so data and note marks die with the process
     (use `DirectoryStore` or `RedisStore` when they must outlive it). It never awaits between reading and
     writing its dicts, so concurrent tasks on one loop need no lock.
+
+    Example:
+        ```python
+        from pydantic_ai_history import create_history_processor
+        from pydantic_ai_history.store import MemoryStore
+
+        # one process, originals for a day: 64 MiB in all, 8 MiB per conversation (scope)
+        store = MemoryStore(64 * 1024 * 1024, max_scope_bytes=8 * 1024 * 1024)
+        processor = create_history_processor(store=store)
+        ```
     """
 
     def __init__(

@@ -12,15 +12,6 @@ import errno
 import os
 from pathlib import Path
 
-__all__ = (
-    'O_NOFOLLOW',
-    'PRIVATE_DIR_MODE',
-    'PRIVATE_FILE_MODE',
-    'create_private_file',
-    'make_private_dirs',
-    'set_private_mode',
-)
-
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 O_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)

@@ -24,8 +24,6 @@ from ._redis_client import RedisClients, RedisPoolSettings
 from ._redis_scripts import PRUNE_SCRIPT, PUT_SCRIPT
 from ._retention import DEFAULT_MAX_AGE, PruneReport, StoreBound
 
-__all__ = ('DEFAULT_REDIS_MAX_BYTES', 'RedisStore')
-
 _T = TypeVar('_T')
 
 logger = logging.getLogger('pydantic_ai_history.store')
@@ -60,6 +58,16 @@ class RedisStore(ArtifactStore):
     Without a `secret`, a random one is stored once under `prefix + ':secret'` (SET NX) and loaded by
     `prepare()`, so every process makes the same ids and recognises the same notes; when Redis cannot be
     reached for it, `prepare()` raises `StoreError` and nothing is stored until it can. Reads never need it.
+
+    Example:
+        ```python {test="skip"}
+        from pydantic_ai_history import create_history_processor
+        from pydantic_ai_history.store import RedisStore
+
+        # shared by every worker: the same ids and notes in each, originals kept for a week
+        store = RedisStore(url='redis://localhost:6379/0', prefix='my-app:artifacts:', ttl=7 * 24 * 3600)
+        processor = create_history_processor(store=store)
+        ```
     """
 
     def __init__(

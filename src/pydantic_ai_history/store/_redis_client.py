@@ -6,8 +6,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ('DEFAULT_REDIS_URL', 'RedisClients', 'RedisPoolSettings', 'import_redis_asyncio')
-
 DEFAULT_REDIS_URL = 'redis://localhost:6379/0'
 
 

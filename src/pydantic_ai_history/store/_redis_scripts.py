@@ -8,8 +8,6 @@ and take expired artifacts out of every count. Every key lives under the prefix 
 
 from __future__ import annotations
 
-__all__ = ('PRUNE_SCRIPT', 'PUT_SCRIPT')
-
 # `forget` takes one artifact out of the store and every count; `make_room` deletes what expired, then the
 # oldest while the total plus `extra` is over `max_bytes`, at most `budget` artifacts per call. Puts pass no
 # `max_bytes` (they refuse rather than delete what is within its ttl); only an explicit prune does.

@@ -16,15 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = (
-    'DEFAULT_MAX_AGE',
-    'DEFAULT_MAX_BYTES',
-    'Held',
-    'PruneReport',
-    'StoreBound',
-    'plan_prune',
-)
-
 DEFAULT_MAX_AGE = 30 * 24 * 3600.0
 """Default retention by age: 30 days since an artifact was last written or read."""
 DEFAULT_MAX_BYTES = 1024**3

@@ -6,8 +6,6 @@ import os
 
 from ._base import SECRET_BYTES, ArtifactStore, StoredArtifact, StoreError
 
-__all__ = ('UnavailableStore',)
-
 
 class UnavailableStore(ArtifactStore):
     """Stands for `store` in one request while `store.prepare()` fails (Redis unreachable, a root that cannot

@@ -15,6 +15,19 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic_ai import messages as _messages
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.tools import ToolDefinition
 
 from .._compat import (
@@ -27,17 +40,6 @@ from .._compat import (
     RETRY_FEEDBACK_PART,
     SPEECH_PART,
     TOOL_AVAILABILITY_DELTA_PART,
-    BinaryContent,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    SystemPromptPart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
     decode_data_url,
     is_compaction_response,
     is_media,
@@ -49,15 +51,6 @@ from ._encodings import load_encoding
 from ._estimate import estimate_tokens_offline
 from ._model_name import parse_model_name
 from ._running_counts import CountsView, IdentityMemo, RunningCounts
-
-__all__ = (
-    'TokenCounter',
-    'TokenEstimate',
-    'TokenizerProfile',
-    'image_size',
-    'image_tokens',
-    'profile_for_model',
-)
 
 logger = logging.getLogger('pydantic_ai_history.tokens')
 

@@ -9,8 +9,6 @@ import functools
 import math
 import re
 
-__all__ = ('estimate_tokens_offline',)
-
 
 @functools.cache
 def _cjk() -> re.Pattern[str]:

@@ -13,8 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ('KNOWN_PROVIDERS', 'ModelFamily', 'ModelName', 'family_of', 'parse_model_name')
-
 ModelFamily = Literal[
     'openai',
     'anthropic',

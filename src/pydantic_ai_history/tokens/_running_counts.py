@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast, overload
 
-from .._compat import ModelMessage, ModelResponse, is_compaction_response
+from pydantic_ai.messages import ModelMessage, ModelResponse
 
-__all__ = ('Branch', 'CountsView', 'IdentityMemo', 'RunningCounts')
+from .._compat import is_compaction_response
 
 CountMessage = Callable[[ModelMessage], int]
 

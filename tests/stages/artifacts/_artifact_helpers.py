@@ -22,8 +22,8 @@ from pydantic_ai.usage import RequestUsage
 from _limits import artifact_policy
 from pydantic_ai_history import SummarizerSettings
 from pydantic_ai_history.cache import MemoryCache
-from pydantic_ai_history.context._context import MARKER_KEY
 from pydantic_ai_history.events import ArtifactProcessed, HistoryEvent
+from pydantic_ai_history.messages._marks import MARKER_KEY
 from pydantic_ai_history.processor import HistoryProcessor
 from pydantic_ai_history.stages.artifacts import ArtifactPlanner, ArtifactSettings
 from pydantic_ai_history.store import MemoryStore

@@ -38,8 +38,8 @@ from pydantic_ai_history import (
     assert_valid_history,
 )
 from pydantic_ai_history._compat import COMPACTION_PART, COMPACTION_REQUEST_PART
-from pydantic_ai_history.context._context import MARKER_KEY, HistoryContext
-from pydantic_ai_history.messages._marks import OPENINGS, marker_kind, sealed_kind
+from pydantic_ai_history.context._context import HistoryContext
+from pydantic_ai_history.messages._marks import MARKER_KEY, OPENINGS, marker_kind, sealed_kind
 from pydantic_ai_history.messages.units import split_units
 from pydantic_ai_history.stages._transcript import named_transcripts
 from pydantic_ai_history.stages.compactor import CompactionSettings, summary_text

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
         ProcessingStrategy,
     )
     from ...context._artifact_settings import ArtifactSettings, Reducer
-    from ._extract import ARTIFACT_MARKER
+    from ...context._context import ARTIFACT_MARKER
     from ._planner import PlanningChoice, heuristic_plan, llm_plan, should_use_llm_planning
     from ._reducers import INTERACTIVE_ROLES, browser_snapshot_reducer, console_output_reducer
     from ._stage import ArtifactPlanner
@@ -44,7 +44,7 @@ __all__ = (
 )
 
 _EXPORTS = {
-    'ARTIFACT_MARKER': '._extract',
+    'ARTIFACT_MARKER': '...context._context',
     'Artifact': '...context._artifact_models',
     'ArtifactDecision': '...context._artifact_models',
     'ArtifactKind': '...context._artifact_models',

@@ -10,15 +10,6 @@ from ...budget.model_info import model_name_of, serving_candidates
 from ...files import FileSettings
 from ...files._provider_limits import provider_file_limits
 
-__all__ = (
-    'ACCEPTED_AS_IS',
-    'accepted_as_is',
-    'fits_as_is',
-    'inline_text',
-    'strictest_file_model',
-    'unidentified_image',
-)
-
 ACCEPTED_AS_IS: Mapping[str, frozenset[str]] = {
     'image': frozenset({'image/png', 'image/jpeg', 'image/gif', 'image/webp'}),
     'document': frozenset({'application/pdf', 'text/plain'}),

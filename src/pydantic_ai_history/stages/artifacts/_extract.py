@@ -7,32 +7,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._compat import (
-    BinaryContent,
-    ModelMessage,
-    ModelRequest,
-    ToolReturnPart,
-    UserPromptPart,
-    decode_data_url,
-    is_media,
-)
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+
+from ..._compat import decode_data_url, is_media
 from ...context._artifact_models import Artifact
-from ...context._context import ARTIFACT_MARKER
 from ...messages._marks import unseal
 from ...messages._utf8 import utf8
 from ...store import artifact_id
 from ...tokens._running_counts import IdentityMemo
 from .._pieces import call_hints, is_processed, tool_return_text
-
-__all__ = (
-    'ARTIFACT_MARKER',
-    'CANDIDATE_MEMO_SIZE',
-    'Attachment',
-    'Candidate',
-    'CandidateMemo',
-    'find_attachments',
-    'find_candidates',
-)
 
 
 @dataclass

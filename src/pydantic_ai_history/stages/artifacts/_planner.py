@@ -12,8 +12,6 @@ from ...context._artifact_settings import ArtifactSettings, ArtifactSizes
 from ...context._context import StageOperations
 from ._extract import Candidate
 
-__all__ = ('PlanningChoice', 'heuristic_plan', 'llm_plan', 'should_use_llm_planning')
-
 logger = logging.getLogger('pydantic_ai_history.artifacts')
 
 _DEFAULT_SETTINGS = ArtifactSettings()

@@ -12,8 +12,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ('INTERACTIVE_ROLES', 'browser_snapshot_reducer', 'console_output_reducer')
-
 INTERACTIVE_ROLES = frozenset(
     {
         'button',

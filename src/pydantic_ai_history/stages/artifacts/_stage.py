@@ -15,18 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..._compat import (
-    BinaryContent,
-    ModelMessage,
-    ModelRequest,
-    UserPromptPart,
-    make_request,
-)
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, UserPromptPart
+
+from ..._compat import make_request
 from ...budget.model_info import file_input_profile, is_test_model, model_info, model_name_of
 from ...cache import cache_key
 from ...context._artifact_models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from ...context._artifact_settings import ArtifactSettings, ArtifactSizes, Reducer
-from ...context._context import HistoryContext
+from ...context._context import ARTIFACT_MARKER, HistoryContext
 from ...context._llm import operations_of
 from ...context._offload import OFF_LOOP_CHARS, is_large, large_content
 from ...context._summarizer_settings import check_model_ref
@@ -48,7 +44,6 @@ from .._request_fit import (
 )
 from ._accepted import accepted_as_is, fits_as_is, inline_text, strictest_file_model, unidentified_image
 from ._extract import (
-    ARTIFACT_MARKER,
     CANDIDATE_MEMO_SIZE,
     Attachment,
     Candidate,
@@ -58,8 +53,6 @@ from ._extract import (
 )
 from ._planner import heuristic_plan, llm_plan, query_for, should_use_llm_planning
 from ._strategies import exclude_stub, extract_text, reduced_text, summarize_text, summary_text
-
-__all__ = ('ArtifactPlanner',)
 
 logger = logging.getLogger('pydantic_ai_history.artifacts')
 

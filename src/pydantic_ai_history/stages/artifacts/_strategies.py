@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...context._context import StageOperations
+from ...context._context import ARTIFACT_MARKER, StageOperations
 from ...context._summarizer_settings import Timeout
 from ...messages._marks import readback_tool
 from ...tokens import TokenCounter
 from .._request_fit import passages_within
-from ._extract import ARTIFACT_MARKER, Candidate
-
-__all__ = ('exclude_stub', 'extract_text', 'reduced_text', 'summarize_text', 'summary_text')
+from ._extract import Candidate
 
 SUMMARY_INSTRUCTIONS = (
     'You summarize one tool output or document so that an AI assistant can keep working without it. '

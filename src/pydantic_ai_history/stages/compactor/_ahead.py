@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import use_span
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from ..._compat import ModelMessage
 from ...context._context import HistoryContext
 from ...context._llm import add_usage
 from ...events import (
@@ -33,7 +33,6 @@ from ._stubs import Stub
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-__all__ = ('BACKGROUND_SPAN', 'BackgroundSummarizing')
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 

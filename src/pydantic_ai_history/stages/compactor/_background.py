@@ -17,16 +17,15 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from ..._compat import ModelMessage
 from ...events import BackgroundDiscardReason
 from ...messages._clock import perf
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-__all__ = ('BackgroundJob', 'BackgroundSummaries')
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 

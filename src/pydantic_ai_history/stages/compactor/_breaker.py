@@ -9,8 +9,6 @@ from typing import Literal
 
 from ...messages._clock import monotonic
 
-__all__ = ('Call', 'ScopedBreakers')
-
 Call = Literal['summarizer', 'provider']
 """What a breaker guards: the summarizer, or the serving model's own compaction (`method='provider'`). Each
 has its own breakers, so a provider that fails to compact does not also stop the LLM summary standing in."""

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from ..._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ...context._context import HistoryContext
 from ...events import CompactionReason, CompactionStarted
 from ...messages._clock import perf
@@ -27,23 +28,6 @@ from ._trail import TrailEntry
 if TYPE_CHECKING:
     from ...context._summarizer_settings import ModelRef
 
-__all__ = (
-    'Compaction',
-    'Cut',
-    'Evicted',
-    'Kept',
-    'Method',
-    'Outcome',
-    'Plan',
-    'Spilled',
-    'Summary',
-    'announce',
-    'final_sections',
-    'keep_loads',
-    'over_target_reason',
-    'summary_details',
-    'unit_savings',
-)
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from ..._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ...context._context import HistoryContext
 from ...events import CompactionReason
 from ...messages._marks import SEAL_TOKENS, marker_kind, separate_own_parts
@@ -34,8 +35,6 @@ from ._prefix_index import Origin
 from ._stubs import Stub, apply_stubs, plan_stubs, store_stubbed
 from ._summaries import Summaries
 from ._summary_message import PINNED_HEADING, SummarySections, summary_sections, summary_text
-
-__all__ = ('CutPlanning', 'body_question', 'latest_prompt_unit', 'pinned_units')
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ('EventCosts', 'stubs_suffice')
-
 OUTPUT_PRICE_RATIO = 5.0
 """An output token costs about five uncached input tokens (OpenAI, Anthropic and Google list 4-8x)."""
 

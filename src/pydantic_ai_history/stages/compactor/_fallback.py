@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._compat import (
-    NATIVE_TOOL_CALL_PARTS,
-    RETRY_FEEDBACK_PART,
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     RetryPromptPart,
@@ -17,12 +15,12 @@ from ..._compat import (
     ToolReturnPart,
     UserPromptPart,
 )
+
+from ..._compat import NATIVE_TOOL_CALL_PARTS, RETRY_FEEDBACK_PART
 from ...messages._marks import marker_kind
 from ...messages.units import fit_suffix
 from ...tokens import TokenCounter
 from .._transcript import TranscriptUnit, content_text
-
-__all__ = ('digest', 'head_tail_cut')
 
 _ITEM_TOKENS = 150
 """Each user message, error or tool outcome in the digest is trimmed to about this many tokens."""

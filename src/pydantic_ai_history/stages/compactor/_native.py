@@ -15,26 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._compat import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    SystemPromptPart,
-    UserPromptPart,
-    is_compaction_response,
-    message_metadata,
-)
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, UserPromptPart
+
+from ..._compat import is_compaction_response, message_metadata
 from ...messages._marks import MARKER_KEY, marker_kind, own_metadata
 from ...messages.units import Unit, head_length
 from ._summary_message import SummarySections, summary_sections
-
-__all__ = (
-    'NATIVE_NOTE',
-    'NativeLayout',
-    'mark_compaction',
-    'native_layout',
-    'preserved_head',
-)
 
 NATIVE_NOTE = (
     'The conversation before this point was compacted by the model provider: its compaction item above '

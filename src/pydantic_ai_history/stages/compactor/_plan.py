@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from ...messages.units import fit_suffix
 
-__all__ = ('CutPlan', 'plan_cut')
-
 
 @dataclass(frozen=True, kw_only=True)
 class CutPlan:

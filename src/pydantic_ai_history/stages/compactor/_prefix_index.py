@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._compat import BinaryContent, ModelMessage, is_media, media_type_of
+from pydantic_ai.messages import BinaryContent, ModelMessage
+
+from ..._compat import is_media, media_type_of
 from ...cache import SummaryCache, cache_key
 from ...messages._nesting import json_text
 from ...messages._utf8 import utf8
-
-__all__ = ('Origin', 'PrefixIndex', 'PrefixRecord')
 
 _MAX_RECORDS = 64
 """Recorded prefixes kept per conversation (the newest)."""

@@ -8,9 +8,7 @@ beside the instructions; only the app's own focus (`compact(focus=...)`) is an i
 
 from __future__ import annotations
 
-from ...context._focus import MAX_MODEL_FOCUS_CHARS, ModelFocus, quote_focus, without_nonce
-
-__all__ = ('DEFAULT_INSTRUCTIONS', 'MAX_MODEL_FOCUS_CHARS', 'SECTIONS', 'ModelFocus', 'build_prompt')
+from ...context._focus import ModelFocus, quote_focus, without_nonce
 
 FOCUS_ROLE = 'compaction_request'
 """The role of the record that carries the model's focus inside the framed messages."""

@@ -6,14 +6,9 @@ from __future__ import annotations
 import logging
 
 from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelMessage, ModelResponse
 
-from ..._compat import (
-    ModelMessage,
-    ModelResponse,
-    compaction_unavailable,
-    is_compaction_response,
-    request_compaction,
-)
+from ..._compat import compaction_unavailable, is_compaction_response, request_compaction
 from ...budget.model_info import model_name_of
 from ...context._context import HistoryContext
 from ...context._llm import add_usage
@@ -36,8 +31,6 @@ from ._summary_message import (
     build_summary_message,
     summary_text,
 )
-
-__all__ = ('ProviderCompaction', 'native_outcome')
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 

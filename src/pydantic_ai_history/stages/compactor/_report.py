@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ..._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ...context._context import HistoryContext
 from ...events import CompactionResult
 from ...messages._clock import perf
@@ -15,8 +16,6 @@ from ._breaker import ScopedBreakers
 from ._compaction import Compaction, Outcome, Spilled, over_target_reason
 from ._prefix_index import PrefixIndex
 from ._settings import CompactionSettings
-
-__all__ = ('CompactionReport',)
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 

@@ -14,8 +14,6 @@ from ...messages._clock import monotonic
 if TYPE_CHECKING:
     from ...events import CompactionResult
 
-__all__ = ('CompactionSettings',)
-
 
 @dataclass(frozen=True, kw_only=True)
 class CompactionSettings:

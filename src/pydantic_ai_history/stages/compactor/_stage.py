@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ...context._context import HistoryContext
 from ...events import CompactionReason, HistoryEvent
 from ...messages.units import system_parts
@@ -45,8 +46,6 @@ from ._settings import CompactionSettings
 from ._stubs import Stub, apply_stubs, store_stubbed
 from ._summary_message import build_summary_message, summary_text
 from ._trail import TrailEntry, extract_trail, known_text, prune_trail
-
-__all__ = ('Compactor',)
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 

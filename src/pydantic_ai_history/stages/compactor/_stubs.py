@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._compat import (
+from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
@@ -23,17 +23,15 @@ from ..._compat import (
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
-    is_media,
-    part_metadata,
 )
+
+from ..._compat import is_media, part_metadata
 from ...context._context import ARTIFACT_MARKER, HistoryContext
 from ...messages._marks import MARKER_KEY, part_kinds, readback_tool, seal, unseal
 from ...messages._nesting import json_text
 from ...messages._utf8 import utf8
 from ...tokens import TokenCounter
 from .._pieces import Replacement, replace_pieces
-
-__all__ = ('STUB_STRATEGY', 'Stub', 'apply_stubs', 'plan_stubs', 'store_stubbed')
 
 STUB_STRATEGY = 'stub'
 """The `strategy` our metadata records on a tool return the cheap tier stubbed (never stubbed again)."""

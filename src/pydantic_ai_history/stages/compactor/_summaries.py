@@ -8,7 +8,8 @@ import functools
 import logging
 from collections.abc import Sequence
 
-from ..._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ...budget.model_info import model_name_of
 from ...cache import SummaryCache, cache_key
 from ...context._context import HistoryContext
@@ -31,8 +32,6 @@ from ._summary_message import (
     encode_sections,
 )
 from ._view import summarizer_view
-
-__all__ = ('Summaries',)
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 

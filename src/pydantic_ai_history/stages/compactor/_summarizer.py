@@ -19,8 +19,6 @@ from .._transcript import TranscriptUnit, new_nonce, record_body, split_record
 from ._prompt import DEFAULT_INSTRUCTIONS, build_prompt
 from ._settings import CompactionSettings
 
-__all__ = ('SummarizerError', 'SummarizerOutcome', 'chunk_transcript', 'run_summarizer')
-
 logger = logging.getLogger('pydantic_ai_history.compactor')
 
 _PROMPT_FRAMING_TOKENS = 200

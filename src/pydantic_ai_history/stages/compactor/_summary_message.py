@@ -13,15 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..._compat import (
-    COMPACTION_PART,
-    COMPACTION_REQUEST_PART,
-    ModelMessage,
-    ModelRequest,
-    SystemPromptPart,
-    UserPromptPart,
-    message_metadata,
-)
+from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, UserPromptPart
+
+from ..._compat import COMPACTION_PART, COMPACTION_REQUEST_PART, message_metadata
 from ...messages._marks import (
     MARKER_KEY,
     OPENINGS,
@@ -34,17 +28,6 @@ from ...messages._marks import (
 )
 from .._transcript import named_transcripts
 from ._trail import TrailEntry, parse_trail, render_trail, trail_from_data
-
-__all__ = (
-    'PINNED_HEADING',
-    'TRANSCRIPT_REFERENCE_OPENING',
-    'SummarySections',
-    'build_summary_message',
-    'decode_sections',
-    'encode_sections',
-    'summary_sections',
-    'summary_text',
-)
 
 PINNED_HEADING = '## Pinned (kept verbatim)'
 """The heading of the pinned part of a summary message; what the model reads, never how it is found."""

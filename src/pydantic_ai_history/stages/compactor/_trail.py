@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
-from ..._compat import (
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     TextPart,
@@ -20,21 +20,10 @@ from ..._compat import (
     ToolReturnPart,
     UserPromptPart,
 )
+
 from ...messages._marks import part_kinds
 from ...tokens import TokenCounter
 from .._transcript import content_text
-
-__all__ = (
-    'TRAIL_HEADING',
-    'TrailEntry',
-    'TrailKind',
-    'extract_trail',
-    'known_text',
-    'parse_trail',
-    'prune_trail',
-    'render_trail',
-    'trail_from_data',
-)
 
 TrailKind = Literal['constraint', 'path', 'command', 'error', 'identifier', 'amount']
 TrailEntry = tuple[TrailKind, str]

@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from ..._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ...messages.units import split_units
 from ...tokens import TokenCounter
 from .._transcript import TranscriptUnit, render_units
-
-__all__ = ('summarizer_view',)
 
 _FLOOR_TOKENS = 100
 """No tool result is cut below this many tokens to fit the view's budget."""

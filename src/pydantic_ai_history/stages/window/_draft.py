@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..._compat import ModelMessage, ModelRequest
+from pydantic_ai.messages import ModelMessage, ModelRequest
+
 from ...context._context import HistoryContext
 from ...messages._marks import marker_kind
 from ...messages.units import Unit
@@ -13,8 +14,6 @@ from .._loads import with_reloads
 from .._spill import Transcript, render_transcript
 from ._note import note_transcript, window_note
 from ._select import WindowSelection
-
-__all__ = ('Draft', 'Layout', 'plain_if_it_fits')
 
 
 @dataclass(frozen=True, kw_only=True)

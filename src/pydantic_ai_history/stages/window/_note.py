@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..._compat import ModelMessage, ModelRequest, UserPromptPart, message_metadata
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+
+from ..._compat import message_metadata
 from ...messages._marks import OPENINGS, marker_kind, own_metadata, own_request, part_kinds, seal, strip_seal
 from ...messages.units import system_parts
 from .._transcript import named_transcripts, read_call
-
-__all__ = ('dropped_count', 'note_transcript', 'window_note')
 
 
 def window_note(

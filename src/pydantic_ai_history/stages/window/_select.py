@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..._compat import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+
 from ...messages._marks import marker_kind
 from ...messages.pinning import PinPredicate, is_pinned, question_unit
 from ...messages.units import Unit, fit_suffix, head_length
-
-__all__ = ('WindowSelection', 'mandatory_cost', 'select_window')
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..._compat import ModelMessage
+from pydantic_ai.messages import ModelMessage
+
 from ...context._context import HistoryContext
 from ...events import WindowApplied
 from ...messages._marks import SEAL_TOKENS, marker_kind, separate_own_parts
@@ -20,8 +21,6 @@ from .._request_fit import fit_newest, newest_room
 from .._spill import store_transcript
 from ._draft import Draft, Layout, plain_if_it_fits
 from ._select import WindowSelection, mandatory_cost, select_window
-
-__all__ = ('SlidingWindow',)
 
 logger = logging.getLogger('pydantic_ai_history.window')
 
