@@ -32,6 +32,7 @@ from pydantic_ai_history._compat import (
     COMPACTION_REQUEST_PART,
     compaction_unavailable,
     is_compaction_response,
+    make_request,
 )
 from pydantic_ai_history.budget.model_info import ModelInfo
 from pydantic_ai_history.messages._marks import marker_kind
@@ -371,3 +372,32 @@ async def test_the_cheap_tier_comes_before_the_providers_compaction() -> None:
     assert provider.compactions == []
     assert len(out) == len(history)
     assert_valid_history(out, original=history)
+
+
+async def test_the_runs_question_follows_the_note_verbatim_and_is_not_compacted() -> None:
+    provider = ResponsesLikeProvider(steps=0)
+    question = make_request(
+        [UserPromptPart('Turn 2: which migrated tables still lack an index?')], run_id='run-2'
+    )
+    history: list[ModelMessage] = [*tool_loop(6, 900, tag='old'), question]
+    for i in range(14):
+        history += [
+            call('fetch', f'now{i}', {'page': i}),
+            result('fetch', f'now{i}', text(900, f'NOW-{i:03d}')),
+        ]
+    ctx, events = native_context(compacting_model(provider), run_id='run-2')
+
+    out = await compactor()(history, ctx)
+
+    assert methods(events) == ['provider']
+    assert_valid_history(out, original=history)
+    at = next(i for i, m in enumerate(out) if m is question)  # the same object: verbatim
+    assert marker_kind(out[at - 1]) == 'summary', 'the question follows our note'
+    assert is_compaction_response(out[1])
+    assert at > 1, 'the question comes after the compaction item'
+    assert all(m is not question for m in provider.compactions[0]), 'the provider compacted the question'
+    # the adapter drops what is before the item: the question is still sent
+    wire = compacting_model(provider)._trim_before_compaction(out)  # pyright: ignore[reportPrivateUsage]
+    assert any(m is question for m in wire)
+    result_event = next(e for e in events if isinstance(e, CompactionResult))
+    assert result_event.tokens_after <= LIMITS.target

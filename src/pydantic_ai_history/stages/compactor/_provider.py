@@ -84,7 +84,7 @@ class ProviderCompaction(CutPlanning):
         if cut is None:
             return None
         await cut.check_stored(context)
-        evicted = messages[layout.body_start : plan.units[cut.unit].start]
+        evicted = native_evicted(plan, cut, layout)
         spilled = await self._spill(plan, cut, evicted, context, event)
         if spilled is None:
             return messages
@@ -152,6 +152,19 @@ class ProviderCompaction(CutPlanning):
         return response
 
 
+def native_evicted(plan: Plan, cut: Cut, layout: NativeLayout) -> list[ModelMessage]:
+    """What the compaction item stands for: the body before the cut but the current run's question, which
+    follows our note verbatim (as it follows our summary)."""
+    question = cut.passed_question()
+    moved = range(0) if question is None else range(plan.units[question].start, plan.units[question].end)
+    cut_at = plan.units[cut.unit].start
+    return [
+        m
+        for i, m in enumerate(plan.messages[layout.body_start : cut_at], layout.body_start)
+        if i not in moved
+    ]
+
+
 def native_outcome(
     plan: Plan,
     cut: Cut,
@@ -163,7 +176,8 @@ def native_outcome(
 ) -> Outcome:
     """The provider's compaction item in place of the evicted messages, then our note (pins, transcript)."""
     cut_at = plan.units[cut.unit].start
-    evicted = plan.messages[layout.body_start : cut_at]
+    evicted = native_evicted(plan, cut, layout)
+    question = cut.question_messages(plan)
     pins = cut.evicted_pins()
     final = final_sections(NATIVE_NOTE, layout.earlier, spilled, pins, gone=cut.gone_transcripts)
     note = build_summary_message(
@@ -172,7 +186,7 @@ def native_outcome(
     marked = mark_compaction(response, {'evicted_messages': len(evicted)})
     # its counted text or its output tokens, the larger: an encrypted item has no text to count
     item = max(counter.count_message(response), response.usage.output_tokens)
-    result = [*layout.standing, marked, *layout.after_item, note, *plan.messages[cut_at:]]
+    result = [*layout.standing, marked, *layout.after_item, note, *question, *plan.messages[cut_at:]]
     # pydantic-ai reads loads only after the compaction item: those before it are recorded after the note
     result, reloaded = keep_loads(
         event.messages, result, len(layout.standing) + len(layout.after_item) + 2, counter
@@ -183,6 +197,7 @@ def native_outcome(
         + item
         + counter.count_message(note)
         + reloaded
+        + counter.count_messages(question)
         + sum(plan.per_message[cut_at:])
     )
     summary = Summary(summary_text(note) or NATIVE_NOTE, 'provider', 1, '')
