@@ -112,7 +112,11 @@ def activity_counts(history: WorkflowHistory) -> Counter[str]:
 
 
 async def run_workflow(client: Client) -> tuple[list[ModelMessage], WorkflowHistory]:
-    sandbox = SandboxRestrictions.default.with_passthrough_modules('tiktoken', 'tiktoken_ext')
+    # tiktoken takes a thread lock when it loads an encoding; pydantic_ai_history loads some modules on first
+    # use (as pydantic-ai's plugin passes its own packages through, this one is passed through too)
+    sandbox = SandboxRestrictions.default.with_passthrough_modules(
+        'tiktoken', 'tiktoken_ext', 'pydantic_ai_history'
+    )
     async with Worker(
         client,
         task_queue=TASK_QUEUE,
