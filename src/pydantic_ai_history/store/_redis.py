@@ -60,7 +60,7 @@ class RedisStore(ArtifactStore):
     reached for it, `prepare()` raises `StoreError` and nothing is stored until it can. Reads never need it.
 
     Example:
-        ```python {test="skip"}
+        ```python {test="skip: needs a Redis server (tests/store run the store against a real one)"}
         from pydantic_ai_history import create_history_processor
         from pydantic_ai_history.store import RedisStore
 
