@@ -1,4 +1,4 @@
-"""Shared fixtures: the real material in ../shared, anyio, a real redis-server.
+"""Shared fixtures: the real material (../shared/fixtures, else tests/fixtures), anyio, a real redis-server.
 
 The tokenizer needs nothing: the package ships its encodings (no TIKTOKEN_CACHE_DIR, no network).
 """
@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from _fixtures import HAS_SHARED, SHARED, local_fixtures, tiktoken_cache
 from _redis_server import RedisServer, running_redis_server
-
-SHARED = Path(__file__).resolve().parents[1].parent / 'shared'
-FIXTURES = SHARED / 'fixtures'
 
 
 @pytest.fixture
@@ -22,10 +20,26 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope='session')
-def fixtures_dir() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.skip(f'the shared fixtures folder {FIXTURES} is absent (it sits beside the repository in CI)')
-    return FIXTURES
+def fixtures_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """../shared/fixtures when it sits beside the repository (CI); else the subset shipped in tests/fixtures,
+    with the package's sessions and generated stand-ins for the largest files (see tests/_fixtures.py)."""
+    if HAS_SHARED:
+        return SHARED
+    return local_fixtures(tmp_path_factory.mktemp('fixtures'))
+
+
+@pytest.fixture(scope='session')
+def shared_dir() -> Path:
+    """../shared itself (its tiktoken cache, the fixtures the benchmarks read): a skip when it is absent."""
+    if not HAS_SHARED:
+        pytest.skip(f'{SHARED.parent} is absent (it sits beside the repository in CI)')
+    return SHARED.parent
+
+
+@pytest.fixture(scope='session')
+def tiktoken_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A TIKTOKEN_CACHE_DIR for the benchmarks' own tokenizer: ../shared's, else one made of the package's."""
+    return tiktoken_cache(tmp_path_factory.mktemp('tiktoken-cache'))
 
 
 @pytest.fixture

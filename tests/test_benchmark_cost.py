@@ -139,8 +139,8 @@ def _history(outputs: list[str]) -> list[ModelMessage]:
 
 
 @pytest.fixture
-def provider(fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch) -> object:
-    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(fixtures_dir.parent / 'tiktoken-cache'))
+def provider(tiktoken_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> object:
+    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(tiktoken_cache_dir))
     from cost.provider import CostProvider
 
     return CostProvider(lambda index: ModelResponse(parts=[TextPart('ok')]), context_window=5_000)
@@ -271,8 +271,9 @@ async def test_an_echo_of_the_query_is_not_a_find() -> None:
 
 
 @pytest.fixture
-def encode(fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch) -> object:
-    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(fixtures_dir.parent / 'tiktoken-cache'))
+def encode(shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> object:
+    """The workload reads the tool outputs in ../shared/fixtures itself."""
+    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(shared_dir / 'tiktoken-cache'))
     from peers._strict import Encoder
 
     return Encoder()

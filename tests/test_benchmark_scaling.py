@@ -38,11 +38,11 @@ def test_driver_imports_and_formats_cells() -> None:
 
 
 def test_scaled_histories_are_valid_and_every_copy_is_distinct(
-    fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch
+    shared_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The benchmark's provider runs in the peers' venvs too, without this package's bundled encodings: it
     # reads tiktoken's cache, which the benchmark driver points at ../shared.
-    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(fixtures_dir.parent / 'tiktoken-cache'))
+    monkeypatch.setenv('TIKTOKEN_CACHE_DIR', str(shared_dir / 'tiktoken-cache'))
     scaling = _load('bench_scaling_peers', BENCHMARKS / 'peers' / 'scaling.py')
     conversations = scaling._conversations()
     source_messages = sum(len(m) for _, m in conversations)

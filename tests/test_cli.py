@@ -21,6 +21,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from _fixtures import conversation_names
 from pydantic_ai_history import TokenCounter, assert_valid_history, validate_history
 from pydantic_ai_history._compat import with_part_metadata
 from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, main, run_demo
@@ -30,8 +31,7 @@ from pydantic_ai_history.messages._marks import MARKER_KEY
 from pydantic_ai_history.stages.compactor import build_summary_message
 from pydantic_ai_history.stages.window import window_note
 
-FIXTURES = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures'
-CONVERSATIONS = sorted((FIXTURES / 'conversations').glob('*.json')) if FIXTURES.is_dir() else []
+CONVERSATIONS = conversation_names()
 SMALL_BUDGET = [
     '--model',
     'gpt-4o',
@@ -186,8 +186,9 @@ def test_demo_with_a_real_model_and_no_key_is_a_usage_error(capsys, monkeypatch)
 # ---- inspect --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize('path', CONVERSATIONS, ids=[p.stem[:40] for p in CONVERSATIONS])
-def test_inspect_every_fixture_conversation(path: Path, tmp_path, capsys):
+@pytest.mark.parametrize('name', CONVERSATIONS, ids=[n.removesuffix('.json')[:40] for n in CONVERSATIONS])
+def test_inspect_every_fixture_conversation(name: str, fixtures_dir: Path, tmp_path, capsys):
+    path = fixtures_dir / 'conversations' / name
     original = ModelMessagesTypeAdapter.validate_json(path.read_bytes())
     assert main(['inspect', str(path), *SMALL_BUDGET]) == EXIT_OK
     text = capsys.readouterr().out

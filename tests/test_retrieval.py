@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from _fixtures import need
 from pydantic_ai_history.readback._retrieval import (
     bm25_scores,
     chunk_text,
@@ -19,7 +20,7 @@ from pydantic_ai_history.readback._retrieval import (
 
 
 def _read(fixtures_dir: Path, name: str) -> str:
-    return (fixtures_dir / 'tool_outputs' / name).read_text()
+    return need(fixtures_dir / 'tool_outputs' / name).read_text()
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ from types import ModuleType
 
 import pytest
 
+from _fixtures import need
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / 'benchmarks'
 
 
@@ -29,9 +31,7 @@ def calibrate() -> ModuleType:
 
 @pytest.fixture(scope='module')
 def results(calibrate: ModuleType, fixtures_dir: Path) -> list[tuple[object, int, float]]:
-    path = fixtures_dir / 'token_calibration/pydantic_ai_cassettes_prompt_tokens.jsonl'
-    if not path.is_file():
-        pytest.skip(f'{path} is absent')
+    path = need(fixtures_dir / 'token_calibration/pydantic_ai_cassettes_prompt_tokens.jsonl')
     return calibrate.relative_errors(calibrate.load_rows(path))
 
 

@@ -114,7 +114,7 @@ def test_count_message_equals_tiktoken_on_every_real_message(fixtures_dir: Path)
         for index, message in enumerate(messages):
             assert counter.count_message(message) == expected_openai_message(message), (name, index)
             checked += 1
-    assert checked > 500
+    assert checked > 400  # 804 messages in ../shared/fixtures, 415 in tests/fixtures
 
 
 def test_count_messages_and_estimate_add_up(fixtures_dir: Path) -> None:

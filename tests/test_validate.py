@@ -42,7 +42,7 @@ def _codes(violations: list[Violation]) -> list[tuple[str, int]]:
 
 def test_real_conversations_ending_with_a_request_are_valid(fixtures_dir: Path) -> None:
     valid = [m for m in _conversations(fixtures_dir).values() if isinstance(m[-1], ModelRequest)]
-    assert len(valid) >= 10
+    assert len(valid) >= 7  # 12 in ../shared/fixtures, 7 in tests/fixtures
     for messages in valid:
         assert validate_history(messages) == []
         assert_valid_history(messages, original=messages)

@@ -56,6 +56,7 @@ except ImportError:  # pragma: no cover
 
 import _temporal_app as app
 
+from _fixtures import HAS_SHARED, LOCAL, SHARED
 from pydantic_ai_history.events import (
     CompactionFinishedEvent,
     CompactionStartedEvent,
@@ -68,7 +69,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 RUN_TIMEOUT = 20.0
 """Seconds a workflow may take before the test fails (no hang)."""
-FIXTURES = Path(__file__).resolve().parents[2].parent / 'shared' / 'fixtures'
+FIXTURES = SHARED if HAS_SHARED else LOCAL
 
 
 def _temporal_binary() -> str | None:
@@ -358,7 +359,7 @@ async def test_read_artifact_returns_the_stored_original(
 
 
 def _pdf_bytes() -> bytes:
-    """A real PDF from the shared fixtures, else a minimal hand-written one-page PDF."""
+    """A real PDF from the fixtures, else a minimal hand-written one-page PDF."""
     dummy = FIXTURES / 'documents' / 'dummy.pdf'
     if dummy.is_file():
         return dummy.read_bytes()

@@ -18,6 +18,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
+from _fixtures import need
 from _limits import artifact_limits, artifact_policy
 from pydantic_ai_history import HistoryEvent, HistoryProcessor, SlidingWindow, assert_valid_history
 from pydantic_ai_history._compat import pydantic_ai_version
@@ -120,9 +121,8 @@ class _Outputs:
 
 
 async def test_500kb_tool_output_is_budgeted_and_read_back_exactly(fixtures_dir: Path) -> None:
-    page = (fixtures_dir / 'tool_outputs' / 'readability-pages' / 'wikipedia-2' / 'source.html').read_text()[
-        :500_000
-    ]
+    source = fixtures_dir / 'tool_outputs' / 'readability-pages' / 'wikipedia-2' / 'source.html'
+    page = need(source).read_text()[:500_000]
     reader = _Reader()
     provider = StrictProvider(reader, context_window=WINDOW)
     events: list[HistoryEvent] = []

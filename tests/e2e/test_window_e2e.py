@@ -23,6 +23,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from _fixtures import need
 from pydantic_ai_history import (
     ContextPolicy,
     HistoryEvent,
@@ -68,7 +69,7 @@ def _pages(fixtures_dir: Path) -> list[str]:
     """Real tool outputs, cut into pages of 12-30 KB (3-9K tokens): the tool returns one page per call."""
     pages: list[str] = []
     for index, name in enumerate(SOURCES):
-        data = (fixtures_dir / name).read_text(encoding='utf-8', errors='replace')
+        data = need(fixtures_dir / name).read_text(encoding='utf-8', errors='replace')
         size = 12_000 + 6_000 * (index % 4)
         pages.extend(data[start : start + size] for start in range(0, min(len(data), size * 8), size))
     return pages

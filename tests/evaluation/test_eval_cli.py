@@ -12,19 +12,19 @@ from _eval_session import session
 from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, main
 from pydantic_ai_history.evaluation import STRATEGIES
 
-FIXTURES = Path(__file__).resolve().parents[3] / 'shared' / 'fixtures' / 'conversations'
-SESSIONS = sorted(FIXTURES.glob('*.json')) if FIXTURES.is_dir() else []
-needs_fixtures = pytest.mark.skipif(
-    not SESSIONS,
-    reason=f'the shared fixtures folder {FIXTURES} is absent (it sits beside the repository in CI)',
-)
+
+def _sessions(fixtures_dir: Path) -> list[Path]:
+    return sorted((fixtures_dir / 'conversations').glob('*.json'))
 
 
-@needs_fixtures
 def test_offline_on_the_fixture_sessions_prints_every_strategy(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fixtures_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    picked = [str(p) for p in SESSIONS if 'tau_bench_airline_task2_' in p.name or 'moto-6387' in p.name]
+    picked = [
+        str(p)
+        for p in _sessions(fixtures_dir)
+        if 'tau_bench_airline_task2_' in p.name or 'moto-6387' in p.name
+    ]
     out = tmp_path / 'eval.json'
     assert main(['eval', *picked, '--keep-fraction', '0.4', '--json', str(out)]) == EXIT_OK
     text = capsys.readouterr().out
@@ -40,13 +40,12 @@ def test_offline_on_the_fixture_sessions_prints_every_strategy(
     assert summary['digest']['facts'] > 10
 
 
-@needs_fixtures
 def test_the_builtin_set_is_used_when_no_history_is_given(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     folder = tmp_path / 'sessions'
     folder.mkdir()
-    (folder / 'one.json').write_bytes(SESSIONS[0].read_bytes())
+    (folder / 'one.json').write_bytes(_sessions(fixtures_dir)[0].read_bytes())
     monkeypatch.setenv('PYDANTIC_AI_HISTORY_EVAL_SESSIONS', str(folder))
     assert main(['eval']) == EXIT_OK
     assert '1 of 1 session(s)' in capsys.readouterr().out

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from _fixtures import need
 from pydantic_ai_history.files import ConvertedDocument, FileSettings, Truncation, read_file, read_path
 from pydantic_ai_history.files._read import extract
 
@@ -65,7 +66,7 @@ EXPECTED_FORMATS = {
 
 @pytest.mark.parametrize('filename', sorted(KNOWN_CONTENT))
 def test_known_content(documents: Path, filename: str) -> None:
-    result = read_path(documents / filename, settings=UNCUT)
+    result = read_path(need(documents / filename), settings=UNCUT)
     assert isinstance(result, ConvertedDocument), result
     for expected in KNOWN_CONTENT[filename]:
         assert expected in result.text
@@ -76,13 +77,15 @@ def test_known_content(documents: Path, filename: str) -> None:
     assert result.manifest.startswith(filename)
 
 
-def test_format_sniffed_without_name_or_type(documents: Path) -> None:
+@pytest.mark.parametrize(
+    'filename', ['test.docx', 'test.pptx', 'test.xlsx', 'test.epub', 'test.pdf', 'test_outlook_msg.msg']
+)
+def test_format_sniffed_without_name_or_type(documents: Path, filename: str) -> None:
     """Magic bytes and container contents decide, so a nameless upload still converts right."""
-    for filename in ('test.docx', 'test.pptx', 'test.xlsx', 'test.epub', 'test.pdf', 'test_outlook_msg.msg'):
-        result = read_file((documents / filename).read_bytes(), settings=UNCUT)
-        assert isinstance(result, ConvertedDocument), (filename, result)
-        assert result.format == EXPECTED_FORMATS.get(filename, result.format)
-        assert KNOWN_CONTENT.get(filename, [''])[0] in result.text
+    result = read_file(need(documents / filename).read_bytes(), settings=UNCUT)
+    assert isinstance(result, ConvertedDocument), (filename, result)
+    assert result.format == EXPECTED_FORMATS.get(filename, result.format)
+    assert KNOWN_CONTENT.get(filename, [''])[0] in result.text
 
 
 @pytest.mark.parametrize(
@@ -129,7 +132,7 @@ def test_multipage_pdf_pages(documents: Path) -> None:
 @pytest.mark.parametrize('filename', ['test_serp.html', 'test_wikipedia.html', 'test_rss.xml'])
 def test_large_html_is_token_cut_keeping_head_and_tail(documents: Path, filename: str) -> None:
     full = extract(
-        (documents / filename).read_bytes(),
+        need(documents / filename).read_bytes(),
         'text/html' if filename.endswith('html') else 'application/rss+xml',
         filename,
         UNCUT,
@@ -161,7 +164,7 @@ def test_injected_token_counter_is_used(documents: Path) -> None:
         calls.append(len(text))
         return len(text.split())
 
-    result = read_path(documents / 'test_wikipedia.html', count_tokens=count)
+    result = read_path(need(documents / 'test_wikipedia.html'), count_tokens=count)
     assert isinstance(result, ConvertedDocument)
     full = extract((documents / 'test_wikipedia.html').read_bytes(), 'text/html', None, UNCUT)
     assert not isinstance(full, str)
@@ -183,7 +186,7 @@ def test_cp932_csv_decodes_to_japanese(documents: Path) -> None:
 
 
 def test_json_round_trip(documents: Path) -> None:
-    result = read_path(documents / 'test_wikipedia.html')
+    result = read_path(need(documents / 'test_wikipedia.html'))
     assert isinstance(result, ConvertedDocument)
     assert ConvertedDocument.from_json(result.to_json()) == result
     assert isinstance(result.truncations[0], Truncation)

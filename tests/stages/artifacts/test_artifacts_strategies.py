@@ -19,6 +19,7 @@ from _artifact_helpers import (
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.usage import RequestUsage
 
+from _fixtures import need
 from _limits import artifact_limits
 from pydantic_ai_history import SummarizerSettings, assert_valid_history
 from pydantic_ai_history.cache import MemoryCache
@@ -35,7 +36,7 @@ BUDGET = ArtifactSettings().resolve_budget(artifact_limits(WINDOW))  # 0.5 * (16
 
 def _fixture(fixtures_dir: Path, name: str) -> tuple[str, Any]:
     """(tool name, content as a tool would return it) for a fixture in tool_outputs/."""
-    path = fixtures_dir / 'tool_outputs' / name
+    path = need(fixtures_dir / 'tool_outputs' / name)
     if name.endswith('.json'):
         return 'get_json', json.loads(path.read_text())
     return 'fetch', path.read_text(errors='replace')
