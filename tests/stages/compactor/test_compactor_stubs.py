@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import re
 from typing import Any
 
@@ -29,6 +30,7 @@ from pydantic_ai_history.messages._marks import MARKER_KEY, marker_kind, seal
 from pydantic_ai_history.readback import names_readback, read_artifact_text
 from pydantic_ai_history.stages.compactor import summary_sections
 from pydantic_ai_history.stages.compactor._trail import (
+    TrailEntry,
     extract_trail,
     parse_trail,
     prune_trail,
@@ -262,7 +264,7 @@ async def test_the_trail_keeps_exact_details_as_data_carried_forward_and_pruned(
     out, _, _, ctx = await run(messages, stub_tool_results=False, target_tokens=budget_target)
     sections = summary_sections(out[1])
     assert sections is not None
-    values = [value for _, value in sections.trail]
+    values = [entry.value for entry in sections.trail]
     for detail in (
         'pytest -q tests/test_billing.py --maxfail=1',
         'tests/test_billing.py',
@@ -287,7 +289,7 @@ async def test_the_trail_keeps_exact_details_as_data_carried_forward_and_pruned(
     assert [e.method for e in events if isinstance(e, CompactionResult)] == ['llm']
     carried = summary_sections(again[1])
     assert carried is not None
-    kept = [value for _, value in carried.trail]
+    kept = [entry.value for entry in carried.trail]
     assert 'Never touch the production replica before Friday.' in kept, 'the constraint is carried forward'
     assert 'ORD-77812' in kept
     assert any(v.startswith('SECOND-') for v in kept), 'and the new details join it'
@@ -295,18 +297,52 @@ async def test_the_trail_keeps_exact_details_as_data_carried_forward_and_pruned(
 
 
 def test_the_trail_reads_back_from_its_text_where_messages_have_no_metadata() -> None:
-    entries = [('path', 'src/app.py'), ('identifier', 'ORD-77812'), ('constraint', 'Never on Fridays.')]
-    text_form = render_trail(entries)  # type: ignore[arg-type]
+    entries = [
+        TrailEntry('path', 'src/app.py', 'edit_file path'),
+        TrailEntry('identifier', 'ORD-77812'),
+        TrailEntry('constraint', 'Never on Fridays.'),
+    ]
+    text_form = render_trail(entries)
     assert parse_trail(seal('trail', text_form).rsplit('\n', 1)[0]) == [
-        ('constraint', 'Never on Fridays.'),
-        ('path', 'src/app.py'),
-        ('identifier', 'ORD-77812'),
+        ('constraint', 'Never on Fridays.', ''),
+        ('path', 'src/app.py', 'edit_file path'),
+        ('identifier', 'ORD-77812', ''),
     ]
     found = extract_trail([user('Deploy api-gateway-7 to eu-west-3 before 2026-01-01; never on Fridays.')])
-    assert ('identifier', 'api-gateway-7') in found
-    pruned = prune_trail([], [('amount', str(n)) for n in range(1000, 1400)], budget=100, counter=COUNTER)
+    assert ('identifier', 'api-gateway-7', 'Deploy … to eu-west-3') in found
+    amounts = [TrailEntry('amount', str(n)) for n in range(1000, 1400)]
+    pruned = prune_trail([], amounts, budget=100, counter=COUNTER)
     assert 0 < len(pruned) < 400
-    assert pruned[-1] == ('amount', '1399'), 'the newest details of a kind are kept first'
+    assert pruned[-1] == ('amount', '1399', ''), 'the newest details of a kind are kept first'
+    # summaries written before details had their meaning read back as they were
+    assert trail_from_data([['amount', '$300']]) == (('amount', '$300', ''),)
+
+
+def test_each_detail_keeps_what_it_is_about() -> None:
+    details = {
+        'user_id': 'mohamed_silva_9265',
+        'payment_methods': {
+            'gift_card_7219': {'source': 'gift_card', 'amount': 300},
+            'certificate_9984806': {'source': 'certificate', 'amount': 500},
+        },
+    }
+    found = extract_trail(
+        [
+            user('Change reservation ABC123 and pay $500 with the gift card.'),
+            call('get_user_details', 'c1', {'user_id': 'mohamed_silva_9265'}),
+            result('get_user_details', 'c1', json.dumps(details)),
+            reply('The total is $1,200: $400 remains to pay by card.'),
+        ]
+    )
+    # a field names what its value is, after the object it belongs to
+    assert ('amount', '300', 'gift_card_7219 amount') in found
+    assert ('amount', '500', 'certificate_9984806 amount') in found
+    assert ('identifier', 'mohamed_silva_9265', 'get_user_details user_id') in found, 'the call that sent it'
+    # in prose, the words around the value in its sentence
+    assert ('amount', '$500', 'ABC123 and pay … with the') in found
+    assert ('amount', '$400', 'total is $1,200: … remains to') in found
+    assert [e.about for e in found if e.value == 'mohamed_silva_9265'] == ['get_user_details user_id'], 'once'
+    assert '  300 — gift_card_7219 amount' in render_trail(found)
 
 
 async def test_a_read_back_is_stubbed_without_storing_it_again() -> None:

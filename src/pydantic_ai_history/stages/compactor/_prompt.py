@@ -29,6 +29,8 @@ DEFAULT_INSTRUCTIONS = (
     'You maintain the working summary of a long conversation between a user and an AI agent that uses tools. '
     'The summary replaces the older messages: the agent continues from it, so keep every fact it still needs '
     '(names, ids, numbers, paths, commands, decisions, errors and how they were fixed) and drop chatter. '
+    "Name every id, amount and path by what it is: write 'gift card gift_card_7219: $300 left', never a "
+    "bare '$300'. "
     'When a previous summary is given, update it with the new messages: keep its facts unless the new '
     'messages supersede them. Write markdown with exactly these sections, in this order:\n'
     + '\n'.join(f'## {s}' for s in SECTIONS)
