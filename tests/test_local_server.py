@@ -458,7 +458,7 @@ def _user(text: str) -> Any:
 def test_the_auto_timeout_is_unset_for_a_local_server_and_scales_elsewhere() -> None:
     local_model = LocalModel(_loop(0), base_url='http://localhost:8080/v1')
     remote = LocalModel(_loop(0), base_url='https://api.example.com/v1', name='remote-model')
-    assert summarizer_timeout('auto', local_model, 400_000) is None
+    assert summarizer_timeout('auto', local_model, 400_000) is None  # no max_tokens: nothing to bound it by
     assert (
         summarizer_timeout('auto', remote, 400_000)
         == AUTO_TIMEOUT_BASE_SECONDS + 3 * 400_000 / DEFAULT_CHARS_PER_SECOND
