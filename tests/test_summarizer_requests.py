@@ -4,6 +4,7 @@ is a failure, and on a local server `timeout='auto'` is a deadline computed from
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from pydantic_ai_history.context._llm import (
     AUTO_TIMEOUT_BASE_SECONDS,
     LOCAL_ANSWER_TOKENS_PER_SECOND,
     LOCAL_PROMPT_CHARS_PER_SECOND,
+    THINKING_ALLOWANCE_TOKENS,
     AnswerCutError,
     answer_max_tokens,
     run_text,
@@ -133,6 +135,41 @@ async def test_an_agent_run_sends_it_through_the_processor() -> None:
     assert any(isinstance(e, CompactionResult) and e.method == 'llm' for e in events)
     assert seen
     assert all(s is not None and s.get('max_tokens') == answer_max_tokens(SUMMARY_CAP) for s in seen)
+
+
+class _Thinker:
+    """A model whose profile says it thinks by default (2.x profiles are mappings, 1.x ones objects)."""
+
+    settings = None
+
+    def __init__(self, *, as_mapping: bool) -> None:
+        flags = {'thinking_always_enabled': True}
+        self.profile: Any = flags if as_mapping else SimpleNamespace(**flags)
+
+
+def _sent_max_tokens(settings: Any, model: object, answer: int) -> object:
+    sent = with_max_tokens(settings, model, answer)
+    return sent.get('max_tokens') if sent is not None else None
+
+
+@pytest.mark.parametrize('as_mapping', [True, False])
+def test_a_model_that_thinks_gets_its_thinking_on_top(as_mapping: bool) -> None:
+    """Thinking counts in `max_tokens` (OpenAI's reasoning models, Anthropic's `budget_tokens`): a summary's
+    budget alone would leave a model that thinks no room to answer, or be refused (Anthropic)."""
+    thinker, answer = _Thinker(as_mapping=as_mapping), 3_256
+    assert with_max_tokens(None, thinker, answer) == {'max_tokens': answer + THINKING_ALLOWANCE_TOKENS}
+    assert with_max_tokens({'openai_reasoning_effort': 'none'}, thinker, answer) == {
+        'openai_reasoning_effort': 'none',
+        'max_tokens': answer,
+    }
+    plain = 'openai:gpt-4o'
+    anthropic = {'anthropic_thinking': {'type': 'enabled', 'budget_tokens': 4_000}}
+    assert with_max_tokens(anthropic, plain, answer) == {**anthropic, 'max_tokens': answer + 4_000}
+    assert _sent_max_tokens({'thinking': 'xhigh'}, plain, answer) == answer + 32_768
+    assert _sent_max_tokens({'thinking': True}, plain, answer) == answer + THINKING_ALLOWANCE_TOKENS
+    dynamic = {'google_thinking_config': {'thinking_budget': -1}}
+    assert _sent_max_tokens(dynamic, plain, answer) == answer + THINKING_ALLOWANCE_TOKENS
+    assert with_max_tokens({'thinking': False}, thinker, answer) == {'thinking': False, 'max_tokens': answer}
 
 
 @dataclasses.dataclass

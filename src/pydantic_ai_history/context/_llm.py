@@ -16,7 +16,7 @@ import anyio.to_thread
 
 from .._compat import instrumentation_of, instrumented_agent_options, result_usage
 from ..budget._local_server import local_server_of
-from ..budget.model_info import model_name_of
+from ..budget.model_info import model_name_of, thinks_by_default
 from ..messages._clock import perf
 
 if TYPE_CHECKING:
@@ -47,6 +47,12 @@ ANSWER_HEADROOM = 1.5
 """A text request's `max_tokens` over the answer's cap (see `answer_max_tokens`)."""
 ANSWER_HEADROOM_TOKENS = 256
 """Added to that: a short answer's closing line, a tokenizer that counts more than ours."""
+THINKING_ALLOWANCE_TOKENS = 16_384
+"""Added to a text request's `max_tokens` when the model thinks (its profile says so, or the settings turn
+thinking on without a budget): thinking counts in `max_tokens` (OpenAI's reasoning models, Anthropic's)."""
+_THINKING_LEVEL_TOKENS = {'xhigh': 32_768, 'max': 32_768}
+"""Levels of pydantic-ai's `thinking` setting whose budget is larger (its Anthropic budgets: 32,768)."""
+_THINKING_SETTINGS = ('thinking', 'openai_reasoning_effort', 'anthropic_thinking', 'google_thinking_config')
 
 _SPEEDS: dict[str, float] = {}
 """Characters per second each model (by name) took over whole calls (prompt and answer), for `'auto'`."""
@@ -59,7 +65,7 @@ class AnswerCutError(Exception):
 def answer_max_tokens(cap: int) -> int:
     """The `max_tokens` a request for an answer of at most `cap` tokens sends: half as much again plus 256, so
     an answer within its cap by our count is not cut by the model's, and one that runs away ends soon after
-    (a longer answer fails its cap anyway). A summarizer that thinks spends its thinking from this budget."""
+    (a longer answer fails its cap anyway). A model's thinking is added on top (`thinking_tokens`)."""
     return int(cap * ANSWER_HEADROOM) + ANSWER_HEADROOM_TOKENS
 
 
@@ -72,16 +78,42 @@ def given_max_tokens(model_settings: ModelSettings | None, model: object) -> int
     return None
 
 
+def thinking_tokens(model_settings: ModelSettings | None, model: object) -> int:
+    """What a request's `max_tokens` adds for the model's thinking: the budget the settings give (Anthropic's
+    `budget_tokens`, Google's `thinking_budget`), else `THINKING_ALLOWANCE_TOKENS` when the settings (the
+    summarizer's over the model's own) or the model's profile turn thinking on; 0 when they turn it off."""
+    own = getattr(model, 'settings', None)
+    settings = {**(own if isinstance(own, dict) else {}), **(model_settings or {})}
+    for key in _THINKING_SETTINGS:
+        if settings.get(key) is not None:
+            return _thinking_budget(settings[key])
+    return THINKING_ALLOWANCE_TOKENS if thinks_by_default(model) else 0
+
+
+def _thinking_budget(value: object) -> int:
+    """The thinking tokens one thinking setting asks for (0: it turns thinking off)."""
+    if value is False or value == 'none' or (isinstance(value, dict) and value.get('type') == 'disabled'):
+        return 0
+    if isinstance(value, dict):
+        budget = value.get('budget_tokens', value.get('thinking_budget'))
+        if isinstance(budget, int) and not isinstance(budget, bool):
+            return budget if budget >= 0 else THINKING_ALLOWANCE_TOKENS  # Google's -1: as much as it needs
+    if isinstance(value, str):
+        return _THINKING_LEVEL_TOKENS.get(value, THINKING_ALLOWANCE_TOKENS)
+    return THINKING_ALLOWANCE_TOKENS
+
+
 def with_max_tokens(
     model_settings: ModelSettings | None, model: object, max_tokens: int | None
 ) -> ModelSettings | None:
-    """The settings a text request sends: `model_settings` with `max_tokens` added, unless the user gave one
-    (`given_max_tokens`: theirs wins) or there is none to add."""
+    """The settings a text request sends: `model_settings` with `max_tokens` (plus `thinking_tokens`) added,
+    unless the user gave one (`given_max_tokens`: theirs wins) or there is none to add."""
     if max_tokens is None or given_max_tokens(model_settings, model) is not None:
         return model_settings
     from pydantic_ai.settings import ModelSettings, merge_model_settings
 
-    return merge_model_settings(ModelSettings(max_tokens=max_tokens), model_settings)
+    budget = max_tokens + thinking_tokens(model_settings, model)
+    return merge_model_settings(ModelSettings(max_tokens=budget), model_settings)
 
 
 def summarizer_timeout(

@@ -67,9 +67,10 @@ class SummarizerSettings:
     model_settings: ModelSettings | None = None
     """`ModelSettings` for every such request (e.g. a low temperature). Default: the model's own. A text
     request (a summary, a chunk merge) also sends `max_tokens`, its answer's cap half as much again plus 256
-    tokens, so a model that runs away stops; a `max_tokens` given here or in the model's own settings wins
-    (give a larger one to a summarizer that thinks: its thinking counts). An answer cut at `max_tokens` is a
-    failure (the fallback is used)."""
+    tokens, so a model that runs away stops, plus its thinking where it thinks (the budget set here, else
+    16,384; 32,768 for `thinking='xhigh'`/`'max'`; a model whose profile thinks by default, such as OpenAI's
+    reasoning models, too). A `max_tokens` given here or in the model's own settings wins. An answer cut at
+    `max_tokens` is a failure (the fallback is used)."""
     instructions: str | None = None
     """Replaces the compaction summary's instructions (the section list and the rules); the prompt still
     carries the original task, the previous summary and the transcript."""
