@@ -78,6 +78,8 @@ class StubSummarizer:
     behaviour: Callable[[str, int], Any] | None = None
     prompts: list[str] = dataclasses.field(default_factory=list)
     instructions: list[str] = dataclasses.field(default_factory=list)
+    settings: list[Any] = dataclasses.field(default_factory=list)
+    """The `model_settings` each request arrived with."""
     input_tokens: int = 1_000
     output_tokens: int = 100
 
@@ -96,6 +98,7 @@ class StubSummarizer:
         )
         self.prompts.append(prompt)
         self.instructions.append(getattr(request, 'instructions', None) or '')
+        self.settings.append(info.model_settings)
         if self.behaviour is None:
             text = default_summary(prompt, self.calls)
         else:

@@ -79,6 +79,21 @@ ANSWERS: dict[str, Any] = {
         },
     },
     'silent': lambda window: {},
+    # llama-cpp-python 0.3.x (`python -m llama_cpp.server`): its whole `/v1/models` answer; no other endpoint
+    # above exists there (404), and none says the window
+    'llama-cpp-python': lambda window: {
+        ('GET', '/v1/models'): {
+            'object': 'list',
+            'data': [
+                {
+                    'id': 'models/qwen2.5-7b-instruct-q4_k_m.gguf',
+                    'object': 'model',
+                    'owned_by': 'me',
+                    'permissions': [],
+                }
+            ],
+        },
+    },
 }
 
 
@@ -226,6 +241,67 @@ async def test_a_silent_server_falls_back_with_the_warning_and_is_asked_once(ser
     assert processor.limits_for(model).window_source == 'fallback'
     assert [e.code for e in events if isinstance(e, HistoryWarning)] == ['context_window_fallback']
     assert len({path for _, path, _ in server.requests}) == len(server.requests)  # no endpoint asked twice
+
+
+async def test_llama_cpp_python_is_recognised_and_one_warning_says_what_to_set(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = serve('llama-cpp-python')
+    model = LocalModel(_loop(1), base_url=server.base_url, name='my-local-model')
+    events: list[HistoryEvent] = []
+    processor = create_history_processor(on_event=events.append)
+    with caplog.at_level(logging.INFO, logger='pydantic_ai_history'):
+        await _agent(model, processor).run('go')
+    assert processor.limits_for(model).window_source == 'fallback'
+    [warning] = [e for e in events if isinstance(e, HistoryWarning)]
+    assert warning.code == 'context_window_fallback'
+    assert warning.details['local_server'] == 'llama-cpp-python'
+    assert "is llama-cpp-python's server, which does not report its context window" in warning.message
+    assert 'ContextPolicy(context_window=...) to the n_ctx' in warning.message
+    assert '--n_ctx N`; 2,048 when not given' in warning.message
+    assert [r for r in caplog.records if r.getMessage() == f'context_window_fallback: {warning.message}']
+    # recognised from its `/v1/models`: none of the endpoints it does not have is asked
+    assert server.requests == [('GET', '/v1/models', None)]
+
+    # it never will say: not asked again after the backoff, by this processor or a new one
+    clock = local._now()
+    monkeypatch.setattr(local, '_now', lambda: clock + local.PROBE_RETRY_MAX_SECONDS + 1)
+    await _agent(model, processor).run('again')
+    fresh: list[HistoryEvent] = []
+    await _agent(model, create_history_processor(on_event=fresh.append)).run('new processor')
+    assert server.requests == [('GET', '/v1/models', None)]
+    assert len([e for e in events if isinstance(e, HistoryWarning)]) == 1
+    [again] = [e for e in fresh if isinstance(e, HistoryWarning)]  # a new processor says it once too
+    assert again.details['local_server'] == 'llama-cpp-python'
+
+
+async def test_llama_cpp_python_behind_the_real_openai_model_warns_at_warning_level(
+    serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip('openai', reason="needs the openai SDK (pydantic-ai-slim's 'openai' extra)")
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    server = serve('llama-cpp-python')
+    model = OpenAIChatModel('my-local-model', provider=OpenAIProvider(base_url=server.base_url, api_key='x'))
+    with caplog.at_level(logging.WARNING, logger='pydantic_ai_history'):
+        await create_history_processor().process([_user('hello')], model=model)
+    [record] = [r for r in caplog.records if 'context_window_fallback' in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert '--n_ctx' in record.getMessage()
+
+
+@pytest.mark.parametrize(
+    ('kind', 'recognised'),
+    [('llama-cpp-python', True), ('llamacpp', False), ('vllm', False), ('lmstudio', False)],
+)
+def test_only_llama_cpp_python_s_models_answer_is_taken_for_it(kind: str, recognised: bool) -> None:
+    answer = ANSWERS[kind](4_096)[('GET', '/v1/models')]
+    assert local._is_llama_cpp_python(answer) is recognised
+    # llama.cpp's own server says `owned_by: "llamacpp"` (and answers /props)
+    llama_server = {'object': 'list', 'data': [{'id': MODEL, 'object': 'model', 'owned_by': 'llamacpp'}]}
+    assert not local._is_llama_cpp_python(llama_server)
+    assert not local._is_llama_cpp_python({'object': 'list', 'data': []})
 
 
 async def test_a_server_that_is_down_costs_one_bounded_attempt(serve: Any) -> None:
@@ -458,7 +534,7 @@ def _user(text: str) -> Any:
 def test_the_auto_timeout_is_unset_for_a_local_server_and_scales_elsewhere() -> None:
     local_model = LocalModel(_loop(0), base_url='http://localhost:8080/v1')
     remote = LocalModel(_loop(0), base_url='https://api.example.com/v1', name='remote-model')
-    assert summarizer_timeout('auto', local_model, 400_000) is None
+    assert summarizer_timeout('auto', local_model, 400_000) is None  # no max_tokens: nothing to bound it by
     assert (
         summarizer_timeout('auto', remote, 400_000)
         == AUTO_TIMEOUT_BASE_SECONDS + 3 * 400_000 / DEFAULT_CHARS_PER_SECOND

@@ -82,7 +82,8 @@ WarningKind = Literal[
 """The `code` of a `HistoryWarning` (and of `ContentLost`, its error-level kind). Per value: when, what to do:
 
 - `context_window_fallback`: the model's window is unknown; `policy.fallback_context_window` was assumed. Set
-  `ContextPolicy(context_window=...)`.
+  `ContextPolicy(context_window=...)`. Served by llama-cpp-python's server, which never says its window, the
+  message also names its `--n_ctx` (`details['local_server']`: `'llama-cpp-python'`).
 - `context_window_learned`: after a `context_window_fallback`, the model's window became known (a local server
   that was down or silent at first said it on a later request, after its backoff); it replaces the fallback
   from this request on. Nothing to do; set `ContextPolicy(context_window=...)` not to depend on the server.

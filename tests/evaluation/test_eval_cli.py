@@ -114,3 +114,60 @@ def test_eval_runs_after_install_on_the_sessions_that_ship_with_the_package(
     assert sum(p.stat().st_size for p in BUILTIN_SESSIONS.iterdir()) < 1_000_000
     assert main(['eval']) == EXIT_OK
     assert '5 of 5 session(s)' in capsys.readouterr().out
+
+
+def _saved(tmp_path: Path) -> str:
+    good = tmp_path / 'good.json'
+    good.write_bytes(ModelMessagesTypeAdapter.dump_json(session()))
+    return str(good)
+
+
+def test_strategies_picks_what_runs_in_the_order_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / 'eval.json'
+    command = ['eval', _saved(tmp_path), '--strategies', 'window, digest,window,', '--json', str(out)]
+    assert main(command) == EXIT_OK
+    text = capsys.readouterr().out
+    assert f'| {STRATEGIES["digest"]} |' in text
+    assert f'| {STRATEGIES["summary"]} |' not in text
+    data = json.loads(out.read_text())
+    assert data['settings']['strategies'] == ['window', 'digest']
+    assert [r['strategy'] for r in data['results']] == ['window', 'digest']
+
+
+@pytest.mark.parametrize(('given', 'said'), [('ours,digest', "unknown 'ours'"), (',', 'names no strategy')])
+def test_an_unknown_strategy_exits_2_with_the_valid_names(
+    given: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(['eval', _saved(tmp_path), '--strategies', given]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert said in err
+    assert 'valid names: summary, digest, window, harness, summarization' in err
+
+
+def test_a_peer_asked_for_but_not_installed_names_the_package_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pydantic_ai_history.evaluation import _strategies
+
+    monkeypatch.setitem(_strategies.PEER_PACKAGES, 'harness', ('no_such_module_here', 'pydantic-ai-harness'))
+    assert main(['eval', _saved(tmp_path), '--strategies', 'digest,harness']) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert (
+        'harness needs pydantic-ai-harness, which is not installed (pip install pydantic-ai-harness)' in err
+    )
+
+
+def test_without_strategies_a_missing_peer_is_listed_with_its_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, 'pydantic_ai_harness', None)  # imports of it raise ImportError
+    monkeypatch.setitem(sys.modules, 'pydantic_ai_harness.compaction', None)
+    out = tmp_path / 'eval.json'
+    assert main(['eval', _saved(tmp_path), '--json', str(out)]) == EXIT_OK
+    [harness] = [r for r in json.loads(out.read_text())['results'] if r['strategy'] == 'harness']
+    assert (harness['status'], harness['note']) == ('not installed', 'pip install pydantic-ai-harness')
+    assert 'not installed: pip install pydantic-ai-harness' in capsys.readouterr().out

@@ -9,7 +9,10 @@ or the local network (names are never resolved); every question under one deadli
 that did not say its window is asked again on a later request after a backoff (`PROBE_RETRY_SECONDS`, doubling
 up to `PROBE_RETRY_MAX_SECONDS`), so a server started after the first request is still heard. Each
 server is asked its documented way (vLLM `/models`, LM Studio `/api/v0/models`, llama.cpp `/props`, Ollama
-`/api/ps` then `/api/show`, else Ollama's smallest documented default).
+`/api/ps` then `/api/show`, else Ollama's smallest documented default). llama-cpp-python's server has no
+endpoint that says its window (its `/models` lists `owned_by: "me"` and no length; the rest answer 404): it is
+recognised from its `/models`, not asked again, and the unknown-window warning says what to set
+(`silent_server_advice`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,13 @@ PROBE_RETRY_MAX_SECONDS = 600.0
 OLLAMA_DEFAULT_CONTEXT = 4_096
 """Ollama's default context on machines with under 24 GiB of VRAM (docs.ollama.com, "Context length"): what a
 model without a `num_ctx` of its own gets when it is not loaded yet to say otherwise."""
+
+LLAMA_CPP_PYTHON = 'llama-cpp-python'
+"""The kind of server (llama-cpp-python's `python -m llama_cpp.server`, 0.3.x) that never says its window."""
+
+LLAMA_CPP_PYTHON_DEFAULT_CONTEXT = 2_048
+"""llama-cpp-python's server's `--n_ctx` default (`llama_cpp/server/settings.py`): named in the advice only,
+never assumed (a server is usually started with a larger one)."""
 
 _LOCAL_SUFFIXES = ('.local', '.lan', '.internal', '.home.arpa', '.localhost')
 
@@ -116,18 +126,34 @@ async def ask_context_window(
     if previous is not None and not previous.due(_now()):
         return previous.window
     window: int | None = None
+    kind: str | None = None
     try:
         with anyio.fail_after(PROBE_TIMEOUT_SECONDS if timeout is None else timeout):
-            window = await _ask(_Client(api_key), server)
+            window, kind = await _ask(_Client(api_key), server)
     except (OSError, TimeoutError) as exc:  # nothing listening, a reset, or no whole answer in time
         logger.info('%s did not say its context window (%s)', server.base_url, str(exc) or type(exc).__name__)
     except Exception:  # never let the question stop a run
         logger.info('asking %s for its context window failed', server.base_url, exc_info=True)
-    answer = _Answer.after(previous, window, _now())
+    answer = _Answer.after(previous, window, _now(), kind=kind)
     _ANSWERS[server.key] = answer
-    if window is None:
+    if kind is not None:
+        logger.info('%s is %s, which does not say its context window: not asked again', server.base_url, kind)
+    elif window is None:
         logger.info('%s will be asked again in %.0f s at the earliest', server.base_url, answer.retry_in)
     return window
+
+
+def silent_server_advice(server: LocalServer) -> tuple[str, str] | None:
+    """For a server this process found to be of a kind that never says its window: its kind and what to set
+    instead; None for any other server (one that said its window, or may yet)."""
+    answer = _ANSWERS.get(server.key)
+    if answer is None or answer.kind != LLAMA_CPP_PYTHON:
+        return None
+    return LLAMA_CPP_PYTHON, (
+        f"{server.root} is llama-cpp-python's server, which does not report its context window: set "
+        'ContextPolicy(context_window=...) to the n_ctx it was started with (`python -m llama_cpp.server '
+        f'--n_ctx N`; {LLAMA_CPP_PYTHON_DEFAULT_CONTEXT:,} when not given).'
+    )
 
 
 def probe_due(server: LocalServer) -> bool:
@@ -154,26 +180,37 @@ class _Answer:
     """When (`_now()`) it may be asked again: never once it said its window."""
     retry_in: float = math.inf
     """The backoff that `retry_at` ends."""
+    kind: str | None = None
+    """The server's kind when it is one that never says its window (`LLAMA_CPP_PYTHON`)."""
 
     def due(self, now: float) -> bool:
         return self.window is None and now >= self.retry_at
 
     @classmethod
-    def after(cls, previous: _Answer | None, window: int | None, now: float) -> _Answer:
-        """The answer after one more question: a window is kept for good; a silence doubles the backoff."""
-        if window is not None:
-            return cls(window)
+    def after(
+        cls, previous: _Answer | None, window: int | None, now: float, *, kind: str | None = None
+    ) -> _Answer:
+        """The answer after one more question: a window is kept for good, and so is a server of a `kind` that
+        never says it (never asked again); a silence doubles the backoff."""
+        if window is not None or kind is not None:
+            return cls(window, kind=kind)
         failures = (previous.failures if previous is not None else 0) + 1
         backoff = min(PROBE_RETRY_SECONDS * 2 ** min(failures - 1, 32), PROBE_RETRY_MAX_SECONDS)
         return cls(None, failures, now + backoff, backoff)
 
 
-async def _ask(client: _Client, server: LocalServer) -> int | None:
+async def _ask(client: _Client, server: LocalServer) -> tuple[int | None, str | None]:
+    """The window the server says (None when it does not), and its kind when it is one that never says it.
+    Its `/models` answer comes first: vLLM's names the window, llama-cpp-python's names the server."""
+    models = await client.json(f'{server.base_url.rstrip("/")}/models')
+    if _is_llama_cpp_python(models):
+        return None, LLAMA_CPP_PYTHON
+    window = _vllm_window(models, server)
     for probe in _PROBES:
-        window = await probe(client, server)
         if window is not None:
-            return window
-    return None
+            break
+        window = await probe(client, server)
+    return window, None
 
 
 _MAX_ANSWER_BYTES = 4 * 1024 * 1024
@@ -317,13 +354,24 @@ def _same_model(entry: Mapping[str, Any], name: str, *keys: str) -> bool:
     return name in names or (':' not in name and f'{name}:latest' in names)
 
 
-async def _vllm(client: _Client, server: LocalServer) -> int | None:
-    data = await client.json(f'{server.base_url.rstrip("/")}/models')
+def _model_entries(data: object) -> list[Mapping[str, Any]]:
+    """The model entries of an OpenAI-style `/models` answer."""
     entries = data.get('data') if isinstance(data, Mapping) else None
-    for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, Mapping) and _same_model(entry, server.model_name, 'id', 'root'):
+    return [entry for entry in entries if isinstance(entry, Mapping)] if isinstance(entries, list) else []
+
+
+def _vllm_window(data: object, server: LocalServer) -> int | None:
+    for entry in _model_entries(data):
+        if _same_model(entry, server.model_name, 'id', 'root'):
             return _positive(entry.get('max_model_len'))
     return None
+
+
+def _is_llama_cpp_python(data: object) -> bool:
+    """llama-cpp-python's `/v1/models` (`llama_cpp/server/app.py`, 0.2.x to 0.3.x): every entry `owned_by:
+    "me"` with `permissions` (llama.cpp's own server says `owned_by: "llamacpp"`, and answers `/props`)."""
+    entries = _model_entries(data)
+    return bool(entries) and all(e.get('owned_by') == 'me' and 'permissions' in e for e in entries)
 
 
 async def _lm_studio(client: _Client, server: LocalServer) -> int | None:
@@ -368,10 +416,9 @@ async def _ollama(client: _Client, server: LocalServer) -> int | None:
 
 
 _PROBES: tuple[Callable[[_Client, LocalServer], Awaitable[int | None]], ...] = (
-    _vllm,
     _lm_studio,
     _llama_cpp,
     _ollama,
 )
-"""In this order: each answers 404 (or without the field) on the other servers, so the first that names a
-window is the server's kind."""
+"""After `/models` (vLLM), in this order: each answers 404 (or without the field) on the other servers, so the
+first that names a window is the server's kind."""

@@ -204,6 +204,17 @@ def _profile_value(model: object, key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def thinks_by_default(model: object) -> bool:
+    """Whether the model's profile says it thinks without being asked (OpenAI's reasoning models: its
+    thinking counts in the answer's `max_tokens`); False where the profile has no such flag (early 1.x)."""
+    profile = _profile(model)
+    for key in ('thinking_always_enabled', 'thinking_enabled_by_default'):
+        value = profile.get(key) if isinstance(profile, Mapping) else getattr(profile, key, None)
+        if value is True:
+            return True
+    return False
+
+
 def unknown_provider(name: str) -> str | None:
     """The provider prefix of model name `name` when pydantic-ai knows no such provider (`'nosuchprovider'` in
     `'nosuchprovider:foo'`), else None. No model is built and nothing is asked of the network: a provider is

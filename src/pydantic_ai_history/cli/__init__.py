@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..evaluation import STRATEGIES
 from .common import EXIT_OK, EXIT_PROCESSING, EXIT_USAGE, CliError, load_history
 from .count import CountReport, count_history, count_messages, render_count
 from .demo import DemoResult, DemoSettings, run_demo
@@ -198,6 +199,12 @@ def _add_eval(sub: argparse._SubParsersAction[Any]) -> None:
         metavar='F',
         help='share of each session kept verbatim (default 0.3)',
     )
+    evaluation.add_argument(
+        '--strategies',
+        metavar='A,B',
+        help=f'the strategies to run, comma-separated: {", ".join(STRATEGIES)} (default: all; a peer not '
+        'installed is then listed as such)',
+    )
     evaluation.add_argument('--json', metavar='OUT.json', help='also write the full report as JSON')
 
 
@@ -241,6 +248,7 @@ def _eval(args: argparse.Namespace) -> int:
         probe_model=args.probe_model,
         keep_fraction=args.keep_fraction,
         json_path=args.json,
+        strategies=args.strategies,
     )
     return EXIT_OK
 

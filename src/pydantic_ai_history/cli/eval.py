@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..evaluation import EvalReport, EvalSettings, builtin_session_paths, evaluate
+from ..evaluation import STRATEGIES, EvalReport, EvalSettings, builtin_session_paths, evaluate
+from ..evaluation._strategies import missing_peer
 from .common import build_model, fail
 
 
@@ -26,8 +27,11 @@ def run_eval(
     probe_model: str | None = None,
     keep_fraction: float = 0.3,
     json_path: str | None = None,
+    strategies: str | None = None,
 ) -> EvalReport:
-    """Run the evaluation and print its report; a `CliError` when nothing could be evaluated."""
+    """Run the evaluation and print its report; a `CliError` when nothing could be evaluated. `strategies`:
+    the keys to run, comma-separated (None: every strategy; a peer not installed is then listed as such)."""
+    chosen = parse_strategies(strategies)
     if (answerer is None) != (judge is None):
         fail('--answerer and --judge go together: the judged path needs both')
     if probe_model is not None and answerer is None:
@@ -48,6 +52,7 @@ def run_eval(
             judge=_model(judge),
             probe_model=_model(probe_model),
             keep_fraction=keep_fraction,
+            strategies=chosen,
         )
     except ValueError as exc:
         fail(str(exc))
@@ -62,6 +67,28 @@ def run_eval(
     if report.evaluated == 0:
         fail('nothing could be evaluated')
     return report
+
+
+def parse_strategies(text: str | None) -> tuple[str, ...]:
+    """`--strategies a,b`: the keys in the order given, each once; a `CliError` (exit 2) for an unknown key,
+    listing the valid ones, or for a peer whose package is not installed, naming the package."""
+    if text is None:
+        return tuple(STRATEGIES)
+    keys = tuple(dict.fromkeys(key.strip() for key in text.split(',') if key.strip()))
+    valid = ', '.join(STRATEGIES)
+    if not keys:
+        fail(f'--strategies names no strategy; valid names: {valid}')
+    unknown = [key for key in keys if key not in STRATEGIES]
+    if unknown:
+        fail(f'--strategies: unknown {", ".join(map(repr, unknown))}; valid names: {valid}')
+    missing = {key: package for key in keys if (package := missing_peer(key)) is not None}
+    if missing:
+        fail(
+            '--strategies: '
+            + '; '.join(f'{key} needs {package}, which is not installed' for key, package in missing.items())
+            + f' (pip install {" ".join(missing.values())})'
+        )
+    return keys
 
 
 def _progress(text: str) -> None:

@@ -312,8 +312,17 @@ class StageOperations(Protocol):
     `model` is resolved again, from the same settings, on the side that runs them."""
 
     async def request_text(
-        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: Timeout
-    ) -> str: ...
+        self,
+        purpose: TextPurpose,
+        prompt: str,
+        *,
+        model: ModelRef,
+        instructions: str,
+        timeout: Timeout,
+        max_tokens: int | None = None,
+    ) -> str:
+        """A text answer; `max_tokens`: the request's (`answer_max_tokens` of the answer's cap)."""
+        ...
 
     async def request_plan(
         self, prompt: str, *, model: ModelRef, instructions: str, timeout: float

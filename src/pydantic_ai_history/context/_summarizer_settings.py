@@ -18,7 +18,7 @@ DEFAULT_SUMMARIZER_INPUT_TOKENS = 180_000
 """The summarizer's input cap when neither `max_input_tokens` nor a smaller summarizer window decides it."""
 
 Timeout: TypeAlias = Union[float, Literal['auto'], None]  # noqa: UP007 - a runtime alias on Python 3.10
-"""Seconds, `'auto'` (scaled to the request and the model's measured speed; none for a local server), or None
+"""Seconds, `'auto'` (scaled to the request: the model's measured speed, or a local server's slowest), or None
 (no limit)."""
 
 TextPurpose: TypeAlias = Literal['compaction_summary', 'chunk_merge', 'artifact_summary']
@@ -65,13 +65,20 @@ class SummarizerSettings:
     model: ModelRef | None = None
     """The model that writes summaries and plans. Default: the run's own model."""
     model_settings: ModelSettings | None = None
-    """`ModelSettings` for every such request (e.g. a low temperature). Default: the model's own."""
+    """`ModelSettings` for every such request (e.g. a low temperature). Default: the model's own. A text
+    request (a summary, a chunk merge) also sends `max_tokens`, its answer's cap half as much again plus 256
+    tokens, so a model that runs away stops, plus its thinking where it thinks (the budget set here, else
+    16,384; 32,768 for `thinking='xhigh'`/`'max'`; a model whose profile thinks by default, such as OpenAI's
+    reasoning models, too). A `max_tokens` given here or in the model's own settings wins. An answer cut at
+    `max_tokens` is a failure (the fallback is used)."""
     instructions: str | None = None
     """Replaces the compaction summary's instructions (the section list and the rules); the prompt still
     carries the original task, the previous summary and the transcript."""
     timeout: Timeout = 'auto'
     """Seconds before a call fails and the fallback is used. `'auto'`: 60 s plus three times the request's
-    time at the model's measured speed, no limit on a local server (LM Studio, Ollama). None: no limit."""
+    time at the model's measured speed; on a local server (LM Studio, Ollama, llama.cpp), 60 s plus the prompt
+    at 100 characters a second plus the request's `max_tokens` at 2 tokens a second (a large model on a CPU:
+    about half an hour for a 2,000-token summary of a 30,000-character transcript). None: no limit."""
     max_input_tokens: int | None = None
     """The cap on one request's input. Default 180,000, or the summarizer's own window less the summary when
     that is smaller; a longer transcript or artifact is summarized in chunks cut at unit boundaries."""

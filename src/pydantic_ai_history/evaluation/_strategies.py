@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -168,7 +169,7 @@ async def summarization_strategy(messages: list[ModelMessage], cut: Cut, summari
         from pydantic_ai_summarization import SummarizationProcessor  # type: ignore[import-not-found]
         from pydantic_ai_summarization.processor import CompressionPlan  # type: ignore[import-not-found]
     except ImportError:
-        return Compacted(strategy='summarization', status='not installed')
+        return _not_installed('summarization')
 
     processor = SummarizationProcessor(model=summarizer, trigger=('messages', 1), keep=('messages', 1))
     plan = CompressionPlan(
@@ -196,7 +197,7 @@ async def harness_strategy(messages: list[ModelMessage], cut: Cut, summarizer: A
     try:
         from pydantic_ai_harness.compaction import SummarizingCompaction  # type: ignore[import-not-found]
     except ImportError:
-        return Compacted(strategy='harness', status='not installed')
+        return _not_installed('harness')
     from pydantic_ai import RunContext
     from pydantic_ai.usage import RunUsage
 
@@ -218,6 +219,10 @@ async def harness_strategy(messages: list[ModelMessage], cut: Cut, summarizer: A
     )
 
 
+def _not_installed(key: str) -> Compacted:
+    return Compacted(strategy=key, status='not installed', note=f'pip install {PEER_PACKAGES[key][1]}')
+
+
 def _system_parts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
     return [
         p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)
@@ -235,3 +240,22 @@ STRATEGIES: dict[str, str] = {
 
 PEERS: dict[str, Strategy] = {'harness': harness_strategy, 'summarization': summarization_strategy}
 """The peers' strategies by key."""
+
+PEER_PACKAGES: dict[str, tuple[str, str]] = {
+    'harness': ('pydantic_ai_harness', 'pydantic-ai-harness'),
+    'summarization': ('pydantic_ai_summarization', 'summarization-pydantic-ai'),
+}
+"""Each peer's module and the package that installs it, by key."""
+
+
+def missing_peer(key: str) -> str | None:
+    """The package to install for the peer `key` when its module cannot be found; None when it can, or when
+    `key` is not a peer (found, not imported: the strategy imports it when it runs)."""
+    if key not in PEER_PACKAGES:
+        return None
+    module, package = PEER_PACKAGES[key]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    return None if found else package

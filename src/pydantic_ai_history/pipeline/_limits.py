@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..budget._local_server import LocalServer, local_server_of, probe_due
+from ..budget._local_server import LocalServer, local_server_of, probe_due, silent_server_advice
 from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import is_test_model, model_info, model_name_of, profile_window, serving_candidates
 from ..context._summarizer_settings import ModelRef
@@ -95,11 +95,13 @@ class ModelLimits:
                 self._announce_learnt(limits)
             return
         self._fallbacks_announced.add(limits.model_name)
+        silent = self._silent_servers(model)
         message = (
             f'the context window of {limits.model_name!r} is unknown: assuming '
             f'{limits.model_window:,} tokens. Set ContextPolicy(context_window=...) (or the model '
             "profile's context_window), or ContextPolicy(strict=True) to make this an error."
         )
+        message = ' '.join([message, *silent.values()])
         # pydantic-ai's test models have no window on purpose: an app's tests should not see a warning
         level = logging.INFO if is_test_model(model) else logging.WARNING
         logger.log(level, 'context_window_fallback: %s', message)
@@ -107,9 +109,24 @@ class ModelLimits:
             HistoryWarning(
                 code='context_window_fallback',
                 message=message,
-                details={'model': limits.model_name, 'assumed_context_window': limits.model_window},
+                details={
+                    'model': limits.model_name,
+                    'assumed_context_window': limits.model_window,
+                    **({'local_server': ', '.join(silent)} if silent else {}),
+                },
             )
         )
+
+    @staticmethod
+    def _silent_servers(model: ModelRef | None) -> dict[str, str]:
+        """What to set, by server kind, for each local server serving `model` that never says its window."""
+        found: dict[str, str] = {}
+        for candidate in serving_candidates(model):
+            server = local_server_of(candidate)
+            advice = silent_server_advice(server) if server is not None else None
+            if advice is not None:
+                found.setdefault(*advice)
+        return found
 
     def _announce_learnt(self, limits: ContextLimits) -> None:
         """Say that a window learnt after the fallback was announced replaces it (a local server that was down

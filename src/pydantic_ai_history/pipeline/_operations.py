@@ -61,24 +61,42 @@ class HistoryOperations:
 
     @durable_operation(name='compaction_summary')
     async def summarize_history(
-        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: Timeout, model_name: str | None
+        self,
+        ctx: RunContext[Any],
+        prompt: str,
+        instructions: str,
+        timeout: Timeout,
+        model_name: str | None,
+        max_tokens: int | None = None,
     ) -> str:
         """The compaction summary of a transcript (its first or only chunk)."""
-        return await self._request_text(ctx, prompt, instructions, timeout, model_name)
+        return await self._request_text(ctx, prompt, instructions, timeout, model_name, max_tokens)
 
     @durable_operation(name='chunk_merge')
     async def merge_summary_chunk(
-        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: Timeout, model_name: str | None
+        self,
+        ctx: RunContext[Any],
+        prompt: str,
+        instructions: str,
+        timeout: Timeout,
+        model_name: str | None,
+        max_tokens: int | None = None,
     ) -> str:
         """The running compaction summary updated with the next chunk of a transcript over the input cap."""
-        return await self._request_text(ctx, prompt, instructions, timeout, model_name)
+        return await self._request_text(ctx, prompt, instructions, timeout, model_name, max_tokens)
 
     @durable_operation(name='artifact_summary')
     async def summarize_artifact(
-        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: Timeout, model_name: str | None
+        self,
+        ctx: RunContext[Any],
+        prompt: str,
+        instructions: str,
+        timeout: Timeout,
+        model_name: str | None,
+        max_tokens: int | None = None,
     ) -> str:
         """The summary of one large tool return or document."""
-        return await self._request_text(ctx, prompt, instructions, timeout, model_name)
+        return await self._request_text(ctx, prompt, instructions, timeout, model_name, max_tokens)
 
     @durable_operation(name='artifact_plan')
     async def plan_artifacts(
@@ -168,13 +186,20 @@ class HistoryOperations:
         return None
 
     async def _request_text(
-        self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: Timeout, model_name: str | None
+        self,
+        ctx: RunContext[Any],
+        prompt: str,
+        instructions: str,
+        timeout: Timeout,
+        model_name: str | None,
+        max_tokens: int | None,
     ) -> str:
         return await run_text(
             model_name or self._summarizer_model(ctx),
             prompt,
             instructions=instructions,
             timeout=timeout,
+            max_tokens=max_tokens,
             **call_options(ctx.usage, self.summarizer, ctx),
         )
 
@@ -205,14 +230,21 @@ class RunOperations:
     ctx: RunContext[Any]
 
     async def request_text(
-        self, purpose: TextPurpose, prompt: str, *, model: ModelRef, instructions: str, timeout: Timeout
+        self,
+        purpose: TextPurpose,
+        prompt: str,
+        *,
+        model: ModelRef,
+        instructions: str,
+        timeout: Timeout,
+        max_tokens: int | None = None,
     ) -> str:
         operation = {
             'compaction_summary': self.processor.summarize_history,
             'chunk_merge': self.processor.merge_summary_chunk,
             'artifact_summary': self.processor.summarize_artifact,
         }[purpose]
-        return await operation(self.ctx, prompt, instructions, timeout, _name(model))
+        return await operation(self.ctx, prompt, instructions, timeout, _name(model), max_tokens)
 
     async def request_plan(
         self, prompt: str, *, model: ModelRef, instructions: str, timeout: float

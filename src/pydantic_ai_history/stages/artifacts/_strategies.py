@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...context._context import ARTIFACT_MARKER, StageOperations
+from ...context._llm import answer_max_tokens
 from ...context._summarizer_settings import Timeout
 from ...messages._marks import readback_tool
 from ...tokens import TokenCounter
@@ -75,7 +76,12 @@ async def summarize_text(
         f'Focus on: {focus}\n' if focus else ''
     ) + f'Write at most about {max_tokens} tokens.\n\n<content>\n{text}\n</content>'
     output = await operations.request_text(
-        'artifact_summary', prompt, model=model, instructions=SUMMARY_INSTRUCTIONS, timeout=timeout
+        'artifact_summary',
+        prompt,
+        model=model,
+        instructions=SUMMARY_INSTRUCTIONS,
+        timeout=timeout,
+        max_tokens=answer_max_tokens(max_tokens),
     )
     summary = output.strip()
     if not summary:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...budget.model_info import model_info
 from ...context._context import StageOperations
+from ...context._llm import answer_max_tokens
 from ...context._summarizer_settings import SummarizerSettings
 from ...tokens import TokenCounter
 from .._transcript import TranscriptUnit, new_nonce, record_body, split_record
@@ -164,6 +165,7 @@ async def run_summarizer(
                 model=model,
                 instructions=instructions,
                 timeout=summarizer.timeout,
+                max_tokens=answer_max_tokens(cap),
             )
         except TimeoutError as exc:
             raise SummarizerError(_timeout_reason(exc, summarizer), calls, timed_out=True) from None
