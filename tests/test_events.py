@@ -269,7 +269,8 @@ def test_the_stream_carries_these_fields_per_kind() -> None:
         ),
         'BackgroundSummaryStarted': (
             'background_summary_started',
-            {'snapshot_messages', 'snapshot_tokens', 'trigger_tokens', 'evicted_messages'},
+            {'snapshot_messages', 'snapshot_tokens', 'trigger_tokens', 'evicted_messages', 'reason'}
+            | {'tokens_per_step', 'expected_requests', 'needed_tokens', 'requests_left'},
         ),
         'BackgroundSummaryUsed': (
             'background_summary_used',

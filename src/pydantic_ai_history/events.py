@@ -52,6 +52,18 @@ BackgroundDiscardReason = Literal[
   `CompactionSettings.max_background_summaries` runs no summary starts, none is cancelled for another.
 """
 
+BackgroundStartReason = Literal['lead', 'trigger', 'unmeasured']
+"""Why a background summary started when it did (`BackgroundSummaryStarted.reason`); `background_start` is
+only the earliest point:
+
+- `lead`: at the run's growth (`tokens_per_step`), the summary is needed within the requests a summary is
+  expected to take (`requests_left` <= `expected_requests`): waiting one more request would make a request
+  wait for it.
+- `trigger`: the next request crosses the trigger, where an event with no summary under way summarizes in
+  the request path.
+- `unmeasured`: the history has no step of the run to measure its growth on (no model response yet).
+"""
+
 WarningKind = Literal[
     'context_window_fallback',
     'context_window_learned',
@@ -314,6 +326,20 @@ class BackgroundSummaryStarted(HistoryEvent):
     """The compaction trigger (`limits.trigger`) the history is nearing."""
     evicted_messages: int
     """Messages the summary will replace (those before its cut)."""
+    reason: BackgroundStartReason = 'lead'
+    """Why it started at this request rather than earlier or later (see `BackgroundStartReason`)."""
+    tokens_per_step: int = 0
+    """The run's growth: the most one of its newest steps (a model response and the request after it) added,
+    in tokens; 0 when unmeasured."""
+    expected_requests: int | None = None
+    """The requests of a run a background summary is expected to take until it is ready, learned from the
+    summaries made before it; None before any was seen (`background_start` and the trigger decide then)."""
+    needed_tokens: int = 0
+    """The history size past which a request would wait for it: the budget (requests past the trigger go out
+    as they are while it is made), or less where its cut stops fitting; the trigger while
+    `expected_requests` is None."""
+    requests_left: int = 0
+    """Requests until the first one past `needed_tokens`, at `tokens_per_step` (0 when unmeasured)."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)

@@ -104,12 +104,18 @@ def loop(steps: int) -> Any:
 
 
 def setup(
-    steps: int, *, stubs: bool = True, capacity: int = 64, start: float = 0.6, tracked: int = 1_024
+    steps: int,
+    *,
+    stubs: bool = True,
+    capacity: int = 64,
+    start: float = 0.6,
+    tracked: int = 1_024,
+    trigger: int | None = None,
 ) -> tuple[Agent[None, str], StrictProvider, Summarizer, Any, list[HistoryEvent]]:
     events: list[HistoryEvent] = []
     summarizer = Summarizer()
     processor = create_history_processor(
-        policy=ContextPolicy(context_window=WINDOW),
+        policy=ContextPolicy(context_window=WINDOW, max_tokens=trigger),
         summarizer=SummarizerSettings(model=summarizer.model()),
         artifacts=False,
         compaction=CompactionSettings(
@@ -139,8 +145,9 @@ async def test_past_capacity_a_run_compacts_at_its_trigger_and_none_is_pushed_ou
     """8 runs, room for 3: before, each new summary cancelled the oldest live one, which its run started again
     on its next request (dozens of calls for 8 compactions); now every summary started is used."""
     runs = 8
-    # 32 steps: one compaction each (at about step 24), and the runs end before their next summary starts
-    agent, provider, summarizer, processor, events = setup(32, capacity=3)
+    # 32 steps: one compaction each (at about step 24), and the runs end before their next summary starts;
+    # without stubs every event summarizes, so every run would start one
+    agent, provider, summarizer, processor, events = setup(32, capacity=3, stubs=False)
 
     async def run(number: int) -> None:
         result = await agent.run(prompt(number), usage_limits=UNLIMITED)
@@ -181,9 +188,10 @@ async def test_without_stubs_a_summary_starts_where_the_event_can_take_it() -> N
 
 
 async def test_runs_left_unfinished_hold_bounded_state() -> None:
-    """Runs taken a few steps past `background_start` and left open (still referenced): the runs going on are
-    bounded by `max_tracked_runs` (one more each before), and the summaries by `max_background_summaries`."""
-    agent, _, _, processor, events = setup(200, start=0.1, capacity=2, tracked=3)
+    """Runs taken past the start of their summary (three requests before their trigger) and left open (still
+    referenced): the runs going on are bounded by `max_tracked_runs` (one more each before), and the
+    summaries by `max_background_summaries`."""
+    agent, _, _, processor, events = setup(200, start=0.1, capacity=2, tracked=3, stubs=False)
     left: list[Any] = []
     try:
         for number in range(6):
@@ -193,7 +201,7 @@ async def test_runs_left_unfinished_hold_bounded_state() -> None:
             nodes = 0
             async for _ in run:
                 nodes += 1
-                if nodes >= 16:
+                if nodes >= 48:  # 23 requests, the last two under the trigger with a summary started
                     break
         assert processor._runs.open_count == 3
         assert len(of(events, BackgroundSummaryStarted)) == 2, 'the first two runs hold one each'

@@ -26,6 +26,7 @@ from ...messages._clock import perf
 from ...tokens import TokenEstimate
 from ._background import BackgroundJob
 from ._compaction import Compaction, Cut, Evicted, Plan, Summary, unit_savings
+from ._lead import Lead, plan_lead, step_growth
 from ._plan import CutPlan
 from ._provider import ProviderCompaction
 from ._stubs import Stub
@@ -53,11 +54,19 @@ class BackgroundSummarizing(ProviderCompaction):
                 return
             self._background.pop(run)
             self._end(held, 'history_changed', context.emit_event)
-        if estimate.total <= context.limits.trigger * start or not self._has_room(run):
+        trigger = context.limits.trigger
+        if estimate.total <= trigger * start or not self._has_room(run):
             return
-        job = await self._background_job(messages, context, estimate)
-        if job is None:
+        step = step_growth(messages, estimate.per_message)
+        # the trigger is the earliest a summary can be needed (its cut holds that far): nothing to plan before
+        early = self._lead(estimate.total, step, trigger, context)
+        if not early.start:
+            self._postpone(early, context)
             return
+        started = await self._background_job(messages, context, estimate, step)
+        if started is None:
+            return
+        job, lead = started
         replaced = self._background.add(job)
         if replaced is not None:  # a job started for the run while this one was planned
             self._end(replaced, 'history_changed', context.emit_event)
@@ -66,22 +75,60 @@ class BackgroundSummarizing(ProviderCompaction):
                 run_id=run,
                 snapshot_messages=len(messages),
                 snapshot_tokens=estimate.total,
-                trigger_tokens=context.limits.trigger,
+                trigger_tokens=trigger,
                 evicted_messages=job.evicted,
+                reason=lead.reason,
+                tokens_per_step=lead.tokens_per_step,
+                expected_requests=lead.expected_requests,
+                needed_tokens=lead.needed_tokens,
+                requests_left=lead.requests_left,
             )
         )
         logger.info(
-            'compactor: the summary of %d messages started in the background at %d of %d tokens',
+            'compactor: the summary of %d messages started in the background at %d of %d tokens (%s: %d '
+            'requests until it is needed at %d tokens, a summary takes %s)',
             job.evicted,
             estimate.total,
-            context.limits.trigger,
+            trigger,
+            lead.reason,
+            lead.requests_left,
+            lead.needed_tokens,
+            lead.expected_requests if lead.expected_requests is not None else 'an unknown number of',
+        )
+
+    def _lead(self, tokens: int, step: int, needed: int, context: HistoryContext) -> Lead:
+        return plan_lead(
+            tokens=tokens,
+            step=step,
+            trigger=context.limits.trigger,
+            needed=needed,
+            expected=self._background.pace.expected,
+        )
+
+    def _postpone(self, lead: Lead, context: HistoryContext) -> None:
+        """Say why no summary starts at this request though the history is past `background_start`."""
+        logger.debug(
+            'compactor: no background summary yet: %d requests until one is needed at %d tokens (%d a step), '
+            'a summary takes %s',
+            lead.requests_left,
+            lead.needed_tokens,
+            lead.tokens_per_step,
+            lead.expected_requests if lead.expected_requests is not None else 'an unknown number of',
+        )
+        context.annotate_span(
+            {
+                'pydantic_ai_history.background.postponed': True,
+                'pydantic_ai_history.background.requests_left': lead.requests_left,
+                'pydantic_ai_history.background.needed_tokens': lead.needed_tokens,
+            }
         )
 
     async def _background_job(
-        self, snapshot: list[ModelMessage], context: HistoryContext, estimate: TokenEstimate
-    ) -> BackgroundJob[Summary] | None:
-        """The next event planned on `snapshot` as the trigger will plan it, its summary started in a task;
-        None when that event will not summarize."""
+        self, snapshot: list[ModelMessage], context: HistoryContext, estimate: TokenEstimate, step: int
+    ) -> tuple[BackgroundJob[Summary], Lead] | None:
+        """The next event planned on `snapshot` as the trigger will plan it, its summary started in a task
+        when it is time (`_lead`, with where its cut stops fitting); None when that event will not summarize,
+        or not from this snapshot."""
         assert context.run_id is not None
         begun = await self._begin(snapshot, estimate, context, 'trigger', None)
         if begun is None:
@@ -103,16 +150,20 @@ class BackgroundSummarizing(ProviderCompaction):
         evicted = self._evicted(plan, cut, context, None) if cut is not None else None
         if cut is None or evicted is None:
             return None
-        room = None if self._stubbing(context) else self._room(plan, event, cut, evicted.cut_at, context)
-        if room is not None and room < growth:
+        room = self._room(plan, event, cut, evicted.cut_at, context)
+        if room < growth:
             return None  # the event would cut later: its summary would be thrown away (started nearer it)
+        lead = self._lead(event.tokens, step, min(context.limits.budget, event.tokens + room), context)
+        if not lead.start:
+            self._postpone(lead, context)
+            return None
         if not self._has_room(context.run_id):  # the capacity filled while this was planned
             return None
         usage = RunUsage()
         # its own usage, added to the run's when done; the requests that use or discard it emit its events
         own = dataclasses.replace(context, usage=usage, emit_event=ignore_event, open_spans=None)
         span = background_span(context, len(evicted.messages), event.tokens)
-        return BackgroundJob[Summary].start(
+        job = BackgroundJob[Summary].start(
             self._background_summary(evicted, own, context.usage, span),
             run_id=context.run_id,
             snapshot=list(snapshot),
@@ -124,6 +175,13 @@ class BackgroundSummarizing(ProviderCompaction):
             snapshot_tokens=event.tokens,
             room=room,
         )
+        return job, lead
+
+    def _count_request(self, run: str | None) -> None:
+        """One more request of the run: the first to see its background summary ready says what it took."""
+        held = self._background.get(run)
+        if held is not None and (took := held.count_request()) is not None and held.usage.requests:
+            self._background.pace.observe(took)
 
     def _stubbing(self, context: HistoryContext) -> bool:
         """Whether the event stubs the tool outputs the history adds after a background summary's snapshot."""
@@ -141,15 +199,25 @@ class BackgroundSummarizing(ProviderCompaction):
         return False
 
     def _room(self, plan: Plan, event: Compaction, cut: Cut, cut_at: int, context: HistoryContext) -> int:
-        """How far the history may grow past the snapshot and an event without stubs still keep everything
-        from `cut_at` on verbatim within the target (`_held_cut`'s test), one more step of it aside."""
+        """How far the history may grow past the snapshot and an event still keep everything from `cut_at` on
+        verbatim within the target (`_held_cut`'s test), one more step of it aside. Where the event stubs the
+        tool outputs added since (and those of the tail, by then no longer the newest), a token of growth
+        costs what stubs leave of one, measured on the tail."""
         fits = self._fit_with(plan, event, cut, context)
         body = plan.units[cut.body_first :]
         step = max(
             sum(plan.per_message[plan.units[-1].start :]),
             sum(plan.per_message[body[0].start :]) // max(len(body), 1),
         )
-        return fits.tail_budget - sum(plan.per_message[cut_at:]) - step
+        tail = sum(plan.per_message[cut_at:])
+        first = next((i for i, u in enumerate(plan.units) if u.start == cut_at), None)
+        if not self._stubbing(context) or first is None:
+            return fits.tail_budget - tail - step
+        whole = dataclasses.replace(cut, verbatim=len(plan.units))
+        stubs = self._stubs_from(first, plan, whole, context)
+        kept = tail - sum(s.tokens_before - s.tokens_after for s in stubs)
+        left = fits.tail_budget - kept - step
+        return left * tail // kept if left > 0 and 0 < kept < tail else left
 
     def _fit_with(
         self,
@@ -211,6 +279,10 @@ class BackgroundSummarizing(ProviderCompaction):
             return await self._summary(request, context)
         held.used = True
         cost = held.usage
+        if held.ready_after is None:  # first seen ready here, or waited for at this request
+            held.ready_after = held.requests + (not ready)
+            if cost.requests:
+                self._background.pace.observe(held.ready_after)
         used = BackgroundSummaryUsed(
             run_id=held.run_id,
             evicted_messages=held.evicted,
@@ -237,6 +309,8 @@ class BackgroundSummarizing(ProviderCompaction):
         self, job: BackgroundJob[Any], reason: BackgroundDiscardReason, emit: Callable[[HistoryEvent], None]
     ) -> None:
         finished = job.ready
+        if not finished:
+            self._background.pace.exceeded(job.requests)
         self._background.cancel(job)
         cost = job.usage
         job.close_span(

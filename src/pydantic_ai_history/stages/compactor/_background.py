@@ -1,12 +1,12 @@
 """Summaries started ahead of their compaction event, off the request path: one per run, bounded.
 
-Past `background_start` of the trigger, the event is planned on a snapshot as the trigger would plan it and
-only the summarizer call runs in a task. The trigger uses it when the history still extends the snapshot and
-the needed summary has the same key: the same summary a blocking compaction would make. At most one job per
-run and at most `limit` runs hold one: past that no job starts (that run's event summarizes when it comes, as
-without background work) and no job is ever pushed out for another; a job ends with its event or its run.
-Cancelling never awaits (a cancelled run cannot): the task stays referenced until done, so it is never
-destroyed while pending.
+Past `background_start` of the trigger, once the run's growth and the summarizer's pace say it is time
+(`_lead`), the event is planned on a snapshot as the trigger would plan it and only the summarizer call runs
+in a task. The trigger uses it when the history still extends the snapshot and the needed summary has the
+same key: the same summary a blocking compaction would make. At most one job per run and at most `limit` runs
+hold one: past that no job starts (that run's event summarizes when it comes, as without background work) and
+no job is ever pushed out for another; a job ends with its event or its run. Cancelling never awaits (a
+cancelled run cannot): the task stays referenced until done, so it is never destroyed while pending.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pydantic_ai.usage import RunUsage
 
 from ...events import BackgroundDiscardReason
 from ...messages._clock import perf
+from ._lead import SummarizerPace
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -57,8 +58,8 @@ class BackgroundJob(Generic[_R]):
     """The snapshot's size (the compactor's estimate), from which the history's growth is measured."""
     room: int | None = None
     """How far past `snapshot_tokens` the history may grow and the event still take this summary (what its
-    cut leaves verbatim, all added since and one more step within the target); None when stubs of the tool
-    outputs added since make that room (`stub_tool_results`)."""
+    cut leaves verbatim, all added since, as stubs where the event stubs the tool outputs, and one more step
+    within the target); None: no bound."""
     span: Span | None = None
     """The job's span (`background_compaction`), ended when it is used or thrown away."""
     started: float = field(default_factory=perf)
@@ -69,6 +70,10 @@ class BackgroundJob(Generic[_R]):
     """Whether its event took the summary."""
     deferred: int = 0
     """Requests past the trigger that went out as they were, within the budget, while it still ran."""
+    requests: int = 0
+    """The run's requests since it started (the one that started it aside)."""
+    ready_after: int | None = None
+    """At which of those requests it was first seen ready (`SummarizerPace` learns from it)."""
 
     @classmethod
     def start(cls, coroutine: Coroutine[Any, Any, _R], **fields: Any) -> BackgroundJob[_R]:
@@ -83,6 +88,14 @@ class BackgroundJob(Generic[_R]):
                 attributes = {**attributes, 'pydantic_ai_history.background.finished': True}
             span.set_attributes(attributes)
             span.end()
+
+    def count_request(self) -> int | None:
+        """One more request of its run: how many it took, when this is the first to see it ready."""
+        self.requests += 1
+        if self.ready_after is None and self.ready:
+            self.ready_after = self.requests
+            return self.requests
+        return None
 
     def usable_at(self, tokens: int) -> bool:
         """Whether its cut can still serve an event after one more step from a history of `tokens`."""
@@ -109,13 +122,15 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 class BackgroundSummaries:
     """The background summaries, one per run, at most `limit` runs: a job is added only where there is room
-    (`has_room`), so none is ever pushed out for another."""
+    (`has_room`), so none is ever pushed out for another. `pace` learns how long they take."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._jobs: dict[str, BackgroundJob[Any]] = {}
         self._cancelled: set[asyncio.Task[Any]] = set()
         """Cancelled tasks not done yet: referenced until they are, so none is destroyed while pending."""
+        self.pace = SummarizerPace()
+        """How many of a run's requests a summary takes until it is ready."""
 
     def get(self, run_id: str | None) -> BackgroundJob[Any] | None:
         return self._jobs.get(run_id) if run_id is not None else None

@@ -81,6 +81,7 @@ class Compactor(BackgroundSummarizing, StageCapability):
         super().__post_init__()
 
     async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        self._count_request(context.run_id)
         estimate = context.estimate(messages)
         reason = self._reason(estimate.total, context)
         if reason is None:

@@ -1,0 +1,109 @@
+"""When a background summary starts: `CompactionSettings.background_start` is only the earliest point. The
+start waits as long as the run's own growth and the summarizer's observed pace allow, so a run far from its
+trigger pays for no summary it may never use, and the summary is still ready before a request has to wait.
+
+Counted in requests, never timed: how many of a run's requests a summary took until it was ready measures the
+summarizer against the pace of the runs it serves, with no clock (background summaries never run in durable
+workflow code, and a count is the same however slow the machine or the provider is). Pure decisions: the
+compactor (`_ahead`) measures, decides with these and says why in `BackgroundSummaryStarted`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic_ai.messages import ModelMessage, ModelResponse
+
+from ...events import BackgroundStartReason
+
+STEPS_MEASURED = 4
+"""How many of the run's newest steps its growth is measured on (the largest of them counts)."""
+PACES_KEPT = 8
+"""How many summaries' paces `SummarizerPace` keeps (the slowest of them is expected)."""
+UNMEASURED_REQUESTS = 3
+"""The requests a summary is expected to take before any was seen: aimed at the trigger then, not at the
+budget, so the stretch between the two absorbs a slower summarizer."""
+
+
+def step_growth(messages: Sequence[ModelMessage], per_message: Sequence[int]) -> int:
+    """The tokens one step of the run adds: the most one of its newest `STEPS_MEASURED` steps (a model
+    response and the request after it) added; 0 before the first response. A summary and the question it moved
+    come before the first response it keeps, so they never count as growth."""
+    starts = [i for i, message in enumerate(messages) if isinstance(message, ModelResponse)][-STEPS_MEASURED:]
+    ends = [*starts[1:], len(messages)] if starts else []
+    return max((sum(per_message[start:end]) for start, end in zip(starts, ends, strict=True)), default=0)
+
+
+class SummarizerPace:
+    """How many of a run's requests a background summary takes until it is ready, learned from the last
+    `PACES_KEPT` made with a summarizer call (a cache hit is ready at once, saying nothing of the summarizer):
+    the slowest of them is expected, so an estimate errs towards starting early."""
+
+    def __init__(self) -> None:
+        self._seen: deque[int] = deque(maxlen=PACES_KEPT)
+
+    @property
+    def expected(self) -> int | None:
+        """The requests the next summary is expected to take; None before any was seen."""
+        return max(self._seen) if self._seen else None
+
+    def observe(self, requests: int) -> None:
+        """A summary was ready at the `requests`-th request of its run after it started."""
+        self._seen.append(max(requests, 1))
+
+    def exceeded(self, requests: int) -> None:
+        """A summary thrown away unfinished after `requests` requests took longer than that: counted when it
+        says more than the estimate (before any summary was seen it says too little to start from)."""
+        expected = self.expected
+        if expected is not None and requests >= expected:
+            self.observe(requests + 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lead:
+    """Whether a background summary starts at this request (the history past `background_start`), and why."""
+
+    start: bool
+    """Whether it starts now."""
+    reason: BackgroundStartReason
+    """Why it starts (`BackgroundSummaryStarted.reason`), or would start when it does not yet."""
+    tokens_per_step: int
+    """The run's growth per step (`step_growth`); 0 when unmeasured."""
+    expected_requests: int | None
+    """The requests a summary is expected to take (`SummarizerPace.expected`); None before any was seen."""
+    needed_tokens: int
+    """The history size past which a request would wait for the summary (the trigger while the pace is
+    unknown)."""
+    requests_left: int
+    """Requests until the first one past `needed_tokens`, at `tokens_per_step`."""
+
+
+def plan_lead(*, tokens: int, step: int, trigger: int, needed: int, expected: int | None) -> Lead:
+    """Start now when one more request of waiting would leave the summary fewer requests than it is expected
+    to take before it is needed: at `needed` (the budget, or where its cut stops fitting) once the pace is
+    known, at the trigger with `UNMEASURED_REQUESTS` before. Always before the request that crosses the
+    trigger (with no summary under way the event summarizes in the request path), and at once when the run's
+    growth cannot be measured (`background_start` alone decides, as it did before the pace was learned)."""
+    aim = needed if expected is not None else trigger
+    if step <= 0:
+        return Lead(
+            start=True,
+            reason='unmeasured',
+            tokens_per_step=0,
+            expected_requests=expected,
+            needed_tokens=aim,
+            requests_left=0,
+        )
+    left = max(aim - tokens, 0) // step + 1
+    due = left <= (expected if expected is not None else UNMEASURED_REQUESTS)
+    crossing = tokens + step > trigger
+    return Lead(
+        start=due or crossing,
+        reason='trigger' if crossing and not due else 'lead',
+        tokens_per_step=step,
+        expected_requests=expected,
+        needed_tokens=aim,
+        requests_left=left,
+    )

@@ -1,0 +1,85 @@
+"""When a background summary starts (`_lead`): `background_start` is the earliest point; the start waits until
+the run's growth says the summary is needed within the requests a summary takes (learned, never timed)."""
+
+from __future__ import annotations
+
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+from pydantic_ai_history.stages.compactor._lead import (
+    PACES_KEPT,
+    UNMEASURED_REQUESTS,
+    SummarizerPace,
+    plan_lead,
+    step_growth,
+)
+
+TRIGGER, BUDGET = 24_000, 30_000
+
+
+def test_before_the_pace_is_known_the_summary_aims_at_the_trigger() -> None:
+    far = plan_lead(tokens=18_000, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=None)
+    assert not far.start
+    assert (far.needed_tokens, far.requests_left) == (TRIGGER, 7)
+    near = plan_lead(tokens=21_500, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=None)
+    assert near.start
+    assert near.reason == 'lead'
+    assert near.requests_left == UNMEASURED_REQUESTS
+
+
+def test_a_known_pace_aims_at_where_a_request_would_wait() -> None:
+    # 8 requests a summary: the requests between the trigger and the budget go out while it is made
+    waiting = plan_lead(tokens=20_500, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=8)
+    assert not waiting.start
+    assert waiting.requests_left == 10
+    due = plan_lead(tokens=22_500, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=8)
+    assert due.start
+    assert (due.reason, due.requests_left, due.expected_requests) == ('lead', 8, 8)
+
+
+def test_a_cut_that_stops_fitting_earlier_brings_the_start_forward() -> None:
+    assert not plan_lead(tokens=20_500, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=6).start
+    lead = plan_lead(tokens=20_500, step=1_000, trigger=TRIGGER, needed=26_000, expected=6)
+    assert lead.start
+    assert lead.requests_left == 6
+
+
+def test_a_fast_summarizer_still_starts_before_the_trigger() -> None:
+    """With no summary under way, the event that crosses the trigger would summarize in the request path."""
+    before = plan_lead(tokens=22_500, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=1)
+    assert not before.start
+    last = plan_lead(tokens=23_500, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=1)
+    assert last.start
+    assert last.reason == 'trigger'
+
+
+def test_unmeasured_growth_starts_at_background_start() -> None:
+    lead = plan_lead(tokens=15_000, step=0, trigger=TRIGGER, needed=BUDGET, expected=8)
+    assert lead.start
+    assert lead.reason == 'unmeasured'
+
+
+def test_growth_is_the_largest_of_the_newest_steps() -> None:
+    request = ModelRequest(parts=[UserPromptPart('go')])
+    response = ModelResponse(parts=[TextPart('step')])
+    messages = [request, response, request, response, request, response, request]
+    assert step_growth(messages, [100, 10, 500, 10, 20, 10, 30]) == 510
+    assert step_growth(messages[:1], [100]) == 0, 'no response yet: nothing to measure'
+    # a summary before the first kept response is not growth
+    assert step_growth(messages, [9_000, 10, 50, 10, 20, 10, 30]) == 60
+
+
+def test_the_pace_is_the_slowest_recent_summary() -> None:
+    pace = SummarizerPace()
+    assert pace.expected is None
+    pace.exceeded(5)
+    assert pace.expected is None, 'a summary thrown away early says too little to start from'
+    pace.observe(3)
+    pace.observe(6)
+    assert pace.expected == 6
+    pace.exceeded(2)
+    assert pace.expected == 6, 'a lower bound under the estimate changes nothing'
+    pace.exceeded(7)
+    assert pace.expected == 8
+    for _ in range(PACES_KEPT):
+        pace.observe(2)
+    assert pace.expected == 2, 'the oldest are forgotten'
