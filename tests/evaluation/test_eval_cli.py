@@ -81,9 +81,9 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_a_session_that_cannot_be_cut_is_reported_and_the_others_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pydantic_ai_history.evaluation import _run
+    from pydantic_ai_history.evaluation import _strategies
 
-    real = _run.digest_strategy
+    real = _strategies.digest_strategy
     calls: list[int] = []
 
     async def flaky(*args: object) -> object:
@@ -92,7 +92,7 @@ def test_a_session_that_cannot_be_cut_is_reported_and_the_others_run(
             raise RuntimeError('cannot cut this one')
         return await real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_run, 'digest_strategy', flaky)
+    monkeypatch.setattr(_strategies, 'digest_strategy', flaky)
     good = tmp_path / 'good.json'
     good.write_bytes(ModelMessagesTypeAdapter.dump_json(session()))
     assert main(['eval', str(good), str(good)]) == EXIT_OK
@@ -110,10 +110,12 @@ def test_eval_runs_after_install_on_the_sessions_that_ship_with_the_package(
     monkeypatch.delenv('PYDANTIC_AI_HISTORY_EVAL_SESSIONS', raising=False)
     monkeypatch.chdir(tmp_path)
     shipped = sorted(BUILTIN_SESSIONS.glob('*.json'))
-    assert len(shipped) == 5
+    assert len(shipped) == 10  # five sessions, each with its probes
     assert sum(p.stat().st_size for p in BUILTIN_SESSIONS.iterdir()) < 1_000_000
     assert main(['eval']) == EXIT_OK
-    assert '5 of 5 session(s)' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert '5 of 5 session(s)' in out
+    assert '| all | ours: LLM summary + stored transcript | 34 |' in out  # every shipped probe answered
 
 
 def _saved(tmp_path: Path) -> str:

@@ -79,6 +79,8 @@ _positive = _argument(
 )
 _days = _argument(float, lambda v: v > 0, 'a number of days', 'positive')
 _fraction = _argument(float, lambda v: 0 < v < 1, 'a number', 'between 0 and 1')
+_count_arg = _argument(int, lambda v: v >= 0, 'a whole number', '0 or more')
+_seconds = _argument(float, lambda v: v > 0, 'a number of seconds', 'positive')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -205,6 +207,26 @@ def _add_eval(sub: argparse._SubParsersAction[Any]) -> None:
         help=f'the strategies to run, comma-separated: {", ".join(STRATEGIES)} (default: all; a peer not '
         'installed is then listed as such)',
     )
+    evaluation.add_argument(
+        '--model',
+        metavar=model,
+        help='the model under test: answers the hand-written probes from the full history, the compacted one '
+        'with read_artifact, and without tools (default: a scripted reader, offline; e.g. openai-chat:NAME '
+        'with OPENAI_BASE_URL for a local server)',
+    )
+    evaluation.add_argument(
+        '--probes',
+        type=_count_arg,
+        metavar='N',
+        help='hand-written probes answered per session at most (default: all; 0: none)',
+    )
+    evaluation.add_argument(
+        '--reader-timeout',
+        type=_seconds,
+        default=600.0,
+        metavar='SECONDS',
+        help="each of --model's requests may take this long (default 600: a small local model is slow)",
+    )
     evaluation.add_argument('--json', metavar='OUT.json', help='also write the full report as JSON')
 
 
@@ -249,6 +271,9 @@ def _eval(args: argparse.Namespace) -> int:
         keep_fraction=args.keep_fraction,
         json_path=args.json,
         strategies=args.strategies,
+        model=args.model,
+        probes=args.probes,
+        reader_timeout=args.reader_timeout,
     )
     return EXIT_OK
 

@@ -1,8 +1,9 @@
 """`pydantic-ai-history eval`: the probe evaluation of compaction quality (`pydantic_ai_history.evaluation`).
 
 Sessions given on the command line, else the built-in set (five real conversations that ship with the package,
-or the folder `$PYDANTIC_AI_HISTORY_EVAL_SESSIONS` names). Without models it runs offline with a scripted
-summarizer and prints the model-free scores of every strategy.
+or the folder `$PYDANTIC_AI_HISTORY_EVAL_SESSIONS` names), each with its hand-written probes where it has a
+`<name>.probes.json`. Without models it runs offline with a scripted summarizer and a scripted reader and
+prints the model-free scores of every strategy and the probes' accuracy with the full and compacted histories.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation import STRATEGIES, EvalReport, EvalSettings, builtin_session_paths, evaluate
+from ..evaluation._probe_files import is_probe_file
 from ..evaluation._strategies import missing_peer
 from .common import build_model, fail
 
@@ -28,9 +30,14 @@ def run_eval(
     keep_fraction: float = 0.3,
     json_path: str | None = None,
     strategies: str | None = None,
+    model: str | None = None,
+    probes: int | None = None,
+    reader_timeout: float = 600.0,
 ) -> EvalReport:
     """Run the evaluation and print its report; a `CliError` when nothing could be evaluated. `strategies`:
-    the keys to run, comma-separated (None: every strategy; a peer not installed is then listed as such)."""
+    the keys to run, comma-separated (None: every strategy; a peer not installed is then listed as such).
+    `model` answers the sessions' hand-written probes (None: the scripted reader, offline); `probes` bounds
+    them per session (None: all, 0: none); `reader_timeout` bounds each of its requests, in seconds."""
     chosen = parse_strategies(strategies)
     if (answerer is None) != (judge is None):
         fail('--answerer and --judge go together: the judged path needs both')
@@ -39,7 +46,7 @@ def run_eval(
     out = Path(json_path) if json_path else None
     if out is not None and not out.parent.exists():
         fail(f'--json {json_path}: the folder {out.parent} does not exist')
-    paths: list[Any] = list(histories) or builtin_session_paths()
+    paths: list[Any] = [h for h in histories if not is_probe_file(h)] or builtin_session_paths()
     if not paths:
         fail(
             'no histories given and the folder $PYDANTIC_AI_HISTORY_EVAL_SESSIONS names holds none: '
@@ -53,10 +60,14 @@ def run_eval(
             probe_model=_model(probe_model),
             keep_fraction=keep_fraction,
             strategies=chosen,
+            reader=_model(model),
+            answer_probes=probes,
+            reader_timeout=reader_timeout,
         )
     except ValueError as exc:
         fail(str(exc))
-    report = asyncio.run(evaluate(paths, settings, progress=_progress if settings.answerer else None))
+    slow = settings.answerer is not None or settings.reader is not None
+    report = asyncio.run(evaluate(paths, settings, progress=_progress if slow else None))
     print(report.render())
     if out is not None:
         try:

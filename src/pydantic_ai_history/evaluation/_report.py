@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ._answers import ConditionResult
 from ._judge import DIMENSIONS
 from ._strategies import STRATEGIES
 
@@ -66,6 +67,8 @@ class SessionResult:
     """Deterministic facts (probes) asked about."""
     generated_probes: int = 0
     """Probes the probe model wrote."""
+    answer_probes: int = 0
+    """Hand-written probes answered (its probe file's, up to the settings' bound)."""
     skipped: str | None = None
     """Why it was not evaluated."""
 
@@ -145,6 +148,82 @@ def _status(mine: list[StrategyResult], ok: list[StrategyResult]) -> str:
 
 
 @dataclass(kw_only=True)
+class AnswerRow:
+    """The answer-based scores of one strategy on one session, or over every session."""
+
+    session: str
+    """The session's name, or `all` for the total."""
+    strategy: str
+    """The strategy's key."""
+    probes: int
+    """Probes answered in each condition."""
+    full: int
+    """Right with the full history: (a)."""
+    readback: int | None
+    """Right with the compacted history and `read_artifact`: (b); None when the strategy keeps nothing to
+    read back (then (b) is (c))."""
+    no_tools: int
+    """Right with the compacted history and no tools: (c)."""
+    read_calls: int
+    """`read_artifact` calls the model made in (b)."""
+    readback_tokens: int
+    """Tokens the read-backs added to the requests in (b) (the requests after each run's first)."""
+
+    def ratio(self, right: int | None) -> float | None:
+        """`right` over (a)'s, None when either is unknown or (a) got none right."""
+        return right / self.full if right is not None and self.full else None
+
+
+def answer_rows(results: list[ConditionResult], strategies: list[str]) -> list[AnswerRow]:
+    """One row per session and strategy that was answered, then one total per strategy."""
+    full = {r.session: r for r in results if r.condition == 'full'}
+    keyed = {(r.session, r.strategy, r.condition): r for r in results if r.condition != 'full'}
+    rows: list[AnswerRow] = []
+    for session, a in full.items():
+        for key in strategies:
+            c = keyed.get((session, key, 'no_tools'))
+            if c is None:
+                continue
+            b = keyed.get((session, key, 'readback'))
+            rows.append(
+                AnswerRow(
+                    session=session,
+                    strategy=key,
+                    probes=len(a.answers),
+                    full=a.right,
+                    readback=b.right if b is not None else None,
+                    no_tools=c.right,
+                    read_calls=b.read_calls if b is not None else 0,
+                    readback_tokens=b.readback_tokens if b is not None else 0,
+                )
+            )
+    ran = [key for key in strategies if any(r.strategy == key for r in rows)]
+    return rows + [_total(key, [r for r in rows if r.strategy == key]) for key in ran]
+
+
+def _total(key: str, rows: list[AnswerRow]) -> AnswerRow:
+    readback = [r.readback for r in rows]
+    return AnswerRow(
+        session='all',
+        strategy=key,
+        probes=sum(r.probes for r in rows),
+        full=sum(r.full for r in rows),
+        readback=None if None in readback else sum(r.readback or 0 for r in rows),
+        no_tools=sum(r.no_tools for r in rows),
+        read_calls=sum(r.read_calls for r in rows),
+        readback_tokens=sum(r.readback_tokens for r in rows),
+    )
+
+
+def _cell(right: int | None, probes: int) -> str:
+    return 'no store' if right is None else f'{right}/{probes} ({_share(right, probes):.0%})'
+
+
+def _ratio(value: float | None) -> str:
+    return 'n/a' if value is None else f'{value:.2f}'
+
+
+@dataclass(kw_only=True)
 class EvalReport:
     """An evaluation's results, its settings, and what went wrong."""
 
@@ -156,6 +235,8 @@ class EvalReport:
     """Each strategy on each evaluated session."""
     errors: list[str] = field(default_factory=list)
     """Problems that did not stop the run (a session that failed to load, a model that raised)."""
+    answers: list[ConditionResult] = field(default_factory=list)
+    """The hand-written probes answered per session, condition and strategy (each answer and its cost)."""
 
     @property
     def evaluated(self) -> int:
@@ -174,9 +255,36 @@ class EvalReport:
             'sessions': [asdict(s) for s in self.sessions],
             'results': [asdict(r) for r in self.results],
             'summary': [asdict(s) for s in self.summary()],
+            'answers': [asdict(a) for a in self.answers],
+            'answer_summary': [asdict(r) for r in self.answer_rows()],
             'errors': self.errors,
         }
         return json.dumps(data, indent=2, ensure_ascii=False)
+
+    def answer_rows(self) -> list[AnswerRow]:
+        """The answer-based scores per session and strategy, then per strategy over every session."""
+        return answer_rows(self.answers, list(self.settings.get('strategies', STRATEGIES)))
+
+    def answers_table(self) -> str:
+        """Markdown: probe accuracy with the full history (a), the compacted one with `read_artifact` (b) and
+        without tools (c), their ratios, and the read-backs; empty when no probe was answered."""
+        rows = self.answer_rows()
+        if not rows:
+            return ''
+        lines = [
+            '| session | strategy | probes | (a) full | (b) compacted + read_artifact '
+            '| (c) compacted, no tools | (b)/(a) | (c)/(a) | read-backs | read-back tokens |',
+            '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+        ]
+        for r in rows:
+            lines.append(
+                f'| {r.session} | {STRATEGIES.get(r.strategy, r.strategy)} | {r.probes} '
+                f'| {_cell(r.full, r.probes)} | {_cell(r.readback, r.probes)} '
+                f'| {_cell(r.no_tools, r.probes)} '
+                f'| {_ratio(r.ratio(r.readback))} | {_ratio(r.ratio(r.no_tools))} | {r.read_calls} '
+                f'| {r.readback_tokens:,} |'
+            )
+        return '\n'.join(lines)
 
     def model_free_table(self) -> str:
         """Markdown: the model-free scores per strategy."""
@@ -236,6 +344,26 @@ class EvalReport:
             rows.append(f'| {kind} | {facts:,} | ' + ' | '.join(cells) + ' |')
         return '\n'.join(rows)
 
+    def _answers_section(self) -> list[str]:
+        table = self.answers_table()
+        if not table:
+            return []
+        reader = self.settings.get('reader')
+        lines = [
+            '',
+            f'Hand-written probes, answered by {reader} (right = holds the expected answer):',
+            '',
+            table,
+        ]
+        if self.settings.get('reader_offline'):
+            lines += [
+                '',
+                'Offline: the reader is scripted (it answers with the passage that best matches the '
+                'question, and reads back when none matches enough). These figures check the plumbing, not '
+                'a model: pass --model to have a real model answer.',
+            ]
+        return lines
+
     def render(self) -> str:
         """The text the CLI prints."""
         settings = self.settings
@@ -256,6 +384,7 @@ class EvalReport:
             '',
             self.kinds_table(),
         ]
+        lines += self._answers_section()
         judged = self.judged_table()
         if judged:
             lines += [

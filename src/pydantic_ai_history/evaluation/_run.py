@@ -11,34 +11,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.toolsets import AbstractToolset
 
 from ..budget.model_info import model_name_of
 from ..context._summarizer_settings import ModelRef
 from ..tokens import TokenCounter
+from ._answers import CONDITIONS, Condition, ConditionResult, answer_all
 from ._facts import extract_facts, select_facts
 from ._judge import DIMENSIONS, answer_probe, grade_answer
+from ._probe_files import AnswerProbe, is_probe_file
 from ._probes import Probe, fact_probes, generate_probes
+from ._reader import scripted_reader
 from ._report import EvalReport, SessionResult, StrategyResult
 from ._scores import present_share, recoverable_share
 from ._scripted import scripted_summarizer
-from ._sessions import (
-    EvalSession,
-    SessionError,
-    compaction_target,
-    kept_head,
-    load_session,
-    tail_start,
-)
+from ._sessions import EvalSession, SessionError, load_session
 from ._strategies import (
     COUNTING_MODEL,
     PEERS,
     STRATEGIES,
-    SUMMARY_RESERVE,
-    TRAIL_SHARE,
     Compacted,
     Cut,
-    digest_strategy,
     metered,
+    session_cut,
     summary_strategy,
     window_strategy,
 )
@@ -71,10 +66,22 @@ class EvalSettings:
     deterministic ones): the judged path costs 2 model calls per probe and strategy."""
     strategies: tuple[str, ...] = tuple(STRATEGIES)
     """Which strategies to run, by key (`summary`, `digest`, `window`, `harness`, `summarization`)."""
+    reader: ModelRef | None = None
+    """The model under test for the sessions' hand-written probes: it answers each from the full history (a),
+    the compacted history with the strategy's `read_artifact` (b) and without tools (c). None: the scripted
+    reader (offline, no model: its figures check the plumbing)."""
+    answer_probes: int | None = None
+    """Hand-written probes answered per session at most, the first of its probe file (None: all; 0: none)."""
+    reader_timeout: float = 600.0
+    """Seconds one request of the reader may take (a small model on a CPU reads a long history slowly)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.keep_fraction < 1:
             raise ValueError(f'keep_fraction must be in (0, 1), got {self.keep_fraction!r}')
+        if self.answer_probes is not None and self.answer_probes < 0:
+            raise ValueError(f'answer_probes must be 0 or more, got {self.answer_probes!r}')
+        if self.reader_timeout <= 0:
+            raise ValueError(f'reader_timeout must be positive, got {self.reader_timeout!r}')
         unknown = sorted(set(self.strategies) - set(STRATEGIES))
         if unknown:
             raise ValueError(f'unknown strategies: {", ".join(unknown)} (known: {", ".join(STRATEGIES)})')
@@ -85,6 +92,11 @@ class _Run:
     settings: EvalSettings
     counter: TokenCounter = field(default_factory=lambda: TokenCounter(COUNTING_MODEL))
     errors: list[str] = field(default_factory=list)
+    answers: list[ConditionResult] = field(default_factory=list)
+    reader: Any = None
+
+    def __post_init__(self) -> None:
+        self.reader = self.settings.reader if self.settings.reader is not None else scripted_reader()
 
     def summarizer(self) -> Any:
         model = self.settings.summarizer
@@ -92,17 +104,14 @@ class _Run:
 
     async def session(self, session: EvalSession) -> tuple[SessionResult, list[StrategyResult]]:
         messages = session.messages
-        total = self.counter.estimate(messages).total
         record = SessionResult(
             name=session.name, messages=len(messages), tokens=self.counter.count_messages(messages)
         )
-        target = compaction_target(total, self.settings.keep_fraction, SUMMARY_RESERVE, TRAIL_SHARE)
-        digest = await digest_strategy(messages, total, target)
-        start = tail_start(messages, digest.messages)
-        if start is None:
+        split = await session_cut(messages, self.settings.keep_fraction, self.counter)
+        if split.cut is None:
             record.skipped = 'nothing to compact at this keep fraction (the session is too short)'
             return record, []
-        cut = Cut(head=kept_head(messages, digest.messages), start=start)
+        cut, digest, total, target = split.cut, split.digest, split.total, split.target
         record.kept_from, record.evicted = cut.start, cut.start - cut.head
         evicted = messages[cut.head : cut.start]
         kept = [*messages[: cut.head], *messages[cut.start :]]
@@ -111,11 +120,47 @@ class _Run:
         probes = fact_probes(facts)
         generated = await self.generated(session.name, evicted, kept_text)
         record.facts, record.generated_probes = len(probes), len(generated)
+        asked = list(session.probes[: self.settings.answer_probes])
+        record.answer_probes = len(asked)
+        if asked:
+            await self.answer(session.name, '', 'full', messages, asked, None)
         results = []
         for key in self.settings.strategies:
             compacted = digest if key == 'digest' else await self.compacted(key, messages, cut, total, target)
             results.append(await self.score(session, compacted, probes, generated))
+            if asked and compacted.status == 'ok':
+                await self.answer_compacted(session.name, compacted, asked)
         return record, results
+
+    async def answer_compacted(self, session: str, compacted: Compacted, probes: list[AnswerProbe]) -> None:
+        """The probes answered after the compacted history: (b) with the strategy's read-back (when it keeps
+        what it evicted), (c) without tools."""
+        history, key = compacted.messages, compacted.strategy
+        if compacted.readback is not None:
+            await self.answer(session, key, 'readback', history, probes, compacted.readback)
+        await self.answer(session, key, 'no_tools', history, probes, None)
+
+    async def answer(
+        self,
+        session: str,
+        strategy: str,
+        condition: Condition,
+        history: list[ModelMessage],
+        probes: list[AnswerProbe],
+        toolset: AbstractToolset[Any] | None,
+    ) -> None:
+        """The reader's answers to `probes` after `history`, recorded with the errors of those it could not
+        answer."""
+        answers = await answer_all(
+            self.reader, history, probes, toolset=toolset, timeout=self.settings.reader_timeout
+        )
+        self.answers.append(
+            ConditionResult(session=session, strategy=strategy, condition=condition, answers=answers)
+        )
+        where = f'{session} / {strategy or "full history"} / {CONDITIONS[condition]}'
+        self.errors.extend(
+            f'{where}: probe {i} was not answered ({a.error})' for i, a in enumerate(answers, 1) if a.error
+        )
 
     async def generated(self, name: str, evicted: Sequence[ModelMessage], kept_text: str) -> list[Probe]:
         model = self.settings.probe_model
@@ -218,17 +263,22 @@ async def evaluate(
 ) -> EvalReport:
     """Compact every session at the same cut with every strategy and score what survives.
 
-    `sessions` are `EvalSession`s or paths of saved histories (`ModelMessagesTypeAdapter` JSON); one that
-    cannot be read is reported in `errors` and skipped. Without models everything runs offline: the model-free
-    scores for every strategy, with a scripted summarizer. `progress` hears each session's name as it starts.
+    `sessions` are `EvalSession`s or paths of saved histories (`ModelMessagesTypeAdapter` JSON, with their
+    hand-written probes in `<name>.probes.json` beside them; a probe file given as a session is skipped); one
+    that cannot be read is reported in `errors` and skipped. Without models everything runs offline: the
+    model-free scores for every strategy, with a scripted summarizer, and the hand-written probes answered by
+    the scripted reader. `progress` hears each session's name as it starts.
     """
     settings = settings if settings is not None else EvalSettings()
+    sessions = [s for s in sessions if isinstance(s, EvalSession) or not is_probe_file(s)]
     run = _Run(settings)
     report = EvalReport(
         settings={
             'summarizer': _label(settings.summarizer, 'scripted (offline)'),
             'answerer': _label(settings.answerer, 'none'),
             'judge': _label(settings.judge, 'none'),
+            'reader': _label(settings.reader, 'the scripted reader (offline)'),
+            'reader_offline': settings.reader is None,
             'probe_model': _label(settings.probe_model, 'none'),
             'offline': settings.summarizer is None,
             'keep_fraction': settings.keep_fraction,
@@ -240,6 +290,7 @@ async def evaluate(
         sessions=[],
         results=[],
         errors=run.errors,
+        answers=run.answers,
     )
     for index, item in enumerate(sessions, 1):
         if progress is not None:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from pydantic_ai.messages import ModelMessage, ModelRequest
 
+from ._probe_files import AnswerProbe, ProbeFileError, is_probe_file, load_probes, probes_path
+
 FIXTURES_ENV = 'PYDANTIC_AI_HISTORY_EVAL_SESSIONS'
 """A folder of saved histories to use as the built-in set instead of the five that ship with the package (for
 example the larger set in the project's `../shared/fixtures/conversations`)."""
@@ -34,22 +36,30 @@ class EvalSession:
     dropped_responses: int = 0
     """Trailing responses left out so the history ends with a request (saved agent runs often end with a
     tool call that was never answered)."""
+    probes: tuple[AnswerProbe, ...] = ()
+    """Hand-written probes whose answers are in the part the evaluation compacts away (its probe file's)."""
 
 
-def session_from_messages(name: str, messages: Sequence[ModelMessage]) -> EvalSession:
-    """`messages` as a session, cut after its last `ModelRequest`."""
+def session_from_messages(
+    name: str, messages: Sequence[ModelMessage], probes: Sequence[AnswerProbe] = ()
+) -> EvalSession:
+    """`messages` as a session, cut after its last `ModelRequest`, with its hand-written `probes`."""
     last = max((i for i, m in enumerate(messages) if isinstance(m, ModelRequest)), default=-1)
     if last < 2:
         raise SessionError(
             f'{name}: too short to compact (it needs at least three messages ending in a request)'
         )
     return EvalSession(
-        name=name, messages=list(messages[: last + 1]), dropped_responses=len(messages) - last - 1
+        name=name,
+        messages=list(messages[: last + 1]),
+        dropped_responses=len(messages) - last - 1,
+        probes=tuple(probes),
     )
 
 
 def load_session(path: str | os.PathLike[str]) -> EvalSession:
-    """A session from a file saved with `ModelMessagesTypeAdapter.dump_json`."""
+    """A session from a file saved with `ModelMessagesTypeAdapter.dump_json`, with the probes of its probe
+    file (`<name>.probes.json` beside it) when there is one."""
     from pydantic import ValidationError
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
@@ -62,14 +72,20 @@ def load_session(path: str | os.PathLike[str]) -> EvalSession:
         messages = ModelMessagesTypeAdapter.validate_json(data)
     except ValidationError as exc:
         raise SessionError(f'{file}: not a pydantic-ai message history ({exc.errors()[0]["msg"]})') from exc
-    return session_from_messages(file.stem, messages)
+    probes_file = probes_path(file)
+    try:
+        probes = load_probes(probes_file) if probes_file.exists() else ()
+    except ProbeFileError as exc:
+        raise SessionError(str(exc)) from exc
+    return session_from_messages(file.stem, messages, probes)
 
 
 def builtin_session_paths(folder: str | os.PathLike[str] | None = None) -> list[Path]:
     """The saved histories of the built-in set: `folder`, else `$PYDANTIC_AI_HISTORY_EVAL_SESSIONS`, else the
-    five that ship with the package (`BUILTIN_SESSIONS`)."""
+    five that ship with the package (`BUILTIN_SESSIONS`). Probe files (`*.probes.json`) are not sessions."""
     chosen = folder if folder is not None else os.environ.get(FIXTURES_ENV)
-    return sorted(Path(chosen).glob('*.json')) if chosen else sorted(BUILTIN_SESSIONS.glob('*.json'))
+    found = Path(chosen).glob('*.json') if chosen else BUILTIN_SESSIONS.glob('*.json')
+    return sorted(path for path in found if not is_probe_file(path))
 
 
 def compaction_target(

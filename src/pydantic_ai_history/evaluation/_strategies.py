@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart
+from pydantic_ai.toolsets import AbstractToolset
 
 from ..budget._policy import ContextPolicy
 from ..cache import MemoryCache
@@ -19,7 +20,8 @@ from ..events import CompactionResult
 from ..processor import create_history_processor
 from ..stages.compactor import CompactionSettings
 from ..store import ArtifactStore, MemoryStore
-from ._sessions import tail_start
+from ..tokens import TokenCounter
+from ._sessions import compaction_target, kept_head, tail_start
 
 StrategyStatus = Literal['ok', 'failed', 'not installed']
 
@@ -55,6 +57,9 @@ class Compacted:
     """Where the strategy keeps what it evicted, for `read_artifact`; None when it keeps nothing."""
     scope: str = ''
     """The store scope the strategy wrote in."""
+    readback: AbstractToolset[Any] | None = None
+    """The strategy's read-back toolset (`read_artifact` on `store`, offered while the history names it), for
+    the model answering with the compacted history; None when it keeps nothing."""
     tokens_spent: int = 0
     """Input plus output tokens of the strategy's own model calls (the summarizer's)."""
     calls: int = 0
@@ -103,13 +108,25 @@ async def compact_with_ours(
         window=False,
         store=store,
         cache=MemoryCache(),
+        scope=_eval_scope,
         on_history_event=lambda event: events.append(event) if isinstance(event, CompactionResult) else None,
     )
     result = await processor.compact(messages, model=COUNTING_MODEL)
     compacted = Compacted(
-        strategy=key, status='ok', messages=result, store=store, scope=processor.scope_of(None)
+        strategy=key,
+        status='ok',
+        messages=result,
+        store=store,
+        scope=processor.scope_of(None),
+        readback=processor.readback_toolset(),
     )
     return compacted, events[-1] if events else None
+
+
+def _eval_scope(ctx: Any) -> str:
+    """The one scope of an evaluated session: where the compaction (which has no run) stored the transcript,
+    so the answering runs read it back."""
+    return ''
 
 
 _NO_SUMMARY = 'the digest strategy writes no LLM summary'
@@ -137,6 +154,33 @@ async def digest_strategy(messages: list[ModelMessage], total: int, target: int)
     finally:
         logger.removeFilter(expected_failure)
     return compacted
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionCut:
+    """Where a session is cut, and the compaction that decided it."""
+
+    total: int
+    """The session's tokens, as the compactor estimates them."""
+    target: int
+    """The compactor's target that keeps about `keep_fraction` of the session verbatim."""
+    digest: Compacted
+    """Our compactor with the fallback digest (the `digest` strategy): its cut is every strategy's."""
+    cut: Cut | None
+    """The cut; None when nothing was compacted (the session is too short for the keep fraction)."""
+
+
+async def session_cut(
+    messages: list[ModelMessage], keep_fraction: float, counter: TokenCounter
+) -> SessionCut:
+    """Cut `messages` so about `keep_fraction` of their tokens stays verbatim: the cut the evaluation compacts
+    every strategy at (and the one a probe's answer must lie before)."""
+    total = counter.estimate(messages).total
+    target = compaction_target(total, keep_fraction, SUMMARY_RESERVE, TRAIL_SHARE)
+    digest = await digest_strategy(messages, total, target)
+    start = tail_start(messages, digest.messages)
+    cut = None if start is None else Cut(head=kept_head(messages, digest.messages), start=start)
+    return SessionCut(total=total, target=target, digest=digest, cut=cut)
 
 
 async def summary_strategy(

@@ -1,4 +1,5 @@
-"""The text a model sees of a history, and the one normalisation the scores allow (whitespace and case)."""
+"""The text a model sees of a history; the normalisation the model-free scores allow (whitespace and case) and
+the one answers are scored with (also `$`, thousands separators and a trailing `.0`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,17 @@ from ..tokens import TokenCounter
 def normalize(text: str) -> str:
     """`text` with runs of whitespace made one space and letters lower-cased: nothing else is forgiven."""
     return ' '.join(text.split()).lower()
+
+
+_THOUSANDS = re.compile(r'(?<=\d),(?=\d)')
+_ZERO_DECIMALS = re.compile(r'(?<=\d)\.0+(?!\d|\.\d)')
+
+
+def normalize_answer(text: str) -> str:
+    """`text` as answers are compared: `normalize` (whitespace, case), without `$`, commas between digits
+    dropped (`1,234` is `1234`), other commas made spaces, a trailing `.0` dropped (`159.0` is `159`)."""
+    text = _THOUSANDS.sub('', text.replace('$', '')).replace(',', ' ')
+    return normalize(_ZERO_DECIMALS.sub('', text))
 
 
 def contains(normalized_text: str, normalized_fact: str) -> bool:
