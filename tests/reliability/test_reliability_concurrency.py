@@ -26,6 +26,7 @@ WINDOW = 16_000
 SECRET = re.compile(r'SECRET-(\d+)-[a-z]+')
 
 
+@pytest.mark.slow  # many concurrent runs: scale
 async def test_concurrent_runs_share_nothing_but_the_processor() -> None:
     events: list[HistoryEvent] = []
     summarizer = Behaviour('echo')

@@ -33,6 +33,7 @@ def transcripts(messages: list[ModelMessage]) -> list[str]:
     return sorted({i for t in texts for i in TRANSCRIPT_ID.findall(t)})
 
 
+@pytest.mark.slow  # a store filled to its cap by many runs: scale
 async def test_memory_store_at_its_cap_keeps_every_named_transcript_readable() -> None:
     conversations = 80
     now = [1_000_000.0]
