@@ -371,6 +371,7 @@ async def drip() -> Any:
         await server.wait_closed()
 
 
+@pytest.mark.slow  # waits for real seconds while the server drips
 @pytest.mark.parametrize('part', ['head', 'body'])
 async def test_a_server_that_drips_its_answer_is_cut_off_at_the_deadline(
     drip: Any, part: str, monkeypatch: pytest.MonkeyPatch

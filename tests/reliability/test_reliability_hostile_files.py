@@ -23,7 +23,9 @@ from pydantic_ai_history import ArtifactProcessed, HistoryEvent, StageFailed
 from pydantic_ai_history.stages.artifacts import ARTIFACT_MARKER
 from pydantic_ai_history.testing import StrictProvider
 
-pytestmark = pytest.mark.anyio
+# Hostile files (bombs, 10,000-page PDFs, 100 MB inputs) under the slow marker, as the README's fast command
+# leaves them to CI's full run.
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 WINDOW = 32_000
 PEAK_LIMIT = 300 * 1024 * 1024
