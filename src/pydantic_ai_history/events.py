@@ -568,6 +568,10 @@ class HistoryWarningEvent(HistoryStreamEvent, name='warning'):
 
 def stream_event_for(event: HistoryEvent) -> HistoryStreamEvent | None:
     """The stream event that shows `event`, or None for a kind the stream does not carry."""
+    form = _STREAM_FORMS.get(type(event))  # most events are of a kind with a form of its own
+    if form is not None:
+        cls, carried = form
+        return cls(run_id=event.run_id, **{name: getattr(event, attr) for name, attr in carried.items()})
     if isinstance(event, (HistoryWarning, StageFailed)):
         return _warning_event(event)
     for source in type(event).__mro__:

@@ -358,9 +358,15 @@ def _wrapped(model: object) -> object | None:
 
 def _fallback_models(model: object) -> list[object] | None:
     """The models of a `FallbackModel`, None for any other model."""
+    return list(model.models) if isinstance(model, _fallback_class()) else None  # type: ignore[attr-defined]
+
+
+@functools.cache
+def _fallback_class() -> type[Any]:
+    """`FallbackModel`, imported on first use (asked on every request: an import statement costs more)."""
     from pydantic_ai.models.fallback import FallbackModel
 
-    return list(model.models) if isinstance(model, FallbackModel) else None
+    return FallbackModel
 
 
 def file_input_profile(model: object) -> Mapping[str, Any] | None:

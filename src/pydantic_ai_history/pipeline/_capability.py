@@ -169,11 +169,14 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         check_tool_name('readback_tool_name', self.readback_tool_name)
         self._stages: list[HistoryStage] = self._pipeline()
         self._counters: dict[str | None, TokenCounter] = {}
+        self._last_counting: tuple[ModelRef | None, TokenCounter] | None = None
         self._model_limits = ModelLimits(self.policy, self._emit)
         self._overall = RunStats()
         self._runs = Runs(self.max_tracked_runs)
         self._tracer = get_tracer('pydantic_ai_history')
-        self.readback_gate = ReadbackGate(
+        from ..readback import ReadbackGate  # the read-back tool loads with the first processor
+
+        self.readback_gate: ReadbackGate = ReadbackGate(
             run_key=self._runs.key, predict=self._will_name_readback, offered_always=self.journaled
         )
         """Decides when `read_artifact` is offered: once a run's history holds something to read."""
@@ -409,16 +412,29 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         """The shared token counter for a model (memoization is per model family)."""
         name = model_name_of(model)
         if name not in self._counters:
+            from ..tokens import TokenCounter  # the counter loads with the first request
+
             self._counters[name] = TokenCounter(name, profile=self.token_profile)
         return self._counters[name]
+
+    def _counting(self, model: ModelRef | None) -> TokenCounter:
+        """The shared counter for a request to `model` (asked on every request: the last answer is kept)."""
+        last = self._last_counting
+        if last is not None and last[0] is model:
+            return last[1]
+        counter = self.counter_for(_counted(model))
+        self._last_counting = (model, counter)
+        return counter
 
     def _workflow_counter(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> TokenCounter:
         """Workflow code counts with the run's own counter, begun afresh at its first step: estimates decide
         what a request journals, and the shared one may have learned from later requests before a replay."""
         state = self._runs[self._runs.key(ctx)]
-        name = model_name_of(model)
+        name = model_name_of(_counted(model))
         counter = state.workflow_counter
         if counter is None or counter.model_name != name or getattr(ctx, 'run_step', 1) <= 1:
+            from ..tokens import TokenCounter
+
             counter = state.workflow_counter = TokenCounter(name, profile=self.token_profile)
         return counter
 
@@ -456,10 +472,8 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
         scope = self.scope_of(ctx)
         run_id = self._runs.key(ctx)
-        # a wrapper over several models counts like the first it tries
-        counted = cast('ModelRef | None', serving_candidates(model)[0])
         return HistoryContext(
-            counter=self.counter_for(counted) if operations is None else self._workflow_counter(ctx, counted),
+            counter=self._counting(model) if operations is None else self._workflow_counter(ctx, model),
             limits=self.limits_for(model),
             summarizer=self.summarizer,
             pin=self.pin,
@@ -507,6 +521,12 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
             cache_hits=self.cache.stats.hits,
             cache_misses=self.cache.stats.misses,
         )
+
+
+def _counted(model: ModelRef | None) -> ModelRef | None:
+    """The model whose tokenizer counts a request to `model`: a wrapper over several counts like the first it
+    tries."""
+    return cast('ModelRef | None', serving_candidates(model)[0])
 
 
 def _tools_of(request_context: ModelRequestContext) -> list[ToolDefinition]:

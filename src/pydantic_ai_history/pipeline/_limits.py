@@ -32,18 +32,26 @@ class ModelLimits:
     """The servers this capability asked (or took the process's answer from), by `LocalServer.key`."""
     _fallbacks_announced: set[str | None] = field(default_factory=set)
     """The models whose fallback window was announced: a window learnt later is announced as replacing it."""
+    _last: tuple[ModelRef | None, ContextLimits] | None = None
+    """The model last asked for (by identity) and its resolved limits: most requests ask for the same."""
 
     def limits_for(self, model: ModelRef | None) -> ContextLimits:
         """See `HistoryCapability.limits_for`."""
+        last = self._last
+        if last is not None and last[0] is model:  # the model of the previous request: its limits stand
+            return last[1]
         # a profile-less `Model` and its name resolve alike; two `Model`s of one name may carry two windows
         window = None if model is None or isinstance(model, str) else profile_window(model)
         key = (model_name_of(model), window)
         limits = self._limits.get(key)
-        if limits is None:
+        if limits is not None:
+            self._last = (model, limits)
+        else:
             limits = self.policy.resolve(model_info(model, server_windows=self._server_windows))
             if limits.window_source == 'fallback' and next(self._servers_to_ask(model), None):
                 return limits  # provisional: the first request asks the model's server
             self._limits[key] = limits
+            self._last = (model, limits)
             self._announce(limits, model)
         return limits
 
@@ -79,6 +87,7 @@ class ModelLimits:
             logger.info('%s serves %r with a %s-token window', server.base_url, server.model_name, window)
             self._server_windows[server.key] = window
             self._limits.clear()
+            self._last = None
 
     def _announce(self, limits: ContextLimits, model: ModelRef | None) -> None:
         """Say once per model what the limits had to assume or change."""
