@@ -16,7 +16,6 @@ from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget._room import hard_limit
 from ..budget.model_info import ModelInfo
 from ..events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
-from ..tokens import TokenCounter, TokenEstimate
 from ._offload import large_content
 from ._summarizer_settings import ModelRef, SummarizerSettings, Timeout
 
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from ..files import FileResult, FileSettings
     from ..messages.pinning import PinPredicate
     from ..store import ArtifactStore
+    from ..tokens import TokenCounter, TokenEstimate
     from ._artifact_models import ArtifactPlan
     from ._summarizer_settings import TextPurpose
 

@@ -39,6 +39,10 @@ READ_ARTIFACT_TOOL = 'read_artifact'
 """The read-back tool's default name (the tool itself is in `readback`); `HistoryProcessor(readback_tool_name=
 ...)` renames it, and every note, stub and summary of ours then names it so (`readback_tool()`)."""
 
+READBACK_TOOL_METADATA = {MARKER_KEY: 'read-back'}
+"""The metadata of the read-back tool's definition (where pydantic-ai's tools have metadata): how the
+processor tells it from an app's tool of the same name."""
+
 _readback_tool: ContextVar[str] = ContextVar('pydantic_ai_history_readback_tool', default=READ_ARTIFACT_TOOL)
 
 

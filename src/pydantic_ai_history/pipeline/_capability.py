@@ -26,7 +26,6 @@ from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import model_info, model_name_of, serving_candidates
 from ..budget.notice import NearLimitNotice, notice_text
 from ..cache import MemoryCache, SummaryCache, scoped
-from ..context._artifact_settings import ArtifactSettings
 from ..context._context import (
     CompactionRequest,
     HistoryContext,
@@ -46,10 +45,7 @@ from ..events import (
     publish,
 )
 from ..messages._marks import MARKER_KEY, READ_ARTIFACT_TOOL
-from ..messages.pinning import PinPredicate
-from ..readback import ReadbackGate, readback_toolset_id
 from ..store import ArtifactStore, MemoryStore
-from ..tokens import TokenCounter, TokenizerProfile
 from ._agent_checks import (
     agent_capabilities,
     claim_step,
@@ -70,6 +66,7 @@ from ._request import RequestPath
 from ._runs import Runs
 from ._settings_checks import (
     FIELD_TYPES,
+    FieldTypes,
     check_compaction_tool,
     check_fields,
     check_tool_name,
@@ -85,6 +82,11 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model, ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
+
+    from ..context._artifact_settings import ArtifactSettings
+    from ..messages.pinning import PinPredicate
+    from ..readback import ReadbackGate
+    from ..tokens import TokenCounter, TokenizerProfile
 
 
 logger = logging.getLogger('pydantic_ai_history')
@@ -151,7 +153,7 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
     max_tracked_runs: int = 1_024
     """Per-run stats and incremental checks are kept for this many runs, least recently active dropped."""
 
-    _field_types: ClassVar[tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...]] = FIELD_TYPES
+    _field_types: ClassVar[tuple[tuple[str, FieldTypes, str], ...]] = FIELD_TYPES
     """The fields checked at construction (`FIELD_TYPES`, and a subclass's own)."""
 
     # pydantic-ai compares capabilities by identity; the processor's state makes it one of a kind.
@@ -196,6 +198,8 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
 
     def _artifact_settings(self) -> ArtifactSettings:
         """The artifact settings the effects read."""
+        from ..context._artifact_settings import ArtifactSettings
+
         return ArtifactSettings()
 
     # ---- pydantic-ai entry points -------------------------------------------------------------------
@@ -366,6 +370,8 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         ]
         if len(found) > 1:
             raise duplicate_error(found)
+        from ..readback import readback_toolset_id
+
         twice = given_toolsets(agent, (readback_toolset_id(self.id), compaction_toolset_id(self.id)))
         if twice:
             raise toolsets_twice_error(twice)

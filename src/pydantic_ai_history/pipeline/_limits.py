@@ -6,13 +6,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..budget._local_server import LocalServer, local_server_of, probe_due
 from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import is_test_model, model_info, model_name_of, profile_window, serving_candidates
 from ..context._summarizer_settings import ModelRef
 from ..events import HistoryEvent, HistoryWarning
+
+if TYPE_CHECKING:
+    from ..budget._local_server import LocalServer
 
 logger = logging.getLogger('pydantic_ai_history')
 
@@ -70,6 +72,8 @@ class ModelLimits:
     def _servers_to_ask(
         self, model: ModelRef | None, *, again: bool = False
     ) -> Iterator[tuple[Any, LocalServer]]:
+        from ..budget._local_server import local_server_of  # loaded by the first `Model` asked about
+
         for candidate in serving_candidates(model):
             server = local_server_of(candidate)
             if server is not None and (again or self._to_ask(server)):
@@ -79,6 +83,8 @@ class ModelLimits:
         """Never asked by this capability, or asked without an answer and due again."""
         if server.key not in self._servers_asked:
             return True
+        from ..budget._local_server import probe_due
+
         return server.key not in self._server_windows and probe_due(server)
 
     def learn_window(self, server: LocalServer, window: int | None) -> None:
