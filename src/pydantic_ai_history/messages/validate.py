@@ -178,6 +178,14 @@ def _end_violations(messages: Sequence[ModelMessage], opens_with_returns: bool) 
 
 
 def _pairing_violations(pairing: ToolPairing, *, starts_with_tool_return: bool) -> list[Violation]:
+    if not (
+        pairing.open_calls
+        or pairing.shadowed
+        or pairing.orphans
+        or pairing.repeated_calls
+        or pairing.repeated_returns
+    ):
+        return []  # every call answered once (most histories, on every request)
     live = pairing.last_response
     dangling = pairing.dangling()  # the live (newest) response's calls sort last
     rows: list[tuple[ViolationCode, list[tuple[int, str]], str, Literal['error', 'warning']]] = [
