@@ -15,7 +15,6 @@ import anyio
 import anyio.to_thread
 
 from .._compat import instrumentation_of, instrumented_agent_options, result_usage
-from ..budget._local_server import local_server_of
 from ..budget.model_info import model_name_of
 from ..messages._clock import perf
 
@@ -50,6 +49,8 @@ def summarizer_timeout(setting: Timeout, model: object, chars: int) -> float | N
         return None
     if setting != 'auto':
         return float(setting)
+    from ..budget._local_server import local_server_of  # loaded by the first LLM call, not with the stages
+
     if local_server_of(model) is not None:
         return None
     return AUTO_TIMEOUT_BASE_SECONDS + AUTO_TIMEOUT_MARGIN * chars / _speed(model)
