@@ -23,6 +23,10 @@ Measures (a `FunctionModel` stands in for the provider: its own time is in the b
   - import: CPU time of `from pydantic_ai_history import create_history_processor` (harness:
     `import pydantic_ai_harness.compaction`) in an interpreter that imported pydantic_ai (bytecode cached),
     median of RUNS_IMPORT. Target: ours <= 1.2x harness's.
+  - import + build + first run: in the same kind of interpreter (one agent run made without the package
+    first), the CPU time of that import, building the capability and one small run with it, less the CPU of
+    the same run without it: what a process pays before its first idle request is answered, wherever the
+    package puts its loading (import, build or first request). Median of RUNS_IMPORT.
 
 The window is far beyond every history (100M tokens, budget 90M): nothing has to change, every figure is
 overhead. Histories are written once to benchmarks/.data/overhead-N.json by this interpreter.
@@ -225,6 +229,35 @@ def import_cpu(package: str) -> dict[str, Any]:
     return {'import_ms': statistics.median(samples)}
 
 
+_STARTUP = """
+import sys, time
+sys.path.insert(0, {here!r})
+import bench_overhead as b
+b._agent(None).run_sync('warm-up')
+cpu = time.process_time()
+capability = b._capability({package!r})
+b._agent(capability).run_sync('What is item 1?')
+used = time.process_time() - cpu
+cpu = time.process_time()
+b._agent(None).run_sync('What is item 1?')
+print((used - (time.process_time() - cpu)) * 1000)
+"""
+
+
+def startup_cpu(package: str) -> dict[str, Any]:
+    """Import, build and a first small run with the capability, less the same run without it (CPU ms)."""
+    code = _STARTUP.format(here=str(HERE), package=package)
+    env = _env(package)
+    subprocess.run([sys.executable, '-c', code], check=True, env=env, capture_output=True)  # bytecode
+    samples = []
+    for _ in range(RUNS_IMPORT):
+        done = subprocess.run(
+            [sys.executable, '-c', code], check=True, env=env, capture_output=True, text=True
+        )
+        samples.append(float(done.stdout.split()[-1]))
+    return {'startup_ms': statistics.median(samples)}
+
+
 def worker(args: argparse.Namespace) -> None:
     package = None if args.worker == 'none' else args.worker
     if args.measure == 'small':
@@ -234,7 +267,7 @@ def worker(args: argparse.Namespace) -> None:
     elif args.measure == 'retained':
         result = retained(args.worker, CONVERSATIONS)  # 'none': without the capability
     else:
-        result = import_cpu(args.worker)
+        result = import_cpu(args.worker) if args.measure == 'import' else startup_cpu(args.worker)
     print(json.dumps(result))
 
 
@@ -324,6 +357,7 @@ def main() -> None:
         found['retained'] = _measure(python, package, 'retained')
         found['retained-bare'] = _measure(python, 'none', 'retained')
         found['import'] = _measure(python, package, 'import')
+        found['startup'] = _measure(python, package, 'startup')
         results[package] = found
     print(render(results, note, runs))
 
@@ -385,6 +419,7 @@ def render(results: dict[str, dict[str, Any]], note: str, runs: int) -> str:
         ),
         ('  the same without the capability', lambda r: r['retained-bare']['per_conversation_kib'], 'KiB', 1),
         ('import, CPU (target ours <= 1.2x harness)', lambda r: r['import']['import_ms'], 'ms', 1),
+        ('import + build + first small run, CPU over the run', _getter('startup', 'startup_ms'), 'ms', 1),
     ]
     lines = [
         f'Small runs: {runs} per side; idle: median of {IDLE_STEPS - 1} requests after the first; retained: '

@@ -140,3 +140,33 @@ def test_lazy_names_resolve_like_the_modules_that_define_them() -> None:
     assert set(files.__all__) <= set(dir(files))
     with pytest.raises(AttributeError, match="no attribute 'read_files'"):
         files.read_files  # noqa: B018
+
+
+LOADED_BY_USE = (
+    'pydantic_ai_history.stages',
+    'pydantic_ai_history.tokens._counter',
+    'pydantic_ai_history.readback',
+    'pydantic_ai_history.files',
+    'pydantic_ai_history.context._llm',
+    'pydantic_ai_history.context._artifact_settings',
+    'pydantic_ai_history.budget._local_server',
+    'pydantic_ai_history.messages.units',
+    'pydantic_ai_history.messages.validate',
+)
+"""Modules the processor's factory does not load: the stages and the read-back tool load with the first
+processor, the counter and the checks with its first request, the rest when used (issue 37)."""
+
+
+def test_the_factory_alone_loads_no_stage_counter_or_check() -> None:
+    probe = textwrap.dedent(
+        f"""
+        import json, sys
+        from pydantic_ai_history import create_history_processor
+        print(json.dumps(sorted(
+            d for d in {LOADED_BY_USE!r} if any(m == d or m.startswith(d + '.') for m in sys.modules)
+        )))
+        """
+    )
+    done = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == []

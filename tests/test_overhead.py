@@ -148,3 +148,67 @@ def test_an_ended_run_keeps_no_message_of_a_history_the_app_let_go_of():
     gc.collect()
     assert gone
     assert [r() for r in gone if r() is not None] == []
+
+
+class _Counting:
+    """A custom stage that records each call and changes nothing."""
+
+    name = 'counting'
+
+    def __init__(self, unchanged: Any = None) -> None:
+        self.calls = 0
+        if unchanged is not None:
+            self.unchanged_when_fits = unchanged
+
+    async def __call__(self, messages: list[ModelMessage], context: Any) -> list[ModelMessage]:
+        self.calls += 1
+        return messages
+
+
+async def test_far_below_its_limit_a_stage_with_nothing_to_do_is_skipped():
+    """Each built-in stage says it has nothing to do on a history proved far below its limit; a custom stage
+    is asked the same, and runs when it does not say (or cannot)."""
+    from pydantic_ai_history import ArtifactPlanner, Compactor, SlidingWindow
+
+    history = _history(20)
+    silent, skipped, broken = _Counting(), _Counting(lambda m, c: True), _Counting(lambda m, c: 1 / 0)
+    stages = [ArtifactPlanner(), Compactor(), SlidingWindow(), silent, skipped, broken]
+    processor = HistoryProcessor(model='gpt-4o', policy=ContextPolicy(context_window=128_000), stages=stages)
+    context = processor.make_context(model='gpt-4o')
+    assert context.prove_fits(history)
+    assert all(stage.unchanged_when_fits(history, context) for stage in stages[:3])
+    assert await processor.process(history) is history
+    assert (silent.calls, skipped.calls, broken.calls) == (1, 0, 1)
+
+
+async def test_far_below_its_limit_the_newest_request_is_still_read_for_what_any_room_changes():
+    """What the artifact stage does whatever the room (an attachment, a return its reducer reads, one nested
+    too deep to send) is not skipped on a history that fits; plain small returns are."""
+    from pydantic_ai.messages import BinaryContent
+
+    from pydantic_ai_history import ArtifactPlanner, ArtifactSettings
+
+    def newest(part: Any) -> list[ModelMessage]:
+        *history, _ = _history(3)
+        return [*history, ModelRequest(parts=[part])]
+
+    deep: Any = 'bottom'
+    for _ in range(400):
+        deep = [deep]
+    reducer = ArtifactSettings(reducers={'lookup': lambda content: 'reduced'})
+    for planner, messages, acts in (
+        (ArtifactPlanner(), _history(3), False),
+        (
+            ArtifactPlanner(),
+            newest(UserPromptPart(['see', BinaryContent(b'%PDF-1.4', media_type='application/pdf')])),
+            True,
+        ),
+        (ArtifactPlanner(reducer), _history(3), True),
+        (ArtifactPlanner(), newest(ToolReturnPart('lookup', {'a': deep}, tool_call_id='c2')), True),
+    ):
+        processor = HistoryProcessor(
+            model='gpt-4o', policy=ContextPolicy(context_window=128_000), stages=[planner]
+        )
+        context = processor.make_context(model='gpt-4o')
+        assert context.prove_fits(messages)
+        assert planner.unchanged_when_fits(messages, context) is not acts

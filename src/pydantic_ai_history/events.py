@@ -10,8 +10,8 @@ import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar, Token
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -595,6 +595,10 @@ class HistoryWarningEvent(HistoryStreamEvent, name='warning'):
 
 def stream_event_for(event: HistoryEvent) -> HistoryStreamEvent | None:
     """The stream event that shows `event`, or None for a kind the stream does not carry."""
+    form = _STREAM_FORMS.get(type(event))  # most events are of a kind with a form of its own
+    if form is not None:
+        cls, carried = form
+        return cls(run_id=event.run_id, **{name: getattr(event, attr) for name, attr in carried.items()})
     if isinstance(event, (HistoryWarning, StageFailed)):
         return _warning_event(event)
     for source in type(event).__mro__:
@@ -620,15 +624,28 @@ _PENDING: ContextVar[list[HistoryStreamEvent] | None] = ContextVar('pydantic_ai_
 """The stream events of the request being processed, gathered for the hook to emit once it is done."""
 
 
-@contextlib.contextmanager
-def gathering() -> Iterator[list[HistoryStreamEvent]]:
+class _Gathering:
+    """The block `gathering()` returns (entered on every request: no generator)."""
+
+    __slots__ = ('_token', 'pending')
+
+    def __init__(self) -> None:
+        self.pending: list[HistoryStreamEvent] = []
+        self._token: Token[list[HistoryStreamEvent] | None] | None = None
+
+    def __enter__(self) -> list[HistoryStreamEvent]:
+        self._token = _PENDING.set(self.pending if HAS_CAPABILITY_EVENTS else None)
+        return self.pending
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _PENDING.reset(self._token)
+            self._token = None
+
+
+def gathering() -> contextlib.AbstractContextManager[list[HistoryStreamEvent]]:
     """Gather the stream events of what runs inside (see `gather`) into the list it yields."""
-    pending: list[HistoryStreamEvent] = []
-    token = _PENDING.set(pending if HAS_CAPABILITY_EVENTS else None)
-    try:
-        yield pending
-    finally:
-        _PENDING.reset(token)
+    return _Gathering()
 
 
 def gather(event: HistoryEvent) -> None:

@@ -7,15 +7,16 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec
+from typing import TYPE_CHECKING, Any, ParamSpec
 
-from .context._context import HistoryStage
 from .pipeline._capability import SERIALIZATION_NAME, EventHandler, HistoryCapability
 from .pipeline._settings_checks import FIELD_TYPES, coerce_switch, exempting_readback
 from .pipeline._stage_capability import StageCapability, history_processor_annotations
-from .stages.artifacts import ArtifactPlanner, ArtifactSettings
-from .stages.compactor import CompactionSettings, Compactor
-from .stages.window import SlidingWindow
+
+if TYPE_CHECKING:
+    from .context._context import HistoryStage
+    from .stages.artifacts import ArtifactSettings
+    from .stages.compactor import CompactionSettings
 
 _P = ParamSpec('_P')
 
@@ -43,6 +44,10 @@ class HistoryProcessor(HistoryCapability):
     _field_types = (*FIELD_TYPES, ('window', bool, 'True or False'))
 
     def __post_init__(self) -> None:
+        # the stages load with the first processor, not with the package
+        from .stages.artifacts import ArtifactSettings
+        from .stages.compactor import CompactionSettings
+
         self.artifacts = coerce_switch(ArtifactSettings, self.artifacts, 'artifacts')
         self.compaction = coerce_switch(CompactionSettings, self.compaction, 'compaction')
         stages = self.stages
@@ -57,6 +62,10 @@ class HistoryProcessor(HistoryCapability):
     def _pipeline(self) -> list[HistoryStage]:
         if self.stages is not None:
             return list(self.stages)
+        from .stages.artifacts import ArtifactPlanner
+        from .stages.compactor import CompactionSettings, Compactor
+        from .stages.window import SlidingWindow
+
         stages: list[HistoryStage] = []
         if self.artifacts is not False:
             stages.append(
@@ -70,6 +79,8 @@ class HistoryProcessor(HistoryCapability):
         return stages
 
     def _artifact_settings(self) -> ArtifactSettings:
+        from .stages.artifacts import ArtifactSettings
+
         return self.artifacts if isinstance(self.artifacts, ArtifactSettings) else ArtifactSettings()
 
     @classmethod

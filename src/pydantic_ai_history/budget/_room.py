@@ -7,12 +7,14 @@ window can free (the budget less what it never drops).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 
-from ..messages.units import head_length, split_units
-from ..tokens import TokenCounter
 from ._policy import ContextLimits
+
+if TYPE_CHECKING:
+    from ..tokens import TokenCounter
 
 NOTE_RESERVE = 128
 """Tokens kept for the window's note (it names its stored transcript) beside what the window never drops."""
@@ -50,6 +52,8 @@ def kept_tokens(
 ) -> int:
     """What the window never drops, the newest message aside: the overhead (instructions, tools), the
     preserved head and the other messages of the last unit (the response whose calls the request answers)."""
+    from ..messages.units import head_length, split_units
+
     units = split_units(messages)
     if not units:
         return overhead

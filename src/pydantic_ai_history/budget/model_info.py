@@ -12,12 +12,27 @@ import functools
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.models.wrapper import WrapperModel
 
 from .._compat import PROFILE_FILE_INPUT
-from ..tokens._model_name import KNOWN_PROVIDERS, ModelName, family_of, parse_model_name
+
+if TYPE_CHECKING:
+    from ..tokens._model_name import ModelName
+
+# model names are parsed with `tokens._model_name`, loaded by the first name asked about
+_NAMES = frozenset({'KNOWN_PROVIDERS', 'ModelName', 'family_of', 'parse_model_name'})
+
+
+def __getattr__(name: str) -> Any:
+    """The names of `tokens._model_name` this module has always offered, loaded on first use."""
+    if name in _NAMES:
+        from ..tokens import _model_name
+
+        return getattr(_model_name, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
 
 logger = logging.getLogger('pydantic_ai_history.model_info')
 
@@ -179,11 +194,15 @@ def model_name_of(model: object) -> str | None:
 
 @functools.lru_cache(maxsize=256)  # asked on every request for the run's model; the answer never changes
 def _has_known_provider(name: str) -> bool:
+    from ..tokens._model_name import parse_model_name
+
     provider = parse_model_name(name).provider
     return provider is not None and _is_known(provider)
 
 
 def _is_known(provider: str) -> bool:
+    from ..tokens._model_name import KNOWN_PROVIDERS
+
     return provider in KNOWN_PROVIDERS or provider.startswith('gateway/')
 
 
@@ -242,6 +261,8 @@ def profile_window(model: object) -> int | None:
 
 @functools.lru_cache(maxsize=256)
 def _genai_prices(name: str) -> tuple[int | None, float | None]:
+    from ..tokens._model_name import parse_model_name
+
     parsed = parse_model_name(name)
     if parsed.provider in _SERVER_SET_WINDOW:
         return None, None
@@ -267,6 +288,8 @@ def _genai_prices(name: str) -> tuple[int | None, float | None]:
 
 def _table_lookup(table: Mapping[str, int], parsed: ModelName) -> int | None:
     """The entry for the longest prefix of the bare model among entries of the model's own family."""
+    from ..tokens._model_name import family_of
+
     if parsed.provider in _SERVER_SET_WINDOW:
         return None
     ref = parsed.ref
@@ -279,11 +302,15 @@ def _table_lookup(table: Mapping[str, int], parsed: ModelName) -> int | None:
 
 
 def _table_window(name: str) -> int | None:
+    from ..tokens._model_name import parse_model_name
+
     return _table_lookup(KNOWN_CONTEXT_WINDOWS, parse_model_name(name))
 
 
 def known_max_output_tokens(name: str) -> int | None:
     """The output cap the built-in table records for a model name, or None."""
+    from ..tokens._model_name import parse_model_name
+
     return _table_lookup(KNOWN_MAX_OUTPUT_TOKENS, parse_model_name(name))
 
 
@@ -369,9 +396,15 @@ def _wrapped(model: object) -> object | None:
 
 def _fallback_models(model: object) -> list[object] | None:
     """The models of a `FallbackModel`, None for any other model."""
+    return list(model.models) if isinstance(model, _fallback_class()) else None  # type: ignore[attr-defined]
+
+
+@functools.cache
+def _fallback_class() -> type[Any]:
+    """`FallbackModel`, imported on first use (asked on every request: an import statement costs more)."""
     from pydantic_ai.models.fallback import FallbackModel
 
-    return list(model.models) if isinstance(model, FallbackModel) else None
+    return FallbackModel
 
 
 def file_input_profile(model: object) -> Mapping[str, Any] | None:
@@ -402,6 +435,8 @@ def is_test_model(model: object) -> bool:
     model). They have no window, take any file, and an app's tests use them on purpose."""
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.models.test import TestModel
+
+    from ..tokens._model_name import parse_model_name
 
     def stand_in(candidate: object) -> bool:
         *_, inner = _layers(candidate)

@@ -16,7 +16,6 @@ from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget._room import hard_limit
 from ..budget.model_info import ModelInfo
 from ..events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
-from ..tokens import TokenCounter, TokenEstimate
 from ._offload import large_content
 from ._summarizer_settings import ModelRef, SummarizerSettings, Timeout
 
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from ..files import FileResult, FileSettings
     from ..messages.pinning import PinPredicate
     from ..store import ArtifactStore
+    from ..tokens import TokenCounter, TokenEstimate
     from ._artifact_models import ArtifactPlan
     from ._summarizer_settings import TextPurpose
 
@@ -159,7 +159,9 @@ class HistoryContext:
         self._last_estimate = (messages, len(messages), estimate)
         return estimate
 
-    def _proved(self, messages: Sequence[ModelMessage]) -> bool:
+    def fits_proved(self, messages: Sequence[ModelMessage]) -> bool:
+        """Whether `prove_fits` proved this list (as long as it is now) far below its limit: then a stage that
+        acts only on a history near its limit has nothing to do (see `HistoryStage`)."""
         last = self._last_estimate
         return last is not None and last[0] is messages and last[1] == len(messages) and last[2].bounded
 
@@ -231,9 +233,11 @@ class HistoryContext:
     async def count_newest(self, messages: Sequence[ModelMessage]) -> None:
         """Count a large newest message (and load the tokenizer) in a thread, so later estimates find it
         memoized instead of tokenizing on the event loop."""
-        if not self.counter.loaded and not self._proved(messages):
+        if self.fits_proved(messages):  # bounded by bytes: nothing is counted
+            return
+        if not self.counter.loaded:
             await self.off_loop(self.counter.load)
-        if messages and large_content(messages[-1:]) and not self._proved(messages):
+        if messages and large_content(messages[-1:]):
             await self.off_loop(self.counter.count_message, messages[-1])
 
     @contextlib.contextmanager
@@ -340,7 +344,11 @@ class StageOperations(Protocol):
 
 
 class HistoryStage(Protocol):
-    """One step of the flow: messages in, messages out. Never mutates its input."""
+    """One step of the flow: messages in, messages out. Never mutates its input.
+
+    A stage may also define `unchanged_when_fits(messages, context) -> bool`, asked only when
+    `context.fits_proved(messages)`: True when it would return `messages` themselves, so the processor skips
+    it for that request (the built-in stages do; without it a stage always runs)."""
 
     name: str
 

@@ -15,7 +15,6 @@ import anyio
 import anyio.to_thread
 
 from .._compat import instrumentation_of, instrumented_agent_options, result_usage
-from ..budget._local_server import local_server_of
 from ..budget.model_info import model_name_of, thinks_by_default
 from ..messages._clock import perf
 
@@ -126,6 +125,8 @@ def summarizer_timeout(
         return None
     if setting != 'auto':
         return float(setting)
+    from ..budget._local_server import local_server_of  # loaded by the first LLM call, not with the stages
+
     if local_server_of(model) is not None:
         if max_tokens is None:
             return None
@@ -154,6 +155,8 @@ def _record_speed(model: object, chars: int, seconds: float) -> None:
 def _timeout_message(
     setting: Timeout, seconds: float, model: object, chars: int, max_tokens: int | None
 ) -> str:
+    from ..budget._local_server import local_server_of
+
     if setting != 'auto':
         why = repr(setting)
     elif local_server_of(model) is not None:

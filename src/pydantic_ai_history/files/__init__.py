@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
-from ._results import ConvertedDocument, FileResult, FittedAudio, FittedImage, Truncation, UnreadableFile
 from ._settings import FileSettings
 
 if TYPE_CHECKING:
     from ._read import read_file, read_path
     from ._registry import sniff_media_type
+    from ._results import ConvertedDocument, FileResult, FittedAudio, FittedImage, Truncation, UnreadableFile
 
 __all__ = (
     'ConvertedDocument',
@@ -32,7 +32,18 @@ __all__ = (
     'sniff_media_type',
 )
 
-_LAZY = {'read_file': '._read', 'read_path': '._read', 'sniff_media_type': '._registry'}
-"""Public names whose modules import the readers, by the module that defines them."""
+_LAZY = {
+    'read_file': '._read',
+    'read_path': '._read',
+    'sniff_media_type': '._registry',
+    'ConvertedDocument': '._results',
+    'FileResult': '._results',
+    'FittedAudio': '._results',
+    'FittedImage': '._results',
+    'Truncation': '._results',
+    'UnreadableFile': '._results',
+}
+"""Public names by the module that defines them: the readers load with the first file, the results with the
+first file or the first processor that converts one."""
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -22,7 +22,7 @@ import re
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, Literal
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
@@ -38,6 +38,10 @@ MARKER_KEY = 'pydantic_ai_history'
 READ_ARTIFACT_TOOL = 'read_artifact'
 """The read-back tool's default name (the tool itself is in `readback`); `HistoryProcessor(readback_tool_name=
 ...)` renames it, and every note, stub and summary of ours then names it so (`readback_tool()`)."""
+
+READBACK_TOOL_METADATA = {MARKER_KEY: 'read-back'}
+"""The metadata of the read-back tool's definition (where pydantic-ai's tools have metadata): how the
+processor tells it from an app's tool of the same name."""
 
 _readback_tool: ContextVar[str] = ContextVar('pydantic_ai_history_readback_tool', default=READ_ARTIFACT_TOOL)
 
@@ -117,6 +121,31 @@ def seal_key_scope(secret: bytes) -> Iterator[None]:
 def seal_key(secret: bytes) -> bytes:
     """The seal key derived from a store's secret (not the secret itself, which keys artifact ids)."""
     return hmac.new(secret, b'pydantic-ai-history seal', hashlib.sha256).digest()
+
+
+class MarksScope:
+    """`readback_tool_scope(tool)` and, given a store's secret, `seal_key_scope(secret)`, as one block:
+    entered on every request, so without the generators of `contextmanager`."""
+
+    __slots__ = ('_key', '_tokens', '_tool')
+
+    def __init__(self, tool: str, secret: bytes | None = None) -> None:
+        self._tool = tool
+        self._key = seal_key(secret) if secret is not None else None
+        self._tokens: tuple[Token[str], Token[bytes | None] | None] | None = None
+
+    def __enter__(self) -> None:
+        tool = _readback_tool.set(self._tool)
+        key = _scoped_key.set(self._key) if self._key is not None else None
+        self._tokens = tool, key
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._tokens is not None
+        tool, key = self._tokens
+        self._tokens = None
+        if key is not None:
+            _scoped_key.reset(key)
+        _readback_tool.reset(tool)
 
 
 def process_secret() -> bytes:

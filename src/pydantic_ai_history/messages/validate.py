@@ -148,8 +148,9 @@ class StructureCheck:
 
     def violations(self, messages: Sequence[ModelMessage]) -> list[Violation]:
         """Every structural violation of `messages`, which must be exactly what was fed."""
-        found = _end_violations(messages)
-        found.extend(_pairing_violations(self.pairing, starts_with_tool_return=_opens_with_returns(messages)))
+        opens_with_returns = _opens_with_returns(messages)
+        found = _end_violations(messages, opens_with_returns)
+        found.extend(_pairing_violations(self.pairing, starts_with_tool_return=opens_with_returns))
         found.extend(
             Violation('empty_message', i, f'{type(messages[i]).__name__} has no parts', 'warning')
             for i in self._empty
@@ -162,7 +163,7 @@ def _opens_with_returns(messages: Sequence[ModelMessage]) -> bool:
     return isinstance(first, ModelRequest) and any(answered_call_id(p) is not None for p in first.parts)
 
 
-def _end_violations(messages: Sequence[ModelMessage]) -> list[Violation]:
+def _end_violations(messages: Sequence[ModelMessage], opens_with_returns: bool) -> list[Violation]:
     found: list[Violation] = []
     if not isinstance(messages[-1], ModelRequest):
         reason = 'the last message must be the current ModelRequest'
@@ -170,13 +171,21 @@ def _end_violations(messages: Sequence[ModelMessage]) -> list[Violation]:
     if isinstance(messages[0], ModelResponse) and not is_compaction_response(messages[0]):
         # a provider's compaction response may open the history: its adapter sends nothing before it
         found.append(Violation('starts_with_response', 0, 'the history opens with a model response'))
-    elif _opens_with_returns(messages):
+    elif opens_with_returns:
         reason = 'the history opens with tool returns whose calls are gone'
         found.append(Violation('starts_with_tool_return', 0, reason))
     return found
 
 
 def _pairing_violations(pairing: ToolPairing, *, starts_with_tool_return: bool) -> list[Violation]:
+    if not (
+        pairing.open_calls
+        or pairing.shadowed
+        or pairing.orphans
+        or pairing.repeated_calls
+        or pairing.repeated_returns
+    ):
+        return []  # every call answered once (most histories, on every request)
     live = pairing.last_response
     dangling = pairing.dangling()  # the live (newest) response's calls sort last
     rows: list[tuple[ViolationCode, list[tuple[int, str]], str, Literal['error', 'warning']]] = [

@@ -26,7 +26,6 @@ from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import model_info, model_name_of, serving_candidates
 from ..budget.notice import NearLimitNotice, notice_text
 from ..cache import MemoryCache, SummaryCache, scoped
-from ..context._artifact_settings import ArtifactSettings
 from ..context._context import (
     CompactionRequest,
     HistoryContext,
@@ -46,10 +45,7 @@ from ..events import (
     publish,
 )
 from ..messages._marks import MARKER_KEY, READ_ARTIFACT_TOOL
-from ..messages.pinning import PinPredicate
-from ..readback import ReadbackGate, readback_toolset_id
 from ..store import ArtifactStore, MemoryStore
-from ..tokens import TokenCounter, TokenizerProfile
 from ._agent_checks import (
     agent_capabilities,
     claim_step,
@@ -70,6 +66,7 @@ from ._request import RequestPath
 from ._runs import Runs
 from ._settings_checks import (
     FIELD_TYPES,
+    FieldTypes,
     check_compaction_tool,
     check_fields,
     check_tool_name,
@@ -85,6 +82,11 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model, ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
+
+    from ..context._artifact_settings import ArtifactSettings
+    from ..messages.pinning import PinPredicate
+    from ..readback import ReadbackGate
+    from ..tokens import TokenCounter, TokenizerProfile
 
 
 logger = logging.getLogger('pydantic_ai_history')
@@ -151,7 +153,7 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
     max_tracked_runs: int = 1_024
     """Per-run stats and incremental checks are kept for this many runs, least recently active dropped."""
 
-    _field_types: ClassVar[tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...]] = FIELD_TYPES
+    _field_types: ClassVar[tuple[tuple[str, FieldTypes, str], ...]] = FIELD_TYPES
     """The fields checked at construction (`FIELD_TYPES`, and a subclass's own)."""
 
     # pydantic-ai compares capabilities by identity; the processor's state makes it one of a kind.
@@ -169,11 +171,14 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         check_tool_name('readback_tool_name', self.readback_tool_name)
         self._stages: list[HistoryStage] = self._pipeline()
         self._counters: dict[str | None, TokenCounter] = {}
+        self._last_counting: tuple[ModelRef | None, TokenCounter] | None = None
         self._model_limits = ModelLimits(self.policy, self._emit)
         self._overall = RunStats()
         self._runs = Runs(self.max_tracked_runs)
         self._tracer = get_tracer('pydantic_ai_history')
-        self.readback_gate = ReadbackGate(
+        from ..readback import ReadbackGate  # the read-back tool loads with the first processor
+
+        self.readback_gate: ReadbackGate = ReadbackGate(
             run_key=self._runs.key, predict=self._will_name_readback, offered_always=self.journaled
         )
         """Decides when `read_artifact` is offered: once a run's history holds something to read."""
@@ -193,6 +198,8 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
 
     def _artifact_settings(self) -> ArtifactSettings:
         """The artifact settings the effects read."""
+        from ..context._artifact_settings import ArtifactSettings
+
         return ArtifactSettings()
 
     # ---- pydantic-ai entry points -------------------------------------------------------------------
@@ -363,6 +370,8 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         ]
         if len(found) > 1:
             raise duplicate_error(found)
+        from ..readback import readback_toolset_id
+
         twice = given_toolsets(agent, (readback_toolset_id(self.id), compaction_toolset_id(self.id)))
         if twice:
             raise toolsets_twice_error(twice)
@@ -409,16 +418,29 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         """The shared token counter for a model (memoization is per model family)."""
         name = model_name_of(model)
         if name not in self._counters:
+            from ..tokens import TokenCounter  # the counter loads with the first request
+
             self._counters[name] = TokenCounter(name, profile=self.token_profile)
         return self._counters[name]
+
+    def _counting(self, model: ModelRef | None) -> TokenCounter:
+        """The shared counter for a request to `model` (asked on every request: the last answer is kept)."""
+        last = self._last_counting
+        if last is not None and last[0] is model:
+            return last[1]
+        counter = self.counter_for(_counted(model))
+        self._last_counting = (model, counter)
+        return counter
 
     def _workflow_counter(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> TokenCounter:
         """Workflow code counts with the run's own counter, begun afresh at its first step: estimates decide
         what a request journals, and the shared one may have learned from later requests before a replay."""
         state = self._runs[self._runs.key(ctx)]
-        name = model_name_of(model)
+        name = model_name_of(_counted(model))
         counter = state.workflow_counter
         if counter is None or counter.model_name != name or getattr(ctx, 'run_step', 1) <= 1:
+            from ..tokens import TokenCounter
+
             counter = state.workflow_counter = TokenCounter(name, profile=self.token_profile)
         return counter
 
@@ -456,10 +478,8 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
         operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
         scope = self.scope_of(ctx)
         run_id = self._runs.key(ctx)
-        # a wrapper over several models counts like the first it tries
-        counted = cast('ModelRef | None', serving_candidates(model)[0])
         return HistoryContext(
-            counter=self.counter_for(counted) if operations is None else self._workflow_counter(ctx, counted),
+            counter=self._counting(model) if operations is None else self._workflow_counter(ctx, model),
             limits=self.limits_for(model),
             summarizer=self.summarizer,
             pin=self.pin,
@@ -507,6 +527,12 @@ class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOpera
             cache_hits=self.cache.stats.hits,
             cache_misses=self.cache.stats.misses,
         )
+
+
+def _counted(model: ModelRef | None) -> ModelRef | None:
+    """The model whose tokenizer counts a request to `model`: a wrapper over several counts like the first it
+    tries."""
+    return cast('ModelRef | None', serving_candidates(model)[0])
 
 
 def _tools_of(request_context: ModelRequestContext) -> list[ToolDefinition]:

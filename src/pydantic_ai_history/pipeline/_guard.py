@@ -15,11 +15,12 @@ from ..budget.notice import NearLimitNotice
 from ..context._context import FAR_BELOW, HistoryContext, HistoryStage
 from ..events import HistoryEvent, RequestProcessed, StageFailed
 from ..messages._clock import perf
-from ..messages.validate import StructureCheck
 from ._runs import Runs
 from ._settings_checks import CONFIG_ERRORS
 from ._spans import DeferredSpans, request_attributes
-from ._validity import InputCheck, Validity
+
+if TYPE_CHECKING:
+    from ._validity import InputCheck, Validity
 
 logger = logging.getLogger('pydantic_ai_history')
 
@@ -66,10 +67,17 @@ class GuardedStages:
 
         def _emit(self, event: HistoryEvent) -> None: ...
 
+    _below: tuple[list[HistoryStage], NearLimitNotice | None, float] | None = None
+
     def _far_below(self) -> float:
         """How far below its limit a bound must prove a history for no stage to look at it: `FAR_BELOW`, or
-        lower where a notice or a background summary starts lower."""
-        return min([FAR_BELOW, *_starts(self._stages, self._notice)])
+        lower where a notice or a background summary starts lower (found once for these stages and notice:
+        their settings are frozen)."""
+        known = self._below
+        if known is None or known[0] is not self._stages or known[1] is not self._notice:
+            below = min([FAR_BELOW, *_starts(self._stages, self._notice)])
+            known = self._below = (self._stages, self._notice, below)
+        return known[2]
 
     async def _process(
         self,
@@ -78,8 +86,8 @@ class GuardedStages:
         started: float,
         spans: DeferredSpans | None = None,
     ) -> list[ModelMessage]:
-        if context.compaction_request is None:  # far below its limit: bounded by bytes, not counted
-            context.prove_fits(messages, below=self._far_below())
+        # far below its limit: bounded by bytes, not counted, and the stages with nothing to do are skipped
+        proved = context.compaction_request is None and context.prove_fits(messages, below=self._far_below())
         await context.count_newest(messages)  # a large new message is tokenized off the event loop
         before = context.estimate(messages)
         current = messages
@@ -94,10 +102,12 @@ class GuardedStages:
                 'no stage may add to them',
                 violations=[str(v) for v in new_violations[:20]],
             )
-        given = Validity(messages, validity.structure, validity.violations)
+        given = validity.copy()
         sent = sent_before(messages)
         rewriter: str | None = None
         for stage in self._stages:
+            if proved and current is messages and _unchanged_when_fits(stage, messages, context):
+                continue
             stage_input = current
             current = await self._run_stage(stage.name, stage, current, context, validity, spans)
             if rewriter is None and current is not stage_input and first_change(messages, current) < sent:
@@ -226,11 +236,26 @@ class GuardedStages:
         return self._runs[run_id].input_check
 
 
+def _unchanged_when_fits(stage: HistoryStage, messages: list[ModelMessage], context: HistoryContext) -> bool:
+    """Whether `stage` says it returns `messages`, proved far below their limit, as they are (see
+    `HistoryStage`); a stage that does not say, or fails to, runs."""
+    unchanged = getattr(stage, 'unchanged_when_fits', None)
+    if unchanged is None:
+        return False
+    try:
+        return unchanged(messages, context) is True
+    except Exception:  # a shortcut only: the stage runs under the guard, which reports what fails
+        logger.debug('stage %r could not say if it changes a history that fits', stage.name, exc_info=True)
+        return False
+
+
 def worse(result: list[ModelMessage], validity: Validity) -> str | None:
     """Why a stage's output is worse than its input (empty, or a violation the input, whose check `validity`
     holds, had not), or None; a better output becomes what `validity` checks the next stage's against."""
     if not result:
         return 'invalid output: the history is empty'
+    from ..messages.validate import StructureCheck  # a stage changed the history: checked as a whole
+
     structure = StructureCheck()
     structure.extend(result)
     violations = structure.violations(result)

@@ -6,13 +6,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..budget._local_server import LocalServer, local_server_of, probe_due, silent_server_advice
 from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import is_test_model, model_info, model_name_of, profile_window, serving_candidates
 from ..context._summarizer_settings import ModelRef
 from ..events import HistoryEvent, HistoryWarning
+
+if TYPE_CHECKING:
+    from ..budget._local_server import LocalServer
 
 logger = logging.getLogger('pydantic_ai_history')
 
@@ -32,18 +34,26 @@ class ModelLimits:
     """The servers this capability asked (or took the process's answer from), by `LocalServer.key`."""
     _fallbacks_announced: set[str | None] = field(default_factory=set)
     """The models whose fallback window was announced: a window learnt later is announced as replacing it."""
+    _last: tuple[ModelRef | None, ContextLimits] | None = None
+    """The model last asked for (by identity) and its resolved limits: most requests ask for the same."""
 
     def limits_for(self, model: ModelRef | None) -> ContextLimits:
         """See `HistoryCapability.limits_for`."""
+        last = self._last
+        if last is not None and last[0] is model:  # the model of the previous request: its limits stand
+            return last[1]
         # a profile-less `Model` and its name resolve alike; two `Model`s of one name may carry two windows
         window = None if model is None or isinstance(model, str) else profile_window(model)
         key = (model_name_of(model), window)
         limits = self._limits.get(key)
-        if limits is None:
+        if limits is not None:
+            self._last = (model, limits)
+        else:
             limits = self.policy.resolve(model_info(model, server_windows=self._server_windows))
             if limits.window_source == 'fallback' and next(self._servers_to_ask(model), None):
                 return limits  # provisional: the first request asks the model's server
             self._limits[key] = limits
+            self._last = (model, limits)
             self._announce(limits, model)
         return limits
 
@@ -62,6 +72,8 @@ class ModelLimits:
     def _servers_to_ask(
         self, model: ModelRef | None, *, again: bool = False
     ) -> Iterator[tuple[Any, LocalServer]]:
+        from ..budget._local_server import local_server_of  # loaded by the first `Model` asked about
+
         for candidate in serving_candidates(model):
             server = local_server_of(candidate)
             if server is not None and (again or self._to_ask(server)):
@@ -71,6 +83,8 @@ class ModelLimits:
         """Never asked by this capability, or asked without an answer and due again."""
         if server.key not in self._servers_asked:
             return True
+        from ..budget._local_server import probe_due
+
         return server.key not in self._server_windows and probe_due(server)
 
     def learn_window(self, server: LocalServer, window: int | None) -> None:
@@ -79,6 +93,7 @@ class ModelLimits:
             logger.info('%s serves %r with a %s-token window', server.base_url, server.model_name, window)
             self._server_windows[server.key] = window
             self._limits.clear()
+            self._last = None
 
     def _announce(self, limits: ContextLimits, model: ModelRef | None) -> None:
         """Say once per model what the limits had to assume or change."""
@@ -120,6 +135,8 @@ class ModelLimits:
     @staticmethod
     def _silent_servers(model: ModelRef | None) -> dict[str, str]:
         """What to set, by server kind, for each local server serving `model` that never says its window."""
+        from ..budget._local_server import local_server_of, silent_server_advice
+
         found: dict[str, str] = {}
         for candidate in serving_candidates(model):
             server = local_server_of(candidate)

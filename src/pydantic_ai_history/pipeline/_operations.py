@@ -13,23 +13,22 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import BinaryContent
 
 from .._compat import durable_operation
-from ..budget._local_server import LocalServer, ask_context_window, local_server_of
 from ..cache import SummaryCache
-from ..context._artifact_models import ArtifactPlan
-from ..context._llm import call_options, convert_in_thread, run_plan, run_text
+from ..context._artifact_models import ArtifactPlan  # read at run time, as the argument types below
 from ..context._summarizer_settings import (  # read at run time: durable operations' argument types
     TextPurpose,
     Timeout,
 )
-from ..files import FileResult
-from ..files._results import file_result_from_json, file_result_to_json
 from ..store import ArtifactStore, StoredArtifact
 
 if TYPE_CHECKING:
+    from ..budget._local_server import LocalServer
     from ..context._artifact_settings import ArtifactSettings
     from ..context._summarizer_settings import ModelRef, SummarizerSettings
-    from ..files import FileSettings
+    from ..files import FileResult, FileSettings
     from ..tokens import TokenizerProfile
+
+# The LLM calls, file conversion and local servers load with the first operation that needs them.
 
 
 OPERATION_NAMES = (
@@ -103,6 +102,8 @@ class HistoryOperations:
         self, ctx: RunContext[Any], prompt: str, instructions: str, timeout: float, model_name: str | None
     ) -> ArtifactPlan:
         """The planner model's decision for every large artifact of a request."""
+        from ..context._llm import call_options, run_plan
+
         return await run_plan(
             model_name or self._planner_model(ctx),
             prompt,
@@ -117,6 +118,9 @@ class HistoryOperations:
     ) -> str:
         """An attached file read into markdown, a fitted image or audio clip (`file_result_to_json` text),
         in a worker process under the file settings' time and memory limits."""
+        from ..context._llm import convert_in_thread
+        from ..files._results import file_result_to_json
+
         result = await convert_in_thread(
             file.data,
             media_type=file.media_type,
@@ -169,12 +173,15 @@ class HistoryOperations:
         self, ctx: RunContext[Any] | None, base_url: str, model_name: str, *, model: object = None
     ) -> int | None:
         """`ask_server_window` run in place: `model` (else the processor's or the run's) gives the API key."""
+        from ..budget._local_server import LocalServer, ask_context_window
+
         server = LocalServer(base_url, model_name)
         return await ask_context_window(server, api_key=self._server_api_key(server, model, ctx))
 
     def _server_api_key(self, server: LocalServer, *models: object) -> str | None:
         """The API key the model's own client sends to `server` (vLLM's `--api-key`), if any: sent to that
         server only, which receives it with every request anyway."""
+        from ..budget._local_server import local_server_of
         from ..budget.model_info import serving_candidates
 
         for model in (*models, self.model):
@@ -194,6 +201,8 @@ class HistoryOperations:
         model_name: str | None,
         max_tokens: int | None,
     ) -> str:
+        from ..context._llm import call_options, run_text
+
         return await run_text(
             model_name or self._summarizer_model(ctx),
             prompt,
@@ -260,6 +269,8 @@ class RunOperations:
         model_name: str | None,
         settings: FileSettings,
     ) -> FileResult:
+        from ..files._results import file_result_from_json
+
         file = BinaryContent(data=data, media_type=media_type)
         return file_result_from_json(await self.processor.convert_file(self.ctx, file, name, model_name))
 

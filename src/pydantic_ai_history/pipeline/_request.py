@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import NoOpTracer
@@ -18,7 +18,7 @@ from ..context._context import CompactionRequest, HistoryContext
 from ..context._summarizer_settings import ModelRef
 from ..events import HistoryWarning, StageFailed
 from ..messages._clock import message_time, perf, replay_safe
-from ..messages._marks import readback_tool_scope, seal_key_scope
+from ..messages._marks import MarksScope
 from ..store import ArtifactStore, StoreError
 from ..store._unavailable import UnavailableStore
 from ._compaction_tool import CompactionTool, requested_compaction
@@ -100,7 +100,8 @@ class RequestPath(GuardedStages):
                 'this processor has no compaction stage (create_history_processor(compaction=False)?)'
             )
         history = list(messages)
-        async with self._request_scope(ctx, history) as store:
+        store, scope = await self._request_scope(ctx, history)
+        with scope:
             context = self.make_context(ctx=ctx, model=model, store=store)
             check = self._input_check(context.run_id)
             validity = check.check(history)
@@ -129,7 +130,8 @@ class RequestPath(GuardedStages):
         # the model's compaction request (its call answered in the newest request), from a run step's history
         tool = self._tool if ctx is not None else None
         requested = requested_compaction(messages, tool) if tool is not None else None
-        async with self._request_scope(ctx, messages) as store:
+        store, scope = await self._request_scope(ctx, messages)
+        with scope:
             started = perf()
             context = self.make_context(
                 ctx=ctx,
@@ -159,20 +161,21 @@ class RequestPath(GuardedStages):
                 if spans is not None:
                     spans.close()
 
-    @contextlib.asynccontextmanager
     async def _request_scope(
         self, ctx: Any, messages: Sequence[ModelMessage]
-    ) -> AsyncIterator[ArtifactStore]:
-        """Where one request's work runs, and the store it writes to. Workflow code: no I/O, clocks pinned to
-        the newest model response, seals keyed by the store's explicit secret (`for_agent` checks it).
-        Elsewhere the store's persisted secret is loaded before the first id or mark is made."""
+    ) -> tuple[ArtifactStore, contextlib.AbstractContextManager[None]]:
+        """The store one request writes to, and the block its work runs in. Workflow code: no I/O, clocks
+        pinned to the newest model response, seals keyed by the store's explicit secret (`for_agent` checks
+        it). Elsewhere the store's persisted secret is loaded before the first id or mark is made."""
         if self.journaled(ctx):
-            with replay_safe(message_time(messages)), self.marks():
-                yield self.store
-            return
+            return self.store, self._workflow_scope(messages)
         store = await self._prepared_store(ctx)
-        with self._marks_scope(store):
-            yield store
+        return store, self._marks_scope(store)
+
+    @contextlib.contextmanager
+    def _workflow_scope(self, messages: Sequence[ModelMessage]) -> Iterator[None]:
+        with replay_safe(message_time(messages)), self.marks():
+            yield
 
     async def _prepared_store(self, ctx: Any) -> ArtifactStore:
         """The store with its secret loaded (a no-op once loaded); while it cannot be, a stand-in that refuses
@@ -190,24 +193,21 @@ class RequestPath(GuardedStages):
             return UnavailableStore(self.store, str(exc))
         return self.store
 
-    @contextlib.contextmanager
-    def _marks_scope(self, store: ArtifactStore | None = None) -> Iterator[None]:
+    def _marks_scope(self, store: ArtifactStore | None = None) -> MarksScope:
         """Seals made and verified with the key of the store's secret: the one secret, kept where the data is,
         so every process sharing the store recognises the package's notes (no environment variable)."""
         store = self.store if store is None else store
         # a store that cannot say (or, in a prediction before the first request, has not said yet): the
         # process's own key, whose marks no other process reads as ours
         unkeyed = isinstance(store, UnavailableStore) or not store.secret_ready
-        keyed = contextlib.nullcontext() if unkeyed else seal_key_scope(store._id_secret())
-        with readback_tool_scope(self.readback_tool_name), keyed:
-            yield
+        return MarksScope(self.readback_tool_name, None if unkeyed else store._id_secret())
 
     @contextlib.contextmanager
     def marks(self) -> Iterator[None]:
         """Read (and write) the package's marks as this processor does, outside a run: seals (the only mark
         on pydantic-ai 1.0, and on user-prompt text) are keyed by the store's secret. A `RedisStore` must have
         loaded its secret first (`await processor.store.prepare()`), else this raises `StoreError`."""
-        with seal_key_scope(self.store._id_secret()), readback_tool_scope(self.readback_tool_name):
+        with MarksScope(self.readback_tool_name, self.store._id_secret()):
             yield
 
     def _tracer_for(self, ctx: object) -> Any:
@@ -217,6 +217,13 @@ class RequestPath(GuardedStages):
         if isinstance(tracer, NoOpTracer):
             # late 1.x runs history processors with a no-op tracer on the context even when the run is
             # instrumented by its `Instrumentation` capability; otherwise nothing records: no span at all
-            settings = instrumentation_of(ctx)
-            return settings.tracer if settings is not None else None
+            state = self._runs[self._runs.key(ctx)]
+            try:  # found once per run: its capabilities stay as they are
+                capabilities = getattr(ctx, 'capabilities', None)
+            except Exception:  # a durable engine's run context raises for what it did not carry
+                capabilities = None
+            if state.tracer is None or state.tracer[0] is not capabilities or capabilities is None:
+                settings = instrumentation_of(ctx)
+                state.tracer = (capabilities, settings.tracer if settings is not None else None)
+            return state.tracer[1]
         return tracer if tracer is not None else self._tracer

@@ -8,21 +8,29 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.messages import ModelRequestPart
 
 from .._compat import run_id_of
-from ..tokens import TokenCounter
 from ._stats import RunStats
-from ._validity import InputCheck
+
+if TYPE_CHECKING:
+    from ..tokens import TokenCounter
+    from ._validity import InputCheck
+
+
+def _input_check() -> InputCheck:
+    from ._validity import InputCheck  # the checks load with the first run
+
+    return InputCheck()
 
 
 @dataclass
 class RunState:
     """What the capability remembers about one run between its requests."""
 
-    input_check: InputCheck = field(default_factory=InputCheck)
+    input_check: InputCheck = field(default_factory=_input_check)
     """The incremental input check: each request continues the run's previous input."""
     stats: RunStats = field(default_factory=RunStats)
     """The run's running totals (`HistoryStats.runs`)."""
@@ -41,12 +49,14 @@ class RunState:
     workflow_counter: TokenCounter | None = None
     """Durable workflow code: the run's own token counter, begun afresh at the run's first step (see
     `HistoryCapability.make_context`)."""
+    tracer: tuple[object, Any] | None = None
+    """The run's capabilities (by identity) and the tracer of its instrumentation among them, found once."""
 
     def end(self) -> None:
         """The run has ended: only its stats stay (its near-limit state, its counter, which memoizes texts,
-        and its input check, which holds its history, go)."""
-        self.notice = self.notice_band = self.workflow_counter = None
-        self.input_check = InputCheck()
+        its tracer and its input check, which holds its history, go)."""
+        self.notice = self.notice_band = self.workflow_counter = self.tracer = None
+        self.input_check = _input_check()
 
 
 class Runs:
@@ -63,8 +73,11 @@ class Runs:
 
     def __getitem__(self, run: str | None) -> RunState:
         """The run's state, created if new and made the most recently active."""
-        state = self._states.pop(run, None) or RunState()
-        self._states[run] = state
+        state = self._states.get(run)
+        if state is not None:  # asked several times per request: one move, in C
+            self._states.move_to_end(run)
+            return state
+        state = self._states[run] = RunState()
         while len(self._states) > self._limit:
             self._states.popitem(last=False)
         return state

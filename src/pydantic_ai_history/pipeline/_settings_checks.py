@@ -5,27 +5,40 @@ a compaction tool with nothing to run it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..budget._policy import ContextPolicyError
 from ..budget.model_info import ContextWindowUnknownError
 from ..cache import SummaryCache
-from ..context._artifact_settings import ArtifactSettings
 from ..context._context import HistoryStage
 from ..context._summarizer_settings import check_model_ref
 from ..messages._marks import READ_ARTIFACT_TOOL
 from ..store import ArtifactStore
-from ..tokens import TokenizerProfile
 from ._agent_checks import TOOL_NAME
 from ._compaction_tool import CompactionTool
 
+if TYPE_CHECKING:
+    from ..context._artifact_settings import ArtifactSettings
+
 _SettingsT = TypeVar('_SettingsT')
 
-FIELD_TYPES: tuple[tuple[str, type[Any] | tuple[type[Any], ...], str], ...] = (
+
+def _token_profile_types() -> tuple[type[Any], ...]:
+    """What `token_profile` takes (its class loads with the first profile given, or the first request)."""
+    from ..tokens import TokenizerProfile  # the counter's module loads when a profile is checked
+
+    return (TokenizerProfile, type(None))
+
+
+FieldTypes = type[Any] | tuple[type[Any], ...] | Callable[[], tuple[type[Any], ...]]
+"""The types a field takes, or (for a type whose module loads late) a function that returns them: such a
+field also takes None."""
+
+FIELD_TYPES: tuple[tuple[str, FieldTypes, str], ...] = (
     ('id', (str, type(None)), 'a string or None'),
     ('keep_first_user_message', bool, 'True or False'),
-    ('token_profile', (TokenizerProfile, type(None)), 'a TokenizerProfile or None'),
+    ('token_profile', _token_profile_types, 'a TokenizerProfile or None'),
     ('cache', SummaryCache, 'a SummaryCache, e.g. MemoryCache() or SQLiteCache(path)'),
     ('store', ArtifactStore, "an ArtifactStore, e.g. DirectoryStore('artifacts/') or MemoryStore()"),
     ('max_tracked_runs', int, 'a whole number'),
@@ -53,8 +66,11 @@ def coerce_switch(kind: type[_SettingsT], value: object, name: str) -> _Settings
 def check_fields(processor: Any) -> None:
     """Every field's type, at construction and with its name (a path given as the store, a YAML string given
     as a flag), rather than an `AttributeError` at the first request."""
-    for name, kinds, expected in processor._field_types:
+    for name, given, expected in processor._field_types:
         value = getattr(processor, name)
+        if value is None and not isinstance(given, (type, tuple)):
+            continue  # a field whose types load late takes None: nothing to load
+        kinds = given if isinstance(given, (type, tuple)) else given()
         if not isinstance(value, kinds) or (kinds is int and isinstance(value, bool)):
             got = f'{type(value).__name__} {value!r}'
             raise TypeError(f'{type(processor).__name__}.{name} must be {expected}, got {got}')

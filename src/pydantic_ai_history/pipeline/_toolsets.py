@@ -17,12 +17,10 @@ from pydantic_ai.messages import ModelMessage
 from .._compat import TOOLS_HAVE_METADATA
 from ..budget._policy import ContextLimits
 from ..budget._room import read_room_tokens
-from ..context._artifact_settings import ArtifactSettings
 from ..context._context import HistoryContext, HistoryStage
 from ..context._summarizer_settings import ModelRef
-from ..readback import READBACK_TOOL_METADATA, ReadbackGate, ReadRoom, readback_toolset_id
+from ..messages._marks import READBACK_TOOL_METADATA
 from ..store import ArtifactStore
-from ..tokens import TokenCounter
 from ._agent_checks import clash_error, is_ours
 from ._compaction_tool import (
     COMPACTION_TOOL_METADATA,
@@ -34,6 +32,10 @@ from ._compaction_tool import (
 if TYPE_CHECKING:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
+
+    from ..context._artifact_settings import ArtifactSettings
+    from ..readback import ReadbackGate, ReadRoom
+    from ..tokens import TokenCounter
 
 
 logger = logging.getLogger('pydantic_ai_history')
@@ -99,7 +101,7 @@ class Toolsets:
         """A toolset with `read_artifact` (for `Agent(toolsets=...)` on 1.x), offered only once the run's
         history holds a note that names it (see `ReadbackGate`). Built once per processor (its function
         schema is the costly part of building an agent), and again only when a setting it reads changed."""
-        from ..readback import readback_toolset
+        from ..readback import readback_toolset, readback_toolset_id
 
         return self._built(
             'readback',
@@ -150,6 +152,8 @@ class Toolsets:
         if tokens is None:
             return None
         correction = counter.tokenizer_profile.correction
+        from ..readback import ReadRoom
+
         return ReadRoom(
             max_tokens=tokens, count_tokens=lambda text: math.ceil(counter.count_text(text) * correction)
         )

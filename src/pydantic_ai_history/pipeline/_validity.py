@@ -30,6 +30,10 @@ class Validity:
         self.violations = violations
         self._keys: Counter[_Key] | None = None
 
+    def copy(self) -> Validity:
+        """The same history and check, as another object (`accept` changes this one)."""
+        return Validity(self.messages, self.structure, self.violations)
+
     def added(self, violations: Sequence[Violation], result: Sequence[ModelMessage]) -> list[Violation]:
         """The violations of `result` (a stage's output) that its input did not have."""
         if self._keys is None:

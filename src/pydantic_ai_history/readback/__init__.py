@@ -23,8 +23,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 from .._compat import TOOLS_HAVE_METADATA, part_metadata, run_id_of
 from ..context._context import ARTIFACT_MARKER, default_scope
 from ..context._offload import OFF_LOOP_CHARS
-from ..files import ConvertedDocument, FileResult, FileSettings
-from ..messages._marks import MARKER_KEY, READ_ARTIFACT_TOOL
+from ..messages._marks import MARKER_KEY, READ_ARTIFACT_TOOL, READBACK_TOOL_METADATA
 from ..store import ArtifactStore, InvalidArtifactId, StoreError
 from ._limits import SEARCH_MAX_ARTIFACTS as SEARCH_MAX_ARTIFACTS
 from ._limits import SEARCH_MAX_BYTES as SEARCH_MAX_BYTES
@@ -32,6 +31,7 @@ from ._limits import is_text
 from ._pages import Page, shrunk_to_fit
 
 if TYPE_CHECKING:
+    from ..files import FileResult
     from ._search import Found
 
 __all__ = (
@@ -50,11 +50,6 @@ __all__ = (
 
 READBACK_TOOLSET_ID = 'pydantic_ai_history_readback'
 """The read-back toolset's id under the processor's default id (durable engines name activities after it)."""
-
-
-READBACK_TOOL_METADATA = {MARKER_KEY: 'read-back'}
-"""The metadata of the read-back tool's definition (where pydantic-ai's tools have metadata): how the
-processor tells it from an app's tool of the same name."""
 
 
 def readback_toolset_id(capability_id: str | None) -> str:
@@ -216,33 +211,33 @@ def _search_answer(found: Found, query: str, tool_name: str, limit: int) -> str:
     return '\n\n'.join([opening, *pieces])
 
 
-_NO_CUTS = FileSettings(
-    max_tokens=10**12,
-    text_max_lines=10**12,
-    text_max_line_chars=10**12,
-    table_head_rows=10**12,
-    table_max_columns=10**6,
-    table_max_cell_chars=10**12,
-    struct_max_depth=10**3,
-    struct_max_items=10**12,
-    struct_max_keys=10**12,
-    struct_max_string_chars=10**12,
-)
-"""Read-back converts a stored document in full: the model asked for what the history only previewed."""
-
-
 async def _whole_document(data: bytes, media_type: str) -> str | None:
     """The full markdown of a stored document (PDF, DOCX, ...); None for images, audio, unreadable bytes."""
     if media_type.startswith(('image/', 'audio/', 'video/')):
         return None
+    from ..files import ConvertedDocument  # the file readers load with the first document read back
+
     result = await anyio.to_thread.run_sync(partial(_read_in_full, data, media_type))
     return result.text if isinstance(result, ConvertedDocument) else None
 
 
 def _read_in_full(data: bytes, media_type: str) -> FileResult:
-    from ..files import read_file  # the readers load on first use: here, off the event loop
+    """Read-back converts a stored document in full: the model asked for what the history only previewed."""
+    from ..files import FileSettings, read_file  # the readers load on first use: here, off the event loop
 
-    return read_file(data, media_type=media_type, settings=_NO_CUTS)
+    no_cuts = FileSettings(
+        max_tokens=10**12,
+        text_max_lines=10**12,
+        text_max_line_chars=10**12,
+        table_head_rows=10**12,
+        table_max_columns=10**6,
+        table_max_cell_chars=10**12,
+        struct_max_depth=10**3,
+        struct_max_items=10**12,
+        struct_max_keys=10**12,
+        struct_max_string_chars=10**12,
+    )
+    return read_file(data, media_type=media_type, settings=no_cuts)
 
 
 _READBACK_CALL = '(artifact_id='

@@ -4,15 +4,22 @@ Counts are memoized by message identity (a grown history costs only its new mess
 (reloaded histories are new objects with the same strings). Binary content is never stringified.
 """
 
-from ._counter import (
-    TokenCounter,
-    TokenEstimate,
-    TokenizerProfile,
-    image_size,
-    image_tokens,
-    profile_for_model,
-)
-from ._estimate import estimate_tokens_offline
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._counter import (
+        TokenCounter,
+        TokenEstimate,
+        TokenizerProfile,
+        image_size,
+        image_tokens,
+        profile_for_model,
+    )
+    from ._estimate import estimate_tokens_offline
 
 __all__ = (
     'TokenCounter',
@@ -23,3 +30,16 @@ __all__ = (
     'image_tokens',
     'profile_for_model',
 )
+
+_EXPORTS = {
+    'TokenCounter': '._counter',
+    'TokenEstimate': '._counter',
+    'TokenizerProfile': '._counter',
+    'estimate_tokens_offline': '._estimate',
+    'image_size': '._counter',
+    'image_tokens': '._counter',
+    'profile_for_model': '._counter',
+}
+"""The counter loads with the first count, not with the package (the processor's first request)."""
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

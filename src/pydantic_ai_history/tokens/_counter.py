@@ -331,6 +331,8 @@ class TokenCounter:
         """Raw tokenizer count of a string (no correction, no overhead), memoized by content."""
         if not text:
             return 0
+        if not self.max_memo_chars:  # the byte-length bound: cheaper than any memo
+            return self._encoder()(text)
         if len(text) > _HASHED_CHARS:
             return self._count_large(text)
         cached = self._text_memo.get(text)

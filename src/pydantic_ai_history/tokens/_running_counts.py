@@ -289,6 +289,8 @@ class RunningCounts:
     def _evict(self, keep: int) -> None:
         while len(self._slots) > self.max_conversations:
             self._slots.popitem(last=False)
+        if len(self._slots) < 2:  # the one conversation is never evicted for its own size
+            return
         held = sum(len(b.messages) for branches in self._slots.values() for b in branches)
         while held > self.max_messages and len(self._slots) > 1:
             key, branches = next(iter(self._slots.items()))
@@ -307,6 +309,9 @@ tool return); a branch losing more is kept (a fork may leave it alive) and the n
 
 def _matching(branches: list[Branch], messages: list[ModelMessage], count: CountMessage) -> Branch | None:
     """The branch `messages` follows (now holding it, counted) or is a prefix of; None if none."""
+    if len(branches) == 1:  # most conversations have one branch
+        shared = _shared_end(branches[0].messages, messages)
+        return branches[0] if shared and _follow(branches[0], messages, shared, count) else None
     candidates = [
         (_shared_end(branch.messages, messages), -rank, branch) for rank, branch in enumerate(branches)
     ]

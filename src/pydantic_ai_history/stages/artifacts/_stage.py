@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 
 from ..._compat import make_request
+from ...budget._policy import ContextLimits
 from ...budget.model_info import file_input_profile, is_test_model, model_info, model_name_of
 from ...cache import cache_key
 from ...context._artifact_models import ArtifactDecision, ArtifactPlan, ProcessingStrategy
@@ -113,6 +114,10 @@ class ArtifactPlanner(StageCapability):
     _examined: CandidateMemo = dataclasses.field(
         default_factory=lambda: IdentityMemo(CANDIDATE_MEMO_SIZE), init=False, repr=False
     )
+    _large: tuple[ArtifactSettings, ContextLimits, int] | None = dataclasses.field(
+        default=None, init=False, repr=False
+    )
+    """The large size of the last settings and limits asked for (by identity): asked on every request."""
 
     def __post_init__(self) -> None:
         self.settings = exempting_readback(
@@ -123,6 +128,31 @@ class ArtifactPlanner(StageCapability):
 
     def _artifact_settings(self) -> ArtifactSettings:
         return self.settings
+
+    def unchanged_when_fits(self, messages: list[ModelMessage], context: HistoryContext) -> bool:
+        """Nothing to do (`HistoryStage`): the newest request holds no attachment, no structured tool return,
+        no return a reducer reads, nothing large; a history within its limit is not cut."""
+        request = messages[-1] if messages else None
+        if not isinstance(request, ModelRequest):
+            return True
+        if self._large_newest(messages, context):
+            return False  # a large tool return may be planned whatever the room
+        reducers = self.settings.reducers
+        for part in request.parts:
+            if isinstance(part, (ToolReturnPart, UserPromptPart)) and not isinstance(part.content, str):
+                return False  # an attachment, or a structured value that may nest too deep to send
+            if reducers and isinstance(part, ToolReturnPart) and part.tool_name in reducers:
+                return False
+        return context.estimate(messages).total <= self.settings.hard_limit(context.limits)
+
+    def _large_newest(self, messages: Sequence[ModelMessage], context: HistoryContext) -> bool:
+        """Whether the newest message may hold a large item: its count (a bound, on a history proved to fit)
+        passes the large size, which no part of it can then pass."""
+        settings, limits, known = self._large or (None, None, 0)
+        if settings is not self.settings or limits is not context.limits:
+            known = self.settings.sizes(context.limits).large
+            self._large = (self.settings, context.limits, known)
+        return context.estimate(messages).per_message[-1] > known
 
     async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         messages = self._sendable(messages, context)
@@ -209,6 +239,8 @@ class ArtifactPlanner(StageCapability):
         before its tools are prepared, so the tool comes with the note); reads only the current request."""
         if not messages:
             return False
+        if context.fits_proved(messages) and not self._large_newest(messages, context):
+            return False  # proved within its limit (nothing to cut), and nothing large to plan
         budget = self.settings.resolve_budget(context.limits)
         await context.count_newest(messages)
         candidates = await self._candidates(messages, context, start=len(messages) - 1)

@@ -98,6 +98,15 @@ class Compactor(BackgroundSummarizing, StageCapability):
                 if held is not None and not held.used:
                     self._end(held, held.reason, context.emit_event)
 
+    def unchanged_when_fits(self, messages: list[ModelMessage], context: HistoryContext) -> bool:
+        """Nothing to do (`HistoryStage`): no compaction asked for nor due, no background summary held for the
+        run (one its history no longer extends ends when the compactor runs) nor due to start."""
+        if context.compaction_request is not None or self._background.get(context.run_id) is not None:
+            return False
+        total, trigger = context.estimate(messages).total, context.limits.trigger
+        start = self.settings.background_start
+        return total <= trigger and (start is None or total <= trigger * start)
+
     def _still_making(
         self, messages: list[ModelMessage], estimate: TokenEstimate, context: HistoryContext
     ) -> bool:

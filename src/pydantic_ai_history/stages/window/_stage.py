@@ -42,6 +42,10 @@ class SlidingWindow(StageCapability):
     name: str = 'window'
     """The stage's name in events and logs."""
 
+    def unchanged_when_fits(self, messages: list[ModelMessage], context: HistoryContext) -> bool:
+        """A history within its budget is left as it is (`HistoryStage`)."""
+        return context.estimate(messages).total <= context.limits.budget
+
     async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
         budget = context.limits.budget
         estimate = context.estimate(messages)
