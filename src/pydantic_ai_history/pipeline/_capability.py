@@ -61,8 +61,7 @@ from ._agent_checks import (
 from ._compaction_tool import CompactionTool, compaction_toolset_id
 from ._guard import PROCESSED
 from ._limits import ModelLimits
-from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
-from ._request import RequestPath
+from ._operations import JournaledCache, JournaledStore, RunOperations
 from ._runs import Runs
 from ._settings_checks import (
     FIELD_TYPES,
@@ -102,7 +101,7 @@ SERIALIZATION_NAME = 'PydanticAIHistory'
 
 
 @dataclass(kw_only=True, eq=False)
-class HistoryCapability(RequestPath, Toolsets, CapabilityBase[Any], HistoryOperations):
+class HistoryCapability(Toolsets, CapabilityBase[Any]):
     """pydantic-ai's hooks around a pipeline of stages, with the settings every stage shares.
 
     `Agent(capabilities=[...])` where pydantic-ai has capabilities, `Agent(history_processors=[...])` on

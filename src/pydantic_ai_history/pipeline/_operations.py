@@ -20,6 +20,8 @@ from ..context._summarizer_settings import (  # read at run time: durable operat
     Timeout,
 )
 from ..store import ArtifactStore, StoredArtifact
+from ..store._base import Metadata
+from ..store._unavailable import StoreView
 
 if TYPE_CHECKING:
     from ..budget._local_server import LocalServer
@@ -275,47 +277,25 @@ class RunOperations:
         return file_result_from_json(await self.processor.convert_file(self.ctx, file, name, model_name))
 
 
-class JournaledStore(ArtifactStore):
+class JournaledStore(StoreView):
     """The processor's store as workflow code sees it: ids made here (from its explicit secret, no I/O),
     every write a durable operation; reads happen in `read_artifact`, which the engine runs durably."""
 
     def __init__(self, operations: RunOperations, store: ArtifactStore) -> None:
-        super().__init__()
+        super().__init__(store)
         self._operations = operations
-        self._store = store
 
     def artifact_id(self, data: bytes, *, scope: str = '') -> str:
-        return self._store.artifact_id(data, scope=scope)
-
-    async def prepare(self) -> None:
-        """Nothing to load: the secret is explicit under durability."""
+        return self.store.artifact_id(data, scope=scope)
 
     async def _put(
-        self,
-        artifact_id: str,
-        data: bytes,
-        media_type: str,
-        source: str,
-        metadata: dict[str, str],
-        scope: str,
+        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: Metadata, scope: str
     ) -> StoredArtifact:
+        content = BinaryContent(data=data, media_type=media_type)
+        ctx = self._operations.ctx
         return await self._operations.processor.write_artifact(
-            self._operations.ctx,
-            artifact_id,
-            BinaryContent(data=data, media_type=media_type),
-            source,
-            metadata,
-            scope,
+            ctx, artifact_id, content, source, metadata, scope
         )
-
-    async def _get(self, artifact_id: str, scope: str) -> bytes | None:
-        return await self._store.get(artifact_id, scope=scope)
-
-    async def _info(self, artifact_id: str, scope: str) -> StoredArtifact | None:
-        return await self._store.info(artifact_id, scope=scope)
-
-    async def _list(self, scope: str, limit: int) -> list[StoredArtifact]:
-        return await self._store.list_artifacts(scope=scope, limit=limit)
 
 
 class JournaledCache(SummaryCache):

@@ -24,6 +24,7 @@ from ..store._unavailable import UnavailableStore
 from ._compaction_tool import CompactionTool, requested_compaction
 from ._guard import GuardedStages
 from ._limits import ModelLimits
+from ._operations import HistoryOperations
 from ._settings_checks import CONFIG_ERRORS, compaction_stage
 from ._spans import DeferredSpans
 
@@ -35,12 +36,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger('pydantic_ai_history')
 
 
-class RequestPath(GuardedStages):
+class RequestPath(GuardedStages, HistoryOperations):
     """The entry points that run the stages, and what a request runs with: a part of `HistoryCapability`."""
 
     if TYPE_CHECKING:
         id: str | None
-        store: ArtifactStore
         _model_limits: ModelLimits
         _tracer: Any
         _tool: CompactionTool | None
@@ -59,14 +59,6 @@ class RequestPath(GuardedStages):
         ) -> HistoryContext: ...
 
         def _serving(self, ctx: RunContext[Any] | None, serving_model: Model | None) -> ModelRef | None: ...
-
-        async def ask_server_window(
-            self, ctx: RunContext[Any], base_url: str, model_name: str
-        ) -> int | None: ...
-
-        async def probe_server_window(
-            self, ctx: RunContext[Any] | None, base_url: str, model_name: str, *, model: object = None
-        ) -> int | None: ...
 
     async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
         """Ask each local server that may serve the request for its window, once per server and process;

@@ -4,7 +4,6 @@ other tool of the run takes their names."""
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import math
@@ -17,23 +16,20 @@ from pydantic_ai.messages import ModelMessage
 from .._compat import TOOLS_HAVE_METADATA
 from ..budget._policy import ContextLimits
 from ..budget._room import read_room_tokens
-from ..context._context import HistoryContext, HistoryStage
 from ..context._summarizer_settings import ModelRef
 from ..messages._marks import READBACK_TOOL_METADATA
-from ..store import ArtifactStore
 from ._agent_checks import clash_error, is_ours
 from ._compaction_tool import (
     COMPACTION_TOOL_METADATA,
-    CompactionTool,
     compaction_toolset,
     compaction_toolset_id,
 )
+from ._request import RequestPath
 
 if TYPE_CHECKING:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
 
-    from ..context._artifact_settings import ArtifactSettings
     from ..readback import ReadbackGate, ReadRoom
     from ..tokens import TokenCounter
 
@@ -41,18 +37,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger('pydantic_ai_history')
 
 
-class Toolsets:
+class Toolsets(RequestPath):
     """The capability's tools, mixed into `HistoryCapability`."""
 
     if TYPE_CHECKING:
-        id: str | None
-        model: ModelRef | None
-        store: ArtifactStore
-        readback_tool_name: str
         keep_first_user_message: bool
         readback_gate: ReadbackGate
-        _tool: CompactionTool | None
-        _stages: list[HistoryStage]
         _built_toolsets: dict[str, tuple[tuple[object, ...], AbstractToolset[Any]]]
 
         def scope_of(self, ctx: RunContext[Any] | None) -> str: ...
@@ -60,16 +50,6 @@ class Toolsets:
         def counter_for(self, model: ModelRef | None) -> TokenCounter: ...
 
         def limits_for(self, model: ModelRef | None) -> ContextLimits: ...
-
-        def make_context(self, *, ctx: RunContext[Any] | None = None) -> HistoryContext: ...
-
-        def _artifact_settings(self) -> ArtifactSettings: ...
-
-        def _far_below(self) -> float: ...
-
-        def _marks_scope(
-            self, store: ArtifactStore | None = None
-        ) -> contextlib.AbstractContextManager[None]: ...
 
     def _check_tool_names(self, tools: Sequence[ToolDefinition]) -> None:
         """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""

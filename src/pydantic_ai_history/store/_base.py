@@ -30,6 +30,9 @@ _Loading = tuple[asyncio.AbstractEventLoop, 'asyncio.Task[bytes]']
 
 _ID_DOMAIN = b'pydantic-ai-history/artifact-id/v1\0'
 
+Metadata = dict[str, str]
+"""An artifact's metadata: text by text key."""
+
 
 class StoreError(Exception):
     """The store could not do what was asked; callers keep the content inline instead."""
@@ -260,13 +263,7 @@ class ArtifactStore(ABC):
 
     @abstractmethod
     async def _put(
-        self,
-        artifact_id: str,
-        data: bytes,
-        media_type: str,
-        source: str,
-        metadata: dict[str, str],
-        scope: str,
+        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: Metadata, scope: str
     ) -> StoredArtifact: ...
 
     @abstractmethod

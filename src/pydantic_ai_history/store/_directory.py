@@ -19,6 +19,7 @@ from ._base import (
     ARTIFACT_ID_PATTERN,
     SECRET_BYTES,
     ArtifactStore,
+    Metadata,
     StoredArtifact,
     StoreError,
     StoreQuotaExceeded,
@@ -164,13 +165,7 @@ class DirectoryStore(ArtifactStore):
     # ---- operations ---------------------------------------------------------------------------------------
 
     async def _put(
-        self,
-        artifact_id: str,
-        data: bytes,
-        media_type: str,
-        source: str,
-        metadata: dict[str, str],
-        scope: str,
+        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: Metadata, scope: str
     ) -> StoredArtifact:
         check_artifact_size(artifact_id, len(data), self.max_artifact_bytes, self.max_bytes)
         info = StoredArtifact(artifact_id, media_type, len(data), source, self._clock(), metadata)

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from ..messages._marks import process_secret
-from ._base import ArtifactStore, StoredArtifact, check_artifact_size, check_bounds, store_full
+from ._base import ArtifactStore, Metadata, StoredArtifact, check_artifact_size, check_bounds, store_full
 
 logger = logging.getLogger('pydantic_ai_history.store')
 
@@ -97,13 +97,7 @@ class MemoryStore(ArtifactStore):
         return self._scope_bytes.get(scope, 0)
 
     async def _put(
-        self,
-        artifact_id: str,
-        data: bytes,
-        media_type: str,
-        source: str,
-        metadata: dict[str, str],
-        scope: str,
+        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: Metadata, scope: str
     ) -> StoredArtifact:
         existing = self._lookup(artifact_id, scope)
         if existing is not None:

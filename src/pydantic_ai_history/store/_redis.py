@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from ._base import (
     SECRET_BYTES,
     ArtifactStore,
+    Metadata,
     StoredArtifact,
     StoreError,
     StoreQuotaExceeded,
@@ -133,13 +134,7 @@ class RedisStore(ArtifactStore):
         raise StoreError('RedisStore: its secret is loaded by `await store.prepare()` before the first id')
 
     async def _put(
-        self,
-        artifact_id: str,
-        data: bytes,
-        media_type: str,
-        source: str,
-        metadata: dict[str, str],
-        scope: str,
+        self, artifact_id: str, data: bytes, media_type: str, source: str, metadata: Metadata, scope: str
     ) -> StoredArtifact:
         check_artifact_size(artifact_id, len(data), self.max_artifact_bytes, self.max_bytes)
         now = self._clock()
