@@ -60,8 +60,7 @@ class HistoryOperations:
 
         def _artifact_settings(self) -> ArtifactSettings: ...
 
-    @durable_operation(name='compaction_summary')
-    async def summarize_history(
+    async def _request_text(
         self,
         ctx: RunContext[Any],
         prompt: str,
@@ -70,34 +69,24 @@ class HistoryOperations:
         model_name: str | None,
         max_tokens: int | None = None,
     ) -> str:
-        """The compaction summary of a transcript (its first or only chunk)."""
-        return await self._request_text(ctx, prompt, instructions, timeout, model_name, max_tokens)
+        """The body of the three text operations below: one model request answered in text."""
+        from ..context._llm import call_options, run_text
 
-    @durable_operation(name='chunk_merge')
-    async def merge_summary_chunk(
-        self,
-        ctx: RunContext[Any],
-        prompt: str,
-        instructions: str,
-        timeout: Timeout,
-        model_name: str | None,
-        max_tokens: int | None = None,
-    ) -> str:
-        """The running compaction summary updated with the next chunk of a transcript over the input cap."""
-        return await self._request_text(ctx, prompt, instructions, timeout, model_name, max_tokens)
+        return await run_text(
+            model_name or self._summarizer_model(ctx),
+            prompt,
+            instructions=instructions,
+            timeout=timeout,
+            max_tokens=max_tokens,
+            **call_options(ctx.usage, self.summarizer, ctx),
+        )
 
-    @durable_operation(name='artifact_summary')
-    async def summarize_artifact(
-        self,
-        ctx: RunContext[Any],
-        prompt: str,
-        instructions: str,
-        timeout: Timeout,
-        model_name: str | None,
-        max_tokens: int | None = None,
-    ) -> str:
-        """The summary of one large tool return or document."""
-        return await self._request_text(ctx, prompt, instructions, timeout, model_name, max_tokens)
+    summarize_history = durable_operation(name='compaction_summary')(_request_text)
+    """The compaction summary of a transcript (its first or only chunk)."""
+    merge_summary_chunk = durable_operation(name='chunk_merge')(_request_text)
+    """The running compaction summary updated with the next chunk of a transcript over the input cap."""
+    summarize_artifact = durable_operation(name='artifact_summary')(_request_text)
+    """The summary of one large tool return or document."""
 
     @durable_operation(name='artifact_plan')
     async def plan_artifacts(
@@ -194,32 +183,9 @@ class HistoryOperations:
                     return key if isinstance(key, str) and key else None
         return None
 
-    async def _request_text(
-        self,
-        ctx: RunContext[Any],
-        prompt: str,
-        instructions: str,
-        timeout: Timeout,
-        model_name: str | None,
-        max_tokens: int | None,
-    ) -> str:
-        from ..context._llm import call_options, run_text
-
-        return await run_text(
-            model_name or self._summarizer_model(ctx),
-            prompt,
-            instructions=instructions,
-            timeout=timeout,
-            max_tokens=max_tokens,
-            **call_options(ctx.usage, self.summarizer, ctx),
-        )
-
     def _summarizer_model(self, ctx: RunContext[Any]) -> ModelRef:
         """`SummarizerSettings.model`, else the processor's `model`, else the run's (on a worker, its own)."""
-        for model in (self.summarizer.model, self.model):
-            if model is not None:
-                return model
-        return ctx.model
+        return next((m for m in (self.summarizer.model, self.model) if m is not None), ctx.model)
 
     def _planner_model(self, ctx: RunContext[Any]) -> ModelRef:
         planner = self._artifact_settings().planner_model
