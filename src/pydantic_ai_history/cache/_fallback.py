@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..store._base import StoreError
 from ..store._breaker import StoreBreaker
-from ._base import SummaryCache
+from ._base import SummaryCache, logger
 from ._memory import MemoryCache
 from ._redis import RedisCache
 
 _T = TypeVar('_T')
-
-logger = logging.getLogger('pydantic_ai_history.cache')
 
 
 class FallbackCache(SummaryCache):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import sqlite3
@@ -15,10 +14,8 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from ..store._private_files import create_private_file, make_private_dirs
-from ._base import SummaryCache
+from ._base import SummaryCache, logger
 from ._fallback import FallbackCache
-
-logger = logging.getLogger('pydantic_ai_history.cache')
 
 _T = TypeVar('_T')
 

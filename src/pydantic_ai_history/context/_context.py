@@ -150,29 +150,33 @@ class HistoryContext:
         default=None, init=False, repr=False
     )
 
+    def _known(self, messages: Sequence[ModelMessage]) -> TokenEstimate | None:
+        """The estimate last made of this list, while it is as long as it was then."""
+        last = self._last_estimate
+        return last[2] if last is not None and last[0] is messages and last[1] == len(messages) else None
+
     def estimate(self, messages: Sequence[ModelMessage]) -> TokenEstimate:
         """The anchored estimate of `messages`, computed once per list while stages pass it on unchanged."""
-        last = self._last_estimate
-        if last is not None and last[0] is messages and last[1] == len(messages):
-            return last[2]
-        estimate = self.counter.estimate(messages, tool_definitions=self.tool_definitions)
-        self._last_estimate = (messages, len(messages), estimate)
+        estimate = self._known(messages)
+        if estimate is None:
+            estimate = self.counter.estimate(messages, tool_definitions=self.tool_definitions)
+            self._last_estimate = (messages, len(messages), estimate)
         return estimate
 
     def fits_proved(self, messages: Sequence[ModelMessage]) -> bool:
         """Whether `prove_fits` proved this list (as long as it is now) far below its limit: then a stage that
         acts only on a history near its limit has nothing to do (see `HistoryStage`)."""
-        last = self._last_estimate
-        return last is not None and last[0] is messages and last[1] == len(messages) and last[2].bounded
+        known = self._known(messages)
+        return known is not None and known.bounded
 
     def prove_fits(self, messages: Sequence[ModelMessage], *, below: float = FAR_BELOW) -> bool:
         """Whether the byte-length bound of the request's history (`TokenCounter.upper_bound`) proves it far
         below its limit: at most `below` of the budget or the compaction trigger, whichever is lower. Then
         no stage acts on it, and `estimate(messages)` (this list only: a stage's pieces are counted) is that
         bound: nothing is counted and the tokenizer is not loaded."""
-        last = self._last_estimate
-        if last is not None and last[0] is messages and last[1] == len(messages):
-            return last[2].bounded
+        known = self._known(messages)
+        if known is not None:
+            return known.bounded
         bound = self.counter.upper_bound(messages, tool_definitions=self.tool_definitions)
         if bound is None or bound.total > hard_limit(self.limits) * below:
             return False
@@ -205,12 +209,7 @@ class HistoryContext:
             return False
         try:
             await self.store.put(
-                artifact_id,
-                data,
-                media_type=media_type,
-                source=source,
-                metadata=metadata,
-                scope=self.scope,
+                artifact_id, data, media_type=media_type, source=source, metadata=metadata, scope=self.scope
             )
         except Exception as exc:  # StoreError, a quota, or a backend that raises something else
             self.warn(

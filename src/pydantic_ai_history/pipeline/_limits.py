@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget.model_info import is_test_model, model_info, model_name_of, profile_window, serving_candidates
 from ..context._summarizer_settings import ModelRef
-from ..events import HistoryEvent, HistoryWarning
+from ..events import HistoryEvent, HistoryWarning, WarningKind
 
 if TYPE_CHECKING:
     from ..budget._local_server import LocalServer
@@ -98,12 +98,7 @@ class ModelLimits:
     def _announce(self, limits: ContextLimits, model: ModelRef | None) -> None:
         """Say once per model what the limits had to assume or change."""
         for adjustment in limits.adjustments:
-            logger.warning('setting_clamped: %s', adjustment)
-            self.emit(
-                HistoryWarning(
-                    code='setting_clamped', message=adjustment, details={'model': limits.model_name}
-                )
-            )
+            self.warn('setting_clamped', adjustment, {'model': limits.model_name})
         if limits.window_source != 'fallback':
             if limits.model_name in self._fallbacks_announced:
                 self._fallbacks_announced.discard(limits.model_name)
@@ -118,19 +113,11 @@ class ModelLimits:
         )
         message = ' '.join([message, *silent.values()])
         # pydantic-ai's test models have no window on purpose: an app's tests should not see a warning
+        details = {'model': limits.model_name, 'assumed_context_window': limits.model_window}
+        if silent:
+            details['local_server'] = ', '.join(silent)
         level = logging.INFO if is_test_model(model) else logging.WARNING
-        logger.log(level, 'context_window_fallback: %s', message)
-        self.emit(
-            HistoryWarning(
-                code='context_window_fallback',
-                message=message,
-                details={
-                    'model': limits.model_name,
-                    'assumed_context_window': limits.model_window,
-                    **({'local_server': ', '.join(silent)} if silent else {}),
-                },
-            )
-        )
+        self.warn('context_window_fallback', message, details, level)
 
     @staticmethod
     def _silent_servers(model: ModelRef | None) -> dict[str, str]:
@@ -153,16 +140,16 @@ class ModelLimits:
             f'{limits.model_window:,} tokens, replacing the assumed '
             f'{self.policy.fallback_context_window:,}.'
         )
-        logger.warning('context_window_learned: %s', message)
-        self.emit(
-            HistoryWarning(
-                code='context_window_learned',
-                message=message,
-                details={
-                    'model': limits.model_name,
-                    'context_window': limits.model_window,
-                    'window_source': limits.window_source,
-                    'assumed_context_window': self.policy.fallback_context_window,
-                },
-            )
-        )
+        details = {
+            'model': limits.model_name,
+            'context_window': limits.model_window,
+            'window_source': limits.window_source,
+            'assumed_context_window': self.policy.fallback_context_window,
+        }
+        self.warn('context_window_learned', message, details)
+
+    def warn(
+        self, code: WarningKind, message: str, details: dict[str, Any], level: int = logging.WARNING
+    ) -> None:
+        logger.log(level, '%s: %s', code, message)
+        self.emit(HistoryWarning(code=code, message=message, details=details))

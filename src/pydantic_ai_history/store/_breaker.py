@@ -8,11 +8,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..messages._clock import monotonic
-from ._base import StoreError
+from ._base import StoreError, logger
 
 _T = TypeVar('_T')
-
-logger = logging.getLogger('pydantic_ai_history.store')
 
 
 @dataclass(kw_only=True)

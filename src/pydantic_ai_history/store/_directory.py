@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import stat
 import tempfile
@@ -25,6 +24,7 @@ from ._base import (
     StoreQuotaExceeded,
     check_artifact_size,
     check_bounds,
+    logger,
     scope_tag,
     store_full,
     validate_artifact_id,
@@ -36,8 +36,6 @@ from ._private_files import O_NOFOLLOW, PRIVATE_DIR_MODE, create_private_file, m
 from ._retention import DEFAULT_MAX_AGE, DEFAULT_MAX_BYTES, Held, PruneReport, StoreBound, plan_prune
 
 _T = TypeVar('_T')
-
-logger = logging.getLogger('pydantic_ai_history.store')
 
 SECRET_FILE = '.artifact-id-secret'
 """The id secret generated for a store that was given none, kept in its root (mode 0600)."""
@@ -200,12 +198,6 @@ class DirectoryStore(ArtifactStore):
         age = self.max_age if max_age == 'store' else max_age
         size = self.max_bytes if max_bytes == 'store' else max_bytes
         return await self._run(self._prune_sync, age, size)
-
-    def _prune_due(self) -> bool:
-        """Whether a prune of what expired (and of leftovers) is due: its interval passed."""
-        if self.max_age is None and self.max_bytes is None:
-            return False
-        return self._clock() >= self._next_prune
 
     def _prune_after_write(self) -> None:
         """A prune of what expired, in the writing thread; one at a time per store, and a failure only logged.
@@ -400,7 +392,8 @@ class DirectoryStore(ArtifactStore):
             written = True
         finally:
             self._release(need, written=written)
-        if self._prune_due():
+        bounded = self.max_age is not None or self.max_bytes is not None
+        if bounded and self._clock() >= self._next_prune:  # a prune of what expired (and leftovers) is due
             self._prune_after_write()
         return info
 

@@ -9,9 +9,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from ..messages._marks import process_secret
-from ._base import ArtifactStore, Metadata, StoredArtifact, check_artifact_size, check_bounds, store_full
-
-logger = logging.getLogger('pydantic_ai_history.store')
+from ._base import (
+    ArtifactStore,
+    Metadata,
+    StoredArtifact,
+    check_artifact_size,
+    check_bounds,
+    logger,
+    store_full,
+)
 
 _Key = tuple[str, str]
 """(scope, artifact id)."""
@@ -118,16 +124,10 @@ class MemoryStore(ArtifactStore):
     def _make_room(self, artifact_id: str, scope: str, size: int) -> None:
         """Evict what `_room_for` chose; `StoreQuotaExceeded`, evicting nothing, when it found no room."""
         victims = self._room_for(scope, size)
+        held = self.scope_bytes(scope)
+        if victims is None and held + size > self.max_scope_bytes:
+            raise store_full(artifact_id, size, held, self.max_scope_bytes, self.max_age, 'its scope')
         if victims is None:
-            if self.scope_bytes(scope) + size > self.max_scope_bytes:
-                raise store_full(
-                    artifact_id,
-                    size,
-                    self.scope_bytes(scope),
-                    self.max_scope_bytes,
-                    self.max_age,
-                    'its scope',
-                )
             raise store_full(artifact_id, size, self._bytes, self.max_bytes, self.max_age)
         if victims:
             self._evict_all(victims)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -26,8 +25,6 @@ from ._redis_scripts import PRUNE_SCRIPT, PUT_SCRIPT
 from ._retention import DEFAULT_MAX_AGE, PruneReport, StoreBound
 
 _T = TypeVar('_T')
-
-logger = logging.getLogger('pydantic_ai_history.store')
 
 DEFAULT_REDIS_MAX_BYTES = 256 * 1024**2
 """Default retention by size for `RedisStore`: 256 MiB of content under one prefix."""
