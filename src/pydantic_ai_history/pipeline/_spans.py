@@ -77,22 +77,18 @@ class DeferredSpans:
 
 def request_attributes(event: RequestProcessed, context: HistoryContext) -> dict[str, Any]:
     """The request span's attributes: what the request changed, and for which run and model."""
-    attributes: dict[str, Any] = {
-        'pydantic_ai_history.messages_before': event.messages_before,
-        'pydantic_ai_history.messages_after': event.messages_after,
-        'pydantic_ai_history.tokens_before': event.tokens_before,
-        'pydantic_ai_history.tokens_after': event.tokens_after,
-        'pydantic_ai_history.anchored': event.anchored,
-        'pydantic_ai_history.duration_ms': event.duration_ms,
-        'pydantic_ai_history.prefix_rewrite.messages': event.rewritten_messages,
-        'pydantic_ai_history.prefix_rewrite.tokens': event.rewritten_tokens,
+    attributes = {
+        'messages_before': event.messages_before,
+        'messages_after': event.messages_after,
+        'tokens_before': event.tokens_before,
+        'tokens_after': event.tokens_after,
+        'anchored': event.anchored,
+        'duration_ms': event.duration_ms,
+        'prefix_rewrite.messages': event.rewritten_messages,
+        'prefix_rewrite.tokens': event.rewritten_tokens,
+        'prefix_rewrite.by': event.rewritten_by,
+        'context_window': context.context_window,
+        'run_id': context.run_id,
+        'model': context.counter.model_name or None,
     }
-    if event.rewritten_by is not None:
-        attributes['pydantic_ai_history.prefix_rewrite.by'] = event.rewritten_by
-    if context.context_window is not None:
-        attributes['pydantic_ai_history.context_window'] = context.context_window
-    if context.run_id is not None:
-        attributes['pydantic_ai_history.run_id'] = context.run_id
-    if context.counter.model_name:
-        attributes['pydantic_ai_history.model'] = context.counter.model_name
-    return attributes
+    return {f'pydantic_ai_history.{name}': value for name, value in attributes.items() if value is not None}

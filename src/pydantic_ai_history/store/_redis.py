@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -219,30 +220,25 @@ class RedisStore(ArtifactStore):
         return StoredArtifact.from_json(raw, artifact_id)
 
     async def _list(self, scope: str, limit: int) -> list[StoredArtifact]:
-        tag = scope_tag(scope)
-        base = f'{self.prefix}{tag}:' if tag else self.prefix
+        base = self._key('', scope).encode()
 
         async def scan() -> list[Any]:
             client = self._clients.get()
-            keys: list[bytes] = []
-            async for key in client.scan_iter(match=base + '*:info', count=500):
-                artifact = bytes(key)[len(base.encode()) : -len(b':info')]
+            ids: list[bytes] = []
+            async for key in client.scan_iter(match=self._key('*:info', scope), count=500):
+                artifact = bytes(key)[len(base) : -len(b':info')]
                 if b':' not in artifact:  # another scope's key under the default scope's prefix
-                    keys.append(bytes(key))
-                if len(keys) >= _LIST_SCAN_CAP:
+                    ids.append(artifact)
+                if len(ids) >= _LIST_SCAN_CAP:
                     break
-            values: list[Any] = await client.mget(keys) if keys else []
-            return list(zip(keys, values, strict=True))
+            values: list[Any] = await client.mget([base + i + b':info' for i in ids]) if ids else []
+            return list(zip(ids, values, strict=True))
 
         found: list[StoredArtifact] = []
-        for key, raw in await self._call(scan):
-            if raw is None:
-                continue
-            artifact_id = key[len(base.encode()) : -len(b':info')].decode()
-            try:
-                found.append(StoredArtifact.from_json(raw, artifact_id))
-            except StoreError:
-                continue
+        for artifact_id, raw in await self._call(scan):
+            with contextlib.suppress(StoreError):  # a corrupt info: not listed
+                if raw is not None:
+                    found.append(StoredArtifact.from_json(raw, artifact_id.decode()))
         return found  # newest first and `limit` applied by `list_artifacts`
 
     async def _call(self, func: Callable[[], Awaitable[_T]]) -> _T:
