@@ -8,7 +8,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from opentelemetry.trace import get_tracer
 from pydantic_ai import RunContext
@@ -18,20 +18,16 @@ from .._compat import (
     HAS_CAPABILITIES,
     REQUEST_SCOPED_PROMPTS,
     CapabilityBase,
-    bound_durable_operation,
     durability_base,
     request_scoped_prompt,
 )
 from ..budget._policy import ContextLimits, ContextPolicy
-from ..budget.model_info import model_info, model_name_of, serving_candidates
+from ..budget.model_info import model_info
 from ..budget.notice import NearLimitNotice, notice_text
-from ..cache import MemoryCache, SummaryCache, scoped
+from ..cache import MemoryCache, SummaryCache
 from ..context._context import (
-    CompactionRequest,
-    HistoryContext,
     HistoryStage,
     ScopeKey,
-    default_scope,
 )
 from ..context._summarizer_settings import ModelRef, SummarizerSettings
 from ..events import (
@@ -61,7 +57,6 @@ from ._agent_checks import (
 from ._compaction_tool import CompactionTool, compaction_toolset_id
 from ._guard import PROCESSED
 from ._limits import ModelLimits
-from ._operations import JournaledCache, JournaledStore, RunOperations
 from ._runs import Runs
 from ._settings_checks import (
     FIELD_TYPES,
@@ -78,7 +73,7 @@ from ._stats import HistoryStats, RunStats, record_event
 from ._toolsets import Toolsets
 
 if TYPE_CHECKING:
-    from pydantic_ai.models import Model, ModelRequestContext
+    from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset
 
@@ -400,109 +395,6 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
         """The stages in the order they run."""
         return self._stages
 
-    def scope_of(self, ctx: RunContext[Any] | None) -> str:
-        """The scope a run's artifacts live in: the `scope` callable's answer, else `default_scope(ctx)`."""
-        if ctx is None or self.scope is None:
-            return default_scope(ctx)
-        try:
-            return str(self.scope(ctx))
-        except Exception:
-            # Never let a broken scope key widen access: the run gets a scope of its own.
-            logger.exception('the scope callable raised; this run reads back only what it stored itself')
-            return f'unscoped-run:{self._runs.key(ctx) or id(ctx)}'
-
-    # ---- processing -----------------------------------------------------------------------------------
-
-    def counter_for(self, model: ModelRef | None) -> TokenCounter:
-        """The shared token counter for a model (memoization is per model family)."""
-        name = model_name_of(model)
-        if name not in self._counters:
-            from ..tokens import TokenCounter  # the counter loads with the first request
-
-            self._counters[name] = TokenCounter(name, profile=self.token_profile)
-        return self._counters[name]
-
-    def _counting(self, model: ModelRef | None) -> TokenCounter:
-        """The shared counter for a request to `model` (asked on every request: the last answer is kept)."""
-        last = self._last_counting
-        if last is not None and last[0] is model:
-            return last[1]
-        counter = self.counter_for(_counted(model))
-        self._last_counting = (model, counter)
-        return counter
-
-    def _workflow_counter(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> TokenCounter:
-        """Workflow code counts with the run's own counter, begun afresh at its first step: estimates decide
-        what a request journals, and the shared one may have learned from later requests before a replay."""
-        state = self._runs[self._runs.key(ctx)]
-        name = model_name_of(_counted(model))
-        counter = state.workflow_counter
-        if counter is None or counter.model_name != name or getattr(ctx, 'run_step', 1) <= 1:
-            from ..tokens import TokenCounter
-
-            counter = state.workflow_counter = TokenCounter(name, profile=self.token_profile)
-        return counter
-
-    def limits_for(self, model: ModelRef | None) -> ContextLimits:
-        """The context policy resolved for `model` (once per model); a `FallbackModel` gets the limits of
-        its smallest known window. An unknown window falls back to `ContextPolicy.fallback_context_window`
-        with one `context_window_fallback` warning; an impossible setting raises `ContextPolicyError`, a
-        clamped one warns once (`setting_clamped`)."""
-        return self._model_limits.limits_for(model)
-
-    def _serving(self, ctx: RunContext[Any] | None, serving_model: Model | None) -> ModelRef | None:
-        """The model whose limits apply: the processor's `model`, else the one pydantic-ai hands the request
-        hook, else the run's."""
-        if self.model is not None:
-            return self.model
-        if serving_model is not None:
-            return serving_model
-        return ctx.model if ctx is not None else None
-
-    def make_context(
-        self,
-        *,
-        ctx: RunContext[Any] | None = None,
-        model: ModelRef | None = None,
-        tool_definitions: Sequence[ToolDefinition] = (),
-        serving_model: Model | None = None,
-        store: ArtifactStore | None = None,
-        compaction_request: CompactionRequest | None = None,
-    ) -> HistoryContext:
-        """The per-call context the stages receive, with the limits resolved for the serving model."""
-        store = self.store if store is None else store
-        if model is None:
-            model = self._serving(ctx, serving_model)
-        # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
-        operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
-        scope = self.scope_of(ctx)
-        run_id = self._runs.key(ctx)
-        return HistoryContext(
-            counter=self._counting(model) if operations is None else self._workflow_counter(ctx, model),
-            limits=self.limits_for(model),
-            summarizer=self.summarizer,
-            pin=self.pin,
-            keep_first_user_message=self.keep_first_user_message,
-            model=model,
-            run_context=ctx,
-            run_id=run_id,
-            # every key a stage uses carries the run's scope: nothing one tenant's run cached reaches another
-            cache=scoped(JournaledCache(operations) if operations is not None else self.cache, scope),
-            store=JournaledStore(operations, store) if operations is not None else store,
-            operations=operations,
-            emit_event=self._emit,
-            usage=ctx.usage if ctx is not None else None,
-            tool_definitions=tuple(tool_definitions),
-            serving_model=serving_model,
-            scope=scope,
-            background_allowed=operations is None and self._runs.is_open(run_id),
-            compaction_request=compaction_request,
-        )
-
-    def journaled(self, ctx: object) -> bool:
-        """Whether this run journals the processor's operations: a durability capability bound them."""
-        return bound_durable_operation(ctx, self.id, 'store_write')
-
     # ---- events and stats ---------------------------------------------------------------------------
 
     def _emit(self, event: HistoryEvent) -> None:
@@ -526,12 +418,6 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
             cache_hits=self.cache.stats.hits,
             cache_misses=self.cache.stats.misses,
         )
-
-
-def _counted(model: ModelRef | None) -> ModelRef | None:
-    """The model whose tokenizer counts a request to `model`: a wrapper over several counts like the first it
-    tries."""
-    return cast('ModelRef | None', serving_candidates(model)[0])
 
 
 def _tools_of(request_context: ModelRequestContext) -> list[ToolDefinition]:

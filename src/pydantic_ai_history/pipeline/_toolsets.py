@@ -14,9 +14,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage
 
 from .._compat import TOOLS_HAVE_METADATA
-from ..budget._policy import ContextLimits
 from ..budget._room import read_room_tokens
-from ..context._summarizer_settings import ModelRef
 from ..messages._marks import READBACK_TOOL_METADATA
 from ._agent_checks import clash_error, is_ours
 from ._compaction_tool import (
@@ -31,7 +29,6 @@ if TYPE_CHECKING:
     from pydantic_ai.toolsets import AbstractToolset
 
     from ..readback import ReadbackGate, ReadRoom
-    from ..tokens import TokenCounter
 
 
 logger = logging.getLogger('pydantic_ai_history')
@@ -41,15 +38,8 @@ class Toolsets(RequestPath):
     """The capability's tools, mixed into `HistoryCapability`."""
 
     if TYPE_CHECKING:
-        keep_first_user_message: bool
         readback_gate: ReadbackGate
         _built_toolsets: dict[str, tuple[tuple[object, ...], AbstractToolset[Any]]]
-
-        def scope_of(self, ctx: RunContext[Any] | None) -> str: ...
-
-        def counter_for(self, model: ModelRef | None) -> TokenCounter: ...
-
-        def limits_for(self, model: ModelRef | None) -> ContextLimits: ...
 
     def _check_tool_names(self, tools: Sequence[ToolDefinition]) -> None:
         """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""
