@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-
+from ..store._base import scope_tag
 from ._base import SummaryCache
 
 
@@ -12,9 +11,7 @@ def scoped_key(key: str, scope: str) -> str:
 
     A prefix, not a suffix, so an operator can find (or delete) one tenant's entries by pattern.
     """
-    if not scope:
-        return key
-    return f'scope-{hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:40]}/{key}'
+    return f'{scope_tag(scope)}/{key}' if scope else key
 
 
 class ScopedCache(SummaryCache):
