@@ -72,12 +72,7 @@ class ModelLimits:
     def _servers_to_ask(
         self, model: ModelRef | None, *, again: bool = False
     ) -> Iterator[tuple[Any, LocalServer]]:
-        from ..budget._local_server import local_server_of  # loaded by the first `Model` asked about
-
-        for candidate in serving_candidates(model):
-            server = local_server_of(candidate)
-            if server is not None and (again or self._to_ask(server)):
-                yield candidate, server
+        return ((c, server) for c, server in local_servers(model) if again or self._to_ask(server))
 
     def _to_ask(self, server: LocalServer) -> bool:
         """Never asked by this capability, or asked without an answer and due again."""
@@ -122,12 +117,11 @@ class ModelLimits:
     @staticmethod
     def _silent_servers(model: ModelRef | None) -> dict[str, str]:
         """What to set, by server kind, for each local server serving `model` that never says its window."""
-        from ..budget._local_server import local_server_of, silent_server_advice
+        from ..budget._local_server import silent_server_advice
 
         found: dict[str, str] = {}
-        for candidate in serving_candidates(model):
-            server = local_server_of(candidate)
-            advice = silent_server_advice(server) if server is not None else None
+        for _, server in local_servers(model):
+            advice = silent_server_advice(server)
             if advice is not None:
                 found.setdefault(*advice)
         return found
@@ -153,3 +147,13 @@ class ModelLimits:
     ) -> None:
         logger.log(level, '%s: %s', code, message)
         self.emit(HistoryWarning(code=code, message=message, details=details))
+
+
+def local_servers(model: object) -> Iterator[tuple[Any, LocalServer]]:
+    """Each model that may serve a request to `model` and is served by a local server, with that server."""
+    from ..budget._local_server import local_server_of  # loaded by the first `Model` asked about
+
+    for candidate in serving_candidates(model):
+        server = local_server_of(candidate)
+        if server is not None:
+            yield candidate, server

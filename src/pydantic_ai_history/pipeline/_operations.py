@@ -172,13 +172,12 @@ class HistoryOperations:
     def _server_api_key(self, server: LocalServer, *models: object) -> str | None:
         """The API key the model's own client sends to `server` (vLLM's `--api-key`), if any: sent to that
         server only, which receives it with every request anyway."""
-        from ..budget._local_server import local_server_of
-        from ..budget.model_info import serving_candidates
+        from ._limits import local_servers
 
         for model in (*models, self.model):
             model = getattr(model, 'model', model)  # a RunContext: the run's model
-            for candidate in serving_candidates(model):
-                if local_server_of(candidate) == server:
+            for candidate, serving in local_servers(model):
+                if serving == server:
                     key = getattr(getattr(candidate, 'client', None), 'api_key', None)
                     return key if isinstance(key, str) and key else None
         return None
