@@ -138,23 +138,10 @@ class RedisStore(ArtifactStore):
         now = self._clock()
         info = StoredArtifact(artifact_id, media_type, len(data), source, now, metadata)
         key = self._key(artifact_id, scope)
-        result = await self._call(
-            lambda: self._clients.get().eval(
-                PUT_SCRIPT,
-                6,
-                key,
-                key + ':info',
-                self._quota_key(scope),
-                *self._index_keys(),
-                data,
-                info.to_json(),
-                _bound(self.ttl, 1000),
-                len(data),
-                _bound(self.max_scope_bytes),
-                round(now * 1000),
-                _bound(self.max_bytes),
-            )
-        )
+        keys = (key, key + ':info', self._quota_key(scope), *self._index_keys())
+        ttl, scope_budget, now_ms = _bound(self.ttl, 1000), _bound(self.max_scope_bytes), round(now * 1000)
+        arguments = (data, info.to_json(), ttl, len(data), scope_budget, now_ms, _bound(self.max_bytes))
+        result = await self._call(lambda: self._clients.get().eval(PUT_SCRIPT, len(keys), *keys, *arguments))
         if isinstance(result, bytes):
             return StoredArtifact.from_json(result, artifact_id)
         if isinstance(result, list):  # [-1, bytes held]: full of what is within its ttl
