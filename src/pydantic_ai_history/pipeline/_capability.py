@@ -226,7 +226,7 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
             limits = self.limits_for(self._serving(ctx, request_context.model))
             self._runs[self._runs.key(ctx)].planned_budget = limits.budget
             if self._notice is not None and processed is not None:
-                self._send_notice(ctx, request_context, processed, limits)
+                self._send_notice(ctx, processed, limits)
         await publish(ctx, stream_events)
         return request_context
 
@@ -270,20 +270,15 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
                 except Exception:  # cleanup only: the run's own outcome stands
                     logger.exception('stage %r failed to end the run', getattr(stage, 'name', stage))
 
-    def _send_notice(
-        self,
-        ctx: RunContext[Any],
-        request_context: ModelRequestContext,
-        processed: RequestProcessed,
-        limits: ContextLimits,
-    ) -> None:
+    def _send_notice(self, ctx: RunContext[Any], processed: RequestProcessed, limits: ContextLimits) -> None:
         """The near-limit notice, when the history entered a new band past its start: a request-scoped system
         prompt (2.x), else at the end of this request's outgoing copy only."""
         assert self._notice is not None
+        tokens, run_id = processed.tokens_after, processed.run_id
         compacts = compaction_stage(self._stages) is not None
         limit = limits.trigger if compacts else limits.budget
-        band = self._notice.band(processed.tokens_after, limit)
-        state = self._runs[processed.run_id]
+        band = self._notice.band(tokens, limit)
+        state = self._runs[run_id]
         if band is None:  # under its start (again, after a compaction): the next crossing is told
             state.notice_band = None
             return
@@ -291,20 +286,13 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
             return
         state.notice_band = band
         tool = self._tool.name if self._tool is not None else None
-        text = notice_text(processed.tokens_after, limit, compacts=compacts, tool=tool)
+        text = notice_text(tokens, limit, compacts=compacts, tool=tool)
         part = request_scoped_prompt(text, {MARKER_KEY: {'kind': 'near_limit_notice'}})
         if REQUEST_SCOPED_PROMPTS:
             ctx.enqueue(part)
         else:  # here the hook's messages become the history: the wire copy gets it (`wrap_model_request`)
             state.notice = part
-        self._emit(
-            NearLimitNoticeSent(
-                run_id=processed.run_id,
-                context_tokens=processed.tokens_after,
-                limit_tokens=limit,
-                notice=text,
-            )
-        )
+        self._emit(NearLimitNoticeSent(run_id=run_id, context_tokens=tokens, limit_tokens=limit, notice=text))
 
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext

@@ -91,12 +91,8 @@ class Toolsets(RequestPath):
     ) -> AbstractToolset[Any]:
         """The toolset of `kind` built for these `settings` (compared by identity), built on first use."""
         known = self._built_toolsets.get(kind)
-        if (
-            known is not None
-            and len(known[0]) == len(settings)
-            and all(a is b for a, b in zip(known[0], settings, strict=True))
-        ):
-            return known[1]
+        if known is not None and all(a is b for a, b in zip(known[0], settings, strict=True)):
+            return known[1]  # each kind is built from as many settings every time
         toolset = build()
         self._built_toolsets[kind] = (settings, toolset)
         return toolset
