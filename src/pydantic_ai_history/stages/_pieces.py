@@ -158,8 +158,22 @@ def _tool_pieces(
 ) -> list[Piece]:
     """The text (unless `text` is False: a stage reduced it already) and the files of a tool return."""
     pieces: list[Piece] = []
-    if text:
-        pieces.extend(_tool_text(p_index, part, counter, hint))
+    body, media_type, _ = tool_return_text(part) if text else ('', '', ())
+    if body:
+        pieces.append(
+            Piece(
+                kind='tool',
+                part_index=p_index,
+                item_index=None,
+                text=body,
+                tokens=corrected(counter, body),
+                media_type=media_type,
+                tool_name=part.tool_name,
+                tool_call_id=part.tool_call_id,
+                hint=hint,
+                page=Page.of(part),
+            )
+        )
     if isinstance(part.content, (list, tuple)):
         for i_index, item in enumerate(part.content):
             if is_media(item):
@@ -167,26 +181,6 @@ def _tool_pieces(
                     _media_piece(p_index, i_index, item, counter, part.tool_name, part.tool_call_id)
                 )
     return pieces
-
-
-def _tool_text(p_index: int, part: ToolReturnPart, counter: TokenCounter, hint: str) -> list[Piece]:
-    text, media_type, _ = tool_return_text(part)
-    if not text:
-        return []
-    return [
-        Piece(
-            kind='tool',
-            part_index=p_index,
-            item_index=None,
-            text=text,
-            tokens=corrected(counter, text),
-            media_type=media_type,
-            tool_name=part.tool_name,
-            tool_call_id=part.tool_call_id,
-            hint=hint,
-            page=Page.of(part),
-        )
-    ]
 
 
 def _user_pieces(p_index: int, part: UserPromptPart, counter: TokenCounter) -> list[Piece]:
