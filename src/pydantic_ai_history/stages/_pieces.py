@@ -345,6 +345,11 @@ class Replacement:
     """What a tool return records in its metadata (the artifact id, the tokens it had, the strategy)."""
 
 
+def stored_marker(artifact_id: str, tokens: int, strategy: str) -> dict[str, Any]:
+    """What a replaced tool return records: where its original is stored, what it cost, how it was cut."""
+    return {'artifact_id': artifact_id, 'original_tokens': tokens, 'strategy': strategy}
+
+
 def replace_pieces(
     messages: Sequence[ModelMessage], replacements: Mapping[Place, Replacement]
 ) -> list[ModelMessage]:

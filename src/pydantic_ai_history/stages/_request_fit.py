@@ -39,6 +39,7 @@ from ._pieces import (
     plan_fit,
     replace_pieces,
     request_pieces,
+    stored_marker,
 )
 
 _PASSES = 3
@@ -325,8 +326,7 @@ class _Fit:
         """What the replaced part records: the id its original is stored under (`NOT_STORED` when the store
         refused it, so no later stub points there)."""
         artifact_id, stored = self.stored[index]
-        kept_id = artifact_id if stored else NOT_STORED
-        return {'artifact_id': kept_id, 'original_tokens': piece.tokens, 'strategy': strategy}
+        return stored_marker(artifact_id if stored else NOT_STORED, piece.tokens, strategy)
 
     async def _piece(self, index: int, cap: int) -> tuple[str, str]:
         """One text within `cap` tokens: its text and how it was reduced. A read-back page is cut shorter (its
@@ -384,9 +384,9 @@ class _Fit:
         note = await context.off_loop(render)
         self.texts[plan.group[0]] = note
         out: dict[_Place, Replacement] = {}
+        kept_id = artifact_id if stored else NOT_STORED
         for number, piece in enumerate(grouped, 1):
-            kept_id = artifact_id if stored else NOT_STORED
-            marker = {'artifact_id': kept_id, 'original_tokens': piece.tokens, 'strategy': 'group'}
+            marker = stored_marker(kept_id, piece.tokens, 'group')
             text = note if number == 1 else f'[#{number}]' if piece.kind == 'tool' else None
             out[(piece.part_index, piece.item_index)] = _replacement(piece, text, marker)
         return out

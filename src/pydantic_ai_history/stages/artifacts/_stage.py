@@ -36,7 +36,15 @@ from ...pipeline._stage_capability import StageCapability, history_processor_ann
 from ...store import artifact_id
 from ...tokens import TokenCounter
 from ...tokens._running_counts import IdentityMemo
-from .._pieces import Place, Replacement, corrected, replace_pieces, replaced_part, too_deep_returns
+from .._pieces import (
+    Place,
+    Replacement,
+    corrected,
+    replace_pieces,
+    replaced_part,
+    stored_marker,
+    too_deep_returns,
+)
 from .._request_fit import (
     fit_newest,
     latest_question,
@@ -706,11 +714,7 @@ def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: His
 def _replacement(candidate: Candidate, outcome: _Outcome) -> Replacement:
     """What stands for the candidate's text: the outcome, marked with the stored original's id."""
     assert outcome.text is not None
-    marker = {
-        'artifact_id': candidate.id,
-        'original_tokens': candidate.artifact.tokens,
-        'strategy': outcome.strategy,
-    }
+    marker = stored_marker(candidate.id, candidate.artifact.tokens, outcome.strategy)
     if candidate.reduced_by:
         marker['reducer'] = candidate.reduced_by
     return Replacement(outcome.text, marker)

@@ -30,7 +30,7 @@ from ...context._context import ARTIFACT_MARKER, HistoryContext
 from ...messages._marks import MARKER_KEY, part_kinds, readback_tool, seal, unseal
 from ...messages._utf8 import utf8
 from ...tokens import TokenCounter
-from .._pieces import Replacement, replace_pieces, tool_return_text
+from .._pieces import Replacement, replace_pieces, stored_marker, tool_return_text
 
 STUB_STRATEGY = 'stub'
 """The `strategy` our metadata records on a tool return the cheap tier stubbed (never stubbed again)."""
@@ -282,9 +282,4 @@ def _replacement(stub: Stub) -> Replacement:
     """What stands for a stubbed part (its marker in metadata) or file (its stub sealed already)."""
     if stub.item is not None:
         return Replacement(stub.text)
-    marker = {
-        'artifact_id': stub.artifact_id,
-        'original_tokens': stub.tokens_before,
-        'strategy': STUB_STRATEGY,
-    }
-    return Replacement(stub.text, marker)
+    return Replacement(stub.text, stored_marker(stub.artifact_id, stub.tokens_before, STUB_STRATEGY))
