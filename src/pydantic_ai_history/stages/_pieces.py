@@ -355,19 +355,25 @@ def replace_pieces(
 ) -> list[ModelMessage]:
     """New messages with every replacement in place (nothing mutated): a tool return's text or a file, a text
     or a file of the user's; a user prompt part left with nothing goes."""
-    by_part: dict[int, dict[int, dict[int | None, Replacement]]] = {}
+    by_part: dict[tuple[int, int], dict[int | None, Replacement]] = {}
     for (m_index, p_index, i_index), replacement in replacements.items():
-        by_part.setdefault(m_index, {}).setdefault(p_index, {})[i_index] = replacement
+        by_part.setdefault((m_index, p_index), {})[i_index] = replacement
+    return with_parts(
+        messages,
+        {(m, p): replaced_part(messages[m].parts[p], changes) for (m, p), changes in by_part.items()},
+    )
+
+
+def with_parts(
+    messages: Sequence[ModelMessage], new_parts: Mapping[tuple[int, int], Any]
+) -> list[ModelMessage]:
+    """New messages with the part at each (request, part) index replaced (nothing mutated); None: it goes."""
     result = list(messages)
-    for m_index, changed in by_part.items():
-        message = result[m_index]
-        assert isinstance(message, ModelRequest)
-        parts: list[Any] = []
-        for p_index, part in enumerate(message.parts):
-            new = replaced_part(part, changed[p_index]) if p_index in changed else part
-            if new is not None:
-                parts.append(new)
-        result[m_index] = dataclasses.replace(message, parts=parts)
+    for m_index in {m for m, _ in new_parts}:
+        request = result[m_index]
+        assert isinstance(request, ModelRequest)
+        parts = [new_parts.get((m_index, p), part) for p, part in enumerate(request.parts)]
+        result[m_index] = dataclasses.replace(request, parts=[p for p in parts if p is not None])
     return result
 
 

@@ -44,6 +44,7 @@ from .._pieces import (
     replaced_part,
     stored_marker,
     too_deep_returns,
+    with_parts,
 )
 from .._request_fit import (
     fit_newest,
@@ -467,21 +468,17 @@ class ArtifactPlanner(StageCapability):
                 replaced[(attachment.message_index, attachment.part_index, attachment.item_index)] = items
         if not replaced:
             return messages
-        result = list(messages)
-        for m_index, p_index in sorted({(m, p) for m, p, _ in replaced}):
-            message = result[m_index]
-            assert isinstance(message, ModelRequest)
-            part = message.parts[p_index]
+        new_parts: dict[tuple[int, int], Any] = {}
+        for m_index, p_index in {(m, p) for m, p, _ in replaced}:
+            part = messages[m_index].parts[p_index]
             whole = replaced.get((m_index, p_index, None))
             if whole is not None:
                 content: Any = whole[0] if len(whole) == 1 and isinstance(whole[0], str) else whole
             else:
                 listed = enumerate(cast('Sequence[Any]', part.content))  # type: ignore[union-attr]
                 content = [new for i, item in listed for new in replaced.get((m_index, p_index, i), [item])]
-            parts = list(message.parts)
-            parts[p_index] = dataclasses.replace(part, content=content)
-            result[m_index] = dataclasses.replace(message, parts=parts)
-        return result
+            new_parts[(m_index, p_index)] = dataclasses.replace(part, content=content)
+        return with_parts(messages, new_parts)
 
     def _not_taken_as_is(self, attachments: list[Attachment], context: HistoryContext) -> list[Attachment]:
         if is_test_model(context.model):
