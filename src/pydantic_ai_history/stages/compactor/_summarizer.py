@@ -93,6 +93,21 @@ class _Packer:
         return self.chunks
 
 
+def _fixed_tokens(
+    counter: TokenCounter, settings: CompactionSettings, texts: tuple[str, str | None, str | None, str | None]
+) -> int:
+    """What every call's prompt holds besides the transcript: the instructions, the task, the previous summary
+    (room for the summary it becomes), the focus and the framing."""
+    instructions, task, previous_summary, focus = texts
+    return (
+        counter.count_text(instructions)
+        + (min(counter.count_text(task), settings.task_max_tokens) if task else 0)
+        + max(counter.count_text(previous_summary or ''), settings.summary_max_tokens)
+        + (counter.count_text(focus) if focus else 0)
+        + _PROMPT_FRAMING_TOKENS
+    )
+
+
 async def run_summarizer(
     *,
     model: Any,
@@ -114,15 +129,7 @@ async def run_summarizer(
     cap = settings.summary_max_tokens
     task = counter.truncate_text(original_task, settings.task_max_tokens) if original_task else None
     input_cap = summarizer.input_cap(model_info(model).context_window, answer_tokens=cap)
-    # what every call's prompt holds besides the transcript: the instructions, the task, the previous summary
-    # (room for the summary it becomes), the focus and the framing
-    fixed = (
-        counter.count_text(instructions)
-        + (min(counter.count_text(task), settings.task_max_tokens) if task else 0)
-        + max(counter.count_text(previous_summary or ''), cap)
-        + (counter.count_text(focus) if focus else 0)
-        + _PROMPT_FRAMING_TOKENS
-    )
+    fixed = _fixed_tokens(counter, settings, (instructions, task, previous_summary, focus))
     available = max(input_cap - fixed, 1_000)
     chunks: list[list[TranscriptUnit | str]] = chunk_transcript(transcript, available, counter) or [
         ['(no messages)']
