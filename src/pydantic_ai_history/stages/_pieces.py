@@ -158,8 +158,22 @@ def _tool_pieces(
 ) -> list[Piece]:
     """The text (unless `text` is False: a stage reduced it already) and the files of a tool return."""
     pieces: list[Piece] = []
-    if text:
-        pieces.extend(_tool_text(p_index, part, counter, hint))
+    body, media_type, _ = tool_return_text(part) if text else ('', '', ())
+    if body:
+        pieces.append(
+            Piece(
+                kind='tool',
+                part_index=p_index,
+                item_index=None,
+                text=body,
+                tokens=corrected(counter, body),
+                media_type=media_type,
+                tool_name=part.tool_name,
+                tool_call_id=part.tool_call_id,
+                hint=hint,
+                page=Page.of(part),
+            )
+        )
     if isinstance(part.content, (list, tuple)):
         for i_index, item in enumerate(part.content):
             if is_media(item):
@@ -167,26 +181,6 @@ def _tool_pieces(
                     _media_piece(p_index, i_index, item, counter, part.tool_name, part.tool_call_id)
                 )
     return pieces
-
-
-def _tool_text(p_index: int, part: ToolReturnPart, counter: TokenCounter, hint: str) -> list[Piece]:
-    text, media_type, _ = tool_return_text(part)
-    if not text:
-        return []
-    return [
-        Piece(
-            kind='tool',
-            part_index=p_index,
-            item_index=None,
-            text=text,
-            tokens=corrected(counter, text),
-            media_type=media_type,
-            tool_name=part.tool_name,
-            tool_call_id=part.tool_call_id,
-            hint=hint,
-            page=Page.of(part),
-        )
-    ]
 
 
 def _user_pieces(p_index: int, part: UserPromptPart, counter: TokenCounter) -> list[Piece]:
@@ -351,24 +345,35 @@ class Replacement:
     """What a tool return records in its metadata (the artifact id, the tokens it had, the strategy)."""
 
 
+def stored_marker(artifact_id: str, tokens: int, strategy: str) -> dict[str, Any]:
+    """What a replaced tool return records: where its original is stored, what it cost, how it was cut."""
+    return {'artifact_id': artifact_id, 'original_tokens': tokens, 'strategy': strategy}
+
+
 def replace_pieces(
     messages: Sequence[ModelMessage], replacements: Mapping[Place, Replacement]
 ) -> list[ModelMessage]:
     """New messages with every replacement in place (nothing mutated): a tool return's text or a file, a text
     or a file of the user's; a user prompt part left with nothing goes."""
-    by_part: dict[int, dict[int, dict[int | None, Replacement]]] = {}
+    by_part: dict[tuple[int, int], dict[int | None, Replacement]] = {}
     for (m_index, p_index, i_index), replacement in replacements.items():
-        by_part.setdefault(m_index, {}).setdefault(p_index, {})[i_index] = replacement
+        by_part.setdefault((m_index, p_index), {})[i_index] = replacement
+    return with_parts(
+        messages,
+        {(m, p): replaced_part(messages[m].parts[p], changes) for (m, p), changes in by_part.items()},
+    )
+
+
+def with_parts(
+    messages: Sequence[ModelMessage], new_parts: Mapping[tuple[int, int], Any]
+) -> list[ModelMessage]:
+    """New messages with the part at each (request, part) index replaced (nothing mutated); None: it goes."""
     result = list(messages)
-    for m_index, changed in by_part.items():
-        message = result[m_index]
-        assert isinstance(message, ModelRequest)
-        parts: list[Any] = []
-        for p_index, part in enumerate(message.parts):
-            new = replaced_part(part, changed[p_index]) if p_index in changed else part
-            if new is not None:
-                parts.append(new)
-        result[m_index] = dataclasses.replace(message, parts=parts)
+    for m_index in {m for m, _ in new_parts}:
+        request = result[m_index]
+        assert isinstance(request, ModelRequest)
+        parts = [new_parts.get((m_index, p), part) for p, part in enumerate(request.parts)]
+        result[m_index] = dataclasses.replace(request, parts=[p for p in parts if p is not None])
     return result
 
 

@@ -39,6 +39,7 @@ from ._pieces import (
     plan_fit,
     replace_pieces,
     request_pieces,
+    stored_marker,
 )
 
 _PASSES = 3
@@ -308,17 +309,14 @@ class _Fit:
     async def replacements(self, plan: FitPlan) -> dict[_Place, Replacement]:
         out: dict[_Place, Replacement] = {}
         self.texts = {}
-        for index, cap in plan.caps.items():
+        for index in (*plan.caps, *plan.stubbed):
             piece = self.pieces[index]
-            text, artifact_id, strategy = await self._piece(index, cap)
+            if index in plan.caps:
+                text, strategy = await self._piece(index, plan.caps[index])
+            else:
+                text, strategy = file_line(piece, *await self._stored(index)), 'stub'
             self.texts[index] = text
             marker = self._marker(index, piece, strategy)
-            out[(piece.part_index, piece.item_index)] = _replacement(piece, text, marker)
-        for index in plan.stubbed:
-            piece = self.pieces[index]
-            artifact_id, stored = await self._stored(index)
-            text = self.texts[index] = file_line(piece, artifact_id, stored)
-            marker = self._marker(index, piece, 'stub')
             out[(piece.part_index, piece.item_index)] = _replacement(piece, text, marker)
         if plan.group:
             out.update(await self._grouped(plan))
@@ -328,22 +326,21 @@ class _Fit:
         """What the replaced part records: the id its original is stored under (`NOT_STORED` when the store
         refused it, so no later stub points there)."""
         artifact_id, stored = self.stored[index]
-        kept_id = artifact_id if stored else NOT_STORED
-        return {'artifact_id': kept_id, 'original_tokens': piece.tokens, 'strategy': strategy}
+        return stored_marker(artifact_id if stored else NOT_STORED, piece.tokens, strategy)
 
-    async def _piece(self, index: int, cap: int) -> tuple[str, str, str]:
-        """One text within `cap` tokens: its text, the artifact it names, how it was reduced. A read-back
-        page is cut shorter (its artifact is stored already); anything else is stored first."""
+    async def _piece(self, index: int, cap: int) -> tuple[str, str]:
+        """One text within `cap` tokens: its text and how it was reduced. A read-back page is cut shorter (its
+        artifact is stored already); anything else is stored first."""
         piece = self.pieces[index]
         counter = self.context.counter
         if piece.page is not None:
             self.stored[index] = (piece.page.artifact_id, True)
-            return _repaged(piece, piece.page, cap, counter), piece.page.artifact_id, 'page'
+            return _repaged(piece, piece.page, cap, counter), 'page'
         artifact_id, stored = await self._stored(index)
         query = f'{self.query} {piece.hint}'.strip()
         render = functools.partial(reduced_text, piece, artifact_id, cap, query, counter, stored)
         text = await self.context.off_loop(render) if _large(piece) else render()
-        return text, artifact_id, 'extract'
+        return text, 'extract'
 
     async def _stored(self, index: int) -> tuple[str, bool]:
         """The piece's original, stored once: its artifact id, and whether the store kept it."""
@@ -387,9 +384,9 @@ class _Fit:
         note = await context.off_loop(render)
         self.texts[plan.group[0]] = note
         out: dict[_Place, Replacement] = {}
+        kept_id = artifact_id if stored else NOT_STORED
         for number, piece in enumerate(grouped, 1):
-            kept_id = artifact_id if stored else NOT_STORED
-            marker = {'artifact_id': kept_id, 'original_tokens': piece.tokens, 'strategy': 'group'}
+            marker = stored_marker(kept_id, piece.tokens, 'group')
             text = note if number == 1 else f'[#{number}]' if piece.kind == 'tool' else None
             out[(piece.part_index, piece.item_index)] = _replacement(piece, text, marker)
         return out

@@ -36,7 +36,16 @@ from ...pipeline._stage_capability import StageCapability, history_processor_ann
 from ...store import artifact_id
 from ...tokens import TokenCounter
 from ...tokens._running_counts import IdentityMemo
-from .._pieces import Place, Replacement, corrected, replace_pieces, replaced_part, too_deep_returns
+from .._pieces import (
+    Place,
+    Replacement,
+    corrected,
+    replace_pieces,
+    replaced_part,
+    stored_marker,
+    too_deep_returns,
+    with_parts,
+)
 from .._request_fit import (
     fit_newest,
     latest_question,
@@ -459,21 +468,17 @@ class ArtifactPlanner(StageCapability):
                 replaced[(attachment.message_index, attachment.part_index, attachment.item_index)] = items
         if not replaced:
             return messages
-        result = list(messages)
-        for m_index, p_index in sorted({(m, p) for m, p, _ in replaced}):
-            message = result[m_index]
-            assert isinstance(message, ModelRequest)
-            part = message.parts[p_index]
+        new_parts: dict[tuple[int, int], Any] = {}
+        for m_index, p_index in {(m, p) for m, p, _ in replaced}:
+            part = messages[m_index].parts[p_index]
             whole = replaced.get((m_index, p_index, None))
             if whole is not None:
                 content: Any = whole[0] if len(whole) == 1 and isinstance(whole[0], str) else whole
             else:
                 listed = enumerate(cast('Sequence[Any]', part.content))  # type: ignore[union-attr]
                 content = [new for i, item in listed for new in replaced.get((m_index, p_index, i), [item])]
-            parts = list(message.parts)
-            parts[p_index] = dataclasses.replace(part, content=content)
-            result[m_index] = dataclasses.replace(message, parts=parts)
-        return result
+            new_parts[(m_index, p_index)] = dataclasses.replace(part, content=content)
+        return with_parts(messages, new_parts)
 
     def _not_taken_as_is(self, attachments: list[Attachment], context: HistoryContext) -> list[Attachment]:
         if is_test_model(context.model):
@@ -706,11 +711,7 @@ def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: His
 def _replacement(candidate: Candidate, outcome: _Outcome) -> Replacement:
     """What stands for the candidate's text: the outcome, marked with the stored original's id."""
     assert outcome.text is not None
-    marker = {
-        'artifact_id': candidate.id,
-        'original_tokens': candidate.artifact.tokens,
-        'strategy': outcome.strategy,
-    }
+    marker = stored_marker(candidate.id, candidate.artifact.tokens, outcome.strategy)
     if candidate.reduced_by:
         marker['reducer'] = candidate.reduced_by
     return Replacement(outcome.text, marker)

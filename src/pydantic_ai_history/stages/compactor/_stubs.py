@@ -28,10 +28,9 @@ from pydantic_ai.messages import (
 from ..._compat import is_media, part_metadata
 from ...context._context import ARTIFACT_MARKER, HistoryContext
 from ...messages._marks import MARKER_KEY, part_kinds, readback_tool, seal, unseal
-from ...messages._nesting import json_text
 from ...messages._utf8 import utf8
 from ...tokens import TokenCounter
-from .._pieces import Replacement, replace_pieces
+from .._pieces import Replacement, replace_pieces, stored_marker, tool_return_text
 
 STUB_STRATEGY = 'stub'
 """The `strategy` our metadata records on a tool return the cheap tier stubbed (never stubbed again)."""
@@ -159,17 +158,6 @@ def _head(text: str, chars: int) -> str:
     return words if len(words) <= chars and len(text) <= chars * 4 else words[:chars].rstrip() + '...'
 
 
-def _original_text(part: ToolReturnPart) -> tuple[str, str]:
-    """The text the model saw (JSON for structured content) and its media type."""
-    content = part.content
-    if isinstance(content, str):
-        return content, 'text/plain'
-    try:
-        return part.model_response_str(), 'application/json'
-    except Exception:
-        return json_text(content), 'application/json'
-
-
 @dataclass
 class _Planner:
     counter: TokenCounter
@@ -203,7 +191,7 @@ class _Planner:
         described = describe_call(call, part.tool_name)
         key = _call_key(call, part.tool_name)
         again = bool(key) and self.last_index.get(key, index) > index
-        text, media_type = _original_text(part)
+        text, media_type, _ = tool_return_text(part)  # files were ruled out above
         if part.tool_name == readback_tool():  # already in the store: the same call reads it again
             stub = f'{_STUB_OPENING} {described} returned {len(text):,} characters from the store: '
             stub += 'the same call reads them again.'
@@ -294,9 +282,4 @@ def _replacement(stub: Stub) -> Replacement:
     """What stands for a stubbed part (its marker in metadata) or file (its stub sealed already)."""
     if stub.item is not None:
         return Replacement(stub.text)
-    marker = {
-        'artifact_id': stub.artifact_id,
-        'original_tokens': stub.tokens_before,
-        'strategy': STUB_STRATEGY,
-    }
-    return Replacement(stub.text, marker)
+    return Replacement(stub.text, stored_marker(stub.artifact_id, stub.tokens_before, STUB_STRATEGY))

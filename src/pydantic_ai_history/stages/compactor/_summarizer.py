@@ -39,10 +39,6 @@ class SummarizerError(Exception):
         """Whether the call ran out of `SummarizerSettings.timeout` (the message names the setting)."""
 
 
-def _timeout_reason(exc: TimeoutError, summarizer: SummarizerSettings) -> str:
-    return str(exc) or f'timed out (SummarizerSettings.timeout={summarizer.timeout!r})'
-
-
 @dataclass(frozen=True)
 class SummarizerOutcome:
     text: str
@@ -168,7 +164,8 @@ async def run_summarizer(
                 max_tokens=answer_max_tokens(cap),
             )
         except TimeoutError as exc:
-            raise SummarizerError(_timeout_reason(exc, summarizer), calls, timed_out=True) from None
+            reason = str(exc) or f'timed out (SummarizerSettings.timeout={summarizer.timeout!r})'
+            raise SummarizerError(reason, calls, timed_out=True) from None
         except Exception as exc:
             raise SummarizerError(f'{type(exc).__name__}: {exc}', calls) from exc
         text = output.strip() if isinstance(output, str) else ''

@@ -60,16 +60,7 @@ class Layout:
         previous = [t for m in dropped if (t := note_transcript(m)) is not None]
         transcript = render_transcript(content, self.context, previous)
         note = window_note(dropped, self.context.run_id, transcript=transcript.artifact_id)
-        result, after = self.assemble(selection, note)
-        return Draft(
-            selection=selection,
-            result=result,
-            note=note,
-            dropped=dropped,
-            transcript=transcript,
-            named=True,
-            after=after,
-        )
+        return self.assemble(selection, note, dropped, transcript, named=True)
 
     def plain(
         self, selection: WindowSelection, dropped: list[ModelMessage], transcript: Transcript | None
@@ -80,20 +71,19 @@ class Layout:
         has_content = any(marker_kind(m) != 'window' for m in dropped)
         earlier = previous[-1] if previous else None
         note = window_note(dropped, self.context.run_id, transcript=earlier, complete=not has_content)
-        result, after = self.assemble(selection, note)
-        return Draft(
-            selection=selection,
-            result=result,
-            note=note,
-            dropped=dropped,
-            transcript=transcript,
-            named=False,
-            after=after,
-        )
+        return self.assemble(selection, note, dropped, transcript, named=False)
 
-    def assemble(self, selection: WindowSelection, note: ModelRequest) -> tuple[list[ModelMessage], int]:
-        """The kept units with `note` where the dropped ones were (and the loads they lose recorded again
-        after it), and their tokens, overhead included."""
+    def assemble(
+        self,
+        selection: WindowSelection,
+        note: ModelRequest,
+        dropped: list[ModelMessage],
+        transcript: Transcript | None,
+        *,
+        named: bool,
+    ) -> Draft:
+        """The draft of the kept units with `note` (standing for `dropped`, naming `transcript` when `named`)
+        where the dropped ones were, and the loads they lose recorded again after it."""
         kept = set(selection.kept_units)
         result: list[ModelMessage] = []
         note_at = 0
@@ -105,7 +95,15 @@ class Layout:
                 note_at = len(result)
             result.extend(self.messages[unit.start : unit.end])
         result, _ = with_reloads(self.messages, result, kept_from=note_at, run_id=self.context.run_id)
-        return result, self.context.counter.count_messages(result) + self.overhead
+        return Draft(
+            selection=selection,
+            result=result,
+            note=note,
+            dropped=dropped,
+            transcript=transcript,
+            named=named,
+            after=self.context.counter.count_messages(result) + self.overhead,
+        )
 
 
 def plain_if_it_fits(layout: Layout, draft: Draft, budget: int, before: int) -> Draft:

@@ -51,7 +51,9 @@ def select_window(
     last = len(units) - 1
     costs = [sum(per_message[u.start : u.end]) for u in units]
     body = range(first_body, last)
-    question = _body_question(messages, units, body, run_id)
+    question = question_unit(messages, units, run_id)
+    if question not in body:  # the head and the last unit are kept anyway
+        question = None
     kept_anyway = set() if question is None else {question}
     used = fixed_cost + sum(costs[:first_body]) + costs[last] + sum(costs[i] for i in kept_anyway)
     own_markers = {i for i in body if marker_kind(messages[units[i].start]) == 'window'}
@@ -68,14 +70,6 @@ def select_window(
     return WindowSelection(
         head=head, kept_units=tuple(kept), dropped_units=dropped, pinned_kept=len(pinned), question=question
     )
-
-
-def _body_question(
-    messages: Sequence[ModelMessage], units: Sequence[Unit], body: range, run_id: str | None
-) -> int | None:
-    """The current run's question when it is in the body (the head and the last unit are kept anyway)."""
-    question = question_unit(messages, units, run_id)
-    return question if question is not None and question in body else None
 
 
 def _head(messages: Sequence[ModelMessage], units: Sequence[Unit], keep_first_user_message: bool) -> int:
