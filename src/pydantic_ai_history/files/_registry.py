@@ -10,11 +10,13 @@ from ._archive import ZipReader
 from ._base import Reader
 from ._budget import zip_entry_bound
 from ._markitdown import (
-    DocxReader,
-    EpubReader,
-    HtmlReader,
-    IpynbReader,
-    OutlookMsgReader,
+    DOCX,
+    DOCX_TYPE,
+    EPUB,
+    HTML,
+    IPYNB,
+    OUTLOOK_MSG,
+    OUTLOOK_TYPE,
     PdfReader,
     PptxReader,
     RssReader,
@@ -26,14 +28,14 @@ from ._xlsx import XlsxReader
 
 READERS: tuple[Reader, ...] = (
     PdfReader(),
-    DocxReader(),
+    DOCX,
     PptxReader(),
     XlsxReader(),
     XlsReader(),
-    HtmlReader(),
-    EpubReader(),
-    IpynbReader(),
-    OutlookMsgReader(),
+    HTML,
+    EPUB,
+    IPYNB,
+    OUTLOOK_MSG,
     RtfReader(),
     RssReader(),
     SvgReader(),
@@ -257,7 +259,7 @@ def _zip_type(data: bytes) -> str:
         return 'application/zip'
     if '[Content_Types].xml' in names:
         for prefix, media_type in (
-            ('word/', DocxReader.media_types[0]),
+            ('word/', DOCX_TYPE),
             ('ppt/', PptxReader.media_types[0]),
             ('xl/', XlsxReader.media_types[0]),
         ):
@@ -269,7 +271,7 @@ def _zip_type(data: bytes) -> str:
 def _ole_type(data: bytes, extension: str | None) -> str:
     """Legacy Office and Outlook files share the OLE container; the stream names tell them apart."""
     if extension == '.msg' or '__substg1.0_'.encode('utf-16-le') in data:
-        return OutlookMsgReader.media_types[0]
+        return OUTLOOK_TYPE
     if extension == '.xls' or 'Workbook'.encode('utf-16-le') in data or 'Book'.encode('utf-16-le') in data:
         return XlsReader.media_types[0]
     if extension == '.doc':

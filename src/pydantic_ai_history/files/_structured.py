@@ -7,7 +7,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from defusedxml import DefusedXmlException
 
@@ -181,8 +181,8 @@ class XmlReader(Reader):
     """
 
     format = 'XML'
-    media_types: ClassVar[tuple[str, ...]] = ('application/xml', 'text/xml')
-    extensions: ClassVar[tuple[str, ...]] = ('.xml', '.xsd', '.plist', '.csproj', '.xaml')
+    media_types: tuple[str, ...] = ('application/xml', 'text/xml')
+    extensions: tuple[str, ...] = ('.xml', '.xsd', '.plist', '.csproj', '.xaml')
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
         fmt = self.format
@@ -211,8 +211,8 @@ class SvgReader(XmlReader):
     rendered, no external reference is resolved)."""
 
     format = 'SVG'
-    media_types: ClassVar[tuple[str, ...]] = ('image/svg+xml',)
-    extensions: ClassVar[tuple[str, ...]] = ('.svg',)
+    media_types = ('image/svg+xml',)
+    extensions = ('.svg',)
 
 
 def _parse_xml(data: bytes) -> ET.Element:

@@ -51,16 +51,6 @@ def readback_tool() -> str:
     return _readback_tool.get()
 
 
-@contextmanager
-def readback_tool_scope(name: str) -> Iterator[None]:
-    """Notes written within the block name the read-back tool `name`."""
-    token = _readback_tool.set(name)
-    try:
-        yield
-    finally:
-        _readback_tool.reset(token)
-
-
 Kind = Literal['summary', 'pinned', 'transcript', 'trail', 'window', 'artifact']
 """What a part of ours is: a summary, the pinned section, the stored-transcript reference or the trail of
 exact details carried with it, a window note, or the text that stands for an artifact."""
@@ -124,8 +114,8 @@ def seal_key(secret: bytes) -> bytes:
 
 
 class MarksScope:
-    """`readback_tool_scope(tool)` and, given a store's secret, `seal_key_scope(secret)`, as one block:
-    entered on every request, so without the generators of `contextmanager`."""
+    """Notes written within the block name the read-back tool `tool` and, given a store's secret, are sealed
+    as in `seal_key_scope(secret)`: entered on every request, so not a `contextmanager` generator."""
 
     __slots__ = ('_key', '_tokens', '_tool')
 

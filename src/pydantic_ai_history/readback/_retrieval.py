@@ -81,7 +81,8 @@ _QUERY_TERMS = 64
 """At most this many distinct terms rank the chunks: each one costs a pass over every chunk."""
 
 
-def _query_terms(query: str) -> list[str]:
+def query_terms(query: str) -> list[str]:
+    """The terms that rank chunks for `query` (stop words out, each once, at most 64)."""
     if len(query) > _QUERY_CHARS:
         query = query[: _QUERY_CHARS // 2] + ' ' + query[-_QUERY_CHARS // 2 :]
     terms = [t for t in tokenize(query) if t not in _STOP_WORDS]
@@ -470,7 +471,7 @@ class Ranking:
 def rank_passages(text: str, query: str | None, *, chunk_chars: int) -> Ranking:
     """`text` chunked along its structure and ranked by BM25 against `query` (see `extract_passages`)."""
     spans = _spans(text, chunk_chars, None)
-    scores = _chunk_scores(text, spans, _query_terms(query or ''))
+    scores = _chunk_scores(text, spans, query_terms(query or ''))
     matched = any(s > 0 for s in scores)
     if matched:
         order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
@@ -539,15 +540,10 @@ def tally_chunks(text: str, wanted: frozenset[str]) -> tuple[int, int, list[Tall
     return len(spans), total, found
 
 
-def query_terms(query: str) -> list[str]:
-    """The terms that rank chunks for `query` (stop words out, each once, at most 64)."""
-    return _query_terms(query)
-
-
 def rank_tallied(tallied: Sequence[Tallied], query: str, *, chunks: int, tokens: int) -> list[int]:
     """Positions in `tallied` (chunks of a collection of `chunks` chunks and `tokens` tokens) that match
     `query`, best first by BM25 (ties: the earlier first): the order `rank_documents` gives them."""
-    terms = _query_terms(query)
+    terms = query_terms(query)
     if not tallied or not terms:
         return []
     scores = _bm25(
@@ -563,18 +559,24 @@ def rank_documents(documents: Sequence[str], query: str, max_chars: int) -> list
     chunked = [
         (d, c) for d, text in enumerate(documents) for c in chunk_text(text, max_chars=DEFAULT_CHUNK_CHARS)
     ]
-    terms = _query_terms(query)
-    scores = bm25_scores([tokenize(c.context + '\n' + c.text) for _, c in chunked], terms)
+    scores = bm25_scores([tokenize(c.context + '\n' + c.text) for _, c in chunked], query_terms(query))
     order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
-    chosen: list[tuple[int, Chunk]] = []
-    used = 0
-    for index in order:
-        size = len(chunked[index][1].text)
-        if used + size > max_chars:
-            if chosen:
-                continue
-            document, chunk = chunked[index]  # even the best chunk is too large: its head
-            return [(document, replace(chunk, end=chunk.start + max_chars, text=chunk.text[:max_chars]))]
-        chosen.append(chunked[index])
-        used += size
+    chosen = [chunked[order[i]] for i in greedy_fit([len(chunked[i][1].text) for i in order], max_chars)]
+    if chosen and len(chosen[0][1].text) > max_chars:  # even the best chunk is too large: its head
+        document, chunk = chosen[0]
+        return [(document, replace(chunk, end=chunk.start + max_chars, text=chunk.text[:max_chars]))]
     return chosen
+
+
+def greedy_fit(sizes: Sequence[int], max_chars: int) -> list[int]:
+    """Positions of the items of `sizes` (best first) that fit `max_chars` together, each taken when it still
+    fits; when even the first does not, that one alone (its head is shown)."""
+    picked: list[int] = []
+    used = 0
+    for position, size in enumerate(sizes):
+        if used + size <= max_chars:
+            picked.append(position)
+            used += size
+        elif not picked:
+            return [position]
+    return picked
