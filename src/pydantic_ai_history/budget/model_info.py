@@ -217,21 +217,22 @@ def _profile(model: object) -> object:
         return None
 
 
-def _profile_value(model: object, key: str) -> int | None:
+def _profile_get(model: object, key: str) -> object:
     profile = _profile(model)
-    value = profile.get(key) if isinstance(profile, Mapping) else getattr(profile, key, None)
+    return profile.get(key) if isinstance(profile, Mapping) else getattr(profile, key, None)
+
+
+def _profile_value(model: object, key: str) -> int | None:
+    value = _profile_get(model, key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def thinks_by_default(model: object) -> bool:
     """Whether the model's profile says it thinks without being asked (OpenAI's reasoning models: its
     thinking counts in the answer's `max_tokens`); False where the profile has no such flag (early 1.x)."""
-    profile = _profile(model)
-    for key in ('thinking_always_enabled', 'thinking_enabled_by_default'):
-        value = profile.get(key) if isinstance(profile, Mapping) else getattr(profile, key, None)
-        if value is True:
-            return True
-    return False
+    return any(
+        _profile_get(model, key) is True for key in ('thinking_always_enabled', 'thinking_enabled_by_default')
+    )
 
 
 def unknown_provider(name: str) -> str | None:
@@ -451,14 +452,10 @@ def is_test_model(model: object) -> bool:
 def _window(
     model: object, name: str | None, override: int | None, genai_prices_window: int | None
 ) -> tuple[int | None, str]:
-    if override is not None:
-        return override, 'override'
-    window = profile_window(model)
-    if window is not None:
-        return window, 'profile'
-    if genai_prices_window is not None:
-        return genai_prices_window, 'genai-prices'
-    window = _table_window(name) if name else None
-    if window is not None:
-        return window, 'table'
-    return None, 'unknown'
+    found = (
+        (override, 'override'),
+        (profile_window(model), 'profile'),
+        (genai_prices_window, 'genai-prices'),
+        (_table_window(name) if name else None, 'table'),
+    )
+    return next(((window, source) for window, source in found if window is not None), (None, 'unknown'))

@@ -106,9 +106,9 @@ class JsonReader(Reader):
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
         text = decode_text(data)
-        if json_too_deep(text):
-            return _as_text(data, settings, 'JSON', 'JSON nested too deeply to parse; shown as text')
         try:
+            if json_too_deep(text):
+                raise RecursionError
             value = json.loads(text)
         except RecursionError:
             return _as_text(data, settings, 'JSON', 'JSON nested too deeply to parse; shown as text')
@@ -188,8 +188,10 @@ class XmlReader(Reader):
         fmt = self.format
         if _ENTITY.search(data[:65536]):
             return _as_text(data, settings, fmt, f'{fmt} declares entities; shown as text, unexpanded')
+        from defusedxml.ElementTree import fromstring
+
         try:
-            root = _parse_xml(data)
+            root: ET.Element = fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
         except DefusedXmlException as e:
             return _as_text(
                 data, settings, fmt, f'{fmt} refers to entities or DTDs ({e}); shown as text, unresolved'
@@ -213,13 +215,6 @@ class SvgReader(XmlReader):
     format = 'SVG'
     media_types = ('image/svg+xml',)
     extensions = ('.svg',)
-
-
-def _parse_xml(data: bytes) -> ET.Element:
-    from defusedxml.ElementTree import fromstring
-
-    root: ET.Element = fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
-    return root
 
 
 def _tag(name: str) -> str:
