@@ -316,10 +316,7 @@ def known_max_output_tokens(name: str) -> int | None:
 
 
 def model_info(
-    model: object,
-    *,
-    context_window: int | None = None,
-    server_windows: Mapping[str, int] | None = None,
+    model: object, *, context_window: int | None = None, server_windows: Mapping[str, int] | None = None
 ) -> ModelInfo:
     """What is known of a model; never raises. The window: override, then what its local server said
     (`server_windows`: the other sources know the trained maximum, not the served window), then the profile,

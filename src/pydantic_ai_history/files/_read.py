@@ -86,13 +86,7 @@ def read_path(
             data = f.read(settings.max_file_bytes + 1)
     except OSError as e:
         return unreadable(name, declared, 0, f'could not open file: {e.strerror or e}')
-    return read_file(
-        data,
-        media_type=media_type,
-        name=name,
-        settings=settings,
-        count_tokens=count_tokens,
-    )
+    return read_file(data, media_type=media_type, name=name, settings=settings, count_tokens=count_tokens)
 
 
 def extract(data: bytes, media_type: str, name: str | None, settings: FileSettings) -> Extraction | str:
@@ -171,11 +165,7 @@ _MEMBERS = MemberReader(sniff=sniff_media_type, convert=convert_document)
 
 
 def _convert(
-    data: bytes,
-    media_type: str,
-    name: str | None,
-    settings: FileSettings,
-    count_tokens: CountTokens | None,
+    data: bytes, media_type: str, name: str | None, settings: FileSettings, count_tokens: CountTokens | None
 ) -> ConvertedDocument | UnreadableFile:
     refusal = check_before_parse(data, media_type, settings)
     if refusal is not None:
