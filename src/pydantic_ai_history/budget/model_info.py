@@ -131,19 +131,10 @@ KNOWN_MAX_OUTPUT_TOKENS: Mapping[str, int] = {
 }
 
 _GENAI_PRICES_PROVIDERS: Mapping[str, str] = {
-    'bedrock': 'aws',
-    'bedrock-mantle': 'aws',
-    'google-gla': 'google',
-    'google-vertex': 'google',
-    'google-cloud': 'google',
-    'vertexai': 'google',
-    'gemini': 'google',
-    'grok': 'x-ai',
-    'xai': 'x-ai',
-    'openai-chat': 'openai',
-    'openai-responses': 'openai',
-    'openai-chatgpt': 'openai',
-    'openai-codex': 'openai',
+    **dict.fromkeys(('bedrock', 'bedrock-mantle'), 'aws'),
+    **dict.fromkeys(('google-gla', 'google-vertex', 'google-cloud', 'vertexai', 'gemini'), 'google'),
+    **dict.fromkeys(('grok', 'xai'), 'x-ai'),
+    **dict.fromkeys(('openai-chat', 'openai-responses', 'openai-chatgpt', 'openai-codex'), 'openai'),
     'azure-responses': 'azure',
 }
 """pydantic-ai provider names that genai-prices knows by another id; the rest are the same (`openai`,
