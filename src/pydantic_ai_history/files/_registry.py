@@ -52,31 +52,15 @@ _SNIFF_MAX_ENTRIES = 100_000
 """Beyond this many members the directory is not even parsed to tell the format: it is refused later."""
 
 IMAGE_TYPES = {
-    '.png': 'image/png',
-    '.jpg': 'image/jpeg',
-    '.jpeg': 'image/jpeg',
-    '.gif': 'image/gif',
-    '.webp': 'image/webp',
-    '.bmp': 'image/bmp',
-    '.tif': 'image/tiff',
-    '.tiff': 'image/tiff',
-    '.avif': 'image/avif',
-    '.heic': 'image/heic',
-    '.heif': 'image/heif',
-    '.ico': 'image/x-icon',
-    '.apng': 'image/apng',
+    **{
+        f'.{ext}': f'image/{ext}'
+        for ext in ('png', 'gif', 'webp', 'bmp', 'tiff', 'avif', 'heic', 'heif', 'apng')
+    },
+    **{'.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.tif': 'image/tiff', '.ico': 'image/x-icon'},
 }
 AUDIO_TYPES = {
-    '.wav': 'audio/wav',
-    '.mp3': 'audio/mpeg',
-    '.ogg': 'audio/ogg',
-    '.oga': 'audio/ogg',
-    '.flac': 'audio/flac',
-    '.m4a': 'audio/mp4',
-    '.aac': 'audio/aac',
-    '.opus': 'audio/opus',
-    '.aiff': 'audio/aiff',
-    '.webm': 'audio/webm',
+    **{f'.{ext}': f'audio/{ext}' for ext in ('wav', 'ogg', 'flac', 'aac', 'opus', 'aiff', 'webm')},
+    **{'.mp3': 'audio/mpeg', '.oga': 'audio/ogg', '.m4a': 'audio/mp4'},
 }
 
 _BY_MEDIA_TYPE: dict[str, Reader] = {t: r for r in reversed(READERS) for t in r.media_types}

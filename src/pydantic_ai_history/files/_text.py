@@ -17,48 +17,15 @@ _BOMS = (
     (codecs.BOM_UTF16_BE, 'utf-16'),
 )
 
-_FENCE_LANGUAGES = {
-    '.py': 'python',
-    '.pyi': 'python',
-    '.js': 'javascript',
-    '.mjs': 'javascript',
-    '.ts': 'typescript',
-    '.tsx': 'tsx',
-    '.jsx': 'jsx',
-    '.java': 'java',
-    '.c': 'c',
-    '.h': 'c',
-    '.cpp': 'cpp',
-    '.cc': 'cpp',
-    '.hpp': 'cpp',
-    '.cs': 'csharp',
-    '.go': 'go',
-    '.rs': 'rust',
-    '.rb': 'ruby',
-    '.php': 'php',
-    '.swift': 'swift',
-    '.kt': 'kotlin',
-    '.scala': 'scala',
-    '.sh': 'bash',
-    '.bash': 'bash',
-    '.zsh': 'bash',
-    '.ps1': 'powershell',
-    '.sql': 'sql',
-    '.css': 'css',
-    '.scss': 'scss',
-    '.toml': 'toml',
-    '.ini': 'ini',
-    '.cfg': 'ini',
-    '.yaml': 'yaml',
-    '.yml': 'yaml',
-    '.r': 'r',
-    '.lua': 'lua',
-    '.pl': 'perl',
-    '.dockerfile': 'dockerfile',
-    '.tex': 'latex',
-    '.diff': 'diff',
-    '.patch': 'diff',
-}
+# The language a code file is fenced with, then its extensions.
+_FENCES = """
+python .py .pyi; javascript .js .mjs; typescript .ts; tsx .tsx; jsx .jsx; java .java; c .c .h;
+cpp .cpp .cc .hpp; csharp .cs; go .go; rust .rs; ruby .rb; php .php; swift .swift; kotlin .kt; scala .scala;
+bash .sh .bash .zsh; powershell .ps1; sql .sql; css .css; scss .scss; toml .toml; ini .ini .cfg;
+yaml .yaml .yml; r .r; lua .lua; perl .pl; dockerfile .dockerfile; latex .tex; diff .diff .patch
+"""
+_FENCE_LANGUAGES = {ext: fence.split()[0] for fence in _FENCES.split(';') for ext in fence.split()[1:]}
+"""The language a code file is fenced with, by extension."""
 
 
 def decode_text(data: bytes) -> str:
