@@ -94,7 +94,7 @@ def render_table(table: Table, settings: FileSettings) -> tuple[str, tuple[Trunc
     # An incomplete table has at least one row more than was read, and maybe the count it declares.
     total_rows = table.total_rows if table.complete else max(table.declared_rows or 0, table.total_rows + 1)
     # rows left out between the head and the tail: of the table, or of the rows read when reading stopped
-    between = (table.total_rows if not table.complete else total_rows) - shown_rows
+    between = table.total_rows - shown_rows
     if between > 0:
         lines.append(note(f'… {between:,} rows omitted …'))
     if not table.complete and table.tail:
