@@ -471,13 +471,8 @@ class Ranking:
 def rank_passages(text: str, query: str | None, *, chunk_chars: int) -> Ranking:
     """`text` chunked along its structure and ranked by BM25 against `query` (see `extract_passages`)."""
     spans = _spans(text, chunk_chars, None)
-    scores = _chunk_scores(text, spans, query_terms(query or ''))
-    matched = any(s > 0 for s in scores)
-    if matched:
-        order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
-    else:
-        order = list(range(len(spans)))
-    return Ranking(text, spans, order, matched)
+    order = _best_first(_chunk_scores(text, spans, query_terms(query or '')))
+    return Ranking(text, spans, order or list(range(len(spans))), bool(order))
 
 
 def _render(text: str, spans: Sequence[_Span], chosen: Sequence[int]) -> str:
@@ -546,10 +541,8 @@ def rank_tallied(tallied: Sequence[Tallied], query: str, *, chunks: int, tokens:
     terms = query_terms(query)
     if not tallied or not terms:
         return []
-    scores = _bm25(
-        [t.counts for t in tallied], [t.tokens for t in tallied], terms, chunks=chunks, total_length=tokens
-    )
-    return sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
+    counts, lengths = [t.counts for t in tallied], [t.tokens for t in tallied]
+    return _best_first(_bm25(counts, lengths, terms, chunks=chunks, total_length=tokens))
 
 
 def rank_documents(documents: Sequence[str], query: str, max_chars: int) -> list[tuple[int, Chunk]]:
@@ -559,13 +552,19 @@ def rank_documents(documents: Sequence[str], query: str, max_chars: int) -> list
     chunked = [
         (d, c) for d, text in enumerate(documents) for c in chunk_text(text, max_chars=DEFAULT_CHUNK_CHARS)
     ]
-    scores = bm25_scores([tokenize(c.context + '\n' + c.text) for _, c in chunked], query_terms(query))
-    order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
+    order = _best_first(
+        bm25_scores([tokenize(c.context + '\n' + c.text) for _, c in chunked], query_terms(query))
+    )
     chosen = [chunked[order[i]] for i in greedy_fit([len(chunked[i][1].text) for i in order], max_chars)]
     if chosen and len(chosen[0][1].text) > max_chars:  # even the best chunk is too large: its head
         document, chunk = chosen[0]
         return [(document, replace(chunk, end=chunk.start + max_chars, text=chunk.text[:max_chars]))]
     return chosen
+
+
+def _best_first(scores: Sequence[float]) -> list[int]:
+    """The positions of the positive `scores`, highest first (ties: the earlier first)."""
+    return sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
 
 
 def greedy_fit(sizes: Sequence[int], max_chars: int) -> list[int]:
