@@ -74,17 +74,11 @@ _GENERIC = frozenset(
     {'', 'application/octet-stream', 'binary/octet-stream', 'application/unknown', 'text/plain'}
 )
 _ALIASES = {
-    'image/jpg': 'image/jpeg',
-    'image/pjpeg': 'image/jpeg',
-    'image/x-png': 'image/png',
-    'audio/x-wav': 'audio/wav',
-    'audio/wave': 'audio/wav',
-    'audio/vnd.wave': 'audio/wav',
-    'audio/mp3': 'audio/mpeg',
-    'image/x-ms-bmp': 'image/bmp',
-    'application/x-zip': 'application/zip',
+    **dict.fromkeys(('image/jpg', 'image/pjpeg'), 'image/jpeg'),
+    **dict.fromkeys(('image/x-png', 'application/vnd.apple.png'), 'image/png'),
+    **dict.fromkeys(('audio/x-wav', 'audio/wave', 'audio/vnd.wave'), 'audio/wav'),
+    **{'audio/mp3': 'audio/mpeg', 'image/x-ms-bmp': 'image/bmp', 'application/x-zip': 'application/zip'},
     'text/x-csv': 'text/csv',
-    'application/vnd.apple.png': 'image/png',
 }
 
 
