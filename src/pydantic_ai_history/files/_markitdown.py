@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import re
@@ -134,12 +135,10 @@ def _pdf_pages(data: bytes, document: Any) -> int | None:
     from pdfminer.pdfpage import PDFPage
     from pdfminer.pdftypes import resolve1
 
-    try:
+    with contextlib.suppress(Exception):
         declared = resolve1(resolve1(document.catalog['Pages'])['Count'])
         if isinstance(declared, int) and declared >= 0:
             return declared
-    except Exception:
-        pass
     try:
         return sum(1 for _ in PDFPage.create_pages(document))
     except Exception:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import re
 
 from ._base import Extraction, FileInfo, Reader
@@ -36,10 +37,8 @@ def decode_text(data: bytes) -> str:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return data.decode(encoding, errors='replace')
-    try:
+    with contextlib.suppress(UnicodeDecodeError):
         return data.decode('utf-8')
-    except UnicodeDecodeError:
-        pass
     from charset_normalizer import from_bytes
 
     best = from_bytes(data[:1_000_000]).best()

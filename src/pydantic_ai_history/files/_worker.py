@@ -132,13 +132,10 @@ def _resident_bytes(pid: int) -> int | None:
 def peak_resident_bytes_of_self() -> int | None:
     """This process's own peak resident size (VmHWM, Linux): unlike `ru_maxrss`, not inherited from the
     process that started it."""
-    try:
-        with open('/proc/self/status', 'rb') as f:
-            for line in f:
-                if line.startswith(b'VmHWM:'):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open('/proc/self/status', 'rb') as f:
+        for line in f:
+            if line.startswith(b'VmHWM:'):
+                return int(line.split()[1]) * 1024
     return None
 
 

@@ -8,6 +8,7 @@ line (JSON path or table header) shown before it and counted when ranking.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import io
@@ -144,11 +145,9 @@ def detect_kind(text: str) -> TextKind:
     """`json` when the whole text parses as a JSON object or array, `table` for CSV/TSV, else `markdown`."""
     # the opening first: no copy of a large text that is not JSON; one too deep to parse reads as text
     if text[:4_096].lstrip()[:1] in ('{', '[') and not json_too_deep(stripped := text.strip()):
-        try:
+        with contextlib.suppress(ValueError, RecursionError):
             json.loads(stripped)
             return 'json'
-        except (ValueError, RecursionError):
-            pass
     return 'table' if _looks_like_table(text) else 'markdown'
 
 
