@@ -20,8 +20,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar, Token
 from typing import Any, Literal
 
@@ -96,15 +95,10 @@ def set_mark_secret(secret: str | bytes | None) -> None:
 _scoped_key: ContextVar[bytes | None] = ContextVar('pydantic_ai_history_seal_key', default=None)
 
 
-@contextmanager
-def seal_key_scope(secret: bytes) -> Iterator[None]:
+def seal_key_scope(secret: bytes) -> MarksScope:
     """Seal and verify with a key derived from `secret` within the block, with no environment or randomness:
     with the store's secret, every process (and durable worker and replay) sharing it reads the same seals."""
-    token = _scoped_key.set(seal_key(secret))
-    try:
-        yield
-    finally:
-        _scoped_key.reset(token)
+    return MarksScope(readback_tool(), secret)
 
 
 @functools.lru_cache(maxsize=16)  # asked for every seal made or read
@@ -115,7 +109,7 @@ def seal_key(secret: bytes) -> bytes:
 
 class MarksScope:
     """Notes written within the block name the read-back tool `tool` and, given a store's secret, are sealed
-    as in `seal_key_scope(secret)`: entered on every request, so not a `contextmanager` generator."""
+    with a key derived from it (`seal_key_scope`): entered on every request, so no generator."""
 
     __slots__ = ('_key', '_tokens', '_tool')
 

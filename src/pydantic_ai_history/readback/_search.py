@@ -162,9 +162,7 @@ async def search_scope(store: ArtifactStore, scope: str, query: str, limit: int)
     most `SEARCH_MAX_BYTES`), joining the batch of the same store and scope that waits for its scan, if any.
     `StoreError` when the scope cannot be listed."""
     loop = asyncio.get_running_loop()
-    searches = _LOOPS.get(loop)
-    if searches is None:
-        searches = _LOOPS[loop] = _LoopSearches()
+    searches = _LOOPS.setdefault(loop, _LoopSearches())
     key = (id(store), scope)
     batch = searches.waiting.get(key)
     if batch is None or batch.store is not store:
