@@ -102,14 +102,16 @@ def _chunk_scores(text: str, spans: Sequence[_Span], query_terms: Sequence[str])
     counts of the query's terms: the words of a 20 MB text are never all held at once."""
     if not spans or not query_terms:
         return [0.0] * len(spans)
-    wanted = frozenset(query_terms)
-    counts: list[Counter[str]] = []
-    lengths: list[int] = []
+    tallies = list(_tallies(text, spans, frozenset(query_terms)))
+    return _bm25([counts for _, counts in tallies], [length for length, _ in tallies], query_terms)
+
+
+def _tallies(text: str, spans: Iterable[_Span], wanted: frozenset[str]) -> Iterator[tuple[int, Counter[str]]]:
+    """Each span's tokens (its context included) and how often each `wanted` term occurs in it, one span
+    tokenized at a time."""
     for span in spans:
         tokens = tokenize(span.context + '\n' + text[span.start : span.end])
-        lengths.append(len(tokens))
-        counts.append(Counter(t for t in tokens if t in wanted))
-    return _bm25(counts, lengths, query_terms)
+        yield len(tokens), Counter(t for t in tokens if t in wanted)
 
 
 def _bm25(
@@ -525,12 +527,10 @@ def tally_chunks(text: str, wanted: frozenset[str]) -> tuple[int, int, list[Tall
     spans = _spans(text, DEFAULT_CHUNK_CHARS, None)
     total = 0
     found: list[Tallied] = []
-    for span in spans:
-        tokens = tokenize(span.context + '\n' + text[span.start : span.end])
-        total += len(tokens)
-        counts = Counter(t for t in tokens if t in wanted)
+    for span, (length, counts) in zip(spans, _tallies(text, spans, wanted), strict=True):
+        total += length
         if counts:
-            found.append(Tallied(span.start, span.end, len(tokens), dict(counts)))
+            found.append(Tallied(span.start, span.end, length, dict(counts)))
     return len(spans), total, found
 
 
