@@ -97,6 +97,12 @@ def cut_lines(text: str, settings: FileSettings) -> tuple[str, tuple[Truncation,
     return '\n'.join(out), tuple(truncations)
 
 
+def as_text(data: bytes, settings: FileSettings, fmt: str | None, note: str) -> Extraction:
+    """`data` shown as plain text within the line limits, with `note` saying why."""
+    text, truncations = cut_lines(decode_text(data), settings)
+    return Extraction(text, truncations, note=note, format=fmt)
+
+
 class TextReader(Reader):
     """Plain text, markdown and source code; code is fenced with its language."""
 
