@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Final
 
 from .model_info import ContextWindowUnknownError, ModelInfo
@@ -324,13 +324,5 @@ def _where(info: ModelInfo, model_window: int, source: str) -> str:
     return f'for {name} ({model_window:,}-token window, {origin})'
 
 
-_INT_FIELDS = (
-    'context_window',
-    'reserve_tokens',
-    'budget_tokens',
-    'max_tokens',
-    'target_tokens',
-    'fallback_context_window',
-    'item_tokens',
-    'large_item_tokens',
-)
+_INT_FIELDS = tuple(f.name for f in fields(ContextPolicy) if f.type in ('int', 'int | None'))
+"""The settings in tokens (whole numbers), checked in `ContextPolicy.__post_init__`."""

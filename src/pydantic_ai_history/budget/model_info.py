@@ -131,19 +131,10 @@ KNOWN_MAX_OUTPUT_TOKENS: Mapping[str, int] = {
 }
 
 _GENAI_PRICES_PROVIDERS: Mapping[str, str] = {
-    'bedrock': 'aws',
-    'bedrock-mantle': 'aws',
-    'google-gla': 'google',
-    'google-vertex': 'google',
-    'google-cloud': 'google',
-    'vertexai': 'google',
-    'gemini': 'google',
-    'grok': 'x-ai',
-    'xai': 'x-ai',
-    'openai-chat': 'openai',
-    'openai-responses': 'openai',
-    'openai-chatgpt': 'openai',
-    'openai-codex': 'openai',
+    **dict.fromkeys(('bedrock', 'bedrock-mantle'), 'aws'),
+    **dict.fromkeys(('google-gla', 'google-vertex', 'google-cloud', 'vertexai', 'gemini'), 'google'),
+    **dict.fromkeys(('grok', 'xai'), 'x-ai'),
+    **dict.fromkeys(('openai-chat', 'openai-responses', 'openai-chatgpt', 'openai-codex'), 'openai'),
     'azure-responses': 'azure',
 }
 """pydantic-ai provider names that genai-prices knows by another id; the rest are the same (`openai`,
@@ -217,21 +208,22 @@ def _profile(model: object) -> object:
         return None
 
 
-def _profile_value(model: object, key: str) -> int | None:
+def _profile_get(model: object, key: str) -> object:
     profile = _profile(model)
-    value = profile.get(key) if isinstance(profile, Mapping) else getattr(profile, key, None)
+    return profile.get(key) if isinstance(profile, Mapping) else getattr(profile, key, None)
+
+
+def _profile_value(model: object, key: str) -> int | None:
+    value = _profile_get(model, key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def thinks_by_default(model: object) -> bool:
     """Whether the model's profile says it thinks without being asked (OpenAI's reasoning models: its
     thinking counts in the answer's `max_tokens`); False where the profile has no such flag (early 1.x)."""
-    profile = _profile(model)
-    for key in ('thinking_always_enabled', 'thinking_enabled_by_default'):
-        value = profile.get(key) if isinstance(profile, Mapping) else getattr(profile, key, None)
-        if value is True:
-            return True
-    return False
+    return any(
+        _profile_get(model, key) is True for key in ('thinking_always_enabled', 'thinking_enabled_by_default')
+    )
 
 
 def unknown_provider(name: str) -> str | None:
@@ -315,10 +307,7 @@ def known_max_output_tokens(name: str) -> int | None:
 
 
 def model_info(
-    model: object,
-    *,
-    context_window: int | None = None,
-    server_windows: Mapping[str, int] | None = None,
+    model: object, *, context_window: int | None = None, server_windows: Mapping[str, int] | None = None
 ) -> ModelInfo:
     """What is known of a model; never raises. The window: override, then what its local server said
     (`server_windows`: the other sources know the trained maximum, not the served window), then the profile,
@@ -451,14 +440,10 @@ def is_test_model(model: object) -> bool:
 def _window(
     model: object, name: str | None, override: int | None, genai_prices_window: int | None
 ) -> tuple[int | None, str]:
-    if override is not None:
-        return override, 'override'
-    window = profile_window(model)
-    if window is not None:
-        return window, 'profile'
-    if genai_prices_window is not None:
-        return genai_prices_window, 'genai-prices'
-    window = _table_window(name) if name else None
-    if window is not None:
-        return window, 'table'
-    return None, 'unknown'
+    found = (
+        (override, 'override'),
+        (profile_window(model), 'profile'),
+        (genai_prices_window, 'genai-prices'),
+        (_table_window(name) if name else None, 'table'),
+    )
+    return next(((window, source) for window, source in found if window is not None), (None, 'unknown'))

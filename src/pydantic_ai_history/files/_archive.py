@@ -15,6 +15,7 @@ from ._settings import FileSettings
 
 MAX_LISTED = 200
 MAX_CONVERTED = 50
+_COMPRESSIONS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 
 
 class ZipReader(Reader):
@@ -94,11 +95,6 @@ class ZipReader(Reader):
         if bomb_reason(entry, settings) is not None:
             ratio = entry.file_size // max(entry.compress_size, 1)
             return f'compression ratio {ratio:,}:1; possible zip bomb'
-        if entry.compress_type not in (
-            zipfile.ZIP_STORED,
-            zipfile.ZIP_DEFLATED,
-            zipfile.ZIP_BZIP2,
-            zipfile.ZIP_LZMA,
-        ):
+        if entry.compress_type not in _COMPRESSIONS:
             return 'unsupported compression'
         return None

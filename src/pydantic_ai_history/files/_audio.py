@@ -46,10 +46,10 @@ def _fit_wav(data: bytes, name: str | None, settings: FileSettings) -> FittedAud
             int(settings.audio_max_seconds * rate),
             max(settings.audio_max_bytes - 44, 0) // max(frame_bytes, 1),
         )
+        described = f'{label(name)} ({human_size(len(data))}, WAV, {_describe(duration, rate, channels)})'
         if frames <= max_frames:
-            manifest = f'{label(name)} ({human_size(len(data))}, WAV, {_describe(duration, rate, channels)})'
             return FittedAudio(
-                'audio', name, 'audio/wav', data, duration, rate, channels, len(data), False, manifest
+                'audio', name, 'audio/wav', data, duration, rate, channels, len(data), False, described
             )
         samples = reader.readframes(max_frames)
     out = io.BytesIO()
@@ -60,10 +60,7 @@ def _fit_wav(data: bytes, name: str | None, settings: FileSettings) -> FittedAud
         writer.writeframes(samples)
     cut = out.getvalue()
     kept = max_frames / rate
-    manifest = (
-        f'{label(name)} ({human_size(len(data))}, WAV, {_describe(duration, rate, channels)}) '
-        f'-- cut to the first {kept:.1f} s ({human_size(len(cut))})'
-    )
+    manifest = f'{described} -- cut to the first {kept:.1f} s ({human_size(len(cut))})'
     return FittedAudio('audio', name, 'audio/wav', cut, kept, rate, channels, len(data), True, manifest)
 
 

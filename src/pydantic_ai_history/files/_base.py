@@ -5,7 +5,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
 
 from ._results import Truncation
 from ._settings import FileSettings
@@ -53,10 +52,10 @@ class ReaderError(Exception):
 class Reader(ABC):
     """Turns the bytes of one format into markdown, applying that format's own truncation."""
 
-    format: ClassVar[str]
+    format: str
     """Short name shown in manifests, e.g. 'PDF'."""
-    media_types: ClassVar[tuple[str, ...]]
-    extensions: ClassVar[tuple[str, ...]] = ()
+    media_types: tuple[str, ...]
+    extensions: tuple[str, ...] = ()
 
     @abstractmethod
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:

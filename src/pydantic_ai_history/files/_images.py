@@ -84,7 +84,7 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
         if not upright:
             changes.append('EXIF orientation applied')
         work, out_format, photo = _prepare(work, source_format, changes)
-        data_out, work_size, quality, out_format = _encode_until_fits(
+        out, work_size, quality, out_format = _encode_until_fits(
             work, out_format, photo, max_bytes, max_dimension
         )
 
@@ -96,17 +96,7 @@ def _fit(data: bytes, media_type: str, name: str | None, settings: FileSettings)
     changes.append(f're-encoded {out_format}' + (f' q={quality}' if out_format in ('JPEG', 'WEBP') else ''))
     out_type = OUTPUT_TYPES[out_format]
     fitted = FittedImage(
-        'image',
-        name,
-        media_type,
-        out_type,
-        data_out,
-        *work_size,
-        width,
-        height,
-        len(data),
-        tuple(changes),
-        '',
+        'image', name, media_type, out_type, out, *work_size, width, height, len(data), tuple(changes), ''
     )
     return _described(fitted, source_format)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import re
@@ -37,21 +38,34 @@ def convert_with(converter_name: str, data: bytes, info: FileInfo) -> str:
 
 
 class MarkItDownReader(Reader):
-    """A format markitdown converts; subclasses name the converter and may add page counts or notes."""
+    """A format markitdown's converter named `converter` reads as it is (its markdown, nothing added)."""
 
-    converter: str
+    def __init__(
+        self, format: str, types: tuple[str, ...], suffixes: tuple[str, ...], converter: str
+    ) -> None:
+        self.format, self.media_types, self.extensions, self.converter = format, types, suffixes, converter
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
         return Extraction(convert_with(self.converter, data, info))
 
 
-class PdfReader(MarkItDownReader):
+DOCX_TYPE = 'application/vnd.openxmlformats-officedocument.wordprocessingml.document'
+OUTLOOK_TYPE = 'application/vnd.ms-outlook'
+DOCX = MarkItDownReader('DOCX', (DOCX_TYPE,), ('.docx',), 'DocxConverter')
+HTML = MarkItDownReader(
+    'HTML', ('text/html', 'application/xhtml+xml'), ('.html', '.htm', '.xhtml'), 'HtmlConverter'
+)
+EPUB = MarkItDownReader('EPUB', ('application/epub+zip',), ('.epub',), 'EpubConverter')
+IPYNB = MarkItDownReader('Jupyter notebook', ('application/x-ipynb+json',), ('.ipynb',), 'IpynbConverter')
+OUTLOOK_MSG = MarkItDownReader('Outlook message', (OUTLOOK_TYPE,), ('.msg',), 'OutlookMsgConverter')
+
+
+class PdfReader(Reader):
     """PDFs: counted first, then converted by markitdown, or only their first `pdf_max_pages` by pdfminer."""
 
     format = 'PDF'
     media_types = ('application/pdf', 'application/x-pdf')
     extensions = ('.pdf',)
-    converter = 'PdfConverter'
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
         document = _open_pdf(data)
@@ -66,7 +80,7 @@ class PdfReader(MarkItDownReader):
             text += f'\n\n[... pages {limit + 1:,}-{seen:,} not converted (the limit is {limit:,} pages) ...]'
             truncations = (Truncation('pages', limit, seen),)
         else:
-            text = convert_with(self.converter, data, info)
+            text = convert_with('PdfConverter', data, info)
         note = None
         if not text.strip():
             count = 'unknown number of pages' if pages is None else f'{pages} page{"s" if pages != 1 else ""}'
@@ -121,75 +135,36 @@ def _pdf_pages(data: bytes, document: Any) -> int | None:
     from pdfminer.pdfpage import PDFPage
     from pdfminer.pdftypes import resolve1
 
-    try:
+    with contextlib.suppress(Exception):
         declared = resolve1(resolve1(document.catalog['Pages'])['Count'])
         if isinstance(declared, int) and declared >= 0:
             return declared
-    except Exception:
-        pass
     try:
         return sum(1 for _ in PDFPage.create_pages(document))
     except Exception:
         return None
 
 
-class DocxReader(MarkItDownReader):
-    format = 'DOCX'
-    media_types = ('application/vnd.openxmlformats-officedocument.wordprocessingml.document',)
-    extensions = ('.docx',)
-    converter = 'DocxConverter'
-
-
-class PptxReader(MarkItDownReader):
+class PptxReader(Reader):
     format = 'PPTX'
     media_types = ('application/vnd.openxmlformats-officedocument.presentationml.presentation',)
     extensions = ('.pptx',)
-    converter = 'PptxConverter'
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
-        text = convert_with(self.converter, data, info)
+        text = convert_with('PptxConverter', data, info)
         slides = len(re.findall(r'^<!-- Slide number: \d+ -->', text, flags=re.M))
         return Extraction(text, pages=slides or None)
 
 
-class HtmlReader(MarkItDownReader):
-    format = 'HTML'
-    media_types = ('text/html', 'application/xhtml+xml')
-    extensions = ('.html', '.htm', '.xhtml')
-    converter = 'HtmlConverter'
-
-
-class EpubReader(MarkItDownReader):
-    format = 'EPUB'
-    media_types = ('application/epub+zip',)
-    extensions = ('.epub',)
-    converter = 'EpubConverter'
-
-
-class IpynbReader(MarkItDownReader):
-    format = 'Jupyter notebook'
-    media_types = ('application/x-ipynb+json',)
-    extensions = ('.ipynb',)
-    converter = 'IpynbConverter'
-
-
-class OutlookMsgReader(MarkItDownReader):
-    format = 'Outlook message'
-    media_types = ('application/vnd.ms-outlook',)
-    extensions = ('.msg',)
-    converter = 'OutlookMsgConverter'
-
-
-class RssReader(MarkItDownReader):
+class RssReader(Reader):
     """RSS and Atom feeds; markitdown returns nothing useful for other XML, which then reads as text."""
 
     format = 'RSS'
     media_types = ('application/rss+xml', 'application/atom+xml')
     extensions = ('.rss', '.atom')
-    converter = 'RssConverter'
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
-        text = convert_with(self.converter, data, info)
+        text = convert_with('RssConverter', data, info)
         if not text.strip():
             raise ReaderError('not an RSS or Atom feed')
         return Extraction(text)

@@ -71,17 +71,8 @@ _TEST_MODEL = FileLimits(NO_LIMIT, NO_LIMIT, NO_LIMIT)
 PROVIDER_FILE_LIMITS: Mapping[str, FileLimits] = {
     'anthropic': _ANTHROPIC,
     'bedrock': _BEDROCK,
-    'openai': _OPENAI,
-    'openai-chat': _OPENAI,
-    'openai-responses': _OPENAI,
-    'azure': _OPENAI,
-    'azure-responses': _OPENAI,
-    'google': _GOOGLE,
-    'google-gla': _GOOGLE,
-    'google-vertex': _GOOGLE,
-    'google-cloud': _GOOGLE,
-    'vertexai': _GOOGLE,
-    'gemini': _GOOGLE,
+    **dict.fromkeys(('openai', 'openai-chat', 'openai-responses', 'azure', 'azure-responses'), _OPENAI),
+    **dict.fromkeys(('google', 'google-gla', 'google-vertex', 'google-cloud', 'vertexai', 'gemini'), _GOOGLE),
 }
 """By pydantic-ai provider name (`model_name_of`'s prefix); any other provider gets `CONSERVATIVE_LIMITS`."""
 

@@ -15,7 +15,7 @@ from ._manifest import document_manifest, human_size, unreadable
 from ._registry import extension_of, format_name, reader_for, sniff_media_type
 from ._results import ConvertedDocument, FileResult, Truncation, UnreadableFile
 from ._settings import FileSettings
-from ._text import cut_lines, decode_text, looks_like_text
+from ._text import as_text, looks_like_text
 from ._tokens import CountTokens, cut_tokens
 from ._worker import WorkerUnavailable, convert_in_worker
 
@@ -86,13 +86,7 @@ def read_path(
             data = f.read(settings.max_file_bytes + 1)
     except OSError as e:
         return unreadable(name, declared, 0, f'could not open file: {e.strerror or e}')
-    return read_file(
-        data,
-        media_type=media_type,
-        name=name,
-        settings=settings,
-        count_tokens=count_tokens,
-    )
+    return read_file(data, media_type=media_type, name=name, settings=settings, count_tokens=count_tokens)
 
 
 def extract(data: bytes, media_type: str, name: str | None, settings: FileSettings) -> Extraction | str:
@@ -112,9 +106,8 @@ def extract(data: bytes, media_type: str, name: str | None, settings: FileSettin
         # a parser that recurses once per level met a document nested deeper than the stack allows
         if not looks_like_text(data[:65536]):
             return f'{reader.format} could not be read: nested too deeply to parse'
-        text, truncations = cut_lines(decode_text(data), settings)
-        extraction = Extraction(
-            text, truncations, note=f'{reader.format} nested too deeply to parse; shown as text'
+        extraction = as_text(
+            data, settings, None, f'{reader.format} nested too deeply to parse; shown as text'
         )
     except Exception as e:
         detail = str(e).strip().splitlines()[0][:300] if str(e).strip() else ''
@@ -171,11 +164,7 @@ _MEMBERS = MemberReader(sniff=sniff_media_type, convert=convert_document)
 
 
 def _convert(
-    data: bytes,
-    media_type: str,
-    name: str | None,
-    settings: FileSettings,
-    count_tokens: CountTokens | None,
+    data: bytes, media_type: str, name: str | None, settings: FileSettings, count_tokens: CountTokens | None
 ) -> ConvertedDocument | UnreadableFile:
     refusal = check_before_parse(data, media_type, settings)
     if refusal is not None:

@@ -10,11 +10,13 @@ from ._archive import ZipReader
 from ._base import Reader
 from ._budget import zip_entry_bound
 from ._markitdown import (
-    DocxReader,
-    EpubReader,
-    HtmlReader,
-    IpynbReader,
-    OutlookMsgReader,
+    DOCX,
+    DOCX_TYPE,
+    EPUB,
+    HTML,
+    IPYNB,
+    OUTLOOK_MSG,
+    OUTLOOK_TYPE,
     PdfReader,
     PptxReader,
     RssReader,
@@ -26,14 +28,14 @@ from ._xlsx import XlsxReader
 
 READERS: tuple[Reader, ...] = (
     PdfReader(),
-    DocxReader(),
+    DOCX,
     PptxReader(),
     XlsxReader(),
     XlsReader(),
-    HtmlReader(),
-    EpubReader(),
-    IpynbReader(),
-    OutlookMsgReader(),
+    HTML,
+    EPUB,
+    IPYNB,
+    OUTLOOK_MSG,
     RtfReader(),
     RssReader(),
     SvgReader(),
@@ -50,31 +52,15 @@ _SNIFF_MAX_ENTRIES = 100_000
 """Beyond this many members the directory is not even parsed to tell the format: it is refused later."""
 
 IMAGE_TYPES = {
-    '.png': 'image/png',
-    '.jpg': 'image/jpeg',
-    '.jpeg': 'image/jpeg',
-    '.gif': 'image/gif',
-    '.webp': 'image/webp',
-    '.bmp': 'image/bmp',
-    '.tif': 'image/tiff',
-    '.tiff': 'image/tiff',
-    '.avif': 'image/avif',
-    '.heic': 'image/heic',
-    '.heif': 'image/heif',
-    '.ico': 'image/x-icon',
-    '.apng': 'image/apng',
+    **{
+        f'.{ext}': f'image/{ext}'
+        for ext in ('png', 'gif', 'webp', 'bmp', 'tiff', 'avif', 'heic', 'heif', 'apng')
+    },
+    **{'.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.tif': 'image/tiff', '.ico': 'image/x-icon'},
 }
 AUDIO_TYPES = {
-    '.wav': 'audio/wav',
-    '.mp3': 'audio/mpeg',
-    '.ogg': 'audio/ogg',
-    '.oga': 'audio/ogg',
-    '.flac': 'audio/flac',
-    '.m4a': 'audio/mp4',
-    '.aac': 'audio/aac',
-    '.opus': 'audio/opus',
-    '.aiff': 'audio/aiff',
-    '.webm': 'audio/webm',
+    **{f'.{ext}': f'audio/{ext}' for ext in ('wav', 'ogg', 'flac', 'aac', 'opus', 'aiff', 'webm')},
+    **{'.mp3': 'audio/mpeg', '.oga': 'audio/ogg', '.m4a': 'audio/mp4'},
 }
 
 _BY_MEDIA_TYPE: dict[str, Reader] = {t: r for r in reversed(READERS) for t in r.media_types}
@@ -88,17 +74,11 @@ _GENERIC = frozenset(
     {'', 'application/octet-stream', 'binary/octet-stream', 'application/unknown', 'text/plain'}
 )
 _ALIASES = {
-    'image/jpg': 'image/jpeg',
-    'image/pjpeg': 'image/jpeg',
-    'image/x-png': 'image/png',
-    'audio/x-wav': 'audio/wav',
-    'audio/wave': 'audio/wav',
-    'audio/vnd.wave': 'audio/wav',
-    'audio/mp3': 'audio/mpeg',
-    'image/x-ms-bmp': 'image/bmp',
-    'application/x-zip': 'application/zip',
+    **dict.fromkeys(('image/jpg', 'image/pjpeg'), 'image/jpeg'),
+    **dict.fromkeys(('image/x-png', 'application/vnd.apple.png'), 'image/png'),
+    **dict.fromkeys(('audio/x-wav', 'audio/wave', 'audio/vnd.wave'), 'audio/wav'),
+    **{'audio/mp3': 'audio/mpeg', 'image/x-ms-bmp': 'image/bmp', 'application/x-zip': 'application/zip'},
     'text/x-csv': 'text/csv',
-    'application/vnd.apple.png': 'image/png',
 }
 
 
@@ -257,7 +237,7 @@ def _zip_type(data: bytes) -> str:
         return 'application/zip'
     if '[Content_Types].xml' in names:
         for prefix, media_type in (
-            ('word/', DocxReader.media_types[0]),
+            ('word/', DOCX_TYPE),
             ('ppt/', PptxReader.media_types[0]),
             ('xl/', XlsxReader.media_types[0]),
         ):
@@ -269,7 +249,7 @@ def _zip_type(data: bytes) -> str:
 def _ole_type(data: bytes, extension: str | None) -> str:
     """Legacy Office and Outlook files share the OLE container; the stream names tell them apart."""
     if extension == '.msg' or '__substg1.0_'.encode('utf-16-le') in data:
-        return OutlookMsgReader.media_types[0]
+        return OUTLOOK_TYPE
     if extension == '.xls' or 'Workbook'.encode('utf-16-le') in data or 'Book'.encode('utf-16-le') in data:
         return XlsReader.media_types[0]
     if extension == '.doc':

@@ -11,6 +11,8 @@ from ._provider_limits import provider_file_limits
 _CONVERTER_VERSION = 3
 # Settings that change how a conversion runs, never what it produces: left out of cache keys.
 _OPERATIONAL = frozenset({'conversion_isolation', 'conversion_workers', 'conversion_idle_seconds'})
+# Settings that default to what the serving provider accepts (`for_model`).
+_PROVIDER_FIELDS = ('image_max_bytes', 'image_max_dimension', 'document_max_bytes')
 
 
 @dataclass(frozen=True)
@@ -82,15 +84,10 @@ class FileSettings:
     def for_model(self, model_name: str | None) -> FileSettings:
         """These settings with each provider limit left unset filled in for the provider serving `model_name`
         (conservative limits when it is unknown or None); the limits given stay as they are."""
-        if None not in (self.image_max_bytes, self.image_max_dimension, self.document_max_bytes):
+        if all(getattr(self, f) is not None for f in _PROVIDER_FIELDS):
             return self
         limits = provider_file_limits(model_name)
-        return replace(
-            self,
-            image_max_bytes=self.image_max_bytes or limits.image_max_bytes,
-            image_max_dimension=self.image_max_dimension or limits.image_max_dimension,
-            document_max_bytes=self.document_max_bytes or limits.document_max_bytes,
-        )
+        return replace(self, **{f: getattr(self, f) or getattr(limits, f) for f in _PROVIDER_FIELDS})
 
     @property
     def image_limits(self) -> tuple[int, int]:

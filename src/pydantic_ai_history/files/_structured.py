@@ -7,7 +7,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from defusedxml import DefusedXmlException
 
@@ -15,7 +15,7 @@ from ..messages._nesting import json_too_deep
 from ._base import Extraction, FileInfo, Reader
 from ._results import Truncation
 from ._settings import FileSettings
-from ._text import cut_lines, decode_text, shorten
+from ._text import as_text, cut_lines, decode_text, shorten
 
 
 @dataclass
@@ -94,11 +94,6 @@ def _structured(value: Any, settings: FileSettings, fmt: str, dump: str = 'json'
     return Extraction(f'```{dump}\n{text}\n```', truncations, note=_describe(counter), format=fmt)
 
 
-def _as_text(data: bytes, settings: FileSettings, fmt: str, note: str) -> Extraction:
-    text, truncations = cut_lines(decode_text(data), settings)
-    return Extraction(text, truncations, note=note, format=fmt)
-
-
 class JsonReader(Reader):
     format = 'JSON'
     media_types = ('application/json', 'text/json')
@@ -106,14 +101,14 @@ class JsonReader(Reader):
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
         text = decode_text(data)
-        if json_too_deep(text):
-            return _as_text(data, settings, 'JSON', 'JSON nested too deeply to parse; shown as text')
         try:
+            if json_too_deep(text):
+                raise RecursionError
             value = json.loads(text)
         except RecursionError:
-            return _as_text(data, settings, 'JSON', 'JSON nested too deeply to parse; shown as text')
+            return as_text(data, settings, 'JSON', 'JSON nested too deeply to parse; shown as text')
         except ValueError as e:
-            return _as_text(data, settings, 'JSON', f'invalid JSON ({e}); shown as text')
+            return as_text(data, settings, 'JSON', f'invalid JSON ({e}); shown as text')
         return _structured(value, settings, 'JSON')
 
 
@@ -137,7 +132,7 @@ class JsonLinesReader(Reader):
                     raise RecursionError('nested too deeply to parse')
                 records.append(json.loads(line))
         except (ValueError, RecursionError) as e:
-            return _as_text(
+            return as_text(
                 data, settings, 'JSON Lines', f'invalid JSON line ({type(e).__name__}); shown as text'
             )
         extraction = _structured(records, settings, 'JSON Lines', dump='jsonl')
@@ -165,7 +160,7 @@ class YamlReader(Reader):
         try:
             documents = list(yaml.safe_load_all(decode_text(data)))
         except (yaml.YAMLError, RecursionError) as e:
-            return _as_text(data, settings, 'YAML', f'invalid YAML ({type(e).__name__}); shown as text')
+            return as_text(data, settings, 'YAML', f'invalid YAML ({type(e).__name__}); shown as text')
         return _structured(documents[0] if len(documents) == 1 else documents, settings, 'YAML')
 
 
@@ -181,21 +176,23 @@ class XmlReader(Reader):
     """
 
     format = 'XML'
-    media_types: ClassVar[tuple[str, ...]] = ('application/xml', 'text/xml')
-    extensions: ClassVar[tuple[str, ...]] = ('.xml', '.xsd', '.plist', '.csproj', '.xaml')
+    media_types: tuple[str, ...] = ('application/xml', 'text/xml')
+    extensions: tuple[str, ...] = ('.xml', '.xsd', '.plist', '.csproj', '.xaml')
 
     def read(self, data: bytes, info: FileInfo, settings: FileSettings) -> Extraction:
         fmt = self.format
         if _ENTITY.search(data[:65536]):
-            return _as_text(data, settings, fmt, f'{fmt} declares entities; shown as text, unexpanded')
+            return as_text(data, settings, fmt, f'{fmt} declares entities; shown as text, unexpanded')
+        from defusedxml.ElementTree import fromstring
+
         try:
-            root = _parse_xml(data)
+            root: ET.Element = fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
         except DefusedXmlException as e:
-            return _as_text(
+            return as_text(
                 data, settings, fmt, f'{fmt} refers to entities or DTDs ({e}); shown as text, unresolved'
             )
         except (ET.ParseError, RecursionError) as e:
-            return _as_text(data, settings, fmt, f'invalid {fmt} ({e}); shown as text')
+            return as_text(data, settings, fmt, f'invalid {fmt} ({e}); shown as text')
         total = sum(1 for _ in root.iter())
         counter = _Counter()
         lines: list[str] = []
@@ -211,15 +208,8 @@ class SvgReader(XmlReader):
     rendered, no external reference is resolved)."""
 
     format = 'SVG'
-    media_types: ClassVar[tuple[str, ...]] = ('image/svg+xml',)
-    extensions: ClassVar[tuple[str, ...]] = ('.svg',)
-
-
-def _parse_xml(data: bytes) -> ET.Element:
-    from defusedxml.ElementTree import fromstring
-
-    root: ET.Element = fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
-    return root
+    media_types = ('image/svg+xml',)
+    extensions = ('.svg',)
 
 
 def _tag(name: str) -> str:

@@ -94,7 +94,7 @@ def render_table(table: Table, settings: FileSettings) -> tuple[str, tuple[Trunc
     # An incomplete table has at least one row more than was read, and maybe the count it declares.
     total_rows = table.total_rows if table.complete else max(table.declared_rows or 0, table.total_rows + 1)
     # rows left out between the head and the tail: of the table, or of the rows read when reading stopped
-    between = (table.total_rows if not table.complete else total_rows) - shown_rows
+    between = table.total_rows - shown_rows
     if between > 0:
         lines.append(note(f'… {between:,} rows omitted …'))
     if not table.complete and table.tail:
@@ -223,7 +223,11 @@ def truncate_markdown_tables(markdown: str, settings: FileSettings) -> tuple[str
 
     def flush() -> None:
         if len(block) >= 2 and set(block[1].replace('|', '').replace(' ', '')) <= set('-:'):
-            rows = [_split_row(row) for row in [block[0], *block[2:]]]
+            # Cells were escaped by the renderer; unescaped so render_table escapes them once, not twice.
+            rows = [
+                [c.strip().replace('\\|', '|') for c in row.strip().strip('|').split(' | ')] for row in block
+            ]
+            del rows[1]
             table = collect_table(rows, settings)
             if table is not None:
                 markdown_table, table_truncations = render_table(table, settings)
@@ -241,12 +245,6 @@ def truncate_markdown_tables(markdown: str, settings: FileSettings) -> tuple[str
         out.append(line)
     flush()
     return '\n'.join(out), merge_truncations(truncations)
-
-
-def _split_row(line: str) -> list[str]:
-    # Cells were escaped by the renderer; unescape so render_table escapes them once, not twice.
-    cells = line.strip().strip('|').split(' | ')
-    return [c.strip().replace('\\|', '|') for c in cells]
 
 
 class XlsReader(Reader):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import re
 
 from ._base import Extraction, FileInfo, Reader
@@ -17,48 +18,15 @@ _BOMS = (
     (codecs.BOM_UTF16_BE, 'utf-16'),
 )
 
-_FENCE_LANGUAGES = {
-    '.py': 'python',
-    '.pyi': 'python',
-    '.js': 'javascript',
-    '.mjs': 'javascript',
-    '.ts': 'typescript',
-    '.tsx': 'tsx',
-    '.jsx': 'jsx',
-    '.java': 'java',
-    '.c': 'c',
-    '.h': 'c',
-    '.cpp': 'cpp',
-    '.cc': 'cpp',
-    '.hpp': 'cpp',
-    '.cs': 'csharp',
-    '.go': 'go',
-    '.rs': 'rust',
-    '.rb': 'ruby',
-    '.php': 'php',
-    '.swift': 'swift',
-    '.kt': 'kotlin',
-    '.scala': 'scala',
-    '.sh': 'bash',
-    '.bash': 'bash',
-    '.zsh': 'bash',
-    '.ps1': 'powershell',
-    '.sql': 'sql',
-    '.css': 'css',
-    '.scss': 'scss',
-    '.toml': 'toml',
-    '.ini': 'ini',
-    '.cfg': 'ini',
-    '.yaml': 'yaml',
-    '.yml': 'yaml',
-    '.r': 'r',
-    '.lua': 'lua',
-    '.pl': 'perl',
-    '.dockerfile': 'dockerfile',
-    '.tex': 'latex',
-    '.diff': 'diff',
-    '.patch': 'diff',
-}
+# The language a code file is fenced with, then its extensions.
+_FENCES = """
+python .py .pyi; javascript .js .mjs; typescript .ts; tsx .tsx; jsx .jsx; java .java; c .c .h;
+cpp .cpp .cc .hpp; csharp .cs; go .go; rust .rs; ruby .rb; php .php; swift .swift; kotlin .kt; scala .scala;
+bash .sh .bash .zsh; powershell .ps1; sql .sql; css .css; scss .scss; toml .toml; ini .ini .cfg;
+yaml .yaml .yml; r .r; lua .lua; perl .pl; dockerfile .dockerfile; latex .tex; diff .diff .patch
+"""
+_FENCE_LANGUAGES = {ext: fence.split()[0] for fence in _FENCES.split(';') for ext in fence.split()[1:]}
+"""The language a code file is fenced with, by extension."""
 
 
 def decode_text(data: bytes) -> str:
@@ -69,10 +37,8 @@ def decode_text(data: bytes) -> str:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return data.decode(encoding, errors='replace')
-    try:
+    with contextlib.suppress(UnicodeDecodeError):
         return data.decode('utf-8')
-    except UnicodeDecodeError:
-        pass
     from charset_normalizer import from_bytes
 
     best = from_bytes(data[:1_000_000]).best()
@@ -129,6 +95,12 @@ def cut_lines(text: str, settings: FileSettings) -> tuple[str, tuple[Truncation,
     if shown_chars < total_chars:
         truncations.append(Truncation('chars', shown_chars, total_chars))
     return '\n'.join(out), tuple(truncations)
+
+
+def as_text(data: bytes, settings: FileSettings, fmt: str | None, note: str) -> Extraction:
+    """`data` shown as plain text within the line limits, with `note` saying why."""
+    text, truncations = cut_lines(decode_text(data), settings)
+    return Extraction(text, truncations, note=note, format=fmt)
 
 
 class TextReader(Reader):

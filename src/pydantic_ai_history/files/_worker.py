@@ -132,13 +132,10 @@ def _resident_bytes(pid: int) -> int | None:
 def peak_resident_bytes_of_self() -> int | None:
     """This process's own peak resident size (VmHWM, Linux): unlike `ru_maxrss`, not inherited from the
     process that started it."""
-    try:
-        with open('/proc/self/status', 'rb') as f:
-            for line in f:
-                if line.startswith(b'VmHWM:'):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open('/proc/self/status', 'rb') as f:
+        for line in f:
+            if line.startswith(b'VmHWM:'):
+                return int(line.split()[1]) * 1024
     return None
 
 
@@ -326,19 +323,16 @@ class _Pool:
         self._release(worker, idle_seconds)
 
     def _release(self, worker: _Worker | None, idle_seconds: float) -> None:
+        """Free a slot; `worker`, if any, becomes idle, stopped by its reaper after `idle_seconds`."""
         with self._condition:
             self._busy -= 1
             if worker is not None:
-                self._park(worker, idle_seconds)
+                self._idle.append(worker)
+                if idle_seconds < threading.TIMEOUT_MAX:
+                    worker.reaper = threading.Timer(idle_seconds, self._reap, (worker,))
+                    worker.reaper.name, worker.reaper.daemon = 'file-converter-reaper', True
+                    worker.reaper.start()
             self._condition.notify()
-
-    def _park(self, worker: _Worker, idle_seconds: float) -> None:
-        """Make `worker` idle, stopped by its reaper after `idle_seconds` (the caller holds the lock)."""
-        self._idle.append(worker)
-        if idle_seconds < threading.TIMEOUT_MAX:
-            worker.reaper = threading.Timer(idle_seconds, self._reap, (worker,))
-            worker.reaper.name, worker.reaper.daemon = 'file-converter-reaper', True
-            worker.reaper.start()
 
     def _reap(self, worker: _Worker) -> None:
         with self._condition:

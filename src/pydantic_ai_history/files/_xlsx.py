@@ -115,12 +115,8 @@ def _date_styles(archive: zipfile.ZipFile, names: set[str]) -> frozenset[int]:
     cell_formats = styles.find(f'{_MAIN}cellXfs')
     if cell_formats is None:
         return frozenset()
-    found = set()
-    for index, xf in enumerate(cell_formats.iter(f'{_MAIN}xf')):
-        code = formats.get(int(xf.get('numFmtId', '0')), '')
-        if code and is_date_format(code):
-            found.add(index)
-    return frozenset(found)
+    codes = (formats.get(int(xf.get('numFmtId', '0')), '') for xf in cell_formats.iter(f'{_MAIN}xf'))
+    return frozenset(index for index, code in enumerate(codes) if code and is_date_format(code))
 
 
 class _SharedStrings:

@@ -20,8 +20,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar, Token
 from typing import Any, Literal
 
@@ -49,16 +48,6 @@ _readback_tool: ContextVar[str] = ContextVar('pydantic_ai_history_readback_tool'
 def readback_tool() -> str:
     """The name the notes being written give the read-back tool: the processor's, within its processing."""
     return _readback_tool.get()
-
-
-@contextmanager
-def readback_tool_scope(name: str) -> Iterator[None]:
-    """Notes written within the block name the read-back tool `name`."""
-    token = _readback_tool.set(name)
-    try:
-        yield
-    finally:
-        _readback_tool.reset(token)
 
 
 Kind = Literal['summary', 'pinned', 'transcript', 'trail', 'window', 'artifact']
@@ -106,15 +95,10 @@ def set_mark_secret(secret: str | bytes | None) -> None:
 _scoped_key: ContextVar[bytes | None] = ContextVar('pydantic_ai_history_seal_key', default=None)
 
 
-@contextmanager
-def seal_key_scope(secret: bytes) -> Iterator[None]:
+def seal_key_scope(secret: bytes) -> MarksScope:
     """Seal and verify with a key derived from `secret` within the block, with no environment or randomness:
     with the store's secret, every process (and durable worker and replay) sharing it reads the same seals."""
-    token = _scoped_key.set(seal_key(secret))
-    try:
-        yield
-    finally:
-        _scoped_key.reset(token)
+    return MarksScope(readback_tool(), secret)
 
 
 @functools.lru_cache(maxsize=16)  # asked for every seal made or read
@@ -124,8 +108,8 @@ def seal_key(secret: bytes) -> bytes:
 
 
 class MarksScope:
-    """`readback_tool_scope(tool)` and, given a store's secret, `seal_key_scope(secret)`, as one block:
-    entered on every request, so without the generators of `contextmanager`."""
+    """Notes written within the block name the read-back tool `tool` and, given a store's secret, are sealed
+    with a key derived from it (`seal_key_scope`): entered on every request, so no generator."""
 
     __slots__ = ('_key', '_tokens', '_tool')
 

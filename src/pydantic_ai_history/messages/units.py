@@ -123,7 +123,8 @@ def pair_tool_calls(messages: Sequence[ModelMessage]) -> ToolPairing:
     return ToolPairing().extend(messages)
 
 
-def _answers_calls(message: ModelMessage) -> bool:
+def answers_calls(message: ModelMessage) -> bool:
+    """Whether `message` is a request holding a tool result (it cannot open a history)."""
     return isinstance(message, ModelRequest) and any(answered_call_id(p) is not None for p in message.parts)
 
 
@@ -139,7 +140,7 @@ def split_units(messages: Sequence[ModelMessage]) -> list[Unit]:
             last = max(last, reach.get(k, k))
             k += 1
         first = messages[i]
-        starts_with_request = isinstance(first, ModelRequest) and not _answers_calls(first)
+        starts_with_request = isinstance(first, ModelRequest) and not answers_calls(first)
         units.append(Unit(i, last + 1, starts_with_request=starts_with_request))
         i = last + 1
     return units
@@ -154,7 +155,7 @@ def _first_user_turn(messages: Sequence[ModelMessage]) -> int | None:
             continue
         if any(isinstance(p, UserPromptPart) for p in message.parts):
             return index
-        if not any(isinstance(p, SystemPromptPart) for p in message.parts) and not _answers_calls(message):
+        if not any(isinstance(p, SystemPromptPart) for p in message.parts) and not answers_calls(message):
             return None
     return None
 

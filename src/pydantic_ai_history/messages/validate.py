@@ -20,9 +20,9 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from .._compat import answered_call_id, is_compaction_response
+from .._compat import is_compaction_response
 from ._marks import own_metadata, sealed_kind
-from .units import ToolPairing, system_parts, tool_call_ids
+from .units import ToolPairing, answers_calls, system_parts, tool_call_ids
 
 ViolationCode = Literal[
     'empty',
@@ -148,7 +148,7 @@ class StructureCheck:
 
     def violations(self, messages: Sequence[ModelMessage]) -> list[Violation]:
         """Every structural violation of `messages`, which must be exactly what was fed."""
-        opens_with_returns = _opens_with_returns(messages)
+        opens_with_returns = answers_calls(messages[0])
         found = _end_violations(messages, opens_with_returns)
         found.extend(_pairing_violations(self.pairing, starts_with_tool_return=opens_with_returns))
         found.extend(
@@ -156,11 +156,6 @@ class StructureCheck:
             for i in self._empty
         )
         return found
-
-
-def _opens_with_returns(messages: Sequence[ModelMessage]) -> bool:
-    first = messages[0]
-    return isinstance(first, ModelRequest) and any(answered_call_id(p) is not None for p in first.parts)
 
 
 def _end_violations(messages: Sequence[ModelMessage], opens_with_returns: bool) -> list[Violation]:

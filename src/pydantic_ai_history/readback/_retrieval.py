@@ -8,6 +8,7 @@ line (JSON path or table header) shown before it and counted when ranking.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import io
@@ -81,7 +82,8 @@ _QUERY_TERMS = 64
 """At most this many distinct terms rank the chunks: each one costs a pass over every chunk."""
 
 
-def _query_terms(query: str) -> list[str]:
+def query_terms(query: str) -> list[str]:
+    """The terms that rank chunks for `query` (stop words out, each once, at most 64)."""
     if len(query) > _QUERY_CHARS:
         query = query[: _QUERY_CHARS // 2] + ' ' + query[-_QUERY_CHARS // 2 :]
     terms = [t for t in tokenize(query) if t not in _STOP_WORDS]
@@ -100,14 +102,16 @@ def _chunk_scores(text: str, spans: Sequence[_Span], query_terms: Sequence[str])
     counts of the query's terms: the words of a 20 MB text are never all held at once."""
     if not spans or not query_terms:
         return [0.0] * len(spans)
-    wanted = frozenset(query_terms)
-    counts: list[Counter[str]] = []
-    lengths: list[int] = []
+    tallies = list(_tallies(text, spans, frozenset(query_terms)))
+    return _bm25([counts for _, counts in tallies], [length for length, _ in tallies], query_terms)
+
+
+def _tallies(text: str, spans: Iterable[_Span], wanted: frozenset[str]) -> Iterator[tuple[int, Counter[str]]]:
+    """Each span's tokens (its context included) and how often each `wanted` term occurs in it, one span
+    tokenized at a time."""
     for span in spans:
         tokens = tokenize(span.context + '\n' + text[span.start : span.end])
-        lengths.append(len(tokens))
-        counts.append(Counter(t for t in tokens if t in wanted))
-    return _bm25(counts, lengths, query_terms)
+        yield len(tokens), Counter(t for t in tokens if t in wanted)
 
 
 def _bm25(
@@ -143,11 +147,9 @@ def detect_kind(text: str) -> TextKind:
     """`json` when the whole text parses as a JSON object or array, `table` for CSV/TSV, else `markdown`."""
     # the opening first: no copy of a large text that is not JSON; one too deep to parse reads as text
     if text[:4_096].lstrip()[:1] in ('{', '[') and not json_too_deep(stripped := text.strip()):
-        try:
+        with contextlib.suppress(ValueError, RecursionError):
             json.loads(stripped)
             return 'json'
-        except (ValueError, RecursionError):
-            pass
     return 'table' if _looks_like_table(text) else 'markdown'
 
 
@@ -470,13 +472,8 @@ class Ranking:
 def rank_passages(text: str, query: str | None, *, chunk_chars: int) -> Ranking:
     """`text` chunked along its structure and ranked by BM25 against `query` (see `extract_passages`)."""
     spans = _spans(text, chunk_chars, None)
-    scores = _chunk_scores(text, spans, _query_terms(query or ''))
-    matched = any(s > 0 for s in scores)
-    if matched:
-        order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
-    else:
-        order = list(range(len(spans)))
-    return Ranking(text, spans, order, matched)
+    order = _best_first(_chunk_scores(text, spans, query_terms(query or '')))
+    return Ranking(text, spans, order or list(range(len(spans))), bool(order))
 
 
 def _render(text: str, spans: Sequence[_Span], chosen: Sequence[int]) -> str:
@@ -530,30 +527,21 @@ def tally_chunks(text: str, wanted: frozenset[str]) -> tuple[int, int, list[Tall
     spans = _spans(text, DEFAULT_CHUNK_CHARS, None)
     total = 0
     found: list[Tallied] = []
-    for span in spans:
-        tokens = tokenize(span.context + '\n' + text[span.start : span.end])
-        total += len(tokens)
-        counts = Counter(t for t in tokens if t in wanted)
+    for span, (length, counts) in zip(spans, _tallies(text, spans, wanted), strict=True):
+        total += length
         if counts:
-            found.append(Tallied(span.start, span.end, len(tokens), dict(counts)))
+            found.append(Tallied(span.start, span.end, length, dict(counts)))
     return len(spans), total, found
-
-
-def query_terms(query: str) -> list[str]:
-    """The terms that rank chunks for `query` (stop words out, each once, at most 64)."""
-    return _query_terms(query)
 
 
 def rank_tallied(tallied: Sequence[Tallied], query: str, *, chunks: int, tokens: int) -> list[int]:
     """Positions in `tallied` (chunks of a collection of `chunks` chunks and `tokens` tokens) that match
     `query`, best first by BM25 (ties: the earlier first): the order `rank_documents` gives them."""
-    terms = _query_terms(query)
+    terms = query_terms(query)
     if not tallied or not terms:
         return []
-    scores = _bm25(
-        [t.counts for t in tallied], [t.tokens for t in tallied], terms, chunks=chunks, total_length=tokens
-    )
-    return sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
+    counts, lengths = [t.counts for t in tallied], [t.tokens for t in tallied]
+    return _best_first(_bm25(counts, lengths, terms, chunks=chunks, total_length=tokens))
 
 
 def rank_documents(documents: Sequence[str], query: str, max_chars: int) -> list[tuple[int, Chunk]]:
@@ -563,18 +551,30 @@ def rank_documents(documents: Sequence[str], query: str, max_chars: int) -> list
     chunked = [
         (d, c) for d, text in enumerate(documents) for c in chunk_text(text, max_chars=DEFAULT_CHUNK_CHARS)
     ]
-    terms = _query_terms(query)
-    scores = bm25_scores([tokenize(c.context + '\n' + c.text) for _, c in chunked], terms)
-    order = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
-    chosen: list[tuple[int, Chunk]] = []
-    used = 0
-    for index in order:
-        size = len(chunked[index][1].text)
-        if used + size > max_chars:
-            if chosen:
-                continue
-            document, chunk = chunked[index]  # even the best chunk is too large: its head
-            return [(document, replace(chunk, end=chunk.start + max_chars, text=chunk.text[:max_chars]))]
-        chosen.append(chunked[index])
-        used += size
+    order = _best_first(
+        bm25_scores([tokenize(c.context + '\n' + c.text) for _, c in chunked], query_terms(query))
+    )
+    chosen = [chunked[order[i]] for i in greedy_fit([len(chunked[i][1].text) for i in order], max_chars)]
+    if chosen and len(chosen[0][1].text) > max_chars:  # even the best chunk is too large: its head
+        document, chunk = chosen[0]
+        return [(document, replace(chunk, end=chunk.start + max_chars, text=chunk.text[:max_chars]))]
     return chosen
+
+
+def _best_first(scores: Sequence[float]) -> list[int]:
+    """The positions of the positive `scores`, highest first (ties: the earlier first)."""
+    return sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
+
+
+def greedy_fit(sizes: Sequence[int], max_chars: int) -> list[int]:
+    """Positions of the items of `sizes` (best first) that fit `max_chars` together, each taken when it still
+    fits; when even the first does not, that one alone (its head is shown)."""
+    picked: list[int] = []
+    used = 0
+    for position, size in enumerate(sizes):
+        if used + size <= max_chars:
+            picked.append(position)
+            used += size
+        elif not picked:
+            return [position]
+    return picked

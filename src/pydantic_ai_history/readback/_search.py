@@ -17,7 +17,8 @@ import asyncio
 import sys
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -25,7 +26,7 @@ import anyio.to_thread
 
 from ..store import ArtifactStore, StoredArtifact, StoreError
 from ._limits import SEARCH_MAX_ARTIFACTS, SEARCH_MAX_BYTES, is_text
-from ._retrieval import Tallied, query_terms, rank_tallied, tally_chunks
+from ._retrieval import Tallied, greedy_fit, query_terms, rank_tallied, tally_chunks
 
 SEARCH_WORKING_BYTES = 64 * 1024 * 1024
 """The most bytes a search holds at once while it reads: one artifact's bytes and its decoded text. An
@@ -47,14 +48,17 @@ class WorkingSet:
         self.peak = 0
         """The most bytes held at once since the process started (or `reset`)."""
 
-    def hold(self, size: int) -> None:
+    @contextmanager
+    def holding(self, size: int) -> Iterator[None]:
+        """`size` more bytes held for the duration of the block."""
         with self._lock:
             self.held += size
             self.peak = max(self.peak, self.held)
-
-    def release(self, size: int) -> None:
-        with self._lock:
-            self.held -= size
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.held -= size
 
     def reset(self) -> None:
         """Start counting the peak again from what is held now."""
@@ -158,9 +162,7 @@ async def search_scope(store: ArtifactStore, scope: str, query: str, limit: int)
     most `SEARCH_MAX_BYTES`), joining the batch of the same store and scope that waits for its scan, if any.
     `StoreError` when the scope cannot be listed."""
     loop = asyncio.get_running_loop()
-    searches = _LOOPS.get(loop)
-    if searches is None:
-        searches = _LOOPS[loop] = _LoopSearches()
+    searches = _LOOPS.setdefault(loop, _LoopSearches())
     key = (id(store), scope)
     batch = searches.waiting.get(key)
     if batch is None or batch.store is not store:
@@ -256,11 +258,8 @@ _Counted = tuple[int, int, int, list[Tallied]]
 
 async def _counted(data: bytes, wanted: frozenset[str]) -> _Counted | None:
     """`partial_tally(data, wanted)` off the event loop, with `data` counted in the working set."""
-    WORKING_SET.hold(len(data))
-    try:
+    with WORKING_SET.holding(len(data)):
         return await anyio.to_thread.run_sync(partial_tally, data, wanted)
-    finally:
-        WORKING_SET.release(len(data))
 
 
 def partial_tally(data: bytes, wanted: frozenset[str]) -> _Counted | None:
@@ -271,13 +270,9 @@ def partial_tally(data: bytes, wanted: frozenset[str]) -> _Counted | None:
     if len(data) + widest > SEARCH_WORKING_BYTES:
         return None
     text = data.decode('utf-8', errors='replace')
-    size = sys.getsizeof(text)
-    WORKING_SET.hold(size)
-    try:
+    with WORKING_SET.holding(sys.getsizeof(text)):
         chunks, tokens, hits = tally_chunks(text, wanted)
         return len(text), chunks, tokens, hits
-    finally:
-        WORKING_SET.release(size)
 
 
 def _best(tally: _Tally, request: _Request) -> list[int]:
@@ -287,7 +282,7 @@ def _best(tally: _Tally, request: _Request) -> list[int]:
     hits = [hit for _, hit in tally.hits]
     order = rank_tallied(hits, request.query, chunks=tally.chunks, tokens=tally.tokens)
     sizes = [hits[i].end - hits[i].start for i in order]
-    picked = _greedy(sizes, request.limit)
+    picked = set(greedy_fit(sizes, request.limit))
     room = _CANDIDATE_SHARE * request.limit
     best: list[int] = []
     used = 0
@@ -296,20 +291,6 @@ def _best(tally: _Tally, request: _Request) -> list[int]:
             best.append(index)
             used += sizes[position]
     return best
-
-
-def _greedy(sizes: Sequence[int], max_chars: int) -> set[int]:
-    """The positions `select_passages` keeps of passages of `sizes` (best first) within `max_chars`."""
-    picked: set[int] = set()
-    used = 0
-    for position, size in enumerate(sizes):
-        if used + size > max_chars:
-            if not picked:
-                return {position}  # its head
-            continue
-        picked.add(position)
-        used += size
-    return picked
 
 
 async def _second_pass(store: ArtifactStore, scope: str, tally: _Tally, chosen: set[int]) -> dict[int, str]:
@@ -323,11 +304,8 @@ async def _second_pass(store: ArtifactStore, scope: str, tally: _Tally, chosen: 
         if data is None:  # deleted since the first pass: its passages are left out
             continue
         spans = [(tally.hits[i][1].start, tally.hits[i][1].end) for i in indices]
-        WORKING_SET.hold(len(data))
-        try:
+        with WORKING_SET.holding(len(data)):
             pieces = await anyio.to_thread.run_sync(_slices, data, spans)
-        finally:
-            WORKING_SET.release(len(data))
         del data
         texts.update(zip(indices, pieces, strict=True))
     return texts
@@ -335,26 +313,14 @@ async def _second_pass(store: ArtifactStore, scope: str, tally: _Tally, chosen: 
 
 def _slices(data: bytes, spans: Sequence[tuple[int, int]]) -> list[str]:
     text = data.decode('utf-8', errors='replace')
-    size = sys.getsizeof(text)
-    WORKING_SET.hold(size)
-    try:
+    with WORKING_SET.holding(sys.getsizeof(text)):
         return [text[start:end] for start, end in spans]
-    finally:
-        WORKING_SET.release(size)
 
 
 def select_passages(passages: Sequence[Passage], max_chars: int) -> list[Passage]:
     """The best passages that fit `max_chars` together, best first (a passage too large is passed over; when
     even the best is, its head)."""
-    chosen: list[Passage] = []
-    used = 0
-    for passage in passages:
-        size = len(passage.text)
-        if used + size > max_chars:
-            if chosen:
-                continue
-            head = passage.text[:max_chars]
-            return [passage._replace(end=passage.start + len(head), text=head)]
-        chosen.append(passage)
-        used += size
+    chosen = [passages[i] for i in greedy_fit([len(p.text) for p in passages], max_chars)]
+    if chosen and len(chosen[0].text) > max_chars:
+        return [chosen[0]._replace(end=chosen[0].start + max_chars, text=chosen[0].text[:max_chars])]
     return chosen

@@ -44,45 +44,26 @@ KNOWN_PROVIDERS: frozenset[str] = frozenset(
 `Model` named itself with one (a `FunctionModel` standing in for `anthropic:claude-...`)."""
 
 _PROVIDER_FAMILY: dict[str, ModelFamily] = {
-    'openai': 'openai',
-    'openai-chat': 'openai',
-    'openai-responses': 'openai',
-    'openai-chatgpt': 'openai',
-    'openai-codex': 'openai',
-    'azure': 'openai',  # Azure OpenAI deployments carry names of the user's choosing
-    'azure-responses': 'openai',
-    'anthropic': 'anthropic',
-    'google': 'google',
-    'google-gla': 'google',
-    'google-vertex': 'google',
-    'google-cloud': 'google',
-    'vertexai': 'google',
-    'gemini': 'google',
-    'mistral': 'mistral',
-    'deepseek': 'deepseek',
-    'cohere': 'cohere',
-    'grok': 'xai',
-    'xai': 'xai',
-    'meta': 'meta',
+    # Azure OpenAI deployments carry names of the user's choosing
+    **dict.fromkeys(
+        ('openai', 'openai-chat', 'openai-responses', 'openai-chatgpt', 'openai-codex'), 'openai'
+    ),
+    **dict.fromkeys(('azure', 'azure-responses'), 'openai'),
+    **dict.fromkeys(
+        ('google', 'google-gla', 'google-vertex', 'google-cloud', 'vertexai', 'gemini'), 'google'
+    ),
+    **dict.fromkeys(('grok', 'xai'), 'xai'),
+    **{family: family for family in ('anthropic', 'mistral', 'deepseek', 'cohere', 'meta')},
 }
 """The family a provider implies when the model's own name does not say (a Vertex Claude says it does)."""
 
 _VENDOR_FAMILY: dict[str, ModelFamily] = {
-    'openai': 'openai',
-    'anthropic': 'anthropic',
-    'google': 'google',
-    'meta': 'meta',
-    'meta-llama': 'meta',
-    'mistral': 'mistral',
-    'mistralai': 'mistral',
-    'deepseek': 'deepseek',
-    'deepseek-ai': 'deepseek',
-    'amazon': 'amazon',
-    'cohere': 'cohere',
-    'x-ai': 'xai',
-    'xai': 'xai',
-    'qwen': 'qwen',
-    'microsoft': 'microsoft',
+    **{
+        f: f
+        for f in ('openai', 'anthropic', 'google', 'meta', 'mistral', 'deepseek', 'amazon', 'cohere', 'xai')
+    },
+    **{'qwen': 'qwen', 'microsoft': 'microsoft'},
+    **{'meta-llama': 'meta', 'mistralai': 'mistral', 'deepseek-ai': 'deepseek', 'x-ai': 'xai'},
 }
 """Vendor prefixes: `anthropic/` on OpenRouter, `anthropic.` on Bedrock, `publishers/anthropic/` on Vertex."""
 
