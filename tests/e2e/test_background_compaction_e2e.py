@@ -107,6 +107,8 @@ class Summarizer:
     processed: Callable[[], int]
     gate: anyio.Event | None = None
     calls: list[Call] = field(default_factory=list)
+    entered: int = 0
+    """Calls that reached the summarizer (a background job cancelled before its call never does)."""
     cancelled: int = 0
 
     def model(self) -> FunctionModel:
@@ -123,6 +125,7 @@ class Summarizer:
             )
         )
         started = self.processed()
+        self.entered += 1
         try:
             if self.gate is not None:
                 await self.gate.wait()
@@ -279,12 +282,12 @@ async def test_the_event_uses_the_summary_made_before_its_trigger(
     started = request_of(events, BackgroundSummaryStarted)[0]
     assert started < trigger
 
-    # the event's summary is a call that started before the trigger request was processed, and no call
-    # started while it was
+    # the event's summary is the call of the job started before the trigger (which reaches its call a few
+    # event-loop turns later: under load, as the trigger request is processed), and no other call started then
     answers = [c for c in summarizer.calls if c.answer in first.summary]
     assert len(answers) == 1, (first.summary, summarizer.calls)
-    assert answers[0].processed < trigger
-    assert all(c.processed != trigger for c in summarizer.calls)
+    assert answers[0].processed <= trigger
+    assert all(c.processed != trigger for c in summarizer.calls if c is not answers[0])
     assert used[0].summarizer_calls == first.summarizer_calls == 1
     stats = processor.stats().overall
     assert stats.background_summaries_used == len(used)
@@ -365,7 +368,9 @@ async def test_a_run_that_ends_before_its_trigger_cancels_its_background_work(fi
     import asyncio
 
     assert [t for t in asyncio.all_tasks() if t.get_name() == TASK_NAME] == []
-    assert summarizer.cancelled == 1, 'the summarizer call was cancelled, not left hanging'
+    # under load the run may end before the job reaches its call; one it made was cancelled, not left hanging
+    assert summarizer.entered <= 1
+    assert summarizer.cancelled == summarizer.entered, 'the summarizer call was cancelled, not left hanging'
     assert processor.stats().overall.background_summaries_discarded == 1
 
 

@@ -55,8 +55,10 @@ def deprecated_setting(name: str, home: str) -> None:
 
 DEFAULT_ITEM_TOKENS = 500
 """What one large item keeps in context (every token kept is re-read by every later request)."""
-DEFAULT_LARGE_ITEM_TOKENS = 3_500
-"""Over this an item is large: about 10,000 characters of English."""
+DEFAULT_LARGE_ITEM_TOKENS = 1_500
+"""Over this an item is large: about 6,000 characters of English. Reduced when it arrives, a large item costs
+its short view on every later request instead of its whole text (its original is one `read_artifact` away);
+chosen on the cost benchmark's tool loop and checked on its coding loop (benchmarks/RESULTS.md)."""
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,9 @@ def _three_tools(fixtures_dir: Path) -> list[Any]:
 
 @pytest.mark.anyio
 async def test_heuristic_plan_smallest_first_and_budgeted(fixtures_dir: Path) -> None:
-    processor, recorder = make_processor(context_window=16_000)
+    processor, recorder = make_processor(
+        context_window=16_000, large_item_tokens=3_500
+    )  # the ~2,550-token stocks stay whole
     history = _three_tools(fixtures_dir)
     out = await processor.process(history)
     assert_valid_history(out)
@@ -220,7 +222,7 @@ async def test_planner_timeout_falls_back(fixtures_dir: Path) -> None:
         raise AssertionError('not reached')
 
     settings = ArtifactSettings(planner_model=FunctionModel(slow), planner_timeout=0.05)
-    processor, recorder = make_processor(settings, context_window=16_000)
+    processor, recorder = make_processor(settings, context_window=16_000, large_item_tokens=3_500)
     out = await processor.process(_three_tools(fixtures_dir))
     assert_valid_history(out)
     assert recorder.warnings('artifact_planner_failed')
@@ -232,7 +234,7 @@ async def test_llm_planner_skipped_when_not_worth_it() -> None:
     """Small artifacts on a cheap model: the planner model is never called."""
     prompts: list[str] = []
     settings = ArtifactSettings(planner_model=planner_model(lambda ids, p: {'decisions': []}, prompts))
-    processor, recorder = make_processor(settings, context_window=128_000)
+    processor, recorder = make_processor(settings, context_window=128_000, large_item_tokens=3_500)
     out = await processor.process(tool_history('hi', 'small', 'x ' * 3_000))
     assert out[-1] is not None
     assert prompts == []
