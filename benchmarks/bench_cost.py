@@ -189,8 +189,8 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
                     payload['runs'].append(result)
     if args.latency or args.latency_only:
         latency = {**LATENCY, 'steps': args.latency_steps, 'model_seconds': args.model_seconds}
-        workload = _workload('tools', args, encode, steps=latency['steps'])
-        payload['latency_meta'] = latency
+        workload = _workload(args.workloads[0], args, encode, steps=latency['steps'])
+        payload['latency_meta'] = {**latency, 'workload': workload.name}
         for contender in args.contenders:
             config = RunConfig(
                 contender,

@@ -70,9 +70,8 @@ def render_markdown(payload: dict[str, Any]) -> str:
                 HEADER.format(facts=runs[0]['facts']['total']),
                 ALIGN,
             ]
-            lines += [
-                _row(run, latency.get(run['contender']) if workload == 'tools' else None) for run in runs
-            ]
+            timed = workload == payload.get('latency_meta', {}).get('workload', 'tools')
+            lines += [_row(run, latency.get(run['contender']) if timed else None) for run in runs]
             lines.append('')
             lines += _rule_table(runs)
     lines += _rule_summary(payload)
@@ -196,7 +195,8 @@ def _latency_table(payload: dict[str, Any]) -> list[str]:
     meta = payload['latency_meta']
     lines = [
         f'**Added latency per compaction** ("added s per compaction" above): a separate run, '
-        f'{meta["window"] // 1000}K window, {meta["steps"]} tool calls, the model answering in '
+        f'{meta["window"] // 1000}K window, {meta["steps"]} tool calls of the '
+        f'`{meta.get("workload", "tools")}` workload, the model answering in '
         f'{meta["model_seconds"]} s and the summarizer in {meta["summarizer_seconds"]} s. A compaction step '
         'is one whose request rewrote what was already sent, or during which a summarizer call started; '
         "its added time is its wall time (from the model's answer to the next request) minus the median "
