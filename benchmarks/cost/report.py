@@ -73,7 +73,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
             timed = workload == payload.get('latency_meta', {}).get('workload', 'tools')
             lines += [_row(run, latency.get(run['contender']) if timed else None) for run in runs]
             lines.append('')
-            lines += _rule_table(runs)
+            lines += _rule_table(runs, f"Issue 37's rule, workload `{workload}`, {window // 1000}K window")
     lines += _rule_summary(payload)
     if payload.get('latency_runs'):
         lines += _latency_table(payload)
@@ -85,7 +85,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
 RULE_RATIO = 0.9
 """Ours with its defaults costs at most this much of each harness setup (in both bills)."""
 RULE = (
-    'Rule (issue 37): ours with its defaults costs at most {ratio}x of each harness setup, in both bills, '
+    'Ours with its defaults costs at most {ratio}x of each harness setup, in both bills, '
     'and keeps at least as many facts (in context + one read away, strict), without a rejected request.'
 )
 
@@ -129,12 +129,12 @@ def _verdict(ruling: dict[str, Any]) -> str:
     return 'holds' if ruling['holds'] else 'misses: ' + '; '.join(ruling['misses'])
 
 
-def _rule_table(runs: list[dict[str, Any]]) -> list[str]:
+def _rule_table(runs: list[dict[str, Any]], title: str) -> list[str]:
     pairs = _pairs(runs)
     if not pairs:
         return []
     lines = [
-        RULE.format(ratio=RULE_RATIO),
+        f'{title} (stated with the summary at the end):',
         '',
         '| harness setup | its $ prefix / bp | ours $ prefix / bp | ours / its (prefix / bp) '
         '| facts: its / ours | rule |',
@@ -179,8 +179,8 @@ def _rule_summary(payload: dict[str, Any]) -> list[str]:
     held = sum(cell.endswith('holds') for row in cells.values() for cell in row.values())
     total = sum(len(row) for row in cells.values())
     lines = [
-        f"**Issue 37's rule, every harness setup** (ours' defaults / its cost, the dearer of the two bills; "
-        f'facts ours vs its; holds in {held} of {total}):',
+        f"**Issue 37's rule, every harness setup**: {RULE.format(ratio=RULE_RATIO)} Each cell: ours' cost / "
+        f'its cost (the dearer ratio of the two bills), facts ours vs its. Holds in {held} of {total}.',
         '',
         '| harness setup | ' + ' | '.join(f'{w} {n // 1000}K' for w, n in columns) + ' |',
         '|---|' + '---|' * len(columns),
