@@ -83,7 +83,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         '--median-tokens', type=int, default=2_500, help='median size of the ordinary tool outputs (2,500)'
     )
     parser.add_argument('--json', type=Path, help='write every figure to this JSON file')
-    parser.add_argument('--from-json', type=Path, help='render a saved run instead of running')
+    parser.add_argument(
+        '--from-json',
+        type=Path,
+        nargs='+',
+        help='render saved runs instead of running (several: one table, e.g. two workloads run side by side)',
+    )
     parser.add_argument('--no-latency', action='store_true', help='skip the latency run')
     parser.add_argument('--latency-only', action='store_true', help='only the latency run')
     parser.add_argument(
@@ -283,6 +288,27 @@ def section(payload: dict[str, Any], heading: str = SECTION, note: str = '') -> 
     return '\n'.join(lines).rstrip() + '\n'
 
 
+def merge(payloads: list[dict[str, Any]]) -> dict[str, Any]:
+    """Saved runs as one (runs and workloads in order; the first's meta, every command, the longest time)."""
+    if len(payloads) == 1:
+        return payloads[0]
+    merged: dict[str, Any] = {**payloads[0], 'runs': [], 'workloads': {}, 'latency_runs': []}
+    for payload in payloads:
+        merged['runs'] += payload['runs']
+        merged['latency_runs'] += payload.get('latency_runs', [])
+        merged['workloads'].update(payload.get('workloads') or {'tools': payload['workload']})
+        if 'latency_meta' in payload:
+            merged['latency_meta'] = payload['latency_meta']
+    meta = payloads[0]['meta']
+    merged['meta'] = {
+        **meta,
+        'command': '` and `'.join(p['meta']['command'] for p in payloads),
+        'seconds': max(p['meta']['seconds'] for p in payloads),
+        'load': ' / '.join(p['meta']['load'] for p in payloads),
+    }
+    return merged
+
+
 def _workload_line(name: str, workload: dict[str, Any], meta: dict[str, Any]) -> str:
     sizes = (
         f'{workload["calls"]} tool outputs, {workload["tokens"]:,} tokens '
@@ -312,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = _arguments(argv)
     if args.from_json:
-        payload = json.loads(args.from_json.read_text())
+        payload = merge([json.loads(path.read_text()) for path in args.from_json])
     else:
         _ensure_interpreter(args, argv)
         # the packages' own warnings (e.g. a compaction over its target) would bury the progress lines
