@@ -7,7 +7,8 @@
     python benchmarks/bench_cost.py --workload tools,coding --no-latency   # both, one table per workload
 
 A real pydantic-ai `Agent` runs a scripted tool loop (one tool call per step, real fixture outputs, 30
-planted facts) against a strict provider that counts every request with o200k, rejects what is over its
+planted facts; `--workload coding`: issue 37's coding loop, real source files read and re-read and real agent
+outputs) against a strict provider that counts every request with o200k, rejects what is over its
 window, and bills it both as automatic prefix caching and as breakpoint caching; every contender summarizes
 with the same scripted model. Method: benchmarks/README.md ("Cost"); modules: benchmarks/cost/.
 
