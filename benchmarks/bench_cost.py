@@ -3,9 +3,12 @@
     python benchmarks/bench_cost.py            # every contender, 64K/128K/200K, 180 calls + the latency run
     python benchmarks/bench_cost.py --quick    # smoke test: 40 calls at 64K, no latency run (< 1 min)
     python benchmarks/bench_cost.py --contenders ours,harness-tiered --windows 128K --json out.json
+    python benchmarks/bench_cost.py --workload coding   # issue 37's coding loop (240 calls) instead
+    python benchmarks/bench_cost.py --workload tools,coding --no-latency   # both, one table per workload
 
 A real pydantic-ai `Agent` runs a scripted tool loop (one tool call per step, real fixture outputs, 30
-planted facts) against a strict provider that counts every request with o200k, rejects what is over its
+planted facts; `--workload coding`: issue 37's coding loop, real source files read and re-read and real agent
+outputs) against a strict provider that counts every request with o200k, rejects what is over its
 window, and bills it both as automatic prefix caching and as breakpoint caching; every contender summarizes
 with the same scripted model. Method: benchmarks/README.md ("Cost"); modules: benchmarks/cost/.
 
@@ -47,6 +50,8 @@ SECTION = '## Cost (issue 27)'
 TIKTOKEN_CACHE = ROOT.parent / 'shared' / 'tiktoken-cache'
 FULL = {'windows': '64K,128K,200K', 'steps': 180}
 QUICK = {'windows': '64K', 'steps': 40}
+WORKLOAD_STEPS = {'tools': FULL['steps'], 'coding': 240}
+"""Each workload's own number of calls (`--steps` overrides both)."""
 LATENCY = {'window': 64_000, 'steps': 60, 'model_seconds': 0.5, 'summarizer_seconds': 2.0}
 
 
@@ -63,14 +68,28 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--quick', action='store_true', help='40 calls at 64K, no latency run (smoke test)')
     parser.add_argument('--windows', help=f'comma-separated, e.g. 64K,128K (default {FULL["windows"]})')
-    parser.add_argument('--steps', type=int, help=f'tool calls per run (default {FULL["steps"]})')
+    parser.add_argument(
+        '--workload',
+        default='tools',
+        help='tools (the tool loop, 180 calls), coding (the coding loop, 240 calls) or both: tools,coding',
+    )
+    parser.add_argument(
+        '--steps', type=int, help='tool calls per run (default: 180 for tools, 240 for coding; --quick: 40)'
+    )
     parser.add_argument('--contenders', default=','.join(CONTENDERS), help=', '.join(CONTENDERS))
-    parser.add_argument('--seed', type=int, help='workload seed (default: cost.workload.SEED)')
+    parser.add_argument(
+        '--seed', type=int, help='workload seed (default: cost.workload.SEED / cost.coding.SEED)'
+    )
     parser.add_argument(
         '--median-tokens', type=int, default=2_500, help='median size of the ordinary tool outputs (2,500)'
     )
     parser.add_argument('--json', type=Path, help='write every figure to this JSON file')
-    parser.add_argument('--from-json', type=Path, help='render a saved run instead of running')
+    parser.add_argument(
+        '--from-json',
+        type=Path,
+        nargs='+',
+        help='render saved runs instead of running (several: one table, e.g. two workloads run side by side)',
+    )
     parser.add_argument('--no-latency', action='store_true', help='skip the latency run')
     parser.add_argument('--latency-only', action='store_true', help='only the latency run')
     parser.add_argument(
@@ -88,7 +107,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     defaults = QUICK if args.quick else FULL
     args.windows = parse_windows(args.windows or defaults['windows'])
-    args.steps = args.steps or defaults['steps']
+    args.steps = args.steps or (defaults['steps'] if args.quick else None)
+    args.workloads = [w.strip() for w in args.workload.split(',') if w.strip()]
+    if not args.workloads or set(args.workloads) - set(WORKLOAD_STEPS):
+        parser.error(f'--workload: choose from {", ".join(WORKLOAD_STEPS)} (comma-separated)')
     args.contenders = [c.strip() for c in args.contenders.split(',') if c.strip()]
     unknown = sorted(set(args.contenders) - set(CONTENDERS))
     if unknown:
@@ -135,31 +157,46 @@ def _ensure_interpreter(args: argparse.Namespace, argv: list[str]) -> None:
 # ---- running -----------------------------------------------------------------------------------------------
 
 
+def _workload(name: str, args: argparse.Namespace, encode: Any, steps: int | None = None) -> Any:
+    from cost.coding import SEED as CODING_SEED
+    from cost.coding import build_coding_workload
+    from cost.workload import SEED, build_workload
+
+    steps = steps or args.steps or WORKLOAD_STEPS[name]
+    if name == 'coding':
+        return build_coding_workload(steps, encode, args.seed if args.seed is not None else CODING_SEED)
+    seed = args.seed if args.seed is not None else SEED
+    return build_workload(steps, encode, seed, median_tokens=args.median_tokens)
+
+
 def _runs(args: argparse.Namespace) -> dict[str, Any]:
     from cost.pricing import Prices
     from cost.run import RunConfig, run_one, versions
-    from cost.workload import SEED, build_workload
+    from cost.workload import SEED
     from peers._strict import Encoder
 
     encode = Encoder()
     seed = args.seed if args.seed is not None else SEED
     prices = Prices()
-    payload: dict[str, Any] = {'runs': [], 'latency_runs': []}
+    payload: dict[str, Any] = {'runs': [], 'latency_runs': [], 'workloads': {}}
     started = time.perf_counter()
     if not args.latency_only:
-        workload = build_workload(args.steps, encode, seed, median_tokens=args.median_tokens)
-        payload['workload'] = _describe(workload, encode)
-        for window in args.windows:
-            for contender in args.contenders:
-                result = asyncio.run(
-                    run_one(RunConfig(contender, window, args.steps), workload, encode, prices)
-                )
-                _progress(result)
-                payload['runs'].append(result)
+        for name in args.workloads:
+            workload = _workload(name, args, encode)
+            payload['workloads'][name] = _describe(workload, encode)
+            payload.setdefault('workload', payload['workloads'][name])
+            steps = len(workload.steps)
+            for window in args.windows:
+                for contender in args.contenders:
+                    result = asyncio.run(
+                        run_one(RunConfig(contender, window, steps), workload, encode, prices)
+                    )
+                    _progress(result)
+                    payload['runs'].append(result)
     if args.latency or args.latency_only:
         latency = {**LATENCY, 'steps': args.latency_steps, 'model_seconds': args.model_seconds}
-        workload = build_workload(latency['steps'], encode, seed, median_tokens=args.median_tokens)
-        payload['latency_meta'] = latency
+        workload = _workload(args.workloads[0], args, encode, steps=latency['steps'])
+        payload['latency_meta'] = {**latency, 'workload': workload.name}
         for contender in args.contenders:
             config = RunConfig(
                 contender,
@@ -190,7 +227,13 @@ def _describe(workload: Any, encode: Any) -> dict[str, Any]:
 
     # as the provider receives them (pydantic-ai serializes a dict output itself)
     sizes = sorted(encode(ToolReturnPart(s.tool, s.output).model_response_str()) for s in workload.steps)
+    reads = [s.args.get('path') for s in workload.steps if s.tool == 'read_file' and s.args]
     return {
+        'name': workload.name,
+        'seed': workload.seed,
+        'source': workload.source,
+        'reads': len(reads),
+        'rereads': len(reads) - len(set(reads)),
         'calls': len(sizes),
         'tokens': sum(sizes),
         'median_tokens': sizes[len(sizes) // 2],
@@ -202,7 +245,8 @@ def _describe(workload: Any, encode: Any) -> dict[str, Any]:
 def _progress(result: dict[str, Any], latency: bool = False) -> None:
     what = 'latency' if latency else f'{result["window"] // 1000}K'
     print(
-        f'[bench_cost] {what:>7} {result["contender"]:<20} ${result["automatic"]["cost"]:6.2f} '
+        f'[bench_cost] {result.get("workload", "tools"):<6} {what:>7} {result["contender"]:<20} '
+        f'${result["automatic"]["cost"]:6.2f} '
         f'/ ${result["breakpoint"]["cost"]:6.2f}  rewrites {result["rewrites"]:3}  '
         f'summarizer {result["summarizer"]["calls"]:3}  rejected {result["rejected"]:3}  '
         f'facts {result["facts"]["in_context"]}+{result["facts"]["one_read_away"]}  '
@@ -238,17 +282,47 @@ def section(payload: dict[str, Any], heading: str = SECTION, note: str = '') -> 
         + (f' {note}' if note else ''),
         '',
     ]
-    if workload:
-        lines += [
-            f'Workload (seed {meta["seed"]}, median size {meta.get("median_tokens", 2_500):,}): '
-            f'{workload["calls"]} tool outputs, '
-            f'{workload["tokens"]:,} tokens '
-            f'(median {workload["median_tokens"]:,}, largest {workload["largest_tokens"]:,}), '
-            f'{workload["facts"]} facts.',
-            '',
-        ]
+    described = payload.get('workloads') or ({'tools': workload} if workload else {})
+    for name, workload in described.items():
+        lines += [_workload_line(name, workload, meta), '']
     lines.append(render_markdown(payload))
     return '\n'.join(lines).rstrip() + '\n'
+
+
+def merge(payloads: list[dict[str, Any]]) -> dict[str, Any]:
+    """Saved runs as one (runs and workloads in order; the first's meta, every command, the longest time)."""
+    if len(payloads) == 1:
+        return payloads[0]
+    merged: dict[str, Any] = {**payloads[0], 'runs': [], 'workloads': {}, 'latency_runs': []}
+    for payload in payloads:
+        merged['runs'] += payload['runs']
+        merged['latency_runs'] += payload.get('latency_runs', [])
+        merged['workloads'].update(payload.get('workloads') or {'tools': payload['workload']})
+        if 'latency_meta' in payload:
+            merged['latency_meta'] = payload['latency_meta']
+    meta = payloads[0]['meta']
+    merged['meta'] = {
+        **meta,
+        'command': '` and `'.join(p['meta']['command'] for p in payloads),
+        'seconds': max(p['meta']['seconds'] for p in payloads),
+        'load': ' / '.join(p['meta']['load'] for p in payloads),
+    }
+    return merged
+
+
+def _workload_line(name: str, workload: dict[str, Any], meta: dict[str, Any]) -> str:
+    sizes = (
+        f'{workload["calls"]} tool outputs, {workload["tokens"]:,} tokens '
+        f'(median {workload["median_tokens"]:,}, largest {workload["largest_tokens"]:,}), '
+        f'{workload["facts"]} facts.'
+    )
+    if name == 'coding':
+        return (
+            f'Workload `coding` (seed {workload["seed"]}): {sizes} {workload["reads"]} of the calls are '
+            f'`read_file` ({workload["rereads"]} re-reads; {workload["source"]}).'
+        )
+    seed = workload.get('seed', meta['seed'])
+    return f'Workload `tools` (seed {seed}, median size {meta.get("median_tokens", 2_500):,}): {sizes}'
 
 
 def _write_results(text: str, heading: str) -> None:
@@ -265,7 +339,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = _arguments(argv)
     if args.from_json:
-        payload = json.loads(args.from_json.read_text())
+        payload = merge([json.loads(path.read_text()) for path in args.from_json])
     else:
         _ensure_interpreter(args, argv)
         # the packages' own warnings (e.g. a compaction over its target) would bury the progress lines

@@ -21,6 +21,21 @@ model. Packages are imported only when their contender is built, so ours runs wi
   SlidingWindowCompaction(max_messages=1, keep_tokens=20_000)])`, its README's background example;
 - `harness-spill`: `ToolOutputLimits(store=LocalFileStore(base_dir=tmp))` (its default band,
   `Spill(then=Truncate())` over 10,000 characters, with `read_tool_result`) and the `harness-tiered` setup;
+- `harness-tiered-0.5`, `harness-tiered-0.7`: `harness-tiered` with `target_fraction=0.5` / `0.7` (its
+  README's `target_fraction` takes any fraction; 0.9 above, 0.8 in its `TieredCompaction` example);
+- `harness-spill-4k`: `ToolOutputLimits(bands=[Band(over=4_000, action=Spill(then=Truncate()))],
+  store=LocalFileStore(base_dir=tmp))` + the `harness-tiered` setup: the default band moved down to 4,000
+  characters (its README's own 4,000-character bands truncate; this one spills, losslessly);
+- `harness-dedup`: `TieredCompaction(tiers=[DeduplicateFileReads(file_key=read_file_key),
+  ClearToolResults(max_tokens=1, keep_pairs=3), SummarizingCompaction(model=summarizer, max_messages=1,
+  keep_messages=20)], target_fraction=0.9)`, its compaction README's "Cost" example (with `target_fraction`
+  as above); `read_file_key` is its README's `file_key`: the `path` argument of a `read_file` call, None for
+  any other call (the tool loop has no `read_file`: there it is `harness-tiered`);
+- `harness-dedup-every`: `DeduplicateFileReads(file_key=read_file_key)` as a capability of its own (no
+  trigger: it runs on every request, its class docstring's example) + the `harness-tiered` setup;
+- `harness-search`: `StepPersistence(store=InMemoryStepStore())` + `ConversationSearch(SnapshotHistorySource(
+  store), scope='conversation')` (its README's pairing, the store in memory) + the `harness-tiered` setup; its
+  `search_conversation_history(query=fact)` is the contender's search (BM25 over every persisted step);
 - `summarization`: `ContextManagerCapability(max_tokens=W, summarization_model=summarizer)`, its README's
   recommended capability, defaults otherwise;
 - `none`: no context management.
@@ -51,6 +66,12 @@ LABELS = {
     'harness-tiered': 'harness `TieredCompaction([ClearToolResults, SummarizingCompaction])`',
     'harness-fallback': 'harness `FallbackCompaction(background_start=0.85)`',
     'harness-spill': 'harness `ToolOutputLimits(Spill)` + Tiered',
+    'harness-tiered-0.5': 'harness `TieredCompaction(target_fraction=0.5)`',
+    'harness-tiered-0.7': 'harness `TieredCompaction(target_fraction=0.7)`',
+    'harness-spill-4k': 'harness `ToolOutputLimits(Spill over 4,000 chars)` + Tiered',
+    'harness-dedup': 'harness `TieredCompaction([DeduplicateFileReads, ClearToolResults, Summarizing])`',
+    'harness-dedup-every': 'harness `DeduplicateFileReads` (every request) + Tiered',
+    'harness-search': 'harness `StepPersistence` + `ConversationSearch` + Tiered',
     'summarization': 'summarization-pydantic-ai `ContextManagerCapability`',
     'none': 'no context management',
 }
@@ -64,6 +85,12 @@ NEEDS = {
     'harness-tiered': 'pydantic_ai_harness',
     'harness-fallback': 'pydantic_ai_harness',
     'harness-spill': 'pydantic_ai_harness',
+    'harness-tiered-0.5': 'pydantic_ai_harness',
+    'harness-tiered-0.7': 'pydantic_ai_harness',
+    'harness-spill-4k': 'pydantic_ai_harness',
+    'harness-dedup': 'pydantic_ai_harness',
+    'harness-dedup-every': 'pydantic_ai_harness',
+    'harness-search': 'pydantic_ai_harness',
     'summarization': 'pydantic_ai_summarization',
 }
 """The module each contender imports (the driver checks them before running)."""
@@ -130,20 +157,81 @@ def _harness_summarizing(window: int, summarizer: Model) -> Setup:
     return Setup([SummarizingCompaction(model=summarizer, max_fraction=0.9, keep_messages=20)])
 
 
-def _tiered(summarizer: Model) -> Any:
+def _tiered(summarizer: Model, target_fraction: float = 0.9, first: tuple[Any, ...] = ()) -> Any:
     from pydantic_ai_harness import ClearToolResults, SummarizingCompaction, TieredCompaction
 
     return TieredCompaction(
         tiers=[
+            *first,
             ClearToolResults(max_tokens=1, keep_pairs=3),
             SummarizingCompaction(model=summarizer, max_messages=1, keep_messages=20),
         ],
-        target_fraction=0.9,
+        target_fraction=target_fraction,
     )
 
 
 def _harness_tiered(window: int, summarizer: Model) -> Setup:
     return Setup([_tiered(summarizer)])
+
+
+def _harness_tiered_at(target_fraction: float) -> Callable[[int, Model], Setup]:
+    def build(window: int, summarizer: Model) -> Setup:
+        return Setup([_tiered(summarizer, target_fraction)])
+
+    return build
+
+
+def read_file_key(call: Any) -> str | None:
+    """`DeduplicateFileReads.file_key` as harness's README writes it: a `read_file` call's `path`."""
+    if call.tool_name != 'read_file':
+        return None
+    return call.args_as_dict().get('path')
+
+
+def _harness_dedup(window: int, summarizer: Model) -> Setup:
+    from pydantic_ai_harness import DeduplicateFileReads
+
+    return Setup([_tiered(summarizer, first=(DeduplicateFileReads(file_key=read_file_key),))])
+
+
+def _harness_dedup_every(window: int, summarizer: Model) -> Setup:
+    from pydantic_ai_harness import DeduplicateFileReads
+
+    return Setup([DeduplicateFileReads(file_key=read_file_key), _tiered(summarizer)])
+
+
+def _harness_search(window: int, summarizer: Model) -> Setup:
+    from pydantic_ai_harness import ConversationSearch, StepPersistence
+    from pydantic_ai_harness.conversation_search import SnapshotHistorySource
+    from pydantic_ai_harness.step_persistence import InMemoryStepStore
+
+    store = InMemoryStepStore()
+    source = SnapshotHistorySource(store)
+    recall = ConversationSearch(source, scope='conversation')
+    # the facts are counted after the run, when the store no longer changes: the same tool over the same
+    # source, each run's history replayed once, not once per query (same answers, minutes faster at 240 steps)
+    toolset = ConversationSearch(_Settled(source), scope='conversation').get_toolset()
+
+    async def search(ctx: Any, fact: str) -> str:
+        return await toolset.search_conversation_history(ctx, query=fact)  # type: ignore[union-attr]
+
+    return Setup([StepPersistence(store=store), recall, _tiered(summarizer)], search=search)
+
+
+class _Settled:
+    """A harness `HistorySource` read after the run: `run_history` memoized per run id."""
+
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self._histories: dict[str, Any] = {}
+
+    async def list_runs(self) -> Any:
+        return await self._source.list_runs()
+
+    async def run_history(self, *, run_id: str) -> Any:
+        if run_id not in self._histories:
+            self._histories[run_id] = await self._source.run_history(run_id=run_id)
+        return self._histories[run_id]
 
 
 def _harness_fallback(window: int, summarizer: Model) -> Setup:
@@ -160,12 +248,16 @@ def _harness_fallback(window: int, summarizer: Model) -> Setup:
     return Setup([compaction], close=compaction.aclose)
 
 
-def _harness_spill(window: int, summarizer: Model) -> Setup:
+def _harness_spill(window: int, summarizer: Model, over: int | None = None) -> Setup:
     from pydantic_ai_harness import ToolOutputLimits
-    from pydantic_ai_harness.tool_output_limits import LocalFileStore
+    from pydantic_ai_harness.tool_output_limits import Band, LocalFileStore, Spill, Truncate
 
     spills = tempfile.TemporaryDirectory(prefix='bench-cost-spill-')
-    limits = ToolOutputLimits(store=LocalFileStore(base_dir=Path(spills.name)))
+    store = LocalFileStore(base_dir=Path(spills.name))
+    if over is None:  # its default band: Spill(then=Truncate()) over 10,000 characters
+        limits = ToolOutputLimits(store=store)
+    else:
+        limits = ToolOutputLimits(bands=[Band(over=over, action=Spill(then=Truncate()))], store=store)
     reader = limits.get_toolset()
     tool = reader.tools['read_tool_result']  # type: ignore[union-attr]
 
@@ -173,6 +265,10 @@ def _harness_spill(window: int, summarizer: Model) -> Setup:
         return await tool.function(ctx, handle=handle, pattern=fact)
 
     return Setup([limits, _tiered(summarizer)], SPILL_HANDLE, read, temporary=[spills])
+
+
+def _harness_spill_4k(window: int, summarizer: Model) -> Setup:
+    return _harness_spill(window, summarizer, over=4_000)
 
 
 def _summarization(window: int, summarizer: Model) -> Setup:
@@ -194,6 +290,12 @@ _BUILDERS: dict[str, Callable[[int, Model], Setup]] = {
     'harness-tiered': _harness_tiered,
     'harness-fallback': _harness_fallback,
     'harness-spill': _harness_spill,
+    'harness-tiered-0.5': _harness_tiered_at(0.5),
+    'harness-tiered-0.7': _harness_tiered_at(0.7),
+    'harness-spill-4k': _harness_spill_4k,
+    'harness-dedup': _harness_dedup,
+    'harness-dedup-every': _harness_dedup_every,
+    'harness-search': _harness_search,
     'summarization': _summarization,
     'none': _none,
 }

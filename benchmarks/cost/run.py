@@ -59,6 +59,15 @@ def _tools(workload: Workload) -> list[Tool[Any]]:
     def output(step: int) -> Any:
         return workload.steps[step].output
 
+    if workload.tools:  # a workload that declares its tools: each returns its step's output
+
+        async def replay(step: int, **_: Any) -> Any:
+            return output(step)
+
+        return [
+            Tool.from_schema(replay, spec.name, spec.description, spec.parameters) for spec in workload.tools
+        ]
+
     async def search_docs(query: str, step: int) -> Any:
         """Search the document store and return the best article for `query`."""
         return output(step)
@@ -80,9 +89,8 @@ def _script(workload: Workload) -> Any:
     def respond(index: int) -> ModelResponse:
         if index < len(steps):
             step = steps[index]
-            call = ToolCallPart(
-                step.tool, {'query': step.query, 'step': index}, tool_call_id=f'call_{index:04d}'
-            )
+            args = {'query': step.query} if step.args is None else step.args
+            call = ToolCallPart(step.tool, {**args, 'step': index}, tool_call_id=f'call_{index:04d}')
             return ModelResponse(parts=[TextPart(f'Reading source {index} next.'), call], model_name='gpt-4o')
         return ModelResponse(parts=[TextPart(f'Report: {len(steps)} sources read.')], model_name='gpt-4o')
 
@@ -97,14 +105,14 @@ async def run_one(config: RunConfig, workload: Workload, encode: Encoder, prices
     probe = _Probe()
     agent = Agent(
         provider.model(),
-        instructions=INSTRUCTIONS,
+        instructions=workload.instructions or INSTRUCTIONS,
         tools=_tools(workload),
         capabilities=[*setup.capabilities, Caching(), probe],
     )
     error = None
     started = time.perf_counter()
     try:
-        await agent.run(PROMPT, usage_limits=UsageLimits(request_limit=None))
+        await agent.run(workload.prompt or PROMPT, usage_limits=UsageLimits(request_limit=None))
     except Exception as exc:  # a contender that crashes the run is reported, not fatal to the benchmark
         error = f'{type(exc).__name__}: {exc}'[:300]
     wall = time.perf_counter() - started
@@ -121,6 +129,7 @@ async def run_one(config: RunConfig, workload: Workload, encode: Encoder, prices
     result = bill(provider.requests, summarizer.calls, prices)
     result.update(
         contender=config.contender,
+        workload=workload.name,
         label=LABELS[config.contender],
         window=config.window,
         steps=config.steps,

@@ -28,6 +28,7 @@ __all__ = (
     'SEED',
     'TOOLS',
     'Fact',
+    'ToolSpec',
     'ToolStep',
     'Workload',
     'build_workload',
@@ -63,6 +64,17 @@ class ToolStep:
     """A string, or (a third of the JSON outputs) a dict the tool returns and pydantic-ai serializes."""
     target_tokens: int
     fact: Fact | None
+    args: dict[str, Any] | None = None
+    """The call's arguments (`step` added by the script); None: `{'query': query}`."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool of a workload that declares its own (name, description, JSON schema of its arguments)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,15 @@ class Workload:
     steps: tuple[ToolStep, ...]
     facts: tuple[Fact, ...]
     seed: int
+    name: str = 'tools'
+    """'tools' (this module) or 'coding' (`cost.coding`)."""
+    instructions: str | None = None
+    """The agent's instructions and prompt; None: `cost.run`'s (the tool loop's)."""
+    prompt: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    """The agent's tools; empty: `cost.run`'s three (`search_docs`, `call_api`, `query_table`)."""
+    source: str = ''
+    """Where the material comes from, for the report."""
 
 
 def size_of(index: int, rng: random.Random, median: int = MEDIAN_TOKENS) -> int:
