@@ -308,12 +308,13 @@ async def test_a_small_run_of_ours_is_billed_from_what_the_provider_received(enc
 
     workload = build_workload(24, encode)  # type: ignore[arg-type]
     prices = Prices()
-    ours = await run_one(RunConfig('ours', 32_000, 24), workload, encode, prices)  # type: ignore[arg-type]
-    none = await run_one(RunConfig('none', 32_000, 24), workload, encode, prices)  # type: ignore[arg-type]
+    # 16K: large outputs are reduced as they arrive, so a smaller window is what makes this loop compact
+    ours = await run_one(RunConfig('ours', 16_000, 24), workload, encode, prices)  # type: ignore[arg-type]
+    none = await run_one(RunConfig('none', 16_000, 24), workload, encode, prices)  # type: ignore[arg-type]
 
     assert ours['error'] is None
     assert (ours['requests'], ours['rejected']) == (25, 0)
-    assert ours['largest_request'] <= 32_000
+    assert ours['largest_request'] <= 16_000
     assert ours['rewrites'] >= 2  # the history had to be compacted (and the read-back tool came)
     for mode in ('automatic', 'breakpoint'):
         parts = ours[mode]['cache_read'] + ours[mode]['cache_write'] + ours[mode]['uncached']
@@ -326,7 +327,7 @@ async def test_a_small_run_of_ours_is_billed_from_what_the_provider_received(enc
     # without management the same loop overflows the window; what the model last saw kept every fact so far
     assert none['rejected'] > 0
     assert none['first_rejected'] is not None
-    assert none['largest_request'] > 32_000
+    assert none['largest_request'] > 16_000
     assert none['facts']['in_context'] == len(
         [f for f in workload.facts if f.step < none['first_rejected'] - 1]
     )

@@ -104,7 +104,10 @@ class Summarizer:
 
 def build(scenario: str, store: DirectoryStore, summarizer: Summarizer) -> Agent[str, str]:
     processor = HistoryProcessor(
-        policy=ContextPolicy(context_window=WINDOW, max_tokens=TRIGGER, target_tokens=TARGET),
+        # the pages stay whole until a compaction (or window) event: the notes it leaves are what is tested
+        policy=ContextPolicy(
+            context_window=WINDOW, max_tokens=TRIGGER, target_tokens=TARGET, large_item_tokens=3_500
+        ),
         summarizer=SummarizerSettings(model=FunctionModel(summarizer)),
         artifacts=ArtifactSettings(),
         compaction=CompactionSettings() if scenario == 'compaction' else False,
