@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from pydantic_ai_history.evaluation._probe_files import is_probe_file
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / 'shared' / 'fixtures'
 LOCAL = ROOT / 'tests' / 'fixtures'
 SESSIONS = ROOT / 'src' / 'pydantic_ai_history' / 'evaluation' / 'sessions'
-PROBES = '.probes.json'
-"""The eval's probe files sit beside its sessions: they are not conversations."""
 HAS_SHARED = SHARED.is_dir()
 
 
@@ -40,16 +40,14 @@ def conversation_names() -> list[str]:
     if HAS_SHARED:
         return sorted(p.name for p in (SHARED / 'conversations').glob('*.json'))
     folders = (LOCAL / 'conversations', SESSIONS)
-    return sorted(
-        {p.name for folder in folders for p in folder.glob('*.json') if not p.name.endswith(PROBES)}
-    )
+    return sorted({p.name for folder in folders for p in folder.glob('*.json') if not is_probe_file(p)})
 
 
 def local_fixtures(dest: Path) -> Path:
     """tests/fixtures, the package's sessions and the generated stand-ins, assembled in `dest`."""
     shutil.copytree(LOCAL, dest, dirs_exist_ok=True)
     for path in SESSIONS.iterdir():
-        if (path.suffix == '.json' and not path.name.endswith(PROBES)) or path.name.startswith('LICENSE'):
+        if (path.suffix == '.json' and not is_probe_file(path)) or path.name.startswith('LICENSE'):
             shutil.copyfile(path, dest / 'conversations' / path.name)
     for relative, make in STAND_INS.items():
         target = dest / relative
