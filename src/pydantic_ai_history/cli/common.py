@@ -131,7 +131,15 @@ def build_model(model_name: str) -> Any:
     require_api_key(model_name)
     from pydantic_ai.models import infer_model
 
+    from ..budget._local_server import is_local_url
+
+    provider, _, name = model_name.partition(':')
+    base_url = os.environ.get('OPENAI_BASE_URL')
     try:
+        if provider == 'openai-chat' and base_url and is_local_url(base_url):
+            from .local_model import local_chat_model
+
+            return local_chat_model(name, base_url)
         return infer_model(model_name)
     except ImportError as exc:
         fail(f'model {model_name!r}: its provider package is not installed ({exc})')
