@@ -250,6 +250,7 @@ def _progress(result: dict[str, Any], latency: bool = False) -> None:
         f'/ ${result["breakpoint"]["cost"]:6.2f}  rewrites {result["rewrites"]:3}  '
         f'summarizer {result["summarizer"]["calls"]:3}  rejected {result["rejected"]:3}  '
         f'facts {result["facts"]["in_context"]}+{result["facts"]["one_read_away"]}  '
+        f'read-backs {result.get("readbacks", {}).get("calls", 0)}  '
         f'{result["wall_seconds"]:.1f}s' + (f'  ERROR {result["error"]}' if result['error'] else ''),
         flush=True,
     )

@@ -246,10 +246,37 @@ async def test_count_facts_in_context_then_one_read_away() -> None:
     kept = await count_facts(facts, 'context mentions INV-7QXK-48213', ['art_1', 'art_2'], read)
     assert kept.in_context == ('INV-7QXK-48213',)
     assert kept.one_read_away == ('$12,345.67',)
+    assert kept.answers == ('the amount $12,345.67 was disputed',)  # what its read-back is billed for
     assert (kept.kept, kept.ids_named) == (2, 2)
     assert ('art_1', 'INV-7QXK-48213') not in reads  # a fact in context is not read back
     no_reader = await count_facts(facts, '', ['art_2'], None)
     assert no_reader.kept == 0  # no read-back tool: nothing is one read away
+
+
+def test_a_read_back_is_billed_as_one_more_request_from_the_cache_and_its_call() -> None:
+    from cost.accounting import READBACK_FRAMING_TOKENS, readback_bill
+
+    def words(text: str) -> int:
+        return len(text.split())
+
+    prices = Prices()
+    one = readback_bill(10_000, [('$12,345.67', 'a b c d e f g h')], words, prices)
+    call = (
+        words(json.dumps({'artifact_id': 'art_' + '0' * 32, 'query': '$12,345.67'})) + READBACK_FRAMING_TOKENS
+    )
+    answer = 8 + READBACK_FRAMING_TOKENS
+    assert (one['calls'], one['output_tokens'], one['answer_tokens']) == (1, call, answer)
+    assert one['input_tokens'] == 10_000 + call + answer
+    written = (call + answer) * prices.cache_write
+    assert one['cost']['breakpoint'] == pytest.approx(
+        (10_000 * prices.cache_read + written + call * prices.output) / 1e6, abs=1e-4
+    )
+    # twice the facts, twice the bill; none, nothing
+    two = readback_bill(10_000, [('$12,345.67', 'a b c d e f g h')] * 2, words, prices)
+    assert two['cost']['automatic'] == pytest.approx(
+        2 * one['cost']['automatic'], abs=2e-4
+    )  # rounded to 4 places
+    assert readback_bill(10_000, [], words, prices)['cost'] == {'automatic': 0.0, 'breakpoint': 0.0}
 
 
 @pytest.mark.anyio
@@ -320,8 +347,11 @@ async def test_a_small_run_of_ours_is_billed_from_what_the_provider_received(enc
         parts = ours[mode]['cache_read'] + ours[mode]['cache_write'] + ours[mode]['uncached']
         assert parts == ours['input_tokens']
         assert 0 < ours[mode]['cache_hit'] < 1
-        total = ours[mode]['main_cost'] + ours['summarizer']['cost']
+        total = ours[mode]['main_cost'] + ours['summarizer']['cost'] + ours['readbacks']['cost'][mode]
         assert ours[mode]['cost'] == pytest.approx(total, abs=1e-3)
+    # every fact one read away is paid for by one read-back of the final context, its call and its answer
+    assert ours['readbacks']['calls'] == ours['facts']['one_read_away'] > 0
+    assert ours['readbacks']['input_tokens'] > ours['readbacks']['calls'] * ours['largest_request'] // 2
     assert ours['facts']['total'] == 24
     assert ours['facts']['in_context'] + ours['facts']['one_read_away'] == 24  # none lost
     # without management the same loop overflows the window; what the model last saw kept every fact so far

@@ -1,17 +1,22 @@
-"""A run's totals from what the providers recorded: both bills, rewrites, rejections, and step latency."""
+"""A run's totals from what the providers recorded: both bills, rewrites, rejections, the read-backs its facts
+take, and step latency."""
 
 from __future__ import annotations
 
 import itertools
+import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .pricing import Billed, Prices
+from .pricing import Billed, Prices, automatic_billing
 from .provider import RequestRecord
 from .summarizer import SummarizerCall
 
-__all__ = ('bill', 'step_latency')
+__all__ = ('READBACK_FRAMING_TOKENS', 'bill', 'readback_bill', 'step_latency')
+
+READBACK_FRAMING_TOKENS = 12
+"""A tool call's or a tool return's own tokens beyond its text (name, id, role markers)."""
 
 
 def _sum(billed: Sequence[Billed]) -> dict[str, int]:
@@ -64,6 +69,36 @@ def bill(
             'cost': round(summarizer_cost, 4),
         },
         **modes,
+    }
+
+
+def readback_bill(
+    final_tokens: int, answers: Sequence[tuple[str, str]], encode: Callable[[str], int], prices: Prices
+) -> dict[str, Any]:
+    """What the read-backs of the facts one read away cost: for each `(fact, answer)`, the model writes one
+    tool call (`{"artifact_id": ..., "query": fact}`, output tokens) and sends one more request, the final
+    context (`final_tokens`, read from the cache the final request wrote), its call and the answer.
+
+    The model's answer to its question after the read-back is not billed: it answers the same question
+    whether the fact was in context or read back."""
+    calls = [encode(json.dumps({'artifact_id': 'art_' + '0' * 32, 'query': fact})) for fact, _ in answers]
+    calls = [n + READBACK_FRAMING_TOKENS for n in calls]
+    returned = [encode(answer) + READBACK_FRAMING_TOKENS for _, answer in answers]
+    modes: dict[str, float] = {'automatic': 0.0, 'breakpoint': 0.0}
+    for call, answer in zip(calls, returned, strict=True):
+        total = final_tokens + call + answer
+        billed = {
+            'automatic': automatic_billing(total, final_tokens),
+            'breakpoint': Billed(total, final_tokens, call + answer, 0),
+        }
+        for mode, request in billed.items():
+            modes[mode] += prices.request(request, call)
+    return {
+        'calls': len(answers),
+        'input_tokens': sum(final_tokens + c + a for c, a in zip(calls, returned, strict=True)),
+        'answer_tokens': sum(returned),
+        'output_tokens': sum(calls),
+        'cost': {mode: round(cost, 4) for mode, cost in modes.items()},
     }
 
 

@@ -10,6 +10,9 @@
   searches everything it stored without an id (ours: `read_artifact(query=fact)`) has the fact one read away
   when that one call returns it too. This is generous to every contender in the same way: the model would have
   to pick the right id (or search), and to think of the fact as its query.
+- **Billed**: every fact one read away costs the run one read-back, as a model that needs it would make it:
+  `accounting.readback_bill` prices, per such fact, the tool call the model writes and one more request (the
+  final context from the cache, the call and the answer the read-back gave, which `FactsKept.answers` keeps).
 - **Strict**: a read-back answer holds the fact only outside its echoes of the query. Readers repeat their
   query in what they answer (ours: `[no stored passage matched 'X' ...]`, `[N passage(s) for 'X' ...]`), so
   an answer that merely contains the fact proves nothing. Each answer is weighed against the same reader's
@@ -31,7 +34,7 @@ __all__ = (
     'Searcher',
     'count_facts',
     'decoy',
-    'holds',
+    'found_by',
     'named_ids',
 )
 
@@ -50,6 +53,8 @@ Searcher = Callable[[str], Awaitable[str]]
 class FactsKept:
     in_context: tuple[str, ...]
     one_read_away: tuple[str, ...]
+    answers: tuple[str, ...]
+    """For each fact one read away, in order, the answer of the read-back (or search) that found it."""
     ids_named: int
     """How many distinct read-back ids the final context names."""
 
@@ -76,26 +81,24 @@ async def count_facts(
     """Split `facts` into those in `final_text`, those one `read(id, fact)` (over `ids`) or one `search(fact)`
     away, the rest."""
     present: list[str] = []
-    reachable: list[str] = []
+    reachable: dict[str, str] = {}
     for fact in facts:
         if fact in final_text:
             present.append(fact)
-        elif await _reachable(fact, ids, read, search):
-            reachable.append(fact)
-    return FactsKept(tuple(present), tuple(reachable), len(ids))
+        elif (answer := await _reachable(fact, ids, read, search)) is not None:
+            reachable[fact] = answer
+    return FactsKept(tuple(present), tuple(reachable), tuple(reachable.values()), len(ids))
 
 
-async def _reachable(fact: str, ids: Sequence[str], read: Reader | None, search: Searcher | None) -> bool:
-    if read is not None and await _found(fact, ids, read):
-        return True
-    return search is not None and await holds(fact, search)
-
-
-async def _found(fact: str, ids: Sequence[str], read: Reader) -> bool:
-    for artifact_id in ids:
-        if await holds(fact, lambda query, artifact_id=artifact_id: read(artifact_id, query)):
-            return True
-    return False
+async def _reachable(
+    fact: str, ids: Sequence[str], read: Reader | None, search: Searcher | None
+) -> str | None:
+    """The answer of the first read-back (over `ids`), or else of the search, that holds `fact`."""
+    for artifact_id in ids if read is not None else ():
+        answer = await found_by(fact, lambda query, artifact_id=artifact_id: read(artifact_id, query))
+        if answer is not None:
+            return answer
+    return await found_by(fact, search) if search is not None else None
 
 
 def decoy(fact: str) -> str:
@@ -104,11 +107,11 @@ def decoy(fact: str) -> str:
     return 'Q' + digest[: max(len(fact) - 1, 8)]
 
 
-async def holds(fact: str, ask: Callable[[str], Awaitable[str]]) -> bool:
-    """Whether the answer to the query `fact` holds it more often than the reader echoes a query (counted on
-    its answer to a `decoy` of the same length): strictly, the fact was found, not repeated."""
+async def found_by(fact: str, ask: Callable[[str], Awaitable[str]]) -> str | None:
+    """The answer to the query `fact` when it holds the fact more often than the reader echoes a query
+    (counted on its answer to a `decoy` of the same length): strictly, the fact was found, not repeated."""
     answer = await ask(fact)
     if fact not in answer:
-        return False
+        return None
     echo = decoy(fact)
-    return answer.count(fact) > (await ask(echo)).count(echo)
+    return answer if answer.count(fact) > (await ask(echo)).count(echo) else None

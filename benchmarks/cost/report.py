@@ -9,9 +9,9 @@ __all__ = ('judge', 'render_markdown')
 HEADER = (
     '| contender | $ prefix cache | $ breakpoints | input tokens | cache hit (prefix / bp) '
     '| prefix rewrites (tokens) | summarizer calls (input) | rejected | largest request '
-    '| facts: in context + one read away /{facts} | added s per compaction |'
+    '| facts: in context + one read away /{facts} | read-backs billed (input) | added s per compaction |'
 )
-ALIGN = '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|'
+ALIGN = '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|'
 
 
 def _k(tokens: int) -> str:
@@ -33,6 +33,11 @@ def _latency(latency: dict[str, Any] | None) -> str:
     return f'{mean:.2f} (max {worst:.2f}, n={steps})'
 
 
+def _readbacks(run: dict[str, Any]) -> str:
+    readbacks = run.get('readbacks')  # a run saved before read-backs were billed
+    return '-' if readbacks is None else f'{readbacks["calls"]} ({_k(readbacks["input_tokens"])})'
+
+
 def _row(run: dict[str, Any], latency: dict[str, Any] | None) -> str:
     facts = run['facts']
     summarizer = run['summarizer']
@@ -51,7 +56,7 @@ def _row(run: dict[str, Any], latency: dict[str, Any] | None) -> str:
         f'| {run["automatic"]["cache_hit"]:.1%} / {run["breakpoint"]["cache_hit"]:.1%} '
         f'| {run["rewrites"]} ({_k(run["rewrite_tokens"])}) '
         f'| {summarizer["calls"]} ({_k(summarizer["input_tokens"])}) | {rejected} '
-        f'| {_k(run["largest_request"])} | {kept} | {_latency(latency)} |'
+        f'| {_k(run["largest_request"])} | {kept} | {_readbacks(run)} | {_latency(latency)} |'
     )
 
 

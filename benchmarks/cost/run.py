@@ -14,7 +14,7 @@ from pydantic_ai.capabilities import AbstractCapability, Caching
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.usage import UsageLimits
 
-from .accounting import bill, step_latency
+from .accounting import bill, readback_bill, step_latency
 from .contenders import LABELS, build
 from .facts import count_facts, named_ids
 from .pricing import Prices
@@ -127,7 +127,15 @@ async def run_one(config: RunConfig, workload: Workload, encode: Encoder, prices
         for directory in setup.temporary:
             directory.cleanup()
     result = bill(provider.requests, summarizer.calls, prices)
+    final = next((r.tokens for r in reversed(provider.requests) if r.rejected is None), 0)
+    readbacks = readback_bill(
+        final, list(zip(facts.one_read_away, facts.answers, strict=True)), encode, prices
+    )
+    for mode, cost in readbacks['cost'].items():  # a fact one read away is paid for by its read-back
+        result[mode]['cost_without_readbacks'] = result[mode]['cost']
+        result[mode]['cost'] = round(result[mode]['cost'] + cost, 4)
     result.update(
+        readbacks=readbacks,
         contender=config.contender,
         workload=workload.name,
         label=LABELS[config.contender],
