@@ -32,6 +32,32 @@ async def test_text_comes_back_exactly_in_slices() -> None:
     assert ''.join(pieces) == text
 
 
+async def test_a_query_returns_its_best_passages_within_a_smaller_default() -> None:
+    """A page is 20,000 characters unless asked otherwise; a query's passages 4,000 (each later request
+    carries the answer), and more when the model asks for more."""
+    from pydantic_ai_history.readback import DEFAULT_QUERY_LIMIT, DEFAULT_READ_LIMIT, search_artifacts_text
+
+    rows = [f'row {i}: order ORD-{i:05d} amount ${i * 7 % 1000}.00 status ok' for i in range(2_000)]
+    rows[1_234] = 'row 1234: order ORD-01234 amount $4,321.09 status DISPUTED by the customer'
+    text = '\n'.join(rows)
+    store = MemoryStore()
+    key = artifact_id(text.encode())
+    await store.put(key, text.encode(), media_type='text/plain', source="tool 'orders'")
+
+    page = (await read_artifact_text(store, key)).partition('\n')[2]
+    assert len(page) == DEFAULT_READ_LIMIT
+    passages = await read_artifact_text(store, key, query='DISPUTED')
+    assert 'ORD-01234 amount $4,321.09 status DISPUTED' in passages
+    assert len(passages) < DEFAULT_QUERY_LIMIT  # one chunk holds the term
+    everywhere = await read_artifact_text(store, key, query='order amount status')  # every chunk holds them
+    assert DEFAULT_QUERY_LIMIT // 2 < len(everywhere) <= DEFAULT_QUERY_LIMIT + 200  # its header line
+    more = await read_artifact_text(store, key, query='order amount status', limit=12_000)
+    assert len(more) > 2 * DEFAULT_QUERY_LIMIT
+    found = await search_artifacts_text(store, 'DISPUTED')
+    assert 'ORD-01234' in found
+    assert len(found) <= DEFAULT_QUERY_LIMIT
+
+
 @pytest.mark.slow
 async def test_a_stored_pdf_is_read_back_as_its_whole_markdown(fixtures_dir: Path) -> None:
     """The history shows a cut preview of an attached PDF; read-back converts the stored original in full."""

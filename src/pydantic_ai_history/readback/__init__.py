@@ -58,7 +58,11 @@ def readback_toolset_id(capability_id: str | None) -> str:
 
 
 DEFAULT_READ_LIMIT = 20_000
-"""Characters returned per call unless the model asks for fewer: a page or so, cheap enough to afford."""
+"""Characters a page returns unless the model asks for fewer: a page or so, cheap enough to afford."""
+DEFAULT_QUERY_LIMIT = 4_000
+"""Characters a query's passages return unless the model asks for more: the two best 2,000-character chunks,
+about 1,000 tokens. Every later request carries the answer, so a question costs what it returns
+(benchmarks/RESULTS.md, "Read-backs billed")."""
 MAX_READ_LIMIT = 200_000
 """The most characters one call returns, whatever `limit` asks (and less when the request has less room)."""
 
@@ -77,15 +81,16 @@ async def read_artifact_text(
     store: ArtifactStore,
     artifact_id: str,
     offset: int = 0,
-    limit: int = DEFAULT_READ_LIMIT,
+    limit: int | None = None,
     query: str | None = None,
     *,
     scope: str = '',
     room: ReadRoom | None = None,
 ) -> str:
-    """A stored artifact of `scope` from character `offset`, at most `limit` characters and `room.max_tokens`
-    tokens (its first line says where the next page starts); with `query`, its most relevant passages. Errors
-    come back as text the model can act on, never raised (another scope's id reads as missing)."""
+    """A stored artifact of `scope` from character `offset`, at most `limit` characters (`read_limit`) and
+    `room.max_tokens` tokens (its first line says where the next page starts); with `query`, its most relevant
+    passages. Errors come back as text the model can act on, never raised (another scope's id reads as
+    missing)."""
     text, _, _ = await _read_artifact(store, artifact_id, offset, limit, query, scope=scope, room=room)
     return text
 
@@ -94,7 +99,7 @@ async def _read_artifact(
     store: ArtifactStore,
     artifact_id: str,
     offset: int,
-    limit: int,
+    limit: int | None,
     query: str | None,
     *,
     scope: str,
@@ -121,7 +126,7 @@ async def _read_artifact(
     content = data if is_text(info.media_type) else await _whole_document(data, info.media_type)
     if content is None:
         return f'Artifact {described} is not a document; it cannot be returned as text.', None, None
-    read = partial(_read_text, content, artifact_id, offset, limit, query, room)
+    read = partial(_read_text, content, artifact_id, offset, read_limit(limit, query), query, room)
     if len(data) > OFF_LOOP_CHARS:  # decoding, ranking and counting a large artifact leave the event loop
         text, page = await anyio.to_thread.run_sync(read)
     else:
@@ -134,7 +139,6 @@ def _read_text(
 ) -> tuple[str, Page]:
     """One read of `content` (the stored bytes of a text, or a document's text), within `limit` and `room`."""
     text = content.decode('utf-8', errors='replace') if isinstance(content, bytes) else content
-    limit = max(1, min(limit, MAX_READ_LIMIT))
     if query:
         from ._retrieval import top_passages
 
@@ -150,10 +154,18 @@ def _read_text(
     return page.text(chunk, room=cut_to), page
 
 
+def read_limit(limit: int | None, query: str | None) -> int:
+    """The characters one read returns: what the model asked for (within 1 and `MAX_READ_LIMIT`), or by
+    default a page (`DEFAULT_READ_LIMIT`), or a query's passages (`DEFAULT_QUERY_LIMIT`)."""
+    if limit is None:
+        return DEFAULT_QUERY_LIMIT if query else DEFAULT_READ_LIMIT
+    return max(1, min(limit, MAX_READ_LIMIT))
+
+
 async def search_artifacts_text(
     store: ArtifactStore,
     query: str,
-    limit: int = DEFAULT_READ_LIMIT,
+    limit: int | None = None,
     *,
     scope: str = '',
     room: ReadRoom | None = None,
@@ -164,7 +176,7 @@ async def search_artifacts_text(
     `tool_name`. Errors come back as text."""
     from ._search import search_scope  # loaded by the first search, not with the package
 
-    limit = max(1, min(limit, MAX_READ_LIMIT))
+    limit = read_limit(limit, query)
     try:
         found = await search_scope(store, scope, query, limit)
     except StoreError as exc:
@@ -394,7 +406,7 @@ def readback_toolset(
         ctx: RunContext[Any],
         artifact_id: str | None = None,
         offset: int = 0,
-        limit: int = DEFAULT_READ_LIMIT,
+        limit: int | None = None,
         query: str | None = None,
     ) -> str | ToolReturn:
         """Read back content that was shortened or removed from the conversation to save space.
@@ -406,7 +418,8 @@ def readback_toolset(
             artifact_id: the id given in the note that replaced the content (starts with `art_`). Leave it
                 out, with a `query`, to search everything removed from this conversation.
             offset: the character to start from.
-            limit: at most how many characters to return (never more than 200,000).
+            limit: at most how many characters to return (by default 20,000, or 4,000 of passages for a
+                query; never more than 200,000).
             query: if given, return the passages most relevant to this question instead of a slice.
         """
         bound = room(ctx) if room is not None else None
