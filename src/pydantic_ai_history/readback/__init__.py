@@ -62,7 +62,7 @@ DEFAULT_READ_LIMIT = 20_000
 DEFAULT_QUERY_LIMIT = 4_000
 """Characters a query's passages return unless the model asks for more: the two best 2,000-character chunks,
 about 1,000 tokens. Every later request carries the answer, so a question costs what it returns
-(benchmarks/RESULTS.md, "Read-backs billed")."""
+(benchmarks/RESULTS.md, "Cost (issue 37)")."""
 MAX_READ_LIMIT = 200_000
 """The most characters one call returns, whatever `limit` asks (and less when the request has less room)."""
 
