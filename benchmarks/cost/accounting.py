@@ -95,6 +95,7 @@ def readback_bill(
             modes[mode] += prices.request(request, call)
     return {
         'calls': len(answers),
+        'context_tokens': final_tokens,
         'input_tokens': sum(final_tokens + c + a for c, a in zip(calls, returned, strict=True)),
         'answer_tokens': sum(returned),
         'output_tokens': sum(calls),
