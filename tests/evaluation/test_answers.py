@@ -30,6 +30,7 @@ from pydantic_ai_history.evaluation import (
     is_right,
     session_from_messages,
 )
+from pydantic_ai_history.evaluation._answers import READER_MAX_TOKENS
 from pydantic_ai_history.evaluation._reader import read_and_answer
 
 pytestmark = pytest.mark.anyio
@@ -109,6 +110,7 @@ async def test_only_the_read_back_answers_a_probe_whose_answer_was_evicted() -> 
     assert all(REVIEWER not in text.lower() for _, text in compacted_calls)
     assert [offered for offered, _ in compacted_calls].count(True) == 2  # (b): the question, then the read
     assert all(s is not None and s.get('timeout') == 42.0 for *_, s in seen)
+    assert all(s is not None and s.get('max_tokens') == READER_MAX_TOKENS for *_, s in seen)  # bounded
 
     summary = {(r.session, r.strategy): r for r in report.answer_rows()}
     row = summary['hand', 'summary']

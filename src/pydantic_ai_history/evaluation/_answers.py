@@ -31,6 +31,10 @@ can read it back, use the tool when the answer is not in front of you. If you ca
 
 READER_REQUEST_LIMIT = 4
 """Model requests per answer at most (a few read-backs); past it the probe counts as wrong."""
+READER_MAX_TOKENS = 256
+"""Output tokens per request of an answer at most (`max_tokens`): an exact value or one tool call needs a few
+dozen, and a small local model that rambles would otherwise generate until its context is full (minutes at
+a few tokens a second) before the reader's timeout ends it."""
 
 
 @dataclass(kw_only=True)
@@ -119,7 +123,7 @@ async def answer_one(
         result = await agent.run(
             probe.question,
             message_history=list(history),
-            model_settings={'timeout': timeout},
+            model_settings={'timeout': timeout, 'max_tokens': READER_MAX_TOKENS},
             usage_limits=UsageLimits(request_limit=READER_REQUEST_LIMIT),
         )
     except Exception as exc:
