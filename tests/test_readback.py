@@ -53,10 +53,37 @@ async def test_a_query_returns_its_best_passages_within_a_smaller_default() -> N
     assert DEFAULT_QUERY_LIMIT // 2 < len(everywhere) <= DEFAULT_QUERY_LIMIT + 200  # its header line
     more = await read_artifact_text(store, key, query='order amount status', limit=12_000)
     assert len(more) > 2 * DEFAULT_QUERY_LIMIT
-    # a search of everything stored keeps a page's default: across artifacts alike, the exact string asked
-    # for may rank below the best two chunks
-    found = await search_artifacts_text(store, 'order amount status')
-    assert DEFAULT_QUERY_LIMIT < len(found) <= DEFAULT_READ_LIMIT
+    found = await search_artifacts_text(store, 'DISPUTED')
+    assert 'ORD-01234' in found
+    assert len(found) <= DEFAULT_QUERY_LIMIT
+
+
+async def test_a_query_held_verbatim_comes_first_among_chunks_alike() -> None:
+    """Paths of one shape share most of their words: BM25 alone ranks other chunks above the one that holds
+    the path asked for; the chunk holding it verbatim comes first, in one artifact and across artifacts."""
+    from pydantic_ai_history.readback import search_artifacts_text
+
+    wanted = '/srv/exports/2023-q3/batch-4197/part-aade.csv'
+    # every word of the wanted path is in other chunks, densely, in paths that are not it
+    alike = '\n'.join(
+        f'/srv/exports/2023-q3/batch-4197/part-{i:04x}.csv /srv/exports/2023-q3/batch-{i}/part-aade.csv'
+        for i in range(600)
+    )
+    prose = ' '.join(f'line {i} of the export log says nothing of note.' for i in range(120))
+    texts = [alike, f'{prose}\nthe disputed export is {wanted}\n{prose}', alike.replace('csv', 'csv ')]
+    store = MemoryStore()
+    for text in texts:
+        await store.put(artifact_id(text.encode()), text.encode(), media_type='text/plain', source='ls')
+    key = artifact_id((texts[0] + texts[1]).encode())
+    await store.put(key, (texts[0] + texts[1]).encode(), media_type='text/plain', source='ls')
+    by_id = await read_artifact_text(store, key, query=wanted)
+    assert wanted in by_id.partition('\n')[2]
+    found = await search_artifacts_text(store, wanted)
+    assert found.count(wanted) >= 2  # the answer's first line repeats the query; a passage holds it
+    from pydantic_ai_history.readback._retrieval import exact_first
+
+    assert exact_first([3, 1, 2], lambda i: i == 2) == [2, 3, 1]
+    assert exact_first([3, 1], lambda i: False) == [3, 1]
 
 
 @pytest.mark.slow

@@ -36,7 +36,7 @@ from pydantic_ai_history import (
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES, part_metadata
 from pydantic_ai_history.messages._marks import MARKER_KEY
-from pydantic_ai_history.readback import read_artifact_text, search_artifacts_text
+from pydantic_ai_history.readback import DEFAULT_QUERY_LIMIT, read_artifact_text, search_artifacts_text
 from pydantic_ai_history.store import MemoryStore
 from pydantic_ai_history.testing import StrictProvider
 
@@ -227,7 +227,7 @@ async def test_a_tool_loop_stubs_old_outputs_and_changes_nothing_between_events(
 async def test_read_artifact_without_an_id_searches_everything_stored(fixtures_dir: Path) -> None:
     """Two facts from two outputs stubbed at different points: one `read_artifact(query=...)` finds both."""
     loop = Loop(STEPS, search=(3, 40))
-    agent, provider, _, _, _ = run_setup(fixtures_dir, loop)
+    agent, provider, _, store, _ = run_setup(fixtures_dir, loop)
     result = await agent.run(TASK, usage_limits=UsageLimits(request_limit=None))
     assert result.output == 'All pages done.'
     assert not provider.rejected
@@ -237,8 +237,11 @@ async def test_read_artifact_without_an_id_searches_everything_stored(fixtures_d
     assert fact(3) in answer
     assert fact(40) in answer
     ids = set(re.findall(r'art_[0-9a-f]{64}', answer))
-    assert len(ids) >= 2, 'the passages come from two stored artifacts, each named for reading on'
-    assert len(answer) <= 20_000, 'bounded like every read-back'
+    assert ids, 'each passage names the stored artifact it comes from, for reading on'
+    assert len(answer) <= DEFAULT_QUERY_LIMIT, "bounded like every query's read-back"
+    scope = next(iter(store._scopes))  # the run's scope (its conversation id)
+    for artifact_id in ids:  # what a passage names to read on from is stored
+        assert await store.get(artifact_id, scope=scope) is not None
 
 
 async def test_search_and_read_stay_in_the_scope() -> None:

@@ -60,11 +60,10 @@ def readback_toolset_id(capability_id: str | None) -> str:
 DEFAULT_READ_LIMIT = 20_000
 """Characters a page returns unless the model asks for fewer: a page or so, cheap enough to afford."""
 DEFAULT_QUERY_LIMIT = 4_000
-"""Characters the passages of one artifact most relevant to a query return unless the model asks for more:
-its two best 2,000-character chunks, about 1,000 tokens. Every later request carries the answer, so a
-question costs what it returns (benchmarks/RESULTS.md, "Cost (issue 37)"). A search of everything stored
-(no id) keeps `DEFAULT_READ_LIMIT`: across many artifacts that share most of their words (paths, ids of one
-shape), the chunk holding the exact string asked for may rank below the best two."""
+"""Characters a query's passages return unless the model asks for more: the two best 2,000-character chunks,
+about 1,000 tokens, those holding the query verbatim first (an id or a path asked for is in the answer).
+Every later request carries the answer, so a question costs what it returns (benchmarks/RESULTS.md, "Cost
+(issue 37)")."""
 MAX_READ_LIMIT = 200_000
 """The most characters one call returns, whatever `limit` asks (and less when the request has less room)."""
 
@@ -157,9 +156,8 @@ def _read_text(
 
 
 def read_limit(limit: int | None, query: str | None) -> int:
-    """The characters one read of an artifact returns: what the model asked for (within 1 and
-    `MAX_READ_LIMIT`), or by default a page (`DEFAULT_READ_LIMIT`), or a query's passages
-    (`DEFAULT_QUERY_LIMIT`)."""
+    """The characters one read returns: what the model asked for (within 1 and `MAX_READ_LIMIT`), or by
+    default a page (`DEFAULT_READ_LIMIT`), or a query's passages (`DEFAULT_QUERY_LIMIT`)."""
     if limit is None:
         return DEFAULT_QUERY_LIMIT if query else DEFAULT_READ_LIMIT
     return max(1, min(limit, MAX_READ_LIMIT))
@@ -179,7 +177,7 @@ async def search_artifacts_text(
     `tool_name`. Errors come back as text."""
     from ._search import search_scope  # loaded by the first search, not with the package
 
-    limit = DEFAULT_READ_LIMIT if limit is None else max(1, min(limit, MAX_READ_LIMIT))
+    limit = read_limit(limit, query)
     try:
         found = await search_scope(store, scope, query, limit)
     except StoreError as exc:
@@ -421,8 +419,8 @@ def readback_toolset(
             artifact_id: the id given in the note that replaced the content (starts with `art_`). Leave it
                 out, with a `query`, to search everything removed from this conversation.
             offset: the character to start from.
-            limit: at most how many characters to return (by default 20,000, or 4,000 of an artifact's
-                passages for a query; never more than 200,000).
+            limit: at most how many characters to return (by default 20,000, or 4,000 of passages for a
+                query; never more than 200,000).
             query: if given, return the passages most relevant to this question instead of a slice.
         """
         bound = room(ctx) if room is not None else None

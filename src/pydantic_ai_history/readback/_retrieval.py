@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
@@ -470,10 +470,25 @@ class Ranking:
 
 
 def rank_passages(text: str, query: str | None, *, chunk_chars: int) -> Ranking:
-    """`text` chunked along its structure and ranked by BM25 against `query` (see `extract_passages`)."""
+    """`text` chunked along its structure and ranked by BM25 against `query` (see `extract_passages`), the
+    chunks that hold the query verbatim first (`exact_first`)."""
     spans = _spans(text, chunk_chars, None)
     order = _best_first(_chunk_scores(text, spans, query_terms(query or '')))
+    order = exact_first(order, lambda i: _holds(text[spans[i].start : spans[i].end], query))
     return Ranking(text, spans, order or list(range(len(spans))), bool(order))
+
+
+def exact_first(order: list[int], holds: Callable[[int], bool]) -> list[int]:
+    """`order` with the positions whose chunk holds the query verbatim moved ahead, each group in its order:
+    an id or a path asked for is in the answer, even where many chunks share most of its words (paths of one
+    shape, ids of one prefix) and BM25 alone ranks another chunk higher."""
+    held = [i for i in order if holds(i)]
+    return [*held, *(i for i in order if not holds(i))] if held else order
+
+
+def _holds(chunk: str, query: str | None) -> bool:
+    phrase = (query or '').strip()
+    return bool(phrase) and phrase in chunk
 
 
 def _render(text: str, spans: Sequence[_Span], chosen: Sequence[int]) -> str:
@@ -519,29 +534,39 @@ class Tallied(NamedTuple):
     """Its tokens, its context line included."""
     counts: dict[str, int]
     """How often each term searched for occurs in it (only those that do)."""
+    phrases: frozenset[str] = frozenset()
+    """The queries searched for that it holds verbatim."""
 
 
-def tally_chunks(text: str, wanted: frozenset[str]) -> tuple[int, int, list[Tallied]]:
+def tally_chunks(
+    text: str, wanted: frozenset[str], phrases: frozenset[str] = frozenset()
+) -> tuple[int, int, list[Tallied]]:
     """`text` chunked as `rank_documents` chunks it, one chunk tokenized at a time: `(chunks, tokens of all of
-    them, the chunks holding a term of `wanted`)`. The text's words are never all held at once."""
+    them, the chunks holding a term of `wanted`)`, each with the `phrases` it holds verbatim. The text's words
+    are never all held at once."""
     spans = _spans(text, DEFAULT_CHUNK_CHARS, None)
     total = 0
     found: list[Tallied] = []
     for span, (length, counts) in zip(spans, _tallies(text, spans, wanted), strict=True):
         total += length
         if counts:
-            found.append(Tallied(span.start, span.end, length, dict(counts)))
+            chunk = text[span.start : span.end]
+            held = frozenset(p for p in phrases if p in chunk)
+            found.append(Tallied(span.start, span.end, length, dict(counts), held))
     return len(spans), total, found
 
 
 def rank_tallied(tallied: Sequence[Tallied], query: str, *, chunks: int, tokens: int) -> list[int]:
     """Positions in `tallied` (chunks of a collection of `chunks` chunks and `tokens` tokens) that match
-    `query`, best first by BM25 (ties: the earlier first): the order `rank_documents` gives them."""
+    `query`, best first by BM25 (ties: the earlier first): the order `rank_documents` gives them, the chunks
+    that hold `query` verbatim first (`exact_first`)."""
     terms = query_terms(query)
     if not tallied or not terms:
         return []
     counts, lengths = [t.counts for t in tallied], [t.tokens for t in tallied]
-    return _best_first(_bm25(counts, lengths, terms, chunks=chunks, total_length=tokens))
+    order = _best_first(_bm25(counts, lengths, terms, chunks=chunks, total_length=tokens))
+    phrase = query.strip()
+    return exact_first(order, lambda i: phrase in tallied[i].phrases)
 
 
 def rank_documents(documents: Sequence[str], query: str, max_chars: int) -> list[tuple[int, Chunk]]:

@@ -204,7 +204,8 @@ async def _scan_batch(searches: _LoopSearches, key: tuple[int, str], batch: _Bat
 async def _scan(store: ArtifactStore, scope: str, requests: Sequence[_Request]) -> list[Found]:
     infos = await store.list_artifacts(scope=scope, limit=SEARCH_MAX_ARTIFACTS)
     wanted = frozenset(term for r in requests for term in query_terms(r.query))
-    tally = await _first_pass(store, scope, infos, wanted)
+    phrases = frozenset(r.query.strip() for r in requests if r.query.strip())
+    tally = await _first_pass(store, scope, infos, wanted, phrases)
     ranked = [_best(tally, r) for r in requests]
     texts = await _second_pass(store, scope, tally, {i for best in ranked for i in best})
     found: list[Found] = []
@@ -219,7 +220,11 @@ async def _scan(store: ArtifactStore, scope: str, requests: Sequence[_Request]) 
 
 
 async def _first_pass(
-    store: ArtifactStore, scope: str, infos: Iterable[StoredArtifact], wanted: frozenset[str]
+    store: ArtifactStore,
+    scope: str,
+    infos: Iterable[StoredArtifact],
+    wanted: frozenset[str],
+    phrases: frozenset[str],
 ) -> _Tally:
     """Every searchable artifact read once, one at a time, newest first, within `SEARCH_MAX_BYTES`."""
     tally = _Tally()
@@ -232,7 +237,7 @@ async def _first_pass(
         if data is None:
             continue
         budget -= len(data)
-        counted = await _counted(data, wanted)
+        counted = await _counted(data, wanted, phrases)
         del data
         if counted is None:
             tally.skipped += 1
@@ -256,13 +261,15 @@ async def _read(store: ArtifactStore, artifact_id: str, scope: str) -> bytes | N
 _Counted = tuple[int, int, int, list[Tallied]]
 
 
-async def _counted(data: bytes, wanted: frozenset[str]) -> _Counted | None:
-    """`partial_tally(data, wanted)` off the event loop, with `data` counted in the working set."""
+async def _counted(data: bytes, wanted: frozenset[str], phrases: frozenset[str]) -> _Counted | None:
+    """`partial_tally(data, wanted, phrases)` off the event loop, with `data` counted in the working set."""
     with WORKING_SET.holding(len(data)):
-        return await anyio.to_thread.run_sync(partial_tally, data, wanted)
+        return await anyio.to_thread.run_sync(partial_tally, data, wanted, phrases)
 
 
-def partial_tally(data: bytes, wanted: frozenset[str]) -> _Counted | None:
+def partial_tally(
+    data: bytes, wanted: frozenset[str], phrases: frozenset[str] = frozenset()
+) -> _Counted | None:
     """`(characters, chunks, tokens, chunks holding a wanted term)` of one artifact's text; None when its
     text could take more than `SEARCH_WORKING_BYTES` beside its bytes."""
     # a str takes 1 byte a character when it is ASCII, up to 4 otherwise
@@ -271,7 +278,7 @@ def partial_tally(data: bytes, wanted: frozenset[str]) -> _Counted | None:
         return None
     text = data.decode('utf-8', errors='replace')
     with WORKING_SET.holding(sys.getsizeof(text)):
-        chunks, tokens, hits = tally_chunks(text, wanted)
+        chunks, tokens, hits = tally_chunks(text, wanted, phrases)
         return len(text), chunks, tokens, hits
 
 
