@@ -482,8 +482,12 @@ def exact_first(order: list[int], holds: Callable[[int], bool]) -> list[int]:
     """`order` with the positions whose chunk holds the query verbatim moved ahead, each group in its order:
     an id or a path asked for is in the answer, even where many chunks share most of its words (paths of one
     shape, ids of one prefix) and BM25 alone ranks another chunk higher."""
-    held = [i for i in order if holds(i)]
-    return [*held, *(i for i in order if not holds(i))] if held else order
+    verdicts = [holds(i) for i in order]  # each chunk is looked at once
+    if not any(verdicts):
+        return order
+    return [i for i, h in zip(order, verdicts, strict=True) if h] + [
+        i for i, h in zip(order, verdicts, strict=True) if not h
+    ]
 
 
 def _holds(chunk: str, query: str | None) -> bool:
