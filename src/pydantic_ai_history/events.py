@@ -400,6 +400,17 @@ class NearLimitNoticeSent(HistoryEvent):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class PassagesRecalled(HistoryEvent):
+    """A new question asked after a compaction was given, in its own request, the stored passages that best
+    match it (`CompactionSettings.recall_chars`)."""
+
+    artifacts: tuple[str, ...]
+    """The stored artifacts (transcripts, outputs) the passages come from, best first."""
+    tokens: int
+    """Estimated tokens the passages add to the question's request."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class ArtifactProcessed(HistoryEvent):
     """A large tool return or attached file was handled by one strategy."""
 

@@ -54,6 +54,7 @@ def test_shared_store_with_secret_is_accepted_and_operations_are_named(tmp_path)
             'compaction_summary',
             'context_window_probe',
             'file_conversion',
+            'store_search',
             'store_write',
         ]
     )

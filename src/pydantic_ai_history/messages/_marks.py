@@ -50,14 +50,18 @@ def readback_tool() -> str:
     return _readback_tool.get()
 
 
-Kind = Literal['summary', 'pinned', 'transcript', 'trail', 'window', 'artifact']
+Kind = Literal['summary', 'pinned', 'transcript', 'trail', 'window', 'artifact', 'recall']
 """What a part of ours is: a summary, the pinned section, the stored-transcript reference or the trail of
-exact details carried with it, a window note, or the text that stands for an artifact."""
-_KINDS: frozenset[str] = frozenset({'summary', 'pinned', 'transcript', 'trail', 'window', 'artifact'})
+exact details carried with it, a window note, the text that stands for an artifact, or the stored passages
+recalled for a new question."""
+_KINDS: frozenset[str] = frozenset(
+    {'summary', 'pinned', 'transcript', 'trail', 'window', 'artifact', 'recall'}
+)
 
 OPENINGS: Mapping[str, str] = {
     'summary': '[pydantic-ai-history: summary of earlier conversation]',
     'window': '[pydantic-ai-history: earlier messages removed]',
+    'recall': '[pydantic-ai-history: passages of the earlier conversation that match the question below]',
 }
 """Opening lines of the user-voice texts we write: what the model reads, never how we recognise them."""
 
@@ -67,7 +71,8 @@ when it is set."""
 
 _SEAL_OPENING = '\n[pydantic-ai-history '
 _SEAL = re.compile(
-    r'\n\[pydantic-ai-history (summary|pinned|transcript|trail|window|artifact) mark ([0-9a-f]{24})\]\Z'
+    r'\n\[pydantic-ai-history (summary|pinned|transcript|trail|window|artifact|recall) '
+    r'mark ([0-9a-f]{24})\]\Z'
 )
 _SEAL_MAX = 64
 """A seal line is shorter than this: only the tail of a text is searched for one."""

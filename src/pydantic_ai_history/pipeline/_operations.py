@@ -43,6 +43,7 @@ OPERATION_NAMES = (
     'cache_read',
     'cache_write',
     'context_window_probe',
+    'store_search',
 )
 """Every durable operation of the processor, by its persisted name."""
 
@@ -55,6 +56,7 @@ class HistoryOperations:
         summarizer: SummarizerSettings
         store: ArtifactStore
         cache: SummaryCache
+        readback_tool_name: str
 
         token_profile: TokenizerProfile | None
 
@@ -142,6 +144,18 @@ class HistoryOperations:
             scope=scope,
         )
 
+    @durable_operation(name='store_search')
+    async def search_store(
+        self, ctx: RunContext[Any], question: str, limit: int, opening: str, scope: str
+    ) -> str | None:
+        """The stored passages of `scope` that match a new question (`CompactionSettings.recall_chars`), under
+        `opening`; None when none does."""
+        from ..readback import recall_passages
+
+        return await recall_passages(
+            self.store, question, limit, opening=opening, scope=scope, tool_name=self.readback_tool_name
+        )
+
     @durable_operation(name='cache_read')
     async def read_cache(self, ctx: RunContext[Any], key: str) -> str | None:
         """A cached summary, conversion or prefix record; None when absent (or the cache is down)."""
@@ -221,6 +235,9 @@ class RunOperations:
             'artifact_summary': self.processor.summarize_artifact,
         }[purpose]
         return await operation(self.ctx, prompt, instructions, timeout, _name(model), max_tokens)
+
+    async def search_store(self, question: str, limit: int, *, opening: str, scope: str) -> str | None:
+        return await self.processor.search_store(self.ctx, question, limit, opening, scope)
 
     async def request_plan(
         self, prompt: str, *, model: ModelRef, instructions: str, timeout: float

@@ -7,6 +7,7 @@ spills sends the same tool list as a run without this package.
 from __future__ import annotations
 
 import inspect
+import logging
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -45,8 +46,11 @@ __all__ = (
     'read_artifact_text',
     'readback_toolset',
     'readback_toolset_id',
+    'recall_passages',
     'search_artifacts_text',
 )
+
+logger = logging.getLogger('pydantic_ai_history')
 
 READBACK_TOOLSET_ID = 'pydantic_ai_history_readback'
 """The read-back toolset's id under the processor's default id (durable engines name activities after it)."""
@@ -182,7 +186,33 @@ async def search_artifacts_text(
         found = await search_scope(store, scope, query, limit)
     except StoreError as exc:
         return f'Error: the stored artifacts cannot be searched ({exc}); read them by artifact_id.'
-    answer_within = partial(_search_answer, found, query, tool_name)
+    answer_within = partial(_search_answer, found, query, tool_name, None)
+    return await anyio.to_thread.run_sync(_fitted, answer_within, limit, room)
+
+
+async def recall_passages(
+    store: ArtifactStore,
+    question: str,
+    limit: int,
+    *,
+    opening: str,
+    scope: str = '',
+    room: ReadRoom | None = None,
+    tool_name: str = READ_ARTIFACT_TOOL,
+) -> str | None:
+    """The passages of what `scope` stored that best match `question`, as `search_artifacts_text` finds them,
+    under `opening` (the question is not echoed), within `limit` characters and `room`; None when nothing
+    matches or the store cannot be searched (a recall is a help, never an error the model must read)."""
+    from ._search import search_scope
+
+    try:
+        found = await search_scope(store, scope, question, limit)
+    except StoreError:
+        logger.warning('the stored artifacts cannot be searched: no passages recalled', exc_info=True)
+        return None
+    if not found.passages:
+        return None
+    answer_within = partial(_search_answer, found, question, tool_name, opening)
     return await anyio.to_thread.run_sync(_fitted, answer_within, limit, room)
 
 
@@ -193,7 +223,9 @@ def _fitted(answer_within: Callable[[int], str], limit: int, room: ReadRoom | No
     return shrunk_to_fit(answer_within, limit, room.max_tokens, room.count_tokens, floor=200)
 
 
-def _search_answer(found: Found, query: str, tool_name: str, limit: int) -> str:
+def _search_answer(found: Found, query: str, tool_name: str, opening: str | None, limit: int) -> str:
+    """The passages `found` for `query` within `limit` characters, under `opening` (by default a line that
+    names the query and how many passages and artifacts there are)."""
     from ._search import select_passages
 
     searched = found.searched
@@ -220,7 +252,8 @@ def _search_answer(found: Found, query: str, tool_name: str, limit: int) -> str:
             piece = piece[: max(limit - used - 2, 0)]
         pieces.append(piece)
         used += len(piece) + 2
-    opening = f'[{len(pieces)} passage(s) for {query!r} from {len(searched)} stored artifact(s).{note}]'
+    if opening is None:
+        opening = f'[{len(pieces)} passage(s) for {query!r} from {len(searched)} stored artifact(s).{note}]'
     return '\n\n'.join([opening, *pieces])
 
 

@@ -211,6 +211,10 @@ class _Renderer:
             return self.record('earlier_summary', text, capped=False)
         if kind in ('pinned', 'transcript', 'trail'):
             return self.record('earlier_summary_pinned', text, capped=False)
+        if kind == 'recall':  # copies of stored passages: the originals are in the transcript already
+            return self.record(
+                'note', 'stored passages of the earlier conversation were shown with the question'
+            )
         return self.part(part)  # an artifact's text stands for what the user or the tool sent
 
     def part(self, part: Any) -> tuple[str, int] | None:

@@ -42,6 +42,7 @@ from ._compaction import (
     summary_details,
 )
 from ._prefix_index import Origin, PrefixIndex
+from ._recall import recall, recall_question
 from ._settings import CompactionSettings
 from ._stubs import Stub, apply_stubs, store_stubbed
 from ._summary_message import build_summary_message, summary_text
@@ -81,6 +82,14 @@ class Compactor(BackgroundSummarizing, StageCapability):
         super().__post_init__()
 
     async def apply_stage(self, messages: list[ModelMessage], context: HistoryContext) -> list[ModelMessage]:
+        result = await self._compact_when_due(messages, context)
+        if self.settings.recall_chars:
+            result = await recall(result, context, self.settings.recall_chars)
+        return result
+
+    async def _compact_when_due(
+        self, messages: list[ModelMessage], context: HistoryContext
+    ) -> list[ModelMessage]:
         self._count_request(context.run_id)
         estimate = context.estimate(messages)
         reason = self._reason(estimate.total, context)
@@ -100,8 +109,11 @@ class Compactor(BackgroundSummarizing, StageCapability):
 
     def unchanged_when_fits(self, messages: list[ModelMessage], context: HistoryContext) -> bool:
         """Nothing to do (`HistoryStage`): no compaction asked for nor due, no background summary held for the
-        run (one its history no longer extends ends when the compactor runs) nor due to start."""
+        run (one its history no longer extends ends when the compactor runs) nor due to start, no question to
+        recall passages for."""
         if context.compaction_request is not None or self._background.get(context.run_id) is not None:
+            return False
+        if self.settings.recall_chars and recall_question(messages) is not None:
             return False
         total, trigger = context.estimate(messages).total, context.limits.trigger
         start = self.settings.background_start
