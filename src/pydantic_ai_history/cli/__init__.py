@@ -227,6 +227,19 @@ def _add_eval(sub: argparse._SubParsersAction[Any]) -> None:
         metavar='SECONDS',
         help="each of --model's requests may take this long (default 600: a small local model is slow)",
     )
+    evaluation.add_argument(
+        '--conditions',
+        metavar='A,B',
+        help="which of the --model's conditions to run: full (a), readback (b), no_tools (c) (default: all)",
+    )
+    evaluation.add_argument(
+        '--recall-chars',
+        type=_count_arg,
+        default=0,
+        metavar='N',
+        help="ours' (b) with recall: up to N characters of stored passages matching each probe are put "
+        'with it (CompactionSettings.recall_chars; default 0: read_artifact alone)',
+    )
     evaluation.add_argument('--json', metavar='OUT.json', help='also write the full report as JSON')
 
 
@@ -274,6 +287,8 @@ def _eval(args: argparse.Namespace) -> int:
         model=args.model,
         probes=args.probes,
         reader_timeout=args.reader_timeout,
+        conditions=args.conditions,
+        recall_chars=args.recall_chars,
     )
     return EXIT_OK
 

@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..evaluation import STRATEGIES, EvalReport, EvalSettings, builtin_session_paths, evaluate
+from ..evaluation import (
+    CONDITIONS,
+    STRATEGIES,
+    Condition,
+    EvalReport,
+    EvalSettings,
+    builtin_session_paths,
+    evaluate,
+)
 from ..evaluation._probe_files import is_probe_file
 from ..evaluation._strategies import missing_peer
 from .common import build_model, fail
@@ -33,11 +41,15 @@ def run_eval(
     model: str | None = None,
     probes: int | None = None,
     reader_timeout: float = 600.0,
+    conditions: str | None = None,
+    recall_chars: int = 0,
 ) -> EvalReport:
     """Run the evaluation and print its report; a `CliError` when nothing could be evaluated. `strategies`:
     the keys to run, comma-separated (None: every strategy; a peer not installed is then listed as such).
     `model` answers the sessions' hand-written probes (None: the scripted reader, offline); `probes` bounds
-    them per session (None: all, 0: none); `reader_timeout` bounds each of its requests, in seconds."""
+    them per session (None: all, 0: none); `reader_timeout` bounds each of its requests, in seconds;
+    `conditions` picks (a), (b), (c) by key, comma-separated (None: all); `recall_chars` turns on ours'
+    recall in (b)."""
     chosen = parse_strategies(strategies)
     if (answerer is None) != (judge is None):
         fail('--answerer and --judge go together: the judged path needs both')
@@ -63,6 +75,8 @@ def run_eval(
             reader=_model(model),
             answer_probes=probes,
             reader_timeout=reader_timeout,
+            conditions=parse_conditions(conditions),
+            recall_chars=recall_chars,
         )
     except ValueError as exc:
         fail(str(exc))
@@ -100,6 +114,19 @@ def parse_strategies(text: str | None) -> tuple[str, ...]:
             + f' (pip install {" ".join(missing.values())})'
         )
     return keys
+
+
+def parse_conditions(text: str | None) -> tuple[Condition, ...]:
+    """`--conditions full,readback`: the conditions in report order; a `CliError` (exit 2) for an unknown one,
+    listing the valid ones."""
+    if text is None:
+        return tuple(CONDITIONS)
+    keys = {key.strip() for key in text.split(',') if key.strip()}
+    valid = ', '.join(CONDITIONS)
+    unknown = sorted(keys - set(CONDITIONS))
+    if unknown or not keys:
+        fail(f'--conditions: unknown {", ".join(map(repr, unknown)) or "(none given)"}; valid names: {valid}')
+    return tuple(key for key in CONDITIONS if key in keys)
 
 
 def _progress(text: str) -> None:

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.toolsets import AbstractToolset
 
-from .._compat import result_usage
+from .._compat import HAS_CAPABILITIES, result_usage
 from ..messages._marks import READ_ARTIFACT_TOOL
 from ._probe_files import AnswerProbe, is_right
+
+if TYPE_CHECKING:
+    from ..processor import HistoryProcessor
 
 Condition = Literal['full', 'readback', 'no_tools']
 
@@ -100,9 +103,14 @@ async def answer_all(
     *,
     toolset: AbstractToolset[Any] | None,
     timeout: float,
+    processor: HistoryProcessor | None = None,
 ) -> list[ProbeAnswer]:
-    """Each probe asked of `model` after `history`, with `toolset` (the read-back) or no tools."""
-    return [await answer_one(model, history, probe, toolset=toolset, timeout=timeout) for probe in probes]
+    """Each probe asked of `model` after `history`, with `toolset` (the read-back) or no tools, or with
+    `processor` as the agent's capability (its recall and read-back)."""
+    return [
+        await answer_one(model, history, probe, toolset=toolset, timeout=timeout, processor=processor)
+        for probe in probes
+    ]
 
 
 async def answer_one(
@@ -112,13 +120,14 @@ async def answer_one(
     *,
     toolset: AbstractToolset[Any] | None,
     timeout: float,
+    processor: HistoryProcessor | None = None,
 ) -> ProbeAnswer:
     """`probe.question` as a new user turn after `history`, answered by `model` and scored; a model that
     fails (a timeout, the request limit) gives a wrong answer with the error."""
     from pydantic_ai import Agent
     from pydantic_ai.usage import UsageLimits
 
-    agent: Any = Agent(model, instructions=READER_INSTRUCTIONS, toolsets=[toolset] if toolset else [])
+    agent: Any = Agent(model, instructions=READER_INSTRUCTIONS, **_tools(toolset, processor))
     try:
         result = await agent.run(
             probe.question,
@@ -145,6 +154,16 @@ async def answer_one(
         tokens=total,
         readback_tokens=total - responses[0].usage.total_tokens if len(responses) > 1 else 0,
     )
+
+
+def _tools(toolset: AbstractToolset[Any] | None, processor: HistoryProcessor | None) -> dict[str, Any]:
+    """The agent's keywords for `toolset`, or for `processor`: a capability where pydantic-ai has them, else
+    a history processor with its read-back toolset."""
+    if processor is None:
+        return {'toolsets': [toolset] if toolset else []}
+    if HAS_CAPABILITIES:
+        return {'capabilities': [processor]}
+    return {'history_processors': [processor], 'toolsets': [processor.readback_toolset()]}
 
 
 def _error(exc: Exception) -> str:

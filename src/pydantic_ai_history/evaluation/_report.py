@@ -157,13 +157,13 @@ class AnswerRow:
     """The strategy's key."""
     probes: int
     """Probes answered in each condition."""
-    full: int
-    """Right with the full history: (a)."""
+    full: int | None
+    """Right with the full history: (a); None when (a) was not run."""
     readback: int | None
     """Right with the compacted history and `read_artifact`: (b); None when the strategy keeps nothing to
     read back (then (b) is (c))."""
-    no_tools: int
-    """Right with the compacted history and no tools: (c)."""
+    no_tools: int | None
+    """Right with the compacted history and no tools: (c); None when (c) was not run."""
     read_calls: int
     """`read_artifact` calls the model made in (b)."""
     readback_tokens: int
@@ -175,24 +175,26 @@ class AnswerRow:
 
 
 def answer_rows(results: list[ConditionResult], strategies: list[str]) -> list[AnswerRow]:
-    """One row per session and strategy that was answered, then one total per strategy."""
+    """One row per session and strategy answered after its compaction, then one total per strategy."""
     full = {r.session: r for r in results if r.condition == 'full'}
     keyed = {(r.session, r.strategy, r.condition): r for r in results if r.condition != 'full'}
     rows: list[AnswerRow] = []
-    for session, a in full.items():
+    for session in dict.fromkeys(r.session for r in results):
+        a = full.get(session)
         for key in strategies:
-            c = keyed.get((session, key, 'no_tools'))
-            if c is None:
-                continue
             b = keyed.get((session, key, 'readback'))
+            c = keyed.get((session, key, 'no_tools'))
+            answered = b or c
+            if answered is None:
+                continue
             rows.append(
                 AnswerRow(
                     session=session,
                     strategy=key,
-                    probes=len(a.answers),
-                    full=a.right,
+                    probes=len(answered.answers),
+                    full=a.right if a is not None else None,
                     readback=b.right if b is not None else None,
-                    no_tools=c.right,
+                    no_tools=c.right if c is not None else None,
                     read_calls=b.read_calls if b is not None else 0,
                     readback_tokens=b.readback_tokens if b is not None else 0,
                 )
@@ -202,17 +204,21 @@ def answer_rows(results: list[ConditionResult], strategies: list[str]) -> list[A
 
 
 def _total(key: str, rows: list[AnswerRow]) -> AnswerRow:
-    readback = [r.readback for r in rows]
     return AnswerRow(
         session='all',
         strategy=key,
         probes=sum(r.probes for r in rows),
-        full=sum(r.full for r in rows),
-        readback=None if None in readback else sum(r.readback or 0 for r in rows),
-        no_tools=sum(r.no_tools for r in rows),
+        full=_sum([r.full for r in rows]),
+        readback=_sum([r.readback for r in rows]),
+        no_tools=_sum([r.no_tools for r in rows]),
         read_calls=sum(r.read_calls for r in rows),
         readback_tokens=sum(r.readback_tokens for r in rows),
     )
+
+
+def _sum(values: list[int | None]) -> int | None:
+    """The total, None when a row does not know its value."""
+    return None if None in values else sum(v or 0 for v in values)
 
 
 def _cell(right: int | None, probes: int) -> str:
@@ -271,16 +277,23 @@ class EvalReport:
         rows = self.answer_rows()
         if not rows:
             return ''
+        recall = self.settings.get('recall_chars') or 0
+        with_recall = f' (ours: + recall of {recall:,} chars)' if recall else ''
+        ran = set(self.settings.get('conditions', ('full', 'readback', 'no_tools')))
+
+        def cell(right: int | None, probes: int, condition: str) -> str:
+            return 'not run' if condition not in ran else _cell(right, probes)
+
         lines = [
-            '| session | strategy | probes | (a) full | (b) compacted + read_artifact '
+            f'| session | strategy | probes | (a) full | (b) compacted + read_artifact{with_recall} '
             '| (c) compacted, no tools | (b)/(a) | (c)/(a) | read-backs | read-back tokens |',
             '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
         ]
         for r in rows:
             lines.append(
                 f'| {r.session} | {STRATEGIES.get(r.strategy, r.strategy)} | {r.probes} '
-                f'| {_cell(r.full, r.probes)} | {_cell(r.readback, r.probes)} '
-                f'| {_cell(r.no_tools, r.probes)} '
+                f'| {cell(r.full, r.probes, "full")} | {cell(r.readback, r.probes, "readback")} '
+                f'| {cell(r.no_tools, r.probes, "no_tools")} '
                 f'| {_ratio(r.ratio(r.readback))} | {_ratio(r.ratio(r.no_tools))} | {r.read_calls} '
                 f'| {r.readback_tokens:,} |'
             )

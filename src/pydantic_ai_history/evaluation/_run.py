@@ -8,7 +8,7 @@ import asyncio
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.toolsets import AbstractToolset
@@ -33,11 +33,18 @@ from ._strategies import (
     Compacted,
     Cut,
     metered,
+    recalling_processor,
     session_cut,
     summary_strategy,
     window_strategy,
 )
 from ._text import context_text, normalize
+
+if TYPE_CHECKING:
+    from ..processor import HistoryProcessor
+
+OURS = ('summary', 'digest')
+"""Our strategies: those whose (b) recall applies to (`EvalSettings.recall_chars`)."""
 
 _GENERATOR_INPUT_CHARS = 120_000
 """The probe model reads at most this much of the evicted and of the kept text (the newest of each)."""
@@ -74,6 +81,12 @@ class EvalSettings:
     """Hand-written probes answered per session at most, the first of its probe file (None: all; 0: none)."""
     reader_timeout: float = 600.0
     """Seconds one request of the reader may take (a small model on a CPU reads a long history slowly)."""
+    conditions: tuple[Condition, ...] = tuple(CONDITIONS)
+    """Which conditions the reader answers in (`full` (a), `readback` (b), `no_tools` (c)); a condition left
+    out reads `not run` in the report."""
+    recall_chars: int = 0
+    """Above 0: ours' (b) runs with our processor as the reader's capability, recalling up to this many
+    characters of stored passages for each probe (`CompactionSettings.recall_chars`); 0: read-back alone."""
 
     def __post_init__(self) -> None:
         if not 0 < self.keep_fraction < 1:
@@ -82,6 +95,10 @@ class EvalSettings:
             raise ValueError(f'answer_probes must be 0 or more, got {self.answer_probes!r}')
         if self.reader_timeout <= 0:
             raise ValueError(f'reader_timeout must be positive, got {self.reader_timeout!r}')
+        if self.recall_chars < 0:
+            raise ValueError(f'recall_chars must not be negative, got {self.recall_chars!r}')
+        if not self.conditions or set(self.conditions) - set(CONDITIONS):
+            raise ValueError(f'conditions must be some of {", ".join(CONDITIONS)}, got {self.conditions!r}')
         unknown = sorted(set(self.strategies) - set(STRATEGIES))
         if unknown:
             raise ValueError(f'unknown strategies: {", ".join(unknown)} (known: {", ".join(STRATEGIES)})')
@@ -122,7 +139,7 @@ class _Run:
         record.facts, record.generated_probes = len(probes), len(generated)
         asked = list(session.probes[: self.settings.answer_probes])
         record.answer_probes = len(asked)
-        if asked:
+        if asked and 'full' in self.settings.conditions:
             await self.answer(session.name, '', 'full', messages, asked, None)
         results = []
         for key in self.settings.strategies:
@@ -135,10 +152,13 @@ class _Run:
     async def answer_compacted(self, session: str, compacted: Compacted, probes: list[AnswerProbe]) -> None:
         """The probes answered after the compacted history: (b) with the strategy's read-back (when it keeps
         what it evicted), (c) without tools."""
-        history, key = compacted.messages, compacted.strategy
-        if compacted.readback is not None:
-            await self.answer(session, key, 'readback', history, probes, compacted.readback)
-        await self.answer(session, key, 'no_tools', history, probes, None)
+        history, key, conditions = compacted.messages, compacted.strategy, self.settings.conditions
+        if compacted.readback is not None and 'readback' in conditions:
+            recall, store = self.settings.recall_chars, compacted.store
+            processor = recalling_processor(store, recall) if recall and store and key in OURS else None
+            await self.answer(session, key, 'readback', history, probes, compacted.readback, processor)
+        if 'no_tools' in conditions:
+            await self.answer(session, key, 'no_tools', history, probes, None)
 
     async def answer(
         self,
@@ -148,11 +168,13 @@ class _Run:
         history: list[ModelMessage],
         probes: list[AnswerProbe],
         toolset: AbstractToolset[Any] | None,
+        processor: HistoryProcessor | None = None,
     ) -> None:
         """The reader's answers to `probes` after `history`, recorded with the errors of those it could not
         answer."""
+        timeout = self.settings.reader_timeout
         answers = await answer_all(
-            self.reader, history, probes, toolset=toolset, timeout=self.settings.reader_timeout
+            self.reader, history, probes, toolset=toolset, timeout=timeout, processor=processor
         )
         self.answers.append(
             ConditionResult(session=session, strategy=strategy, condition=condition, answers=answers)
@@ -285,6 +307,8 @@ async def evaluate(
             'max_facts': settings.max_facts,
             'judged_probes': settings.judged_probes,
             'strategies': list(settings.strategies),
+            'conditions': list(settings.conditions),
+            'recall_chars': settings.recall_chars,
             'token_counting': f'{COUNTING_MODEL} (o200k)',
         },
         sessions=[],

@@ -123,6 +123,20 @@ async def compact_with_ours(
     return compacted, events[-1] if events else None
 
 
+def recalling_processor(store: ArtifactStore, recall_chars: int) -> Any:
+    """Ours as the answering model's capability on a compacted history whose originals `store` holds: no
+    compaction (the trigger is far away), only recall (`CompactionSettings.recall_chars`) and read-back."""
+    return create_history_processor(
+        policy=ContextPolicy(context_window=10**9, max_tokens=10**8, target_tokens=10**7, reserve_tokens=0),
+        summarizer=SummarizerSettings(model=_no_summarizer()),
+        compaction=CompactionSettings(recall_chars=recall_chars),
+        artifacts=False,
+        window=False,
+        store=store,
+        scope=_eval_scope,
+    )
+
+
 def _eval_scope(ctx: Any) -> str:
     """The one scope of an evaluated session: where the compaction (which has no run) stored the transcript,
     so the answering runs read it back."""
