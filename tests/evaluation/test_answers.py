@@ -142,6 +142,40 @@ async def test_a_reader_that_never_reads_back_gets_nothing_from_the_compacted_hi
     assert by['summary', 'readback'].read_calls == 0
 
 
+async def test_with_recall_a_reader_that_never_reads_back_sees_the_answer_with_the_question() -> None:
+    """The same incurious reader with ours' recall (`recall_chars`): the passage naming the reviewer comes
+    with the question, so (b) is right with no read-back; (c), with no processor, still cannot answer."""
+    seen: list[str] = []
+
+    def incurious(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(_visible(messages))
+        return read_and_answer(messages, dataclasses.replace(info, function_tools=[]))
+
+    settings = EvalSettings(strategies=('summary',), reader=FunctionModel(incurious), recall_chars=4_000)
+    report = await evaluate([session_from_messages('hand', _session(), [PROBE])], settings)
+    by = {(r.strategy, r.condition): r.answers[0] for r in report.answers}
+    assert by['summary', 'readback'].right, by['summary', 'readback'].reply
+    assert by['summary', 'readback'].read_calls == 0
+    assert not by['summary', 'no_tools'].right
+    assert sum(REVIEWER in text for text in seen) == 2  # (a), and (b) through the recall
+    assert report.settings['recall_chars'] == 4_000
+    assert '(b) compacted + read_artifact (ours: + recall of 4,000 chars)' in report.answers_table()
+
+
+async def test_only_the_conditions_asked_for_are_answered() -> None:
+    settings = EvalSettings(strategies=('summary', 'window'), conditions=('readback',))
+    report = await evaluate([session_from_messages('hand', _session(), [PROBE])], settings)
+    assert {(r.strategy, r.condition) for r in report.answers} == {('summary', 'readback')}
+    table = report.answers_table()
+    assert (
+        '| hand | ours: LLM summary + stored transcript | 1 | not run | 1/1 (100%) | not run | n/a |' in table
+    )
+    with pytest.raises(ValueError, match='conditions must be some of'):
+        EvalSettings(conditions=('everything',))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match='recall_chars must not be negative'):
+        EvalSettings(recall_chars=-1)
+
+
 async def test_a_reader_that_fails_counts_the_probe_wrong_and_says_why() -> None:
     def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         raise TimeoutError('the local server took too long')
@@ -207,6 +241,11 @@ def test_probes_0_leaves_the_table_out(tmp_path: Path, capsys: pytest.CaptureFix
     assert 'Hand-written probes' not in capsys.readouterr().out
     assert main(['eval', str(path), '--probes', '-1']) == EXIT_USAGE
     assert main(['eval', str(path), '--reader-timeout', '0']) == EXIT_USAGE
+    assert main(['eval', str(path), '--conditions', 'full,everything']) == EXIT_USAGE
+    assert (
+        "--conditions: unknown 'everything'; valid names: full, readback, no_tools" in capsys.readouterr().err
+    )
+    assert main(['eval', str(path), '--recall-chars', '-5']) == EXIT_USAGE
 
 
 @pytest.mark.parametrize(
