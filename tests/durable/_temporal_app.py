@@ -196,7 +196,7 @@ def attachments_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRes
     return ModelResponse(parts=[TextPart(f'read the attachments; saw {len(text)} characters of text')])
 
 
-def _processor(*, background_start: float | None = None) -> Any:
+def _processor(*, background_start: float | None = None, recall_chars: int = 0) -> Any:
     return create_history_processor(
         policy=ContextPolicy(context_window=WINDOW, max_tokens=TRIGGER, target_tokens=TARGET),
         # tool outputs kept whole while the artifact budget allows, so the loop reaches the trigger
@@ -207,7 +207,7 @@ def _processor(*, background_start: float | None = None) -> Any:
             )
         ),
         store=DirectoryStore(STORE_ROOT, secret=SECRET),
-        compaction=CompactionSettings(background_start=background_start),
+        compaction=CompactionSettings(background_start=background_start, recall_chars=recall_chars),
     )
 
 
@@ -262,6 +262,19 @@ background_agent: Agent[None, str] = Agent(
 trigger as one activity."""
 
 
+recall_agent: Agent[None, str] = Agent(
+    FunctionModel(tool_loop_model, model_name='tool-loop', profile={'context_window': WINDOW}),
+    name='history_recall',
+    instructions='Read the billing logs page by page with fetch_logs.',
+    tools=[fetch_logs],
+    capabilities=[_processor(recall_chars=4_000), TemporalDurability(activity_config=ONE_ATTEMPT)],
+)
+"""The tool loop with recall: a second run's question after the first run's compaction gets the stored
+passages that match it, searched in an activity."""
+RECALL_QUESTION = 'What status did req r1-0017 get?'
+"""Asked in the second run: page 1, which holds that request's line, is in the compacted part."""
+
+
 @workflow.defn
 class ToolLoopWorkflow(PydanticAIWorkflow):
     __pydantic_ai_agents__ = (tool_loop_agent,)
@@ -302,4 +315,17 @@ class BackgroundWorkflow(PydanticAIWorkflow):
         return result.all_messages()
 
 
-WORKFLOWS = (ToolLoopWorkflow, AttachmentsWorkflow, EventsWorkflow, BackgroundWorkflow)
+@workflow.defn
+class RecallWorkflow(PydanticAIWorkflow):
+    __pydantic_ai_agents__ = (recall_agent,)
+
+    @workflow.run
+    async def run(self, prompt: str) -> list[ModelMessage]:
+        first = await recall_agent.run(prompt, usage_limits=UsageLimits(request_limit=50))
+        second = await recall_agent.run(
+            RECALL_QUESTION, message_history=first.all_messages(), usage_limits=UsageLimits(request_limit=50)
+        )
+        return second.all_messages()
+
+
+WORKFLOWS = (ToolLoopWorkflow, AttachmentsWorkflow, EventsWorkflow, BackgroundWorkflow, RecallWorkflow)

@@ -42,7 +42,7 @@ pytest.importorskip(
 
 import anyio
 from pydantic_ai import BinaryContent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
@@ -62,7 +62,7 @@ from pydantic_ai_history.events import (
     CompactionStartedEvent,
     ContextUsageEvent,
 )
-from pydantic_ai_history.messages._marks import marker_kind
+from pydantic_ai_history.messages._marks import OPENINGS, marker_kind
 from pydantic_ai_history.readback import READBACK_TOOLSET_ID
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -330,6 +330,40 @@ async def test_background_start_makes_the_summary_once_at_the_trigger_and_replay
     with anyio.fail_after(RUN_TIMEOUT):
         await replayer.replay_workflow(history)
     assert app.CALLS.snapshot() == counted, 'replay called the model or the summarizer again'
+
+
+async def test_recall_searches_the_store_in_an_activity_and_replays(
+    temporal_client: Client, runner: SandboxedWorkflowRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`recall_chars`: the second run's question, asked after the first run compacted, carries the passage
+    that answers it; the search ran as the processor's `store_search` activity, and replay repeats none."""
+    messages, handle = await _run(
+        temporal_client, runner, app.RecallWorkflow.run, 'Find the routes that 503.'
+    )
+    trouble = _processor_trouble(caplog)
+    assert not trouble, 'in workflow code:\n' + '\n'.join(trouble)
+    asked = next(
+        m
+        for m in messages
+        if isinstance(m, ModelRequest)
+        and any(isinstance(p, UserPromptPart) and p.content == app.RECALL_QUESTION for p in m.parts)
+    )
+    # seals are keyed by the store's secret: outside the processor the note is known by its opening line
+    recalled = [
+        p.content
+        for p in asked.parts
+        if isinstance(p, UserPromptPart) and str(p.content).startswith(OPENINGS['recall'])
+    ]
+    assert len(recalled) == 1, asked
+    assert 'req=r1-0017 route=/v1/invoices/120 status=503' in str(recalled[0])  # the answer, with the question
+    assert any('store_search' in a for a in await _activity_types(handle))
+
+    history = await handle.fetch_history()
+    counted = app.CALLS.snapshot()
+    replayer = Replayer(workflows=list(app.WORKFLOWS), plugins=[PydanticAIPlugin()], workflow_runner=runner)
+    with anyio.fail_after(RUN_TIMEOUT):
+        await replayer.replay_workflow(history)
+    assert app.CALLS.snapshot() == counted
 
 
 async def test_read_artifact_returns_the_stored_original(

@@ -35,8 +35,8 @@ logger = logging.getLogger('pydantic_ai_history.compactor')
 
 MIN_ROOM_TOKENS = 200
 """Below this room under the trigger nothing is recalled: a passage or two would not fit."""
-_REPLACED = frozenset({'summary', 'window'})
-"""The kinds of our parts that stand for replaced messages."""
+_REPLACED = frozenset({'summary', 'window', 'artifact'})
+"""The kinds of our parts that stand for stored content: a summary, a window note, a stub."""
 CHARS_PER_ROOM_TOKEN = 2
 """The search is asked for at most this many characters per token of room (text runs 3-4 characters a
 token, CJK about 1): the answer is counted, and dropped when it does not fit."""
@@ -44,8 +44,8 @@ token, CJK about 1): the answer is counted, and dropped when it does not fit."""
 
 def recall_question(messages: Sequence[ModelMessage]) -> str | None:
     """The question to recall passages for: the user's text in the newest request when that request starts a
-    run with a question of the user's own, holds no recall yet, and earlier messages were replaced (a summary
-    or window note of ours stands before it); else None."""
+    run with a question of the user's own, holds no recall yet, and earlier content was replaced (a summary,
+    window note or stub of ours stands before it); else None."""
     newest = messages[-1] if messages else None
     if not isinstance(newest, ModelRequest):
         return None

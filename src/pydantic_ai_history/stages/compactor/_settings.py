@@ -73,13 +73,13 @@ class CompactionSettings:
     summarizes when it comes, as without `background_start`; a run's summary is never cancelled for another's
     (each ends with its event or its run)."""
     recall_chars: int = 0
-    """Off by default (0). Above 0: when a run starts with a new user question and earlier messages were
-    replaced (a summary of ours is in the history), the stored passages that best match the question, at most
-    this many characters (4,000 is about 1,000 tokens), are put in the question's request, before it, so a
-    model that does not call `read_artifact` still sees what the question is about. Only that request changes
-    (it was never sent: no cached prefix is rewritten), only within the room below the trigger, once per
-    question; nothing is added when nothing stored matches. This changes a history that fits: that request
-    carries the passages from then on."""
+    """Off by default (0). Above 0: when a run starts with a new user question and earlier content was
+    replaced (a summary, window note or stub of ours stands before it), the stored passages that best match
+    the question, at most this many characters (4,000 is about 1,000 tokens), are put in the question's
+    request, before it, so a model that does not call `read_artifact` still sees what the question is about.
+    Only that request changes (it was never sent: no cached prefix is rewritten), only within the room below
+    the trigger, once per question; nothing is added when nothing stored matches. This changes a history that
+    fits: that request carries the passages from then on."""
     on_compaction: Callable[[CompactionResult], None] | None = None
     """Called with every `CompactionResult` (also emitted as an event to `on_event`)."""
     clock: Callable[[], float] = field(default=monotonic, compare=False)
