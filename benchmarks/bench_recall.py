@@ -4,9 +4,10 @@ For each built-in session of `pydantic-ai-history eval`: the eval's cut (`keep_f
 with the scripted summarizer (offline; the stored transcript is the same whatever the summarizer), then, for
 each hand-written probe, `search_artifacts_text(store, question, limit)` at several limits. A probe counts as
 found when the answer holds its expected answer as `eval` scores it (normalised, as a whole token run). Beside
-it: how many expected answers the compacted context itself holds. This is the ceiling of a processor that
-would put the passages matching a new question into its request (a model that never calls `read_artifact`
-would then see them); nothing of the kind is built.
+it: how many expected answers the compacted context itself holds. This is the ceiling of recall
+(`CompactionSettings.recall_chars`), which puts the passages matching a new question into its request (a model
+that never calls `read_artifact` then sees them); `pydantic-ai-history eval --recall-chars N` measures it with
+a model answering.
 
 Run: python benchmarks/bench_recall.py [--limits 2000,4000,8000]
 """

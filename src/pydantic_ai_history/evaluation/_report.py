@@ -180,27 +180,34 @@ def answer_rows(results: list[ConditionResult], strategies: list[str]) -> list[A
     keyed = {(r.session, r.strategy, r.condition): r for r in results if r.condition != 'full'}
     rows: list[AnswerRow] = []
     for session in dict.fromkeys(r.session for r in results):
-        a = full.get(session)
         for key in strategies:
             b = keyed.get((session, key, 'readback'))
             c = keyed.get((session, key, 'no_tools'))
-            answered = b or c
-            if answered is None:
-                continue
-            rows.append(
-                AnswerRow(
-                    session=session,
-                    strategy=key,
-                    probes=len(answered.answers),
-                    full=a.right if a is not None else None,
-                    readback=b.right if b is not None else None,
-                    no_tools=c.right if c is not None else None,
-                    read_calls=b.read_calls if b is not None else 0,
-                    readback_tokens=b.readback_tokens if b is not None else 0,
-                )
-            )
+            if b is not None or c is not None:
+                rows.append(_row(session, key, full.get(session), b, c))
     ran = [key for key in strategies if any(r.strategy == key for r in rows)]
     return rows + [_total(key, [r for r in rows if r.strategy == key]) for key in ran]
+
+
+def _row(
+    session: str,
+    key: str,
+    a: ConditionResult | None,
+    b: ConditionResult | None,
+    c: ConditionResult | None,
+) -> AnswerRow:
+    """One session's row for strategy `key` from its (a), (b) and (c) answers (None: not run)."""
+    answered = b if b is not None else c
+    return AnswerRow(
+        session=session,
+        strategy=key,
+        probes=len(answered.answers) if answered is not None else 0,
+        full=a.right if a is not None else None,
+        readback=b.right if b is not None else None,
+        no_tools=c.right if c is not None else None,
+        read_calls=b.read_calls if b is not None else 0,
+        readback_tokens=b.readback_tokens if b is not None else 0,
+    )
 
 
 def _total(key: str, rows: list[AnswerRow]) -> AnswerRow:
