@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from pydantic_ai.messages import (
@@ -24,9 +25,10 @@ from pydantic_ai.messages import (
 from _fixtures import conversation_names
 from pydantic_ai_history import TokenCounter, assert_valid_history, validate_history
 from pydantic_ai_history._compat import with_part_metadata
-from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, main, run_demo
+from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, demo, main, run_demo
 from pydantic_ai_history.cli.formatting import ProgressBar, format_table
 from pydantic_ai_history.cli.inspect import ACTIONS, _rows
+from pydantic_ai_history.messages import _marks
 from pydantic_ai_history.messages._marks import MARKER_KEY
 from pydantic_ai_history.stages.compactor import build_summary_message
 from pydantic_ai_history.stages.window import window_note
@@ -164,6 +166,38 @@ def test_demo_session_compacts_and_never_overflows(demo_result):
     assert sum(1 for line in text.splitlines() if line.startswith('  request ')) == 40
     assert sum(1 for line in text.splitlines() if 'compaction #' in line) == overall.compactions
     assert 'progress: 40/40 requests' in text
+
+
+def test_demo_tool_outputs_follow_the_call_not_the_order_the_tools_ran_in():
+    # The calls of one response run at once, each in a thread: whichever runs first must not change an output.
+    calls = {
+        'call_00001': ('tail_logs', {'service': 'gateway', 'lines': 25}),
+        'call_00002': ('get_ticket', {'ticket_id': 'T-1234'}),
+    }
+
+    def outputs(order: list[str]) -> dict[str, object]:
+        tools = {tool.__name__: tool for tool in demo._tools(7, {'call_00001': 1, 'call_00002': 2})}
+        return {
+            call_id: tools[calls[call_id][0]](SimpleNamespace(tool_call_id=call_id), **calls[call_id][1])
+            for call_id in order
+        }
+
+    assert outputs(['call_00001', 'call_00002']) == outputs(['call_00002', 'call_00001'])
+
+
+def test_demo_runs_alike_in_another_process(monkeypatch):
+    """Another process has another secret of its own and pydantic-ai draws another conversation id: neither
+    may change an artifact id the demo prints, nor the tokens it counts."""
+
+    def transcript() -> list[str]:
+        text = run_demo(8, out=io.StringIO(), tty=False).text
+        return [line for line in text.splitlines() if not line.startswith('finished in')]
+
+    first = transcript()
+    monkeypatch.setattr(_marks, '_secret', b'another process' * 2)
+    again = transcript()
+    assert any(' artifact art_' in line for line in first)
+    assert again == first
 
 
 def test_demo_command_quiet_prints_only_the_summary(capsys):

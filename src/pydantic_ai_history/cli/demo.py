@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import io
-import itertools
 import math
 import random
 import re
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from pydantic_ai import RunContext
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
 
 from .._compat import HAS_CAPABILITIES
@@ -38,6 +39,7 @@ from ..messages.validate import validate_history
 from ..pipeline._stats import HistoryStats
 from ..processor import HistoryProcessor
 from ..stages.artifacts import ArtifactSettings
+from ..store import MemoryStore
 from ..testing import ProviderRejected, StrictProvider
 from . import demo_content as content
 from .common import build_model
@@ -111,6 +113,8 @@ class _Script:
     turn: int = 0
     step: int = 0
     calls: int = 0
+    draws: dict[str, int] = field(default_factory=dict)
+    """Tool call id -> the draw its output is generated from, numbered in the order the calls were made."""
 
     def start_turn(self, turn: int, steps: int) -> None:
         self.turn, self.step, self.steps_in_turn = turn, 0, steps
@@ -125,7 +129,7 @@ class _Script:
             found = _ARTIFACT_ID.findall(text_of(messages[-8:]))
             if found:
                 query = {'artifact_id': found[-1], 'query': 'ERROR timeout refund'}
-                call = ToolCallPart('read_artifact', query, tool_call_id=self._next_id())
+                call = ToolCallPart('read_artifact', query, tool_call_id=self._next_id(draw=False))
                 return ModelResponse(parts=[call], model_name='demo-agent')
         tool = TOOLS[(self.turn + step) % len(TOOLS)]
         large = (self.turn * 7 + step) % 9 == 4
@@ -144,9 +148,12 @@ class _Script:
             )
         return ModelResponse(parts=parts, model_name='demo-agent')
 
-    def _next_id(self) -> str:
+    def _next_id(self, *, draw: bool = True) -> str:
         self.calls += 1
-        return f'call_{self.calls:05d}'
+        call_id = f'call_{self.calls:05d}'
+        if draw:  # a call to one of the demo's own tools, whose output is generated
+            self.draws[call_id] = len(self.draws) + 1
+        return call_id
 
     def _final_answer(self, messages: list[ModelMessage]) -> str:
         text = text_of(messages[-12:])
@@ -162,7 +169,7 @@ class _Script:
 # ---- the session ----------------------------------------------------------------------------------------
 
 
-def _build_agent(model: Any, processor: HistoryProcessor, seed: int) -> Any:
+def _build_agent(model: Any, processor: HistoryProcessor, seed: int, draws: Mapping[str, int]) -> Any:
     from pydantic_ai import Agent
 
     kwargs: dict[str, Any] = {}
@@ -171,33 +178,41 @@ def _build_agent(model: Any, processor: HistoryProcessor, seed: int) -> Any:
     else:  # pydantic-ai 1.0: the processor and its read-back tool are wired separately
         kwargs['history_processors'] = [processor]
         kwargs['toolsets'] = [processor.readback_toolset()]
-    draws = itertools.count(1)
-
-    def rng() -> random.Random:
-        return random.Random(seed * 7_919 + next(draws))
-
-    def search_orders(region: str, limit: int = 20) -> list[dict[str, Any]]:
-        """Search orders in a region (EU, US, APAC); returns order records."""
-        return content.order_records(rng(), max(1, min(limit, 500)), region)
-
-    def export_inventory(warehouse: str, rows: int = 50) -> str:
-        """Export a warehouse's inventory as CSV."""
-        return content.inventory_csv(rng(), max(1, min(rows, 5_000)), warehouse)
-
-    def tail_logs(service: str, lines: int = 50) -> str:
-        """The last log lines of a service."""
-        return content.service_logs(rng(), max(1, min(lines, 5_000)), service)
-
-    def get_ticket(ticket_id: str) -> str:
-        """A customer support ticket (often in Chinese or Japanese)."""
-        return content.support_ticket(rng(), ticket_id, 3)
-
     return Agent(
         model,
         instructions='You are an operations analyst. Use the tools, then answer concisely.',
-        tools=[search_orders, export_inventory, tail_logs, get_ticket],
+        tools=_tools(seed, draws),
         **kwargs,
     )
+
+
+def _tools(seed: int, draws: Mapping[str, int]) -> list[Callable[..., Any]]:
+    """The demo's tools. Each output is generated from its call's draw (`_Script.draws`; a real model's calls
+    from their ids), never from the order the tools ran in: the calls of one response run at once, each in a
+    thread of its own."""
+
+    def rng(ctx: RunContext[Any]) -> random.Random:
+        call_id = ctx.tool_call_id or ''
+        draw = draws.get(call_id)
+        return random.Random(seed * 7_919 + draw if draw is not None else f'{seed}:{call_id}')
+
+    def search_orders(ctx: RunContext[Any], region: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Search orders in a region (EU, US, APAC); returns order records."""
+        return content.order_records(rng(ctx), max(1, min(limit, 500)), region)
+
+    def export_inventory(ctx: RunContext[Any], warehouse: str, rows: int = 50) -> str:
+        """Export a warehouse's inventory as CSV."""
+        return content.inventory_csv(rng(ctx), max(1, min(rows, 5_000)), warehouse)
+
+    def tail_logs(ctx: RunContext[Any], service: str, lines: int = 50) -> str:
+        """The last log lines of a service."""
+        return content.service_logs(rng(ctx), max(1, min(lines, 5_000)), service)
+
+    def get_ticket(ctx: RunContext[Any], ticket_id: str) -> str:
+        """A customer support ticket (often in Chinese or Japanese)."""
+        return content.support_ticket(rng(ctx), ticket_id, 3)
+
+    return [search_orders, export_inventory, tail_logs, get_ticket]
 
 
 def _turn_prompt(turn: int, attachments: dict[str, bytes]) -> Any:
@@ -340,6 +355,9 @@ def _summary(result: DemoResult) -> dict[str, Any]:
     }
 
 
+_DEMO_SECRET = b'pydantic-ai-history demo: no secret'
+"""The demo store's id secret: its ids need not be unguessable, only the same in every process."""
+
 _PDF_LINES = (
     'Finance audit report Q2 2024 (FIN-2024-Q2)',
     'Region EU: 1,204 orders, 37 refunds pending, 5 disputed',
@@ -374,9 +392,13 @@ async def _run_demo(requests: int, model: str | None, output: _Output, settings:
         ),
         summarizer=SummarizerSettings(model=helper),
         artifacts=artifacts,
+        # Artifact ids are counted tokens too: keyed with a fixed secret in one scope (not the process's own
+        # secret and each session's new conversation id), they take the same tokens in every process.
+        store=MemoryStore(secret=_DEMO_SECRET),
+        scope=lambda ctx: 'demo',
         on_history_event=lambda event: _on_event(output, event),
     )
-    agent = _build_agent(agent_model, processor, settings.seed)
+    agent = _build_agent(agent_model, processor, settings.seed, script.draws)
     attachments = {'pdf': content.minimal_pdf(_PDF_LINES), 'png': content.noise_png()}
     output.line(f'pydantic-ai-history demo: {requests} model requests against {label}', detail=False)
     output.line(
