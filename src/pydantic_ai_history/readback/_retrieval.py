@@ -554,7 +554,7 @@ def tally_chunks(
     for span, (length, counts) in zip(spans, _tallies(text, spans, wanted), strict=True):
         total += length
         if counts:
-            chunk = text[span.start : span.end]
+            chunk = text[span.start : span.end] if phrases else ''  # sliced only when a phrase is looked for
             held = frozenset(p for p in phrases if p in chunk)
             found.append(Tallied(span.start, span.end, length, dict(counts), held))
     return len(spans), total, found
