@@ -149,13 +149,15 @@ def _distinct(value: object, name: str, number: int) -> object:
         return value
     if isinstance(value, str):
         return f'{value}-{name}'
+    if isinstance(value, tuple):
+        return tuple(f'{item}-{name}' for item in value)
     assert isinstance(value, (int, float))
     return value + number
 
 
 def _example(cls: type[HistoryEvent]) -> HistoryEvent:
     """An instance with every required field filled by its type, each with a value of its own."""
-    values = {'int': 7, 'str': 'x', 'float': 1.5, 'bool': True}
+    values = {'int': 7, 'str': 'x', 'float': 1.5, 'bool': True, 'tuple[str,': ('x', 'y')}
     hints = get_type_hints(cls)
     kwargs = {}
     for number, f in enumerate(dataclasses.fields(cls)):
@@ -282,6 +284,7 @@ def test_the_stream_carries_these_fields_per_kind() -> None:
             {'reason', 'finished', 'summarizer_calls', 'input_tokens', 'output_tokens'},
         ),
         'NearLimitNoticeSent': ('near_limit_notice', {'context_tokens', 'limit_tokens', 'notice'}),
+        'PassagesRecalled': ('passages_recalled', {'artifacts', 'tokens_added'}),
         'ArtifactProcessed': (
             'artifact_processed',
             {'artifact_id', 'source', 'strategy', 'tokens_before', 'tokens_after'},

@@ -406,7 +406,7 @@ class PassagesRecalled(HistoryEvent):
 
     artifacts: tuple[str, ...]
     """The stored artifacts (transcripts, outputs) the passages come from, best first."""
-    tokens: int
+    tokens_added: int
     """Estimated tokens the passages add to the question's request."""
 
 
@@ -578,6 +578,12 @@ class BackgroundSummaryDiscardedEvent(HistoryStreamEvent, name='background_summa
 class NearLimitNoticeEvent(HistoryStreamEvent, name='near_limit_notice'):
     """The model was told, for this request only, that the history nears its limit (a
     `NearLimitNoticeSent`)."""
+
+
+@_stream_form(PassagesRecalled)
+class PassagesRecalledEvent(HistoryStreamEvent, name='passages_recalled'):
+    """A new question after a compaction was given the stored passages that match it (a
+    `PassagesRecalled`)."""
 
 
 @_stream_form(ArtifactProcessed, drop=('cache_hit', 'rationale'))

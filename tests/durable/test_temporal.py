@@ -355,7 +355,9 @@ async def test_recall_searches_the_store_in_an_activity_and_replays(
         if isinstance(p, UserPromptPart) and str(p.content).startswith(OPENINGS['recall'])
     ]
     assert len(recalled) == 1, asked
-    assert 'req=r1-0017 route=/v1/invoices/120 status=503' in str(recalled[0])  # the answer, with the question
+    assert 'req=r1-0017 route=/v1/invoices/120 status=503' in str(
+        recalled[0]
+    )  # the answer, with the question
     assert any('store_search' in a for a in await _activity_types(handle))
 
     history = await handle.fetch_history()

@@ -102,7 +102,7 @@ async def test_a_question_after_a_compaction_carries_the_passages_that_answer_it
     assert_valid_history(out)
     (event,) = [e for e in events if isinstance(e, PassagesRecalled)]
     assert event.artifacts
-    assert event.tokens > 0
+    assert event.tokens_added > 0
     # the next request of the run finds the recall in place: nothing more is searched or changed
     again = await history_processor.process(out, model='openai:gpt-4o')
     assert again is out

@@ -109,7 +109,7 @@ async def recall(messages: list[ModelMessage], context: HistoryContext, chars: i
         logger.info('recall: the passages (%d tokens) do not fit the room (%d); none recalled', tokens, room)
         return messages
     artifacts = tuple(dict.fromkeys(named_transcripts(passages)))
-    context.emit_event(PassagesRecalled(run_id=context.run_id, artifacts=artifacts, tokens=tokens))
+    context.emit_event(PassagesRecalled(run_id=context.run_id, artifacts=artifacts, tokens_added=tokens))
     newest = messages[-1]
     assert isinstance(newest, ModelRequest)  # `recall_question` found a question there
     return [*messages[:-1], with_recall(newest, text)]
