@@ -263,6 +263,16 @@ async def _activity_types(handle: WorkflowHandle[Any, Any]) -> list[str]:
     ]
 
 
+async def _replay_calls_nothing(handle: WorkflowHandle[Any, Any], runner: SandboxedWorkflowRunner) -> None:
+    """Replaying the recorded history runs workflow code only: no model, summarizer or tool call again."""
+    history = await handle.fetch_history()
+    counted = app.CALLS.snapshot()
+    replayer = Replayer(workflows=list(app.WORKFLOWS), plugins=[PydanticAIPlugin()], workflow_runner=runner)
+    with anyio.fail_after(RUN_TIMEOUT):
+        await replayer.replay_workflow(history)
+    assert app.CALLS.snapshot() == counted, 'replay called the model, the summarizer or a tool again'
+
+
 def _tool_returns(messages: list[ModelMessage], tool_name: str) -> list[ToolReturnPart]:
     return [
         part
@@ -296,13 +306,7 @@ async def test_tool_loop_compacts_in_activities_and_replays(
     assert history_activities, sorted(set(activities))
     assert summarizer <= len(history_activities), 'more summarizer calls than activities of the processor'
 
-    # replaying the recorded history runs workflow code only: no model, summarizer or tool call again
-    history = await handle.fetch_history()
-    counted = app.CALLS.snapshot()
-    replayer = Replayer(workflows=list(app.WORKFLOWS), plugins=[PydanticAIPlugin()], workflow_runner=runner)
-    with anyio.fail_after(RUN_TIMEOUT):
-        await replayer.replay_workflow(history)
-    assert app.CALLS.snapshot() == counted
+    await _replay_calls_nothing(handle, runner)
 
 
 async def test_background_start_makes_the_summary_once_at_the_trigger_and_replays(
@@ -324,12 +328,7 @@ async def test_background_start_makes_the_summary_once_at_the_trigger_and_replay
     assert summarizer <= len(history_activities), 'a summarizer call outside the processor activities'
     assert not [r for r in caplog.records if 'in the background' in r.getMessage()]
 
-    history = await handle.fetch_history()
-    counted = app.CALLS.snapshot()
-    replayer = Replayer(workflows=list(app.WORKFLOWS), plugins=[PydanticAIPlugin()], workflow_runner=runner)
-    with anyio.fail_after(RUN_TIMEOUT):
-        await replayer.replay_workflow(history)
-    assert app.CALLS.snapshot() == counted, 'replay called the model or the summarizer again'
+    await _replay_calls_nothing(handle, runner)
 
 
 async def test_recall_searches_the_store_in_an_activity_and_replays(
@@ -360,12 +359,7 @@ async def test_recall_searches_the_store_in_an_activity_and_replays(
     )  # the answer, with the question
     assert any('store_search' in a for a in await _activity_types(handle))
 
-    history = await handle.fetch_history()
-    counted = app.CALLS.snapshot()
-    replayer = Replayer(workflows=list(app.WORKFLOWS), plugins=[PydanticAIPlugin()], workflow_runner=runner)
-    with anyio.fail_after(RUN_TIMEOUT):
-        await replayer.replay_workflow(history)
-    assert app.CALLS.snapshot() == counted
+    await _replay_calls_nothing(handle, runner)
 
 
 async def test_read_artifact_returns_the_stored_original(
