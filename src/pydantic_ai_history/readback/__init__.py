@@ -197,12 +197,11 @@ async def recall_passages(
     *,
     opening: str,
     scope: str = '',
-    room: ReadRoom | None = None,
     tool_name: str = READ_ARTIFACT_TOOL,
 ) -> str | None:
     """The passages of what `scope` stored that best match `question`, as `search_artifacts_text` finds them,
-    under `opening` (the question is not echoed), within `limit` characters and `room`; None when nothing
-    matches or the store cannot be searched (a recall is a help, never an error the model must read)."""
+    under `opening` (the question is not echoed), within `limit` characters; None when nothing matches or the
+    store cannot be searched (a recall is a help, never an error the model must read)."""
     from ._search import search_scope
 
     try:
@@ -212,8 +211,7 @@ async def recall_passages(
         return None
     if not found.passages:
         return None
-    answer_within = partial(_search_answer, found, question, tool_name, opening)
-    return await anyio.to_thread.run_sync(_fitted, answer_within, limit, room)
+    return await anyio.to_thread.run_sync(partial(_search_answer, found, question, tool_name, opening, limit))
 
 
 def _fitted(answer_within: Callable[[int], str], limit: int, room: ReadRoom | None) -> str:
