@@ -336,6 +336,7 @@ async def test_recall_searches_the_store_in_an_activity_and_replays(
 ) -> None:
     """`recall_chars`: the second run's question, asked after the first run compacted, carries the passage
     that answers it; the search ran as the processor's `store_search` activity, and replay repeats none."""
+    caplog.set_level(logging.INFO, logger='pydantic_ai_history')
     messages, handle = await _run(
         temporal_client, runner, app.RecallWorkflow.run, 'Find the routes that 503.'
     )
@@ -353,7 +354,8 @@ async def test_recall_searches_the_store_in_an_activity_and_replays(
         for p in asked.parts
         if isinstance(p, UserPromptPart) and str(p.content).startswith(OPENINGS['recall'])
     ]
-    assert len(recalled) == 1, asked
+    said = [r.getMessage() for r in caplog.records if 'recall' in r.getMessage() or 'compactor' in r.name]
+    assert len(recalled) == 1, (asked, said)
     assert 'req=r1-0017 route=/v1/invoices/120 status=503' in str(
         recalled[0]
     )  # the answer, with the question
