@@ -17,7 +17,7 @@ from ..budget._policy import ContextPolicy
 from ..cache import MemoryCache
 from ..context._summarizer_settings import ModelRef, SummarizerSettings
 from ..events import CompactionResult
-from ..processor import create_history_processor
+from ..processor import HistoryProcessor, create_history_processor
 from ..stages.compactor import CompactionSettings
 from ..store import ArtifactStore, MemoryStore
 from ..tokens import TokenCounter
@@ -123,7 +123,7 @@ async def compact_with_ours(
     return compacted, events[-1] if events else None
 
 
-def recalling_processor(store: ArtifactStore, recall_chars: int) -> Any:
+def recalling_processor(store: ArtifactStore, recall_chars: int) -> HistoryProcessor:
     """Ours as the answering model's capability on a compacted history whose originals `store` holds: no
     compaction (the trigger is far away), only recall (`CompactionSettings.recall_chars`) and read-back."""
     return create_history_processor(
