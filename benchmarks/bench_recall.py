@@ -2,7 +2,8 @@
 
 For each built-in session of `pydantic-ai-history eval`: the eval's cut (`keep_fraction` 0.3), our compaction
 with the scripted summarizer (offline; the stored transcript is the same whatever the summarizer), then, for
-each hand-written probe, `search_artifacts_text(store, question, limit)` at several limits. A probe counts as
+each hand-written probe, `recall_passages(store, question, limit)` at several limits (what recall sends: the
+passages, the question not echoed). A probe counts as
 found when the answer holds its expected answer as `eval` scores it (normalised, as a whole token run). Beside
 it: how many expected answers the compacted context itself holds. This is the ceiling of recall
 (`CompactionSettings.recall_chars`), which puts the passages matching a new question into its request (a model
@@ -29,7 +30,7 @@ async def main(limits: list[int]) -> None:
     from pydantic_ai_history.evaluation._sessions import load_session
     from pydantic_ai_history.evaluation._strategies import compact_with_ours, session_cut
     from pydantic_ai_history.evaluation._text import context_text
-    from pydantic_ai_history.readback import search_artifacts_text
+    from pydantic_ai_history.readback import recall_passages
     from pydantic_ai_history.tokens import TokenCounter
 
     counter = TokenCounter()
@@ -50,10 +51,11 @@ async def main(limits: list[int]) -> None:
         row = dict.fromkeys(limits, 0)
         for probe in session.probes:
             for limit in limits:
-                answer = await search_artifacts_text(
-                    compacted.store, probe.question, limit, scope=compacted.scope
+                # what recall sends: the passages alone, no echo of the question to count as a find
+                answer = await recall_passages(
+                    compacted.store, probe.question, limit, opening='', scope=compacted.scope
                 )
-                row[limit] += is_right(probe, answer)
+                row[limit] += is_right(probe, answer or '')
         held = sum(is_right(probe, context) for probe in session.probes)
         probes, in_context = probes + len(session.probes), in_context + held
         for limit in limits:

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ._answers import ConditionResult
+from ._answers import CONDITIONS, ConditionResult
 from ._judge import DIMENSIONS
 from ._strategies import STRATEGIES
 
@@ -286,7 +286,7 @@ class EvalReport:
             return ''
         recall = self.settings.get('recall_chars') or 0
         with_recall = f' (ours: + recall of {recall:,} chars)' if recall else ''
-        ran = set(self.settings.get('conditions', ('full', 'readback', 'no_tools')))
+        ran = set(self.settings.get('conditions', CONDITIONS))
 
         def cell(right: int | None, probes: int, condition: str) -> str:
             return 'not run' if condition not in ran else _cell(right, probes)

@@ -43,9 +43,6 @@ from ._text import context_text, normalize
 if TYPE_CHECKING:
     from ..processor import HistoryProcessor
 
-OURS = ('summary', 'digest')
-"""Our strategies: those whose (b) recall applies to (`EvalSettings.recall_chars`)."""
-
 _GENERATOR_INPUT_CHARS = 120_000
 """The probe model reads at most this much of the evicted and of the kept text (the newest of each)."""
 
@@ -154,8 +151,9 @@ class _Run:
         what it evicted), (c) without tools."""
         history, key, conditions = compacted.messages, compacted.strategy, self.settings.conditions
         if compacted.readback is not None and 'readback' in conditions:
+            # only our strategies keep a store: recall is theirs
             recall, store = self.settings.recall_chars, compacted.store
-            processor = recalling_processor(store, recall) if recall and store and key in OURS else None
+            processor = recalling_processor(store, recall) if recall and store is not None else None
             await self.answer(session, key, 'readback', history, probes, compacted.readback, processor)
         if 'no_tools' in conditions:
             await self.answer(session, key, 'no_tools', history, probes, None)

@@ -61,7 +61,10 @@ _KINDS: frozenset[str] = frozenset(
 OPENINGS: Mapping[str, str] = {
     'summary': '[pydantic-ai-history: summary of earlier conversation]',
     'window': '[pydantic-ai-history: earlier messages removed]',
-    'recall': '[pydantic-ai-history: passages of the earlier conversation that match the question below]',
+    'recall': (
+        '[pydantic-ai-history: passages of the earlier conversation that match the question below, best '
+        'first, each headed by where it is stored and how to read on]'
+    ),
 }
 """Opening lines of the user-voice texts we write: what the model reads, never how we recognise them."""
 

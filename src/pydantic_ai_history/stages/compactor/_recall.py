@@ -19,10 +19,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 from ...context._context import HistoryContext
 from ...events import PassagesRecalled
 from ...messages._marks import (
-    MARKER_KEY,
     OPENINGS,
     SEAL_TOKENS,
-    own_metadata,
     part_kinds,
     readback_tool,
     seal,
@@ -66,27 +64,18 @@ def recall_question(messages: Sequence[ModelMessage]) -> str | None:
     return question if replaced else None
 
 
-def recall_text(passages: str) -> str:
-    """The part's text: an opening that says what the passages are, then the passages, sealed as ours."""
-    return seal('recall', f'{OPENINGS["recall"]}\n{passages}')
-
-
 def with_recall(request: ModelRequest, text: str) -> ModelRequest:
-    """`request` with a part holding `text` (sealed) just before its last user prompt of the user's own (the
-    question stays last: what the model answers); a layout its metadata records gains the part."""
+    """`request` with a part holding `text` just before its last user prompt of the user's own (the question
+    stays last: what the model answers). The request is the user's, so it records no layout of ours."""
     kinds = part_kinds(request)
     at = max(
         i
         for i, (part, kind) in enumerate(zip(request.parts, kinds, strict=True))
         if isinstance(part, UserPromptPart) and kind is None
     )
-    parts = [*request.parts[:at], UserPromptPart(content=text), *request.parts[at:]]
-    metadata = getattr(request, 'metadata', None)
-    layout = own_metadata(metadata).get('parts')
-    if metadata is not None and isinstance(layout, list) and len(layout) == len(request.parts):
-        ours = {**own_metadata(metadata), 'parts': [*layout[:at], 'recall', *layout[at:]]}
-        return dataclasses.replace(request, parts=parts, metadata={**metadata, MARKER_KEY: ours})
-    return dataclasses.replace(request, parts=parts)
+    return dataclasses.replace(
+        request, parts=[*request.parts[:at], UserPromptPart(content=text), *request.parts[at:]]
+    )
 
 
 async def recall(messages: list[ModelMessage], context: HistoryContext, chars: int) -> list[ModelMessage]:
@@ -103,7 +92,7 @@ async def recall(messages: list[ModelMessage], context: HistoryContext, chars: i
     passages = await _search(context, question, min(chars, room * CHARS_PER_ROOM_TOKEN))
     if passages is None:
         return messages
-    text = recall_text(passages)
+    text = seal('recall', passages)  # under their opening line, `OPENINGS['recall']`
     tokens = context.counter.count_text(text)
     if tokens > room:
         logger.info('recall: the passages (%d tokens) do not fit the room (%d); none recalled', tokens, room)
@@ -118,7 +107,7 @@ async def recall(messages: list[ModelMessage], context: HistoryContext, chars: i
 async def _search(context: HistoryContext, question: str, limit: int) -> str | None:
     """The stored passages of the run's scope that match `question`: a durable operation within a durable
     run, else a search of the store in place."""
-    opening = 'Passages follow, best first, each headed by where it is stored and how to read on.'
+    opening = OPENINGS['recall']
     if isinstance(context.operations, RunOperations):
         return await context.operations.search_store(question, limit, opening=opening, scope=context.scope)
     if context.store is None:
