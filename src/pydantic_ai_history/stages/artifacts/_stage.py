@@ -62,7 +62,15 @@ from ._extract import (
     find_candidates,
 )
 from ._planner import heuristic_plan, llm_plan, query_for, should_use_llm_planning
-from ._strategies import exclude_stub, extract_text, reduced_text, summarize_text, summary_text
+from ._repeats import shown_before, view_body
+from ._strategies import (
+    exclude_stub,
+    extract_text,
+    reduced_text,
+    repeat_text,
+    summarize_text,
+    summary_text,
+)
 
 logger = logging.getLogger('pydantic_ai_history.artifacts')
 
@@ -209,7 +217,7 @@ class ArtifactPlanner(StageCapability):
         available = settings.resolve_budget(context.limits)
         question = latest_question(messages)
         plan = await self._plan(planned, question, available, context)
-        outcomes = await self._execute(plan, planned, question, available, context)
+        outcomes = await self._execute(plan, planned, question, available, context, shown=messages[:start])
         return _apply(messages, planned, outcomes)
 
     async def _candidates(
@@ -307,7 +315,11 @@ class ArtifactPlanner(StageCapability):
         question: str,
         budget: int,
         context: HistoryContext,
+        *,
+        shown: Sequence[ModelMessage] = (),
     ) -> dict[str, _Outcome]:
+        """Each candidate's outcome under `plan`; a view that a return in `shown` (the history before the
+        newest request) already shows of the same content becomes a line naming it (`repeat`)."""
         settings = self.settings
         counter = context.counter
         by_id = {c.id: c for c in candidates}
@@ -333,6 +345,7 @@ class ArtifactPlanner(StageCapability):
                 outcome = await self._apply_strategy(
                     candidate, strategy, decision, question, allowance, rationale, context
                 )
+                outcome = _unless_shown(outcome, candidate, shown)
             outcomes[candidate.id] = outcome
             after = a.tokens if outcome.text is None else counter.count_part(_new_part(candidate, outcome))
             remaining = max(remaining - after, 0)
@@ -706,6 +719,14 @@ def _reduced(candidate: Candidate, reducers: Mapping[str, Reducer], context: His
     metadata = {**a.metadata, 'original_chars': str(a.chars)}
     artifact = a.model_copy(update={'chars': len(text), 'tokens': tokens, 'metadata': metadata})
     return dataclasses.replace(candidate, artifact=artifact, text=text, reduced_by=a.tool_name)
+
+
+def _unless_shown(outcome: _Outcome, candidate: Candidate, shown: Sequence[ModelMessage]) -> _Outcome:
+    """The outcome, or a line naming the artifact when an earlier return shows the same view of it."""
+    if outcome.text is None or not shown_before(shown, candidate.id, view_body(outcome.text)):
+        return outcome
+    rationale = outcome.rationale + f'; its {outcome.strategy} view stands in an earlier return'
+    return _Outcome(repeat_text(candidate), 'repeat', rationale, outcome.cache_hit)
 
 
 def _replacement(candidate: Candidate, outcome: _Outcome) -> Replacement:

@@ -43,6 +43,11 @@ def extract_text(
     return passages_within(candidate.text, head, query, max_tokens, counter, chunk_chars=chunk_chars)
 
 
+def repeat_text(candidate: Candidate) -> str:
+    """What stands for a return whose view an earlier return of the same content already shows."""
+    return _headed(candidate, 'the same content, and the same view of it, as an earlier return above')
+
+
 def summary_text(candidate: Candidate, summary: str, focus: str | None) -> str:
     focus_note = f' (focus: {" ".join(focus.split())[:200]!r})' if focus else ''
     return _headed(candidate, f'summary{focus_note}', summary)

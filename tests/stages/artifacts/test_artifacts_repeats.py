@@ -1,0 +1,86 @@
+"""A large tool return whose view the history already shows (a file read again, unchanged) is replaced by one
+line naming its stored original; anything else about it still gets its own view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pydantic_ai
+import pytest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.usage import RequestUsage
+
+from _artifact_helpers import make_processor, marker, tool_returns
+from pydantic_ai_history.messages.validate import assert_valid_history
+
+pytestmark = pytest.mark.anyio
+
+SOURCE = (Path(pydantic_ai.__file__).parent / 'messages.py').read_text()[:24_000]
+"""A real source file of about 6,000 tokens, as a `read_file` tool returns it."""
+
+
+def _read(path: str, content: str, call_id: str, **args: str) -> list[ModelMessage]:
+    return [
+        ModelResponse(
+            parts=[ToolCallPart('read_file', {'path': path, **args}, tool_call_id=call_id)],
+            usage=RequestUsage(input_tokens=100, output_tokens=10),
+        ),
+        ModelRequest(parts=[ToolReturnPart('read_file', content, tool_call_id=call_id)]),
+    ]
+
+
+QUESTION = [ModelRequest(parts=[UserPromptPart('How are tool returns serialized?')])]
+
+
+async def test_a_file_read_again_unchanged_is_one_line_naming_what_the_history_shows() -> None:
+    processor, recorder = make_processor(context_window=128_000)
+    first = await processor.process([*QUESTION, *_read('messages.py', SOURCE, 'c1')])
+    view = tool_returns(first)[-1]
+    artifact = marker(view)['artifact_id']
+    assert marker(view)['strategy'] == 'extract'
+
+    history = [*first, *_read('messages.py', SOURCE, 'c2')]
+    again = await processor.process(history)
+
+    assert_valid_history(again)
+    assert all(new is old for new, old in zip(again[:-1], history[:-1], strict=True)), 'only the tail changes'
+    repeat = tool_returns(again)[-1]
+    assert repeat.tool_call_id == 'c2'
+    assert marker(repeat)['artifact_id'] == artifact
+    assert marker(repeat)['strategy'] == 'repeat'
+    assert artifact in repeat.content and 'the same content' in repeat.content
+    assert f"read_artifact(artifact_id='{artifact}'" in repeat.content
+    counter = processor.counter_for('gpt-4o')
+    assert counter.count_part(repeat) * 3 < counter.count_part(view), 'a line, not a second view'
+    stored = await processor.store.get(artifact)
+    assert stored is not None and stored.decode() == SOURCE, 'the original stays readable'
+    event = recorder.artifacts[-1]
+    assert (event.strategy, event.artifact_id) == ('repeat', artifact)
+    assert event.tokens_after * 3 < 500 < event.tokens_before
+
+
+async def test_a_changed_file_or_a_view_no_longer_shown_gets_its_own_view() -> None:
+    processor, _ = make_processor(context_window=128_000)
+    first = await processor.process([*QUESTION, *_read('messages.py', SOURCE, 'c1')])
+
+    edited = SOURCE + '\n# one line more\n'
+    changed = await processor.process([*first, *_read('messages.py', edited, 'c2')])
+    assert marker(tool_returns(changed)[-1])['strategy'] == 'extract', 'other content: its own view'
+    assert marker(tool_returns(changed)[-1])['artifact_id'] != marker(tool_returns(first)[-1])['artifact_id']
+
+    # the earlier view was compacted away (here: it is not in the history any more)
+    without = await processor.process([*QUESTION, *_read('messages.py', SOURCE, 'c3')])
+    assert marker(tool_returns(without)[-1])['strategy'] == 'extract'
+
+    # the same content read by a call after other passages: its view shows them
+    other = await processor.process([*first, *_read('messages.py', SOURCE, 'c4', symbol='VideoUrl AudioUrl')])
+    body = tool_returns(other)[-1].content.partition('\n')[2]
+    assert body != tool_returns(first)[-1].content.partition('\n')[2], 'other passages'
+    assert marker(tool_returns(other)[-1])['strategy'] == 'extract'
