@@ -27,10 +27,11 @@ def shown_before(messages: Sequence[ModelMessage], artifact_id: str, body: str) 
         if not isinstance(message, ModelRequest):
             continue
         for part in message.parts:
-            if not isinstance(part, ToolReturnPart) or not isinstance(part.content, str):
+            content = part.content if isinstance(part, ToolReturnPart) else None
+            # the text first (a comparison in C that fails at once), then our marker
+            if not isinstance(content, str) or not content.endswith(body) or view_body(content) != body:
                 continue
             marker = part_metadata(part).get(MARKER_KEY)
-            ours = isinstance(marker, dict) and marker.get('artifact_id') == artifact_id
-            if ours and view_body(part.content) == body:
+            if isinstance(marker, dict) and marker.get('artifact_id') == artifact_id:
                 return True
     return False
