@@ -169,4 +169,24 @@ def test_the_factory_alone_loads_no_stage_counter_or_check() -> None:
     )
     done = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == []
+    assert json.loads(done.stdout.splitlines()[-1]) is False, 'the durability capability base was loaded'
+
+
+def test_an_agent_built_and_run_without_a_durable_engine_loads_no_durable_machinery() -> None:
+    """The check for a store durable workers share runs where a durability capability could exist: only once
+    its machinery was loaded (some 20 ms of imports, once paid by every first agent)."""
+    pytest.importorskip('pydantic_ai.capabilities', reason='capabilities are pydantic-ai 2.x')
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from pydantic_ai import Agent
+        from pydantic_ai.models.test import TestModel
+        from pydantic_ai_history import create_history_processor
+
+        Agent(TestModel(), capabilities=[create_history_processor()]).run_sync('hello')
+        print(json.dumps('pydantic_ai.durable_exec._base' in sys.modules))
+        """
+    )
+    done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) is False, 'the durability capability base was loaded'

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pydantic_ai
 import pytest
+from _artifact_helpers import make_processor, marker, tool_returns
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -17,7 +18,6 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-from _artifact_helpers import make_processor, marker, tool_returns
 from pydantic_ai_history.messages.validate import assert_valid_history
 
 pytestmark = pytest.mark.anyio
@@ -55,12 +55,14 @@ async def test_a_file_read_again_unchanged_is_one_line_naming_what_the_history_s
     assert repeat.tool_call_id == 'c2'
     assert marker(repeat)['artifact_id'] == artifact
     assert marker(repeat)['strategy'] == 'repeat'
-    assert artifact in repeat.content and 'the same content' in repeat.content
+    assert artifact in repeat.content
+    assert 'the same content' in repeat.content
     assert f"read_artifact(artifact_id='{artifact}'" in repeat.content
     counter = processor.counter_for('gpt-4o')
     assert counter.count_part(repeat) * 3 < counter.count_part(view), 'a line, not a second view'
     stored = await processor.store.get(artifact)
-    assert stored is not None and stored.decode() == SOURCE, 'the original stays readable'
+    assert stored is not None
+    assert stored.decode() == SOURCE, 'the original stays readable'
     event = recorder.artifacts[-1]
     assert (event.strategy, event.artifact_id) == ('repeat', artifact)
     assert event.tokens_after * 3 < 500 < event.tokens_before
