@@ -10,6 +10,7 @@ import pytest
 from _artifact_helpers import make_processor, marker, tool_returns
 from pydantic_ai.messages import (
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     ToolCallPart,
@@ -86,3 +87,17 @@ async def test_a_changed_file_or_a_view_no_longer_shown_gets_its_own_view() -> N
     body = tool_returns(other)[-1].content.partition('\n')[2]
     assert body != tool_returns(first)[-1].content.partition('\n')[2], 'other passages'
     assert marker(tool_returns(other)[-1])['strategy'] == 'extract'
+
+
+async def test_a_chat_reloaded_from_json_still_finds_the_view_it_shows() -> None:
+    """Apps reload the history each turn: the earlier view is found by its text and our marker, not by
+    object identity."""
+    processor, _ = make_processor(context_window=128_000)
+    first = await processor.process([*QUESTION, *_read('messages.py', SOURCE, 'c1')])
+    reloaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(first))
+    assert reloaded[-1] is not first[-1]
+
+    again = await processor.process([*reloaded, *_read('messages.py', SOURCE, 'c2')])
+
+    assert marker(tool_returns(again)[-1])['strategy'] == 'repeat'
+    assert marker(tool_returns(again)[-1])['artifact_id'] == marker(tool_returns(first)[-1])['artifact_id']
