@@ -353,6 +353,13 @@ def test_actions_are_read_from_the_difference_between_input_and_output():
     assert sum(r.tokens_after for r in rows) == 105
 
 
+def test_a_repeat_line_reads_as_content_taken_out_of_the_request():
+    from pydantic_ai_history.cli.inspect import _strategy_action
+
+    assert _strategy_action('repeat') == 'excluded'
+    assert _strategy_action('extract') == 'converted'
+
+
 @pytest.mark.parametrize(
     ('content', 'message'),
     [

@@ -4,7 +4,6 @@ capabilities, metadata, `run_id`), resolved once at import by feature detection,
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args
 
@@ -141,13 +140,17 @@ except ImportError:  # before pydantic-ai 2.x: no durable operations, every call
     _durable_operation = None  # type: ignore[assignment]
 
 
-def durability_base() -> type[Any] | None:
-    """pydantic-ai's durability capability base, once something loaded it; None before (no durability
-    capability can exist yet: each engine's is a subclass of it) and on 1.x. Never imported here: it loads
-    the durable-execution machinery (some 20 ms) an app without a durable engine never needs."""
-    module = sys.modules.get('pydantic_ai.durable_exec._base')  # the package loads its names lazily
-    base = getattr(module, 'BaseDurabilityCapability', None) if module is not None else None
-    return base if isinstance(base, type) else None
+def is_durability_capability(capability: object) -> bool:
+    """Whether `capability` is a durable engine's (pydantic-ai's `BaseDurabilityCapability`). Its class is
+    imported only for a capability with a class of `pydantic_ai.durable_exec` among its bases: importing it
+    loads the durable-execution machinery (20-45 ms) an app without a durable engine never needs."""
+    if not any(cls.__module__.startswith('pydantic_ai.durable_exec') for cls in type(capability).__mro__):
+        return False
+    try:
+        from pydantic_ai.durable_exec import BaseDurabilityCapability
+    except ImportError:  # before pydantic-ai 2.x
+        return False
+    return isinstance(capability, BaseDurabilityCapability)
 
 
 def bound_durable_operation(ctx: object, capability_id: str | None, name: str) -> bool:

@@ -293,7 +293,7 @@ def _align_gap(
 
 def _strategy_action(strategy: str) -> str:
     s = strategy.lower()
-    if s.startswith(('exclu', 'spill', 'stub', 'drop', 'omit')):
+    if s.startswith(('exclu', 'spill', 'stub', 'drop', 'omit', 'repeat')):
         return 'excluded'
     if s.startswith('summar'):
         return 'summarized'

@@ -18,7 +18,7 @@ from .._compat import (
     HAS_CAPABILITIES,
     REQUEST_SCOPED_PROMPTS,
     CapabilityBase,
-    durability_base,
+    is_durability_capability,
     request_scoped_prompt,
 )
 from ..budget._policy import ContextLimits, ContextPolicy
@@ -363,8 +363,7 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
         owner = tool_owner(agent, self._tool.name) if self._tool is not None else None
         if owner is not None and self._tool is not None:
             raise clash_error(self._tool.name, owner, compaction=True)
-        durability = durability_base()
-        if durability is not None and any(isinstance(c, durability) for c in capabilities):
+        if any(is_durability_capability(c) for c in capabilities):
             problem = durable_store_problem(self.store)
             if problem is not None:
                 raise user_error(problem)
