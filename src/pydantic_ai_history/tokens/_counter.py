@@ -552,12 +552,14 @@ class TokenCounter:
         `tool_definition_overhead`, and `tools_overhead` once; the previous call's objects are not counted
         again."""
         tools = tuple(tools)
+        if not tools:  # a request's tool list, then a prediction without tools: the list stays remembered
+            return 0
         previous, count = self._last_tools
         if len(previous) == len(tools) and all(a is b for a, b in zip(previous, tools, strict=True)):
             return count
         profile = self.tokenizer_profile
         raw = sum(profile.tool_definition_overhead + self._count_tool(tool) for tool in tools)
-        count = math.ceil(raw * profile.correction) + profile.tools_overhead if tools else 0
+        count = math.ceil(raw * profile.correction) + profile.tools_overhead
         self._last_tools = (tools, count)
         return count
 

@@ -101,3 +101,39 @@ async def test_a_chat_reloaded_from_json_still_finds_the_view_it_shows() -> None
 
     assert marker(tool_returns(again)[-1])['strategy'] == 'repeat'
     assert marker(tool_returns(again)[-1])['artifact_id'] == marker(tool_returns(first)[-1])['artifact_id']
+
+
+async def test_a_repeat_line_the_window_keeps_after_dropping_its_view_still_reads_the_original() -> None:
+    """The window drops the oldest messages first: the first read's view goes, the line standing for the
+    second read stays. Nothing is lost: the line names the stored original and how to read it, and says of
+    the earlier return only what stays true once it is gone."""
+    from pydantic_ai_history import ArtifactPlanner, ArtifactSettings, HistoryProcessor, SlidingWindow
+    from pydantic_ai_history.readback import read_artifact_text
+
+    planner, _ = make_processor(context_window=12_000)
+    processor = HistoryProcessor(
+        stages=[ArtifactPlanner(ArtifactSettings()), SlidingWindow()],
+        model='gpt-4o',
+        policy=planner.policy,
+        store=planner.store,
+    )
+    history = await processor.process([*QUESTION, *_read('messages.py', SOURCE, 'c1')])
+    history = await processor.process([*history, *_read('messages.py', SOURCE, 'c2')])
+    assert marker(tool_returns(history)[-1])['strategy'] == 'repeat'
+    artifact = marker(tool_returns(history)[-1])['artifact_id']
+    sources = sorted(Path(pydantic_ai.__file__).parent.rglob('*.py'))
+    others = [(path.name, text) for path in sources if len(text := path.read_text()) > 8_000][:40]
+    for index, (name, other) in enumerate(others):  # other files until the first read's view goes
+        history = await processor.process([*history, *_read(name, other[:24_000], f'o{index}')])
+        if 'c1' not in {p.tool_call_id for p in tool_returns(history)}:
+            break
+
+    assert_valid_history(history)
+    kept = {p.tool_call_id: p for p in tool_returns(history)}
+    assert 'c1' not in kept, 'the window dropped the first view'
+    assert 'c2' in kept, 'and kept the repeat line'
+    line = kept['c2'].content
+    assert f"read_artifact(artifact_id='{artifact}'" in line
+    assert 'above' not in line, 'the earlier return is no longer above'
+    original = await read_artifact_text(processor.store, artifact)
+    assert SOURCE[:2_000] in original

@@ -44,8 +44,13 @@ def extract_text(
 
 
 def repeat_text(candidate: Candidate) -> str:
-    """What stands for a return whose view an earlier return of the same content already shows."""
-    return _headed(candidate, 'the same content, and the same view of it, as an earlier return above')
+    """What stands for a return whose view an earlier return of the same content already shows. Worded to stay
+    true once a compaction or the window drops that return: the line is kept, the return may not be."""
+    return _headed(
+        candidate,
+        'the same content, and the same view of it, as an earlier return in this conversation '
+        '(read it back if that return is no longer shown)',
+    )
 
 
 def summary_text(candidate: Candidate, summary: str, focus: str | None) -> str:
