@@ -36,6 +36,8 @@ class ModelLimits:
     """The models whose fallback window was announced: a window learnt later is announced as replacing it."""
     _last: tuple[ModelRef | None, ContextLimits] | None = None
     """The model last asked for (by identity) and its resolved limits: most requests ask for the same."""
+    _serverless: object = None
+    """The model last found served by no local server (by identity): the next request asks it nothing."""
 
     def limits_for(self, model: ModelRef | None) -> ContextLimits:
         """See `HistoryCapability.limits_for`."""
@@ -61,12 +63,17 @@ class ModelLimits:
         """Each model that may serve a request with the local server to ask for its window: only where the
         policy does not set the window, once per server unless `again`, or again when the server has not said
         its window and its backoff has passed (see `probe_due`); each counts as asked."""
-        if self.policy.context_window is not None or model is None or isinstance(model, str):
+        unasked = model is None or isinstance(model, str) or model is self._serverless
+        if self.policy.context_window is not None or unasked:
             return []
+        servers = list(local_servers(model))
+        if not servers:
+            self._serverless = model
         found = []
-        for candidate, server in self._servers_to_ask(model, again=again):  # lazy: a server once per call
-            self._servers_asked.add(server.key)
-            found.append((candidate, server))
+        for candidate, server in servers:
+            if again or self._to_ask(server):
+                self._servers_asked.add(server.key)
+                found.append((candidate, server))
         return found
 
     def _servers_to_ask(
