@@ -244,10 +244,10 @@ class RunningCounts:
         # The same history again in another list (a request's tools, then its hook): one comparison in C,
         # identical messages never reach `__eq__`.
         if last is not None and len(last[2].messages) == len(given) and last[2].messages == given:
-            branch = last[2]
-            branch.last_used = self._clock
-            self._last = (messages, len(messages), branch)
-            return branch
+            same = last[2]
+            same.last_used = self._clock
+            self._last = (messages, len(messages), same)
+            return same
         key = id(given[0])
         branches = self._slots.pop(key, [])  # a branch holds its first message: its id is not reused
         if branches and branches[0].parked is not None:  # a parked slot: its first messages live, or it goes
