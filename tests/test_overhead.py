@@ -212,3 +212,45 @@ async def test_far_below_its_limit_the_newest_request_is_still_read_for_what_any
         context = processor.make_context(model='gpt-4o')
         assert context.prove_fits(messages)
         assert planner.unchanged_when_fits(messages, context) is not acts
+
+
+async def test_a_long_unread_history_is_checked_off_the_event_loop_and_its_continuation_on_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chat reloaded with thousands of messages is read once per run: in a worker thread, so the event loop
+    keeps serving other runs; the next request's few new messages are read in place (a thread hop would cost
+    more than they do). The verdict is the same either way: a dangling call is reported."""
+    import threading
+
+    from pydantic_ai_history import HistoryWarning
+    from pydantic_ai_history.messages import validate
+    from pydantic_ai_history.pipeline._validity import LONG_INPUT
+
+    where: list[tuple[int, bool]] = []
+    extend = validate.StructureCheck.extend
+
+    def recorded(self: validate.StructureCheck, messages: Any) -> None:
+        where.append((len(messages), threading.current_thread() is threading.main_thread()))
+        extend(self, messages)
+
+    monkeypatch.setattr(validate.StructureCheck, 'extend', recorded)
+    warnings: list[HistoryWarning] = []
+    processor = create_history_processor(
+        model='gpt-4o',
+        policy=ContextPolicy(context_window=100_000_000),
+        on_history_event=lambda e: warnings.append(e) if isinstance(e, HistoryWarning) else None,
+    )
+    history = _history(LONG_INPUT // 2 + 10)
+    dangling = ModelResponse(parts=[ToolCallPart('lookup', {'item': -1}, tool_call_id='lost')])
+    history[5:5] = [dangling]  # a call whose return is gone: an invariant violation of the input
+    out = await processor.process(history)
+    assert out is history
+    assert where[0] == (len(history), False), 'the whole history, in a worker thread'
+    assert any(w.code == 'invalid_input' for w in warnings)
+
+    where.clear()
+    call = ToolCallPart('lookup', {'item': 'next'}, tool_call_id='next')
+    answer = ToolReturnPart('lookup', 'the next item', tool_call_id='next')
+    grown = [*out, ModelResponse(parts=[call]), ModelRequest(parts=[answer])]
+    assert await processor.process(grown) is grown
+    assert where[0] == (2, True), 'only the new messages, on the event loop'

@@ -92,7 +92,7 @@ class GuardedStages:
         before = context.estimate(messages)
         current = messages
         check = self._input_check(context.run_id)
-        validity = check.check(messages)
+        validity = await _checked(check, messages, context)
         errors = [v for v in validity.violations if v.severity == 'error']
         new_violations = check.unreported(errors)
         if new_violations:
@@ -234,6 +234,14 @@ class GuardedStages:
     def _input_check(self, run_id: str | None) -> InputCheck:
         """The run's incremental input check: each run continues its own previous input."""
         return self._runs[run_id].input_check
+
+
+async def _checked(check: InputCheck, messages: list[ModelMessage], context: HistoryContext) -> Validity:
+    """The input check of `messages`: a long unread stretch (a reloaded chat's first request) is read off the
+    event loop."""
+    if check.long(messages):
+        return await context.off_loop(check.check, messages)
+    return check.check(messages)
 
 
 def _unchanged_when_fits(stage: HistoryStage, messages: list[ModelMessage], context: HistoryContext) -> bool:

@@ -16,6 +16,10 @@ _HISTORY_CODES = frozenset(
 
 _Key = tuple[str, object]
 
+LONG_INPUT = 1_000
+"""Messages a check may read on the event loop (about 1.5 ms); a longer unread stretch (a chat reloaded with
+thousands of messages, each run's first request) is read in a worker thread."""
+
 
 class Validity:
     """What the next stage receives, and what was already wrong with it: no stage may add to that. A
@@ -81,6 +85,11 @@ class InputCheck:
         new = [v for v in violations if str(v) not in self._reported]
         self._reported = frozenset(str(v) for v in violations)
         return new
+
+    def long(self, messages: Sequence[ModelMessage]) -> bool:
+        """Whether checking `messages` may read more than `LONG_INPUT` of them (all, unless they extend the
+        last input: only the new ones)."""
+        return len(messages) - len(self._last) > LONG_INPUT
 
     def check(self, messages: list[ModelMessage]) -> Validity:
         """The validity of `messages`, from the state of the last history seen when it is a prefix."""
