@@ -214,43 +214,84 @@ async def test_far_below_its_limit_the_newest_request_is_still_read_for_what_any
         assert planner.unchanged_when_fits(messages, context) is not acts
 
 
-async def test_a_long_unread_history_is_checked_off_the_event_loop_and_its_continuation_on_it(
+async def test_a_long_unread_history_is_read_off_the_event_loop_and_its_continuation_on_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A chat reloaded with thousands of messages is read once per run: in a worker thread, so the event loop
-    keeps serving other runs; the next request's few new messages are read in place (a thread hop would cost
-    more than they do). The verdict is the same either way: a dangling call is reported."""
+    """A chat reloaded with thousands of messages is read once per run: bounded by bytes and checked in a
+    worker thread, so the event loop keeps serving other runs; the next request's few new messages are read in
+    place (a thread hop would cost more than they do). The verdict is the same either way: a dangling call is
+    reported, and the history is proved far below its limit, so it comes back as it is."""
     import threading
 
     from pydantic_ai_history import HistoryWarning
+    from pydantic_ai_history.context._offload import LONG_HISTORY
     from pydantic_ai_history.messages import validate
-    from pydantic_ai_history.pipeline._validity import LONG_INPUT
 
-    where: list[tuple[int, bool]] = []
-    extend = validate.StructureCheck.extend
+    where: list[tuple[str, int, bool]] = []
 
-    def recorded(self: validate.StructureCheck, messages: Any) -> None:
-        where.append((len(messages), threading.current_thread() is threading.main_thread()))
-        extend(self, messages)
+    def recorded(name: str, method: Any) -> Any:
+        def run(self: Any, messages: Any) -> Any:
+            where.append((name, len(messages), threading.current_thread() is threading.main_thread()))
+            return method(self, messages)
 
-    monkeypatch.setattr(validate.StructureCheck, 'extend', recorded)
+        return run
+
+    monkeypatch.setattr(validate.StructureCheck, 'extend', recorded('check', validate.StructureCheck.extend))
+    monkeypatch.setattr(TokenCounter, 'bound_messages', recorded('bound', TokenCounter.bound_messages))
     warnings: list[HistoryWarning] = []
     processor = create_history_processor(
         model='gpt-4o',
         policy=ContextPolicy(context_window=100_000_000),
         on_history_event=lambda e: warnings.append(e) if isinstance(e, HistoryWarning) else None,
     )
-    history = _history(LONG_INPUT // 2 + 10)
+    history = _history(LONG_HISTORY // 2 + 10)
     dangling = ModelResponse(parts=[ToolCallPart('lookup', {'item': -1}, tool_call_id='lost')])
     history[5:5] = [dangling]  # a call whose return is gone: an invariant violation of the input
     out = await processor.process(history)
     assert out is history
-    assert where[0] == (len(history), False), 'the whole history, in a worker thread'
+    assert ('bound', len(history), False) in where, 'bounded by bytes in a worker thread'
+    assert ('check', len(history), False) in where, 'checked in a worker thread'
     assert any(w.code == 'invalid_input' for w in warnings)
+    assert not processor.counter_for('gpt-4o').loaded, 'far below its limit: not tokenized'
 
     where.clear()
     call = ToolCallPart('lookup', {'item': 'next'}, tool_call_id='next')
     answer = ToolReturnPart('lookup', 'the next item', tool_call_id='next')
     grown = [*out, ModelResponse(parts=[call]), ModelRequest(parts=[answer])]
     assert await processor.process(grown) is grown
-    assert where[0] == (2, True), 'only the new messages, on the event loop'
+    assert where == [('check', 2, True)], 'only the new messages, on the event loop'
+
+
+async def test_a_long_unread_history_near_its_limit_is_tokenized_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not far below its limit, a reloaded long chat is counted by the tokenizer: all of it, once, in a worker
+    thread (the estimate then finds every count memoized); the next request counts its new messages only."""
+    import threading
+
+    from pydantic_ai_history.context._offload import LONG_HISTORY
+
+    where: list[tuple[int, bool]] = []
+    count_messages = TokenCounter.count_messages
+
+    def recorded(self: TokenCounter, messages: Any) -> int:
+        messages = list(messages)
+        where.append((len(messages), threading.current_thread() is threading.main_thread()))
+        return count_messages(self, messages)
+
+    monkeypatch.setattr(TokenCounter, 'count_messages', recorded)
+    history = _history(LONG_HISTORY // 2 + 10)
+    tokens = TokenCounter('gpt-4o').count_messages(history)
+    where.clear()
+    processor = _processor(int(tokens * 1.6))  # fits, but not far below: counted
+    out = await processor.process(history)
+    assert out is history, 'it fits: returned as it is'
+    assert processor.counter_for('gpt-4o').loaded
+    assert (len(history), False) in where, 'the whole history, tokenized in a worker thread'
+
+    where.clear()
+    call = ToolCallPart('lookup', {'item': 'next'}, tool_call_id='next')
+    answer = ToolReturnPart('lookup', 'the next item', tool_call_id='next')
+    grown = [*out, ModelResponse(parts=[call]), ModelRequest(parts=[answer])]
+    assert await processor.process(grown) is grown
+    assert all(on_loop for _, on_loop in where), 'the continuation: in place'

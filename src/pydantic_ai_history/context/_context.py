@@ -16,7 +16,7 @@ from ..budget._policy import ContextLimits, ContextPolicy
 from ..budget._room import hard_limit
 from ..budget.model_info import ModelInfo
 from ..events import ContentLost, HistoryEvent, HistoryWarning, WarningKind
-from ._offload import large_content
+from ._offload import LONG_HISTORY, large_content
 from ._summarizer_settings import ModelRef, SummarizerSettings, Timeout
 
 if TYPE_CHECKING:
@@ -229,14 +229,23 @@ class HistoryContext:
 
         return await anyio.to_thread.run_sync(functools.partial(function, *args))
 
+    async def bound_unread(self, messages: Sequence[ModelMessage]) -> None:
+        """Count a long history never seen before (a reloaded chat) by bytes in a thread, so that `prove_fits`
+        finds its messages memoized instead of counting them on the event loop."""
+        if len(messages) > LONG_HISTORY and not self.counter.bound_counted(messages[0]):
+            await self.off_loop(self.counter.bound_messages, messages)
+
     async def count_newest(self, messages: Sequence[ModelMessage]) -> None:
-        """Count a large newest message (and load the tokenizer) in a thread, so later estimates find it
-        memoized instead of tokenizing on the event loop."""
+        """Count a large newest message, or a long history never counted (a reloaded chat), and load the
+        tokenizer, in a thread, so later estimates find them memoized instead of tokenizing on the event
+        loop."""
         if self.fits_proved(messages):  # bounded by bytes: nothing is counted
             return
         if not self.counter.loaded:
             await self.off_loop(self.counter.load)
-        if messages and large_content(messages[-1:]):
+        if messages and not self.counter.counted(messages[0]) and _long(messages):
+            await self.off_loop(self.counter.count_messages, messages)
+        elif messages and large_content(messages[-1:]):
             await self.off_loop(self.counter.count_message, messages[-1])
 
     @contextlib.contextmanager
@@ -354,3 +363,8 @@ class HistoryStage(Protocol):
     async def __call__(
         self, messages: list[ModelMessage], context: HistoryContext, /
     ) -> list[ModelMessage]: ...
+
+
+def _long(messages: Sequence[ModelMessage]) -> bool:
+    """Whether tokenizing all of `messages` belongs off the event loop: many messages, or much content."""
+    return len(messages) > LONG_HISTORY or large_content(messages)

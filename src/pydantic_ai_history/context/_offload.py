@@ -12,6 +12,11 @@ OFF_LOOP_CHARS = 64 * 1024
 """Content (characters of text, bytes of files) above this is worked on in a thread: the tokenizer alone
 spends some 15 ms on it, which is what a loop may lose at once."""
 
+LONG_HISTORY = 1_000
+"""Messages read on the event loop at once (about 1.5 ms to check, 5-10 ms to bound by bytes); a longer
+stretch never read before (a chat reloaded with thousands of messages: each run's first request) is read in a
+thread."""
+
 _MAX_VISITS = 10_000
 """Nodes a size walk reads before it calls the content large (a dict of 100,000 keys needs no full count)."""
 

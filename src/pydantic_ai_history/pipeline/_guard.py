@@ -86,6 +86,7 @@ class GuardedStages:
         started: float,
         spans: DeferredSpans | None = None,
     ) -> list[ModelMessage]:
+        await context.bound_unread(messages)  # a reloaded long chat is bounded off the event loop
         # far below its limit: bounded by bytes, not counted, and the stages with nothing to do are skipped
         proved = context.compaction_request is None and context.prove_fits(messages, below=self._far_below())
         await context.count_newest(messages)  # a large new message is tokenized off the event loop

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from pydantic_ai.messages import ModelMessage
 
+from ..context._offload import LONG_HISTORY
 from ..messages.validate import PAIRING_CODES, StructureCheck, Violation
 
 _HISTORY_CODES = frozenset(
@@ -15,10 +16,6 @@ _HISTORY_CODES = frozenset(
 """Violations about the history's ends: where they are is the history itself, whichever message is there."""
 
 _Key = tuple[str, object]
-
-LONG_INPUT = 1_000
-"""Messages a check may read on the event loop (about 1.5 ms); a longer unread stretch (a chat reloaded with
-thousands of messages, each run's first request) is read in a worker thread."""
 
 
 class Validity:
@@ -87,9 +84,9 @@ class InputCheck:
         return new
 
     def long(self, messages: Sequence[ModelMessage]) -> bool:
-        """Whether checking `messages` may read more than `LONG_INPUT` of them (all, unless they extend the
+        """Whether checking `messages` may read more than `LONG_HISTORY` of them (all, unless they extend the
         last input: only the new ones)."""
-        return len(messages) - len(self._last) > LONG_INPUT
+        return len(messages) - len(self._last) > LONG_HISTORY
 
     def check(self, messages: list[ModelMessage]) -> Validity:
         """The validity of `messages`, from the state of the last history seen when it is a prefix."""

@@ -434,6 +434,25 @@ class TokenCounter:
         self._message_memo.set(message, count)
         return count
 
+    def counted(self, message: ModelMessage) -> bool:
+        """Whether `message` (this object) was counted already."""
+        return self._message_memo.get(message) is not None
+
+    def bound_messages(self, messages: Iterable[ModelMessage]) -> bool:
+        """Count each message by bytes as `upper_bound` does (memoized), so that a bound made later costs
+        lookups; False, counting nothing, for an encoding without that bound."""
+        counts = self._byte_counter()
+        if counts is None:
+            return False
+        for message in messages:
+            counts.count_message(message)
+        return True
+
+    def bound_counted(self, message: ModelMessage) -> bool:
+        """Whether `message` was counted by bytes already (or no byte bound exists: nothing to count)."""
+        counts = self._byte_counter()
+        return counts is None or counts.counted(message)
+
     def count_messages(self, messages: Iterable[ModelMessage]) -> int:
         """Tokenizer count of a history (corrected), without anchoring."""
         return sum(self.count_message(m) for m in messages)
