@@ -438,15 +438,13 @@ class TokenCounter:
         """Whether `message` (this object) was counted already."""
         return self._message_memo.get(message) is not None
 
-    def bound_messages(self, messages: Iterable[ModelMessage]) -> bool:
+    def bound_messages(self, messages: Iterable[ModelMessage]) -> None:
         """Count each message by bytes as `upper_bound` does (memoized), so that a bound made later costs
-        lookups; False, counting nothing, for an encoding without that bound."""
+        lookups (nothing for an encoding without that bound)."""
         counts = self._byte_counter()
-        if counts is None:
-            return False
-        for message in messages:
-            counts.count_message(message)
-        return True
+        if counts is not None:
+            for message in messages:
+                counts.count_message(message)
 
     def bound_counted(self, message: ModelMessage) -> bool:
         """Whether `message` was counted by bytes already (or no byte bound exists: nothing to count)."""
