@@ -229,11 +229,14 @@ class HistoryContext:
 
         return await anyio.to_thread.run_sync(functools.partial(function, *args))
 
-    async def bound_unread(self, messages: Sequence[ModelMessage]) -> None:
-        """Count a long history never seen before (a reloaded chat) by bytes in a thread, so that `prove_fits`
-        finds its messages memoized instead of counting them on the event loop."""
-        if len(messages) > LONG_HISTORY and not self.counter.bound_counted(messages[0]):
+    async def prove_fits_off_loop(
+        self, messages: Sequence[ModelMessage], *, below: float = FAR_BELOW
+    ) -> bool:
+        """`prove_fits`, with a long history never seen before (a reloaded chat) counted by bytes in a thread
+        first, so that the bound finds its messages memoized instead of counting them on the event loop."""
+        if messages and not self.counter.bound_counted(messages[0]) and _long(messages):
             await self.off_loop(self.counter.bound_messages, messages)
+        return self.prove_fits(messages, below=below)
 
     async def count_newest(self, messages: Sequence[ModelMessage]) -> None:
         """Count a large newest message, or a long history never counted (a reloaded chat), and load the

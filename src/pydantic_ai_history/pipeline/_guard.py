@@ -86,14 +86,15 @@ class GuardedStages:
         started: float,
         spans: DeferredSpans | None = None,
     ) -> list[ModelMessage]:
-        await context.bound_unread(messages)  # a reloaded long chat is bounded off the event loop
         # far below its limit: bounded by bytes, not counted, and the stages with nothing to do are skipped
-        proved = context.compaction_request is None and context.prove_fits(messages, below=self._far_below())
+        proved = context.compaction_request is None and await context.prove_fits_off_loop(
+            messages, below=self._far_below()
+        )
         await context.count_newest(messages)  # a large new message is tokenized off the event loop
         before = context.estimate(messages)
         current = messages
         check = self._input_check(context.run_id)
-        validity = await _checked(check, messages, context)
+        validity = await checked_input(check, messages, context)
         errors = [v for v in validity.violations if v.severity == 'error']
         new_violations = check.unreported(errors)
         if new_violations:
@@ -237,7 +238,7 @@ class GuardedStages:
         return self._runs[run_id].input_check
 
 
-async def _checked(check: InputCheck, messages: list[ModelMessage], context: HistoryContext) -> Validity:
+async def checked_input(check: InputCheck, messages: list[ModelMessage], context: HistoryContext) -> Validity:
     """The input check of `messages`: a long unread stretch (a reloaded chat's first request) is read off the
     event loop."""
     if check.long(messages):

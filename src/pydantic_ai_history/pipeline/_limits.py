@@ -4,7 +4,7 @@ their window is, and one announcement of what the limits had to assume or change
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,7 @@ class ModelLimits:
             self._last = (model, limits)
         else:
             limits = self.policy.resolve(model_info(model, server_windows=self._server_windows))
-            if limits.window_source == 'fallback' and next(self._servers_to_ask(model), None):
+            if limits.window_source == 'fallback' and next(self._due(local_servers(model)), None):
                 return limits  # provisional: the first request asks the model's server
             self._limits[key] = limits
             self._last = (model, limits)
@@ -70,16 +70,15 @@ class ModelLimits:
         if not servers:
             self._serverless = model
         found = []
-        for candidate, server in servers:
-            if again or self._to_ask(server):
-                self._servers_asked.add(server.key)
-                found.append((candidate, server))
+        for candidate, server in self._due(servers, again=again):  # lazy: a server once per call
+            self._servers_asked.add(server.key)
+            found.append((candidate, server))
         return found
 
-    def _servers_to_ask(
-        self, model: ModelRef | None, *, again: bool = False
+    def _due(
+        self, servers: Iterable[tuple[Any, LocalServer]], *, again: bool = False
     ) -> Iterator[tuple[Any, LocalServer]]:
-        return ((c, server) for c, server in local_servers(model) if again or self._to_ask(server))
+        return ((c, server) for c, server in servers if again or self._to_ask(server))
 
     def _to_ask(self, server: LocalServer) -> bool:
         """Never asked by this capability, or asked without an answer and due again."""

@@ -26,7 +26,7 @@ from ..messages._marks import MarksScope
 from ..store import ArtifactStore, StoreError
 from ..store._unavailable import UnavailableStore
 from ._compaction_tool import CompactionTool, requested_compaction
-from ._guard import GuardedStages
+from ._guard import GuardedStages, checked_input
 from ._limits import ModelLimits
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._settings_checks import CONFIG_ERRORS, compaction_stage
@@ -93,7 +93,7 @@ class RequestPath(GuardedStages, HistoryOperations):
         with scope:
             context = self.make_context(ctx=ctx, model=model, store=store)
             check = self._input_check(context.run_id)
-            validity = check.check(history)
+            validity = await checked_input(check, history, context)
             on_demand = functools.partial(stage.compact_history, focus=focus)
             result = await self._run_stage(stage.name, on_demand, history, context, validity)
             if self._over_budget(result, history, context.estimate(history).total, context, stage.name):

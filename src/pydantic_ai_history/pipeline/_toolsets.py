@@ -131,8 +131,7 @@ class Toolsets(RequestPath):
             return False
         try:
             context = self.make_context(ctx=ctx)
-            await context.bound_unread(messages)
-            context.prove_fits(messages, below=self._far_below())
+            await context.prove_fits_off_loop(messages, below=self._far_below())
             with self._marks_scope():
                 for stage in stages:
                     verdict = stage.will_name_readback(messages, context)  # type: ignore[attr-defined]
