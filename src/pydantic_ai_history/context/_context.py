@@ -157,10 +157,11 @@ class HistoryContext:
 
     def estimate(self, messages: Sequence[ModelMessage]) -> TokenEstimate:
         """The anchored estimate of `messages`, computed once per list while stages pass it on unchanged."""
-        estimate = self._known(messages)
-        if estimate is None:
-            estimate = self.counter.estimate(messages, tool_definitions=self.tool_definitions)
-            self._last_estimate = (messages, len(messages), estimate)
+        last = self._last_estimate  # `_known`, inline: every stage asks on every request
+        if last is not None and last[0] is messages and last[1] == len(messages):
+            return last[2]
+        estimate = self.counter.estimate(messages, tool_definitions=self.tool_definitions)
+        self._last_estimate = (messages, len(messages), estimate)
         return estimate
 
     def fits_proved(self, messages: Sequence[ModelMessage]) -> bool:

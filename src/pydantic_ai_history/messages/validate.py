@@ -134,6 +134,8 @@ class StructureCheck:
     def __init__(self) -> None:
         self.pairing = ToolPairing()
         self._empty: list[int] = []
+        self._opens_with_returns = False
+        """Whether the first message fed holds tool results (checked once: it stays the first)."""
 
     @property
     def length(self) -> int:
@@ -142,19 +144,22 @@ class StructureCheck:
     def extend(self, messages: Sequence[ModelMessage]) -> None:
         """Feed `messages`, the continuation of what was fed before."""
         for message in messages:
+            if not self.pairing.length:
+                self._opens_with_returns = answers_calls(message)
             if not message.parts:
                 self._empty.append(self.pairing.length)
             self.pairing.add(message)
 
     def violations(self, messages: Sequence[ModelMessage]) -> list[Violation]:
         """Every structural violation of `messages`, which must be exactly what was fed."""
-        opens_with_returns = answers_calls(messages[0])
+        opens_with_returns = self._opens_with_returns
         found = _end_violations(messages, opens_with_returns)
         found.extend(_pairing_violations(self.pairing, starts_with_tool_return=opens_with_returns))
-        found.extend(
-            Violation('empty_message', i, f'{type(messages[i]).__name__} has no parts', 'warning')
-            for i in self._empty
-        )
+        if self._empty:
+            found.extend(
+                Violation('empty_message', i, f'{type(messages[i]).__name__} has no parts', 'warning')
+                for i in self._empty
+            )
         return found
 
 

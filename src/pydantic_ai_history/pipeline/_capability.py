@@ -166,6 +166,7 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
         self._stages: list[HistoryStage] = self._pipeline()
         self._counters: dict[str | None, TokenCounter] = {}
         self._last_counting: tuple[ModelRef | None, TokenCounter] | None = None
+        self._last_scoped: tuple[SummaryCache | None, str, SummaryCache | None] | None = None
         self._model_limits = ModelLimits(self.policy, self._emit)
         self._overall = RunStats()
         self._runs = Runs(self.max_tracked_runs)
@@ -223,10 +224,14 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
                 self.readback_gate.observe(ctx, before, messages)
                 request_context.messages = messages.copy()
                 ctx.messages[:] = messages
-            limits = self.limits_for(self._serving(ctx, request_context.model))
-            self._runs[self._runs.key(ctx)].planned_budget = limits.budget
-            if self._notice is not None and processed is not None:
-                self._send_notice(ctx, processed, limits)
+            if processed is None:  # nothing was processed (an empty history, a failure): the step's limits
+                limits = self.limits_for(self._serving(ctx, request_context.model))
+                self._runs[self._runs.key(ctx)].planned_budget = limits.budget
+            else:
+                event, limits = processed
+                self._runs[event.run_id].planned_budget = limits.budget
+                if self._notice is not None:
+                    self._send_notice(ctx, event, limits)
         await publish(ctx, stream_events)
         return request_context
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
+from ..budget._policy import ContextLimits
 from ..budget.notice import NearLimitNotice
 from ..context._context import FAR_BELOW, HistoryContext, HistoryStage
 from ..events import HistoryEvent, RequestProcessed, StageFailed
@@ -24,9 +25,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger('pydantic_ai_history')
 
-PROCESSED: ContextVar[RequestProcessed | None] = ContextVar('pydantic_ai_history_processed', default=None)
-"""The `RequestProcessed` of the latest `process` call in this context: the request hook reads it after the
-call (for the near-limit notice) without changing what `process`, which apps override, returns."""
+PROCESSED: ContextVar[tuple[RequestProcessed, ContextLimits] | None] = ContextVar(
+    'pydantic_ai_history_processed', default=None
+)
+"""The `RequestProcessed` of the latest `process` call in this context and the limits it was processed for:
+the request hook reads them after the call (the planned budget, the near-limit notice) without changing what
+`process`, which apps override, returns."""
 
 
 def sent_before(messages: Sequence[ModelMessage]) -> int:
@@ -95,20 +99,22 @@ class GuardedStages:
         current = messages
         check = self._input_check(context.run_id)
         validity = await checked_input(check, messages, context)
-        errors = [v for v in validity.violations if v.severity == 'error']
-        new_violations = check.unreported(errors)
+        new_violations = check.unreported(validity)
         if new_violations:
+            errors = sum(v.severity == 'error' for v in validity.violations)
             context.warn(
                 'invalid_input',
-                f'the history has {len(errors)} invariant violation(s) before processing; '
+                f'the history has {errors} invariant violation(s) before processing; '
                 'no stage may add to them',
                 violations=[str(v) for v in new_violations[:20]],
             )
         given = validity.copy()
         sent = sent_before(messages)
         rewriter: str | None = None
-        for stage in self._stages:
-            if proved and current is messages and _unchanged_when_fits(stage, messages, context):
+        # far below its limit, the stages that say they would return the history as it is are skipped
+        unchanged = _unchanged_when_fits(self._stages, messages, context) if proved else ()
+        for index, stage in enumerate(self._stages):
+            if current is messages and index in unchanged:
                 continue
             stage_input = current
             current = await self._run_stage(stage.name, stage, current, context, validity, spans)
@@ -139,7 +145,7 @@ class GuardedStages:
         if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
             spans.finish(current is not messages, request_attributes(event, context))
         self._emit(event)
-        PROCESSED.set(event)
+        PROCESSED.set((event, context.limits))
         return current
 
     async def _run_stage(
@@ -246,17 +252,20 @@ async def checked_input(check: InputCheck, messages: list[ModelMessage], context
     return check.check(messages)
 
 
-def _unchanged_when_fits(stage: HistoryStage, messages: list[ModelMessage], context: HistoryContext) -> bool:
-    """Whether `stage` says it returns `messages`, proved far below their limit, as they are (see
-    `HistoryStage`); a stage that does not say, or fails to, runs."""
-    unchanged = getattr(stage, 'unchanged_when_fits', None)
-    if unchanged is None:
-        return False
-    try:
-        return unchanged(messages, context) is True
-    except Exception:  # a shortcut only: the stage runs under the guard, which reports what fails
-        logger.debug('stage %r could not say if it changes a history that fits', stage.name, exc_info=True)
-        return False
+def _unchanged_when_fits(
+    stages: Sequence[HistoryStage], messages: list[ModelMessage], context: HistoryContext
+) -> set[int]:
+    """The positions of the stages that say they return `messages`, proved far below their limit, as they
+    are (see `HistoryStage`); a stage that does not say, or fails to, runs."""
+    unchanged: set[int] = set()
+    for index, stage in enumerate(stages):
+        says = getattr(stage, 'unchanged_when_fits', None)
+        try:
+            if says is not None and says(messages, context) is True:
+                unchanged.add(index)
+        except Exception:  # a shortcut only: the stage runs under the guard, which reports what fails
+            logger.debug('stage %r could not say if it changes a fitting history', stage.name, exc_info=True)
+    return unchanged
 
 
 def worse(result: list[ModelMessage], validity: Validity) -> str | None:

@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelMessage
 from .._compat import bound_durable_operation, instrumentation_of
 from ..budget._policy import ContextLimits
 from ..budget.model_info import model_name_of, serving_candidates
-from ..cache import scoped
+from ..cache import SummaryCache, scoped
 from ..context._context import CompactionRequest, HistoryContext, ScopeKey, default_scope
 from ..context._summarizer_settings import ModelRef
 from ..events import HistoryWarning, StageFailed
@@ -53,6 +53,7 @@ class RequestPath(GuardedStages, HistoryOperations):
         scope: ScopeKey | None
         _counters: dict[str | None, TokenCounter]
         _last_counting: tuple[ModelRef | None, TokenCounter] | None
+        _last_scoped: tuple[SummaryCache | None, str, SummaryCache | None] | None
         _model_limits: ModelLimits
         _tracer: Any
         _tool: CompactionTool | None
@@ -115,7 +116,9 @@ class RequestPath(GuardedStages, HistoryOperations):
         usage shows what they cost; `serving_model` is the model that will send this request."""
         if not isinstance(messages, list):
             messages = list(messages)
-        await self._ask_local_servers(model if model is not None else self._serving(ctx, serving_model), ctx)
+        if model is None:
+            model = self._serving(ctx, serving_model)
+        await self._ask_local_servers(model, ctx)
         # the model's compaction request (its call answered in the newest request), from a run step's history
         tool = self._tool if ctx is not None else None
         requested = requested_compaction(messages, tool) if tool is not None else None
@@ -133,7 +136,7 @@ class RequestPath(GuardedStages, HistoryOperations):
             if not messages:
                 context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
                 return messages
-            tracer = self._tracer_for(ctx)
+            tracer = self._tracer_for(ctx, context.run_id)
             spans = DeferredSpans(tracer) if tracer is not None else None
             if spans is not None:
                 context.tracer, context.open_spans = tracer, spans.open
@@ -199,14 +202,14 @@ class RequestPath(GuardedStages, HistoryOperations):
         with MarksScope(self.readback_tool_name, self.store._id_secret()):
             yield
 
-    def _tracer_for(self, ctx: object) -> Any:
-        """The run's own tracer (its instrumentation settings' provider, replay-safe under durable engines);
-        None for a run that is not instrumented; OpenTelemetry's global one outside a run."""
+    def _tracer_for(self, ctx: object, run_id: str | None) -> Any:
+        """The tracer of run `run_id` (its instrumentation settings' provider, replay-safe under durable
+        engines); None for a run that is not instrumented; OpenTelemetry's global one outside a run."""
         tracer = getattr(ctx, 'tracer', None)
         if isinstance(tracer, NoOpTracer):
             # late 1.x runs history processors with a no-op tracer on the context even when the run is
             # instrumented by its `Instrumentation` capability; otherwise nothing records: no span at all
-            state = self._runs[self._runs.key(ctx)]
+            state = self._runs[run_id]
             try:  # found once per run: its capabilities stay as they are
                 capabilities = getattr(ctx, 'capabilities', None)
             except Exception:  # a durable engine's run context raises for what it did not carry
@@ -302,7 +305,7 @@ class RequestPath(GuardedStages, HistoryOperations):
             run_context=ctx,
             run_id=run_id,
             # every key a stage uses carries the run's scope: nothing one tenant's run cached reaches another
-            cache=scoped(JournaledCache(operations) if operations is not None else self.cache, scope),
+            cache=self._cache_for(scope, operations),
             store=JournaledStore(operations, store) if operations is not None else store,
             operations=operations,
             emit_event=self._emit,
@@ -313,6 +316,16 @@ class RequestPath(GuardedStages, HistoryOperations):
             background_allowed=operations is None and self._runs.is_open(run_id),
             compaction_request=compaction_request,
         )
+
+    def _cache_for(self, scope: str, operations: RunOperations | None) -> SummaryCache | None:
+        """The cache as `scope` sees it: the shared one (the last wrapper made is kept: it has no state), or
+        under durable execution its journaled operations."""
+        if operations is not None:
+            return scoped(JournaledCache(operations), scope)
+        last = self._last_scoped
+        if last is None or last[0] is not self.cache or last[1] != scope:
+            last = self._last_scoped = (self.cache, scope, scoped(self.cache, scope))
+        return last[2]
 
     def journaled(self, ctx: object) -> bool:
         """Whether this run journals the processor's operations: a durability capability bound them."""

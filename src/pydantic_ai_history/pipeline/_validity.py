@@ -77,10 +77,14 @@ class InputCheck:
         self._structure = StructureCheck()
         self._reported: frozenset[str] = frozenset()
 
-    def unreported(self, violations: Sequence[Violation]) -> list[Violation]:
-        """Violations not reported before: a broken old message warns once, not on every request."""
-        new = [v for v in violations if str(v) not in self._reported]
-        self._reported = frozenset(str(v) for v in violations)
+    def unreported(self, validity: Validity) -> list[Violation]:
+        """The errors of `validity` not reported before: a broken old message warns once, not on every
+        request."""
+        if not validity.violations and not self._reported:  # a valid history, as on almost every request
+            return []
+        errors = [v for v in validity.violations if v.severity == 'error']
+        new = [v for v in errors if str(v) not in self._reported]
+        self._reported = frozenset(str(v) for v in errors)
         return new
 
     def long(self, messages: Sequence[ModelMessage]) -> bool:

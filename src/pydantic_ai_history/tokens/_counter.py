@@ -8,6 +8,7 @@ import io
 import itertools
 import logging
 import math
+import operator
 import re
 import struct
 from collections.abc import Callable, Iterable, Sequence
@@ -572,10 +573,10 @@ class TokenCounter:
         if not tools:  # a request's tool list, then a prediction without tools: the list stays remembered
             return 0
         previous, count = self._last_tools
-        if len(previous) == len(tools) and all(a is b for a, b in zip(previous, tools, strict=True)):
+        if len(previous) == len(tools) and all(map(operator.is_, previous, tools)):
             return count
         profile = self.tokenizer_profile
-        raw = sum(profile.tool_definition_overhead + self._count_tool(tool) for tool in tools)
+        raw = profile.tool_definition_overhead * len(tools) + sum(map(self._count_tool, tools))
         count = math.ceil(raw * profile.correction) + profile.tools_overhead
         self._last_tools = (tools, count)
         return count
@@ -663,12 +664,13 @@ class TokenCounter:
         return None if bytes_counter is None else bytes_counter.count_part(part)
 
     def _byte_counter(self) -> TokenCounter | None:
+        if self._bytes is not None:  # asked several times per request
+            return self._bytes
         profile = self.tokenizer_profile
         if profile.encoding not in _BYTE_BOUND_ENCODINGS:
             return None
-        if self._bytes is None:
-            self._bytes = TokenCounter(self.model_name, profile=profile, max_memo_chars=0)
-            self._bytes._encode = _utf8_length
+        self._bytes = TokenCounter(self.model_name, profile=profile, max_memo_chars=0)
+        self._bytes._encode = _utf8_length
         return self._bytes
 
     def upper_bound(
