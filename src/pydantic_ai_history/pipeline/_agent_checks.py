@@ -3,9 +3,10 @@ names of its own, and a store every durable worker sees."""
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from .._compat import run_id_of
@@ -81,6 +82,10 @@ def claim_step(processor: object, ctx: object, entry: str) -> None:
 
 TOOL_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_-]{0,63}')
 """A tool name every provider accepts."""
+
+
+tool_name: Callable[[ToolDefinition], str] = operator.attrgetter('name')
+"""A tool definition's name (`name in map(tool_name, tools)` looks through a request's tools in C)."""
 
 
 def is_ours(tool: ToolDefinition, mark: Mapping[str, str]) -> bool:

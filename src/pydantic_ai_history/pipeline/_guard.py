@@ -16,6 +16,7 @@ from ..budget.notice import NearLimitNotice
 from ..context._context import FAR_BELOW, HistoryContext, HistoryStage
 from ..events import HistoryEvent, RequestProcessed, StageFailed
 from ..messages._clock import perf
+from ._agent_checks import tool_name
 from ._runs import Runs
 from ._settings_checks import CONFIG_ERRORS
 from ._spans import DeferredSpans, request_attributes
@@ -234,7 +235,7 @@ class GuardedStages:
         tool definitions, which the capability passes; never on the run's first request: none is cached)."""
         if not context.tool_definitions:
             return False
-        offered = any(t.name == self.readback_tool_name for t in context.tool_definitions)
+        offered = self.readback_tool_name in map(tool_name, context.tool_definitions)
         state = self._runs[context.run_id]
         before, state.offered_readback = state.offered_readback, offered
         return offered and before is False

@@ -58,10 +58,14 @@ class RequestPath(GuardedStages, HistoryOperations):
         _tracer: Any
         _tool: CompactionTool | None
 
-    async def _ask_local_servers(self, model: ModelRef | None, ctx: RunContext[Any] | None) -> None:
+    async def _ask_local_servers(
+        self, model: ModelRef | None, ctx: RunContext[Any] | None, journaled: bool | None = None
+    ) -> None:
         """Ask each local server that may serve the request for its window, once per server and process;
-        under durable execution on every run's first step (a replay must make the same calls)."""
-        journaled = ctx is not None and self.journaled(ctx)
+        under durable execution (`journaled`, found when not given) on every run's first step (a replay must
+        make the same calls)."""
+        if journaled is None:
+            journaled = self.journaled(ctx)
         if journaled and getattr(ctx, 'run_step', 1) > 1:
             return
         for candidate, server in self._model_limits.servers_to_ask(model, again=journaled):
@@ -90,9 +94,10 @@ class RequestPath(GuardedStages, HistoryOperations):
                 'this processor has no compaction stage (create_history_processor(compaction=False)?)'
             )
         history = list(messages)
-        store, scope = await self._request_scope(ctx, history)
+        journaled = self.journaled(ctx)
+        store, scope = await self._request_scope(ctx, history, journaled)
         with scope:
-            context = self.make_context(ctx=ctx, model=model, store=store)
+            context = self.make_context(ctx=ctx, model=model, store=store, journaled=journaled)
             check = self._input_check(context.run_id)
             validity = await checked_input(check, history, context)
             on_demand = functools.partial(stage.compact_history, focus=focus)
@@ -118,11 +123,12 @@ class RequestPath(GuardedStages, HistoryOperations):
             messages = list(messages)
         if model is None:
             model = self._serving(ctx, serving_model)
-        await self._ask_local_servers(model, ctx)
+        journaled = self.journaled(ctx)  # asked once per request: every step below needs it
+        await self._ask_local_servers(model, ctx, journaled)
         # the model's compaction request (its call answered in the newest request), from a run step's history
         tool = self._tool if ctx is not None else None
         requested = requested_compaction(messages, tool) if tool is not None else None
-        store, scope = await self._request_scope(ctx, messages)
+        store, scope = await self._request_scope(ctx, messages, journaled)
         with scope:
             started = perf()
             context = self.make_context(
@@ -132,6 +138,7 @@ class RequestPath(GuardedStages, HistoryOperations):
                 serving_model=serving_model,
                 store=store,
                 compaction_request=requested,
+                journaled=journaled,
             )
             if not messages:
                 context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
@@ -154,12 +161,13 @@ class RequestPath(GuardedStages, HistoryOperations):
                     spans.close()
 
     async def _request_scope(
-        self, ctx: Any, messages: Sequence[ModelMessage]
+        self, ctx: Any, messages: Sequence[ModelMessage], journaled: bool
     ) -> tuple[ArtifactStore, contextlib.AbstractContextManager[None]]:
-        """The store one request writes to, and the block its work runs in. Workflow code: no I/O, clocks
-        pinned to the newest model response, seals keyed by the store's explicit secret (`for_agent` checks
-        it). Elsewhere the store's persisted secret is loaded before the first id or mark is made."""
-        if self.journaled(ctx):
+        """The store one request writes to, and the block its work runs in. Workflow code (`journaled`): no
+        I/O, clocks pinned to the newest model response, seals keyed by the store's explicit secret
+        (`for_agent` checks it). Elsewhere the store's persisted secret is loaded before the first id or mark
+        is made."""
+        if journaled:
             return self.store, self._workflow_scope(messages)
         store = await self._prepared_store(ctx)
         return store, self._marks_scope(store)
@@ -286,13 +294,17 @@ class RequestPath(GuardedStages, HistoryOperations):
         serving_model: Model | None = None,
         store: ArtifactStore | None = None,
         compaction_request: CompactionRequest | None = None,
+        journaled: bool | None = None,
     ) -> HistoryContext:
-        """The per-call context the stages receive, with the limits resolved for the serving model."""
+        """The per-call context the stages receive, with the limits resolved for the serving model;
+        `journaled` (found when not given) says whether the run is under durable execution."""
         store = self.store if store is None else store
         if model is None:
             model = self._serving(ctx, serving_model)
+        if journaled is None:
+            journaled = self.journaled(ctx)
         # Under durable execution every side effect is a journaled operation; elsewhere it runs in place.
-        operations = RunOperations(self, ctx) if ctx is not None and self.journaled(ctx) else None
+        operations = RunOperations(self, ctx) if ctx is not None and journaled else None
         scope = self.scope_of(ctx)
         run_id = self._runs.key(ctx)
         return HistoryContext(

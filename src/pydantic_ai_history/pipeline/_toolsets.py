@@ -16,7 +16,7 @@ from pydantic_ai.messages import ModelMessage
 from .._compat import TOOLS_HAVE_METADATA
 from ..budget._room import read_room_tokens
 from ..messages._marks import READBACK_TOOL_METADATA
-from ._agent_checks import clash_error, is_ours
+from ._agent_checks import clash_error, is_ours, tool_name
 from ._compaction_tool import (
     COMPACTION_TOOL_METADATA,
     compaction_toolset,
@@ -45,7 +45,10 @@ class Toolsets(RequestPath):
         """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""
         owner = "one of this run's toolsets"
         name = self.readback_tool_name
-        if any(t.name == name and not is_ours(t, READBACK_TOOL_METADATA) for t in tools):
+        # on every request: the names are compared in C, a tool named like ours is looked at closer
+        if name in map(tool_name, tools) and any(
+            t.name == name and not is_ours(t, READBACK_TOOL_METADATA) for t in tools
+        ):
             raise clash_error(name, owner)
         if self._tool is not None and TOOLS_HAVE_METADATA:
             name = self._tool.name
