@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
-from ..budget._policy import ContextLimits
 from ..budget.notice import NearLimitNotice
 from ..context._context import FAR_BELOW, HistoryContext, HistoryStage
 from ..events import HistoryEvent, RequestProcessed, StageFailed
@@ -22,6 +21,7 @@ from ._settings_checks import CONFIG_ERRORS
 from ._spans import DeferredSpans, request_attributes
 
 if TYPE_CHECKING:
+    from ..budget._policy import ContextLimits
     from ._validity import InputCheck, Validity
 
 logger = logging.getLogger('pydantic_ai_history')
