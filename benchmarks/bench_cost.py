@@ -53,6 +53,9 @@ QUICK = {'windows': '64K', 'steps': 40}
 WORKLOAD_STEPS = {'tools': FULL['steps'], 'coding': 240}
 """Each workload's own number of calls (`--steps` overrides both)."""
 LATENCY = {'window': 64_000, 'steps': 60, 'model_seconds': 0.5, 'summarizer_seconds': 2.0}
+SUMMARY_REQUESTS = round(LATENCY['summarizer_seconds'] / LATENCY['model_seconds'])
+"""Cost runs: a summarizer call made while the run goes on lasts this many model requests (the latency run's
+ratio), so a summary made in the background is ready when it would be, not at once nor never."""
 
 
 def parse_windows(text: str) -> list[int]:
@@ -100,6 +103,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         default=LATENCY['model_seconds'],
         help=f'latency run: the model answers in this many seconds ({LATENCY["model_seconds"]})',
+    )
+    parser.add_argument(
+        '--summary-requests',
+        type=int,
+        default=SUMMARY_REQUESTS,
+        help='cost runs: model requests a summarizer call lasts while the run goes on, as a summary made in '
+        f"the background (default {SUMMARY_REQUESTS}: the latency run's summarizer / model seconds)",
     )
     parser.add_argument('--write', action='store_true', help='replace the section in benchmarks/RESULTS.md')
     parser.add_argument('--section', default=SECTION, help=f'its heading (default "{SECTION}")')
@@ -188,9 +198,8 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
             steps = len(workload.steps)
             for window in args.windows:
                 for contender in args.contenders:
-                    result = asyncio.run(
-                        run_one(RunConfig(contender, window, steps), workload, encode, prices)
-                    )
+                    config = RunConfig(contender, window, steps, summary_requests=args.summary_requests)
+                    result = asyncio.run(run_one(config, workload, encode, prices))
                     _progress(result)
                     payload['runs'].append(result)
     if args.latency or args.latency_only:
@@ -213,6 +222,7 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
         'date': dt.date.today().isoformat(),
         'seconds': round(time.perf_counter() - started, 1),
         'seed': seed,
+        'summary_requests': args.summary_requests,
         'median_tokens': args.median_tokens,
         'prices': vars(prices),
         'versions': versions(),

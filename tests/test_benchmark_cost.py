@@ -322,6 +322,38 @@ def test_workload_is_deterministic_and_plants_each_fact_once(encode: object) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_summary_made_while_the_run_goes_on_lasts_its_requests_and_one_waited_for_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cost runs' time in requests: a summarizer call made beside the run (a background summary) ends
+    after `requests` model requests; one the run waits for (no request comes) ends without any."""
+    import asyncio
+
+    from cost import provider as provider_module
+    from cost.provider import RequestClock
+
+    monkeypatch.setattr(provider_module, 'IDLE_SECONDS', 0.05)
+    monkeypatch.setattr(provider_module, 'REQUEST_SECONDS', 0.01)  # each request leaves the loop to others
+    clock = RequestClock(requests=3)
+    ended_at: list[int] = []
+
+    async def summarize() -> None:
+        await clock.wait()
+        ended_at.append(clock.count)
+
+    background = asyncio.create_task(summarize())
+    await asyncio.sleep(0)  # the call starts before the next request
+    for _ in range(5):
+        await clock.tick()
+    await background
+    assert ended_at == [3]
+
+    await clock.wait()  # waited for: no request comes, so it answers after IDLE_SECONDS, at no request
+    assert clock.count == 5
+    assert await asyncio.wait_for(RequestClock(requests=0).wait(), 1.0) is None
+
+
 @pytest.mark.e2e
 @pytest.mark.anyio
 async def test_a_small_run_of_ours_is_billed_from_what_the_provider_received(encode: object) -> None:

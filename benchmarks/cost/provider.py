@@ -149,6 +149,48 @@ class RequestRecord:
     """When the response went back."""
 
 
+IDLE_SECONDS = 1.0
+"""How long a summarizer call waits for the run's next request before it concludes the run waits for it."""
+REQUEST_SECONDS = 0.05
+"""How long each model request leaves the event loop to other work in the cost runs: a real call waits on the
+network for far longer, and work a package started meanwhile (in a task or a thread) goes on."""
+
+
+@dataclass
+class RequestClock:
+    """Time counted in model requests, for the cost runs, where no second passes: a summarizer call lasts
+    `requests` of the run's model requests when the run goes on meanwhile (a summary made in the background,
+    as a network call lets the run go on), and answers at once when the run waits for it (no request comes
+    within `IDLE_SECONDS`). Without it, a summary started in the background of a run that never yields to the
+    event loop would be made only when a request had to wait for it."""
+
+    requests: int = 0
+    """Model requests a summarizer call lasts (0: it answers at once)."""
+    count: int = 0
+    """Model requests answered so far."""
+    _ticked: asyncio.Event | None = None
+
+    async def tick(self) -> None:
+        """One model request: wake the summarizer calls waiting for it, and let other work run for
+        `REQUEST_SECONDS`, as a network call would."""
+        self.count += 1
+        if self._ticked is not None:
+            self._ticked.set()
+            self._ticked = None
+        await asyncio.sleep(REQUEST_SECONDS)
+
+    async def wait(self) -> None:
+        """Until `requests` more model requests were made, or none comes within `IDLE_SECONDS`."""
+        due = self.count + self.requests
+        while self.count < due:
+            if self._ticked is None:
+                self._ticked = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._ticked.wait(), IDLE_SECONDS)
+            except TimeoutError:
+                return
+
+
 @dataclass
 class CostProvider:
     """The function behind the main model's `FunctionModel` (use `.model()`)."""
@@ -160,6 +202,8 @@ class CostProvider:
     model_seconds: float = 0.0
     """How long the model takes to answer (the latency run; 0 in the cost runs)."""
     model_name: str = 'gpt-4o'
+    clock: RequestClock | None = None
+    """The cost runs' time, in requests (the latency run sleeps instead)."""
     requests: list[RequestRecord] = field(default_factory=list)
     _previous: list[Block] = field(default_factory=list)
     """The newest accepted request."""
@@ -187,6 +231,8 @@ class CostProvider:
         record = self.record(messages, info, arrived)
         if self.model_seconds:
             await asyncio.sleep(self.model_seconds)
+        elif self.clock is not None:
+            await self.clock.tick()
         response = self.respond(record.index)
         record.output_tokens = sum(self.encode(part_text(p)) for p in response.parts)
         response.usage = RequestUsage(input_tokens=record.tokens, output_tokens=record.output_tokens)

@@ -18,7 +18,7 @@ from .accounting import bill, readback_bill, step_latency
 from .contenders import LABELS, build
 from .facts import count_facts, named_ids
 from .pricing import Prices
-from .provider import CostProvider, render
+from .provider import CostProvider, RequestClock, render
 from .summarizer import Summarizer
 from .workload import Workload
 
@@ -43,6 +43,8 @@ class RunConfig:
     steps: int
     model_seconds: float = 0.0
     summarizer_seconds: float = 0.0
+    summary_requests: int = 0
+    """The cost runs: model requests a summarizer call lasts while the run goes on (`RequestClock`)."""
 
 
 class _Probe(AbstractCapability[Any]):
@@ -99,8 +101,13 @@ def _script(workload: Workload) -> Any:
 
 async def run_one(config: RunConfig, workload: Workload, encode: Encoder, prices: Prices) -> dict[str, Any]:
     """Run the tool loop for one contender and measure it."""
-    provider = CostProvider(_script(workload), config.window, encode, model_seconds=config.model_seconds)
-    summarizer = Summarizer(partial(render, encode=encode), encode, seconds=config.summarizer_seconds)
+    clock = RequestClock(config.summary_requests) if not config.model_seconds else None
+    provider = CostProvider(
+        _script(workload), config.window, encode, model_seconds=config.model_seconds, clock=clock
+    )
+    summarizer = Summarizer(
+        partial(render, encode=encode), encode, seconds=config.summarizer_seconds, clock=clock
+    )
     setup = build(config.contender, config.window, summarizer.model())
     probe = _Probe()
     agent = Agent(

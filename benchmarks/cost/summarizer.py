@@ -5,7 +5,9 @@ give two different summaries (a re-summarized history is a new prefix, as with a
 the same bytes. It copies nothing from its input: any fact found in the final context came from the history
 itself or from what a package adds to the summary deterministically, never from the model. Every call is
 counted with the same ruler as the main model (instructions and messages, o200k) and billed in full at the
-input price (no cache), its answer at the output price. In the latency run it sleeps `seconds` first.
+input price (no cache), its answer at the output price. In the latency run it sleeps `seconds` first; in the
+cost runs a call lasts `RequestClock.requests` of the run's model requests while the run goes on (a summary
+made in the background), and answers at once when the run waits for it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from .pricing import Block
+from .provider import RequestClock
 
 __all__ = ('SUMMARY_TOKENS', 'Summarizer', 'SummarizerCall', 'scripted_summary')
 
@@ -107,6 +110,8 @@ class Summarizer:
     render: Callable[[list[ModelMessage], AgentInfo | None], list[Block]]
     count: Callable[[str], int]
     seconds: float = 0.0
+    clock: RequestClock | None = None
+    """The cost runs' time, in model requests (the latency run sleeps `seconds` instead)."""
     calls: list[SummarizerCall] = field(default_factory=list)
     model_name: str = 'gpt-4o-mini'
     context_window: int = 128_000
@@ -122,6 +127,8 @@ class Summarizer:
         digest = hashlib.sha256('\x00'.join(b.text for b in blocks).encode('utf-8', 'replace')).digest()
         if self.seconds:
             await asyncio.sleep(self.seconds)
+        elif self.clock is not None:
+            await self.clock.wait()
         text = scripted_summary(digest, self.count)
         input_tokens = sum(b.tokens for b in blocks)
         output_tokens = self.count(text)
