@@ -187,7 +187,7 @@ class RequestClock:
                 self._ticked = asyncio.Event()
             try:
                 await asyncio.wait_for(self._ticked.wait(), IDLE_SECONDS)
-            except TimeoutError:
+            except asyncio.TimeoutError:  # not the builtin on Python 3.10
                 return
 
 
