@@ -235,8 +235,7 @@ class HistoryContext:
     ) -> bool:
         """`prove_fits`, with a long history never seen before (a reloaded chat) counted by bytes in a thread
         first, so that the bound finds its messages memoized instead of counting them on the event loop."""
-        if messages and not self.counter.bound_counted(messages[0]) and _long(messages):
-            await self.off_loop(self.counter.bound_messages, messages)
+        await self._count_unread(messages, self.counter.bound_counted, self.counter.bound_messages)
         return self.prove_fits(messages, below=below)
 
     async def count_newest(self, messages: Sequence[ModelMessage]) -> None:
@@ -247,10 +246,22 @@ class HistoryContext:
             return
         if not self.counter.loaded:
             await self.off_loop(self.counter.load)
-        if messages and not self.counter.counted(messages[0]) and _long(messages):
-            await self.off_loop(self.counter.count_messages, messages)
-        elif messages and large_content(messages[-1:]):
+        counted = await self._count_unread(messages, self.counter.counted, self.counter.count_messages)
+        if not counted and messages and large_content(messages[-1:]):
             await self.off_loop(self.counter.count_message, messages[-1])
+
+    async def _count_unread(
+        self,
+        messages: Sequence[ModelMessage],
+        counted: Callable[[ModelMessage], bool],
+        count: Callable[[Sequence[ModelMessage]], object],
+    ) -> bool:
+        """`count(messages)` in a thread when they are a long stretch never counted (a reloaded chat: its
+        first message unknown to `counted`); whether it ran. The bound and the tokenizer memoize apart."""
+        if messages and not counted(messages[0]) and _long(messages):
+            await self.off_loop(count, messages)
+            return True
+        return False
 
     @contextlib.contextmanager
     def span(

@@ -36,7 +36,7 @@ class ModelLimits:
     """The models whose fallback window was announced: a window learnt later is announced as replacing it."""
     _last: tuple[ModelRef | None, ContextLimits] | None = None
     """The model last asked for (by identity) and its resolved limits: most requests ask for the same."""
-    _serverless: object = None
+    _serverless: ModelRef | None = None
     """The model last found served by no local server (by identity): the next request asks it nothing."""
 
     def limits_for(self, model: ModelRef | None) -> ContextLimits:

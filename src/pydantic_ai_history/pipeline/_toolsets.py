@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
@@ -44,16 +44,15 @@ class Toolsets(RequestPath):
     def _check_tool_names(self, tools: Sequence[ToolDefinition]) -> None:
         """A tool of the run named like one of ours fails the run, naming both (our tools carry a mark)."""
         owner = "one of this run's toolsets"
-        name = self.readback_tool_name
-        # on every request: the names are compared in C, a tool named like ours is looked at closer
-        if name in map(tool_name, tools) and any(
-            t.name == name and not is_ours(t, READBACK_TOOL_METADATA) for t in tools
+        if _named_not_ours(tools, self.readback_tool_name, READBACK_TOOL_METADATA):
+            raise clash_error(self.readback_tool_name, owner)
+        tool = self._tool
+        if (
+            tool is not None
+            and TOOLS_HAVE_METADATA
+            and _named_not_ours(tools, tool.name, COMPACTION_TOOL_METADATA)
         ):
-            raise clash_error(name, owner)
-        if self._tool is not None and TOOLS_HAVE_METADATA:
-            name = self._tool.name
-            if any(t.name == name and not is_ours(t, COMPACTION_TOOL_METADATA) for t in tools):
-                raise clash_error(name, owner, compaction=True)
+            raise clash_error(tool.name, owner, compaction=True)
 
     def compaction_toolset(self) -> AbstractToolset[Any]:
         """The `compact_context` tool (`compaction_tool`) for `Agent(toolsets=...)` on pydantic-ai 1.0 (a
@@ -143,3 +142,9 @@ class Toolsets(RequestPath):
         except Exception:  # a prediction only: the tool then comes with the next request
             logger.debug('could not predict a read-back note', exc_info=True)
         return False
+
+
+def _named_not_ours(tools: Sequence[ToolDefinition], name: str, mark: Mapping[str, str]) -> bool:
+    """Whether a tool of `tools` not carrying our `mark` is called `name` (asked on every request: the names
+    are compared in C, and only a tool named like ours is looked at closer)."""
+    return name in map(tool_name, tools) and any(t.name == name and not is_ours(t, mark) for t in tools)
