@@ -295,3 +295,102 @@ async def test_a_long_unread_history_near_its_limit_is_tokenized_off_the_event_l
     grown = [*out, ModelResponse(parts=[call]), ModelRequest(parts=[answer])]
     assert await processor.process(grown) is grown
     assert all(on_loop for _, on_loop in where), 'the continuation: in place'
+
+
+# ---- our tools beside the run's, not among them ------------------------------------------------------------
+
+
+async def _definitions_and_task_groups(
+    processor: Any, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[Any], int]:
+    """A run of an agent with a tool of its own whose large returns are stubbed, then read back: the tool
+    definitions the model was sent at each request, and how many anyio task groups the run started."""
+    import anyio
+
+    from pydantic_ai_history.testing import StrictProvider
+
+    started = 0
+    create = anyio.create_task_group
+
+    def counted() -> Any:
+        nonlocal started
+        started += 1
+        return create()
+
+    monkeypatch.setattr(anyio, 'create_task_group', counted)
+    sent: list[Any] = []
+
+    def respond(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        sent.append(info.function_tools)
+        usage = RequestUsage(input_tokens=100, output_tokens=5)
+        if len(sent) <= 2:
+            return ModelResponse(
+                parts=[ToolCallPart('page', {'n': len(sent)}, tool_call_id=f'p{len(sent)}')], usage=usage
+            )
+        if len(sent) == 3:  # read the first page back by the id its note gives
+            note = str(messages[2].parts[0].content)  # type: ignore[union-attr]
+            artifact = note.split("artifact_id='", 1)[1].split("'", 1)[0]
+            call = ToolCallPart('read_artifact', {'artifact_id': artifact, 'limit': 50}, tool_call_id='r')
+            return ModelResponse(parts=[call], usage=usage)
+        read = messages[-1].parts[0]
+        assert isinstance(read, ToolReturnPart), read
+        assert 'lorem ipsum' in str(read.content), read
+        return ModelResponse(parts=[TextPart('done')], usage=usage)
+
+    agent: Agent[None, str] = Agent(
+        StrictProvider(respond, context_window=20_000).model(), capabilities=[processor]
+    )
+
+    @agent.tool_plain
+    def page(n: int) -> str:
+        """One page."""
+        return f'{n}: ' + 'lorem ipsum dolor sit amet consectetur adipiscing elit ' * 2_700
+
+    assert (await agent.run('read all pages')).output == 'done'
+    monkeypatch.undo()
+    return sent, started
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='capabilities arrived in pydantic-ai 2.x')
+async def test_our_tools_beside_the_run_tools_are_offered_and_called_as_among_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent with a tool of its own: our tools are asked after the run's, in the same task, where
+    pydantic-ai's combined toolset would start a task group for every question. The model is sent the same
+    definitions (names, toolset ids, metadata) either way, and calls both kinds of tool."""
+    from pydantic_ai_history.pipeline._capability import HistoryCapability
+
+    beside, beside_groups = await _definitions_and_task_groups(
+        _processor(20_000, compaction_tool=True), monkeypatch
+    )
+    monkeypatch.setattr(HistoryCapability, 'get_wrapper_toolset', lambda self, toolset: None)
+    among, among_groups = await _definitions_and_task_groups(
+        _processor(20_000, compaction_tool=True), monkeypatch
+    )
+    assert [sorted(t.name for t in tools) for tools in beside] == [
+        ['compact_context', 'page'],
+        *[['compact_context', 'page', 'read_artifact']] * 3,
+    ]
+    assert beside == among
+    # among them, each of the 4 steps asks for its toolsets and its tools (2.x: its instructions) in a group
+    assert among_groups - beside_groups >= 4 * 2, (among_groups, beside_groups)
+
+
+def test_a_shape_other_than_the_one_pydantic_ai_assembles_is_left_as_it_is() -> None:
+    from pydantic_ai.toolsets import CombinedToolset, FunctionToolset, PreparedToolset
+
+    from pydantic_ai_history.pipeline._beside import OwnToolsBeside, own_tools_beside
+
+    ours, theirs, other = FunctionToolset(id='ours'), FunctionToolset(id='theirs'), FunctionToolset()
+
+    def prepared(*members: Any) -> Any:
+        return PreparedToolset(CombinedToolset(list(members)), lambda ctx, tools: tools)
+
+    lifted = own_tools_beside(prepared(theirs, CombinedToolset([ours])), {'ours'})
+    assert isinstance(lifted, OwnToolsBeside)
+    assert lifted.own.toolsets == [ours]  # type: ignore[attr-defined]
+    assert lifted.wrapped.wrapped.toolsets == [theirs]  # type: ignore[attr-defined]
+    assert own_tools_beside(CombinedToolset([theirs, ours]), {'ours'}) is None  # not pydantic-ai's assembly
+    assert own_tools_beside(prepared(CombinedToolset([ours])), {'ours'}) is None  # nothing beside ours
+    assert own_tools_beside(prepared(theirs, CombinedToolset([ours, other])), {'ours'}) is None  # shared
+    assert own_tools_beside(prepared(theirs, other), {'ours'}) is None  # ours not there

@@ -88,6 +88,14 @@ class Toolsets(RequestPath):
             ),
         )
 
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        """The run's toolsets with ours asked beside them, not among them (see `_beside`): the same tools,
+        without a task group per question when the agent has tools of its own."""
+        from ..readback import readback_toolset_id
+        from ._beside import own_tools_beside
+
+        return own_tools_beside(toolset, (readback_toolset_id(self.id), compaction_toolset_id(self.id)))
+
     def _built(
         self, kind: str, settings: tuple[object, ...], build: Callable[[], AbstractToolset[Any]]
     ) -> AbstractToolset[Any]:
