@@ -241,9 +241,9 @@ def _carried(ctx: object, name: str) -> Any:
 
 _TOOL_FIELDS = {f.name for f in dataclasses.fields(_tools.ToolDefinition)}
 TOOLS_HAVE_METADATA = 'metadata' in _TOOL_FIELDS
-TOOLS_HAVE_TOOLSET_ID = 'toolset_id' in _TOOL_FIELDS
-"""Whether a tool's definition names its toolset (pydantic-ai 2.x; combined toolsets stamp it)."""
 """Whether tool definitions carry `metadata` (late 1.x, 2.x; not 1.0)."""
+TOOLS_HAVE_TOOLSET_ID = 'toolset_id' in _TOOL_FIELDS
+"""Whether a tool's definition names its toolset (2.x; combined toolsets stamp it)."""
 
 _SYSTEM_PROMPT_FIELDS = frozenset(f.name for f in dataclasses.fields(SystemPromptPart))
 REQUEST_SCOPED_PROMPTS = 'scope' in _SYSTEM_PROMPT_FIELDS

@@ -52,15 +52,16 @@ class OwnToolsBeside(WrapperToolset[Any]):
     """The toolset that holds our tools (its leaves durable-wrapped or not, as the run's)."""
 
     _exit_stack: AsyncExitStack | None = field(init=False, default=None)
+    """What leaves both parts when the run leaves this toolset (entered as pydantic-ai's combined one)."""
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
-        wrapped, own = await self.wrapped.for_run(ctx), await self.own.for_run(ctx)
-        return (
-            self if wrapped is self.wrapped and own is self.own else replace(self, wrapped=wrapped, own=own)
-        )
+        return self._with(await self.wrapped.for_run(ctx), await self.own.for_run(ctx))
 
     async def for_run_step(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
-        wrapped, own = await self.wrapped.for_run_step(ctx), await self.own.for_run_step(ctx)
+        return self._with(await self.wrapped.for_run_step(ctx), await self.own.for_run_step(ctx))
+
+    def _with(self, wrapped: AbstractToolset[Any], own: AbstractToolset[Any]) -> OwnToolsBeside:
+        """This toolset, or a copy holding what its two parts became for the run or the step."""
         return (
             self if wrapped is self.wrapped and own is self.own else replace(self, wrapped=wrapped, own=own)
         )
@@ -129,8 +130,10 @@ def own_tools_beside(toolset: AbstractToolset[Any], own_ids: Collection[str]) ->
     if not isinstance(toolset, PreparedToolset) or not isinstance(toolset.wrapped, CombinedToolset):
         return None
     combined = toolset.wrapped
+    if len(combined.toolsets) < 2:  # ours alone, or none: asked without a task group already
+        return None
     own = [member for member in combined.toolsets if _only_ours(member, own_ids)]
-    if len(own) != 1 or len(combined.toolsets) < 2:
+    if len(own) != 1:
         return None
     # the others stay combined, even one alone (which it asks without a task group): it stamps their ids
     others = replace(combined, toolsets=[member for member in combined.toolsets if member is not own[0]])
@@ -140,5 +143,12 @@ def own_tools_beside(toolset: AbstractToolset[Any], own_ids: Collection[str]) ->
 def _only_ours(toolset: AbstractToolset[Any], own_ids: Collection[str]) -> bool:
     """Whether every toolset under `toolset` that lists tools itself carries one of `own_ids`."""
     ids: list[str | None] = []
-    toolset.apply(lambda leaf: None if isinstance(leaf, WrapperToolset) else ids.append(leaf.id))
+
+    def collect(found: AbstractToolset[Any]) -> None:
+        if not isinstance(
+            found, WrapperToolset
+        ):  # a wrapper (ours, or pydantic-ai's owner) lists none itself
+            ids.append(found.id)
+
+    toolset.apply(collect)
     return bool(ids) and all(found in own_ids for found in ids)
