@@ -54,7 +54,7 @@ def build_agent(store: Path, secret: str) -> Agent[None, str]:
     """The agent: the history processor, spilling to a store every process sees, and `DBOSDurability`."""
     model_name = real_model_name()
     history = create_history_processor(
-        policy=ContextPolicy(context_window=16_000, max_tokens=5_000, target_tokens=2_000),
+        policy=ContextPolicy(context_window=16_000, max_tokens=2_000, target_tokens=700),
         summarizer=SummarizerSettings(model=model_name or local_summarizer()),
         store=DirectoryStore(store, secret=secret),
     )

@@ -70,7 +70,7 @@ STORE, SECRET = os.environ.get('HISTORY_STORE', ''), os.environ['HISTORY_SECRET'
 if UNAVAILABLE is None:
     model_name = real_model_name()
     history = create_history_processor(
-        policy=ContextPolicy(context_window=16_000, max_tokens=5_000, target_tokens=2_000),
+        policy=ContextPolicy(context_window=16_000, max_tokens=2_000, target_tokens=700),
         summarizer=SummarizerSettings(model=model_name or local_summarizer()),
         store=DirectoryStore(STORE, secret=SECRET),
     )

@@ -122,9 +122,13 @@ def test_progress_bar_on_a_terminal_redraws_one_line():
 # ---- demo -----------------------------------------------------------------------------------------------
 
 
+DEMO_REQUESTS = 50
+"""Enough for the demo's first compaction (its history reaches the trigger after about 45 requests)."""
+
+
 @pytest.fixture(scope='module')
 def demo_result():
-    return run_demo(40, out=io.StringIO(), tty=False)
+    return run_demo(DEMO_REQUESTS, out=io.StringIO(), tty=False)
 
 
 @pytest.mark.slow
@@ -133,8 +137,8 @@ def test_demo_printed_numbers_match_the_processor_stats(demo_result):
     overall = stats.overall
     rows, _ = _parse_table(demo_result.text, 'summary')
     printed = {r['summary']: r['value'] for r in rows}
-    assert _int(printed['model requests']) == overall.requests == 40
-    assert _int(printed['provider requests']) == demo_result.provider_requests == 40
+    assert _int(printed['model requests']) == overall.requests == DEMO_REQUESTS
+    assert _int(printed['provider requests']) == demo_result.provider_requests == DEMO_REQUESTS
     assert _int(printed['rejected by provider']) == demo_result.rejected == 0
     assert _int(printed['compactions']) == overall.compactions
     assert _int(printed['summarizer calls']) == overall.summarizer_calls
@@ -163,9 +167,9 @@ def test_demo_session_compacts_and_never_overflows(demo_result):
     history = [*demo_result.final_messages, ModelRequest(parts=[UserPromptPart('next question')])]
     assert_valid_history(history)
     text = demo_result.text
-    assert sum(1 for line in text.splitlines() if line.startswith('  request ')) == 40
+    assert sum(1 for line in text.splitlines() if line.startswith('  request ')) == DEMO_REQUESTS
     assert sum(1 for line in text.splitlines() if 'compaction #' in line) == overall.compactions
-    assert 'progress: 40/40 requests' in text
+    assert f'progress: {DEMO_REQUESTS}/{DEMO_REQUESTS} requests' in text
 
 
 def test_demo_tool_outputs_follow_the_call_not_the_order_the_tools_ran_in():

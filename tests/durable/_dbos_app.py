@@ -55,7 +55,7 @@ WORKFLOW_NAME = 'history_dbos.run'
 CAPABILITY_ID = 'pydantic_ai_history'
 SECRET = 's' * 32
 
-WINDOW, TRIGGER, TARGET = 16_000, 3_000, 1_000
+WINDOW, TRIGGER, TARGET = 16_000, 2_500, 900
 """A small policy: a fetch_logs return (~8K tokens) is spilled to the store by the artifact stage, and a few
 of them take the history over the trigger, so the compactor summarizes."""
 PAGES = 8
@@ -275,7 +275,14 @@ def build(
     log = CallLog(workdir / 'calls.jsonl')
     events: list[HistoryEvent] = []
     processor = create_history_processor(
-        policy=ContextPolicy(context_window=WINDOW, max_tokens=TRIGGER, target_tokens=TARGET),
+        # the view sizes this scenario was laid out for: one compaction before CRASH_AT, none after it
+        policy=ContextPolicy(
+            context_window=WINDOW,
+            max_tokens=TRIGGER,
+            target_tokens=TARGET,
+            item_tokens=500,
+            large_item_tokens=1_500,
+        ),
         summarizer=SummarizerSettings(
             model=FunctionModel(Summarizer(log), model_name='summarizer'), timeout=30
         ),

@@ -272,7 +272,8 @@ async def test_with_the_artifact_stage_only_the_newest_request_changes_between_e
     data = pages(fixtures_dir, 60)
     events: list[HistoryEvent] = []
     processor = create_history_processor(
-        policy=ContextPolicy(context_window=WINDOW),
+        # a trigger the loop reaches with its outputs reduced to their views
+        policy=ContextPolicy(context_window=WINDOW, max_tokens=WINDOW // 3, target_tokens=WINDOW // 8),
         summarizer=SummarizerSettings(model=StubSummarizer().model()),
         on_event=events.append,
     )

@@ -53,12 +53,15 @@ def deprecated_setting(name: str, home: str) -> None:
         warnings.warn(f'{name} is deprecated: write {home}', DeprecationWarning, stacklevel=4)
 
 
-DEFAULT_ITEM_TOKENS = 500
-"""What one large item keeps in context (every token kept is re-read by every later request)."""
-DEFAULT_LARGE_ITEM_TOKENS = 1_500
-"""Over this an item is large: about 6,000 characters of English. Reduced when it arrives, a large item costs
-its short view on every later request instead of its whole text (its original is one `read_artifact` away);
-chosen on the cost benchmark's tool loop and checked on its coding loop (benchmarks/RESULTS.md)."""
+DEFAULT_ITEM_TOKENS = 250
+"""What one large item keeps in context (every token kept is re-read by every later request): about 1,000
+characters of English, what pydantic-ai-harness's spill leaves of an output (its preview), here the passages
+most relevant to the call."""
+DEFAULT_LARGE_ITEM_TOKENS = 1_000
+"""Over this an item is large: about 4,000 characters of English, where pydantic-ai-harness's spill rule
+starts. Reduced when it arrives, a large item costs its short view on every later request instead of its
+whole text (its original is one `read_artifact` away). Both sizes are the spill rule's, in tokens, not tuned
+on either of the cost benchmark's loops; measured on both (benchmarks/RESULTS.md, "Cost (issue 37)")."""
 
 
 @dataclass(frozen=True)

@@ -440,9 +440,13 @@ class Ranking:
     order: list[int]
     """Chunk positions, best first (every chunk, in order, when nothing matched)."""
     matched: bool
+    terms: tuple[str, ...] = ()
+    """The query's terms (`query_terms`): where in a chunk cut to fit the part shown starts."""
 
     def select(self, max_chars: int) -> Extract:
-        """The best chunks within `max_chars` as they render, shown in original order."""
+        """The best chunks within `max_chars` as they render, shown in original order; when the best does not
+        fit, its part around the query's terms (never a worse chunk in its place: a short one that fits is
+        often the least relevant)."""
         spans, order = self.spans, self.order
         chosen: list[int] = []
         room = max_chars
@@ -451,31 +455,48 @@ class Ranking:
             if room < shortest:
                 break  # no chunk fits any more: the rest need not be tried
             if spans[index].end - spans[index].start > room:
-                if not self.matched:
+                if not self.matched or not chosen:
                     break
                 continue  # it cannot fit, whatever its marker costs
             candidate = sorted([*chosen, index])
             rendered = len(_render(self.text, spans, candidate))
             if rendered <= max_chars:
                 chosen, room = candidate, max_chars - rendered
-            elif not self.matched:
+            elif not self.matched or not chosen:
                 break
-        if not chosen and spans:  # even the best chunk is too large: show its head
+        if not chosen and spans:  # even the best chunk is too large: show its part around the terms
             best = order[0]
             cut_at = max(max_chars - 120 - len(spans[best].context), 50)
             shown = list(spans)
-            shown[best] = spans[best]._replace(end=spans[best].start + cut_at)
+            start = self._cut_start(spans[best], cut_at)
+            shown[best] = spans[best]._replace(start=start, end=min(start + cut_at, spans[best].end))
             return Extract(_render(self.text, shown, [best]), len(spans), (best,), self.matched)
         return Extract(_render(self.text, spans, chosen), len(spans), tuple(chosen), self.matched)
+
+    def _cut_start(self, span: _Span, length: int) -> int:
+        """Where `length` characters of `span` start: at the line holding most of the query's terms, moved
+        back so they end with the chunk where they would run past it (its beginning when nothing matched)."""
+        if not self.matched or not self.terms or span.end - span.start <= length:
+            return span.start
+        best, best_hits, offset = span.start, 0, span.start
+        for line in self.text[span.start : span.end].splitlines(keepends=True):
+            hits = len(set(tokenize(line)).intersection(self.terms))
+            if hits > best_hits:
+                best, best_hits = offset, hits
+            offset += len(line)
+        start = max(min(best, span.end - length), span.start)
+        line_start = self.text.find('\n', start - 1, best) + 1  # a whole first line, where one fits
+        return line_start if line_start > start else start
 
 
 def rank_passages(text: str, query: str | None, *, chunk_chars: int) -> Ranking:
     """`text` chunked along its structure and ranked by BM25 against `query` (see `extract_passages`), the
     chunks that hold the query verbatim first (`exact_first`)."""
     spans = _spans(text, chunk_chars, None)
-    order = _best_first(_chunk_scores(text, spans, query_terms(query or '')))
+    terms = query_terms(query or '')
+    order = _best_first(_chunk_scores(text, spans, terms))
     order = exact_first(order, lambda i: _holds(text[spans[i].start : spans[i].end], query))
-    return Ranking(text, spans, order or list(range(len(spans))), bool(order))
+    return Ranking(text, spans, order or list(range(len(spans))), bool(order), tuple(terms))
 
 
 def exact_first(order: list[int], holds: Callable[[int], bool]) -> list[int]:

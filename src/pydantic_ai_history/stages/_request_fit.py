@@ -98,6 +98,16 @@ def passages_within(
     return shrunk_to_fit(lambda n: head + ranking.select(n).text, target, max_tokens, cost, floor=200)
 
 
+SHOWN_QUERY_CHARS = 80
+"""How much of the query a view's first line repeats: what its passages were chosen for, not the whole of it
+(every later request re-reads the line)."""
+
+
+def shown_query(query: str) -> str:
+    """What a view says its passages are most relevant to: the query's opening words."""
+    return ' '.join(query.split())[:SHOWN_QUERY_CHARS]
+
+
 _PROMPT_HEAD_SHARE = 0.25
 """The share of a reduced user message given to its beginning; its passages most relevant to its question
 (its last lines) get the rest."""
@@ -112,10 +122,10 @@ def reduced_text(
         query = _last_lines(item.text)
         showing = 'showing its beginning, then its passages most relevant to its last paragraph'
     else:
-        shown = ' '.join(query.split())[:200]
+        shown = shown_query(query)
         showing = f'showing the passages most relevant to {shown!r}' if shown else 'showing its beginning'
     head = (
-        f'{ARTIFACT_MARKER} {artifact_id} | {item.source}, {len(item.text):,} characters, '
+        f'{ARTIFACT_MARKER} of {item.source}, {len(item.text):,} characters, '
         f'~{item.tokens:,} tokens, more than this request has room for | {showing} | '
         f'{_how_to_read(stored, f"{readback_tool()}(artifact_id={artifact_id!r}, offset=0, query=...)")}]\n'
     )

@@ -70,12 +70,13 @@ def make_processor(
     store: Any = None,
     summarizer: SummarizerSettings | None = None,
     large_item_tokens: int | None = None,
+    item_tokens: int | None = None,
 ) -> tuple[HistoryProcessor, Recorder]:
     recorder = Recorder()
     processor = HistoryProcessor(
         stages=[ArtifactPlanner(settings or ArtifactSettings())],
         model=model,
-        policy=artifact_policy(context_window, large_item_tokens=large_item_tokens),
+        policy=artifact_policy(context_window, large_item_tokens=large_item_tokens, item_tokens=item_tokens),
         summarizer=summarizer or SummarizerSettings(),
         cache=cache if cache is not None else MemoryCache(),
         # one secret for every processor of a test, as a deployment configures one: equal content, equal ids

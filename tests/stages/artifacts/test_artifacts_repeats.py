@@ -60,7 +60,7 @@ async def test_a_file_read_again_unchanged_is_one_line_naming_what_the_history_s
     assert 'the same content' in repeat.content
     assert f"read_artifact(artifact_id='{artifact}'" in repeat.content
     counter = processor.counter_for('gpt-4o')
-    assert counter.count_part(repeat) * 3 < counter.count_part(view), 'a line, not a second view'
+    assert counter.count_part(repeat) * 2 < counter.count_part(view), 'a line, not a second view'
     stored = await processor.store.get(artifact)
     assert stored is not None
     assert stored.decode() == SOURCE, 'the original stays readable'
@@ -70,7 +70,8 @@ async def test_a_file_read_again_unchanged_is_one_line_naming_what_the_history_s
 
 
 async def test_a_changed_file_or_a_view_no_longer_shown_gets_its_own_view() -> None:
-    processor, _ = make_processor(context_window=128_000)
+    # views with room for more than the best passage, so a call asking for others gets another view
+    processor, _ = make_processor(context_window=128_000, item_tokens=500)
     first = await processor.process([*QUESTION, *_read('messages.py', SOURCE, 'c1')])
 
     edited = SOURCE + '\n# one line more\n'
@@ -110,7 +111,8 @@ async def test_a_repeat_line_the_window_keeps_after_dropping_its_view_still_read
     from pydantic_ai_history import ArtifactPlanner, ArtifactSettings, HistoryProcessor, SlidingWindow
     from pydantic_ai_history.readback import read_artifact_text
 
-    planner, _ = make_processor(context_window=12_000)
+    # views of the size this walk was laid out for: the window drops the first view a step before the line
+    planner, _ = make_processor(context_window=12_000, item_tokens=500, large_item_tokens=1_500)
     processor = HistoryProcessor(
         stages=[ArtifactPlanner(ArtifactSettings()), SlidingWindow()],
         model='gpt-4o',

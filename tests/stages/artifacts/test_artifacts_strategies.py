@@ -122,9 +122,9 @@ async def test_small_budget_fits_include_full(fixtures_dir: Path) -> None:
     assert [e.strategy for e in recorder.artifacts] == ['include_full']
 
 
-async def _extract(fixtures_dir: Path, name: str, question: str) -> str:
+async def _extract(fixtures_dir: Path, name: str, question: str, *, item_tokens: int | None = None) -> str:
     tool, content = _fixture(fixtures_dir, name)
-    processor, recorder = make_processor(context_window=WINDOW)
+    processor, recorder = make_processor(context_window=WINDOW, item_tokens=item_tokens)
     history = tool_history(question, tool, content)
     out = await processor.process(history)
     assert_valid_history(out)
@@ -138,7 +138,10 @@ async def _extract(fixtures_dir: Path, name: str, question: str) -> str:
 async def test_extract_finds_product_price(fixtures_dir: Path) -> None:
     products = json.loads((fixtures_dir / 'tool_outputs' / 'tau-bench_retail_products.json').read_text())
     bicycle = next(p for p in products.values() if p['name'] == 'Bicycle')
-    text = await _extract(fixtures_dir, 'tau-bench_retail_products.json', 'What does the Bicycle cost?')
+    # the answer is several records (each variant and its price): a view with room for them all
+    text = await _extract(
+        fixtures_dir, 'tau-bench_retail_products.json', 'What does the Bicycle cost?', item_tokens=500
+    )
     for item_id, variant in bicycle['variants'].items():
         assert f'"item_id":"{item_id}"' in text
         assert f'"price":{variant["price"]}' in text

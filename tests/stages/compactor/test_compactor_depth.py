@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pydantic_ai_history import ArtifactSettings, CompactionSettings, ContextPolicy
+from pydantic_ai_history.budget._policy import DEFAULT_ITEM_TOKENS
 from pydantic_ai_history.budget.model_info import ModelInfo
 from pydantic_ai_history.stages.compactor._depth import EventCosts, stubs_suffice
 
@@ -59,8 +60,8 @@ def test_a_max_artifact_tokens_below_one_fails_at_construction(cap: int) -> None
 
 
 def test_the_view_cap_bounds_one_artifact_and_none_lifts_it() -> None:
-    assert ArtifactSettings().sizes().view_cap(8_000) == 500
-    assert ArtifactSettings().sizes().view_cap(300) == 300
+    assert ArtifactSettings().sizes().view_cap(8_000) == DEFAULT_ITEM_TOKENS
+    assert ArtifactSettings().sizes().view_cap(DEFAULT_ITEM_TOKENS - 50) == DEFAULT_ITEM_TOKENS - 50
     unbounded = ContextPolicy(context_window=64_000, item_tokens=None).resolve(ModelInfo('gpt-4o', None, 'x'))
     assert ArtifactSettings().sizes(unbounded).view_cap(8_000) == 8_000
 
