@@ -64,6 +64,11 @@ whole text (its original is one `read_artifact` away). Both sizes are the spill 
 on either of the cost benchmark's loops; measured on both (benchmarks/RESULTS.md, "Cost (issue 37)")."""
 
 
+SUMMARIZER_VIEW_TOKENS = 1_000
+"""The least of each tool output the summarizer sees: on the eval's 17 sessions a view of 1,000 tokens a
+result still shows 87.8% of the facts of the whole, 600 tokens 82.7% (benchmarks/RESULTS.md, issue 27)."""
+
+
 @dataclass(frozen=True)
 class ItemSizes:
     """The two size settings every stage reads (`ContextPolicy.item_tokens`, `.large_item_tokens`) and the
@@ -88,8 +93,9 @@ class ItemSizes:
 
     @property
     def summarizer_view(self) -> int | None:
-        """What each tool output shows the summarizer: twice `keep` (1,000 by default); None: whole."""
-        return None if self.keep is None else 2 * self.keep
+        """What each tool output shows the summarizer: twice `keep`, at least `SUMMARIZER_VIEW_TOKENS`; None:
+        whole. Read once per event, not by every request: a smaller view would save little and lose facts."""
+        return None if self.keep is None else max(2 * self.keep, SUMMARIZER_VIEW_TOKENS)
 
     def view_cap(self, tokens: int) -> int:
         """What one large item of `tokens` may keep of them."""
