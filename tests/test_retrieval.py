@@ -109,3 +109,19 @@ def test_top_passages_without_a_match_shows_the_beginning(fixtures_dir: Path) ->
     out = top_passages(text, 'zzzqqq', 1_000)
     assert out.startswith("[no passage matched 'zzzqqq'")
     assert '00M,Thigpen' in out
+
+
+def test_a_best_chunk_too_large_is_cut_around_the_query_words() -> None:
+    """The best chunk does not fit: the part of it shown starts at the line that holds the query's words (it
+    was the chunk's head), and no worse chunk is taken in its place (a short one that fits is often the least
+    relevant, a table's last rows)."""
+    from pydantic_ai_history.readback._retrieval import rank_passages
+
+    rows = [f'row {i}: nothing to see here, filler text number {i}' for i in range(40)]
+    rows[25] = 'row 25: the zebra quokka lives in Mayaguez'
+    text = '\n'.join(rows) + '\n\nzebra'
+    ranking = rank_passages(text, 'Where does the zebra quokka live?', chunk_chars=1_500)
+    assert ranking.order[0] == 0, 'the rows are the best chunk'
+    shown = ranking.select(300)
+    assert shown.shown == (0,)
+    assert 'row 25: the zebra quokka lives in Mayaguez' in shown.text

@@ -485,7 +485,7 @@ class Ranking:
                 best, best_hits = offset, hits
             offset += len(line)
         start = max(min(best, span.end - length), span.start)
-        line_start = self.text.find('\n', start - 1, best) + 1  # a whole first line, where one fits
+        line_start = self.text.find('\n', max(start - 1, 0), best) + 1  # a whole first line, where one fits
         return line_start if line_start > start else start
 
 
