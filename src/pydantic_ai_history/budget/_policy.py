@@ -83,7 +83,7 @@ class ItemSizes:
     @property
     def least_view(self) -> int:
         """The least a reduced item shows (less is a stub), and the least a tool output must cost to become a
-        stub at a compaction event: 60% of `keep` (300 by default)."""
+        stub at a compaction event: 60% of `keep` (150 by default)."""
         return max(int((self.keep if self.keep is not None else DEFAULT_ITEM_TOKENS) * 0.6), 1)
 
     @property
