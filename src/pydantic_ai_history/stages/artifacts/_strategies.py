@@ -9,7 +9,7 @@ from ...context._llm import answer_max_tokens
 from ...context._summarizer_settings import Timeout
 from ...messages._marks import readback_tool
 from ...tokens import TokenCounter
-from .._request_fit import passages_within, showing_passages
+from .._request_fit import passages_within, shown_query
 from ._extract import Candidate
 
 SUMMARY_INSTRUCTIONS = (
@@ -19,14 +19,11 @@ SUMMARY_INSTRUCTIONS = (
 )
 
 
-def _headed(candidate: Candidate, what: str, body: str = '', *, read: str = '') -> str:
-    """`body` under the line naming the stored original: what it stands for, `what` it is, how to read it
-    (`read`, else the call that reads any part). The id is named once, in the call: every token of the line
-    is re-read by every later request."""
+def _headed(candidate: Candidate, what: str, body: str = '') -> str:
+    """`body` under the line naming the stored original: what it stands for, `what` it is, how to read it (the
+    id once, in the call: every token of the line is re-read by every later request)."""
     a = candidate.artifact
-    read = (
-        read or f"read the original with {readback_tool()}(artifact_id='{candidate.id}', offset=0, query=...)"
-    )
+    read = f"read the original with {readback_tool()}(artifact_id='{candidate.id}', offset=0, query=...)"
     described = f'{a.source}, {a.chars:,} characters, ~{a.tokens:,} tokens'
     return f'{ARTIFACT_MARKER} of {described} | {what} | {read}]\n{body}'
 
@@ -40,17 +37,20 @@ def extract_text(
     candidate: Candidate, query: str, max_tokens: int, counter: TokenCounter, *, chunk_chars: int
 ) -> str:
     """The chunks most relevant to `query` with their position markers, within `max_tokens` (corrected)."""
-    head = _headed(candidate, showing_passages(query))
+    shown = shown_query(query)
+    head = _headed(
+        candidate, f'showing the passages most relevant to {shown!r}' if shown else 'showing its beginning'
+    )
     return passages_within(candidate.text, head, query, max_tokens, counter, chunk_chars=chunk_chars)
 
 
 def repeat_text(candidate: Candidate) -> str:
     """What stands for a return whose view an earlier return of the same content already shows. Worded to stay
     true once a compaction or the window drops that return: the line is kept, the return may not be."""
-    return _headed(
-        candidate,
-        'the same content as an earlier return, shown the same way',
-        read=f"{readback_tool()}(artifact_id='{candidate.id}') reads it if that return is no longer shown",
+    a = candidate.artifact
+    return (
+        f'{ARTIFACT_MARKER} of {a.source}: the same content as an earlier return, shown the same way | '
+        f"{readback_tool()}(artifact_id='{candidate.id}') reads it if that return is no longer shown]\n"
     )
 
 
