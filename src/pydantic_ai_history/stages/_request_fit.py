@@ -103,9 +103,11 @@ SHOWN_QUERY_CHARS = 80
 (every later request re-reads the line)."""
 
 
-def shown_query(query: str) -> str:
-    """What a view says its passages are most relevant to: the query's opening words."""
-    return ' '.join(query.split())[:SHOWN_QUERY_CHARS]
+def showing_passages(query: str) -> str:
+    """What a view's first line says it shows: the passages most relevant to the query's opening words (its
+    beginning for an empty query)."""
+    shown = ' '.join(query.split())[:SHOWN_QUERY_CHARS]
+    return f'showing the passages most relevant to {shown!r}' if shown else 'showing its beginning'
 
 
 _PROMPT_HEAD_SHARE = 0.25
@@ -122,8 +124,7 @@ def reduced_text(
         query = _last_lines(item.text)
         showing = 'showing its beginning, then its passages most relevant to its last paragraph'
     else:
-        shown = shown_query(query)
-        showing = f'showing the passages most relevant to {shown!r}' if shown else 'showing its beginning'
+        showing = showing_passages(query)
     head = (
         f'{ARTIFACT_MARKER} of {item.source}, {len(item.text):,} characters, '
         f'~{item.tokens:,} tokens, more than this request has room for | {showing} | '

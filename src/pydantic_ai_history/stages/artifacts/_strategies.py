@@ -9,7 +9,7 @@ from ...context._llm import answer_max_tokens
 from ...context._summarizer_settings import Timeout
 from ...messages._marks import readback_tool
 from ...tokens import TokenCounter
-from .._request_fit import passages_within, shown_query
+from .._request_fit import passages_within, showing_passages
 from ._extract import Candidate
 
 SUMMARY_INSTRUCTIONS = (
@@ -37,16 +37,15 @@ def extract_text(
     candidate: Candidate, query: str, max_tokens: int, counter: TokenCounter, *, chunk_chars: int
 ) -> str:
     """The chunks most relevant to `query` with their position markers, within `max_tokens` (corrected)."""
-    shown = shown_query(query)
-    head = _headed(
-        candidate, f'showing the passages most relevant to {shown!r}' if shown else 'showing its beginning'
-    )
+    head = _headed(candidate, showing_passages(query))
     return passages_within(candidate.text, head, query, max_tokens, counter, chunk_chars=chunk_chars)
 
 
 def repeat_text(candidate: Candidate) -> str:
     """What stands for a return whose view an earlier return of the same content already shows. Worded to stay
-    true once a compaction or the window drops that return: the line is kept, the return may not be."""
+    true once a compaction or the window drops that return: the line is kept, the return may not be. It leaves
+    out the size `_headed` gives (about 15 tokens): every later request re-reads the line, and the earlier
+    return already says it."""
     a = candidate.artifact
     return (
         f'{ARTIFACT_MARKER} of {a.source}: the same content as an earlier return, shown the same way | '
