@@ -10,6 +10,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import operator
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import MISSING, dataclass, field, fields
@@ -504,9 +505,11 @@ _UNSTREAMED = frozenset(f.name for f in fields(HistoryEvent)) - {'run_id'}
 """The fields of every `HistoryEvent` its stream form leaves out (`at`: the stream has its own order)."""
 
 _S = TypeVar('_S', bound=HistoryStreamEvent)
+_Getter = Callable[[Any], tuple[Any, ...]]
 
-_STREAM_FORMS: dict[type[HistoryEvent], tuple[type[HistoryStreamEvent], Mapping[str, str]]] = {}
-"""Each event class with a stream form of its own: that class and, per field of it, the source attribute."""
+_STREAM_FORMS: dict[type[HistoryEvent], tuple[type[HistoryStreamEvent], tuple[str, ...], _Getter]] = {}
+"""Each event class with a stream form of its own: that class, its fields (`run_id` first), and what reads
+their values off an event of the class as a tuple (in C: one is made for every model request)."""
 
 
 def _stream_form(
@@ -533,7 +536,8 @@ def _stream_form(
             elif source_field.default_factory is not MISSING:
                 setattr(cls, name, field(default_factory=source_field.default_factory))
         cls.__annotations__ = annotations
-        _STREAM_FORMS[source] = (cls, carried)
+        names, attributes = ('run_id', *carried), ('run_id', *carried.values())
+        _STREAM_FORMS[source] = (cls, names, operator.attrgetter(*attributes))
         return dataclass(repr=False, eq=False, kw_only=True)(cls)
 
     return build
@@ -613,16 +617,14 @@ class HistoryWarningEvent(HistoryStreamEvent, name='warning'):
 def stream_event_for(event: HistoryEvent) -> HistoryStreamEvent | None:
     """The stream event that shows `event`, or None for a kind the stream does not carry."""
     form = _STREAM_FORMS.get(type(event))  # most events are of a kind with a form of its own
-    if form is not None:
-        cls, carried = form
-        return cls(run_id=event.run_id, **{name: getattr(event, attr) for name, attr in carried.items()})
-    if isinstance(event, (HistoryWarning, StageFailed)):
-        return _warning_event(event)
-    for source in type(event).__mro__:
-        if (form := _STREAM_FORMS.get(source)) is not None:
-            cls, carried = form
-            return cls(run_id=event.run_id, **{name: getattr(event, attr) for name, attr in carried.items()})
-    return None
+    if form is None:
+        if isinstance(event, (HistoryWarning, StageFailed)):
+            return _warning_event(event)
+        form = next(filter(None, map(_STREAM_FORMS.get, type(event).__mro__)), None)
+        if form is None:
+            return None
+    cls, names, values = form
+    return cls(**dict(zip(names, values(event), strict=True)))
 
 
 def _warning_event(event: HistoryWarning | StageFailed) -> HistoryWarningEvent:

@@ -211,12 +211,13 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
     ) -> ModelRequestContext:
         """The capability hook: process the history once per request step, and persist the result."""
         claim_step(self, ctx, 'capability')
-        self._check_tool_names(_tools_of(request_context))
+        tools = _tools_of(request_context)
+        self._check_tool_names(tools)
         before = request_context.messages
         with gathering() as stream_events:
             token = PROCESSED.set(None)
             try:
-                messages = await self._process_request(ctx, request_context)
+                messages = await self._process_request(ctx, request_context, tools)
                 processed = PROCESSED.get()
             finally:  # the step's event stays with the step, not in the run's context
                 PROCESSED.reset(token)
@@ -311,18 +312,18 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
         if planned is None or self.limits_for(request_context.model).budget >= planned:
             return request_context
         with gathering() as stream_events:
-            messages = await self._process_request(ctx, request_context)
+            messages = await self._process_request(ctx, request_context, _tools_of(request_context))
         request_context.messages = messages.copy()
         await publish(ctx, stream_events)
         return request_context
 
     async def _process_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
+        self, ctx: RunContext[Any], request_context: ModelRequestContext, tools: list[ToolDefinition]
     ) -> list[ModelMessage]:
         return await self.process(
             request_context.messages,
             ctx=ctx,
-            tool_definitions=_tools_of(request_context),
+            tool_definitions=tools,
             serving_model=request_context.model,
         )
 
@@ -393,7 +394,8 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
         record_event(self._overall, event)
         if event.run_id is not None:
             record_event(self._runs[event.run_id].stats, event)
-        if not isinstance(event, (HistoryWarning, StageFailed)):  # those are logged where raised
+        # those are logged where raised; `isEnabledFor` first: one call fewer on every request
+        if not isinstance(event, (HistoryWarning, StageFailed)) and logger.isEnabledFor(logging.DEBUG):
             logger.debug('%s', event)
         if self.on_history_event is not None:
             try:

@@ -16,7 +16,7 @@ from ..context._context import FAR_BELOW, HistoryContext, HistoryStage
 from ..events import HistoryEvent, RequestProcessed, StageFailed
 from ..messages._clock import perf
 from ._agent_checks import tool_name
-from ._runs import Runs
+from ._runs import Runs, RunState
 from ._settings_checks import CONFIG_ERRORS
 from ._spans import DeferredSpans, request_attributes
 
@@ -95,10 +95,12 @@ class GuardedStages:
         proved = context.compaction_request is None and await context.prove_fits_off_loop(
             messages, below=self._far_below()
         )
-        await context.count_newest(messages)  # a large new message is tokenized off the event loop
+        if not proved:  # a large new message is tokenized off the event loop
+            await context.count_newest(messages)
         before = context.estimate(messages)
         current = messages
-        check = self._input_check(context.run_id)
+        run = self._runs[context.run_id]
+        check = run.input_check
         validity = await checked_input(check, messages, context)
         new_violations = check.unreported(validity)
         if new_violations:
@@ -109,7 +111,7 @@ class GuardedStages:
                 'no stage may add to them',
                 violations=[str(v) for v in new_violations[:20]],
             )
-        given = validity.copy()
+        given: Validity | None = None  # the input's check, kept once a stage changes the history
         sent = sent_before(messages)
         rewriter: str | None = None
         # far below its limit, the stages that say they would return the history as it is are skipped
@@ -118,17 +120,19 @@ class GuardedStages:
             if current is messages and index in unchanged:
                 continue
             stage_input = current
+            if given is None:
+                given = validity.copy()
             current = await self._run_stage(stage.name, stage, current, context, validity, spans)
             if rewriter is None and current is not stage_input and first_change(messages, current) < sent:
                 rewriter = stage.name
-        if self._over_budget(current, messages, before.total, context, 'processor'):
+        if given is not None and self._over_budget(current, messages, before.total, context, 'processor'):
             current, validity, rewriter = messages, given, None
         check.adopt(validity)
         # the idle path: nothing changed, so the estimate of the input stands
         after = before if current is messages else context.estimate(current)
         if not after.bounded:  # a history far below its limit is not counted, nor anchored on
             context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
-        rewrite = self._rewrite(messages, current, sent, rewriter, context)
+        rewrite = self._rewrite(messages, current, sent, rewriter, context, run)
         event = RequestProcessed(
             run_id=context.run_id,
             messages_before=len(messages),
@@ -210,10 +214,11 @@ class GuardedStages:
         sent: int,
         rewriter: str | None,
         context: HistoryContext,
+        run: RunState,
     ) -> tuple[int, int, str | None]:
         """The prefix rewrite this request causes: sent messages that changed, tokens cached again from the
         first of them, and what changed them (a stage, or the read-back tool appearing: tools come first)."""
-        offered = self._readback_offered(context)
+        offered = self._readback_offered(context, run)
         first = first_change(messages, result) if rewriter is not None else sent
         if offered:
             first, rewriter = 0, self.readback_tool_name
@@ -230,14 +235,13 @@ class GuardedStages:
         )
         return sent - first, tokens, rewriter
 
-    def _readback_offered(self, context: HistoryContext) -> bool:
+    def _readback_offered(self, context: HistoryContext, run: RunState) -> bool:
         """Whether this request is the first of its run to offer `read_artifact` (known from the request's
         tool definitions, which the capability passes; never on the run's first request: none is cached)."""
         if not context.tool_definitions:
             return False
         offered = self.readback_tool_name in map(tool_name, context.tool_definitions)
-        state = self._runs[context.run_id]
-        before, state.offered_readback = state.offered_readback, offered
+        before, run.offered_readback = run.offered_readback, offered
         return offered and before is False
 
     def _input_check(self, run_id: str | None) -> InputCheck:

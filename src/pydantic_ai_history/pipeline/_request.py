@@ -197,9 +197,9 @@ class RequestPath(GuardedStages, HistoryOperations):
         """Seals made and verified with the key of the store's secret: the one secret, kept where the data is,
         so every process sharing the store recognises the package's notes (no environment variable)."""
         store = self.store if store is None else store
-        # a store that cannot say (or, in a prediction before the first request, has not said yet): the
-        # process's own key, whose marks no other process reads as ours
-        unkeyed = isinstance(store, UnavailableStore) or not store.secret_ready
+        # a store that cannot say (an `UnavailableStore` stands for it, or, in a prediction before the first
+        # request, it has not said yet): the process's own key, whose marks no other process reads as ours
+        unkeyed = store is not self.store or not store.secret_ready
         return MarksScope(self.readback_tool_name, None if unkeyed else store._id_secret())
 
     @contextlib.contextmanager
