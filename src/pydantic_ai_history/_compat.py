@@ -140,11 +140,25 @@ except ImportError:  # before pydantic-ai 2.x: no durable operations, every call
     _durable_operation = None  # type: ignore[assignment]
 
 
+_DURABLE_EXEC_BASES: dict[type, bool] = {}
+"""Capability class -> whether a class of `pydantic_ai.durable_exec` is among its bases (at most
+`_MAX_CLASSES`: an app has a few)."""
+_MAX_CLASSES = 256
+
+
 def is_durability_capability(capability: object) -> bool:
     """Whether `capability` is a durable engine's (pydantic-ai's `BaseDurabilityCapability`). Its class is
     imported only for a capability with a class of `pydantic_ai.durable_exec` among its bases: importing it
     loads the durable-execution machinery (20-45 ms) an app without a durable engine never needs."""
-    if not any(cls.__module__.startswith('pydantic_ai.durable_exec') for cls in type(capability).__mro__):
+    kind = type(capability)
+    bases = _DURABLE_EXEC_BASES.get(kind)  # asked for every capability of every agent built
+    if bases is None:
+        if len(_DURABLE_EXEC_BASES) >= _MAX_CLASSES:
+            _DURABLE_EXEC_BASES.clear()
+        bases = _DURABLE_EXEC_BASES[kind] = any(
+            cls.__module__.startswith('pydantic_ai.durable_exec') for cls in kind.__mro__
+        )
+    if not bases:
         return False
     try:
         from pydantic_ai.durable_exec import BaseDurabilityCapability
