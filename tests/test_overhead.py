@@ -116,8 +116,13 @@ def test_a_notice_or_background_summary_that_starts_lower_lowers_what_counts_as_
     from pydantic_ai_history import CompactionSettings, NearLimitNotice
     from pydantic_ai_history.context._context import FAR_BELOW
 
-    assert HistoryProcessor()._far_below() == FAR_BELOW
-    assert HistoryProcessor(near_limit_notice=NearLimitNotice(start=0.3))._far_below() == 0.3
+    blocking = CompactionSettings(background_start=None)
+    assert HistoryProcessor(compaction=blocking)._far_below() == FAR_BELOW
+    default_start = CompactionSettings().background_start
+    assert default_start is not None
+    assert HistoryProcessor()._far_below() == min(FAR_BELOW, default_start)
+    notice = NearLimitNotice(start=0.3)
+    assert HistoryProcessor(compaction=blocking, near_limit_notice=notice)._far_below() == 0.3
     background = HistoryProcessor(compaction=CompactionSettings(background_start=0.2))
     assert background._far_below() == 0.2
 

@@ -268,4 +268,12 @@ def test_the_new_features_are_off_by_default() -> None:
     processor = create_history_processor()
     assert processor.compaction_tool is False
     assert processor.near_limit_notice is False
-    assert CompactionSettings().background_start is None
+
+
+def test_the_next_summary_is_made_in_the_background_by_default() -> None:
+    """No request waits for a summary by default (issue 37): the start is a fraction of the trigger, and
+    `None` turns it off."""
+    start = CompactionSettings().background_start
+    assert start is not None
+    assert 0 < start < 1
+    assert CompactionSettings(background_start=None).background_start is None

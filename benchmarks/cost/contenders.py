@@ -7,7 +7,9 @@ model. Packages are imported only when their contender is built, so ours runs wi
 - `ours`: `create_history_processor(summarizer=SummarizerSettings(model=summarizer))`, the defaults;
 - `ours-compactor`: the same with `artifacts=False`;
 - `ours-background`: the defaults with `compaction=CompactionSettings(background_start=0.4)` (the summary
-  starts in the background at 40% of the trigger);
+  starts in the background at 40% of the trigger; the default since issue 37);
+- `ours-blocking`: the defaults with `compaction=CompactionSettings(background_start=None)` (the summary is
+  made at the trigger, the request waiting for it: the default before issue 37);
 - `ours-model`: the defaults with `compaction_tool=True, near_limit_notice=True` (the scripted model never
   calls the tool: what they cost is the tool's definition in every request and the notices);
 - `harness-summarizing`: `SummarizingCompaction(model=summarizer, max_fraction=0.9, keep_messages=20)`, its
@@ -61,6 +63,7 @@ LABELS = {
     'ours': 'ours, defaults',
     'ours-compactor': 'ours, `artifacts=False`',
     'ours-background': 'ours, `background_start=0.4`',
+    'ours-blocking': 'ours, `background_start=None`',
     'ours-model': 'ours, `compaction_tool` + `near_limit_notice`',
     'harness-summarizing': 'harness `SummarizingCompaction(max_fraction=0.9, keep_messages=20)`',
     'harness-tiered': 'harness `TieredCompaction([ClearToolResults, SummarizingCompaction])`',
@@ -80,6 +83,7 @@ NEEDS = {
     'ours': 'pydantic_ai_history',
     'ours-compactor': 'pydantic_ai_history',
     'ours-background': 'pydantic_ai_history',
+    'ours-blocking': 'pydantic_ai_history',
     'ours-model': 'pydantic_ai_history',
     'harness-summarizing': 'pydantic_ai_harness',
     'harness-tiered': 'pydantic_ai_harness',
@@ -145,6 +149,12 @@ def _ours_background(window: int, summarizer: Model) -> Setup:
     from pydantic_ai_history import CompactionSettings
 
     return _ours(window, summarizer, compaction=CompactionSettings(background_start=0.4))
+
+
+def _ours_blocking(window: int, summarizer: Model) -> Setup:
+    from pydantic_ai_history import CompactionSettings
+
+    return _ours(window, summarizer, compaction=CompactionSettings(background_start=None))
 
 
 def _ours_model(window: int, summarizer: Model) -> Setup:
@@ -285,6 +295,7 @@ _BUILDERS: dict[str, Callable[[int, Model], Setup]] = {
     'ours': _ours,
     'ours-compactor': _ours_compactor,
     'ours-background': _ours_background,
+    'ours-blocking': _ours_blocking,
     'ours-model': _ours_model,
     'harness-summarizing': _harness_summarizing,
     'harness-tiered': _harness_tiered,

@@ -353,12 +353,13 @@ async def test_a_summary_not_ready_at_the_trigger_holds_no_request_up(fixtures_d
 @needs_run_hook
 async def test_a_run_that_ends_before_its_trigger_cancels_its_background_work(fixtures_dir: Path) -> None:
     gate = anyio.Event()  # never set: the summarizer would run forever
-    # 16 pages: the first event ends with stubs alone, the run ends a request before its second trigger
-    agent, _, events, summarizer, processor = setup(fixtures_dir, Loop(16), gate, background_start=0.5)
+    # 24 pages: the first two events end with stubs alone (no summary starts ahead of them), the third would
+    # summarize: its summary starts, and the run ends a request before that trigger
+    agent, _, events, summarizer, processor = setup(fixtures_dir, Loop(24), gate, background_start=0.5)
     result = await agent.run(TASK, usage_limits=UsageLimits(request_limit=None))
     assert result.output == 'All pages done.'
     assert [e for e in events if isinstance(e, BackgroundSummaryStarted)], 'the run neared its trigger'
-    assert [e.method for e in events if isinstance(e, CompactionResult)] == ['stubs']
+    assert [e.method for e in events if isinstance(e, CompactionResult)] == ['stubs', 'stubs']
     (discarded,) = [e for e in events if isinstance(e, BackgroundSummaryDiscarded)]
     assert discarded.reason == 'run_ended'
     assert not discarded.finished

@@ -8,7 +8,7 @@ import pytest
 from pydantic_ai_history import ArtifactSettings, CompactionSettings, ContextPolicy
 from pydantic_ai_history.budget._policy import DEFAULT_ITEM_TOKENS
 from pydantic_ai_history.budget.model_info import ModelInfo
-from pydantic_ai_history.stages.compactor._depth import EventCosts, stubs_suffice
+from pydantic_ai_history.stages.compactor._depth import EventCosts, stubbed_growth, stubs_suffice
 
 
 def costs(*, stubbed: int, summarized: int = 6_000, trigger: int = 40_000, growth: int = 1_500) -> EventCosts:
@@ -44,6 +44,15 @@ def test_dearer_cache_reads_make_a_summary_worth_its_call_sooner() -> None:
 
 def test_at_the_trigger_already_nothing_is_carried() -> None:
     assert stubs_suffice(costs(stubbed=40_000, trigger=40_000), cached_input_ratio=1.0)
+
+
+def test_growth_before_the_event_is_counted_as_its_stubs_will_leave_it() -> None:
+    # stubs keep 2,000 of the 10,000 tokens they replace now: 6,000 tokens of growth keep the newest step of
+    # 1,000 whole and a fifth of the other 5,000
+    assert stubbed_growth(6_000, 1_000, replaced=10_000, saved=8_000) == 1_000 + 5_000 // 5
+    # nothing to stub, or no more than a step: counted whole
+    assert stubbed_growth(6_000, 1_000, replaced=0, saved=0) == 6_000
+    assert stubbed_growth(800, 1_000, replaced=10_000, saved=8_000) == 800
 
 
 @pytest.mark.parametrize('ratio', [0, -0.1, 1.5, float('nan')])

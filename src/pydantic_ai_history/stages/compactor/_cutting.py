@@ -28,7 +28,7 @@ from ._compaction import (
     announce,
     keep_loads,
 )
-from ._depth import EventCosts, stubs_suffice
+from ._depth import EventCosts, stubbed_growth, stubs_suffice
 from ._native import preserved_head
 from ._plan import CutPlan, plan_cut
 from ._prefix_index import Origin
@@ -151,18 +151,24 @@ class CutPlanning(Summaries):
         if context.store is None:
             return None
         stubs = self._stubs_from(cut.body_first, plan, cut, context)
-        total = event.overhead + sum(plan.per_message) + growth
-        stubbed = total - sum(s.tokens_before - s.tokens_after for s in stubs)
-        if not stubs or stubbed > context.limits.target:
+        if not stubs:
             return None
         body_start = plan.units[cut.body_first].start
         replaced = sum(plan.per_message[body_start : plan.units[cut.verbatim].start])
+        saved = sum(s.tokens_before - s.tokens_after for s in stubs)
+        step = sum(plan.per_message[body_start:]) // max(len(plan.units) - cut.body_first, 1)
+        now = event.overhead + sum(plan.per_message)
+        # the outputs added until the event are stubbed there too: counted whole, an event that will end with
+        # stubs looks like one that needs a summary, and a background summary takes the cheap tier's place
+        stubbed = now - saved + stubbed_growth(growth, step, replaced=replaced, saved=saved)
+        if stubbed > context.limits.target:
+            return None
         summary_tokens = self.settings.summary_max_tokens // 2
         costs = EventCosts(
             stubbed=stubbed,
-            summarized=total - replaced + summary_tokens + self._trail_budget(context),
+            summarized=now + growth - replaced + summary_tokens + self._trail_budget(context),
             trigger=context.limits.trigger,
-            growth=sum(plan.per_message[body_start:]) // max(len(plan.units) - cut.body_first, 1),
+            growth=step,
             view_tokens=min(replaced, self.settings.summarizer_view_tokens or replaced),
             summary_tokens=summary_tokens,
         )

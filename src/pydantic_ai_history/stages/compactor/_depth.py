@@ -38,3 +38,12 @@ def stubs_suffice(costs: EventCosts, *, cached_input_ratio: float) -> bool:
     requests = max(costs.trigger - costs.stubbed, 0) / max(costs.growth, 1)
     carried = extra * requests * cached_input_ratio
     return carried <= costs.view_tokens + OUTPUT_PRICE_RATIO * costs.summary_tokens
+
+
+def stubbed_growth(growth: int, step: int, *, replaced: int, saved: int) -> int:
+    """What `growth` tokens the history adds before an event (a background summary plans ahead of it) leave
+    once that event stubs them: the newest `step` stays whole, the rest keeps what the span stubbed now keeps
+    (`replaced - saved` of its `replaced` tokens)."""
+    if growth <= step or replaced <= 0:
+        return growth
+    return step + (growth - step) * (replaced - saved) // replaced

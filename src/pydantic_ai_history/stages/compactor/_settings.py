@@ -61,13 +61,15 @@ class CompactionSettings:
     assistant text) or 'truncate' (head 25% / tail 75% of the transcript at unit boundaries)."""
     cache_ttl: float | None = None
     """Seconds summaries and prefix records live in the cache; None keeps them until evicted."""
-    background_start: float | None = None
+    background_start: float | None = 0.4
     """Start the next event's summary in the background, at the earliest past this fraction of the trigger
-    (0.6: at 60%), so the crossing request need not wait; used only while the history extends its snapshot and
-    the result fits. The start waits until, at the run's growth, the summary is needed within the requests a
-    summary takes (learned from those made; three, aimed at the trigger, before any), so a run that ends far
-    from its trigger pays for none (`BackgroundSummaryStarted.reason`). Needs the processor as a capability;
-    made at the trigger in durable workflow code and for 'provider'."""
+    (0.4 by default: at 40%), so the crossing request need not wait; used only while the history extends its
+    snapshot and the result fits. None: the summary is made at the trigger, that request waiting for it. The
+    start waits until, at the run's growth, the summary is needed within the requests a summary takes (learned
+    from those made; three, aimed at the trigger, before any), so a run that ends far from its trigger pays
+    for none (`BackgroundSummaryStarted.reason`), and none starts for an event that will end with stubs alone.
+    While it is made, requests past the trigger go out as they are (never past the budget). Needs the
+    processor as a capability; made at the trigger in durable workflow code and for 'provider'."""
     max_background_summaries: int = 64
     """At most this many runs hold a background summary (one each): past it a run starts none, and its event
     summarizes when it comes, as without `background_start`; a run's summary is never cancelled for another's
