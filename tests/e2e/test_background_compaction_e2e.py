@@ -508,3 +508,51 @@ async def test_without_the_run_hook_the_summary_is_made_at_the_trigger(fixtures_
     assert not [e for e in events if isinstance(e, (BackgroundSummaryStarted, BackgroundSummaryUsed))]
     assert not any(c.background for c in compactions)
     assert len(summarizer.calls) == sum(c.summarizer_calls for c in compactions)
+
+
+@needs_run_hook
+async def test_a_chat_whose_runs_end_first_pays_for_no_summary_it_throws_away() -> None:
+    """A chat reloaded each turn: one run per user message (a lookup, then an answer), two requests a run.
+    A summary started in the background would be thrown away when its run ends, paid for, and the next run's
+    event would summarize again: once the runs' length is known, none starts, and every summarizer call is
+    the one an event uses."""
+    calls: list[int] = []
+
+    async def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append(len(messages))
+        await anyio.sleep(0.01)
+        usage = RequestUsage(input_tokens=100, output_tokens=20)
+        return ModelResponse(parts=[TextPart('## Summary\nthe chat so far')], usage=usage)
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if isinstance(messages[-1].parts[-1], UserPromptPart):
+            call = ToolCallPart('lookup', {'item': len(messages)}, tool_call_id=f'call_{len(messages)}')
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart('What I found: ' + 'details of the item ' * 150)])
+
+    events: list[HistoryEvent] = []
+    processor = create_history_processor(
+        policy=ContextPolicy(context_window=32_000, max_tokens=12_000, target_tokens=4_000),
+        summarizer=SummarizerSettings(model=FunctionModel(summarize, model_name='gpt-4o-mini')),
+        on_event=events.append,
+    )
+    provider = StrictProvider(respond, context_window=32_000)
+    from pydantic_ai import Agent
+
+    agent = Agent(provider.model(), capabilities=[processor])
+
+    @agent.tool_plain
+    def lookup(item: int) -> str:
+        """Look an item up."""
+        return f'item {item}: ' + 'a field and its value ' * 40
+
+    history: list[ModelMessage] = []
+    for turn in range(45):
+        result = await agent.run(f'Question {turn}: what about item {turn}?', message_history=history)
+        history = result.all_messages()
+        assert_valid_history(history, finished=True)
+    assert not provider.rejected
+    summaries = [e for e in events if isinstance(e, CompactionResult) and e.method == 'llm']
+    assert len(summaries) >= 2, 'the chat reached its trigger more than once'
+    assert not [e for e in events if isinstance(e, BackgroundSummaryDiscarded)], 'no summary thrown away'
+    assert len(calls) == sum(e.summarizer_calls for e in summaries)

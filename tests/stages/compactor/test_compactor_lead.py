@@ -8,6 +8,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 from pydantic_ai_history.stages.compactor._lead import (
     PACES_KEPT,
     UNMEASURED_REQUESTS,
+    RunLengths,
     SummarizerPace,
     plan_lead,
     step_growth,
@@ -83,3 +84,29 @@ def test_the_pace_is_the_slowest_recent_summary() -> None:
     for _ in range(PACES_KEPT):
         pace.observe(2)
     assert pace.expected == 2, 'the oldest are forgotten'
+
+
+def test_a_run_expected_to_end_before_its_summary_is_used_starts_none() -> None:
+    # due at the trigger, three requests ahead; the recent runs made 2 requests, this one 1: one left
+    short = plan_lead(tokens=21_500, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=None, run_left=1)
+    assert not short.start
+    assert short.run_ends_first
+    assert short.run_requests_left == 1
+    # the runs last long enough for the summary to be made and its event to come
+    long = plan_lead(tokens=21_500, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=None, run_left=5)
+    assert long.start
+    assert not long.run_ends_first
+    # a run that has made more requests than any recent one is not held back (no run length known)
+    unknown = plan_lead(tokens=21_500, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=None)
+    assert unknown.start
+
+
+def test_the_longest_recent_run_is_expected() -> None:
+    lengths = RunLengths()
+    assert lengths.longest is None
+    for requests in (2, 5, 3):
+        lengths.observe(requests)
+    assert lengths.longest == 5
+    for _ in range(PACES_KEPT):
+        lengths.observe(2)
+    assert lengths.longest == 2, 'only the recent runs count'

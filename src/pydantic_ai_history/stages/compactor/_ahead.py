@@ -46,7 +46,7 @@ class BackgroundSummarizing(ProviderCompaction):
     ) -> None:
         start = self.settings.background_start
         run = context.run_id
-        if start is None or run is None or not context.background_allowed or self.settings.method != 'llm':
+        if start is None or run is None or not self._may_start(context):
             return
         held = self._background.get(run)
         if held is not None:
@@ -103,23 +103,40 @@ class BackgroundSummarizing(ProviderCompaction):
             trigger=context.limits.trigger,
             needed=needed,
             expected=self._background.pace.expected,
+            run_left=self._run_left(context.run_id),
+        )
+
+    def _run_left(self, run: str | None) -> int | None:
+        """The requests the run is expected to make still: the longest recent run's, less this one's so far;
+        None before a run ended, or when this one is already longer than each of them."""
+        longest, now = self._background.lengths.longest, self._background.step_of(run) if run else None
+        return longest - now if longest is not None and now is not None and longest >= now else None
+
+    def _may_start(self, context: HistoryContext) -> bool:
+        """Whether a background summary may start for this request's run at all."""
+        return (
+            self.settings.background_start is not None
+            and context.background_allowed
+            and self.settings.method == 'llm'
         )
 
     def _postpone(self, lead: Lead, context: HistoryContext) -> None:
         """Say why no summary starts at this request though the history is past `background_start`."""
         logger.debug(
             'compactor: no background summary yet: %d requests until one is needed at %d tokens (%d a step), '
-            'a summary takes %s',
+            'a summary takes %s, the run is expected to make %s more',
             lead.requests_left,
             lead.needed_tokens,
             lead.tokens_per_step,
             lead.expected_requests if lead.expected_requests is not None else 'an unknown number of',
+            lead.run_requests_left if lead.run_requests_left is not None else 'an unknown number of',
         )
         context.annotate_span(
             {
                 'pydantic_ai_history.background.postponed': True,
                 'pydantic_ai_history.background.requests_left': lead.requests_left,
                 'pydantic_ai_history.background.needed_tokens': lead.needed_tokens,
+                'pydantic_ai_history.background.run_ends_first': lead.run_ends_first,
             }
         )
 
@@ -177,8 +194,13 @@ class BackgroundSummarizing(ProviderCompaction):
         )
         return job, lead
 
-    def _count_request(self, run: str | None) -> None:
-        """One more request of the run: the first to see its background summary ready says what it took."""
+    def _count_request(self, context: HistoryContext) -> None:
+        """One more request of the run: the first to see its background summary ready says what it took; the
+        run's length is learned where a summary may start for it."""
+        run = context.run_id
+        step = getattr(context.run_context, 'run_step', None)
+        if run is not None and isinstance(step, int) and self._may_start(context):
+            self._background.note_step(run, step)
         held = self._background.get(run)
         if held is not None and (took := held.count_request()) is not None and held.usage.requests:
             self._background.pace.observe(took)

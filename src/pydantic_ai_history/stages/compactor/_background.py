@@ -22,7 +22,7 @@ from pydantic_ai.usage import RunUsage
 
 from ...events import BackgroundDiscardReason
 from ...messages._clock import perf
-from ._lead import SummarizerPace
+from ._lead import RunLengths, SummarizerPace
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -34,6 +34,10 @@ TASK_NAME = 'pydantic_ai_history.background_summary'
 """The name of every background summary's asyncio task (so an app's task dump says whose it is)."""
 
 _R = TypeVar('_R')
+
+_MAX_RUNS_SEEN = 4_096
+"""Runs whose request count is kept while they go on (each ends with its run; the bound is for runs that
+never say they ended)."""
 
 
 @dataclass(eq=False)
@@ -131,6 +135,26 @@ class BackgroundSummaries:
         """Cancelled tasks not done yet: referenced until they are, so none is destroyed while pending."""
         self.pace = SummarizerPace()
         """How many of a run's requests a summary takes until it is ready."""
+        self.lengths = RunLengths()
+        """How many requests the recent runs made."""
+        self._steps: dict[str, int] = {}
+        """Run id -> the newest of its requests the compactor saw (at most `_MAX_RUNS_SEEN` runs going on)."""
+
+    def note_step(self, run_id: str, step: int) -> None:
+        """The run made its `step`-th request."""
+        steps = self._steps
+        if run_id not in steps and len(steps) >= _MAX_RUNS_SEEN:
+            del steps[next(iter(steps))]  # a run that never ended (its hook did not run): the oldest goes
+        steps[run_id] = step
+
+    def step_of(self, run_id: str) -> int | None:
+        return self._steps.get(run_id)
+
+    def end_run(self, run_id: str) -> None:
+        """The run ended: its length is learned."""
+        step = self._steps.pop(run_id, None)
+        if step is not None:
+            self.lengths.observe(step)
 
     def get(self, run_id: str | None) -> BackgroundJob[Any] | None:
         return self._jobs.get(run_id) if run_id is not None else None

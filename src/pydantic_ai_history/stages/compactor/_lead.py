@@ -10,6 +10,7 @@ compactor (`_ahead`) measures, decides with these and says why in `BackgroundSum
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,6 +62,24 @@ class SummarizerPace:
             self.observe(requests + 1)
 
 
+class RunLengths:
+    """How many requests the last `PACES_KEPT` runs made (those whose history the compactor planned for): a
+    run shorter than the requests a summary takes ends before its background summary is used, and pays for
+    it (a chat reloaded each turn makes one to three requests a run). The longest of them is expected."""
+
+    def __init__(self) -> None:
+        self._seen: deque[int] = deque(maxlen=PACES_KEPT)
+
+    @property
+    def longest(self) -> int | None:
+        """The most requests one of the recent runs made; None before any ended."""
+        return max(self._seen) if self._seen else None
+
+    def observe(self, requests: int) -> None:
+        """A run ended after `requests` requests."""
+        self._seen.append(requests)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Lead:
     """Whether a background summary starts at this request (the history past `background_start`), and why."""
@@ -78,17 +97,33 @@ class Lead:
     unknown)."""
     requests_left: int
     """Requests until the first one past `needed_tokens`, at `tokens_per_step`."""
+    run_requests_left: int | None = None
+    """The requests the run is expected to make still (the longest recent run's, less this one's so far);
+    None before a run ended."""
+    run_ends_first: bool = False
+    """Whether it does not start because the run is expected to end before the summary is used."""
 
 
-def plan_lead(*, tokens: int, step: int, trigger: int, needed: int, expected: int | None) -> Lead:
+def plan_lead(
+    *,
+    tokens: int,
+    step: int,
+    trigger: int,
+    needed: int,
+    expected: int | None,
+    run_left: int | None = None,
+) -> Lead:
     """Start now when one more request of waiting would leave the summary fewer requests than it is expected
     to take before it is needed: at `needed` (the budget, or where its cut stops fitting) once the pace is
     known, at the trigger with `UNMEASURED_REQUESTS` before. Always before the request that crosses the
     trigger (with no summary under way the event summarizes in the request path), and at once when the run's
-    growth cannot be measured (`background_start` alone decides, as it did before the pace was learned)."""
+    growth cannot be measured (`background_start` alone decides, as it did before the pace was learned).
+    Never when the run is expected to end (`run_left` more requests, from the runs that ended) before the
+    summary is ready or its event comes: the run's end would throw it away, paid for."""
     aim = needed if expected is not None else trigger
+    takes = expected if expected is not None else UNMEASURED_REQUESTS
     if step <= 0:
-        return Lead(
+        lead = Lead(
             start=True,
             reason='unmeasured',
             tokens_per_step=0,
@@ -96,14 +131,22 @@ def plan_lead(*, tokens: int, step: int, trigger: int, needed: int, expected: in
             needed_tokens=aim,
             requests_left=0,
         )
-    left = max(aim - tokens, 0) // step + 1
-    due = left <= (expected if expected is not None else UNMEASURED_REQUESTS)
-    crossing = tokens + step > trigger
-    return Lead(
-        start=due or crossing,
-        reason='trigger' if crossing and not due else 'lead',
-        tokens_per_step=step,
-        expected_requests=expected,
-        needed_tokens=aim,
-        requests_left=left,
+    else:
+        left = max(aim - tokens, 0) // step + 1
+        due = left <= takes
+        crossing = tokens + step > trigger
+        lead = Lead(
+            start=due or crossing,
+            reason='trigger' if crossing and not due else 'lead',
+            tokens_per_step=step,
+            expected_requests=expected,
+            needed_tokens=aim,
+            requests_left=left,
+        )
+    if run_left is None:
+        return lead
+    to_trigger = max(trigger - tokens, 0) // step + 1 if step > 0 else 1
+    ends_first = run_left < max(takes, to_trigger)
+    return dataclasses.replace(
+        lead, start=lead.start and not ends_first, run_requests_left=run_left, run_ends_first=ends_first
     )

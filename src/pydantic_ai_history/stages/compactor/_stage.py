@@ -90,7 +90,7 @@ class Compactor(BackgroundSummarizing, StageCapability):
     async def _compact_when_due(
         self, messages: list[ModelMessage], context: HistoryContext
     ) -> list[ModelMessage]:
-        self._count_request(context.run_id)
+        self._count_request(context)
         estimate = context.estimate(messages)
         reason = self._reason(estimate.total, context)
         if reason is None:
@@ -326,7 +326,9 @@ class Compactor(BackgroundSummarizing, StageCapability):
     # ---- background summaries (`CompactionSettings.background_start`) ------------------------------------
 
     def end_run(self, run_id: str, emit: Callable[[HistoryEvent], None]) -> None:
-        """Cancel the run's background summary, never waiting (called from the processor's run hook)."""
+        """Cancel the run's background summary, never waiting (called from the processor's run hook); learn
+        the run's length."""
+        self._background.end_run(run_id)
         job = self._background.pop(run_id)
         if job is not None:
             self._end(job, 'run_ended', emit)
