@@ -101,12 +101,14 @@ def test_a_run_expected_to_end_before_its_summary_is_used_starts_none() -> None:
     assert unknown.start
 
 
-def test_the_longest_recent_run_is_expected() -> None:
+def test_a_run_is_expected_to_last_as_the_shortest_recent_run_that_got_as_far() -> None:
     lengths = RunLengths()
-    assert lengths.longest is None
-    for requests in (2, 5, 3):
+    assert lengths.fewest_left(1) is None
+    for requests in (2, 9, 12, 3):
         lengths.observe(requests)
-    assert lengths.longest == 5
+    assert lengths.fewest_left(1) == 1  # a run of 2 requests ended one request after its first
+    assert lengths.fewest_left(4) == 5  # of those that made 4 (9 and 12), the run of 9 ended 5 later
+    assert lengths.fewest_left(13) is None, 'longer than any recent run: not known'
     for _ in range(PACES_KEPT):
-        lengths.observe(2)
-    assert lengths.longest == 2, 'only the recent runs count'
+        lengths.observe(20)
+    assert lengths.fewest_left(4) == 16, 'only the recent runs count'

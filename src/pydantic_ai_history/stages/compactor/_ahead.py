@@ -107,10 +107,10 @@ class BackgroundSummarizing(ProviderCompaction):
         )
 
     def _run_left(self, run: str | None) -> int | None:
-        """The requests the run is expected to make still: the longest recent run's, less this one's so far;
-        None before a run ended, or when this one is already longer than each of them."""
-        longest, now = self._background.lengths.longest, self._background.step_of(run) if run else None
-        return longest - now if longest is not None and now is not None and longest >= now else None
+        """The requests the run is expected to make still (the fewest the recent runs that got as far made
+        after that); None when unknown."""
+        made = self._background.step_of(run) if run is not None else None
+        return self._background.lengths.fewest_left(made) if made is not None else None
 
     def _may_start(self, context: HistoryContext) -> bool:
         """Whether a background summary may start for this request's run at all."""

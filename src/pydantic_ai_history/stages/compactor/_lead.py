@@ -64,16 +64,16 @@ class SummarizerPace:
 
 class RunLengths:
     """How many requests the last `PACES_KEPT` runs made (those whose history the compactor planned for): a
-    run shorter than the requests a summary takes ends before its background summary is used, and pays for
-    it (a chat reloaded each turn makes one to three requests a run). The longest of them is expected."""
+    run that ends before its background summary is used pays for it (a chat reloaded each turn makes one to
+    three requests a run). A run is expected to last as the shortest of those that got as far did."""
 
     def __init__(self) -> None:
         self._seen: deque[int] = deque(maxlen=PACES_KEPT)
 
-    @property
-    def longest(self) -> int | None:
-        """The most requests one of the recent runs made; None before any ended."""
-        return max(self._seen) if self._seen else None
+    def fewest_left(self, made: int) -> int | None:
+        """The fewest requests a recent run that made at least `made` made after them; None when none got
+        that far (or none ended yet)."""
+        return min((length - made for length in self._seen if length >= made), default=None)
 
     def observe(self, requests: int) -> None:
         """A run ended after `requests` requests."""
@@ -98,8 +98,7 @@ class Lead:
     requests_left: int
     """Requests until the first one past `needed_tokens`, at `tokens_per_step`."""
     run_requests_left: int | None = None
-    """The requests the run is expected to make still (the longest recent run's, less this one's so far);
-    None before a run ended."""
+    """The requests the run is expected to make still (`RunLengths.fewest_left`); None when unknown."""
     run_ends_first: bool = False
     """Whether it does not start because the run is expected to end before the summary is used."""
 
