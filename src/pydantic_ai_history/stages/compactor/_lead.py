@@ -2,6 +2,9 @@
 start waits as long as the run's own growth and the summarizer's observed pace allow, so a run far from its
 trigger pays for no summary it may never use, and the summary is still ready before a request has to wait.
 
+Nor does one start for a run expected to end before it is used (`RunLengths`: the runs that ended say how
+long a run that got as far lasts), since a run's end throws its summary away, paid for.
+
 Counted in requests, never timed: how many of a run's requests a summary took until it was ready measures the
 summarizer against the pace of the runs it serves, with no clock (background summaries never run in durable
 workflow code, and a count is the same however slow the machine or the provider is). Pure decisions: the
@@ -10,7 +13,6 @@ compactor (`_ahead`) measures, decides with these and says why in `BackgroundSum
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -121,31 +123,19 @@ def plan_lead(
     summary is ready or its event comes: the run's end would throw it away, paid for."""
     aim = needed if expected is not None else trigger
     takes = expected if expected is not None else UNMEASURED_REQUESTS
-    if step <= 0:
-        lead = Lead(
-            start=True,
-            reason='unmeasured',
-            tokens_per_step=0,
-            expected_requests=expected,
-            needed_tokens=aim,
-            requests_left=0,
-        )
-    else:
-        left = max(aim - tokens, 0) // step + 1
-        due = left <= takes
-        crossing = tokens + step > trigger
-        lead = Lead(
-            start=due or crossing,
-            reason='trigger' if crossing and not due else 'lead',
-            tokens_per_step=step,
-            expected_requests=expected,
-            needed_tokens=aim,
-            requests_left=left,
-        )
-    if run_left is None:
-        return lead
-    to_trigger = max(trigger - tokens, 0) // step + 1 if step > 0 else 1
-    ends_first = run_left < max(takes, to_trigger)
-    return dataclasses.replace(
-        lead, start=lead.start and not ends_first, run_requests_left=run_left, run_ends_first=ends_first
+    measured = step > 0
+    left = max(aim - tokens, 0) // step + 1 if measured else 0
+    due = measured and left <= takes
+    crossing = measured and tokens + step > trigger
+    to_trigger = max(trigger - tokens, 0) // step + 1 if measured else 1
+    ends_first = run_left is not None and run_left < max(takes, to_trigger)
+    return Lead(
+        start=(due or crossing or not measured) and not ends_first,
+        reason='unmeasured' if not measured else 'trigger' if crossing and not due else 'lead',
+        tokens_per_step=max(step, 0),
+        expected_requests=expected,
+        needed_tokens=aim,
+        requests_left=left,
+        run_requests_left=run_left,
+        run_ends_first=ends_first,
     )
