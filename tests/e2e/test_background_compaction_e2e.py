@@ -556,3 +556,66 @@ async def test_a_chat_whose_runs_end_first_pays_for_no_summary_it_throws_away() 
     assert len(summaries) >= 2, 'the chat reached its trigger more than once'
     assert not [e for e in events if isinstance(e, BackgroundSummaryDiscarded)], 'no summary thrown away'
     assert len(calls) == sum(e.summarizer_calls for e in summaries)
+
+
+@needs_run_hook
+async def test_a_summarizer_slower_than_the_runs_is_waited_for_not_paid_twice() -> None:
+    """A chat of long runs (twenty lookups each) whose model answers at once, and a summarizer slower than
+    the requests between a summary's start and its event. The requests that go out while it runs stop where
+    its cut still serves the event (counted on the messages added, as its room is, with stubs' ids tokenizing
+    a few tokens either way), so the event waits for it rather than throwing it away and paying again. A
+    summary that is thrown away ends before the event makes its own: never two summarizer calls at once."""
+    in_flight, most, calls = [0], [0], [0]
+
+    async def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls[0] += 1
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+        try:
+            await anyio.sleep(0.05)
+        finally:
+            in_flight[0] -= 1
+        usage = RequestUsage(input_tokens=100, output_tokens=100)
+        return ModelResponse(parts=[TextPart('## Summary\nthe chat so far: ' + 'x ' * 200)], usage=usage)
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        lookups = 0
+        for message in reversed(messages):
+            if any(isinstance(p, UserPromptPart) for p in message.parts):
+                break
+            lookups += isinstance(message, ModelRequest)
+        if lookups >= 20:
+            return ModelResponse(parts=[TextPart('Here is what I found. ' + 'answer words ' * 120)])
+        call = ToolCallPart('lookup', {'q': len(messages)}, tool_call_id=f'call_{len(messages)}')
+        return ModelResponse(parts=[call])
+
+    events: list[HistoryEvent] = []
+    processor = create_history_processor(
+        policy=ContextPolicy(context_window=32_000, max_tokens=12_000, target_tokens=4_000),
+        summarizer=SummarizerSettings(model=FunctionModel(summarize, model_name='gpt-4o-mini')),
+        on_event=events.append,
+    )
+    provider = StrictProvider(respond, context_window=32_000)
+    from pydantic_ai import Agent
+
+    agent = Agent(provider.model(), capabilities=[processor])
+
+    @agent.tool_plain
+    def lookup(q: int) -> str:
+        """Look a record up."""
+        return f'record {q}: ' + 'field value ' * 150
+
+    history: list[ModelMessage] = []
+    for turn in range(12):
+        result = await agent.run(f'Question {turn}: tell me about item {turn}.', message_history=history)
+        history = result.all_messages()
+        assert_valid_history(history, finished=True)
+    assert not provider.rejected
+    summaries = [e for e in events if isinstance(e, CompactionResult) and e.method == 'llm']
+    discarded = [e for e in events if isinstance(e, BackgroundSummaryDiscarded)]
+    used = [e for e in events if isinstance(e, BackgroundSummaryUsed)]
+    assert len(summaries) >= 8, 'every run reached its trigger'
+    assert len(discarded) <= 1, f'at most the first, before the pace is known: {discarded}'
+    assert len(used) >= len(summaries) - 2, 'the events took the summaries made ahead of them'
+    assert calls[0] <= len(summaries) + len(discarded)
+    assert most[0] == 1, 'a summary thrown away ends before its event summarizes'

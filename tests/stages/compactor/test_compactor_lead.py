@@ -3,8 +3,13 @@ the run's growth says the summary is needed within the requests a summary takes 
 
 from __future__ import annotations
 
-from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+import dataclasses
 
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.usage import RunUsage
+
+from pydantic_ai_history.stages.compactor._background import BackgroundJob
 from pydantic_ai_history.stages.compactor._lead import (
     PACES_KEPT,
     UNMEASURED_REQUESTS,
@@ -72,8 +77,10 @@ def test_growth_is_the_largest_of_the_newest_steps() -> None:
 def test_the_pace_is_the_slowest_recent_summary() -> None:
     pace = SummarizerPace()
     assert pace.expected is None
-    pace.exceeded(5)
-    assert pace.expected is None, 'a summary thrown away early says too little to start from'
+    pace.exceeded(UNMEASURED_REQUESTS - 1)
+    assert pace.expected is None, 'thrown away sooner than a summary is first expected to take: says nothing'
+    pace.exceeded(UNMEASURED_REQUESTS + 2)
+    assert pace.expected == UNMEASURED_REQUESTS + 3, 'unfinished after more: a pace is learned from it'
     pace.observe(3)
     pace.observe(6)
     assert pace.expected == 6
@@ -112,3 +119,23 @@ def test_a_run_is_expected_to_last_as_the_shortest_recent_run_that_got_as_far() 
     for _ in range(PACES_KEPT):
         lengths.observe(20)
     assert lengths.fewest_left(4) == 16, 'only the recent runs count'
+
+
+@pytest.mark.anyio
+async def test_a_held_summary_s_room_is_what_the_messages_added_since_its_snapshot_count() -> None:
+    """The room is measured on the messages, so the growth is too: the history's total also moves with the
+    provider's usage it anchors on (a request that adds 300 tokens may move the total by 250 or by 400)."""
+
+    async def summary() -> str:
+        return 'summary'
+
+    snapshot: list[ModelMessage] = [ModelRequest([UserPromptPart('task')]), ModelResponse([TextPart('a')])]
+    job = BackgroundJob[str].start(
+        summary(), run_id='run', snapshot=snapshot, cut_at=1, key='k', evicted=1, usage=RunUsage(), room=600
+    )
+    await job.result()
+    assert job.usable_after([5_000, 3_000, 300, 300])
+    assert not job.usable_after([5_000, 3_000, 300, 301])
+    assert not job.usable_after([10, 10, 601]), 'the snapshot counted anew changes nothing'
+    unbounded = dataclasses.replace(job, room=None)
+    assert unbounded.usable_after([0, 0, 10**9])

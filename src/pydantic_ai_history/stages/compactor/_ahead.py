@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger('pydantic_ai_history.compactor')
 
+ROOM_SLACK = 0.02
+"""The share of the verbatim tail's budget a background summary's room keeps aside. Stubs name ids that
+tokenize a few tokens either way, so a room planned to the token lets requests go out until the one whose
+event falls just past the cut (the summary, paid for, thrown away and made again in the request path)."""
+
 
 class BackgroundSummarizing(ProviderCompaction):
     """Summaries made ahead of their compaction, in the background: a part of `Compactor`."""
@@ -189,7 +194,6 @@ class BackgroundSummarizing(ProviderCompaction):
             evicted=len(evicted.messages),
             usage=usage,
             span=span,
-            snapshot_tokens=event.tokens,
             room=room,
         )
         return job, lead
@@ -226,6 +230,7 @@ class BackgroundSummarizing(ProviderCompaction):
         tool outputs added since (and those of the tail, by then no longer the newest), a token of growth
         costs what stubs leave of one, measured on the tail."""
         fits = self._fit_with(plan, event, cut, context)
+        budget = fits.tail_budget - int(fits.tail_budget * ROOM_SLACK)
         body = plan.units[cut.body_first :]
         step = max(
             sum(plan.per_message[plan.units[-1].start :]),
@@ -234,11 +239,11 @@ class BackgroundSummarizing(ProviderCompaction):
         tail = sum(plan.per_message[cut_at:])
         first = next((i for i, u in enumerate(plan.units) if u.start == cut_at), None)
         if not self._stubbing(context) or first is None:
-            return fits.tail_budget - tail - step
+            return budget - tail - step
         whole = dataclasses.replace(cut, verbatim=len(plan.units))
         stubs = self._stubs_from(first, plan, whole, context)
         kept = tail - sum(s.tokens_before - s.tokens_after for s in stubs)
-        left = fits.tail_budget - kept - step
+        left = budget - kept - step
         return left * tail // kept if left > 0 and 0 < kept < tail else left
 
     def _fit_with(
@@ -290,7 +295,7 @@ class BackgroundSummarizing(ProviderCompaction):
         """The background summary when it has this event's key (waited for), else a new one."""
         if held is None or held.key != request.key:
             if held is not None:
-                held.reason = 'inputs_changed'
+                self._end(held, 'inputs_changed', context.emit_event)
             return await self._summary(request, context)
         ready, asked = held.ready, perf()
         try:
@@ -330,6 +335,9 @@ class BackgroundSummarizing(ProviderCompaction):
     def _end(
         self, job: BackgroundJob[Any], reason: BackgroundDiscardReason, emit: Callable[[HistoryEvent], None]
     ) -> None:
+        if job.ended:
+            return
+        job.ended = True
         finished = job.ready
         if not finished:
             self._background.pace.exceeded(job.requests)

@@ -58,12 +58,10 @@ class BackgroundJob(Generic[_R]):
     """Its summarizer call; a failure is marked retrieved (an unused result is dropped on purpose)."""
     usage: RunUsage
     """Its own usage (added to the run's when it finishes), so its cost is known apart."""
-    snapshot_tokens: int = 0
-    """The snapshot's size (the compactor's estimate), from which the history's growth is measured."""
     room: int | None = None
-    """How far past `snapshot_tokens` the history may grow and the event still take this summary (what its
-    cut leaves verbatim, all added since, as stubs where the event stubs the tool outputs, and one more step
-    within the target); None: no bound."""
+    """How many tokens the messages added after the snapshot may count and the event still take this summary
+    (what its cut leaves verbatim, all added since, as stubs where the event stubs the tool outputs, and one
+    more step within the target); None: no bound."""
     span: Span | None = None
     """The job's span (`background_compaction`), ended when it is used or thrown away."""
     started: float = field(default_factory=perf)
@@ -72,6 +70,9 @@ class BackgroundJob(Generic[_R]):
     """Why it is thrown away if the event that takes it does not use it (set where the event decides)."""
     used: bool = False
     """Whether its event took the summary."""
+    ended: bool = False
+    """Whether it was thrown away already: where its event decides not to take it, before that event makes a
+    summary of its own (a summarizer call never runs beside the one that replaces it)."""
     deferred: int = 0
     """Requests past the trigger that went out as they were, within the budget, while it still ran."""
     requests: int = 0
@@ -101,9 +102,11 @@ class BackgroundJob(Generic[_R]):
             return self.requests
         return None
 
-    def usable_at(self, tokens: int) -> bool:
-        """Whether its cut can still serve an event after one more step from a history of `tokens`."""
-        return self.room is None or tokens - self.snapshot_tokens <= self.room
+    def usable_after(self, per_message: Sequence[int]) -> bool:
+        """Whether its cut can still serve an event after one more step from a history that extends the
+        snapshot, `per_message` its counts: the growth is what the messages added since count, as the room
+        is measured (the history's total also moves with what the provider's usage anchors it on)."""
+        return self.room is None or sum(per_message[len(self.snapshot) :]) <= self.room
 
     def extended_by(self, messages: Sequence[ModelMessage]) -> bool:
         size = len(self.snapshot)

@@ -58,9 +58,10 @@ class SummarizerPace:
 
     def exceeded(self, requests: int) -> None:
         """A summary thrown away unfinished after `requests` requests took longer than that: counted when it
-        says more than the estimate (before any summary was seen it says too little to start from)."""
+        says more than the estimate (`UNMEASURED_REQUESTS` before any summary was seen: a pace learned only
+        from summaries seen ready would never be learned where every one is thrown away unfinished)."""
         expected = self.expected
-        if expected is not None and requests >= expected:
+        if requests >= (expected if expected is not None else UNMEASURED_REQUESTS):
             self.observe(requests + 1)
 
 

@@ -130,8 +130,8 @@ class Compactor(BackgroundSummarizing, StageCapability):
             held is None
             or held.ready
             or estimate.total > context.limits.budget
-            or not held.usable_at(estimate.total)
             or not held.extended_by(messages)
+            or not held.usable_after(estimate.per_message)
         ):
             return False
         held.deferred += 1
@@ -198,7 +198,8 @@ class Compactor(BackgroundSummarizing, StageCapability):
         """Cheapest first: a cached prefix summary, the run's background summary (paid for already), stubs
         (at the trigger), the provider's compaction where asked, then our summary."""
         if held is not None and not held.extended_by(messages):
-            held.reason, held = 'history_changed', None
+            self._end(held, 'history_changed', context.emit_event)
+            held = None
         begun = await self._begin(messages, estimate, context, reason, focus)
         if begun is None:
             return messages
@@ -217,6 +218,8 @@ class Compactor(BackgroundSummarizing, StageCapability):
         if adopted is not None:
             held_cut, gap = adopted
             return await self._summarize(plan, held_cut, conversation, context, event, unchanged, held, gap)
+        if held is not None:  # thrown away before this event summarizes: its call stops before it runs beside
+            self._end(held, held.reason, context.emit_event)
         if reason != 'manual' and self.settings.stub_tool_results:
             stubbed = await self._stub(plan, cut, context, event)
             if stubbed is not None:
