@@ -606,7 +606,7 @@ async def test_a_summarizer_slower_than_the_runs_is_waited_for_not_paid_twice() 
         return f'record {q}: ' + 'field value ' * 150
 
     history: list[ModelMessage] = []
-    for turn in range(12):
+    for turn in range(10):
         result = await agent.run(f'Question {turn}: tell me about item {turn}.', message_history=history)
         history = result.all_messages()
         assert_valid_history(history, finished=True)
@@ -614,7 +614,7 @@ async def test_a_summarizer_slower_than_the_runs_is_waited_for_not_paid_twice() 
     summaries = [e for e in events if isinstance(e, CompactionResult) and e.method == 'llm']
     discarded = [e for e in events if isinstance(e, BackgroundSummaryDiscarded)]
     used = [e for e in events if isinstance(e, BackgroundSummaryUsed)]
-    assert len(summaries) >= 8, 'every run reached its trigger'
+    assert len(summaries) >= 8, 'every run but the first reached its trigger'
     assert len(discarded) <= 1, f'at most the first, before the pace is known: {discarded}'
     assert len(used) >= len(summaries) - 2, 'the events took the summaries made ahead of them'
     assert calls[0] <= len(summaries) + len(discarded)
