@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -510,6 +510,41 @@ async def test_without_the_run_hook_the_summary_is_made_at_the_trigger(fixtures_
     assert len(summarizer.calls) == sum(c.summarizer_calls for c in compactions)
 
 
+async def chat(
+    respond: Callable[[list[ModelMessage], AgentInfo], ModelResponse],
+    summarize: Callable[[list[ModelMessage], AgentInfo], Awaitable[ModelResponse]],
+    record: str,
+    *,
+    turns: int,
+) -> list[HistoryEvent]:
+    """A chat reloaded each turn (a run per user message, given the history the last one returned) on a
+    strict provider, a 32K window, a 12K budget and a 4K target: the processor's events. `lookup` returns
+    `record`; every history is valid and no request is refused."""
+    events: list[HistoryEvent] = []
+    processor = create_history_processor(
+        policy=ContextPolicy(context_window=32_000, max_tokens=12_000, target_tokens=4_000),
+        summarizer=SummarizerSettings(model=FunctionModel(summarize, model_name='gpt-4o-mini')),
+        on_event=events.append,
+    )
+    provider = StrictProvider(respond, context_window=32_000)
+    from pydantic_ai import Agent
+
+    agent = Agent(provider.model(), capabilities=[processor])
+
+    @agent.tool_plain
+    def lookup(item: int) -> str:
+        """Look an item up."""
+        return f'item {item}: {record}'
+
+    history: list[ModelMessage] = []
+    for turn in range(turns):
+        result = await agent.run(f'Question {turn}: what about item {turn}?', message_history=history)
+        history = result.all_messages()
+        assert_valid_history(history, finished=True)
+    assert not provider.rejected
+    return events
+
+
 @needs_run_hook
 async def test_a_chat_whose_runs_end_first_pays_for_no_summary_it_throws_away() -> None:
     """A chat reloaded each turn: one run per user message (a lookup, then an answer), two requests a run.
@@ -530,28 +565,7 @@ async def test_a_chat_whose_runs_end_first_pays_for_no_summary_it_throws_away() 
             return ModelResponse(parts=[call])
         return ModelResponse(parts=[TextPart('What I found: ' + 'details of the item ' * 150)])
 
-    events: list[HistoryEvent] = []
-    processor = create_history_processor(
-        policy=ContextPolicy(context_window=32_000, max_tokens=12_000, target_tokens=4_000),
-        summarizer=SummarizerSettings(model=FunctionModel(summarize, model_name='gpt-4o-mini')),
-        on_event=events.append,
-    )
-    provider = StrictProvider(respond, context_window=32_000)
-    from pydantic_ai import Agent
-
-    agent = Agent(provider.model(), capabilities=[processor])
-
-    @agent.tool_plain
-    def lookup(item: int) -> str:
-        """Look an item up."""
-        return f'item {item}: ' + 'a field and its value ' * 40
-
-    history: list[ModelMessage] = []
-    for turn in range(45):
-        result = await agent.run(f'Question {turn}: what about item {turn}?', message_history=history)
-        history = result.all_messages()
-        assert_valid_history(history, finished=True)
-    assert not provider.rejected
+    events = await chat(respond, summarize, 'a field and its value ' * 40, turns=45)
     summaries = [e for e in events if isinstance(e, CompactionResult) and e.method == 'llm']
     assert len(summaries) >= 2, 'the chat reached its trigger more than once'
     assert not [e for e in events if isinstance(e, BackgroundSummaryDiscarded)], 'no summary thrown away'
@@ -586,31 +600,10 @@ async def test_a_summarizer_slower_than_the_runs_is_waited_for_not_paid_twice() 
             lookups += isinstance(message, ModelRequest)
         if lookups >= 20:
             return ModelResponse(parts=[TextPart('Here is what I found. ' + 'answer words ' * 120)])
-        call = ToolCallPart('lookup', {'q': len(messages)}, tool_call_id=f'call_{len(messages)}')
+        call = ToolCallPart('lookup', {'item': len(messages)}, tool_call_id=f'call_{len(messages)}')
         return ModelResponse(parts=[call])
 
-    events: list[HistoryEvent] = []
-    processor = create_history_processor(
-        policy=ContextPolicy(context_window=32_000, max_tokens=12_000, target_tokens=4_000),
-        summarizer=SummarizerSettings(model=FunctionModel(summarize, model_name='gpt-4o-mini')),
-        on_event=events.append,
-    )
-    provider = StrictProvider(respond, context_window=32_000)
-    from pydantic_ai import Agent
-
-    agent = Agent(provider.model(), capabilities=[processor])
-
-    @agent.tool_plain
-    def lookup(q: int) -> str:
-        """Look a record up."""
-        return f'record {q}: ' + 'field value ' * 150
-
-    history: list[ModelMessage] = []
-    for turn in range(10):
-        result = await agent.run(f'Question {turn}: tell me about item {turn}.', message_history=history)
-        history = result.all_messages()
-        assert_valid_history(history, finished=True)
-    assert not provider.rejected
+    events = await chat(respond, summarize, 'field value ' * 150, turns=10)
     summaries = [e for e in events if isinstance(e, CompactionResult) and e.method == 'llm']
     discarded = [e for e in events if isinstance(e, BackgroundSummaryDiscarded)]
     used = [e for e in events if isinstance(e, BackgroundSummaryUsed)]
