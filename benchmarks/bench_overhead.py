@@ -32,11 +32,16 @@ Measures (a `FunctionModel` stands in for the provider: its own time is in the b
     the same run without it: what a process pays before its first idle request is answered, wherever the
     package puts its loading (import, build or first request). Median of RUNS_IMPORT.
 
+`--breakdown` measures instead where ours spends the small run's extra CPU: in one process, run by run in
+turn, the run without a capability, with one that does nothing (pydantic-ai's own cost of any capability),
+with ours, and with ours less one part at a time (that part made a pass-through: the request hook, the
+read-back tool's prediction, the run hook, the attempt hook, the tools); medians of `--runs` rounds.
+
 The window is far beyond every history (100M tokens, budget 90M): nothing has to change, every figure is
 overhead. Histories are written once to benchmarks/.data/overhead-N.json by this interpreter.
 
 Run: python benchmarks/bench_overhead.py [--no-harness] [--harness-python PATH] [--ours-src PATH]
-[--alternated N] [--quick]
+[--alternated N] [--quick] [--breakdown]
 """
 
 from __future__ import annotations
@@ -160,6 +165,90 @@ def small_run(package: str, runs: int) -> dict[str, Any]:
     return {'with_ms': with_ms, 'without_ms': without_ms, 'ratio': with_ms / without_ms}
 
 
+def _parts(capability: Any) -> dict[str, tuple[Any, Any]]:
+    """Each part of ours made a pass-through, and undone: (enter, leave) callables."""
+    cls = type(capability)
+    ours = cls.__mro__[1] if cls.__name__.startswith('Parts') else cls
+
+    async def request(self: Any, ctx: Any, request_context: Any) -> Any:
+        return request_context
+
+    async def run(self: Any, ctx: Any, *, handler: Any) -> Any:
+        return await handler()
+
+    def swap(**methods: Any) -> tuple[Any, Any]:
+        variant = type('Parts', (ours,), methods)  # once: pydantic-ai reads some things once per class
+
+        def enter() -> None:
+            capability.__class__ = variant
+
+        def leave() -> None:
+            capability.__class__ = ours
+
+        return enter, leave
+
+    gate = capability.readback_gate
+    predict = gate.predict
+    return {
+        'request hook (`before_model_request`)': swap(before_model_request=request),
+        "read-back tool's prediction": (
+            lambda: setattr(gate, 'predict', None),
+            lambda: setattr(gate, 'predict', predict),
+        ),
+        'run hook (`wrap_run`)': swap(wrap_run=run),
+        'attempt hook (`prepare_model_request`)': swap(prepare_model_request=request),
+        'tools (`get_toolset`, `get_wrapper_toolset`)': swap(
+            get_toolset=lambda self: None, get_wrapper_toolset=lambda self, toolset: None
+        ),
+    }
+
+
+def breakdown(runs: int) -> dict[str, Any]:
+    """The small run without a capability, with one that does nothing, with ours and with ours less each part,
+    one run of each in turn (the order reversed every round)."""
+    from pydantic_ai.capabilities import AbstractCapability
+
+    class Nothing(AbstractCapability[Any]):
+        """A capability with no hook of its own."""
+
+    capability = _capability('ours')
+    nothing = Nothing()
+    parts = _parts(capability)
+    cpu: dict[str, list[float]] = {'without': [], 'nothing': [], 'ours': [], **{name: [] for name in parts}}
+    for i in range(runs + 10):
+        for key in list(cpu) if i % 2 else list(reversed(cpu)):
+            enter, leave = parts.get(key, (None, None))
+            if enter is not None:
+                enter()
+            used = {'without': None, 'nothing': nothing}.get(key, capability)
+            started = time.process_time()
+            _agent(used).run_sync('What is item 1?')
+            elapsed = (time.process_time() - started) * 1000
+            if leave is not None:
+                leave()
+            if i >= 10:  # warm-up rounds
+                cpu[key].append(elapsed)
+    return {key: statistics.median(values) for key, values in cpu.items()}
+
+
+def render_breakdown(found: dict[str, float]) -> str:
+    without, ours = found['without'], found['ours']
+    lines = [
+        'Small run, where ours spends its extra CPU (one process, one run of each in turn; medians):',
+        '',
+        '| run | CPU ms | over the run without |',
+        '|---|---:|---:|',
+        f'| without a capability | {without:.3f} | - |',
+        f'| with a capability that does nothing | {found["nothing"]:.3f} | '
+        f'{found["nothing"] - without:+.3f} ms ({found["nothing"] / without:.3f}x) |',
+        f'| with ours | {ours:.3f} | {ours - without:+.3f} ms ({ours / without:.3f}x) |',
+    ]
+    for name, value in found.items():
+        if name not in ('without', 'nothing', 'ours'):
+            lines.append(f'| ours, {name} a pass-through | {value:.3f} | saves {ours - value:+.3f} ms |')
+    return '\n'.join(lines)
+
+
 def _intervals(capability: Any, history: list[Any]) -> list[float]:
     """ms from the run's start to its first request, then between requests (a tool round each)."""
     stamps: list[float] = []
@@ -269,6 +358,8 @@ def worker(args: argparse.Namespace) -> None:
     package = None if args.worker == 'none' else args.worker
     if args.measure == 'small':
         result = small_run(args.worker, args.runs)
+    elif args.measure == 'breakdown':
+        result = breakdown(args.runs)
     elif args.measure == 'loaded':
         result = loaded_run(package, args.size)
     elif args.measure == 'retained':
@@ -347,6 +438,7 @@ def main() -> None:
         '--alternated', type=int, default=ALTERNATED, help='processes per package, alternated idle measure'
     )
     parser.add_argument('--quick', action='store_true', help='fewer small runs (50)')
+    parser.add_argument('--breakdown', action='store_true', help="where ours spends the small run's CPU")
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -354,6 +446,9 @@ def main() -> None:
     runs = 50 if args.quick else args.runs
     if args.ours_src:
         os.environ['OVERHEAD_SRC'] = str(Path(args.ours_src).resolve())
+    if args.breakdown:
+        print(render_breakdown(_measure(sys.executable, 'ours', 'breakdown', runs=runs)))
+        return None
     _histories()
     harness, note = _harness(args)
     pythons = {'ours': sys.executable} | ({'harness': harness} if harness else {})
