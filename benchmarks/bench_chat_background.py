@@ -3,6 +3,7 @@
     python benchmarks/bench_chat_background.py                       # 5 chats of 60 turns, 20 lookups a turn
     python benchmarks/bench_chat_background.py --lookups 1,3,8 --repeat 1
     python benchmarks/bench_chat_background.py --background-start none
+    python benchmarks/bench_chat_background.py --no-stubs     # the event summarizes what it adds, unstubbed
 
 One conversation reloaded each turn (a run per user message, given the history the last run returned), on a
 new processor each time (`--repeat`): the model calls a `lookup` tool `--lookups` times a run, then answers,
@@ -38,7 +39,7 @@ from pydantic_ai_history import (
 )
 
 
-async def chat(turns: int, lookups: int, start: float | None, seconds: float) -> dict[str, Any]:
+async def chat(turns: int, lookups: int, start: float | None, seconds: float, stubs: bool) -> dict[str, Any]:
     calls = 0
 
     async def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -63,7 +64,7 @@ async def chat(turns: int, lookups: int, start: float | None, seconds: float) ->
     processor = create_history_processor(
         policy=ContextPolicy(context_window=32_000, max_tokens=12_000, target_tokens=4_000),
         summarizer=SummarizerSettings(model=FunctionModel(summarize, model_name='gpt-4o-mini')),
-        compaction=CompactionSettings(background_start=start),
+        compaction=CompactionSettings(background_start=start, stub_tool_results=stubs),
         on_event=events.append,
     )
     agent = Agent(FunctionModel(respond, model_name='gpt-4o'), capabilities=[processor])
@@ -96,11 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--repeat', type=int, default=5, help='chats per setting, a new processor each')
     parser.add_argument('--summarizer-seconds', type=float, default=0.05)
     parser.add_argument('--background-start', default='0.4', help="a fraction, or 'none'")
+    parser.add_argument('--no-stubs', action='store_true', help='CompactionSettings(stub_tool_results=False)')
     args = parser.parse_args(argv)
     start = None if args.background_start == 'none' else float(args.background_start)
     for lookups in (int(n) for n in args.lookups.split(',')):
         for _ in range(args.repeat):
-            print(asyncio.run(chat(args.turns, lookups, start, args.summarizer_seconds)))
+            found = chat(args.turns, lookups, start, args.summarizer_seconds, not args.no_stubs)
+            print(asyncio.run(found))
     return 0
 
 

@@ -159,7 +159,9 @@ class BackgroundSummarizing(ProviderCompaction):
         if plan.messages is not event.messages:
             return None
         # What the history adds until the trigger joins the verbatim tail: the cut leaves it that room.
-        growth = max(context.limits.trigger - event.tokens, 0)
+        # Counted from the estimate the trigger is compared with (the event's, of the history with our own
+        # parts split out, is counted afresh and may differ from it by hundreds of tokens).
+        growth = max(context.limits.trigger - estimate.total, 0)
         trigger_cut = self._choose_cut(plan, event.reserved, 'trigger', context, event.tokens, quiet=True)
         if trigger_cut is None or (
             self.settings.stub_tool_results
