@@ -161,8 +161,8 @@ class BackgroundSummarizing(ProviderCompaction):
         if plan.messages is not event.messages:
             return None
         # What the history adds until the trigger joins the verbatim tail: the cut leaves it that room.
-        # Counted, as the lead below, from the estimate the trigger is compared with (the event's, of the
-        # history with our own parts split out, is counted afresh: it may differ by hundreds of tokens).
+        # Counted from the estimate the trigger is compared with (the event's, of the history with our own
+        # parts split out, is counted afresh and may differ from it by hundreds of tokens).
         growth = max(context.limits.trigger - estimate.total, 0)
         trigger_cut = self._choose_cut(plan, event.reserved, 'trigger', context, event.tokens, quiet=True)
         if trigger_cut is None or (
@@ -179,7 +179,7 @@ class BackgroundSummarizing(ProviderCompaction):
         room = self._room(plan, event, cut, evicted.cut_at, context)
         if room < growth:
             return None  # the event would cut later: its summary would be thrown away (started nearer it)
-        lead = self._lead(estimate.total, step, min(context.limits.budget, estimate.total + room), context)
+        lead = self._lead(event.tokens, step, min(context.limits.budget, event.tokens + room), context)
         if not lead.start:
             self._postpone(lead, context)
             return None
