@@ -179,6 +179,7 @@ class BackgroundSummarizing(ProviderCompaction):
         room = self._room(plan, event, cut, evicted.cut_at, context)
         if room < growth:
             return None  # the event would cut later: its summary would be thrown away (started nearer it)
+        # in the event's own count: counted from the trigger's estimate it measured dearer (RESULTS.md)
         lead = self._lead(event.tokens, step, min(context.limits.budget, event.tokens + room), context)
         if not lead.start:
             self._postpone(lead, context)
