@@ -167,8 +167,7 @@ def small_run(package: str, runs: int) -> dict[str, Any]:
 
 def _parts(capability: Any) -> dict[str, tuple[Any, Any]]:
     """Each part of ours made a pass-through, and undone: (enter, leave) callables."""
-    cls = type(capability)
-    ours = cls.__mro__[1] if cls.__name__.startswith('Parts') else cls
+    ours = type(capability)
 
     async def request(self: Any, ctx: Any, request_context: Any) -> Any:
         return request_context
