@@ -378,7 +378,8 @@ class BackgroundSummaryDiscarded(HistoryEvent):
     reason: BackgroundDiscardReason
     """Why (see `BackgroundDiscardReason`)."""
     finished: bool
-    """Whether it had finished (its calls were paid); False: it was cancelled while it ran."""
+    """Whether it had finished (its calls were paid); False: it was cancelled while it ran (a call cancelled
+    after it was sent may still be billed by the provider: it is not counted below)."""
     summarizer_calls: int
     """Summarizer calls it completed (0 when cancelled before an answer)."""
     input_tokens: int

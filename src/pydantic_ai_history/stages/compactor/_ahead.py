@@ -25,7 +25,7 @@ from ...events import (
 from ...messages._clock import perf
 from ...tokens import TokenEstimate
 from ._background import BackgroundJob
-from ._compaction import Compaction, Cut, Evicted, Plan, Summary, unit_savings
+from ._compaction import Compaction, Cut, Evicted, Plan, Summary, unit_savings, unit_step
 from ._lead import Lead, plan_lead, step_growth
 from ._plan import CutPlan
 from ._provider import ProviderCompaction
@@ -236,11 +236,7 @@ class BackgroundSummarizing(ProviderCompaction):
         costs what stubs leave of one, measured on the tail."""
         fits = self._fit_with(plan, event, cut, context)
         budget = fits.tail_budget - int(fits.tail_budget * ROOM_SLACK)
-        body = plan.units[cut.body_first :]
-        step = max(
-            sum(plan.per_message[plan.units[-1].start :]),
-            sum(plan.per_message[body[0].start :]) // max(len(body), 1),
-        )
+        step = max(sum(plan.per_message[plan.units[-1].start :]), unit_step(plan, cut.body_first))
         tail = sum(plan.per_message[cut_at:])
         first = next((i for i, u in enumerate(plan.units) if u.start == cut_at), None)
         if not self._stubbing(context) or first is None:

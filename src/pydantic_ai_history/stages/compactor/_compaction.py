@@ -252,6 +252,12 @@ def over_target_reason(outcome: Outcome, target: int) -> str | None:
     )
 
 
+def unit_step(plan: Plan, first: int) -> int:
+    """The tokens a unit of the body from unit `first` on holds on average: the run's step where a growth is
+    planned ahead (the units after the cut are the run's own recent steps)."""
+    return sum(plan.per_message[plan.units[first].start :]) // max(len(plan.units) - first, 1)
+
+
 def unit_savings(plan: Plan, stubs: Sequence[Stub]) -> dict[int, int]:
     unit_of = {m: i for i, u in enumerate(plan.units) for m in range(u.start, u.end)}
     savings: dict[int, int] = {}

@@ -27,6 +27,7 @@ from ._compaction import (
     Summary,
     announce,
     keep_loads,
+    unit_step,
 )
 from ._depth import EventCosts, stubbed_growth, stubs_suffice
 from ._native import preserved_head
@@ -156,7 +157,7 @@ class CutPlanning(Summaries):
         body_start = plan.units[cut.body_first].start
         replaced = sum(plan.per_message[body_start : plan.units[cut.verbatim].start])
         saved = sum(s.tokens_before - s.tokens_after for s in stubs)
-        step = sum(plan.per_message[body_start:]) // max(len(plan.units) - cut.body_first, 1)
+        step = unit_step(plan, cut.body_first)
         now = event.overhead + sum(plan.per_message)
         # the outputs added until the event are stubbed there too: counted whole, an event that will end with
         # stubs looks like one that needs a summary, and a background summary takes the cheap tier's place
