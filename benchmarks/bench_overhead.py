@@ -64,6 +64,8 @@ DATA = HERE / '.data'
 SIZES = (300, 20_000)
 IDLE_STEPS = 30
 RUNS_SMALL = 200
+WARM_UP = 5
+"""Rounds of small runs before those measured."""
 RUNS_IMPORT = 9
 CONVERSATIONS = 20
 ALTERNATED = 8
@@ -152,16 +154,33 @@ def _timed(capability: Any, times: list[float]) -> Any:
     return capability
 
 
-def small_run(package: str, runs: int) -> dict[str, Any]:
-    capability = _capability(package)
-    cpu: dict[str, list[float]] = {'with': [], 'without': []}
-    for i in range(runs + 5):
-        for key in ('with', 'without') if i % 2 else ('without', 'with'):
+Setup = tuple[Any, Any, Any]
+"""A small run's setup: the capability (or None), and what makes it so before the run and undoes it after (or
+None)."""
+
+
+def _cpu_in_turn(setups: dict[str, Setup], runs: int) -> dict[str, float]:
+    """The small run with each setup, one run of each in turn (the order reversed every round), `runs` rounds
+    after WARM_UP: the median CPU ms of each."""
+    cpu: dict[str, list[float]] = {key: [] for key in setups}
+    for i in range(runs + WARM_UP):
+        for key in list(setups) if i % 2 else list(reversed(setups)):
+            capability, enter, leave = setups[key]
+            if enter is not None:
+                enter()
             started = time.process_time()
-            _agent(capability if key == 'with' else None).run_sync('What is item 1?')
-            if i >= 5:  # warm-up rounds
-                cpu[key].append((time.process_time() - started) * 1000)
-    with_ms, without_ms = statistics.median(cpu['with']), statistics.median(cpu['without'])
+            _agent(capability).run_sync('What is item 1?')
+            elapsed = (time.process_time() - started) * 1000
+            if leave is not None:
+                leave()
+            if i >= WARM_UP:
+                cpu[key].append(elapsed)
+    return {key: statistics.median(values) for key, values in cpu.items()}
+
+
+def small_run(package: str, runs: int) -> dict[str, Any]:
+    found = _cpu_in_turn({'with': (_capability(package), None, None), 'without': (None, None, None)}, runs)
+    with_ms, without_ms = found['with'], found['without']
     return {'with_ms': with_ms, 'without_ms': without_ms, 'ratio': with_ms / without_ms}
 
 
@@ -204,30 +223,20 @@ def _parts(capability: Any) -> dict[str, tuple[Any, Any]]:
 
 def breakdown(runs: int) -> dict[str, Any]:
     """The small run without a capability, with one that does nothing, with ours and with ours less each part,
-    one run of each in turn (the order reversed every round)."""
+    one run of each in turn (`_cpu_in_turn`)."""
     from pydantic_ai.capabilities import AbstractCapability
 
     class Nothing(AbstractCapability[Any]):
         """A capability with no hook of its own."""
 
     capability = _capability('ours')
-    nothing = Nothing()
-    parts = _parts(capability)
-    cpu: dict[str, list[float]] = {'without': [], 'nothing': [], 'ours': [], **{name: [] for name in parts}}
-    for i in range(runs + 10):
-        for key in list(cpu) if i % 2 else list(reversed(cpu)):
-            enter, leave = parts.get(key, (None, None))
-            if enter is not None:
-                enter()
-            used = {'without': None, 'nothing': nothing}.get(key, capability)
-            started = time.process_time()
-            _agent(used).run_sync('What is item 1?')
-            elapsed = (time.process_time() - started) * 1000
-            if leave is not None:
-                leave()
-            if i >= 10:  # warm-up rounds
-                cpu[key].append(elapsed)
-    return {key: statistics.median(values) for key, values in cpu.items()}
+    setups: dict[str, Setup] = {
+        'without': (None, None, None),
+        'nothing': (Nothing(), None, None),
+        'ours': (capability, None, None),
+        **{name: (capability, enter, leave) for name, (enter, leave) in _parts(capability).items()},
+    }
+    return _cpu_in_turn(setups, runs)
 
 
 def render_breakdown(found: dict[str, float]) -> str:
