@@ -35,7 +35,7 @@ from pydantic_ai_history.readback import read_artifact_text
 from pydantic_ai_history.store import ArtifactStore, DirectoryStore, MemoryStore, RedisStore
 
 STEPS = 5
-TRANSCRIPT = re.compile(r'artifact_id="(art_[0-9a-f]{64})"')
+TRANSCRIPT = re.compile(r'artifact_id="(art_[0-9a-f]{32})"')
 LINE = 'The service handled request {n} in {ms} ms from region {r} and wrote an audit line. '
 
 

@@ -24,7 +24,7 @@ from pydantic_ai.messages import (
 
 from _fixtures import conversation_names
 from pydantic_ai_history import TokenCounter, assert_valid_history, validate_history
-from pydantic_ai_history._compat import with_part_metadata
+from pydantic_ai_history._compat import HAS_CAPABILITIES, with_part_metadata
 from pydantic_ai_history.cli import EXIT_OK, EXIT_USAGE, demo, main, run_demo
 from pydantic_ai_history.cli.formatting import ProgressBar, format_table
 from pydantic_ai_history.cli.inspect import ACTIONS, _rows
@@ -160,7 +160,8 @@ def test_demo_printed_numbers_match_the_processor_stats(demo_result):
 def test_demo_session_compacts_and_never_overflows(demo_result):
     overall = demo_result.stats.overall
     assert overall.compactions >= 1
-    assert overall.summarizer_calls >= 1
+    if HAS_CAPABILITIES:  # a plain history processor (1.0) stubs its unpersisted history afresh: enough here
+        assert overall.summarizer_calls >= 1
     assert sum(overall.artifacts_by_strategy.values()) >= 1
     assert demo_result.peak_tokens_sent <= 32_000
     assert demo_result.violations == []

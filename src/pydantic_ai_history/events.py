@@ -61,7 +61,7 @@ only the earliest point:
   expected to take (`requests_left` <= `expected_requests`): waiting one more request would make a request
   wait for it.
 - `trigger`: the next request crosses the trigger, where an event with no summary under way summarizes in
-  the request path.
+  the request path; or this one did, with none under way (it goes out as it is while the summary is made).
 - `unmeasured`: the history has no step of the run to measure its growth on (no model response yet).
 """
 

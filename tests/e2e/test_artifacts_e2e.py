@@ -36,7 +36,7 @@ pytestmark = [
 WINDOW = 24_000
 READ_LIMIT = 25_000
 BUDGET = ArtifactSettings().resolve_budget(artifact_limits(WINDOW))
-ART_ID = re.compile(r'art_[0-9a-f]{64}')
+ART_ID = re.compile(r'art_[0-9a-f]{32}')
 
 
 class _Reader:

@@ -239,7 +239,7 @@ async def test_read_artifact_without_an_id_searches_everything_stored(fixtures_d
     assert answer is not None
     assert fact(3) in answer
     assert fact(40) in answer
-    ids = set(re.findall(r'art_[0-9a-f]{64}', answer))
+    ids = set(re.findall(r'art_[0-9a-f]{32}', answer))
     assert ids, 'each passage names the stored artifact it comes from, for reading on'
     assert len(answer) <= DEFAULT_QUERY_LIMIT, "bounded like every query's read-back"
     scope = next(iter(store._scopes))  # the run's scope (its conversation id)

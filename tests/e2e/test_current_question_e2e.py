@@ -41,7 +41,7 @@ pytestmark = [
 ]
 
 WINDOW = 16_000
-ART_ID = re.compile(r'art_[0-9a-f]{64}')
+ART_ID = re.compile(r'art_[0-9a-f]{32}')
 
 
 def _question(turn: int) -> str:

@@ -56,8 +56,8 @@ pytestmark = [
     pytest.mark.filterwarnings('ignore:.*history_processors.*is deprecated'),
 ]
 
-ART_ID = re.compile(r'art_[0-9a-f]{64}')
-PAGE = re.compile(r'\[(art_[0-9a-f]{64}): characters ([\d,]+)-([\d,]+) of ([\d,]+)\.')
+ART_ID = re.compile(r'art_[0-9a-f]{32}')
+PAGE = re.compile(r'\[(art_[0-9a-f]{32}): characters ([\d,]+)-([\d,]+) of ([\d,]+)\.')
 NEEDLE = 'INVOICE-77731 was refunded: total 9,412.50 EUR to Josefine Brandt'
 
 

@@ -36,7 +36,7 @@ pytestmark = [
     pytest.mark.filterwarnings('ignore:.*history_processors.*is deprecated'),
 ]
 
-ART_ID = re.compile(r'art_[0-9a-f]{64}')
+ART_ID = re.compile(r'art_[0-9a-f]{32}')
 WINDOW = 32_000
 MISSING = 'no artifact with id'
 

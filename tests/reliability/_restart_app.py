@@ -47,7 +47,7 @@ from pydantic_ai_history.store import DirectoryStore
 
 SCOPE = 'conversation-42'
 WINDOW, TRIGGER, TARGET = 8_000, 4_500, 1_800
-TRANSCRIPT_ID = re.compile(r'read_artifact\(artifact_id="(art_[0-9a-f]{64})"')
+TRANSCRIPT_ID = re.compile(r'read_artifact\(artifact_id="(art_[0-9a-f]{32})"')
 LEDGER = 'row,amount,memo\n' + '\n'.join(f'{i},{i * 37 % 1000},LEDGER-{i:04d}' for i in range(1_500))
 
 

@@ -26,7 +26,7 @@ from pydantic_ai_history._compat import HAS_CAPABILITIES, pydantic_ai_version
 pytestmark = pytest.mark.anyio
 
 MAJOR = int(pydantic_ai_version().split('.')[0])
-STUB_ID = re.compile(r"read_stored\(artifact_id='(art_[0-9a-f]{64})'")
+STUB_ID = re.compile(r"read_stored\(artifact_id='(art_[0-9a-f]{32})'")
 
 
 def read_artifact(name: str) -> str:

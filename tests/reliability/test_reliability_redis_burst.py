@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.redis, pytest.mark.slow]
 RUNS = 200
 WINDOW, TRIGGER, TARGET = 4_000, 1_600, 700
 STEPS = 4
-ART_ID = re.compile(r'art_[0-9a-f]{64}')
+ART_ID = re.compile(r'art_[0-9a-f]{32}')
 
 
 def named_ids(messages: list[ModelMessage]) -> set[str]:

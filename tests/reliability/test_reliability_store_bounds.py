@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 WINDOW, TRIGGER, TARGET = 6_000, 3_000, 1_200
 STEPS = 5
-TRANSCRIPT_ID = re.compile(r'artifact_id="(art_[0-9a-f]{64})"')
+TRANSCRIPT_ID = re.compile(r'artifact_id="(art_[0-9a-f]{32})"')
 
 
 def transcripts(messages: list[ModelMessage]) -> list[str]:

@@ -41,7 +41,7 @@ from pydantic_ai_history.store import ArtifactStore, DirectoryStore, MemoryStore
 pytestmark = pytest.mark.anyio
 
 WINDOW = 16_000
-ART_ID = re.compile(r'art_[0-9a-f]{64}')
+ART_ID = re.compile(r'art_[0-9a-f]{32}')
 ALICE_CODE = 739
 
 

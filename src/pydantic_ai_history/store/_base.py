@@ -30,6 +30,12 @@ _Loading = tuple[asyncio.AbstractEventLoop, 'asyncio.Task[bytes]']
 
 _ID_DOMAIN = b'pydantic-ai-history/artifact-id/v1\0'
 
+ID_HEX_CHARS = 32
+"""Hex characters of the keyed HMAC an artifact id carries (128 bits): unguessable, and no two contents of a
+scope share one at any size a store reaches; the model reads and copies every id, and the full digest's 64
+cost twice the tokens (o200k: 38.5 on average, 30 to 49, against 20, 14 to 28). Ids made with all 64 (by
+0.1.0) stay valid: a store finds an artifact by its id as given."""
+
 Metadata = dict[str, str]
 """An artifact's metadata: text by text key."""
 
@@ -91,13 +97,14 @@ def artifact_id(data: bytes, prefix: str = 'art_') -> str:
 
 
 def keyed_artifact_id(secret: bytes, data: bytes, scope: str = '', prefix: str = 'art_') -> str:
-    """`prefix` + hex HMAC-SHA256(secret, scope, sha256(data)): unguessable without the secret.
+    """`prefix` + hex HMAC-SHA256(secret, scope, sha256(data)), its first `ID_HEX_CHARS`: unguessable without
+    the secret.
 
     Equal content gets the same id inside one scope (so it is stored once), a different id in another.
     """
     scope_bytes = utf8(scope)
     message = _ID_DOMAIN + len(scope_bytes).to_bytes(8, 'big') + scope_bytes + hashlib.sha256(data).digest()
-    return prefix + hmac.new(secret, message, hashlib.sha256).hexdigest()
+    return prefix + hmac.new(secret, message, hashlib.sha256).hexdigest()[:ID_HEX_CHARS]
 
 
 def scope_tag(scope: str) -> str:

@@ -29,7 +29,7 @@ from pydantic_ai_history.stages.artifacts import ArtifactPlanner, ArtifactSettin
 from pydantic_ai_history.store import MemoryStore
 
 TEST_SECRET = b'test-deployment-secret-0123456789'
-ART_ID = re.compile(r'art_[0-9a-f]{64}')
+ART_ID = re.compile(r'art_[0-9a-f]{32}')
 
 
 def tool_history(

@@ -84,7 +84,9 @@ async def test_a_changed_file_or_a_view_no_longer_shown_gets_its_own_view() -> N
     assert marker(tool_returns(without)[-1])['strategy'] == 'extract'
 
     # the same content read by a call after other passages: its view shows them
-    other = await processor.process([*first, *_read('messages.py', SOURCE, 'c4', symbol='VideoUrl AudioUrl')])
+    other = await processor.process(
+        [*first, *_read('messages.py', SOURCE, 'c4', symbol='ImageUrl DocumentUrl')]
+    )
     body = tool_returns(other)[-1].content.partition('\n')[2]
     assert body != tool_returns(first)[-1].content.partition('\n')[2], 'other passages'
     assert marker(tool_returns(other)[-1])['strategy'] == 'extract'
@@ -111,7 +113,6 @@ async def test_a_repeat_line_the_window_keeps_after_dropping_its_view_still_read
     from pydantic_ai_history import ArtifactPlanner, ArtifactSettings, HistoryProcessor, SlidingWindow
     from pydantic_ai_history.readback import read_artifact_text
 
-    # views of the size this walk was laid out for: the window drops the first view a step before the line
     planner, _ = make_processor(context_window=12_000, item_tokens=500, large_item_tokens=1_500)
     processor = HistoryProcessor(
         stages=[ArtifactPlanner(ArtifactSettings()), SlidingWindow()],
@@ -124,9 +125,11 @@ async def test_a_repeat_line_the_window_keeps_after_dropping_its_view_still_read
     assert marker(tool_returns(history)[-1])['strategy'] == 'repeat'
     artifact = marker(tool_returns(history)[-1])['artifact_id']
     sources = sorted(Path(pydantic_ai.__file__).parent.rglob('*.py'))
-    others = [(path.name, text) for path in sources if len(text := path.read_text()) > 8_000][:40]
+    others = [(path.name, text) for path in sources if len(text := path.read_text()) > 8_000][:80]
+    # small reads (kept whole), each step smaller than the first read's view: the window's cut, which moves by
+    # a step at a time, passes that view before it can pass the line after it, whatever the views' sizes
     for index, (name, other) in enumerate(others):  # other files until the first read's view goes
-        history = await processor.process([*history, *_read(name, other[:24_000], f'o{index}')])
+        history = await processor.process([*history, *_read(name, other[:1_200], f'o{index}')])
         if 'c1' not in {p.tool_call_id for p in tool_returns(history)}:
             break
 

@@ -58,6 +58,19 @@ def test_a_fast_summarizer_still_starts_before_the_trigger() -> None:
     assert last.reason == 'trigger'
 
 
+def test_the_trigger_s_crossing_is_judged_by_the_request_s_own_estimate() -> None:
+    """The event counts the history afresh (lower, here, by 600 tokens): judged by that count, the request
+    that crosses the trigger would come with no summary under way."""
+    by_event = plan_lead(tokens=22_900, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=1)
+    assert not by_event.start
+    lead = plan_lead(
+        tokens=22_900, step=1_000, trigger=TRIGGER, needed=BUDGET, expected=1, request_tokens=23_500
+    )
+    assert lead.start
+    assert lead.reason == 'trigger'
+    assert lead.requests_left == 8, "the lead to `needed` stays in the event's count"
+
+
 def test_unmeasured_growth_starts_at_background_start() -> None:
     lead = plan_lead(tokens=15_000, step=0, trigger=TRIGGER, needed=BUDGET, expected=8)
     assert lead.start

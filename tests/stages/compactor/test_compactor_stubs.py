@@ -186,7 +186,7 @@ async def test_an_old_attachment_becomes_a_stub_and_its_bytes_are_stored() -> No
     assert part.content[0] == 'here it is', "the user's words stay"
     assert isinstance(part.content[1], str)
     assert 'attached file' in part.content[1]
-    [artifact] = re.findall(r'art_[0-9a-f]{64}', part.content[1])
+    [artifact] = re.findall(r'art_[0-9a-f]{32}', part.content[1])
     assert await store.get(artifact, scope=ctx.scope) == png.data
 
 

@@ -71,9 +71,42 @@ class BackgroundSummarizing(ProviderCompaction):
             self._postpone(early, context)
             return
         started = await self._background_job(messages, context, estimate, step)
+        if started is not None:
+            self._register(*started, messages, estimate, context)
+
+    async def _start_at_trigger(
+        self, messages: list[ModelMessage], context: HistoryContext, estimate: TokenEstimate
+    ) -> bool:
+        """Past the trigger with no summary under way (the run crossed it sooner than its growth said, or in
+        its first request: a chat's next turn), start the event's summary now, and whether this request goes
+        out as it is while it is made (within the budget, as `_still_making` lets the next ones), rather than
+        wait for the summary in the request path."""
+        run = context.run_id
+        if (
+            run is None
+            or not self._may_start(context)
+            or estimate.total > context.limits.budget
+            or self._background.get(run) is not None
+            or not self._has_room(run)
+        ):
+            return False
+        step = step_growth(messages, estimate.per_message)
+        started = await self._background_job(messages, context, estimate, step)
         if started is None:
-            return
-        job, lead = started
+            return False
+        self._register(*started, messages, estimate, context)
+        return True
+
+    def _register(
+        self,
+        job: BackgroundJob[Summary],
+        lead: Lead,
+        messages: list[ModelMessage],
+        estimate: TokenEstimate,
+        context: HistoryContext,
+    ) -> None:
+        """Hold `job` for its run, and say it started (an event and a log line)."""
+        run, trigger = context.run_id, context.limits.trigger
         replaced = self._background.add(job)
         if replaced is not None:  # a job started for the run while this one was planned
             self._end(replaced, 'history_changed', context.emit_event)
@@ -103,7 +136,9 @@ class BackgroundSummarizing(ProviderCompaction):
             lead.expected_requests if lead.expected_requests is not None else 'an unknown number of',
         )
 
-    def _lead(self, tokens: int, step: int, needed: int, context: HistoryContext) -> Lead:
+    def _lead(
+        self, tokens: int, step: int, needed: int, context: HistoryContext, request_tokens: int | None = None
+    ) -> Lead:
         return plan_lead(
             tokens=tokens,
             step=step,
@@ -111,6 +146,7 @@ class BackgroundSummarizing(ProviderCompaction):
             needed=needed,
             expected=self._background.pace.expected,
             run_left=self._run_left(context.run_id),
+            request_tokens=request_tokens,
         )
 
     def _run_left(self, run: str | None) -> int | None:
@@ -179,8 +215,10 @@ class BackgroundSummarizing(ProviderCompaction):
         room = self._room(plan, event, cut, evicted.cut_at, context)
         if room < growth:
             return None  # the event would cut later: its summary would be thrown away (started nearer it)
-        # in the event's own count: counted from the trigger's estimate it measured dearer (RESULTS.md)
-        lead = self._lead(event.tokens, step, min(context.limits.budget, event.tokens + room), context)
+        # in the event's own count: counted from the trigger's estimate it measured dearer (RESULTS.md); the
+        # trigger's crossing in the trigger's own
+        needed = min(context.limits.budget, event.tokens + room)
+        lead = self._lead(event.tokens, step, needed, context, request_tokens=estimate.total)
         if not lead.start:
             self._postpone(lead, context)
             return None

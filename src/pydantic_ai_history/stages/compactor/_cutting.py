@@ -165,12 +165,14 @@ class CutPlanning(Summaries):
         if stubbed > context.limits.target:
             return None
         summary_tokens = self.settings.summary_max_tokens // 2
+        # the same growth joins the span the summary replaces there, but for the newest step (as when stubbed)
+        span = replaced + max(growth - step, 0)
         costs = EventCosts(
             stubbed=stubbed,
-            summarized=now + growth - replaced + summary_tokens + self._trail_budget(context),
+            summarized=now + growth - span + summary_tokens + self._trail_budget(context),
             trigger=context.limits.trigger,
             growth=step,
-            view_tokens=min(replaced, self.settings.summarizer_view_tokens or replaced),
+            view_tokens=min(span, self.settings.summarizer_view_tokens or span),
             summary_tokens=summary_tokens,
         )
         return stubs if stubs_suffice(costs, cached_input_ratio=self.settings.cached_input_ratio) else None

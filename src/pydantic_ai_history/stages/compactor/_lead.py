@@ -114,6 +114,7 @@ def plan_lead(
     needed: int,
     expected: int | None,
     run_left: int | None = None,
+    request_tokens: int | None = None,
 ) -> Lead:
     """Start now when one more request of waiting would leave the summary fewer requests than it is expected
     to take before it is needed: at `needed` (the budget, or where its cut stops fitting) once the pace is
@@ -121,18 +122,28 @@ def plan_lead(
     trigger (with no summary under way the event summarizes in the request path), and at once when the run's
     growth cannot be measured (`background_start` alone decides, as it did before the pace was learned).
     Never when the run is expected to end (`run_left` more requests, from the runs that ended) before the
-    summary is ready or its event comes: the run's end would throw it away, paid for."""
+    summary is ready or its event comes: the run's end would throw it away, paid for.
+
+    `tokens` is the history in the units of `needed`; the trigger is crossed by the request's own estimate,
+    `request_tokens` (default `tokens`): an event's count of the same history may be hundreds of tokens
+    lower, and a crossing judged by it comes one request too late, when the event summarizes in place."""
     aim = needed if expected is not None else trigger
     takes = expected if expected is not None else UNMEASURED_REQUESTS
     measured = step > 0
     left = max(aim - tokens, 0) // step + 1 if measured else 0
     due = measured and left <= takes
-    crossing = measured and tokens + step > trigger
-    to_trigger = max(trigger - tokens, 0) // step + 1 if measured else 1
+    at = tokens if request_tokens is None else request_tokens
+    crossing = measured and at + step > trigger
+    to_trigger = max(trigger - at, 0) // step + 1 if measured else 1
     ends_first = run_left is not None and run_left < max(takes, to_trigger)
+    reason: BackgroundStartReason = 'lead'
+    if not measured:
+        reason = 'unmeasured'
+    elif at > trigger or (crossing and not due):  # crossed with nothing under way, or the next request will
+        reason = 'trigger'
     return Lead(
         start=(due or crossing or not measured) and not ends_first,
-        reason='unmeasured' if not measured else 'trigger' if crossing and not due else 'lead',
+        reason=reason,
         tokens_per_step=max(step, 0),
         expected_requests=expected,
         needed_tokens=aim,

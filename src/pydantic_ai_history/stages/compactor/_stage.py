@@ -96,7 +96,13 @@ class Compactor(BackgroundSummarizing, StageCapability):
         if reason is None:
             await self._anticipate(messages, context, estimate)
             return messages
-        if reason == 'trigger' and self._still_making(messages, estimate, context):
+        if reason == 'trigger' and (
+            self._still_making(messages, estimate, context)
+            or (
+                await self._start_at_trigger(messages, context, estimate)
+                and self._still_making(messages, estimate, context)
+            )
+        ):
             return messages
         focus = context.compaction_request.focus if reason == 'model' and context.compaction_request else None
         held = self._background.pop(context.run_id)

@@ -27,7 +27,7 @@ logger = logging.getLogger('pydantic_ai_history.window')
 _NOTE_COST = 40 + SEAL_TOKENS
 """Tokens reserved for the note that replaces dropped messages (its text alone is about 30, plus its seal)."""
 _REFERENCE_COST = 64
-"""Tokens the note adds when it names the stored transcript (`read_artifact(...)` with a 68-character id)."""
+"""Tokens the note adds when it names the stored transcript (`read_artifact(...)`; its id is 28 at most)."""
 _MAX_PASSES = 3
 
 
