@@ -78,9 +78,9 @@ class BackgroundSummarizing(ProviderCompaction):
         self, messages: list[ModelMessage], context: HistoryContext, estimate: TokenEstimate
     ) -> bool:
         """Past the trigger with no summary under way (the run crossed it sooner than its growth said, or in
-        its first request: a chat's next turn), start the event's summary now, and whether this request goes
-        out as it is while it is made (within the budget, as `_still_making` lets the next ones), rather than
-        wait for the summary in the request path."""
+        its first request: a chat's next turn), start the event's summary now, as a start ahead would have;
+        whether it started. The request then goes out as it is while the summary is made, as the next ones do
+        (`Compactor._still_making`), rather than wait for it in the request path."""
         run = context.run_id
         if (
             run is None
