@@ -382,10 +382,10 @@ async def test_a_request_that_crosses_the_trigger_with_nothing_under_way_starts_
     """A chat's next turn: the first run ends below `background_start` (0.99 of the trigger), and the second
     crosses the trigger with nothing under way. That request starts the summary in the background and goes
     out as it is (it fits the budget); the event comes with the next request and takes it (it used to
-    summarize in the request path, the request waiting for it)."""
-    agent, provider, events, summarizer, processor = setup(
-        fixtures_dir, Loop(23), background_start=0.99, keep_recent_tokens=4_000
-    )
+    summarize in the request path, the request waiting for it). The question (about 2,800 tokens) is larger
+    than the verbatim tail's budget (1,000): the event reserves it outside that budget, and so does the
+    start's room (it used to count it twice against the tail, and no summary started)."""
+    agent, provider, events, summarizer, processor = setup(fixtures_dir, Loop(23), background_start=0.99)
     first = await agent.run(TASK, usage_limits=UsageLimits(request_limit=None))
     provider.respond = Loop(8)
     question = 'Now the dates too. ' + 'Every date counts, in whatever format. ' * 250

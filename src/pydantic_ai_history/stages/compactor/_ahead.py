@@ -23,9 +23,10 @@ from ...events import (
     HistoryEvent,
 )
 from ...messages._clock import perf
+from ...messages.pinning import question_unit
 from ...tokens import TokenEstimate
 from ._background import BackgroundJob
-from ._compaction import Compaction, Cut, Evicted, Plan, Summary, unit_savings, unit_step
+from ._compaction import Compaction, Cut, Evicted, Plan, Summary, unit_savings, unit_step, unit_tokens
 from ._lead import Lead, plan_lead, step_growth
 from ._plan import CutPlan
 from ._provider import ProviderCompaction
@@ -269,14 +270,19 @@ class BackgroundSummarizing(ProviderCompaction):
 
     def _room(self, plan: Plan, event: Compaction, cut: Cut, cut_at: int, context: HistoryContext) -> int:
         """How far the history may grow past the snapshot and an event still keep everything from `cut_at` on
-        verbatim within the target (`_held_cut`'s test), one more step of it aside. Where the event stubs the
-        tool outputs added since (and those of the tail, by then no longer the newest), a token of growth
-        costs what stubs leave of one, measured on the tail."""
-        fits = self._fit_with(plan, event, cut, context)
+        verbatim within the target (`_held_cut`'s test), one more step of it aside. What that event reserves
+        outside its tail's budget (pinned units, and the run's question, however large) is left out of the
+        tail and of the step. Where the event stubs the tool outputs added since (and those of the tail, by
+        then no longer the newest), a token of growth costs what stubs leave of one, measured on the tail."""
+        fits = self._fit_with(plan, event, cut, context, later=True)
         budget = fits.tail_budget - int(fits.tail_budget * ROOM_SLACK)
-        step = max(sum(plan.per_message[plan.units[-1].start :]), unit_step(plan, cut.body_first))
-        tail = sum(plan.per_message[cut_at:])
+        reserved = {*cut.pins, question_unit(plan.messages, plan.units, context.run_id)}
+        newest = len(plan.units) - 1
+        step = max(0 if newest in reserved else unit_tokens(plan, newest), unit_step(plan, cut.body_first))
         first = next((i for i, u in enumerate(plan.units) if u.start == cut_at), None)
+        tail = sum(plan.per_message[cut_at:]) - sum(
+            unit_tokens(plan, i) for i in reserved if i is not None and plan.units[i].start >= cut_at
+        )
         if not self._stubbing(context) or first is None:
             return budget - tail - step
         whole = dataclasses.replace(cut, verbatim=len(plan.units))
@@ -292,11 +298,13 @@ class BackgroundSummarizing(ProviderCompaction):
         cut: Cut,
         context: HistoryContext,
         savings: dict[int, int] | None = None,
+        later: bool = False,
     ) -> CutPlan:
-        """The cut this event's target allows from `cut`'s body on (`_plan_cut` as `compact()` plans it)."""
+        """The cut this event's target allows from `cut`'s body on (`_plan_cut` as `compact()` plans it;
+        `later`: as a later event will)."""
         head = event.reserved + sum(plan.per_message[: plan.head])
         return self._plan_cut(
-            plan, cut.body_first, head, cut.pins, cut.earlier, context, 'manual', savings=savings
+            plan, cut.body_first, head, cut.pins, cut.earlier, context, 'manual', savings=savings, later=later
         )
 
     async def _background_summary(

@@ -252,6 +252,12 @@ def over_target_reason(outcome: Outcome, target: int) -> str | None:
     )
 
 
+def unit_tokens(plan: Plan, unit: int) -> int:
+    """The tokens unit `unit` of the plan holds."""
+    span = plan.units[unit]
+    return sum(plan.per_message[span.start : span.end])
+
+
 def unit_step(plan: Plan, first: int) -> int:
     """The tokens a unit of the body from unit `first` on holds on average: the run's step where a growth is
     planned ahead (the units after the cut are the run's own recent steps)."""

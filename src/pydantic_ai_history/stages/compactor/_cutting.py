@@ -91,9 +91,12 @@ class CutPlanning(Summaries):
         reason: CompactionReason,
         shrink: int = 0,
         savings: dict[int, int] | None = None,
+        later: bool = False,
     ) -> CutPlan:
         """`plan_cut` with this compactor's reserves. Except on `manual`, the verbatim tail is at most
-        `keep_recent_tokens` less `shrink`: the event goes deep. `savings`: tokens stubs take off units."""
+        `keep_recent_tokens` less `shrink`: the event goes deep. `savings`: tokens stubs take off units.
+        `later`: as an event will plan it once the run has gone on, the run's question reserved though it
+        is the newest unit now."""
         counter, saved, keep_recent = context.counter, savings or {}, self.settings.keep_recent_tokens
         return plan_cut(
             unit_costs=[
@@ -117,7 +120,7 @@ class CutPlanning(Summaries):
             if reason == 'manual'
             else max((keep_recent if keep_recent is not None else context.limits.target // 8) - shrink, 0),
             keep_from=latest_prompt_unit(plan, body_first),
-            question=body_question(plan, body_first, pins, context.run_id),
+            question=body_question(plan, body_first, pins, context.run_id, newest_too=later),
         )
 
     async def _stub(
@@ -283,11 +286,17 @@ def latest_prompt_unit(plan: Plan, body_first: int) -> int | None:
 
 
 def body_question(
-    plan: Plan, body_first: int, pins: dict[int, TranscriptUnit], run_id: str | None
+    plan: Plan,
+    body_first: int,
+    pins: dict[int, TranscriptUnit],
+    run_id: str | None,
+    *,
+    newest_too: bool = False,
 ) -> int | None:
     """The unit of the current run's question when the summary could take it: in the body, before the last
-    unit, and not pinned (a pin is kept anyway); else None."""
+    unit (or the last too, with `newest_too`), and not pinned (a pin is kept anyway); else None."""
     index = question_unit(plan.messages, plan.units, run_id)
-    if index is None or not body_first <= index < len(plan.units) - 1 or index in pins:
+    end = len(plan.units) if newest_too else len(plan.units) - 1
+    if index is None or not body_first <= index < end or index in pins:
         return None
     return index
