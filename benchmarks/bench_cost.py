@@ -67,6 +67,10 @@ def parse_windows(text: str) -> list[int]:
     return out
 
 
+def _id_secret(seed: int | None) -> bytes | None:
+    return None if seed is None else hashlib.sha256(f'bench_cost id seed {seed}'.encode()).digest()
+
+
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--quick', action='store_true', help='40 calls at 64K, no latency run (smoke test)')
@@ -85,6 +89,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         '--median-tokens', type=int, default=2_500, help='median size of the ordinary tool outputs (2,500)'
+    )
+    parser.add_argument(
+        '--id-seed',
+        type=int,
+        help="key ours' artifact ids with a secret made from this number (and a fixed conversation id), so "
+        'every run makes the same ids and costs: two setups compared with one seed differ by their setting '
+        'alone; default: a fresh secret and conversation per run, as an app has (ids move a cell by ~1%%)',
     )
     parser.add_argument('--json', type=Path, help='write every figure to this JSON file')
     parser.add_argument(
@@ -198,7 +209,13 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
             steps = len(workload.steps)
             for window in args.windows:
                 for contender in args.contenders:
-                    config = RunConfig(contender, window, steps, summary_requests=args.summary_requests)
+                    config = RunConfig(
+                        contender,
+                        window,
+                        steps,
+                        summary_requests=args.summary_requests,
+                        id_secret=_id_secret(args.id_seed),
+                    )
                     result = asyncio.run(run_one(config, workload, encode, prices))
                     _progress(result)
                     payload['runs'].append(result)

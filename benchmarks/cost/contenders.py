@@ -117,18 +117,23 @@ class Setup:
     temporary: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
 
 
-def build(key: str, window: int, summarizer: Model) -> Setup:
-    """The capabilities of contender `key` for a model with this `window`."""
+def build(key: str, window: int, summarizer: Model, *, id_secret: bytes | None = None) -> Setup:
+    """The capabilities of contender `key` for a model with this `window`; ours' store keyed with `id_secret`
+    when given (the same artifact ids on every run), else with a fresh secret, as an app's store is."""
+    ours = _OURS.get(key)
+    if ours is not None:
+        return _ours(summarizer, id_secret, **ours())
     return _BUILDERS[key](window, summarizer)
 
 
-def _ours(window: int, summarizer: Model, *, artifacts: bool = True, **options: Any) -> Setup:
+def _ours(summarizer: Model, id_secret: bytes | None, **options: Any) -> Setup:
     from pydantic_ai_history import SummarizerSettings, create_history_processor
     from pydantic_ai_history.readback import read_artifact_text, search_artifacts_text
+    from pydantic_ai_history.store import MemoryStore
 
-    processor = create_history_processor(
-        summarizer=SummarizerSettings(model=summarizer), artifacts=artifacts, **options
-    )
+    if id_secret is not None:
+        options['store'] = MemoryStore(secret=id_secret)
+    processor = create_history_processor(summarizer=SummarizerSettings(model=summarizer), **options)
 
     async def read(ctx: Any, artifact_id: str, fact: str) -> str:
         return await read_artifact_text(
@@ -141,24 +146,20 @@ def _ours(window: int, summarizer: Model, *, artifacts: bool = True, **options: 
     return Setup([processor], ARTIFACT_ID, read, search)
 
 
-def _ours_compactor(window: int, summarizer: Model) -> Setup:
-    return _ours(window, summarizer, artifacts=False)
-
-
-def _ours_background(window: int, summarizer: Model) -> Setup:
+def _background_at(start: float | None) -> dict[str, Any]:
     from pydantic_ai_history import CompactionSettings
 
-    return _ours(window, summarizer, compaction=CompactionSettings(background_start=0.4))
+    return {'compaction': CompactionSettings(background_start=start)}
 
 
-def _ours_blocking(window: int, summarizer: Model) -> Setup:
-    from pydantic_ai_history import CompactionSettings
-
-    return _ours(window, summarizer, compaction=CompactionSettings(background_start=None))
-
-
-def _ours_model(window: int, summarizer: Model) -> Setup:
-    return _ours(window, summarizer, compaction_tool=True, near_limit_notice=True)
+_OURS: dict[str, Callable[[], dict[str, Any]]] = {
+    'ours': dict,
+    'ours-compactor': lambda: {'artifacts': False},
+    'ours-background': lambda: _background_at(0.4),
+    'ours-blocking': lambda: _background_at(None),
+    'ours-model': lambda: {'compaction_tool': True, 'near_limit_notice': True},
+}
+"""Our contenders: the options each gives `create_history_processor` (imported when built)."""
 
 
 def _harness_summarizing(window: int, summarizer: Model) -> Setup:
@@ -292,11 +293,6 @@ def _none(window: int, summarizer: Model) -> Setup:
 
 
 _BUILDERS: dict[str, Callable[[int, Model], Setup]] = {
-    'ours': _ours,
-    'ours-compactor': _ours_compactor,
-    'ours-background': _ours_background,
-    'ours-blocking': _ours_blocking,
-    'ours-model': _ours_model,
     'harness-summarizing': _harness_summarizing,
     'harness-tiered': _harness_tiered,
     'harness-fallback': _harness_fallback,

@@ -45,6 +45,9 @@ class RunConfig:
     summarizer_seconds: float = 0.0
     summary_requests: int = 0
     """The cost runs: model requests a summarizer call lasts while the run goes on (`RequestClock`)."""
+    id_secret: bytes | None = None
+    """Our store's secret, and a fixed conversation id (the same artifact ids, and so the same costs, on every
+    run); None: a fresh secret and conversation, as an app has."""
 
 
 class _Probe(AbstractCapability[Any]):
@@ -108,7 +111,7 @@ async def run_one(config: RunConfig, workload: Workload, encode: Encoder, prices
     summarizer = Summarizer(
         partial(render, encode=encode), encode, seconds=config.summarizer_seconds, clock=clock
     )
-    setup = build(config.contender, config.window, summarizer.model())
+    setup = build(config.contender, config.window, summarizer.model(), id_secret=config.id_secret)
     probe = _Probe()
     agent = Agent(
         provider.model(),
@@ -119,7 +122,12 @@ async def run_one(config: RunConfig, workload: Workload, encode: Encoder, prices
     error = None
     started = time.perf_counter()
     try:
-        await agent.run(workload.prompt or PROMPT, usage_limits=UsageLimits(request_limit=None))
+        await agent.run(
+            workload.prompt or PROMPT,
+            usage_limits=UsageLimits(request_limit=None),
+            # with a fixed secret, a fixed conversation too: ours' ids are keyed with both
+            conversation_id=None if config.id_secret is None else 'bench-cost',
+        )
     except Exception as exc:  # a contender that crashes the run is reported, not fatal to the benchmark
         error = f'{type(exc).__name__}: {exc}'[:300]
     wall = time.perf_counter() - started
