@@ -4,14 +4,15 @@
     python benchmarks/bench_chat_background.py --lookups 1,3,8 --repeat 1
     python benchmarks/bench_chat_background.py --background-start none
     python benchmarks/bench_chat_background.py --no-stubs     # the event summarizes what it adds, unstubbed
+    python benchmarks/bench_chat_background.py --question-words 1000  # questions over the tail's budget
 
 One conversation reloaded each turn (a run per user message, given the history the last run returned), on a
 new processor each time (`--repeat`): the model calls a `lookup` tool `--lookups` times a run, then answers,
 at once (a `FunctionModel`, its usage estimated by pydantic-ai); the summarizer sleeps `--summarizer-seconds`
 before it answers, slower than the requests between a summary's start and its event. A 32K window, a 12K
-budget, a 4K target. Printed per chat: compactions, summarizer calls (started, so a call cancelled on the way
-counts), background summaries started / used / discarded (by reason). Offline; the counts are the result, no
-wall-clock figure is printed.
+trigger, a 4K target (`--max-tokens`, `--target-tokens`). Printed per chat: compactions, summarizer calls
+(started, so a call cancelled on the way counts), background summaries started / used / discarded (by
+reason). Offline; the counts are the result, no wall-clock figure is printed.
 """
 
 from __future__ import annotations
@@ -39,7 +40,15 @@ from pydantic_ai_history import (
 )
 
 
-async def chat(turns: int, lookups: int, start: float | None, seconds: float, stubs: bool) -> dict[str, Any]:
+async def chat(
+    turns: int,
+    lookups: int,
+    start: float | None,
+    seconds: float,
+    stubs: bool,
+    question_words: int = 0,
+    limits: tuple[int, int] = (12_000, 4_000),
+) -> dict[str, Any]:
     calls = 0
 
     async def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -62,7 +71,7 @@ async def chat(turns: int, lookups: int, start: float | None, seconds: float, st
 
     events: list[HistoryEvent] = []
     processor = create_history_processor(
-        policy=ContextPolicy(context_window=32_000, max_tokens=12_000, target_tokens=4_000),
+        policy=ContextPolicy(context_window=32_000, max_tokens=limits[0], target_tokens=limits[1]),
         summarizer=SummarizerSettings(model=FunctionModel(summarize, model_name='gpt-4o-mini')),
         compaction=CompactionSettings(background_start=start, stub_tool_results=stubs),
         on_event=events.append,
@@ -76,7 +85,8 @@ async def chat(turns: int, lookups: int, start: float | None, seconds: float, st
 
     history: list[ModelMessage] = []
     for turn in range(turns):
-        result = await agent.run(f'Question {turn}: tell me about item {turn}.', message_history=history)
+        question = f'Question {turn}: tell me about item {turn}.' + ' and its history' * (question_words // 3)
+        result = await agent.run(question, message_history=history)
         history = result.all_messages()
     return {
         'lookups': lookups,
@@ -98,11 +108,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--summarizer-seconds', type=float, default=0.05)
     parser.add_argument('--background-start', default='0.4', help="a fraction, or 'none'")
     parser.add_argument('--no-stubs', action='store_true', help='CompactionSettings(stub_tool_results=False)')
+    parser.add_argument(
+        '--question-words',
+        type=int,
+        default=0,
+        help='about this many more words in each user question (1,000: about 1,000 tokens, twice the '
+        "verbatim tail's budget)",
+    )
+    parser.add_argument('--max-tokens', type=int, default=12_000, help='the trigger (12,000)')
+    parser.add_argument('--target-tokens', type=int, default=4_000, help='the target (4,000)')
     args = parser.parse_args(argv)
     start = None if args.background_start == 'none' else float(args.background_start)
     for lookups in (int(n) for n in args.lookups.split(',')):
         for _ in range(args.repeat):
-            found = chat(args.turns, lookups, start, args.summarizer_seconds, not args.no_stubs)
+            found = chat(
+                args.turns,
+                lookups,
+                start,
+                args.summarizer_seconds,
+                not args.no_stubs,
+                args.question_words,
+                (args.max_tokens, args.target_tokens),
+            )
             print(asyncio.run(found))
     return 0
 

@@ -272,24 +272,28 @@ class BackgroundSummarizing(ProviderCompaction):
         """How far the history may grow past the snapshot and an event still keep everything from `cut_at` on
         verbatim within the target (`_held_cut`'s test), one more step of it aside. What that event reserves
         outside its tail's budget (pinned units, and the run's question, however large) is left out of the
-        tail and of the step. Where the event stubs the tool outputs added since (and those of the tail, by
-        then no longer the newest), a token of growth costs what stubs leave of one, measured on the tail."""
+        tail and of the step. Where the event stubs the tool outputs added since (and those of the tail), a
+        token of growth costs what stubs leave of one, measured on the tail, but for the newest ones the
+        event keeps whole (its verbatim tail, `keep_recent_tokens`, the step included)."""
         fits = self._fit_with(plan, event, cut, context, later=True)
-        budget = fits.tail_budget - int(fits.tail_budget * ROOM_SLACK)
         reserved = {*cut.pins, question_unit(plan.messages, plan.units, context.run_id)}
         newest = len(plan.units) - 1
         step = max(0 if newest in reserved else unit_tokens(plan, newest), unit_step(plan, cut.body_first))
-        first = next((i for i, u in enumerate(plan.units) if u.start == cut_at), None)
+        left = fits.tail_budget - int(fits.tail_budget * ROOM_SLACK) - step
         tail = sum(plan.per_message[cut_at:]) - sum(
             unit_tokens(plan, i) for i in reserved if i is not None and plan.units[i].start >= cut_at
         )
-        if not self._stubbing(context) or first is None:
-            return budget - tail - step
-        whole = dataclasses.replace(cut, verbatim=len(plan.units))
-        stubs = self._stubs_from(first, plan, whole, context)
+        first = next((i for i, u in enumerate(plan.units) if u.start == cut_at), None)
+        # the event keeps its newest units whole up to `keep_recent_tokens` (one at least: the step), in steps
+        whole = min(max(self._recent_tokens(context) - step, 0) // max(step, 1) * step, left)
+        if not self._stubbing(context) or first is None or left <= whole:
+            return left - tail
+        stubs = self._stubs_from(first, plan, dataclasses.replace(cut, verbatim=len(plan.units)), context)
         kept = tail - sum(s.tokens_before - s.tokens_after for s in stubs)
-        left = budget - kept - step
-        return left * tail // kept if left > 0 and 0 < kept < tail else left
+        if not 0 < kept < tail:
+            return left - tail
+        # the tail may reach `whole` tokens verbatim, and past them, what stubs leave of it
+        return whole + (left - whole) * tail // kept - tail
 
     def _fit_with(
         self,

@@ -97,7 +97,7 @@ class CutPlanning(Summaries):
         `keep_recent_tokens` less `shrink`: the event goes deep. `savings`: tokens stubs take off units.
         `later`: as an event will plan it once the run has gone on, the run's question reserved though it
         is the newest unit now."""
-        counter, saved, keep_recent = context.counter, savings or {}, self.settings.keep_recent_tokens
+        counter, saved = context.counter, savings or {}
         return plan_cut(
             unit_costs=[
                 sum(plan.per_message[u.start : u.end]) - saved.get(i, 0)
@@ -115,13 +115,16 @@ class CutPlanning(Summaries):
             + (TRANSCRIPT_REFERENCE_TOKENS if context.store is not None or earlier.reference else 0),
             pinned_section_cost=counter.count_text(PINNED_HEADING) + PINNED_UNIT_FRAMING_TOKENS + SEAL_TOKENS,
             manual=reason != 'trigger',
-            # the verbatim tail at the trigger: `keep_recent_tokens`, else an eighth of the target
-            tail_cap=None
-            if reason == 'manual'
-            else max((keep_recent if keep_recent is not None else context.limits.target // 8) - shrink, 0),
+            tail_cap=None if reason == 'manual' else max(self._recent_tokens(context) - shrink, 0),
             keep_from=latest_prompt_unit(plan, body_first),
             question=body_question(plan, body_first, pins, context.run_id, newest_too=later),
         )
+
+    def _recent_tokens(self, context: HistoryContext) -> int:
+        """The verbatim tail at the trigger, which the cheap tier leaves whole: `keep_recent_tokens`, else an
+        eighth of the target."""
+        keep_recent = self.settings.keep_recent_tokens
+        return keep_recent if keep_recent is not None else context.limits.target // 8
 
     async def _stub(
         self,
