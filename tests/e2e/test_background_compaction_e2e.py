@@ -551,13 +551,16 @@ async def chat(
     record: str,
     *,
     turns: int,
+    question: str = '',
+    limits: tuple[int, int] = (12_000, 4_000),
 ) -> list[HistoryEvent]:
     """A chat reloaded each turn (a run per user message, given the history the last one returned) on a
-    strict provider, a 32K window, a 12K budget and a 4K target: the processor's events. `lookup` returns
-    `record`; every history is valid and no request is refused."""
+    strict provider, a 32K window, a 12K trigger and a 4K target (`limits`): the processor's events. `lookup`
+    returns `record`, and each user message ends with `question`; every history is valid and no request is
+    refused."""
     events: list[HistoryEvent] = []
     processor = create_history_processor(
-        policy=ContextPolicy(context_window=32_000, max_tokens=12_000, target_tokens=4_000),
+        policy=ContextPolicy(context_window=32_000, max_tokens=limits[0], target_tokens=limits[1]),
         summarizer=SummarizerSettings(model=FunctionModel(summarize, model_name='gpt-4o-mini')),
         on_event=events.append,
     )
@@ -573,7 +576,9 @@ async def chat(
 
     history: list[ModelMessage] = []
     for turn in range(turns):
-        result = await agent.run(f'Question {turn}: what about item {turn}?', message_history=history)
+        result = await agent.run(
+            f'Question {turn}: what about item {turn}?{question}', message_history=history
+        )
         history = result.all_messages()
         assert_valid_history(history, finished=True)
     assert not provider.rejected
@@ -650,3 +655,43 @@ async def test_a_summarizer_slower_than_the_runs_is_waited_for_not_paid_twice() 
     assert len(started) == len(used) + len(discarded), 'the events took the summaries made ahead of them'
     assert calls[0] <= len(summaries) + len(discarded)
     assert most[0] == 1, 'a summary thrown away ends before its event summarizes'
+
+
+@needs_run_hook
+async def test_a_chat_of_long_questions_pays_for_no_summary_its_events_cannot_use() -> None:
+    """Each question is about 2,000 tokens, with a 16K trigger and a 9K target: the event keeps the current
+    question, the first one (in the head) and a summary, and its newest units whole up to its verbatim tail
+    (about 1,100 tokens), so the summary made ahead must be started late enough for what the history adds
+    until the event to fit beside them. The start plans that tail as the event does, unstubbed: the events
+    use the summaries made ahead (it used to count the tail as stubbed, and nearly every summary made ahead
+    was thrown away at its event and paid for again)."""
+    calls = [0]
+
+    async def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls[0] += 1
+        await anyio.sleep(0.05)
+        usage = RequestUsage(input_tokens=100, output_tokens=100)
+        return ModelResponse(parts=[TextPart('## Summary\nthe chat so far: ' + 'x ' * 200)], usage=usage)
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        lookups = 0
+        for message in reversed(messages):
+            if any(isinstance(p, UserPromptPart) for p in message.parts):
+                break
+            lookups += isinstance(message, ModelRequest)
+        if lookups >= 20:
+            return ModelResponse(parts=[TextPart('Here is what I found. ' + 'answer words ' * 120)])
+        call = ToolCallPart('lookup', {'item': len(messages)}, tool_call_id=f'call_{len(messages)}')
+        return ModelResponse(parts=[call])
+
+    question = ' Tell me its history too.' + ' and its history' * 660
+    events = await chat(
+        respond, summarize, 'field value ' * 150, turns=12, question=question, limits=(16_000, 9_000)
+    )
+    summaries = [e for e in events if isinstance(e, CompactionResult) and e.method == 'llm']
+    discarded = [e for e in events if isinstance(e, BackgroundSummaryDiscarded)]
+    assert len(summaries) >= 10, 'every run but the first reached its trigger'
+    used = [e for e in events if isinstance(e, BackgroundSummaryUsed)]
+    assert len(discarded) <= 1, f'at most one summary thrown away: {[e.reason for e in discarded]}'
+    assert calls[0] <= len(summaries) + 1
+    assert len(used) >= len(summaries) - 2, 'the summaries were made ahead'
