@@ -612,6 +612,19 @@ async def test_a_chat_whose_runs_end_first_pays_for_no_summary_it_throws_away() 
     assert len(calls) == sum(e.summarizer_calls for e in summaries)
 
 
+def twenty_lookups(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A long run: twenty `lookup` calls after the user's message, then an answer."""
+    lookups = 0
+    for message in reversed(messages):
+        if any(isinstance(p, UserPromptPart) for p in message.parts):
+            break
+        lookups += isinstance(message, ModelRequest)
+    if lookups >= 20:
+        return ModelResponse(parts=[TextPart('Here is what I found. ' + 'answer words ' * 120)])
+    call = ToolCallPart('lookup', {'item': len(messages)}, tool_call_id=f'call_{len(messages)}')
+    return ModelResponse(parts=[call])
+
+
 @needs_run_hook
 async def test_a_summarizer_slower_than_the_runs_is_waited_for_not_paid_twice() -> None:
     """A chat of long runs (twenty lookups each) whose model answers at once, and a summarizer slower than
@@ -632,18 +645,7 @@ async def test_a_summarizer_slower_than_the_runs_is_waited_for_not_paid_twice() 
         usage = RequestUsage(input_tokens=100, output_tokens=100)
         return ModelResponse(parts=[TextPart('## Summary\nthe chat so far: ' + 'x ' * 200)], usage=usage)
 
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        lookups = 0
-        for message in reversed(messages):
-            if any(isinstance(p, UserPromptPart) for p in message.parts):
-                break
-            lookups += isinstance(message, ModelRequest)
-        if lookups >= 20:
-            return ModelResponse(parts=[TextPart('Here is what I found. ' + 'answer words ' * 120)])
-        call = ToolCallPart('lookup', {'item': len(messages)}, tool_call_id=f'call_{len(messages)}')
-        return ModelResponse(parts=[call])
-
-    events = await chat(respond, summarize, 'field value ' * 150, turns=10)
+    events = await chat(twenty_lookups, summarize, 'field value ' * 150, turns=10)
     summaries = [e for e in events if isinstance(e, CompactionResult) and e.method == 'llm']
     discarded = [e for e in events if isinstance(e, BackgroundSummaryDiscarded)]
     used = [e for e in events if isinstance(e, BackgroundSummaryUsed)]
@@ -673,25 +675,14 @@ async def test_a_chat_of_long_questions_pays_for_no_summary_its_events_cannot_us
         usage = RequestUsage(input_tokens=100, output_tokens=100)
         return ModelResponse(parts=[TextPart('## Summary\nthe chat so far: ' + 'x ' * 200)], usage=usage)
 
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        lookups = 0
-        for message in reversed(messages):
-            if any(isinstance(p, UserPromptPart) for p in message.parts):
-                break
-            lookups += isinstance(message, ModelRequest)
-        if lookups >= 20:
-            return ModelResponse(parts=[TextPart('Here is what I found. ' + 'answer words ' * 120)])
-        call = ToolCallPart('lookup', {'item': len(messages)}, tool_call_id=f'call_{len(messages)}')
-        return ModelResponse(parts=[call])
-
     question = ' Tell me its history too.' + ' and its history' * 660
     events = await chat(
-        respond, summarize, 'field value ' * 150, turns=12, question=question, limits=(16_000, 9_000)
+        twenty_lookups, summarize, 'field value ' * 150, turns=12, question=question, limits=(16_000, 9_000)
     )
     summaries = [e for e in events if isinstance(e, CompactionResult) and e.method == 'llm']
     discarded = [e for e in events if isinstance(e, BackgroundSummaryDiscarded)]
-    assert len(summaries) >= 10, 'every run but the first reached its trigger'
     used = [e for e in events if isinstance(e, BackgroundSummaryUsed)]
+    assert len(summaries) >= 10, 'every run but the first reached its trigger'
     assert len(discarded) <= 1, f'at most one summary thrown away: {[e.reason for e in discarded]}'
     assert calls[0] <= len(summaries) + 1
     assert len(used) >= len(summaries) - 2, 'the summaries were made ahead'
