@@ -37,6 +37,7 @@ from pydantic_ai_history import (
     create_history_processor,
 )
 from pydantic_ai_history._compat import HAS_CAPABILITIES
+from pydantic_ai_history.events import CompactionStarted
 from pydantic_ai_history.stages.compactor._background import TASK_NAME
 from pydantic_ai_history.testing import StrictProvider
 
@@ -140,6 +141,19 @@ def of(events: list[HistoryEvent], kind: type[HistoryEvent]) -> list[Any]:
     return [e for e in events if isinstance(e, kind)]
 
 
+def held_at_once(events: list[HistoryEvent]) -> list[int]:
+    """How many runs held a background summary after each event: from its start to its run's compaction."""
+    holding: set[str | None] = set()
+    counts = [0]
+    for event in events:
+        if isinstance(event, BackgroundSummaryStarted):
+            holding.add(event.run_id)
+        elif isinstance(event, CompactionStarted):
+            holding.discard(event.run_id)
+        counts.append(len(holding))
+    return counts
+
+
 @pytest.mark.slow
 async def test_past_capacity_a_run_compacts_at_its_trigger_and_none_is_pushed_out() -> None:
     """8 runs, room for 3: before, each new summary cancelled the oldest live one, which its run started again
@@ -161,7 +175,9 @@ async def test_past_capacity_a_run_compacts_at_its_trigger_and_none_is_pushed_ou
     discarded = Counter(e.reason for e in of(events, BackgroundSummaryDiscarded))
     assert len(compactions) == runs, compactions
     assert used, 'the runs with room used their summaries'
-    assert len(started) < runs, 'a run past the capacity started none'
+    # at most 3 at once (a summary is held from its start to its run's event); how far apart the runs drift
+    # (the threads that count their requests) decides whether a run ever finds all 3 taken, or starts later
+    assert max(held_at_once(events)) == 3, 'the capacity was reached, and never passed'
     assert discarded == Counter(), discarded
     assert len(used) == len(started)
     assert summarizer.started <= 1.2 * len(compactions), (summarizer.started, len(compactions))
