@@ -201,6 +201,7 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
     prices = Prices()
     payload: dict[str, Any] = {'runs': [], 'latency_runs': [], 'workloads': {}}
     started = time.perf_counter()
+    id_secret = _id_secret(args.id_seed)
     if not args.latency_only:
         for name in args.workloads:
             workload = _workload(name, args, encode)
@@ -214,7 +215,7 @@ def _runs(args: argparse.Namespace) -> dict[str, Any]:
                         window,
                         steps,
                         summary_requests=args.summary_requests,
-                        id_secret=_id_secret(args.id_seed),
+                        id_secret=id_secret,
                     )
                     result = asyncio.run(run_one(config, workload, encode, prices))
                     _progress(result)

@@ -23,10 +23,10 @@ from ...events import (
     HistoryEvent,
 )
 from ...messages._clock import perf
-from ...messages.pinning import question_unit
 from ...tokens import TokenEstimate
 from ._background import BackgroundJob
 from ._compaction import Compaction, Cut, Evicted, Plan, Summary, unit_savings, unit_step, unit_tokens
+from ._cutting import body_question
 from ._lead import Lead, plan_lead, step_growth
 from ._plan import CutPlan
 from ._provider import ProviderCompaction
@@ -276,7 +276,8 @@ class BackgroundSummarizing(ProviderCompaction):
         token of growth costs what stubs leave of one, measured on the tail, but for the newest ones the
         event keeps whole (its verbatim tail, `keep_recent_tokens`, the step included)."""
         fits = self._fit_with(plan, event, cut, context, later=True)
-        reserved = {*cut.pins, question_unit(plan.messages, plan.units, context.run_id)}
+        # the reserves `_plan_cut` makes (`later`): the same units, the same question
+        reserved = {*cut.pins, body_question(plan, cut.body_first, cut.pins, context.run_id, newest_too=True)}
         newest = len(plan.units) - 1
         step = max(0 if newest in reserved else unit_tokens(plan, newest), unit_step(plan, cut.body_first))
         left = fits.tail_budget - int(fits.tail_budget * ROOM_SLACK) - step
