@@ -212,3 +212,35 @@ async def test_durable_workflow_code_is_offered_the_tool_without_reading_or_pred
     in_process = ReadbackGate(predict=predict, offered_always=lambda c: False)
     assert await in_process.prepare(ctx, tools) == []  # nothing to read yet, nothing predicted
     assert asked == [ctx]
+
+
+async def test_a_run_with_nothing_to_read_is_not_listed_the_tool_at_all() -> None:
+    """The gate is asked before the tool is listed: a step with nothing to read back costs one question, not
+    a listing of the tool that a prepare function then filters away."""
+    from pydantic_ai import RunContext
+    from pydantic_ai.messages import ModelRequest
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.usage import RunUsage
+
+    from pydantic_ai_history.readback import READ_ARTIFACT_TOOL, ReadbackGate, readback_toolset
+
+    predicted = [False]
+    gate = ReadbackGate(predict=lambda ctx, messages: predicted[0])
+    toolset = readback_toolset(MemoryStore(), gate=gate)
+    listings: list[object] = []
+    inner = toolset.wrapped  # type: ignore[attr-defined]
+    list_tools = inner.get_tools
+
+    async def counted(ctx: RunContext[None]) -> object:
+        listings.append(ctx)
+        return await list_tools(ctx)
+
+    inner.get_tools = counted
+    ctx = RunContext(
+        deps=None, model=TestModel(), usage=RunUsage(), messages=[ModelRequest.user_text_prompt('Hi')]
+    )
+    assert await toolset.get_tools(ctx) == {}
+    assert listings == []
+    predicted[0] = True  # a stage will write a note naming the tool: it comes with that request
+    assert list(await toolset.get_tools(ctx)) == [READ_ARTIFACT_TOOL]
+    assert listings == [ctx]

@@ -19,7 +19,7 @@ import anyio.to_thread
 from pydantic_ai import RunContext
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturn
 from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from .._compat import TOOLS_HAVE_METADATA, part_metadata, run_id_of
 from ..context._context import ARTIFACT_MARKER, default_scope
@@ -390,17 +390,21 @@ class ReadbackGate:
         if any(names_readback(m) for m in after if id(m) not in kept):
             _remember(self._runs, run, None, self.max_tracked)
 
-    async def prepare(self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
-        """The read-back toolset's prepare function: its tools, or none while there is nothing to read."""
+    async def offered(self, ctx: RunContext[Any]) -> bool:
+        """Whether the run's request at `ctx` offers the read-back tool: once there is something to read."""
         if self.offered_always is not None and self.offered_always(ctx):
-            return tool_defs
+            return True
         messages = ctx.messages
         if self.needed(messages, self.run_key(ctx)):
-            return tool_defs
+            return True
         if self.predict is None:
-            return []
+            return False
         predicted = self.predict(ctx, messages)
-        return tool_defs if (await predicted if inspect.isawaitable(predicted) else predicted) else []
+        return bool(await predicted if inspect.isawaitable(predicted) else predicted)
+
+    async def prepare(self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        """A prepare function that offers `tool_defs` while `offered` says so, else none."""
+        return tool_defs if await self.offered(ctx) else []
 
 
 def _remember(memory: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
@@ -415,6 +419,21 @@ def _weak(message: object) -> weakref.ReferenceType[Any] | None:
         return weakref.ref(message)
     except TypeError:  # a message type without weak references: read the whole history next time
         return None
+
+
+@dataclass
+class _GatedToolset(WrapperToolset[Any]):
+    """`wrapped`'s tools while `gate` offers them, else none: asked before `wrapped` lists its tools, so a run
+    that has nothing to read back pays one question per step, not a listing filtered away."""
+
+    gate: ReadbackGate = field(kw_only=True)
+    """Whether the run's history names the read-back tool (or a stage will certainly write a note that
+    does)."""
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        if not await self.gate.offered(ctx):
+            return {}
+        return await self.wrapped.get_tools(ctx)
 
 
 def readback_toolset(
@@ -473,4 +492,4 @@ def readback_toolset(
         toolset.add_function(read_artifact, name=tool_name, metadata=dict(READBACK_TOOL_METADATA))
     else:  # pydantic-ai 1.0
         toolset.add_function(read_artifact, name=tool_name)
-    return toolset.prepared((gate if gate is not None else ReadbackGate()).prepare)
+    return _GatedToolset(toolset, gate=gate if gate is not None else ReadbackGate())
