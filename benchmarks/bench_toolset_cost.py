@@ -8,7 +8,10 @@ any:
   - `empty`: a capability that overrides nothing;
   - `toolset`: a capability whose `get_toolset()` gives a `FunctionToolset` of one tool that its
     `prepare` always filters out (ours' read-back tool before anything of the run is stored);
-  - `prepared-toolset`: the same tool in a `PreparedToolset` that filters it out (how ours offers it);
+  - `prepared-toolset`: the same tool in a `PreparedToolset` that filters it out (how ours offered it until
+    the toolset asked its gate first);
+  - `gated-toolset`: the same tool behind a wrapper that answers "no tools" before the tool is listed (how
+    ours offers it);
   - `wrapper`: a capability that offers no toolset of its own but wraps the run's (`get_wrapper_toolset`),
     passing its tools through (where a tool could be added instead of a toolset of its own);
   - `ours`: `create_history_processor()` with a window far beyond the run.
@@ -29,7 +32,7 @@ from pydantic_ai import RunContext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'src'))
 
-KINDS = ('none', 'empty', 'toolset', 'prepared-toolset', 'wrapper', 'ours')
+KINDS = ('none', 'empty', 'toolset', 'prepared-toolset', 'gated-toolset', 'wrapper', 'ours')
 
 
 def _capability(kind: str) -> Any:
@@ -73,9 +76,17 @@ def _capability(kind: str) -> Any:
     if kind == 'toolset':
         tools.add_function(read_artifact, prepare=never)
         offered: AbstractToolset[Any] = tools
-    else:
+    elif kind == 'prepared-toolset':
         tools.add_function(read_artifact)
         offered = tools.prepared(none_of)
+    else:
+
+        class Gated(WrapperToolset[Any]):
+            async def get_tools(self, ctx: RunContext[Any]) -> dict[str, Any]:
+                return {}
+
+        tools.add_function(read_artifact)
+        offered = Gated(tools)
 
     class Offering(AbstractCapability[Any]):
         def get_toolset(self) -> AbstractToolset[Any]:
