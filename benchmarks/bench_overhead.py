@@ -7,9 +7,9 @@ a real process pays them. Three sides: ours (this checkout's `src/`) in this int
 created with uv on first use, or `--harness-python PATH`, which must import both); and ours again in that
 venv ("ours-beside"). The ratios to harness are judged on ours-beside: the two packages on one pydantic-ai.
 pydantic-ai's own work between the hooks differs by version, and moves what the same hook code costs (on
-2.68, which does more per step, our hook's median was 10-15% above its median on 2.62, by the same Python
-operations). `--no-harness` skips both of harness's venv's sides; a venv that cannot be made is skipped with
-a note.
+2.68, which does more per step, our hook's median was 10% to 45% above its median on 2.62 from one run to the
+next, by the same Python operations). `--no-harness` skips both of harness's venv's sides; a venv that
+cannot be made is skipped with a note.
 
 Measures (a `FunctionModel` stands in for the provider: its own time is in the baseline):
   - small run: an agent built and run (a tool call, its return, an answer), CPU per run (`process_time`)
