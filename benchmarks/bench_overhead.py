@@ -14,7 +14,8 @@ cannot be made is skipped with a note.
 Measures (a `FunctionModel` stands in for the provider: its own time is in the baseline):
   - small run: an agent built and run (a tool call, its return, an answer), CPU per run (`process_time`)
     with the capability (built once, as an app builds its processor once) against without it, alternated,
-    RUNS_SMALL rounds after a warm-up; the median of each, and their ratio. Target: ours <= 1.10x.
+    RUNS_SMALL rounds after a warm-up; the median of each, and their ratio. Target: ours <= 1.10x. Again on
+    an agent with TOOLBOX more tools (never called): what the capability makes pydantic-ai do per tool.
   - idle request: an agent run on a loaded history of 300 or 20,000 messages (`_sizes.build`: real
     conversations, provider usage on every response), IDLE_STEPS tiny tool rounds; the capability's
     `before_model_request` timed on each request after the first WARM_REQUESTS (the process's warm-up),
@@ -41,7 +42,7 @@ Measures (a `FunctionModel` stands in for the provider: its own time is in the b
 `--breakdown` measures instead where ours spends the small run's extra CPU: in one process, run by run in
 turn, the run without a capability, with one that does nothing (pydantic-ai's own cost of any capability),
 with ours, and with ours less one part at a time (that part made a pass-through: the request hook, the
-read-back tool's prediction, the run hook, the attempt hook, the tools); medians of `--runs` rounds.
+read-back tool's prediction, the run hook, the tools); medians of `--runs` rounds.
 
 The window is far beyond every history (100M tokens, budget 90M): nothing has to change, every figure is
 overhead. Histories are written once to benchmarks/.data/overhead-N.json by this interpreter.
@@ -53,6 +54,7 @@ Run: python benchmarks/bench_overhead.py [--no-harness] [--harness-python PATH] 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -62,7 +64,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -76,6 +78,9 @@ once it ran 8 times, and an idle hook of many small functions (ours) runs its fi
 slower (a hook of one loop over the history, harness's, specializes within its first request). The idle
 measures are the requests after them; the first request has rows of its own."""
 RUNS_SMALL = 200
+TOOLBOX = 20
+"""The small run again on an agent with this many more tools (`_toolbox`): what the capability costs
+pydantic-ai per tool (with a per-attempt hook, pydantic-ai copies every tool's schema at every attempt)."""
 WARM_UP = 5
 """Rounds of small runs before those measured."""
 RUNS_IMPORT = 9
@@ -131,11 +136,16 @@ def _model(tool_rounds: int, stamps: list[float] | None = None) -> Any:
     return FunctionModel(respond, model_name='gpt-4o')
 
 
-def _agent(capability: Any, tool_rounds: int = 1, stamps: list[float] | None = None) -> Any:
+def _agent(
+    capability: Any, tool_rounds: int = 1, stamps: list[float] | None = None, more_tools: int = 0
+) -> Any:
+    """The agent of every measure: `lookup`, and `more_tools` tools of six parameters each that the model
+    never calls (an app's usual toolbox)."""
     from pydantic_ai import Agent
 
     model = _model(tool_rounds, stamps)
-    agent: Any = Agent(model, capabilities=[capability] if capability is not None else [])
+    toolsets = [_toolbox(more_tools)] if more_tools else []
+    agent: Any = Agent(model, capabilities=[capability] if capability is not None else [], toolsets=toolsets)
 
     @agent.tool_plain
     def lookup(item: int) -> str:
@@ -143,6 +153,32 @@ def _agent(capability: Any, tool_rounds: int = 1, stamps: list[float] | None = N
         return f'item {item}: ok'
 
     return agent
+
+
+@functools.cache
+def _toolbox(tools: int) -> Any:
+    """`tools` tools of six parameters each (a name, a mode of three, numbers, flags), built once."""
+    from pydantic_ai.toolsets import FunctionToolset
+
+    def search(
+        query: str, mode: Literal['exact', 'fuzzy', 'regex'], limit: int, offset: int, recent: bool, path: str
+    ) -> str:
+        """Search the workspace.
+
+        Args:
+            query: What to look for.
+            mode: How to match it.
+            limit: At most this many results.
+            offset: Skip this many first.
+            recent: Only what changed lately.
+            path: Under this folder.
+        """
+        return ''
+
+    toolset: FunctionToolset[Any] = FunctionToolset()
+    for i in range(tools):
+        toolset.add_function(search, name=f'search_{i}')
+    return toolset
 
 
 def _history(size: int) -> list[Any]:
@@ -171,7 +207,7 @@ Setup = tuple[Any, Any, Any]
 None)."""
 
 
-def _cpu_in_turn(setups: dict[str, Setup], runs: int) -> dict[str, float]:
+def _cpu_in_turn(setups: dict[str, Setup], runs: int, more_tools: int = 0) -> dict[str, float]:
     """The small run with each setup, one run of each in turn (the order reversed every round), `runs` rounds
     after WARM_UP: the median CPU ms of each."""
     cpu: dict[str, list[float]] = {key: [] for key in setups}
@@ -181,7 +217,7 @@ def _cpu_in_turn(setups: dict[str, Setup], runs: int) -> dict[str, float]:
             if enter is not None:
                 enter()
             started = time.process_time()
-            _agent(capability).run_sync('What is item 1?')
+            _agent(capability, more_tools=more_tools).run_sync('What is item 1?')
             elapsed = (time.process_time() - started) * 1000
             if leave is not None:
                 leave()
@@ -190,8 +226,9 @@ def _cpu_in_turn(setups: dict[str, Setup], runs: int) -> dict[str, float]:
     return {key: statistics.median(values) for key, values in cpu.items()}
 
 
-def small_run(package: str, runs: int) -> dict[str, Any]:
-    found = _cpu_in_turn({'with': (_capability(package), None, None), 'without': (None, None, None)}, runs)
+def small_run(package: str, runs: int, more_tools: int = 0) -> dict[str, Any]:
+    setups: dict[str, Setup] = {'with': (_capability(package), None, None), 'without': (None, None, None)}
+    found = _cpu_in_turn(setups, runs, more_tools)
     with_ms, without_ms = found['with'], found['without']
     return {'with_ms': with_ms, 'without_ms': without_ms, 'ratio': with_ms / without_ms}
 
@@ -226,7 +263,6 @@ def _parts(capability: Any) -> dict[str, tuple[Any, Any]]:
             lambda: setattr(gate, 'predict', predict),
         ),
         'run hook (`wrap_run`)': swap(wrap_run=run),
-        'attempt hook (`prepare_model_request`)': swap(prepare_model_request=request),
         'tools (`get_toolset`, `get_wrapper_toolset`)': swap(
             get_toolset=lambda self: None, get_wrapper_toolset=lambda self, toolset: None
         ),
@@ -378,7 +414,7 @@ def startup_cpu(package: str) -> dict[str, Any]:
 def worker(args: argparse.Namespace) -> None:
     package = None if args.worker == 'none' else args.worker
     if args.measure == 'small':
-        result = small_run(args.worker, args.runs)
+        result = small_run(args.worker, args.runs, args.more_tools)
     elif args.measure == 'breakdown':
         result = breakdown(args.runs)
     elif args.measure == 'loaded':
@@ -457,6 +493,7 @@ def main() -> None:
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     parser.add_argument('--measure', help=argparse.SUPPRESS)
     parser.add_argument('--size', type=int, default=300, help=argparse.SUPPRESS)
+    parser.add_argument('--more-tools', type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument('--runs', type=int, default=RUNS_SMALL)
     parser.add_argument('--harness-python')
     parser.add_argument(
@@ -487,6 +524,7 @@ def main() -> None:
         package = SIDES[side]
         print(f'[overhead] {side}: {python}', flush=True)
         found: dict[str, Any] = {'small': _measure(python, package, 'small', runs=runs)}
+        found['toolbox'] = _measure(python, package, 'small', runs=runs, **{'more-tools': TOOLBOX})
         for size in SIZES:
             found[f'loaded-{size}'] = _measure(python, package, 'loaded', size=size)
             found[f'bare-{size}'] = _measure(python, 'none', 'loaded', size=size)
@@ -549,6 +587,9 @@ def render(results: dict[str, dict[str, Any]], note: str, runs: int, versions: d
         ('small run, CPU with the capability', lambda r: r['small']['with_ms'], 'ms', 2),
         ('small run, CPU without', lambda r: r['small']['without_ms'], 'ms', 2),
         ('small run, with / without (target ours <= 1.10x)', lambda r: r['small']['ratio'], 'x', 2),
+        (f'small run, {TOOLBOX} more tools, CPU with', lambda r: r['toolbox']['with_ms'], 'ms', 2),
+        (f'small run, {TOOLBOX} more tools, CPU without', lambda r: r['toolbox']['without_ms'], 'ms', 2),
+        (f'small run, {TOOLBOX} more tools, with / without', lambda r: r['toolbox']['ratio'], 'x', 2),
         *(
             (
                 f'idle request, {size:,} messages (target <= 2x harness)',

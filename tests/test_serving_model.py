@@ -2,8 +2,9 @@
 
 A `FallbackModel` has no profile of its own (2.x raises `NotImplementedError` for it): the processor plans for
 the smallest window among the models it may call, so every attempt fits the model that serves it. The
-`ModelFallback` capability (2.x) moves an attempt to another model after the step was processed: the attempt's
-own copy is fitted to that model (`prepare_model_request`).
+`ModelFallback` capability (2.x) moves an attempt to another model after the step was processed: the step is
+planned the same way, for the smallest window among the step's model and the capability's, with no hook per
+attempt (whose presence alone makes pydantic-ai copy every tool definition at every attempt).
 """
 
 from __future__ import annotations
@@ -138,27 +139,83 @@ async def test_a_fallback_model_keeps_every_attempt_within_the_window_of_the_mod
     assert_valid_history(result.all_messages(), finished=True)
 
 
-@pytest.mark.skipif(not HAS_CAPABILITIES, reason='this pydantic-ai has no capabilities')
-async def test_model_fallback_fits_each_attempt_to_the_model_it_moved_to() -> None:
+def _model_fallback() -> Any:
+    if not HAS_CAPABILITIES:
+        pytest.skip('this pydantic-ai has no capabilities')
     try:
         from pydantic_ai.capabilities import ModelFallback
     except ImportError:
         pytest.skip('this pydantic-ai has no ModelFallback capability')
-    # the primary serves the first steps, then fails for good: the rest of the run is the secondary's
+    return ModelFallback
+
+
+@pytest.mark.parametrize('given', ['agent', 'run'])
+async def test_model_fallback_plans_every_step_for_the_smallest_window_it_may_move_to(given: str) -> None:
+    """The primary serves the first steps, then fails for good: the rest of the run is the secondary's. The
+    `ModelFallback` given to the agent or to the run alone: every attempt fits the model that serves it."""
+    model_fallback = _model_fallback()
     script = _Script(18)
     primary = StrictProvider(script.respond(fail_from=10), context_window=LARGE, model_name=LARGE_NAME)
     secondary = StrictProvider(script.respond(), context_window=SMALL, model_name=SMALL_NAME)
     processor = HistoryProcessor(stages=[SlidingWindow()])
-    agent = _agent(primary.model(), processor, capabilities=[ModelFallback(secondary.model())])
-    result = await agent.run('fetch the pages')
+    fallback = model_fallback(secondary.model())
+    agent = _agent(primary.model(), processor, capabilities=[fallback] if given == 'agent' else [])
+    run_options: dict[str, Any] = {'capabilities': [fallback]} if given == 'run' else {}
+    result = await agent.run('fetch the pages', **run_options)
     assert result.output == 'done after 18 calls'
     assert primary.rejected == []
     assert secondary.rejected == []
     assert len(secondary.requests) >= 8
-    assert max(r.input_tokens for r in secondary.requests) <= SMALL
-    # the primary's attempts were planned for its own, larger window
-    assert max(r.input_tokens for r in primary.requests) > SMALL // 2
+    # both models' requests were planned for the smaller window, and came close to it
+    served = [r for r in primary.requests + secondary.requests if r.rejected is None]
+    assert max(r.input_tokens for r in served) <= SMALL
+    assert max(r.input_tokens for r in secondary.requests) > SMALL // 2
     assert_valid_history(result.all_messages(), finished=True)
+
+
+async def test_without_model_fallback_a_step_keeps_the_window_of_its_own_model() -> None:
+    script = _Script(18)
+    primary = StrictProvider(script.respond(), context_window=LARGE, model_name=LARGE_NAME)
+    processor = HistoryProcessor(stages=[SlidingWindow()])
+    result = await _agent(primary.model(), processor).run('fetch the pages')
+    assert result.output == 'done after 18 calls'
+    assert primary.rejected == []
+    assert max(r.input_tokens for r in primary.requests) > SMALL  # its own, larger window was used
+
+
+@pytest.mark.skipif(not HAS_CAPABILITIES, reason='this pydantic-ai has no capabilities')
+async def test_the_model_is_handed_the_tool_schemas_the_step_listed_not_copies() -> None:
+    """A capability with a per-attempt hook (`prepare_model_request`) makes pydantic-ai deep-copy every tool
+    definition's schema at every attempt; ours has none: the model gets the schemas the step listed."""
+    from pydantic_ai.capabilities import AbstractCapability
+
+    listed: list[list[int]] = []
+    received: list[list[int]] = []
+
+    class Listed(AbstractCapability[None]):
+        async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
+            tools = request_context.model_request_parameters.function_tools
+            listed.append([id(t.parameters_json_schema) for t in tools])
+            return request_context
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        received.append([id(t.parameters_json_schema) for t in info.function_tools])
+        if len(received) == 1:
+            return ModelResponse(parts=[ToolCallPart('fetch', {'i': 1}, tool_call_id='c1')])
+        return ModelResponse(parts=[TextPart('done')])
+
+    processor = create_history_processor()
+    agent: Agent[None, str] = Agent(FunctionModel(respond), capabilities=[processor, Listed()])
+
+    @agent.tool_plain
+    def fetch(i: int) -> str:
+        """Fetch a page."""
+        return f'page {i}'
+
+    assert (await agent.run('fetch a page')).output == 'done'
+    assert len(received) == 2
+    assert all(received[i] for i in range(2))
+    assert received == listed
 
 
 # ---- test models: the unknown window is no warning -----------------------------------------------------

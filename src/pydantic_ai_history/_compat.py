@@ -117,6 +117,11 @@ except ImportError:  # pydantic-ai < 1.7x: no capabilities, only history_process
     _AbstractCapability = None  # type: ignore[assignment,misc]
     _ProcessHistory = None  # type: ignore[assignment,misc]
 
+try:
+    from pydantic_ai.capabilities import ModelFallback as _ModelFallback
+except ImportError:  # before pydantic-ai 2.x: a fallback is a `FallbackModel` only
+    _ModelFallback = None  # type: ignore[assignment,misc]
+
 HAS_CAPABILITIES = _ProcessHistory is not None
 ProcessHistory: Any = _ProcessHistory
 AbstractCapability: Any = _AbstractCapability
@@ -243,6 +248,15 @@ def instrumentation_of(ctx: object) -> InstrumentationSettings | None:
                 return settings
     settings = getattr(_carried(ctx, 'model'), 'instrumentation_settings', None)
     return settings if isinstance(settings, InstrumentationSettings) else None
+
+
+def attempt_models(ctx: object) -> list[Any]:
+    """The models a `ModelFallback` of the run (2.x; its public `models`, found among the public
+    `RunContext.capabilities`) may move an attempt to after the request was processed; none elsewhere."""
+    capabilities = _carried(ctx, 'capabilities') if _ModelFallback is not None else None
+    if not capabilities:
+        return []
+    return [model for c in capabilities.values() if isinstance(c, _ModelFallback) for model in c.models]
 
 
 def _carried(ctx: object, name: str) -> Any:

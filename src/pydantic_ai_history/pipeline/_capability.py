@@ -225,14 +225,8 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
                 self.readback_gate.observe(ctx, before, messages)
                 request_context.messages = messages.copy()
                 ctx.messages[:] = messages
-            if processed is None:  # nothing was processed (an empty history, a failure): the step's limits
-                limits = self.limits_for(self._serving(ctx, request_context.model))
-                self._runs[self._runs.key(ctx)].planned_budget = limits.budget
-            else:
-                event, limits = processed
-                self._runs[event.run_id].planned_budget = limits.budget
-                if self._notice is not None:
-                    self._send_notice(ctx, event, limits)
+            if processed is not None and self._notice is not None:
+                self._send_notice(ctx, *processed)
         await publish(ctx, stream_events)
         return request_context
 
@@ -299,23 +293,6 @@ class HistoryCapability(Toolsets, CapabilityBase[Any]):
         else:  # here the hook's messages become the history: the wire copy gets it (`wrap_model_request`)
             state.notice = part
         self._emit(NearLimitNoticeSent(run_id=run_id, context_tokens=tokens, limit_tokens=limit, notice=text))
-
-    async def prepare_model_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
-    ) -> ModelRequestContext:
-        """Each attempt (2.x): fit its copy of the history (not the stored one) to a model with a smaller
-        window than the step was processed for (`ModelFallback` moved on to a smaller model)."""
-        if self.model is not None:
-            return request_context
-        state = self._runs.peek(self._runs.key(ctx))
-        planned = state.planned_budget if state is not None else None
-        if planned is None or self.limits_for(request_context.model).budget >= planned:
-            return request_context
-        with gathering() as stream_events:
-            messages = await self._process_request(ctx, request_context, _tools_of(request_context))
-        request_context.messages = messages.copy()
-        await publish(ctx, stream_events)
-        return request_context
 
     async def _process_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext, tools: list[ToolDefinition]

@@ -14,7 +14,7 @@ from opentelemetry.trace import NoOpTracer
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage
 
-from .._compat import bound_durable_operation, instrumentation_of
+from .._compat import attempt_models, bound_durable_operation, instrumentation_of
 from ..budget._policy import ContextLimits
 from ..budget.model_info import model_name_of, serving_candidates
 from ..cache import SummaryCache, scoped
@@ -276,6 +276,20 @@ class RequestPath(GuardedStages, HistoryOperations):
         clamped one warns once (`setting_clamped`)."""
         return self._model_limits.limits_for(model)
 
+    def serving_limits(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> ContextLimits:
+        """The limits a request to `model` is planned against: the model's own, or with the run's
+        `ModelFallback` (2.x), which may move an attempt to another model after the request was processed,
+        those of the smallest window among them all (as for a `FallbackModel`), so every attempt fits the
+        model serving it. The processor's own `model` is planned for alone."""
+        limits = self.limits_for(model)
+        if self.model is not None:
+            return limits
+        for candidate in attempt_models(ctx):
+            other = self.limits_for(candidate)
+            if other.model_window < limits.model_window:
+                limits = other
+        return limits
+
     def _serving(self, ctx: RunContext[Any] | None, serving_model: Model | None) -> ModelRef | None:
         """The model whose limits apply: the processor's `model`, else the one pydantic-ai hands the request
         hook, else the run's."""
@@ -309,7 +323,7 @@ class RequestPath(GuardedStages, HistoryOperations):
         run_id = self._runs.key(ctx)
         return HistoryContext(
             counter=self._counting(model) if operations is None else self._workflow_counter(ctx, model),
-            limits=self.limits_for(model),
+            limits=self.serving_limits(ctx, model),
             summarizer=self.summarizer,
             pin=self.pin,
             keep_first_user_message=self.keep_first_user_message,

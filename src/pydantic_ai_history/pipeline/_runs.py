@@ -34,9 +34,6 @@ class RunState:
     """The incremental input check: each request continues the run's previous input."""
     stats: RunStats = field(default_factory=RunStats)
     """The run's running totals (`HistoryStats.runs`)."""
-    planned_budget: int | None = None
-    """The budget the run's current step was processed against (`before_model_request`), so an attempt at a
-    model with a smaller window (`prepare_model_request`) knows to fit its own copy."""
     offered_readback: bool | None = None
     """Whether the run's previous request offered `read_artifact` (its first appearance rewrites the cached
     prefix: tools come first); None before a request with tool definitions."""
