@@ -25,6 +25,7 @@ from pydantic_ai.usage import UsageLimits
 
 from _compaction import StubSummarizer, agent_with
 from pydantic_ai_history import (
+    BackgroundSummaryDiscarded,
     CompactionResult,
     CompactionSettings,
     ContextPolicy,
@@ -144,7 +145,14 @@ async def test_long_tool_loop_stays_under_the_trigger(fixtures_dir: Path, backgr
     assert {c.method for c in compactions} == {'stubs', 'llm'}
     assert all(c.reason == 'trigger' for c in compactions)
     assert all(c.summarizer_calls == (c.method == 'llm') for c in compactions)
-    assert summarizer.calls == sum(c.summarizer_calls for c in compactions)
+    # every summarizer call is told, by the compaction that used it or by a background summary thrown away
+    # (whether one is, and why, depends on how far the run got while it was written: the run's end, a cut
+    # that no longer fits); none is made at the trigger
+    discarded = [e for e in processor.events if isinstance(e, BackgroundSummaryDiscarded)]
+    assert background or not discarded
+    assert summarizer.calls == sum(c.summarizer_calls for c in compactions) + sum(
+        d.summarizer_calls for d in discarded
+    )
     assert all(c.tokens_after <= TARGET for c in compactions)
     # the request right after each compaction is what the provider counted: at or below the target too
     assert len(processed) == len(provider.requests) == processor.outputs
