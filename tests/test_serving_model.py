@@ -173,6 +173,21 @@ async def test_model_fallback_plans_every_step_for_the_smallest_window_it_may_mo
     assert_valid_history(result.all_messages(), finished=True)
 
 
+async def test_a_model_fallback_to_a_model_of_unknown_window_is_planned_as_a_fallback_model_is() -> None:
+    """The smallest *known* window, as for a `FallbackModel`: an unknown one neither shrinks the plan to the
+    assumed window nor, with `strict=True`, refuses the run."""
+    model_fallback = _model_fallback()
+    script = _Script(18)
+    primary = StrictProvider(script.respond(), context_window=LARGE, model_name=LARGE_NAME)
+    unknown = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart('-')]), model_name='mystery')
+    processor = HistoryProcessor(stages=[SlidingWindow()], policy=ContextPolicy(strict=True))
+    agent = _agent(primary.model(), processor, capabilities=[model_fallback(unknown)])
+    result = await agent.run('fetch the pages')
+    assert result.output == 'done after 18 calls'
+    assert primary.rejected == []
+    assert max(r.input_tokens for r in primary.requests) > SMALL  # planned for the primary's known window
+
+
 async def test_without_model_fallback_a_step_keeps_the_window_of_its_own_model() -> None:
     script = _Script(18)
     primary = StrictProvider(script.respond(), context_window=LARGE, model_name=LARGE_NAME)

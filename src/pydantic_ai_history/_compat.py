@@ -250,13 +250,13 @@ def instrumentation_of(ctx: object) -> InstrumentationSettings | None:
     return settings if isinstance(settings, InstrumentationSettings) else None
 
 
-def attempt_models(ctx: object) -> list[Any]:
+def attempt_models(ctx: object) -> tuple[Any, ...]:
     """The models a `ModelFallback` of the run (2.x; its public `models`, found among the public
     `RunContext.capabilities`) may move an attempt to after the request was processed; none elsewhere."""
     capabilities = _carried(ctx, 'capabilities') if _ModelFallback is not None else None
     if not capabilities:
-        return []
-    return [model for c in capabilities.values() if isinstance(c, _ModelFallback) for model in c.models]
+        return ()
+    return tuple(model for c in capabilities.values() if isinstance(c, _ModelFallback) for model in c.models)
 
 
 def _carried(ctx: object, name: str) -> Any:

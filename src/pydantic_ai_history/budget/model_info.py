@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -307,14 +307,18 @@ def known_max_output_tokens(name: str) -> int | None:
 
 
 def model_info(
-    model: object, *, context_window: int | None = None, server_windows: Mapping[str, int] | None = None
+    model: object,
+    *,
+    also: Sequence[object] = (),
+    context_window: int | None = None,
+    server_windows: Mapping[str, int] | None = None,
 ) -> ModelInfo:
     """What is known of a model; never raises. The window: override, then what its local server said
     (`server_windows`: the other sources know the trained maximum, not the served window), then the profile,
     genai-prices, `KNOWN_CONTEXT_WINDOWS`, else `source='unknown'`. The output cap: the profile, then
     `KNOWN_MAX_OUTPUT_TOKENS`. A `FallbackModel` is described by its candidate with the smallest known window:
-    a history that fits it fits them all."""
-    candidates = serving_candidates(model)
+    a history that fits it fits them all; so are `model` and the models `also` says a request may move to."""
+    candidates = serving_candidates(model) + tuple(c for other in also for c in serving_candidates(other))
     if len(candidates) > 1 and context_window is None:
         infos = [model_info(candidate, server_windows=server_windows) for candidate in candidates]
         known = [info for info in infos if info.context_window is not None]

@@ -27,35 +27,36 @@ class ModelLimits:
     """The capability's policy."""
     emit: Callable[[HistoryEvent], None]
     """Where the announcements go (the capability's events)."""
-    _limits: dict[tuple[str | None, int | None], ContextLimits] = field(default_factory=dict)
+    _limits: dict[tuple[tuple[str | None, int | None], ...], ContextLimits] = field(default_factory=dict)
+    """The limits resolved, by the name and profile window of the model and of each it may move to."""
     _server_windows: dict[str, int] = field(default_factory=dict)
     """What local servers said their window is, by `LocalServer.key`."""
     _servers_asked: set[str] = field(default_factory=set)
     """The servers this capability asked (or took the process's answer from), by `LocalServer.key`."""
     _fallbacks_announced: set[str | None] = field(default_factory=set)
     """The models whose fallback window was announced: a window learnt later is announced as replacing it."""
-    _last: tuple[ModelRef | None, ContextLimits] | None = None
-    """The model last asked for (by identity) and its resolved limits: most requests ask for the same."""
+    _last: tuple[ModelRef | None, tuple[ModelRef, ...], ContextLimits] | None = None
+    """The models last asked for (by identity) and their resolved limits: most requests ask for the same."""
     _serverless: ModelRef | None = None
     """The model last found served by no local server (by identity): the next request asks it nothing."""
 
-    def limits_for(self, model: ModelRef | None) -> ContextLimits:
-        """See `HistoryCapability.limits_for`."""
+    def limits_for(self, model: ModelRef | None, also: tuple[ModelRef, ...] = ()) -> ContextLimits:
+        """See `HistoryCapability.limits_for`; `also`: the models an attempt may move to (a
+        `ModelFallback`'s), planned for as a `FallbackModel`'s candidates are."""
         last = self._last
-        if last is not None and last[0] is model:  # the model of the previous request: its limits stand
-            return last[1]
-        # a profile-less `Model` and its name resolve alike; two `Model`s of one name may carry two windows
-        window = None if model is None or isinstance(model, str) else profile_window(model)
-        key = (model_name_of(model), window)
+        if last is not None and last[0] is model and last[1] == also:  # the previous request's: they stand
+            return last[2]
+        key = tuple(map(_identity, (model, *also)))
         limits = self._limits.get(key)
         if limits is not None:
-            self._last = (model, limits)
+            self._last = (model, also, limits)
         else:
-            limits = self.policy.resolve(model_info(model, server_windows=self._server_windows))
+            info = model_info(model, also=also, server_windows=self._server_windows)
+            limits = self.policy.resolve(info)
             if limits.window_source == 'fallback' and next(self._due(local_servers(model)), None):
                 return limits  # provisional: the first request asks the model's server
             self._limits[key] = limits
-            self._last = (model, limits)
+            self._last = (model, also, limits)
             self._announce(limits, model)
         return limits
 
@@ -153,6 +154,12 @@ class ModelLimits:
     ) -> None:
         logger.log(level, '%s: %s', code, message)
         self.emit(HistoryWarning(code=code, message=message, details=details))
+
+
+def _identity(model: ModelRef | None) -> tuple[str | None, int | None]:
+    """What a model's limits depend on: its name and, for a `Model`, its profile's window (a profile-less
+    `Model` and its name resolve alike; two `Model`s of one name may carry two windows)."""
+    return model_name_of(model), None if model is None or isinstance(model, str) else profile_window(model)
 
 
 def local_servers(model: object) -> Iterator[tuple[Any, LocalServer]]:

@@ -276,19 +276,13 @@ class RequestPath(GuardedStages, HistoryOperations):
         clamped one warns once (`setting_clamped`)."""
         return self._model_limits.limits_for(model)
 
-    def serving_limits(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> ContextLimits:
+    def _serving_limits(self, ctx: RunContext[Any] | None, model: ModelRef | None) -> ContextLimits:
         """The limits a request to `model` is planned against: the model's own, or with the run's
         `ModelFallback` (2.x), which may move an attempt to another model after the request was processed,
-        those of the smallest window among them all (as for a `FallbackModel`), so every attempt fits the
-        model serving it. The processor's own `model` is planned for alone."""
-        limits = self.limits_for(model)
-        if self.model is not None:
-            return limits
-        for candidate in attempt_models(ctx):
-            other = self.limits_for(candidate)
-            if other.model_window < limits.model_window:
-                limits = other
-        return limits
+        those of the smallest known window among them all (as for a `FallbackModel`), so every attempt fits
+        the model serving it. The processor's own `model` is planned for alone."""
+        also = () if self.model is not None else attempt_models(ctx)
+        return self._model_limits.limits_for(model, also)
 
     def _serving(self, ctx: RunContext[Any] | None, serving_model: Model | None) -> ModelRef | None:
         """The model whose limits apply: the processor's `model`, else the one pydantic-ai hands the request
@@ -323,7 +317,7 @@ class RequestPath(GuardedStages, HistoryOperations):
         run_id = self._runs.key(ctx)
         return HistoryContext(
             counter=self._counting(model) if operations is None else self._workflow_counter(ctx, model),
-            limits=self.serving_limits(ctx, model),
+            limits=self._serving_limits(ctx, model),
             summarizer=self.summarizer,
             pin=self.pin,
             keep_first_user_message=self.keep_first_user_message,

@@ -113,7 +113,7 @@ class Toolsets(RequestPath):
         try:
             model = self.model if self.model is not None else ctx.model
             counter = self.counter_for(model)
-            limits = self.serving_limits(ctx, model)
+            limits = self._serving_limits(ctx, model)
             tokens = read_room_tokens(
                 ctx.messages,
                 counter=counter,
