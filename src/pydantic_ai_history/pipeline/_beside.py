@@ -16,7 +16,6 @@ dispatch: another capability's `prepare_tools` does not see them.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -51,8 +50,8 @@ class OwnToolsBeside(WrapperToolset[Any]):
     own: AbstractToolset[Any] = field(kw_only=True)
     """The toolset that holds our tools (its leaves durable-wrapped or not, as the run's)."""
 
-    _exit_stack: AsyncExitStack | None = field(init=False, default=None)
-    """What leaves both parts when the run leaves this toolset (entered as pydantic-ai's combined one)."""
+    _entered: bool = field(init=False, default=False)
+    """Whether both parts were entered (and so are left when the run leaves this toolset)."""
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
         return self._with(await self.wrapped.for_run(ctx), await self.own.for_run(ctx))
@@ -61,22 +60,30 @@ class OwnToolsBeside(WrapperToolset[Any]):
         return self._with(await self.wrapped.for_run_step(ctx), await self.own.for_run_step(ctx))
 
     def _with(self, wrapped: AbstractToolset[Any], own: AbstractToolset[Any]) -> OwnToolsBeside:
-        """This toolset, or a copy holding what its two parts became for the run or the step."""
-        return (
-            self if wrapped is self.wrapped and own is self.own else replace(self, wrapped=wrapped, own=own)
-        )
+        """This toolset, or a new one holding what its two parts became for the run or the step (built
+        directly: `dataclasses.replace` reads every field's definition, at every step)."""
+        return self if wrapped is self.wrapped and own is self.own else OwnToolsBeside(wrapped, own=own)
 
+    # Entered and left as pydantic-ai's combined toolset enters its members, without an `AsyncExitStack`:
+    # two parts, at every step, where the stack's bookkeeping cost more than the parts' own.
     async def __aenter__(self) -> Self:
-        async with AsyncExitStack() as stack:
-            await stack.enter_async_context(self.wrapped)
-            await stack.enter_async_context(self.own)
-            self._exit_stack = stack.pop_all()
+        await self.wrapped.__aenter__()
+        try:
+            await self.own.__aenter__()
+        except BaseException as exc:
+            await self.wrapped.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._entered = True
         return self
 
     async def __aexit__(self, *args: Any) -> bool | None:
-        if self._exit_stack is not None:
-            await self._exit_stack.aclose()
-            self._exit_stack = None
+        if not self._entered:
+            return None
+        self._entered = False
+        try:
+            await self.own.__aexit__(*args)
+        finally:
+            await self.wrapped.__aexit__(*args)
         return None
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:

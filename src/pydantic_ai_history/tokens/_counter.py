@@ -255,6 +255,8 @@ def _utf8_length(text: str) -> int:
 
 _TOOL_MEMO_SIZE = 1_024
 """Tool definitions whose counts a counter keeps (oldest forgotten first)."""
+_COUNTED_TOOL_FIELDS = operator.attrgetter('name', 'description', 'parameters_json_schema')
+"""What a request's tool definition costs is counted from (read in C for a whole tool list)."""
 _IMAGE_MEMO_SIZE = 4_096
 """Image dimensions a counter keeps, by size and hash of the data (oldest forgotten first)."""
 
@@ -284,7 +286,9 @@ class TokenCounter:
     )
     _running: RunningCounts = field(default_factory=RunningCounts, init=False, repr=False)
     _overhead: int | None = field(default=None, init=False, repr=False)
-    _last_tools: tuple[tuple[ToolDefinition, ...], int] = field(default=((), 0), init=False, repr=False)
+    _last_tools: tuple[tuple[tuple[str, str | None, Any], ...], int] = field(
+        default=((), 0), init=False, repr=False
+    )
     _tool_memo: dict[tuple[str, str], tuple[Any, int]] = field(default_factory=dict, init=False, repr=False)
     _bytes: TokenCounter | None = field(default=None, init=False, repr=False)
     """The same counting with UTF-8 byte lengths for tokens (`upper_bound`), made on first use."""
@@ -567,24 +571,26 @@ class TokenCounter:
 
     def count_tool_definitions(self, tools: Iterable[ToolDefinition]) -> int:
         """Tokens a request's `ToolDefinition`s cost (corrected): each its name, description and schema plus
-        `tool_definition_overhead`, and `tools_overhead` once; the previous call's objects are not counted
+        `tool_definition_overhead`, and `tools_overhead` once; the previous call's list is not counted
         again."""
-        tools = tuple(tools)
-        if not tools:  # a request's tool list, then a prediction without tools: the list stays remembered
+        # pydantic-ai builds new definitions at every step around the same names, descriptions and schemas:
+        # what is counted of them is read and compared with the previous call's in C, not tool by tool
+        counted = tuple(map(_COUNTED_TOOL_FIELDS, tools))
+        if not counted:  # a request's tool list, then a prediction without tools: the list stays remembered
             return 0
         previous, count = self._last_tools
-        if len(previous) == len(tools) and all(map(operator.is_, previous, tools)):
+        if counted == previous:
             return count
         profile = self.tokenizer_profile
-        raw = profile.tool_definition_overhead * len(tools) + sum(map(self._count_tool, tools))
+        tools_raw = sum(itertools.starmap(self._count_tool, counted))
+        raw = profile.tool_definition_overhead * len(counted) + tools_raw
         count = math.ceil(raw * profile.correction) + profile.tools_overhead
-        self._last_tools = (tools, count)
+        self._last_tools = (counted, count)
         return count
 
-    def _count_tool(self, tool: ToolDefinition) -> int:
-        """A tool's name, description and schema; pydantic-ai builds new definitions on every step, usually
-        around the same schema, so the count is kept per name and description while the schema is equal."""
-        name, description, schema = tool.name, tool.description or '', tool.parameters_json_schema
+    def _count_tool(self, name: str, description: str | None, schema: Any) -> int:
+        """A tool's name, description and schema, kept per name and description while the schema is equal."""
+        description = description or ''
         known = self._tool_memo.get((name, description))
         if known is not None and (known[0] is schema or known[0] == schema):
             return known[1]
