@@ -399,3 +399,41 @@ def test_a_shape_other_than_the_one_pydantic_ai_assembles_is_left_as_it_is() -> 
     assert own_tools_beside(prepared(CombinedToolset([ours])), {'ours'}) is None  # nothing beside ours
     assert own_tools_beside(prepared(theirs, CombinedToolset([ours, other])), {'ours'}) is None  # shared
     assert own_tools_beside(prepared(theirs, other), {'ours'}) is None  # ours not there
+
+
+async def test_the_beside_toolset_enters_and_leaves_both_parts_as_a_combined_toolset_does() -> None:
+    """Both parts entered in turn and left in reverse; a part that fails to enter leaves the other entered
+    part closed, and the error reaches the run."""
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from pydantic_ai_history.pipeline._beside import OwnToolsBeside
+
+    log: list[str] = []
+
+    class Logged(FunctionToolset[Any]):
+        def __init__(self, name: str, *, fail: bool = False) -> None:
+            super().__init__(id=name)
+            self.name, self.fail = name, fail
+
+        async def __aenter__(self) -> Any:
+            if self.fail:
+                raise OSError(f'{self.name} cannot start')
+            log.append(f'enter {self.name}')
+            return self
+
+        async def __aexit__(self, *args: Any) -> bool | None:
+            log.append(f'exit {self.name} {args[0].__name__ if args[0] else None}')
+            return None
+
+    beside = OwnToolsBeside(Logged('theirs'), own=Logged('ours'))
+    async with beside:
+        assert log == ['enter theirs', 'enter ours']
+    assert log[2:] == ['exit ours None', 'exit theirs None']
+    await beside.__aexit__(None, None, None)  # left already: nothing is left twice
+    assert len(log) == 4
+
+    log.clear()
+    with pytest.raises(OSError, match='ours cannot start'):
+        async with OwnToolsBeside(Logged('theirs'), own=Logged('ours', fail=True)):
+            pass  # pragma: no cover
+    assert log == ['enter theirs', 'exit theirs OSError']

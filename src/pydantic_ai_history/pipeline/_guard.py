@@ -5,7 +5,7 @@ counted (`RequestProcessed`)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
@@ -14,13 +14,15 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from ..budget.notice import NearLimitNotice
 from ..context._context import FAR_BELOW, HistoryContext, HistoryStage
 from ..events import HistoryEvent, RequestProcessed, StageFailed
-from ..messages._clock import perf
+from ..messages._clock import perf, wall
 from ._agent_checks import tool_name
 from ._runs import Runs, RunState
 from ._settings_checks import CONFIG_ERRORS
 from ._spans import DeferredSpans, request_attributes
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
     from ..budget._policy import ContextLimits
     from ._validity import InputCheck, Validity
 
@@ -89,7 +91,7 @@ class GuardedStages:
         messages: list[ModelMessage],
         context: HistoryContext,
         started: float,
-        spans: DeferredSpans | None = None,
+        tracer_of: Callable[[], Tracer | None] | None = None,
     ) -> list[ModelMessage]:
         # far below its limit: bounded by bytes, not counted, and the stages with nothing to do are skipped
         proved = context.compaction_request is None and await context.prove_fits_off_loop(
@@ -98,7 +100,6 @@ class GuardedStages:
         if not proved:  # a large new message is tokenized off the event loop
             await context.count_newest(messages)
         before = context.estimate(messages)
-        current = messages
         run = self._runs[context.run_id]
         check = run.input_check
         validity = await checked_input(check, messages, context)
@@ -111,11 +112,63 @@ class GuardedStages:
                 'no stage may add to them',
                 violations=[str(v) for v in new_violations[:20]],
             )
-        given: Validity | None = None  # the input's check, kept once a stage changes the history
-        sent = sent_before(messages)
-        rewriter: str | None = None
         # far below its limit, the stages that say they would return the history as it is are skipped
         unchanged = _unchanged_when_fits(self._stages, messages, context) if proved else ()
+        # the run's tracer is looked for only when a stage runs: an idle request leaves no span
+        runs_stages = len(unchanged) < len(self._stages)
+        spans = _spans(context, tracer_of, started) if runs_stages else None
+        sent = sent_before(messages)
+        try:
+            current, rewriter = messages, None
+            if runs_stages:
+                current, validity, rewriter = await self._run_stages(
+                    messages, context, before.total, validity, unchanged, sent, spans
+                )
+            check.adopt(validity)
+            # the idle path: nothing changed, so the estimate of the input stands
+            after = before if current is messages else context.estimate(current)
+            if not after.bounded:  # a history far below its limit is not counted, nor anchored on
+                context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
+            rewrite = self._rewrite(messages, current, sent, rewriter, context, run)
+            event = RequestProcessed(
+                run_id=context.run_id,
+                messages_before=len(messages),
+                messages_after=len(current),
+                tokens_before=before.total,
+                tokens_after=after.total,
+                tokenizer_tokens_after=after.tokenizer,
+                context_window=context.context_window,
+                duration_ms=(perf() - started) * 1000,
+                anchored=after.anchor_verified,
+                rewritten_messages=rewrite[0],
+                rewritten_tokens=rewrite[1],
+                rewritten_by=rewrite[2],
+            )
+            if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
+                spans.finish(current is not messages, request_attributes(event, context))
+        finally:
+            if spans is not None:
+                spans.close()
+        self._emit(event)
+        PROCESSED.set((event, context.limits))
+        return current
+
+    async def _run_stages(
+        self,
+        messages: list[ModelMessage],
+        context: HistoryContext,
+        before: int,
+        validity: Validity,
+        unchanged: Collection[int],
+        sent: int,
+        spans: DeferredSpans | None,
+    ) -> tuple[list[ModelMessage], Validity, str | None]:
+        """The stages not `unchanged` run in turn, each under the guard; the output, its check, and the first
+        stage that rewrote one of the `sent` messages an earlier request sent (the input of `before` tokens
+        and its check if the output newly passes the budget)."""
+        current = messages
+        given: Validity | None = None  # the input's check, kept once a stage changes the history
+        rewriter: str | None = None
         for index, stage in enumerate(self._stages):
             if current is messages and index in unchanged:
                 continue
@@ -125,33 +178,9 @@ class GuardedStages:
             current = await self._run_stage(stage.name, stage, current, context, validity, spans)
             if rewriter is None and current is not stage_input and first_change(messages, current) < sent:
                 rewriter = stage.name
-        if given is not None and self._over_budget(current, messages, before.total, context, 'processor'):
-            current, validity, rewriter = messages, given, None
-        check.adopt(validity)
-        # the idle path: nothing changed, so the estimate of the input stands
-        after = before if current is messages else context.estimate(current)
-        if not after.bounded:  # a history far below its limit is not counted, nor anchored on
-            context.counter.mark_sent(current, tool_definitions=context.tool_definitions or None)
-        rewrite = self._rewrite(messages, current, sent, rewriter, context, run)
-        event = RequestProcessed(
-            run_id=context.run_id,
-            messages_before=len(messages),
-            messages_after=len(current),
-            tokens_before=before.total,
-            tokens_after=after.total,
-            tokenizer_tokens_after=after.tokenizer,
-            context_window=context.context_window,
-            duration_ms=(perf() - started) * 1000,
-            anchored=after.anchor_verified,
-            rewritten_messages=rewrite[0],
-            rewritten_tokens=rewrite[1],
-            rewritten_by=rewrite[2],
-        )
-        if spans is not None:  # an idle request leaves no span (see `DeferredSpans`)
-            spans.finish(current is not messages, request_attributes(event, context))
-        self._emit(event)
-        PROCESSED.set((event, context.limits))
-        return current
+        if given is not None and self._over_budget(current, messages, before, context, 'processor'):
+            return messages, given, None
+        return current, validity, rewriter
 
     async def _run_stage(
         self,
@@ -255,6 +284,19 @@ async def checked_input(check: InputCheck, messages: list[ModelMessage], context
     if check.long(messages):
         return await context.off_loop(check.check, messages)
     return check.check(messages)
+
+
+def _spans(
+    context: HistoryContext, tracer_of: Callable[[], Tracer | None] | None, started: float
+) -> DeferredSpans | None:
+    """The request's deferred spans on the run's tracer (begun when the request did), handed to the stages
+    through `context`; None when nothing records them."""
+    tracer = tracer_of() if tracer_of is not None else None
+    if tracer is None:
+        return None
+    spans = DeferredSpans(tracer, started_ns=int((wall() - (perf() - started)) * 1e9))
+    context.tracer, context.open_spans = tracer, spans.open
+    return spans
 
 
 def _unchanged_when_fits(

@@ -30,7 +30,6 @@ from ._guard import GuardedStages, checked_input
 from ._limits import ModelLimits
 from ._operations import HistoryOperations, JournaledCache, JournaledStore, RunOperations
 from ._settings_checks import CONFIG_ERRORS, compaction_stage
-from ._spans import DeferredSpans
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -143,12 +142,9 @@ class RequestPath(GuardedStages, HistoryOperations):
             if not messages:
                 context.warn('empty_history', 'the processor was given an empty history; returned unchanged')
                 return messages
-            tracer = self._tracer_for(ctx, context.run_id)
-            spans = DeferredSpans(tracer) if tracer is not None else None
-            if spans is not None:
-                context.tracer, context.open_spans = tracer, spans.open
+            run_id = context.run_id
             try:
-                return await self._process(messages, context, started, spans)
+                return await self._process(messages, context, started, lambda: self._tracer_for(ctx, run_id))
             except CONFIG_ERRORS:
                 raise
             except Exception as exc:  # outside any stage, e.g. counting content of a kind nobody foresaw
@@ -156,9 +152,6 @@ class RequestPath(GuardedStages, HistoryOperations):
                 error = f'{type(exc).__name__}: {exc}'
                 self._emit(StageFailed(run_id=context.run_id, stage='processor', error=error))
                 return messages
-            finally:
-                if spans is not None:
-                    spans.close()
 
     async def _request_scope(
         self, ctx: Any, messages: Sequence[ModelMessage], journaled: bool

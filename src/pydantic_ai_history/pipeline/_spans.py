@@ -26,9 +26,9 @@ def _now_ns() -> int:
 class DeferredSpans:
     """The spans of one request: the request's, and the running stage's, opened on first need."""
 
-    def __init__(self, tracer: Any) -> None:
+    def __init__(self, tracer: Any, *, started_ns: int | None = None) -> None:
         self._tracer = tracer
-        self._started = _now_ns()
+        self._started = _now_ns() if started_ns is None else started_ns
         self._process: Any = None
         self._process_token: Token[otel_context.Context] | None = None
         self._stage: tuple[str, int] | None = None

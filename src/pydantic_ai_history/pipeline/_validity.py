@@ -74,7 +74,8 @@ class InputCheck:
     def __init__(self) -> None:
         self._last: list[ModelMessage] = []
         self._checked: list[ModelMessage] | None = None
-        self._structure = StructureCheck()
+        self._structure: StructureCheck | None = None
+        """The check of `_last`, made by the first `check` (a run's first request checks from scratch)."""
         self._reported: frozenset[str] = frozenset()
 
     def unreported(self, validity: Validity) -> list[Violation]:
@@ -97,17 +98,18 @@ class InputCheck:
         last = self._last
         known = len(last)
         extends = False
-        if 0 < known <= len(messages) and self._structure.length == known:
+        structure = self._structure
+        if 0 < known <= len(messages) and structure is not None and structure.length == known:
             last.extend(messages[known:])
             # One comparison in C: identical messages never reach `__eq__`, and equal ones pair alike.
             extends = last == messages
-        if not extends:
-            self._structure = StructureCheck()
+        if structure is None or not extends:
+            structure = self._structure = StructureCheck()
             known = 0
-        self._structure.extend(messages[known:])
+        structure.extend(messages[known:])
         # `_last` now copies `messages` when they extend it; until `adopt`, no input extends anything
         self._checked, self._last = (messages, last) if extends else (None, [])
-        return Validity(messages, self._structure, self._structure.violations(messages))
+        return Validity(messages, structure, structure.violations(messages))
 
     def adopt(self, validity: Validity) -> None:
         """Continue from the history the stages returned: the next input extends it."""
