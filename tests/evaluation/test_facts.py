@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic_ai.messages import (
     ModelMessage,
@@ -98,6 +98,8 @@ _word = st.text(alphabet='abcXYZ019_-./:"\\ \n', min_size=1, max_size=130)
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(_word, _word, st.integers(0, 10**6)), min_size=1, max_size=6))
+# an error string whose match ends before a `_`: the scores read `_` as part of the word it is cut from
+@example([('0', '000000000000000_000000000000', 0)])
 def test_every_fact_is_a_substring_of_the_evicted_text(rounds: list[tuple[str, str, int]]) -> None:
     messages: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(f'Please only use {rounds[0][0]}.')])]
     for i, (arg, text, number) in enumerate(rounds):

@@ -183,7 +183,7 @@ def _trimmed(kind: str, value: str, following: str) -> str | None:
     if kind == 'error':
         if ':' not in value and len(value) <= 9:
             return None
-        if following[:1].isalnum() and value[-1:].isalnum():  # cut inside a word: end at the last whole one
+        if _word_char(following[:1]) and _word_char(value[-1:]):  # cut in a word: end at the last whole one
             value = value[: value.rfind(' ')] if ' ' in value else value
         return value.rstrip(' ,;:')
     if kind == 'identifier':
@@ -192,6 +192,11 @@ def _trimmed(kind: str, value: str, following: str) -> str | None:
         digits = sum(c.isdigit() for c in value)
         return value if digits >= 3 or '.' in value else None
     return value
+
+
+def _word_char(char: str) -> bool:
+    """Whether `char` continues a word as the scores read words (`contains`: a regex `\\w`, `_` included)."""
+    return char.isalnum() or char == '_'
 
 
 def _cue(text: str, start: int) -> str:
