@@ -42,7 +42,9 @@ Measures (a `FunctionModel` stands in for the provider: its own time is in the b
 `--breakdown` measures instead where ours spends the small run's extra CPU: in one process, run by run in
 turn, the run without a capability, with one that does nothing (pydantic-ai's own cost of any capability),
 with ours, and with ours less one part at a time (that part made a pass-through: the request hook, the
-read-back tool's prediction, the run hook, the tools); medians of `--runs` rounds.
+read-back tool's prediction, the run hook, the tools), then all of them at once (the parts share what a run
+meets first, its model and its new messages, which the first part to touch them pays for: alone they do not
+add up); medians of `--runs` rounds.
 
 The window is far beyond every history (100M tokens, budget 90M): nothing has to change, every figure is
 overhead. Histories are written once to benchmarks/.data/overhead-N.json by this interpreter.
@@ -256,6 +258,17 @@ def _parts(capability: Any) -> dict[str, tuple[Any, Any]]:
 
     gate = capability.readback_gate
     predict = gate.predict
+    no_tools = {'get_toolset': lambda self: None, 'get_wrapper_toolset': lambda self, toolset: None}
+    every_hook = swap(before_model_request=request, wrap_run=run, **no_tools)
+
+    def every() -> None:
+        every_hook[0]()
+        gate.predict = None
+
+    def every_undone() -> None:
+        every_hook[1]()
+        gate.predict = predict
+
     return {
         'request hook (`before_model_request`)': swap(before_model_request=request),
         "read-back tool's prediction": (
@@ -263,9 +276,9 @@ def _parts(capability: Any) -> dict[str, tuple[Any, Any]]:
             lambda: setattr(gate, 'predict', predict),
         ),
         'run hook (`wrap_run`)': swap(wrap_run=run),
-        'tools (`get_toolset`, `get_wrapper_toolset`)': swap(
-            get_toolset=lambda self: None, get_wrapper_toolset=lambda self, toolset: None
-        ),
+        'tools (`get_toolset`, `get_wrapper_toolset`)': swap(**no_tools),
+        # the parts share what a run meets first (its model, its new messages): alone they do not add up
+        'every part at once': (every, every_undone),
     }
 
 
