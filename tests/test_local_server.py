@@ -231,6 +231,30 @@ async def test_the_server_window_keeps_a_long_run_inside_it(serve: Any) -> None:
     assert stats.window_applications > 0
 
 
+async def test_a_model_fallback_to_a_local_model_asks_its_server_and_keeps_every_request_inside_it(
+    serve: Any,
+) -> None:
+    """The run's `ModelFallback` may move an attempt to a local model after the step was processed: its server
+    is asked for its window as the step's model's is, and every step is planned for the smaller one."""
+    if not HAS_CAPABILITIES:
+        pytest.skip('this pydantic-ai has no capabilities')
+    try:
+        from pydantic_ai.capabilities import ModelFallback
+    except ImportError:
+        pytest.skip('this pydantic-ai has no ModelFallback capability')
+    server = serve('llamacpp', 4_096)
+    local_model = LocalModel(_loop(0), base_url=server.base_url)
+    primary = FunctionModel(_loop(12), model_name='primary', profile={'context_window': 128_000})
+    processor = create_history_processor(compaction=False)
+    agent = _agent(primary, processor)
+    await agent.run('go', capabilities=[ModelFallback(local_model)])
+    assert server.requests  # the fallback model's server was asked
+    # ~780 tokens a page: planned for the primary's window alone, all 12 pages (~9,400 tokens) would be sent
+    stats = processor.stats().overall
+    assert stats.peak_tokens_out <= 4_096
+    assert stats.window_applications > 0
+
+
 async def test_a_silent_server_falls_back_with_the_warning_and_is_asked_once(serve: Any) -> None:
     server = serve('silent')
     model = LocalModel(_loop(1), base_url=server.base_url, name='my-local-model')

@@ -37,8 +37,9 @@ class ModelLimits:
     """The models whose fallback window was announced: a window learnt later is announced as replacing it."""
     _last: tuple[ModelRef | None, tuple[ModelRef, ...], ContextLimits] | None = None
     """The models last asked for (by identity) and their resolved limits: most requests ask for the same."""
-    _serverless: ModelRef | None = None
-    """The model last found served by no local server (by identity): the next request asks it nothing."""
+    _serverless: tuple[ModelRef, tuple[ModelRef, ...]] | None = None
+    """The models last found served by no local server (by identity, with those an attempt may move to): the
+    next request asks them nothing."""
 
     def limits_for(self, model: ModelRef | None, also: tuple[ModelRef, ...] = ()) -> ContextLimits:
         """See `HistoryCapability.limits_for`; `also`: the models an attempt may move to (a
@@ -53,23 +54,31 @@ class ModelLimits:
         else:
             info = model_info(model, also=also, server_windows=self._server_windows)
             limits = self.policy.resolve(info)
-            if limits.window_source == 'fallback' and next(self._due(local_servers(model)), None):
-                return limits  # provisional: the first request asks the model's server
+            if limits.window_source == 'fallback' and next(self._due(local_servers(model, *also)), None):
+                return limits  # provisional: the first request asks the models' servers
             self._limits[key] = limits
             self._last = (model, also, limits)
             self._announce(limits, model)
         return limits
 
-    def servers_to_ask(self, model: Any, *, again: bool) -> list[tuple[Any, LocalServer]]:
-        """Each model that may serve a request with the local server to ask for its window: only where the
-        policy does not set the window, once per server unless `again`, or again when the server has not said
-        its window and its backoff has passed (see `probe_due`); each counts as asked."""
-        unasked = model is None or isinstance(model, str) or model is self._serverless
+    def servers_to_ask(
+        self, model: Any, also: tuple[ModelRef, ...] = (), *, again: bool
+    ) -> list[tuple[Any, LocalServer]]:
+        """Each model that may serve a request (`model`, and `also` the models an attempt may move to) with
+        the local server to ask for its window: only where the policy does not set the window, once per server
+        unless `again`, or again when the server has not said its window and its backoff has passed (see
+        `probe_due`); each counts as asked."""
+        serverless = self._serverless
+        unasked = (
+            model is None
+            or isinstance(model, str)
+            or (serverless is not None and serverless[0] is model and serverless[1] == also)
+        )
         if self.policy.context_window is not None or unasked:
             return []
-        servers = list(local_servers(model))
+        servers = list(local_servers(model, *also))
         if not servers:
-            self._serverless = model
+            self._serverless = (model, also)
         found = []
         for candidate, server in self._due(servers, again=again):  # lazy: a server once per call
             self._servers_asked.add(server.key)
@@ -162,11 +171,13 @@ def _identity(model: ModelRef | None) -> tuple[str | None, int | None]:
     return model_name_of(model), None if model is None or isinstance(model, str) else profile_window(model)
 
 
-def local_servers(model: object) -> Iterator[tuple[Any, LocalServer]]:
-    """Each model that may serve a request to `model` and is served by a local server, with that server."""
+def local_servers(*models: object) -> Iterator[tuple[Any, LocalServer]]:
+    """Each model that may serve a request to one of `models` and is served by a local server, with that
+    server."""
     from ..budget._local_server import local_server_of  # loaded by the first `Model` asked about
 
-    for candidate in serving_candidates(model):
-        server = local_server_of(candidate)
-        if server is not None:
-            yield candidate, server
+    for model in models:
+        for candidate in serving_candidates(model):
+            server = local_server_of(candidate)
+            if server is not None:
+                yield candidate, server

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai import RunContext
 from pydantic_ai.messages import BinaryContent
 
-from .._compat import durable_operation
+from .._compat import attempt_models, durable_operation
 from ..cache import SummaryCache
 from ..context._artifact_models import ArtifactPlan  # read at run time, as the argument types below
 from ..context._summarizer_settings import (  # read at run time: durable operations' argument types
@@ -188,9 +188,10 @@ class HistoryOperations:
         server only, which receives it with every request anyway."""
         from ._limits import local_servers
 
-        for model in (*models, self.model):
-            model = getattr(model, 'model', model)  # a RunContext: the run's model
-            for candidate, serving in local_servers(model):
+        for given in (*models, self.model):
+            # a RunContext: the run's model, and those its `ModelFallback` may move an attempt to
+            moved = attempt_models(given) if isinstance(given, RunContext) else ()
+            for candidate, serving in local_servers(getattr(given, 'model', given), *moved):
                 if serving == server:
                     key = getattr(getattr(candidate, 'client', None), 'api_key', None)
                     return key if isinstance(key, str) and key else None

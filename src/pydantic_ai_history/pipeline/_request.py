@@ -60,14 +60,15 @@ class RequestPath(GuardedStages, HistoryOperations):
     async def _ask_local_servers(
         self, model: ModelRef | None, ctx: RunContext[Any] | None, journaled: bool | None = None
     ) -> None:
-        """Ask each local server that may serve the request for its window, once per server and process;
-        under durable execution (`journaled`, found when not given) on every run's first step (a replay must
-        make the same calls)."""
+        """Ask each local server that may serve the request (or an attempt the run's `ModelFallback` moves)
+        for its window, once per server and process; under durable execution (`journaled`, found when not
+        given) on every run's first step (a replay must make the same calls)."""
         if journaled is None:
             journaled = self.journaled(ctx)
         if journaled and getattr(ctx, 'run_step', 1) > 1:
             return
-        for candidate, server in self._model_limits.servers_to_ask(model, again=journaled):
+        also = self._attempt_models(ctx)
+        for candidate, server in self._model_limits.servers_to_ask(model, also, again=journaled):
             if journaled and ctx is not None:
                 window = await self.ask_server_window(ctx, server.base_url, server.model_name)
             else:
@@ -274,8 +275,12 @@ class RequestPath(GuardedStages, HistoryOperations):
         `ModelFallback` (2.x), which may move an attempt to another model after the request was processed,
         those of the smallest known window among them all (as for a `FallbackModel`), so every attempt fits
         the model serving it. The processor's own `model` is planned for alone."""
-        also = () if self.model is not None else attempt_models(ctx)
-        return self._model_limits.limits_for(model, also)
+        return self._model_limits.limits_for(model, self._attempt_models(ctx))
+
+    def _attempt_models(self, ctx: RunContext[Any] | None) -> tuple[Any, ...]:
+        """The models the run's `ModelFallback` may move an attempt to (none when the processor's own `model`
+        is set: it is planned for alone)."""
+        return () if self.model is not None else attempt_models(ctx)
 
     def _serving(self, ctx: RunContext[Any] | None, serving_model: Model | None) -> ModelRef | None:
         """The model whose limits apply: the processor's `model`, else the one pydantic-ai hands the request
