@@ -91,7 +91,7 @@ class GuardedStages:
         messages: list[ModelMessage],
         context: HistoryContext,
         started: float,
-        tracer_of: Callable[[], Tracer | None] | None = None,
+        tracer_of: Callable[[], Tracer | None],
     ) -> list[ModelMessage]:
         # far below its limit: bounded by bytes, not counted, and the stages with nothing to do are skipped
         proved = context.compaction_request is None and await context.prove_fits_off_loop(
@@ -287,11 +287,11 @@ async def checked_input(check: InputCheck, messages: list[ModelMessage], context
 
 
 def _spans(
-    context: HistoryContext, tracer_of: Callable[[], Tracer | None] | None, started: float
+    context: HistoryContext, tracer_of: Callable[[], Tracer | None], started: float
 ) -> DeferredSpans | None:
     """The request's deferred spans on the run's tracer (begun when the request did), handed to the stages
     through `context`; None when nothing records them."""
-    tracer = tracer_of() if tracer_of is not None else None
+    tracer = tracer_of()
     if tracer is None:
         return None
     spans = DeferredSpans(tracer, started_ns=int((wall() - (perf() - started)) * 1e9))

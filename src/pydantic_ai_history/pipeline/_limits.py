@@ -28,7 +28,8 @@ class ModelLimits:
     emit: Callable[[HistoryEvent], None]
     """Where the announcements go (the capability's events)."""
     _limits: dict[tuple[tuple[str | None, int | None], ...], ContextLimits] = field(default_factory=dict)
-    """The limits resolved, by the name and profile window of the model and of each it may move to."""
+    """The limits resolved, by the name and profile window of the model and of each it may move to: as many
+    as the combinations of models the app serves (a new `Model` object of a known name adds none)."""
     _server_windows: dict[str, int] = field(default_factory=dict)
     """What local servers said their window is, by `LocalServer.key`."""
     _servers_asked: set[str] = field(default_factory=set)
