@@ -44,7 +44,9 @@ turn, the run without a capability, with one that does nothing (pydantic-ai's ow
 with ours, and with ours less one part at a time (that part made a pass-through: the request hook, the
 read-back tool's prediction, the run hook, the tools), then all of them at once (the parts share what a run
 meets first, its model and its new messages, which the first part to touch them pays for: alone they do not
-add up); medians of `--runs` rounds.
+add up); then two floors of any idle path: every request answered with only its input check and its event
+(no context, no bound, no stage, no prediction), and that without the run hook, the stream event and the
+tools; medians of `--runs` rounds.
 
 The window is far beyond every history (100M tokens, budget 90M): nothing has to change, every figure is
 overhead. Histories are written once to benchmarks/.data/overhead-N.json by this interpreter.
@@ -269,6 +271,22 @@ def _parts(capability: Any) -> dict[str, tuple[Any, Any]]:
         every_hook[1]()
         gate.predict = predict
 
+    floor_hook, floor_skeleton = (
+        swap(before_model_request=_answered),
+        swap(before_model_request=_answered_unpublished, wrap_run=run, **no_tools),
+    )
+
+    def floor(hooks: tuple[Any, Any]) -> tuple[Any, Any]:
+        def enter() -> None:
+            hooks[0]()
+            gate.predict = None
+
+        def leave() -> None:
+            hooks[1]()
+            gate.predict = predict
+
+        return enter, leave
+
     return {
         'request hook (`before_model_request`)': swap(before_model_request=request),
         "read-back tool's prediction": (
@@ -279,7 +297,48 @@ def _parts(capability: Any) -> dict[str, tuple[Any, Any]]:
         'tools (`get_toolset`, `get_wrapper_toolset`)': swap(**no_tools),
         # the parts share what a run meets first (its model, its new messages): alone they do not add up
         'every part at once': (every, every_undone),
+        # what any idle path keeps doing, nothing else: the floor of a request that changes nothing
+        FLOOR: floor(floor_hook),
+        FLOOR_SKELETON: floor(floor_skeleton),
     }
+
+
+FLOOR = 'every request answered with its input check and its event only (no prediction)'
+FLOOR_SKELETON = 'that, without the run hook, the stream event or the tools'
+
+
+async def _answered(self: Any, ctx: Any, request_context: Any, publish_event: bool = True) -> Any:
+    """The request hook reduced to what an idle path must still do for a request that changes nothing:
+    check the input (incrementally, as the run's check does), record its `RequestProcessed`, and emit its
+    `context_usage` stream event. No context, no byte bound, no stage asked."""
+    from pydantic_ai_history.events import RequestProcessed, gathering, publish
+
+    messages = request_context.messages
+    run_id = self._runs.key(ctx)
+    check = self._runs[run_id].input_check
+    check.adopt(check.check(messages))
+    window = self.limits_for(request_context.model).model_window
+    with gathering() as stream_events:
+        self._emit(
+            RequestProcessed(
+                run_id=run_id,
+                messages_before=len(messages),
+                messages_after=len(messages),
+                tokens_before=0,
+                tokens_after=0,
+                tokenizer_tokens_after=0,
+                context_window=window,
+                duration_ms=0.0,
+                anchored=False,
+            )
+        )
+    if publish_event:
+        await publish(ctx, stream_events)
+    return request_context
+
+
+async def _answered_unpublished(self: Any, ctx: Any, request_context: Any) -> Any:
+    return await _answered(self, ctx, request_context, publish_event=False)
 
 
 def breakdown(runs: int) -> dict[str, Any]:
@@ -313,7 +372,10 @@ def render_breakdown(found: dict[str, float]) -> str:
         f'| with ours | {ours:.3f} | {ours - without:+.3f} ms ({ours / without:.3f}x) |',
     ]
     for name, value in found.items():
-        if name not in ('without', 'nothing', 'ours'):
+        if name in (FLOOR, FLOOR_SKELETON):
+            over = f'{value - without:+.3f} ms ({value / without:.3f}x)'
+            lines.append(f'| ours, {name} | {value:.3f} | {over} |')
+        elif name not in ('without', 'nothing', 'ours'):
             lines.append(f'| ours, {name} a pass-through | {value:.3f} | saves {ours - value:+.3f} ms |')
     return '\n'.join(lines)
 
