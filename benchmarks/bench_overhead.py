@@ -261,22 +261,10 @@ def _parts(capability: Any) -> dict[str, tuple[Any, Any]]:
     gate = capability.readback_gate
     predict = gate.predict
     no_tools = {'get_toolset': lambda self: None, 'get_wrapper_toolset': lambda self, toolset: None}
-    every_hook = swap(before_model_request=request, wrap_run=run, **no_tools)
 
-    def every() -> None:
-        every_hook[0]()
-        gate.predict = None
+    def without_prediction(hooks: tuple[Any, Any]) -> tuple[Any, Any]:
+        """`hooks` swapped in with the read-back tool's prediction off, and both undone."""
 
-    def every_undone() -> None:
-        every_hook[1]()
-        gate.predict = predict
-
-    floor_hook, floor_skeleton = (
-        swap(before_model_request=_answered),
-        swap(before_model_request=_answered_unpublished, wrap_run=run, **no_tools),
-    )
-
-    def floor(hooks: tuple[Any, Any]) -> tuple[Any, Any]:
         def enter() -> None:
             hooks[0]()
             gate.predict = None
@@ -296,10 +284,14 @@ def _parts(capability: Any) -> dict[str, tuple[Any, Any]]:
         'run hook (`wrap_run`)': swap(wrap_run=run),
         'tools (`get_toolset`, `get_wrapper_toolset`)': swap(**no_tools),
         # the parts share what a run meets first (its model, its new messages): alone they do not add up
-        'every part at once': (every, every_undone),
+        'every part at once': without_prediction(
+            swap(before_model_request=request, wrap_run=run, **no_tools)
+        ),
         # what any idle path keeps doing, nothing else: the floor of a request that changes nothing
-        FLOOR: floor(floor_hook),
-        FLOOR_SKELETON: floor(floor_skeleton),
+        FLOOR: without_prediction(swap(before_model_request=_answered)),
+        FLOOR_SKELETON: without_prediction(
+            swap(before_model_request=_answered_unpublished, wrap_run=run, **no_tools)
+        ),
     }
 
 
